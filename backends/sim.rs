@@ -1,0 +1,816 @@
+//! The simulated backend: virtual fds, a virtual clock, scheduled world
+//! events, fault injection and an exact trace. No syscalls, fully
+//! deterministic.
+//!
+//! A [`Sim`] is the world: sockets with a receive buffer and a send
+//! capacity, and a schedule of things that happen to them at given virtual
+//! times (bytes arrive, the peer frees send capacity, the peer hangs up, the
+//! fd turns invalid, a spurious wakeup). [`Sim::backend`] gives the loop its
+//! view of that world. When the loop would block and nothing is ready, the
+//! clock jumps to the next scheduled event (or the timeout) instead of
+//! sleeping; when nothing can ever happen and there is no timeout, the poll
+//! reports [`PollStatus::Stalled`] and `run` returns
+//! [`RunOutcome::Stalled`](crate::RunOutcome::Stalled) instead of hanging.
+//!
+//! Readiness is level-triggered, like epoll's default: an fd is readable
+//! while its buffer holds bytes or its peer has hung up (reads then return
+//! EOF), writable while it has send capacity. `HUP` is reported regardless
+//! of interest, as epoll does.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::{
+    Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Source, SourceFd, VirtualFd,
+};
+
+/// The first virtual fd number handed out (0-2 look like stdio).
+const FIRST_FD: RawFd = 3;
+
+/// The simulated world. Cloning gives another handle to the same world.
+///
+/// ```
+/// use evloop::{Interest, Loop, RunMode, RunOutcome, Sim};
+/// use std::io::Read;
+/// use std::time::Duration;
+///
+/// let sim = Sim::new();
+/// let sock = sim.socket("c1", 0);
+/// sim.deliver(Duration::from_millis(5), &sock, b"ping");
+/// let mut lp: Loop = Loop::with_backend(sim.backend());
+/// lp.io(sock, Interest::READABLE, |_, _, ev| {
+///     let mut buf = [0; 8];
+///     let _ = ev.source.read(&mut buf);
+/// }).unwrap();
+/// // After the read nothing else can happen: the simulator says so.
+/// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Stalled);
+/// assert_eq!(sim.trace_lines(), [
+///     "t=0ns modify fd3 - => r",
+///     "t=0ns idle until t=5ms",
+///     "t=5ms poll {fd3:r}",
+///     "t=5ms dispatch fd3 r",
+///     "t=5ms stalled",
+/// ]);
+/// ```
+#[derive(Clone, Default)]
+pub struct Sim {
+    world: Rc<RefCell<World>>,
+}
+
+#[derive(Default)]
+struct World {
+    now: Duration,
+    sockets: Vec<Socket>,
+    /// Registered fds and their interest, in registration order (the order
+    /// in which `poll` reports them).
+    registered: Vec<(RawFd, Interest)>,
+    schedule: Vec<Scheduled>,
+    seq: u64,
+    spurious: bool,
+    fail_modify: Vec<RawFd>,
+    trace: Vec<Step>,
+    modify_calls: u64,
+    poll_calls: u64,
+}
+
+struct Socket {
+    name: String,
+    inbuf: VecDeque<u8>,
+    send_capacity: usize,
+    sent: Vec<u8>,
+    peer_closed: bool,
+    closed: bool,
+    invalid: bool,
+}
+
+struct Scheduled {
+    at: Duration,
+    seq: u64,
+    action: Action,
+}
+
+enum Action {
+    Deliver(RawFd, Vec<u8>),
+    FreeSend(RawFd, usize),
+    ClosePeer(RawFd),
+    Invalidate(RawFd),
+    SpuriousWakeup,
+}
+
+/// One step of the simulator's trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Virtual time of the step.
+    pub at: Duration,
+    /// What happened.
+    pub kind: StepKind,
+}
+
+/// What a [`Step`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepKind {
+    /// The loop changed an fd's registration (one call after fd_reify).
+    Modify {
+        /// The fd.
+        fd: RawFd,
+        /// Previous registration.
+        old: Interest,
+        /// New registration.
+        new: Interest,
+        /// Whether the call failed (injected fault or invalid fd).
+        failed: bool,
+    },
+    /// A poll returned this ready set, in report order.
+    Poll(Vec<PollEvent>),
+    /// The loop invoked an io callback.
+    Dispatch {
+        /// The fd.
+        fd: RawFd,
+        /// The events passed to the callback.
+        ready: Ready,
+    },
+    /// Nothing was ready: the clock jumped to `until`.
+    Idle {
+        /// The new virtual time.
+        until: Duration,
+    },
+    /// A poll returned early with no events (an injected fault).
+    Spurious,
+    /// Nothing could ever become ready and no timeout was given.
+    Stalled,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t={:?} ", self.at)?;
+        match &self.kind {
+            StepKind::Modify {
+                fd,
+                old,
+                new,
+                failed,
+            } => {
+                write!(f, "modify fd{fd} {old} => {new}")?;
+                if *failed {
+                    f.write_str(" failed")?;
+                }
+                Ok(())
+            }
+            StepKind::Poll(events) => {
+                f.write_str("poll {")?;
+                for (i, e) in events.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "fd{}:{}", e.fd, e.ready)?;
+                }
+                f.write_str("}")
+            }
+            StepKind::Dispatch { fd, ready } => write!(f, "dispatch fd{fd} {ready}"),
+            StepKind::Idle { until } => write!(f, "idle until t={until:?}"),
+            StepKind::Spurious => f.write_str("spurious wakeup"),
+            StepKind::Stalled => f.write_str("stalled"),
+        }
+    }
+}
+
+/// Something that names a simulated fd: a [`SimSocket`] or its number.
+pub trait SimFd {
+    /// The virtual fd number.
+    fn sim_fd(&self) -> RawFd;
+}
+
+impl SimFd for SimSocket {
+    fn sim_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl SimFd for RawFd {
+    fn sim_fd(&self) -> RawFd {
+        *self
+    }
+}
+
+impl<T: SimFd + ?Sized> SimFd for &T {
+    fn sim_fd(&self) -> RawFd {
+        (**self).sim_fd()
+    }
+}
+
+impl Sim {
+    /// An empty world at virtual time zero.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// assert_eq!(sim.now(), std::time::Duration::ZERO);
+    /// ```
+    pub fn new() -> Sim {
+        Sim::default()
+    }
+
+    /// The backend to hand to [`Loop::with_backend`](crate::Loop::with_backend).
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let lp: evloop::Loop = evloop::Loop::with_backend(sim.backend());
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn backend(&self) -> SimBackend {
+        SimBackend {
+            world: self.world.clone(),
+        }
+    }
+
+    /// A new non-blocking socket with an empty receive buffer and
+    /// `send_capacity` bytes of room in its send buffer.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let a = sim.socket("a", 16);
+    /// let b = sim.socket("b", 16);
+    /// assert_eq!((a.fd(), b.fd()), (3, 4));
+    /// ```
+    pub fn socket(&self, name: &str, send_capacity: usize) -> SimSocket {
+        let mut w = self.world.borrow_mut();
+        let fd = FIRST_FD + w.sockets.len() as RawFd;
+        w.sockets.push(Socket {
+            name: name.to_string(),
+            inbuf: VecDeque::new(),
+            send_capacity,
+            sent: Vec::new(),
+            peer_closed: false,
+            closed: false,
+            invalid: false,
+        });
+        SimSocket {
+            world: self.world.clone(),
+            fd,
+        }
+    }
+
+    /// Schedules `bytes` to arrive in `fd`'s receive buffer at virtual time
+    /// `at`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(3), &s, b"abc");
+    /// ```
+    pub fn deliver(&self, at: Duration, fd: impl SimFd, bytes: &[u8]) {
+        self.schedule(at, Action::Deliver(fd.sim_fd(), bytes.to_vec()));
+    }
+
+    /// Schedules the peer to consume `n` bytes at `at`, freeing that much
+    /// send capacity.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.free_send(Duration::from_millis(1), &s, 100);
+    /// ```
+    pub fn free_send(&self, at: Duration, fd: impl SimFd, n: usize) {
+        self.schedule(at, Action::FreeSend(fd.sim_fd(), n));
+    }
+
+    /// Schedules the peer to hang up at `at`: the fd turns readable with
+    /// `HUP`, reads return EOF once the buffer is drained, writes fail with
+    /// `BrokenPipe`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.close_peer(Duration::from_millis(9), &s);
+    /// ```
+    pub fn close_peer(&self, at: Duration, fd: impl SimFd) {
+        self.schedule(at, Action::ClosePeer(fd.sim_fd()));
+    }
+
+    /// Fault: at `at` the fd becomes invalid while registered (as if closed
+    /// behind the loop's back). Polls report it as [`Ready::INVALID`], and
+    /// interest changes on it fail with `EBADF`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.invalidate(Duration::from_millis(2), &s);
+    /// ```
+    pub fn invalidate(&self, at: Duration, fd: impl SimFd) {
+        self.schedule(at, Action::Invalidate(fd.sim_fd()));
+    }
+
+    /// Fault: at `at` the poll in progress returns early with no events, as
+    /// an `EINTR` would.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let sim = evloop::Sim::new();
+    /// sim.spurious_wakeup(Duration::from_millis(2));
+    /// ```
+    pub fn spurious_wakeup(&self, at: Duration) {
+        self.schedule(at, Action::SpuriousWakeup);
+    }
+
+    /// Fault: the next interest change for `fd` fails (`EINVAL`) and leaves
+    /// the registration as it was.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.fail_next_modify(&s);
+    /// ```
+    pub fn fail_next_modify(&self, fd: impl SimFd) {
+        self.world.borrow_mut().fail_modify.push(fd.sim_fd());
+    }
+
+    fn schedule(&self, at: Duration, action: Action) {
+        let mut w = self.world.borrow_mut();
+        let seq = w.seq;
+        w.seq += 1;
+        w.schedule.push(Scheduled { at, seq, action });
+    }
+
+    /// The virtual time.
+    ///
+    /// ```
+    /// assert_eq!(evloop::Sim::new().now(), std::time::Duration::ZERO);
+    /// ```
+    pub fn now(&self) -> Duration {
+        self.world.borrow().now
+    }
+
+    /// The trace so far.
+    ///
+    /// ```
+    /// assert!(evloop::Sim::new().trace().is_empty());
+    /// ```
+    pub fn trace(&self) -> Vec<Step> {
+        self.world.borrow().trace.clone()
+    }
+
+    /// The trace so far, one line per step (what tests compare literally).
+    ///
+    /// ```
+    /// assert!(evloop::Sim::new().trace_lines().is_empty());
+    /// ```
+    pub fn trace_lines(&self) -> Vec<String> {
+        self.world
+            .borrow()
+            .trace
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    /// Forgets the trace so far.
+    ///
+    /// ```
+    /// evloop::Sim::new().clear_trace();
+    /// ```
+    pub fn clear_trace(&self) {
+        self.world.borrow_mut().trace.clear();
+    }
+
+    /// How many times the loop changed a registration (backend calls).
+    ///
+    /// ```
+    /// assert_eq!(evloop::Sim::new().modify_count(), 0);
+    /// ```
+    pub fn modify_count(&self) -> u64 {
+        self.world.borrow().modify_calls
+    }
+
+    /// How many times the loop polled.
+    ///
+    /// ```
+    /// assert_eq!(evloop::Sim::new().poll_count(), 0);
+    /// ```
+    pub fn poll_count(&self) -> u64 {
+        self.world.borrow().poll_calls
+    }
+
+    /// Everything written to `fd` so far (what the peer received or will).
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// let sim = evloop::Sim::new();
+    /// let mut s = sim.socket("s", 4);
+    /// assert_eq!(s.write(b"hello").unwrap(), 4);
+    /// assert_eq!(sim.sent(&s), b"hell");
+    /// ```
+    pub fn sent(&self, fd: impl SimFd) -> Vec<u8> {
+        self.with_socket(fd.sim_fd(), |s| s.sent.clone())
+    }
+
+    /// Bytes waiting in `fd`'s receive buffer.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// assert_eq!(sim.buffered(&s), 0);
+    /// ```
+    pub fn buffered(&self, fd: impl SimFd) -> usize {
+        self.with_socket(fd.sim_fd(), |s| s.inbuf.len())
+    }
+
+    /// Room left in `fd`'s send buffer.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 10);
+    /// assert_eq!(sim.send_capacity(&s), 10);
+    /// ```
+    pub fn send_capacity(&self, fd: impl SimFd) -> usize {
+        self.with_socket(fd.sim_fd(), |s| s.send_capacity)
+    }
+
+    /// What the loop has registered for `fd` ([`Interest::NONE`] if nothing).
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// assert_eq!(sim.registered(&s), evloop::Interest::NONE);
+    /// ```
+    pub fn registered(&self, fd: impl SimFd) -> Interest {
+        let fd = fd.sim_fd();
+        let w = self.world.borrow();
+        let found = w.registered.iter().find(|(f, _)| *f == fd);
+        found.map_or(Interest::NONE, |&(_, i)| i)
+    }
+
+    fn with_socket<R>(&self, fd: RawFd, f: impl FnOnce(&Socket) -> R) -> R {
+        let w = self.world.borrow();
+        let s = w
+            .socket(fd)
+            .unwrap_or_else(|| panic!("fd{fd} is not a socket of this simulation"));
+        f(s)
+    }
+}
+
+impl fmt::Debug for Sim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = self.world.borrow();
+        f.debug_struct("Sim")
+            .field("now", &w.now)
+            .field("sockets", &w.sockets.len())
+            .field("scheduled", &w.schedule.len())
+            .finish()
+    }
+}
+
+impl World {
+    fn socket(&self, fd: RawFd) -> Option<&Socket> {
+        self.sockets.get(usize::try_from(fd - FIRST_FD).ok()?)
+    }
+
+    fn socket_mut(&mut self, fd: RawFd) -> Option<&mut Socket> {
+        self.sockets.get_mut(usize::try_from(fd - FIRST_FD).ok()?)
+    }
+
+    fn step(&mut self, kind: StepKind) {
+        self.trace.push(Step { at: self.now, kind });
+    }
+
+    /// Applies every scheduled action due by now, in (time, schedule) order.
+    fn apply_due(&mut self) {
+        loop {
+            let now = self.now;
+            let next = self
+                .schedule
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.at <= now)
+                .min_by_key(|(_, s)| (s.at, s.seq))
+                .map(|(i, _)| i);
+            let Some(i) = next else { return };
+            let action = self.schedule.swap_remove(i).action;
+            match action {
+                Action::Deliver(fd, bytes) => {
+                    if let Some(s) = self.socket_mut(fd) {
+                        s.inbuf.extend(bytes);
+                    }
+                }
+                Action::FreeSend(fd, n) => {
+                    if let Some(s) = self.socket_mut(fd) {
+                        s.send_capacity += n;
+                    }
+                }
+                Action::ClosePeer(fd) => {
+                    if let Some(s) = self.socket_mut(fd) {
+                        s.peer_closed = true;
+                    }
+                }
+                Action::Invalidate(fd) => {
+                    if let Some(s) = self.socket_mut(fd) {
+                        s.invalid = true;
+                    }
+                }
+                Action::SpuriousWakeup => self.spurious = true,
+            }
+        }
+    }
+
+    fn next_scheduled(&self) -> Option<Duration> {
+        self.schedule.iter().map(|s| s.at).min()
+    }
+
+    fn readiness(&self, fd: RawFd) -> Ready {
+        let Some(s) = self.socket(fd) else {
+            return Ready::INVALID;
+        };
+        if s.invalid || s.closed {
+            return Ready::INVALID;
+        }
+        let mut r = Ready::EMPTY;
+        if !s.inbuf.is_empty() || s.peer_closed {
+            r |= Ready::READABLE;
+        }
+        if s.peer_closed {
+            r |= Ready::HUP;
+        }
+        if s.send_capacity > 0 {
+            r |= Ready::WRITABLE;
+        }
+        r
+    }
+
+    fn collect(&self, out: &mut Vec<PollEvent>) {
+        for &(fd, interest) in &self.registered {
+            let r = self.readiness(fd);
+            let reported = r.filter(interest) | (r & Ready::INVALID);
+            if !reported.is_empty() {
+                out.push(PollEvent {
+                    fd,
+                    ready: reported,
+                });
+            }
+        }
+    }
+}
+
+/// The loop's view of a [`Sim`]: the [`Backend`] implementation.
+///
+/// ```
+/// use evloop::{Backend, Sim};
+/// let mut b = Sim::new().backend();
+/// assert_eq!(b.name(), "sim");
+/// assert!(b.capabilities().virtual_fds);
+/// assert_eq!(b.now(), std::time::Duration::ZERO);
+/// ```
+pub struct SimBackend {
+    world: Rc<RefCell<World>>,
+}
+
+impl fmt::Debug for SimBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SimBackend")
+    }
+}
+
+impl Backend for SimBackend {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            edge: false,
+            oneshot: false,
+            virtual_fds: true,
+            max_fd: None,
+        }
+    }
+
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        let mut w = self.world.borrow_mut();
+        w.modify_calls += 1;
+        let injected = w.fail_modify.iter().position(|&f| f == fd);
+        let invalid = w.socket(fd).map_or(true, |s| s.invalid || s.closed);
+        let failed = injected.is_some() || (invalid && new != Interest::NONE);
+        w.step(StepKind::Modify {
+            fd,
+            old,
+            new,
+            failed,
+        });
+        if let Some(i) = injected {
+            w.fail_modify.swap_remove(i);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("injected fault: interest change for fd{fd} refused"),
+            ));
+        }
+        let pos = w.registered.iter().position(|(f, _)| *f == fd);
+        if new == Interest::NONE {
+            // Forgetting always succeeds in the table, as a close would.
+            if let Some(p) = pos {
+                w.registered.remove(p);
+            }
+            return Ok(());
+        }
+        if invalid {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        }
+        match pos {
+            Some(p) => w.registered[p].1 = new,
+            None => w.registered.push((fd, new)),
+        }
+        Ok(())
+    }
+
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<PollEvent>,
+    ) -> io::Result<PollStatus> {
+        let mut w = self.world.borrow_mut();
+        w.poll_calls += 1;
+        w.apply_due();
+        let deadline = timeout.map(|t| w.now + t);
+        loop {
+            if w.spurious {
+                w.spurious = false;
+                w.step(StepKind::Spurious);
+                return Ok(PollStatus::Done);
+            }
+            w.collect(events);
+            if !events.is_empty() || deadline == Some(w.now) {
+                let step = StepKind::Poll(events.clone());
+                w.step(step);
+                return Ok(PollStatus::Done);
+            }
+            let until = match (w.next_scheduled(), deadline) {
+                (Some(n), Some(d)) => n.min(d),
+                (Some(n), None) => n,
+                (None, Some(d)) => d,
+                (None, None) => {
+                    w.step(StepKind::Stalled);
+                    return Ok(PollStatus::Stalled);
+                }
+            };
+            w.step(StepKind::Idle { until });
+            w.now = until;
+            w.apply_due();
+        }
+    }
+
+    fn now(&mut self) -> Duration {
+        self.world.borrow().now
+    }
+
+    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
+        self.world
+            .borrow_mut()
+            .step(StepKind::Dispatch { fd, ready });
+    }
+}
+
+/// A simulated non-blocking socket. Reads and writes follow the rules of a
+/// real non-blocking socket (`WouldBlock`, partial writes, EOF after hangup),
+/// so handler code can be written once for [`std::io::Read`]/[`Write`] and
+/// run on real and simulated sockets alike.
+///
+/// ```
+/// use std::io::{ErrorKind, Read, Write};
+/// let sim = evloop::Sim::new();
+/// let mut s = sim.socket("s", 3);
+/// let mut buf = [0; 4];
+/// assert_eq!(s.read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+/// assert_eq!(s.write(b"hello").unwrap(), 3); // partial write
+/// assert_eq!(s.write(b"lo").unwrap_err().kind(), ErrorKind::WouldBlock);
+/// ```
+pub struct SimSocket {
+    world: Rc<RefCell<World>>,
+    fd: RawFd,
+}
+
+impl SimSocket {
+    /// The virtual fd number.
+    ///
+    /// ```
+    /// assert_eq!(evloop::Sim::new().socket("s", 0).fd(), 3);
+    /// ```
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The name given at creation.
+    ///
+    /// ```
+    /// assert_eq!(evloop::Sim::new().socket("db", 0).name(), "db");
+    /// ```
+    pub fn name(&self) -> String {
+        self.world
+            .borrow()
+            .socket(self.fd)
+            .map(|s| s.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn do_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut w = self.world.borrow_mut();
+        let s = w.socket_mut(self.fd).ok_or_else(ebadf)?;
+        if s.invalid || s.closed {
+            return Err(ebadf());
+        }
+        if s.inbuf.is_empty() {
+            return if s.peer_closed {
+                Ok(0)
+            } else {
+                Err(io::ErrorKind::WouldBlock.into())
+            };
+        }
+        let n = buf.len().min(s.inbuf.len());
+        for (dst, src) in buf.iter_mut().zip(s.inbuf.drain(..n)) {
+            *dst = src;
+        }
+        Ok(n)
+    }
+
+    fn do_write(&self, buf: &[u8]) -> io::Result<usize> {
+        let mut w = self.world.borrow_mut();
+        let s = w.socket_mut(self.fd).ok_or_else(ebadf)?;
+        if s.invalid || s.closed {
+            return Err(ebadf());
+        }
+        if s.peer_closed {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if s.send_capacity == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = buf.len().min(s.send_capacity);
+        s.send_capacity -= n;
+        s.sent.extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
+}
+
+fn ebadf() -> io::Error {
+    io::Error::from_raw_os_error(libc::EBADF)
+}
+
+impl fmt::Debug for SimSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimSocket(fd{})", self.fd)
+    }
+}
+
+impl Source for SimSocket {
+    fn source_fd(&self) -> SourceFd<'_> {
+        SourceFd::Virtual(VirtualFd::new(self.fd))
+    }
+}
+
+impl Read for SimSocket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_read(buf)
+    }
+}
+
+impl Read for &SimSocket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.do_read(buf)
+    }
+}
+
+impl Write for SimSocket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.do_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &SimSocket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.do_write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for SimSocket {
+    /// Closing: the fd is no longer usable (like `close(2)`).
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.world.try_borrow_mut() {
+            if let Some(s) = w.socket_mut(self.fd) {
+                s.closed = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The crate's error type.
+
+use std::fmt;
+use std::io;
+use std::os::fd::RawFd;
+
+/// Everything that can go wrong when using a [`Loop`](crate::Loop).
+///
+/// Every variant says what went wrong and why in its `Display` text.
+///
+/// ```
+/// use evloop::{Error, Loop, Sim};
+/// let sim = Sim::new();
+/// let mut lp: Loop = Loop::with_backend(sim.backend());
+/// let idle = lp.idle(|_, _, _| {}).unwrap();
+/// lp.remove(idle).unwrap();
+/// let err = lp.stop(idle).unwrap_err();
+/// assert!(matches!(err, Error::StaleHandle { .. }));
+/// assert!(err.to_string().contains("removed"));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The handle names a watcher that was removed (its slot may since have
+    /// been reused by another watcher, which is left untouched).
+    StaleHandle {
+        /// The kind of watcher the handle was for ("io", "timer", ...).
+        kind: &'static str,
+    },
+    /// A priority outside `MIN_PRIORITY..=MAX_PRIORITY`.
+    InvalidPriority(i32),
+    /// The fd is larger than the backend can watch (select's `FD_SETSIZE`).
+    FdTooLarge {
+        /// The fd.
+        fd: RawFd,
+        /// The largest fd the backend accepts.
+        max: RawFd,
+        /// The backend's name.
+        backend: &'static str,
+    },
+    /// The fd is negative, closed, or unknown to the backend.
+    InvalidFd {
+        /// The fd.
+        fd: RawFd,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A virtual (simulated) fd given to an OS backend, or an OS fd given to
+    /// a simulated one.
+    WrongSourceKind {
+        /// The backend's name.
+        backend: &'static str,
+        /// Whether the source was virtual.
+        virtual_source: bool,
+    },
+    /// The trigger mode is not available on this backend.
+    UnsupportedTrigger {
+        /// The requested mode.
+        trigger: crate::Trigger,
+        /// The backend's name.
+        backend: &'static str,
+    },
+    /// Two watchers on one fd asked for different trigger modes; the kernel
+    /// keeps one registration per fd, so they cannot be mixed.
+    TriggerConflict {
+        /// The fd.
+        fd: RawFd,
+        /// The mode the fd already has.
+        existing: crate::Trigger,
+        /// The mode that was asked for.
+        requested: crate::Trigger,
+    },
+    /// The io watcher's source is not of the requested type, or was borrowed
+    /// rather than owned, so it cannot be handed back.
+    SourceType,
+    /// The operation is not possible while the watcher's own callback is
+    /// running (taking back an io source from inside its callback).
+    Busy,
+    /// No backend of that name exists on this platform.
+    UnknownBackend {
+        /// The requested name.
+        name: String,
+        /// What this platform offers.
+        available: &'static [&'static str],
+    },
+    /// The backend failed.
+    Backend {
+        /// The backend's name.
+        backend: &'static str,
+        /// What it was doing.
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::StaleHandle { kind } => write!(
+                f,
+                "stale {kind} handle: the watcher was removed (its slot may now belong to another watcher)"
+            ),
+            Error::InvalidPriority(p) => write!(
+                f,
+                "invalid priority {p}: priorities range from {} to {}",
+                crate::MIN_PRIORITY,
+                crate::MAX_PRIORITY
+            ),
+            Error::FdTooLarge { fd, max, backend } => write!(
+                f,
+                "fd {fd} is too large for the {backend} backend, which can watch fds up to {max}; use another backend (epoll or poll)"
+            ),
+            Error::InvalidFd { fd, reason } => write!(f, "invalid fd {fd}: {reason}"),
+            Error::WrongSourceKind { backend, virtual_source: true } => write!(
+                f,
+                "a simulated (virtual) fd cannot be registered with the {backend} backend, which watches OS descriptors"
+            ),
+            Error::WrongSourceKind { backend, virtual_source: false } => write!(
+                f,
+                "an OS descriptor cannot be registered with the {backend} backend, which watches only simulated fds"
+            ),
+            Error::UnsupportedTrigger { trigger, backend } => write!(
+                f,
+                "{trigger:?}-triggered io watchers are not supported by the {backend} backend (only epoll and kqueue offer edge triggering)"
+            ),
+            Error::TriggerConflict { fd, existing, requested } => write!(
+                f,
+                "fd {fd} already has {existing:?}-triggered watchers; a {requested:?}-triggered watcher cannot share it"
+            ),
+            Error::SourceType => f.write_str(
+                "the io watcher's source is not of the requested type, or it was borrowed and stays with its owner",
+            ),
+            Error::Busy => f.write_str(
+                "the watcher's callback is running; its source can be taken back only after it returns",
+            ),
+            Error::UnknownBackend { name, available } => write!(
+                f,
+                "unknown or unavailable backend {name:?}; this platform offers: {}",
+                available.join(", ")
+            ),
+            Error::Backend { backend, op, source } => {
+                write!(f, "{backend} backend failed to {op}: {source}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Backend { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,757 @@
+//! The loop itself: its state, one iteration's phases, and dispatch.
+//!
+//! See `docs/architecture.md` for the phases and why each structure exists.
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use slab::Slab;
+use tracing::trace;
+
+use crate::fd_table::FdTable;
+use crate::pending::PendingQueues;
+use crate::timer_heap::TimerHeap;
+use crate::watcher::{Callback, Check, Entry, Idle, Io, Key, Kind, Prepare, Timer};
+use crate::{
+    Backend, Capabilities, Error, Interest, PollEvent, PollStatus, Ready, Result, Trigger,
+};
+
+/// The lowest priority a watcher can have.
+pub const MIN_PRIORITY: i32 = -2;
+/// The highest priority a watcher can have.
+pub const MAX_PRIORITY: i32 = 2;
+
+/// How [`Loop::run`] runs.
+///
+/// ```
+/// use evloop::{Loop, RunMode, RunOutcome, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// lp.idle(|_, _, _| {}).unwrap();
+/// assert_eq!(lp.run(RunMode::NoWait, &mut ()).unwrap(), RunOutcome::IterationDone);
+/// assert_eq!(lp.iteration(), 1);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// Iterate until no active, referenced watcher remains, or
+    /// [`Loop::break_loop`] is called (libev's `ev_run(loop, 0)`).
+    Default,
+    /// One iteration, blocking until at least one event arrives if nothing
+    /// is pending (`EVRUN_ONCE`).
+    Once,
+    /// One iteration that never blocks (`EVRUN_NOWAIT`).
+    NoWait,
+}
+
+/// How far [`Loop::break_loop`] unwinds.
+///
+/// ```
+/// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// lp.idle(|lp, _, _| lp.break_loop(Break::One)).unwrap();
+/// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Break {
+    /// Make the innermost [`Loop::run`] return.
+    One,
+    /// Make every nested [`Loop::run`] return.
+    All,
+}
+
+/// Why [`Loop::run`] returned.
+///
+/// ```
+/// use evloop::{Loop, RunMode, RunOutcome, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// // No watchers: returns at once, without an iteration (as libuv does).
+/// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
+/// assert_eq!(lp.iteration(), 0);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// No active, referenced watcher is left.
+    NoActiveWatchers,
+    /// [`Loop::break_loop`] was called.
+    Broken,
+    /// The single iteration of [`RunMode::Once`] or [`RunMode::NoWait`] ended.
+    IterationDone,
+    /// The backend says nothing can ever happen (only a simulated backend can
+    /// know this): io watchers are active, no timer is armed and no event is
+    /// scheduled. Blocking would hang forever, so `run` returns instead.
+    Stalled,
+}
+
+/// A libev-style event loop.
+///
+/// `'s` is how long borrowed io sources ([`Loop::io_borrowed`]) and the
+/// callbacks' captures must live; `S` is the user state handed to every
+/// callback by `&mut` (pass `&mut ()` when there is none). Callbacks get
+/// `&mut Loop` too, so they can start, stop, modify, create and remove any
+/// watcher, themselves included.
+///
+/// ```
+/// use evloop::{Loop, RunMode, Sim};
+/// use std::time::Duration;
+///
+/// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+/// lp.timer(Duration::from_millis(10), Duration::from_millis(10), |lp, ticks, me| {
+///     *ticks += 1;
+///     if *ticks == 3 {
+///         lp.stop(me).unwrap();
+///     }
+/// }).unwrap();
+/// let mut ticks = 0;
+/// lp.run(RunMode::Default, &mut ticks).unwrap();
+/// assert_eq!((ticks, lp.now()), (3, Duration::from_millis(30)));
+/// ```
+pub struct Loop<'s, S = ()> {
+    pub(crate) backend: Box<dyn Backend + 's>,
+    pub(crate) caps: Capabilities,
+    pub(crate) watchers: Slab<Entry<'s, S>>,
+    pub(crate) next_gen: u64,
+    pub(crate) fds: FdTable,
+    pub(crate) pending: PendingQueues,
+    pub(crate) timers: TimerHeap,
+    pub(crate) timer_seq: u64,
+    /// Active idle, prepare and check watchers, in start order.
+    pub(crate) idles: Vec<u32>,
+    pub(crate) prepares: Vec<u32>,
+    pub(crate) checks: Vec<u32>,
+    events: Vec<PollEvent>,
+    pub(crate) now: Duration,
+    pub(crate) active_refs: usize,
+    iteration: u64,
+    depth: u32,
+    break_req: Option<Break>,
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// A loop on the given backend (any [`Backend`], including one defined
+    /// outside this crate).
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn with_backend(backend: impl Backend + 's) -> Self {
+        Self::from_boxed(Box::new(backend))
+    }
+
+    /// A loop on an already boxed backend (what [`Builder`](crate::Builder)
+    /// produces).
+    ///
+    /// ```
+    /// use evloop::{Backend, Loop, Sim};
+    /// let b: Box<dyn Backend> = Box::new(Sim::new().backend());
+    /// let lp: Loop = Loop::from_boxed(b);
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
+        let caps = backend.capabilities();
+        let now = backend.now();
+        Loop {
+            backend,
+            caps,
+            watchers: Slab::new(),
+            next_gen: 1,
+            fds: FdTable::default(),
+            pending: PendingQueues::default(),
+            timers: TimerHeap::default(),
+            timer_seq: 0,
+            idles: Vec::new(),
+            prepares: Vec::new(),
+            checks: Vec::new(),
+            events: Vec::with_capacity(64),
+            now,
+            active_refs: 0,
+            iteration: 0,
+            depth: 0,
+            break_req: None,
+        }
+    }
+
+    /// The backend's name ("epoll", "poll", "select", "kqueue", "sim", ...).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// What the backend supports.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(lp.capabilities().virtual_fds);
+    /// ```
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The loop time: cached at the start of each iteration (after the
+    /// backend poll), so every callback of one iteration sees the same value.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.now(), std::time::Duration::ZERO);
+    /// ```
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Refreshes the cached loop time from the backend's clock (useful after
+    /// a long computation in a callback, before starting a timer).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.update_now();
+    /// ```
+    pub fn update_now(&mut self) {
+        self.now = self.backend.now();
+    }
+
+    /// How many callbacks are queued and not yet invoked.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Ready, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// lp.feed_event(idle, Ready::EMPTY).unwrap();
+    /// assert_eq!(lp.pending_count(), 1);
+    /// ```
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// How many iterations ran (the backend was polled this many times).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.iteration(), 0);
+    /// ```
+    pub fn iteration(&self) -> u64 {
+        self.iteration
+    }
+
+    /// How many [`Loop::run`] calls are executing (nested runs count).
+    ///
+    /// ```
+    /// # use evloop::{Loop, RunMode, Sim};
+    /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+    /// lp.idle(|lp, seen, me| { *seen = lp.depth(); lp.remove(me).unwrap(); }).unwrap();
+    /// let mut seen = 0;
+    /// lp.run(RunMode::Default, &mut seen).unwrap();
+    /// assert_eq!((seen, lp.depth()), (1, 0));
+    /// ```
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// How many watchers are active and referenced (what keeps
+    /// [`RunMode::Default`] running).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// assert_eq!(lp.active_count(), 1);
+    /// lp.set_ref(idle, false).unwrap();
+    /// assert_eq!(lp.active_count(), 0);
+    /// ```
+    pub fn active_count(&self) -> usize {
+        self.active_refs
+    }
+
+    /// Asks the running [`Loop::run`] (or all nested ones) to return once the
+    /// callbacks already pending in this iteration have run. Has no effect
+    /// outside `run`.
+    ///
+    /// ```
+    /// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.idle(|lp, _, _| lp.break_loop(Break::All)).unwrap();
+    /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
+    /// ```
+    pub fn break_loop(&mut self, how: Break) {
+        if self.depth > 0 && self.break_req != Some(Break::All) {
+            self.break_req = Some(how);
+        }
+    }
+
+    /// Re-creates the backend's kernel object after `fork()` and registers
+    /// every watched fd again (libev's `ev_loop_fork`). Call it in the child
+    /// before running the loop there.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.reinit_after_fork().unwrap();
+    /// ```
+    pub fn reinit_after_fork(&mut self) -> Result<()> {
+        let name = self.backend.name();
+        self.backend.reinit().map_err(|source| Error::Backend {
+            backend: name,
+            op: "re-create its kernel object after fork",
+            source,
+        })?;
+        let fds: Vec<RawFd> = self.fds.registered_fds().collect();
+        for fd in fds {
+            self.fds.get_mut(fd).registered = Interest::NONE;
+            self.fds.mark_changed(fd);
+        }
+        Ok(())
+    }
+
+    /// Runs the loop (see [`RunMode`]) and says why it returned.
+    ///
+    /// With no active, referenced watcher and nothing pending it returns
+    /// [`RunOutcome::NoActiveWatchers`] at once, without an iteration.
+    /// One iteration runs these phases, in order:
+    ///
+    /// 1. prepare watchers are invoked;
+    /// 2. fd changes are sent to the backend (at most one call per fd);
+    /// 3. the blocking time is computed: zero with active idle watchers,
+    ///    pending callbacks or [`RunMode::NoWait`], else until the earliest
+    ///    timer, else forever;
+    /// 4. the backend is polled;
+    /// 5. the cached time is updated;
+    /// 6. io events become pending, then expired timers;
+    /// 7. idle watchers become pending, only if nothing else is;
+    /// 8. check watchers become pending;
+    /// 9. pending callbacks are invoked, highest priority first, FIFO within
+    ///    a priority.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
+    /// lp.prepare(|_, log, _| log.push("prepare")).unwrap();
+    /// lp.check(|_, log, _| log.push("check")).unwrap();
+    /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, log, _| log.push("timer")).unwrap();
+    /// let mut log = vec![];
+    /// assert_eq!(lp.run(RunMode::Once, &mut log).unwrap(), RunOutcome::IterationDone);
+    /// assert_eq!(log, ["prepare", "timer", "check"]);
+    /// ```
+    pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
+        if self.active_refs == 0 && self.pending.len() == 0 {
+            return Ok(RunOutcome::NoActiveWatchers);
+        }
+        self.depth += 1;
+        self.break_req = None;
+        let outcome = self.run_iterations(mode, state);
+        self.depth -= 1;
+        if self.break_req == Some(Break::One) || self.depth == 0 {
+            self.break_req = None;
+        }
+        outcome
+    }
+
+    fn run_iterations(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
+        // Callbacks fed before `run` (or left by a nested run) go first.
+        self.invoke_pending(state);
+        loop {
+            if self.break_req.is_some() {
+                return Ok(RunOutcome::Broken);
+            }
+            self.iteration += 1;
+            trace!(iteration = self.iteration, depth = self.depth, "iteration");
+
+            if !self.prepares.is_empty() {
+                queue_list(&mut self.watchers, &mut self.pending, &self.prepares);
+                self.invoke_pending(state);
+                if self.break_req.is_some() {
+                    return Ok(RunOutcome::Broken);
+                }
+            }
+
+            self.reify();
+
+            let timeout = self.block_time(mode);
+            self.events.clear();
+            let status = self
+                .backend
+                .poll(timeout, &mut self.events)
+                .map_err(|source| Error::Backend {
+                    backend: self.backend.name(),
+                    op: "poll",
+                    source,
+                })?;
+            self.now = self.backend.now();
+            trace!(ready = self.events.len(), ?timeout, "poll");
+            if status == PollStatus::Stalled {
+                return Ok(RunOutcome::Stalled);
+            }
+
+            self.queue_io_events();
+            self.expire_timers();
+            if self.pending.len() == 0 && !self.idles.is_empty() {
+                queue_list(&mut self.watchers, &mut self.pending, &self.idles);
+            }
+            if !self.checks.is_empty() {
+                queue_list(&mut self.watchers, &mut self.pending, &self.checks);
+            }
+            self.invoke_pending(state);
+
+            if self.break_req.is_some() {
+                return Ok(RunOutcome::Broken);
+            }
+            if mode != RunMode::Default {
+                return Ok(RunOutcome::IterationDone);
+            }
+            if self.active_refs == 0 {
+                return Ok(RunOutcome::NoActiveWatchers);
+            }
+        }
+    }
+
+    /// How long the next poll may block.
+    fn block_time(&mut self, mode: RunMode) -> Option<Duration> {
+        if mode == RunMode::NoWait || !self.idles.is_empty() || self.pending.len() > 0 {
+            return Some(Duration::ZERO);
+        }
+        let next = self.timers.peek().map(|n| n.at)?;
+        // Account for the time the callbacks took (as libev does).
+        self.now = self.backend.now();
+        Some(next.saturating_sub(self.now))
+    }
+
+    /// Sends each changed fd's new interest union to the backend, once.
+    fn reify(&mut self) {
+        if !self.fds.has_changes() {
+            return;
+        }
+        let changes = self.fds.take_changes();
+        for &fd in &changes {
+            let anfd = self.fds.get_mut(fd);
+            anfd.changed = false;
+            let mut want = Interest::NONE;
+            for &w in &anfd.watchers {
+                if let Kind::Io { interest, .. } = self.watchers[w as usize].kind {
+                    want |= interest;
+                }
+            }
+            if want.is_empty() {
+                want = Interest::NONE;
+            } else if want.trigger() == Trigger::Oneshot && !self.caps.oneshot {
+                want = want.events();
+            }
+            let old = anfd.registered;
+            if want == old {
+                continue;
+            }
+            trace!(fd, %old, new = %want, "backend modify");
+            match self.backend.modify(fd, old, want) {
+                Ok(()) => self.fds.get_mut(fd).registered = want,
+                Err(err) => {
+                    tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
+                    self.kill_fd(fd);
+                }
+            }
+        }
+        self.fds.restore_changes(changes);
+    }
+
+    /// The fd is unusable: every io watcher on it is stopped and receives
+    /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
+    pub(crate) fn kill_fd(&mut self, fd: RawFd) {
+        let anfd = self.fds.get_mut(fd);
+        let mut list = std::mem::take(&mut anfd.watchers);
+        let old = std::mem::replace(&mut anfd.registered, Interest::NONE);
+        if old != Interest::NONE {
+            // Best effort: poll/select keep tables that must drop the fd.
+            let _ = self.backend.modify(fd, old, Interest::NONE);
+        }
+        for &idx in &list {
+            let e = &mut self.watchers[idx as usize];
+            e.active = false;
+            if e.keepalive {
+                self.active_refs -= 1;
+            }
+            let interest = match e.kind {
+                Kind::Io { interest, .. } => interest,
+                _ => Interest::NONE,
+            };
+            queue(
+                &mut self.watchers,
+                &mut self.pending,
+                idx,
+                Ready::ERROR | Ready::from_interest(interest),
+            );
+        }
+        list.clear();
+        // Keep the allocation; watchers started by the callbacks reuse it.
+        let anfd = self.fds.get_mut(fd);
+        if anfd.watchers.is_empty() {
+            anfd.watchers = list;
+        }
+    }
+
+    /// Turns the backend's readiness reports into pending io callbacks.
+    fn queue_io_events(&mut self) {
+        for i in 0..self.events.len() {
+            let PollEvent { fd, ready } = self.events[i];
+            if ready.is_invalid() {
+                self.kill_fd(fd);
+                continue;
+            }
+            let Some(anfd) = self.fds.get(fd) else {
+                continue;
+            };
+            let oneshot = anfd.registered.trigger() == Trigger::Oneshot;
+            if oneshot {
+                // The kernel disarmed the fd (native one-shot): re-arm or
+                // forget it at the next reify.
+                self.fds.get_mut(fd).registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+                self.fds.mark_changed(fd);
+            }
+            let mut j = 0;
+            while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers.get(j)) {
+                let interest = match self.watchers[idx as usize].kind {
+                    Kind::Io { interest, .. } => interest,
+                    _ => unreachable!("non-io watcher on an fd"),
+                };
+                let r = ready.filter(interest);
+                if r.is_empty() {
+                    j += 1;
+                    continue;
+                }
+                queue(&mut self.watchers, &mut self.pending, idx, r);
+                if interest.trigger() == Trigger::Oneshot {
+                    // Disarmed until started again; removes it from the list.
+                    self.deactivate(idx);
+                } else {
+                    j += 1;
+                }
+            }
+        }
+    }
+
+    /// Makes expired timers pending; repeating ones are rescheduled.
+    fn expire_timers(&mut self) {
+        while let Some(top) = self.timers.peek() {
+            if top.at > self.now {
+                break;
+            }
+            let idx = top.idx;
+            let e = &mut self.watchers[idx as usize];
+            let Kind::Timer { repeat, at, .. } = &mut e.kind else {
+                unreachable!("non-timer in the timer heap")
+            };
+            if *repeat > Duration::ZERO {
+                // A late repeating timer fires once and is rescheduled from
+                // now, like libev: it does not replay every missed period.
+                *at = (*at + *repeat).max(self.now);
+                let next = *at;
+                self.timer_seq += 1;
+                let seq = self.timer_seq;
+                self.timers.update(0, next, seq, &mut |i, p| {
+                    set_heap_pos(&mut self.watchers, i, p)
+                });
+            } else {
+                self.deactivate(idx);
+            }
+            queue(&mut self.watchers, &mut self.pending, idx, Ready::EMPTY);
+        }
+    }
+
+    /// Invokes pending callbacks, highest priority first, FIFO within one.
+    pub(crate) fn invoke_pending(&mut self, state: &mut S) {
+        while let Some(p) = self.pending.pop() {
+            if p.gen == 0 {
+                continue;
+            }
+            let idx = p.idx as usize;
+            let Some(e) = self.watchers.get_mut(idx) else {
+                continue;
+            };
+            if e.gen != p.gen {
+                continue;
+            }
+            e.pending = None;
+            let Some(mut cb) = e.cb.take() else {
+                // Its callback is running further up the stack (nested run):
+                // deliver once it returns rather than recursing or dropping.
+                e.deferred = Some(e.deferred.unwrap_or(Ready::EMPTY) | p.ready);
+                continue;
+            };
+            let key = Key {
+                idx: p.idx,
+                gen: p.gen,
+            };
+            match &mut cb {
+                Callback::Io(f) => {
+                    let fd = match e.kind {
+                        Kind::Io { fd, .. } => fd,
+                        _ => unreachable!(),
+                    };
+                    trace!(fd, ready = %p.ready, "dispatch io");
+                    self.backend.dispatched(fd, p.ready);
+                    f.call(self, state, Io(key), p.ready);
+                }
+                Callback::Timer(f) => {
+                    trace!(watcher = p.idx, "dispatch timer");
+                    f(self, state, Timer(key))
+                }
+                Callback::Idle(f) => f(self, state, Idle(key)),
+                Callback::Prepare(f) => f(self, state, Prepare(key)),
+                Callback::Check(f) => f(self, state, Check(key)),
+            }
+            // Put the callback back unless the watcher was removed meanwhile.
+            if let Some(e) = self.watchers.get_mut(idx) {
+                if e.gen == p.gen {
+                    e.cb = Some(cb);
+                    if let Some(ready) = e.deferred.take() {
+                        queue(&mut self.watchers, &mut self.pending, p.idx, ready);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes a watcher out of its active structure (fd list, heap, list).
+    /// Does not touch a pending invocation.
+    pub(crate) fn deactivate(&mut self, idx: u32) {
+        let e = &mut self.watchers[idx as usize];
+        if !e.active {
+            return;
+        }
+        e.active = false;
+        if e.keepalive {
+            self.active_refs -= 1;
+        }
+        match e.kind {
+            Kind::Io { fd, .. } => {
+                let list = &mut self.fds.get_mut(fd).watchers;
+                if let Some(pos) = list.iter().position(|&w| w == idx) {
+                    list.remove(pos);
+                }
+                self.fds.mark_changed(fd);
+            }
+            Kind::Timer { heap_pos, .. } => {
+                self.timers.remove(heap_pos as usize, &mut |i, p| {
+                    set_heap_pos(&mut self.watchers, i, p)
+                });
+            }
+            Kind::Idle => remove_from(&mut self.idles, idx),
+            Kind::Prepare => remove_from(&mut self.prepares, idx),
+            Kind::Check => remove_from(&mut self.checks, idx),
+        }
+    }
+
+    /// Puts a watcher into its active structure. The caller has checked that
+    /// this cannot fail (trigger conflicts).
+    pub(crate) fn activate(&mut self, idx: u32) {
+        let now = self.now;
+        let e = &mut self.watchers[idx as usize];
+        if e.active {
+            return;
+        }
+        e.active = true;
+        if e.keepalive {
+            self.active_refs += 1;
+        }
+        match &mut e.kind {
+            Kind::Io { fd, .. } => {
+                let fd = *fd;
+                self.fds.get_mut(fd).watchers.push(idx);
+                self.fds.mark_changed(fd);
+            }
+            Kind::Timer { after, at, .. } => {
+                *at = now + *after;
+                let at = *at;
+                self.timer_seq += 1;
+                let node = crate::timer_heap::Node {
+                    at,
+                    seq: self.timer_seq,
+                    idx,
+                };
+                self.timers
+                    .push(node, &mut |i, p| set_heap_pos(&mut self.watchers, i, p));
+            }
+            Kind::Idle => self.idles.push(idx),
+            Kind::Prepare => self.prepares.push(idx),
+            Kind::Check => self.checks.push(idx),
+        }
+    }
+
+    /// Registers a new, inactive watcher.
+    pub(crate) fn insert(&mut self, kind: Kind, cb: Callback<'s, S>) -> Key {
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        let idx = self.watchers.insert(Entry {
+            gen,
+            queue: (0 - MIN_PRIORITY) as u8,
+            active: false,
+            keepalive: true,
+            pending: None,
+            deferred: None,
+            cb: Some(cb),
+            kind,
+        }) as u32;
+        Key { idx, gen }
+    }
+
+    /// Queues an invocation of `idx` with `ready`.
+    pub(crate) fn queue(&mut self, idx: u32, ready: Ready) {
+        queue(&mut self.watchers, &mut self.pending, idx, ready);
+    }
+}
+
+impl<'s, S> std::fmt::Debug for Loop<'s, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loop")
+            .field("backend", &self.backend.name())
+            .field("watchers", &self.watchers.len())
+            .field("active", &self.active_refs)
+            .field("pending", &self.pending.len())
+            .field("timers", &self.timers.len())
+            .field("iteration", &self.iteration)
+            .field("depth", &self.depth)
+            .field("now", &self.now)
+            .finish()
+    }
+}
+
+/// Queues an invocation, merging with one already queued (libev ORs the
+/// events into the existing pending entry the same way).
+#[inline]
+fn queue<S>(
+    watchers: &mut Slab<Entry<'_, S>>,
+    pending: &mut PendingQueues,
+    idx: u32,
+    ready: Ready,
+) {
+    let e = &mut watchers[idx as usize];
+    match e.pending {
+        Some(slot) => pending.merge(slot, ready),
+        None => e.pending = Some(pending.push(e.queue as usize, idx, e.gen, ready)),
+    }
+}
+
+fn queue_list<S>(watchers: &mut Slab<Entry<'_, S>>, pending: &mut PendingQueues, list: &[u32]) {
+    for &idx in list {
+        queue(watchers, pending, idx, Ready::EMPTY);
+    }
+}
+
+fn remove_from(list: &mut Vec<u32>, idx: u32) {
+    if let Some(pos) = list.iter().position(|&w| w == idx) {
+        list.remove(pos);
+    }
+}
+
+/// Records a heap move in the timer's `heap_pos`.
+#[inline]
+pub(crate) fn set_heap_pos<S>(watchers: &mut Slab<Entry<'_, S>>, idx: u32, pos: usize) {
+    if let Kind::Timer { heap_pos, .. } = &mut watchers[idx as usize].kind {
+        *heap_pos = pos as u32;
+    }
+}

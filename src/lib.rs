@@ -1,0 +1,58 @@
+//! # evloop
+//!
+//! A libev-style event loop in safe Rust: io, timer, idle, prepare and check
+//! watchers with five priorities; fd-change batching; per-priority FIFO
+//! pending queues; a 4-ary timer heap; libev's iteration phases and run
+//! modes; pluggable backends, including a deterministic simulator.
+//!
+//! ```
+//! use evloop::{Interest, Loop, RunMode, RunOutcome, Sim};
+//! use std::io::{Read, Write};
+//! use std::time::Duration;
+//!
+//! // An echo handler, run on the simulator.
+//! let sim = Sim::new();
+//! let conn = sim.socket("client", 1024);
+//! let fd = conn.fd();
+//! sim.deliver(Duration::from_millis(10), &conn, b"hello");
+//! sim.close_peer(Duration::from_millis(20), &conn);
+//!
+//! let mut lp: Loop = Loop::with_backend(sim.backend());
+//! lp.io(conn, Interest::READABLE, |lp, _, ev| {
+//!     let mut buf = [0u8; 64];
+//!     match ev.source.read(&mut buf) {
+//!         Ok(0) => lp.remove(ev.watcher).unwrap(), // EOF
+//!         Ok(n) => { ev.source.write_all(&buf[..n]).unwrap(); }
+//!         Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock),
+//!     }
+//! }).unwrap();
+//! assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
+//! assert_eq!(sim.sent(fd), b"hello");
+//! assert_eq!(lp.now(), Duration::from_millis(20));
+//! ```
+//!
+//! See `docs/architecture.md` for how it works inside.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod backend;
+mod error;
+mod event_loop;
+mod fd_table;
+mod interest;
+mod pending;
+mod source;
+mod timer_heap;
+mod watch;
+mod watcher;
+
+#[path = "../backends/mod.rs"]
+pub mod backends;
+
+pub use backend::{Backend, Capabilities, PollEvent, PollStatus};
+pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
+pub use error::{Error, Result};
+pub use event_loop::{Break, Loop, RunMode, RunOutcome, MAX_PRIORITY, MIN_PRIORITY};
+pub use interest::{Interest, Ready, Trigger};
+pub use source::{Source, SourceFd, VirtualFd};
+pub use watcher::{Check, Handle, Idle, Io, IoEvent, Prepare, Timer};

@@ -1,0 +1,303 @@
+//! Watcher handles and the registry entry behind each of them.
+//!
+//! Every watcher lives in one slab, whatever its kind; a handle is the slab
+//! index plus a generation drawn from a loop-wide counter. A handle whose
+//! generation does not match the entry in its slot (the watcher was removed
+//! and the slot reused) is refused with [`Error::StaleHandle`] and never
+//! touches the new occupant. New kinds of watcher (signal, child, async,
+//! periodic, stat, fork, cleanup) add a variant to [`Kind`] and
+//! [`Callback`], a handle type, and a phase hook; nothing else changes.
+
+use std::any::{Any, TypeId};
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::pending::PendingSlot;
+use crate::{Error, Interest, Loop, Ready, Result, Source};
+pub(crate) use sealed::Sealed;
+
+/// Slab index and generation of a watcher.
+/// Not exported: handles are opaque outside the crate.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Key {
+    pub(crate) idx: u32,
+    pub(crate) gen: u64,
+}
+
+pub(crate) mod sealed {
+    pub trait Sealed {
+        fn key(&self) -> super::Key;
+    }
+}
+
+/// A handle to a watcher of any kind: what [`Loop::start`], [`Loop::stop`],
+/// [`Loop::remove`], [`Loop::set_priority`] and the other generic watcher
+/// operations take.
+///
+/// Handles are small `Copy` values; they do not own the watcher (the loop
+/// does). Implemented by [`Io`], [`Timer`], [`Idle`], [`Prepare`], [`Check`].
+///
+/// ```
+/// use evloop::{Handle, Loop, Sim};
+/// fn describe(lp: &Loop, h: impl Handle) -> String {
+///     format!("{} active={}", h.kind(), lp.is_active(h).unwrap())
+/// }
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let idle = lp.idle(|_, _, _| {}).unwrap();
+/// assert_eq!(describe(&lp, idle), "idle active=true");
+/// ```
+pub trait Handle: sealed::Sealed + Copy + std::fmt::Debug {
+    /// The kind of watcher: "io", "timer", "idle", "prepare" or "check".
+    fn kind(&self) -> &'static str;
+}
+
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+        pub struct $name(pub(crate) Key);
+        impl sealed::Sealed for $name {
+            fn key(&self) -> Key {
+                self.0
+            }
+        }
+        impl Handle for $name {
+            fn kind(&self) -> &'static str {
+                $kind
+            }
+        }
+    };
+}
+
+handle!(
+    /// Handle to an io watcher, returned by [`Loop::io`] and
+    /// [`Loop::io_borrowed`].
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("a", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.interest(io).unwrap(), Interest::READABLE);
+    /// ```
+    Io,
+    "io"
+);
+handle!(
+    /// Handle to a timer watcher, returned by [`Loop::timer`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(1));
+    /// ```
+    Timer,
+    "timer"
+);
+handle!(
+    /// Handle to an idle watcher, returned by [`Loop::idle`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|lp, _, me| lp.remove(me).unwrap()).unwrap();
+    /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
+    /// assert!(lp.is_active(idle).is_err());
+    /// ```
+    Idle,
+    "idle"
+);
+handle!(
+    /// Handle to a prepare watcher, returned by [`Loop::prepare`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let p = lp.prepare(|_, _, _| {}).unwrap();
+    /// assert!(lp.is_active(p).unwrap());
+    /// ```
+    Prepare,
+    "prepare"
+);
+handle!(
+    /// Handle to a check watcher, returned by [`Loop::check`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// assert!(lp.is_active(c).unwrap());
+    /// ```
+    Check,
+    "check"
+);
+
+/// What an io callback receives.
+///
+/// ```
+/// use evloop::{Interest, Loop, RunMode, Sim};
+/// use std::io::Read;
+/// use std::time::Duration;
+/// let sim = Sim::new();
+/// let sock = sim.socket("client", 0);
+/// sim.deliver(Duration::from_millis(1), &sock, b"hi");
+/// let mut lp: Loop<Vec<u8>> = Loop::with_backend(sim.backend());
+/// lp.io(sock, Interest::READABLE, |lp, got, ev| {
+///     let mut buf = [0; 16];
+///     let n = ev.source.read(&mut buf).unwrap();
+///     got.extend_from_slice(&buf[..n]);
+///     lp.remove(ev.watcher).unwrap();
+/// }).unwrap();
+/// let mut got = Vec::new();
+/// lp.run(RunMode::Default, &mut got).unwrap();
+/// assert_eq!(got, b"hi");
+/// ```
+pub struct IoEvent<'a, T: ?Sized> {
+    /// The watcher being invoked.
+    pub watcher: Io,
+    /// What is ready (filtered by the watcher's interest; `HUP` and `ERROR`
+    /// are always passed on).
+    pub ready: Ready,
+    /// The watcher's source, for reading and writing.
+    pub source: &'a mut T,
+}
+
+/// A type-erased io callback together with its source.
+pub(crate) trait IoCallback<'s, S> {
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready);
+    /// The source's type, if it is owned by the watcher.
+    fn owned_type(&self) -> Option<TypeId>;
+    /// The owned source, for handing back.
+    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>>;
+}
+
+pub(crate) struct OwnedIo<T, F> {
+    pub source: T,
+    pub cb: F,
+}
+
+impl<'s, S, T, F> IoCallback<'s, S> for OwnedIo<T, F>
+where
+    T: Source + 'static,
+    F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready) {
+        let ev = IoEvent {
+            watcher,
+            ready,
+            source: &mut self.source,
+        };
+        (self.cb)(lp, state, ev)
+    }
+    fn owned_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<T>())
+    }
+    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
+        Some(Box::new(self.source))
+    }
+}
+
+pub(crate) struct BorrowedIo<'s, T: ?Sized, F> {
+    pub source: &'s T,
+    pub cb: F,
+}
+
+impl<'s, S, T, F> IoCallback<'s, S> for BorrowedIo<'s, T, F>
+where
+    T: Source + ?Sized,
+    F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready) {
+        let ev = IoEvent {
+            watcher,
+            ready,
+            source: &mut self.source,
+        };
+        (self.cb)(lp, state, ev)
+    }
+    fn owned_type(&self) -> Option<TypeId> {
+        None
+    }
+    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
+        None
+    }
+}
+
+/// Callback of a watcher that carries no payload but its own handle.
+pub(crate) type PlainCallback<'s, S, H> = Box<dyn FnMut(&mut Loop<'s, S>, &mut S, H) + 's>;
+
+/// A watcher's callback, taken out of the registry while it runs.
+pub(crate) enum Callback<'s, S> {
+    Io(Box<dyn IoCallback<'s, S> + 's>),
+    Timer(PlainCallback<'s, S, Timer>),
+    Idle(PlainCallback<'s, S, Idle>),
+    Prepare(PlainCallback<'s, S, Prepare>),
+    Check(PlainCallback<'s, S, Check>),
+}
+
+/// Kind-specific state of a watcher.
+pub(crate) enum Kind {
+    Io {
+        fd: RawFd,
+        interest: Interest,
+    },
+    Timer {
+        /// Delay used by `start` (relative to the loop time).
+        after: Duration,
+        /// Period; zero for a one-shot timer.
+        repeat: Duration,
+        /// Absolute expiry while active.
+        at: Duration,
+        /// Index in the timer heap while active.
+        heap_pos: u32,
+    },
+    Idle,
+    Prepare,
+    Check,
+}
+
+/// One watcher in the registry.
+pub(crate) struct Entry<'s, S> {
+    pub gen: u64,
+    /// Priority as a queue index, 0 (lowest, -2) to 4 (highest, +2).
+    pub queue: u8,
+    pub active: bool,
+    /// Whether an active watcher keeps `run` going (libuv's ref/unref).
+    pub keepalive: bool,
+    /// Where its invocation is queued, if it is pending.
+    pub pending: Option<PendingSlot>,
+    /// Events that arrived while its callback was running (nested `run`);
+    /// queued again when the callback returns.
+    pub deferred: Option<Ready>,
+    /// `None` while the callback runs.
+    pub cb: Option<Callback<'s, S>>,
+    pub kind: Kind,
+}
+
+/// Looks up a live watcher by handle, refusing stale ones.
+pub(crate) fn lookup<'a, 's, S>(
+    slab: &'a slab::Slab<Entry<'s, S>>,
+    h: &impl Handle,
+) -> Result<&'a Entry<'s, S>> {
+    let k = h.key();
+    match slab.get(k.idx as usize) {
+        Some(e) if e.gen == k.gen => Ok(e),
+        _ => Err(Error::StaleHandle { kind: h.kind() }),
+    }
+}
+
+/// Mutable [`lookup`].
+pub(crate) fn lookup_mut<'a, 's, S>(
+    slab: &'a mut slab::Slab<Entry<'s, S>>,
+    h: &impl Handle,
+) -> Result<&'a mut Entry<'s, S>> {
+    let k = h.key();
+    match slab.get_mut(k.idx as usize) {
+        Some(e) if e.gen == k.gen => Ok(e),
+        _ => Err(Error::StaleHandle { kind: h.kind() }),
+    }
+}
