@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use crate::pending::PendingSlot;
 use crate::{Error, Interest, Loop, Ready, Result, Source};
-pub(crate) use sealed::Sealed;
 
 /// Slab index and generation of a watcher.
 /// Not exported: handles are opaque outside the crate.

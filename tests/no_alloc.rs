@@ -1,0 +1,168 @@
+//! The hot path allocates nothing once warmed up: dispatching io events,
+//! restarting timers, running iterations. Proven with a counting global
+//! allocator that counts only on the test's own thread.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use evloop::{
+    Backend, Capabilities, Interest, Loop, PollEvent, PollStatus, Ready, RunMode, Source, SourceFd,
+    VirtualFd,
+};
+
+struct Counting;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note() {
+    if COUNTING.with(|c| c.get()) {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY (test code): forwards to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.load(Ordering::Relaxed);
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.load(Ordering::Relaxed) - before
+}
+
+/// A backend defined outside the crate: every registered fd is always
+/// ready for what it asks; time advances by the timeout (or 1ms).
+struct AlwaysReady {
+    now: Duration,
+    interest: Vec<Interest>,
+}
+
+impl Backend for AlwaysReady {
+    fn name(&self) -> &'static str {
+        "always-ready"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            virtual_fds: true,
+            ..Capabilities::default()
+        }
+    }
+    fn modify(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {
+        let i = fd as usize;
+        if i >= self.interest.len() {
+            self.interest.resize(i + 1, Interest::NONE);
+        }
+        self.interest[i] = new;
+        Ok(())
+    }
+    fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
+        for (fd, i) in self.interest.iter().enumerate() {
+            if !i.is_empty() {
+                events.push(PollEvent {
+                    fd: fd as RawFd,
+                    ready: Ready::from_interest(*i),
+                });
+            }
+        }
+        self.now += timeout.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1));
+        Ok(PollStatus::Done)
+    }
+    fn now(&mut self) -> Duration {
+        self.now
+    }
+}
+
+struct Vfd(RawFd);
+impl Source for Vfd {
+    fn source_fd(&self) -> SourceFd<'_> {
+        SourceFd::Virtual(VirtualFd::new(self.0))
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    io: u64,
+    timer_restarts: u64,
+    fired: u64,
+    checks: u64,
+}
+
+#[test]
+fn steady_state_iterations_allocate_nothing() {
+    let backend = AlwaysReady {
+        now: Duration::ZERO,
+        interest: Vec::new(),
+    };
+    let mut lp: Loop<Stats> = Loop::with_backend(backend);
+    // 100 connections, each with an inactivity timer pushed back on every
+    // event (the libev `ev_timer_again` pattern), at mixed priorities.
+    for fd in 0..100 {
+        let timeout = lp
+            .timer(Duration::ZERO, Duration::from_secs(5), |_, st, _| st.fired += 1)
+            .unwrap();
+        lp.again(timeout).unwrap();
+        let io = lp
+            .io(Vfd(fd), Interest::READABLE, move |lp, st, ev| {
+                st.io += 1;
+                lp.again(timeout).unwrap();
+                st.timer_restarts += 1;
+                // Toggle interest and back: marks the fd, no backend call.
+                lp.set_interest(ev.watcher, Interest::BOTH).unwrap();
+                lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
+            })
+            .unwrap();
+        lp.set_priority(io, (fd % 5) as i32 - 2).unwrap();
+    }
+    // Short repeating timers fire and are rescheduled every iteration.
+    for _ in 0..10 {
+        lp.timer(Duration::from_millis(1), Duration::from_millis(1), |_, st, _| st.fired += 1)
+            .unwrap();
+    }
+    lp.check(|_, st, _| st.checks += 1).unwrap();
+    lp.prepare(|_, _, _| {}).unwrap();
+
+    let mut st = Stats::default();
+    for _ in 0..50 {
+        lp.run(RunMode::Once, &mut st).unwrap();
+    }
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            lp.run(RunMode::Once, &mut st).unwrap();
+        }
+    });
+    assert_eq!(st.io, 1050 * 100);
+    assert_eq!(st.timer_restarts, 1050 * 100);
+    assert!(st.fired >= 1000 * 10);
+    assert_eq!(st.checks, 1050);
+    assert_eq!(n, 0, "{n} allocations in 1000 steady-state iterations");
+
+    // The counter works: creating a watcher allocates its callback box.
+    let n = allocations_in(|| {
+        lp.idle(|_, _, _| {}).unwrap();
+    });
+    assert!(n > 0);
+}
