@@ -86,6 +86,8 @@ struct Socket {
     peer_closed: bool,
     closed: bool,
     invalid: bool,
+    /// The other end, for sockets made by [`Sim::pair`].
+    peer: Option<RawFd>,
 }
 
 struct Scheduled {
@@ -237,16 +239,44 @@ impl Sim {
     /// assert_eq!((a.fd(), b.fd()), (3, 4));
     /// ```
     pub fn socket(&self, name: &str, send_capacity: usize) -> SimSocket {
+        self.new_socket(name.to_string(), send_capacity, None)
+    }
+
+    /// A connected pair, like `socketpair(2)`: bytes written to one end
+    /// arrive at once in the other's receive buffer. Each direction holds at
+    /// most `buffer` unread bytes; reading frees the writer's capacity, and
+    /// dropping one end hangs up the other.
+    ///
+    /// ```
+    /// use std::io::{Read, Write};
+    /// let sim = evloop::Sim::new();
+    /// let (mut a, mut b) = sim.pair("p", 4);
+    /// assert_eq!(b.write(b"hello").unwrap(), 4);
+    /// let mut buf = [0; 8];
+    /// assert_eq!(a.read(&mut buf).unwrap(), 4);
+    /// assert_eq!(sim.send_capacity(&b), 4);
+    /// drop(b);
+    /// assert_eq!(a.read(&mut buf).unwrap(), 0); // EOF
+    /// ```
+    pub fn pair(&self, name: &str, buffer: usize) -> (SimSocket, SimSocket) {
+        let next = FIRST_FD + self.world.borrow().sockets.len() as RawFd;
+        let a = self.new_socket(format!("{name}.0"), buffer, Some(next + 1));
+        let b = self.new_socket(format!("{name}.1"), buffer, Some(next));
+        (a, b)
+    }
+
+    fn new_socket(&self, name: String, send_capacity: usize, peer: Option<RawFd>) -> SimSocket {
         let mut w = self.world.borrow_mut();
         let fd = FIRST_FD + w.sockets.len() as RawFd;
         w.sockets.push(Socket {
-            name: name.to_string(),
+            name,
             inbuf: VecDeque::new(),
             send_capacity,
             sent: Vec::new(),
             peer_closed: false,
             closed: false,
             invalid: false,
+            peer,
         });
         SimSocket {
             world: self.world.clone(),
@@ -398,7 +428,8 @@ impl Sim {
         self.world.borrow().poll_calls
     }
 
-    /// Everything written to `fd` so far (what the peer received or will).
+    /// Everything written to `fd` so far (what the peer received or will);
+    /// for a [`Sim::pair`] end the bytes go to the other end instead.
     ///
     /// ```
     /// use std::io::Write;
@@ -733,6 +764,11 @@ impl SimSocket {
         for (dst, src) in buf.iter_mut().zip(s.inbuf.drain(..n)) {
             *dst = src;
         }
+        if let Some(peer) = s.peer {
+            if let Some(p) = w.socket_mut(peer) {
+                p.send_capacity += n;
+            }
+        }
         Ok(n)
     }
 
@@ -753,7 +789,14 @@ impl SimSocket {
         }
         let n = buf.len().min(s.send_capacity);
         s.send_capacity -= n;
-        s.sent.extend_from_slice(&buf[..n]);
+        match s.peer {
+            Some(peer) => {
+                if let Some(p) = w.socket_mut(peer) {
+                    p.inbuf.extend(&buf[..n]);
+                }
+            }
+            None => s.sent.extend_from_slice(&buf[..n]),
+        }
         Ok(n)
     }
 }
@@ -808,8 +851,12 @@ impl Drop for SimSocket {
     /// Closing: the fd is no longer usable (like `close(2)`).
     fn drop(&mut self) {
         if let Ok(mut w) = self.world.try_borrow_mut() {
-            if let Some(s) = w.socket_mut(self.fd) {
+            let peer = w.socket_mut(self.fd).and_then(|s| {
                 s.closed = true;
+                s.peer
+            });
+            if let Some(p) = peer.and_then(|p| w.socket_mut(p)) {
+                p.peer_closed = true;
             }
         }
     }
