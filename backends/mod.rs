@@ -1,4 +1,251 @@
 //! The backends compiled into the crate, one file each, and the choice of
 //! one by name. The platform choice is made here, once, with `cfg`.
+//!
+//! | backend  | platforms            | edge | one-shot | fd limit         |
+//! |----------|----------------------|------|----------|------------------|
+//! | `epoll`  | Linux, Android       | yes  | native   | none             |
+//! | `kqueue` | macOS, iOS, BSDs     | yes  | native   | none             |
+//! | `poll`   | every Unix           | no   | emulated | none             |
+//! | `select` | every Unix           | no   | emulated | `FD_SETSIZE - 1` |
+//! | `sim`    | everywhere           | no   | emulated | virtual fds only |
+//!
+//! [`open`] creates an OS backend by name; [`Builder`](crate::Builder) uses
+//! it to pick one from an explicit choice, the `EVLOOP_BACKEND` environment
+//! variable or [`default_name`].
+//!
+//! ```
+//! use evloop::backends;
+//! assert!(backends::AVAILABLE.contains(&backends::default_name()));
+//! for name in backends::AVAILABLE {
+//!     assert_eq!(backends::open(name).unwrap().name(), *name);
+//! }
+//! ```
+
+use std::time::{Duration, Instant};
+
+use crate::{Backend, Error};
 
 pub mod sim;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub mod epoll;
+
+#[cfg(any(
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+pub mod kqueue;
+
+#[cfg(unix)]
+pub mod poll;
+
+#[cfg(unix)]
+pub mod select;
+
+cfg_if::cfg_if! {
+    if #[cfg(any(target_os = "linux", target_os = "android"))] {
+        const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select"];
+        const PLATFORM_DEFAULT: &str = "epoll";
+    } else if #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    ))] {
+        const PLATFORM_AVAILABLE: &[&str] = &["kqueue", "poll", "select"];
+        const PLATFORM_DEFAULT: &str = "kqueue";
+    } else if #[cfg(unix)] {
+        const PLATFORM_AVAILABLE: &[&str] = &["poll", "select"];
+        const PLATFORM_DEFAULT: &str = "poll";
+    } else {
+        // No OS backend: only the simulator (and custom backends) remain.
+        const PLATFORM_AVAILABLE: &[&str] = &[];
+        const PLATFORM_DEFAULT: &str = "none";
+    }
+}
+
+/// The OS backends [`open`] can create on this platform, best first:
+/// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
+/// macOS and the BSDs, `["poll", "select"]` on other Unix systems. (The
+/// simulator is not listed: create it with [`Sim::backend`](crate::Sim::backend).)
+///
+/// ```
+/// let names = evloop::backends::AVAILABLE;
+/// assert!(names.contains(&"poll") && names.contains(&"select"));
+/// # #[cfg(target_os = "linux")]
+/// assert_eq!(names, ["epoll", "poll", "select"]);
+/// ```
+pub const AVAILABLE: &[&str] = PLATFORM_AVAILABLE;
+
+/// The backend a loop uses when nothing else is asked for: `epoll` on Linux,
+/// `kqueue` on macOS and the BSDs, `poll` on other Unix systems (and
+/// `"none"`, which [`open`] refuses, where there is no OS backend).
+///
+/// ```
+/// let name = evloop::backends::default_name();
+/// assert_eq!(name, evloop::backends::AVAILABLE[0]);
+/// # #[cfg(target_os = "linux")]
+/// assert_eq!(name, "epoll");
+/// ```
+pub fn default_name() -> &'static str {
+    PLATFORM_DEFAULT
+}
+
+/// Creates the OS backend called `name` (one of [`AVAILABLE`]; exact,
+/// lowercase).
+///
+/// Errors: [`Error::UnknownBackend`] if no backend of that name exists on
+/// this platform, [`Error::Backend`] (`op` is `"create"`) if the kernel
+/// refused to create it (for instance, out of file descriptors).
+///
+/// ```
+/// use evloop::{backends, Error, Loop};
+/// let poll = backends::open("poll").unwrap();
+/// assert_eq!(poll.name(), "poll");
+/// let lp: Loop = Loop::from_boxed(poll);
+/// assert_eq!(lp.backend_name(), "poll");
+///
+/// let Err(err) = backends::open("iocp") else { panic!("iocp on Unix?") };
+/// assert!(matches!(err, Error::UnknownBackend { .. }));
+/// assert!(err.to_string().contains("\"iocp\""));
+/// ```
+pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
+    fn created<B: Backend + 'static>(
+        backend: &'static str,
+        made: std::io::Result<B>,
+    ) -> Result<Box<dyn Backend>, Error> {
+        match made {
+            Ok(b) => Ok(Box::new(b)),
+            Err(source) => Err(Error::Backend {
+                backend,
+                op: "create",
+                source,
+            }),
+        }
+    }
+    match name {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        "epoll" => created("epoll", epoll::Epoll::new()),
+        #[cfg(any(
+            target_os = "macos",
+            target_os = "ios",
+            target_os = "freebsd",
+            target_os = "netbsd",
+            target_os = "openbsd",
+            target_os = "dragonfly"
+        ))]
+        "kqueue" => created("kqueue", kqueue::Kqueue::new()),
+        #[cfg(unix)]
+        "poll" => Ok(Box::new(poll::Poll::new())),
+        #[cfg(unix)]
+        "select" => Ok(Box::new(select::Select::new())),
+        _ => Err(Error::UnknownBackend {
+            name: name.to_string(),
+            available: AVAILABLE,
+        }),
+    }
+}
+
+/// The OS backends' clock: monotonic (`CLOCK_MONOTONIC` on Linux, through
+/// [`Instant`]), measured from the backend's creation. It is kept across
+/// `reinit`, so timers already scheduled stay valid.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        Clock {
+            origin: Instant::now(),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// When a wait must end, so that a wait interrupted by a signal (`EINTR`)
+/// can be resumed with the time that is left rather than started afresh.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    timeout: Option<Duration>,
+    at: Option<Instant>,
+}
+
+impl Deadline {
+    /// A deadline `timeout` from now (`None`: never).
+    pub(crate) fn new(timeout: Option<Duration>) -> Deadline {
+        Deadline {
+            timeout,
+            at: timeout.and_then(|t| Instant::now().checked_add(t)),
+        }
+    }
+
+    /// The time left (`None`: wait forever).
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        match (self.timeout, self.at) {
+            (None, _) => None,
+            (Some(_), Some(at)) => Some(at.saturating_duration_since(Instant::now())),
+            // So far away that `Instant` cannot represent it.
+            (Some(t), None) => Some(t),
+        }
+    }
+
+    /// The time left in whole milliseconds, rounded up (so that a wait never
+    /// ends before the deadline), clamped to `c_int::MAX`; -1 for forever.
+    /// This is the timeout argument of `poll(2)` and `epoll_wait(2)`.
+    pub(crate) fn millis(&self) -> libc::c_int {
+        match self.remaining() {
+            None => -1,
+            Some(d) => {
+                let ms = d.as_nanos().div_ceil(1_000_000);
+                ms.min(libc::c_int::MAX as u128) as libc::c_int
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up() {
+        let ms = |timeout: Option<Duration>| Deadline { timeout, at: None }.millis();
+        assert_eq!(ms(None), -1);
+        assert_eq!(ms(Some(Duration::ZERO)), 0);
+        assert_eq!(ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(ms(Some(Duration::from_micros(999))), 1);
+        assert_eq!(ms(Some(Duration::from_millis(1))), 1);
+        assert_eq!(ms(Some(Duration::from_micros(1001))), 2);
+        assert_eq!(ms(Some(Duration::MAX)), libc::c_int::MAX);
+    }
+
+    #[test]
+    fn deadline_counts_down() {
+        let d = Deadline::new(Some(Duration::from_secs(10)));
+        let left = d.remaining().unwrap();
+        assert!(left <= Duration::from_secs(10) && left > Duration::from_secs(9));
+        assert_eq!(Deadline::new(None).remaining(), None);
+        assert!(Deadline::new(Some(Duration::MAX)).remaining().is_some());
+    }
+
+    #[test]
+    fn open_every_available_backend() {
+        for name in AVAILABLE {
+            assert_eq!(open(name).unwrap().name(), *name);
+        }
+        assert!(matches!(
+            open("sim"),
+            Err(Error::UnknownBackend { available, .. }) if available == AVAILABLE
+        ));
+    }
+}

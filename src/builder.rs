@@ -1,0 +1,179 @@
+//! Creating a loop on an OS backend chosen by name.
+
+use std::borrow::Cow;
+use std::ffi::OsString;
+
+use crate::{backends, Loop, Result};
+
+/// The environment variable that picks the backend when the program does
+/// not (like libev's `LIBEV_FLAGS`): `EVLOOP_BACKEND=poll`. Empty means
+/// unset.
+const ENV_VAR: &str = "EVLOOP_BACKEND";
+
+/// Builds a [`Loop`] on an OS backend.
+///
+/// The backend is, in order of precedence: the one named with
+/// [`Builder::backend`]; else the one named by the `EVLOOP_BACKEND`
+/// environment variable (empty counts as unset), so that a program can be
+/// run on another backend without being changed; else the platform's
+/// default ([`backends::default_name`]: epoll on Linux, kqueue on macOS and
+/// the BSDs, poll elsewhere). The names are those of
+/// [`backends::AVAILABLE`].
+///
+/// ```
+/// use evloop::{Builder, Loop};
+/// let lp: Loop = Builder::new().backend("poll").build().unwrap();
+/// assert_eq!(lp.backend_name(), "poll");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Builder {
+    backend: Option<String>,
+}
+
+impl Builder {
+    /// A builder with no explicit backend (see [`Builder`] for the choice).
+    ///
+    /// ```
+    /// let lp: evloop::Loop = evloop::Builder::new().build().unwrap();
+    /// assert!(evloop::backends::AVAILABLE.contains(&lp.backend_name()));
+    /// ```
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Asks for the backend called `name` ("epoll", "kqueue", "poll",
+    /// "select"), overriding `EVLOOP_BACKEND`. A name that does not exist on
+    /// this platform makes [`Builder::build`] fail with
+    /// [`Error::UnknownBackend`](crate::Error::UnknownBackend).
+    ///
+    /// ```
+    /// use evloop::{Builder, Error, Loop};
+    /// let lp: Loop = Builder::new().backend("select").build().unwrap();
+    /// assert_eq!(lp.backend_name(), "select");
+    /// let err = Builder::new().backend("nope").build::<()>().unwrap_err();
+    /// assert!(matches!(err, Error::UnknownBackend { .. }));
+    /// ```
+    pub fn backend(mut self, name: &str) -> Builder {
+        self.backend = Some(name.to_string());
+        self
+    }
+
+    /// The name of the backend [`Builder::build`] would use now: the
+    /// explicit choice, else `EVLOOP_BACKEND`, else the platform default.
+    ///
+    /// ```
+    /// use evloop::Builder;
+    /// assert_eq!(Builder::new().backend("poll").backend_name(), "poll");
+    /// let name = Builder::new().backend_name();
+    /// match std::env::var("EVLOOP_BACKEND") {
+    ///     Ok(v) if !v.is_empty() => assert_eq!(name, v),
+    ///     _ => assert_eq!(name, evloop::backends::default_name()),
+    /// }
+    /// ```
+    pub fn backend_name(&self) -> String {
+        choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR)).into_owned()
+    }
+
+    /// Creates the backend and a loop on it. The same builder can build
+    /// any number of loops.
+    ///
+    /// Errors: [`Error::UnknownBackend`](crate::Error::UnknownBackend) for a
+    /// name that does not exist on this platform (whether given to
+    /// [`Builder::backend`] or in `EVLOOP_BACKEND`), and
+    /// [`Error::Backend`](crate::Error::Backend) if the kernel refused to
+    /// create it.
+    ///
+    /// ```
+    /// use evloop::{Builder, Interest, Loop, RunMode};
+    /// use std::io::Write;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let mut lp: Loop<usize> = Builder::new().build()?;
+    /// let (a, mut b) = UnixStream::pair()?;
+    /// b.write_all(b"hi")?;
+    /// lp.io(a, Interest::READABLE, |lp, got, ev| {
+    ///     use std::io::Read;
+    ///     let mut buf = [0; 8];
+    ///     *got += ev.source.read(&mut buf).unwrap();
+    ///     lp.remove(ev.watcher).unwrap();
+    /// })?;
+    /// let mut got = 0;
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
+        let name = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
+        let backend = backends::open(&name)?;
+        Ok(Loop::from_boxed(backend))
+    }
+}
+
+/// The backend name: `explicit`, else a non-empty `env()` value (the
+/// environment is read only when needed), else the platform default. A
+/// non-UTF-8 `env()` value is passed on (lossily) so that it is refused with
+/// a message showing it.
+fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> Cow<'_, str> {
+    if let Some(name) = explicit {
+        return Cow::Borrowed(name);
+    }
+    match env() {
+        Some(v) if !v.is_empty() => Cow::Owned(v.to_string_lossy().into_owned()),
+        _ => Cow::Borrowed(backends::default_name()),
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// A loop on the default OS backend, or the one named by
+    /// `EVLOOP_BACKEND`: `Builder::new().build()`.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let start = Instant::now();
+    /// let mut lp: Loop = Loop::new()?;
+    /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, _, _| {})?;
+    /// lp.run(RunMode::Default, &mut ())?;
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn new() -> Result<Self> {
+        Builder::new().build()
+    }
+}
+
+// `builder` does not depend on the state type, so it lives on `Loop` with
+// the default state: `Loop::builder()` then needs no type annotation, and
+// the state type is chosen by `build`.
+impl Loop<'_, ()> {
+    /// A [`Builder`], to choose the backend; the state type of the loop is
+    /// the one [`Builder::build`] is asked for.
+    ///
+    /// ```
+    /// use evloop::Loop;
+    /// let lp: Loop = Loop::builder().backend("poll").build().unwrap();
+    /// assert_eq!(lp.backend_name(), "poll");
+    /// let counting: Loop<u64> = Loop::builder().backend("select").build().unwrap();
+    /// assert_eq!(counting.backend_name(), "select");
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_order() {
+        let env = |s: &'static str| move || Some(OsString::from(s));
+        let unread = || -> Option<OsString> { panic!("the environment was read") };
+        assert_eq!(choose(Some("select"), unread), "select");
+        assert_eq!(choose(None, env("poll")), "poll");
+        assert_eq!(choose(None, env("")), backends::default_name());
+        assert_eq!(choose(None, || None), backends::default_name());
+        assert_eq!(choose(None, env("bogus")), "bogus");
+    }
+}
