@@ -1,0 +1,736 @@
+//! The `kqueue(2)` backend: macOS, iOS, FreeBSD, NetBSD, OpenBSD and
+//! DragonFly BSD.
+//!
+//! A kqueue is a kernel object that holds *filters* ("knotes"): each one is
+//! keyed by an identifier (here an fd) and a filter type (here
+//! `EVFILT_READ` or `EVFILT_WRITE`), and reports an event when its
+//! condition holds. A single system call, `kevent(2)`, both submits a list
+//! of changes to the filters and waits for events.
+//!
+//! # How changes are batched
+//!
+//! As in libev, [`Backend::modify`] makes no system call: it appends change
+//! records (`EV_ADD` or `EV_DELETE` for `EVFILT_READ` and `EVFILT_WRITE`,
+//! computed from the difference between the old and the new interest) to a
+//! changelist, and [`Backend::poll`] hands the whole changelist to the same
+//! `kevent` call that waits. Consequences:
+//!
+//! - `modify` only fails for a negative fd. A change the kernel refuses
+//!   (the fd is not open: `EBADF`; the file type cannot be watched, such as
+//!   a tty on older macOS: `EINVAL`; ...) comes back from the next `poll`
+//!   as an `EV_ERROR` record, which is reported as [`Ready::INVALID`] for
+//!   that fd: the loop then stops the fd's watchers with [`Ready::ERROR`]
+//!   and forgets the fd. Errors for a *removal* (`ENOENT`: the kernel
+//!   already dropped the filter, because the fd was closed or because a
+//!   one-shot filter fired; `EBADF`: the fd was closed) are ignored, which
+//!   is what removal wanted anyway.
+//! - `kevent` reports a refused change in the event list only if there is
+//!   room for it there; otherwise the whole call fails and the rest of the
+//!   changelist is not applied. The event list is therefore always at least
+//!   as long as the changelist plus room for events.
+//! - A `kevent` call whose changelist produced errors returns at once,
+//!   without waiting. When the only records were ignored errors, the
+//!   backend waits again (with the time left), so a removal of an
+//!   already-gone filter never cuts a wait short.
+//!
+//! # Trigger modes
+//!
+//! - [`Trigger::Level`]: plain filters. An event is reported on every wait
+//!   while the condition holds.
+//! - [`Trigger::Edge`]: `EV_CLEAR`. The filter's state is reset when the
+//!   event is retrieved, so it is reported again only when *new* data
+//!   arrives (or new room opens up). **Read (or write) until the operation
+//!   returns `WouldBlock`**: whatever is left in the buffer is not
+//!   announced again.
+//! - [`Trigger::Oneshot`]: `EV_ONESHOT`. The kernel deletes the filter
+//!   after reporting it once, and the loop stops the watchers that received
+//!   the event. **Start the watcher again to re-arm it**; until then the fd
+//!   is silent. kqueue disarms each filter separately, whereas the loop
+//!   (like epoll's `EPOLLONESHOT`) treats the whole fd as disarmed: so when
+//!   one filter of a one-shot registration for both directions fires, this
+//!   backend also deletes the other one. Re-arming adds the filters again.
+//!
+//! `EV_ADD` on a filter that already exists updates its parameters but not
+//! its `EV_CLEAR` / `EV_ONESHOT` flags, so a change of trigger mode deletes
+//! the filter and adds it afresh.
+//!
+//! # Events
+//!
+//! `EVFILT_READ` becomes [`Ready::READABLE`] and `EVFILT_WRITE`
+//! [`Ready::WRITABLE`]. `EV_EOF` (the peer closed its end, or shut down the
+//! direction) adds [`Ready::HUP`]: on the read filter the next read returns
+//! EOF once the buffer is drained. If the filter also carries a socket
+//! error in `fflags`, [`Ready::ERROR`] is added. Both filters of an fd may
+//! report in one wait: that gives two [`PollEvent`]s for the fd, which the
+//! loop merges.
+//!
+//! Regular files: kqueue reports `EVFILT_READ` on a regular file while the
+//! file offset is before the end of the file (not "always ready" as
+//! `poll(2)` does), and `EVFILT_WRITE` always.
+//!
+//! # Timeouts and signals
+//!
+//! Timeouts are passed with nanosecond precision (no rounding needed), and
+//! capped at [`MAX_WAIT_SECS`] seconds (some kernels reject or overflow on
+//! larger values; waking up early is harmless). `None` waits forever. A
+//! wait interrupted by a signal (`EINTR`) is resumed with the time left. As
+//! `kevent(2)` documents, the changelist has then already been applied, so
+//! it is not submitted a second time.
+//!
+//! # fork and exec
+//!
+//! The kqueue is created with `kqueue()` and marked close-on-exec
+//! (`FD_CLOEXEC`; there is a short window between the two calls in which a
+//! concurrent `exec` from another thread would inherit it). A kqueue is not
+//! inherited across `fork(2)` at all: in the child, the descriptor number
+//! is closed by the kernel, and may already have been reused by something
+//! else the child opened. [`Backend::reinit`] (called by
+//! [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork)) therefore
+//! creates a new kqueue and closes the old descriptor only in the process
+//! that created it (libev does the same); dropping the backend in a forked
+//! child likewise leaves the descriptor number alone. The loop re-registers
+//! every fd after `reinit`, and any changes still queued are dropped.
+//!
+//! # Allocation
+//!
+//! The changelist and the event list are reused across calls; nothing is
+//! allocated in steady state. The event list grows (by doubling, up to
+//! [`MAX_EVENTS`] events per wait, plus room for the change errors)
+//! whenever a wait fills it completely.
+//!
+//! # Example
+//!
+//! ```
+//! use evloop::{Interest, Loop, RunMode};
+//! use std::io::{Read, Write};
+//! use std::os::unix::net::UnixStream;
+//!
+//! # #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd",
+//! #           target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly"))]
+//! # {
+//! let mut lp: Loop<Vec<u8>> = Loop::builder().backend("kqueue").build()?;
+//! assert_eq!(lp.backend_name(), "kqueue");
+//! assert!(lp.capabilities().edge && lp.capabilities().oneshot);
+//!
+//! let (a, mut b) = UnixStream::pair()?;
+//! a.set_nonblocking(true)?;
+//! b.write_all(b"hello")?;
+//! // Edge-triggered: drain until WouldBlock.
+//! let edge = Interest::READABLE.with_trigger(evloop::Trigger::Edge);
+//! lp.io(a, edge, |lp, got, ev| {
+//!     let mut buf = [0u8; 2];
+//!     loop {
+//!         match ev.source.read(&mut buf) {
+//!             Ok(n) => got.extend_from_slice(&buf[..n]),
+//!             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+//!             Err(e) => panic!("{e}"),
+//!         }
+//!     }
+//!     lp.remove(ev.watcher).unwrap();
+//! })?;
+//! let mut got = Vec::new();
+//! lp.run(RunMode::Default, &mut got)?;
+//! assert_eq!(got, b"hello");
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem::{self, ManuallyDrop};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::time::Duration;
+
+use super::{Clock, Deadline};
+use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+
+/// Room for events in the first waits (on top of room for change errors).
+const INITIAL_EVENTS: usize = 64;
+/// The room for events stops growing at this many per wait.
+pub const MAX_EVENTS: usize = 4096;
+/// The longest single wait, in seconds (about 3 years). Old NetBSD and
+/// OpenBSD kernels refuse longer timeouts with `EINVAL`, and XNU converts
+/// the timeout to nanoseconds in 64 bits; the loop simply waits again.
+pub const MAX_WAIT_SECS: u64 = 100_000_000;
+
+/// `udata` tag of a change that registers a filter. Change records that
+/// remove one carry `udata == 0`. The tag comes back unchanged in an
+/// `EV_ERROR` record (which is how errors of removals are told apart from
+/// errors of registrations, portably: FreeBSD overwrites `flags`), and in
+/// every event the filter reports.
+const UD_ADD: usize = 0x100;
+/// In a registration's tag: the registration includes `EVFILT_READ`.
+const UD_READ: usize = 0x1;
+/// In a registration's tag: the registration includes `EVFILT_WRITE`.
+const UD_WRITE: usize = 0x2;
+/// In a registration's tag: the registration is one-shot (`EV_ONESHOT`).
+const UD_ONESHOT: usize = 0x4;
+
+/// One of the two filters this backend uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    Read,
+    Write,
+}
+
+impl Filter {
+    /// Whether `interest` asks for this filter.
+    fn of(self, interest: Interest) -> bool {
+        match self {
+            Filter::Read => interest.is_readable(),
+            Filter::Write => interest.is_writable(),
+        }
+    }
+
+    fn other(self) -> Filter {
+        match self {
+            Filter::Read => Filter::Write,
+            Filter::Write => Filter::Read,
+        }
+    }
+}
+
+/// What a change record does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// `EV_ADD | EV_ENABLE`, with the trigger mode's flag, tagged with the
+    /// whole new interest.
+    Add(Interest),
+    /// `EV_DELETE`.
+    Delete,
+}
+
+/// The kqueue backend (macOS, iOS, FreeBSD, NetBSD, OpenBSD, DragonFly).
+///
+/// ```
+/// use evloop::backends::kqueue::Kqueue;
+/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use std::io::Write;
+/// use std::os::fd::AsRawFd;
+/// use std::os::unix::net::UnixStream;
+/// use std::time::Duration;
+///
+/// let mut kq = Kqueue::new()?;
+/// let (a, mut b) = UnixStream::pair()?;
+/// // Queued only: submitted by the next poll.
+/// kq.modify(a.as_raw_fd(), Interest::NONE, Interest::READABLE)?;
+/// b.write_all(b"ping")?;
+/// let mut events = Vec::new();
+/// kq.poll(Some(Duration::from_secs(5)), &mut events)?;
+/// assert_eq!(events, [PollEvent { fd: a.as_raw_fd(), ready: Ready::READABLE }]);
+/// kq.modify(a.as_raw_fd(), Interest::READABLE, Interest::NONE)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Kqueue {
+    /// The kqueue. Closed on drop only by the process that created it (see
+    /// the module documentation on fork).
+    kq: ManuallyDrop<OwnedFd>,
+    /// The process that created `kq`.
+    owner: u32,
+    /// Changes queued by `modify` (and by one-shot events), submitted by
+    /// the next `poll`.
+    changes: Vec<libc::kevent>,
+    /// `kevent`'s output buffer (its capacity is reused; its length is the
+    /// number of records the last call returned).
+    out: Vec<libc::kevent>,
+    /// How many events one wait may return, besides change errors.
+    room: usize,
+    clock: Clock,
+}
+
+impl Kqueue {
+    /// Creates a kqueue (`kqueue()`, then `FD_CLOEXEC`).
+    ///
+    /// ```
+    /// use evloop::{backends::kqueue::Kqueue, Backend, Loop};
+    /// let kq = Kqueue::new().unwrap();
+    /// assert!(kq.capabilities().edge && kq.capabilities().oneshot);
+    /// let lp: Loop = Loop::with_backend(kq);
+    /// assert_eq!(lp.backend_name(), "kqueue");
+    /// ```
+    pub fn new() -> io::Result<Kqueue> {
+        Ok(Kqueue {
+            kq: ManuallyDrop::new(create()?),
+            owner: std::process::id(),
+            changes: Vec::new(),
+            out: Vec::with_capacity(INITIAL_EVENTS),
+            room: INITIAL_EVENTS,
+            clock: Clock::new(),
+        })
+    }
+
+    /// Queues one change record.
+    fn push(&mut self, fd: RawFd, filter: Filter, action: Action) {
+        self.changes.push(record(fd, filter, action));
+    }
+}
+
+impl Drop for Kqueue {
+    fn drop(&mut self) {
+        if std::process::id() == self.owner {
+            // SAFETY: `kq` is never used again: this is the destructor.
+            unsafe { ManuallyDrop::drop(&mut self.kq) }
+        }
+        // In a forked child the kernel has already closed the kqueue, and
+        // the number may belong to another file now: leave it alone.
+    }
+}
+
+/// `kqueue()` with `FD_CLOEXEC`, owned.
+fn create() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call without arguments.
+    let fd = unsafe { libc::kqueue() };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by kqueue(), so it is open and nothing
+    // else owns it; from here on it is closed on every path.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: fcntl(F_SETFD) on an open fd we own, with an int argument.
+    if unsafe { libc::fcntl(owned.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(owned)
+}
+
+/// The `udata` tag of a registration with interest `new`.
+fn tag(new: Interest) -> usize {
+    let mut t = UD_ADD;
+    if new.is_readable() {
+        t |= UD_READ;
+    }
+    if new.is_writable() {
+        t |= UD_WRITE;
+    }
+    if new.trigger() == Trigger::Oneshot {
+        t |= UD_ONESHOT;
+    }
+    t
+}
+
+/// A change record.
+fn record(fd: RawFd, filter: Filter, action: Action) -> libc::kevent {
+    // SAFETY: `kevent` is a plain C struct of integers and a raw pointer
+    // (plus, on FreeBSD 12 and later, an array of integers): all-zero bytes
+    // are a valid value (a null `udata`). Zeroing also clears the fields
+    // that differ between systems, which is why no struct literal is used.
+    let mut kev: libc::kevent = unsafe { mem::zeroed() };
+    kev.ident = fd as libc::uintptr_t;
+    kev.filter = match filter {
+        Filter::Read => libc::EVFILT_READ,
+        Filter::Write => libc::EVFILT_WRITE,
+    };
+    let udata = match action {
+        Action::Delete => {
+            kev.flags = libc::EV_DELETE;
+            0
+        }
+        Action::Add(new) => {
+            kev.flags = libc::EV_ADD
+                | libc::EV_ENABLE
+                | match new.trigger() {
+                    Trigger::Level => 0,
+                    Trigger::Edge => libc::EV_CLEAR,
+                    Trigger::Oneshot => libc::EV_ONESHOT,
+                };
+            tag(new)
+        }
+    };
+    // An integer tag, never dereferenced (`void *` on most systems).
+    kev.udata = udata as _;
+    kev
+}
+
+/// The change records that turn registration `old` into `new` for one fd,
+/// in order (at most one removal and one registration per filter).
+fn plan(old: Interest, new: Interest) -> impl Iterator<Item = (Filter, Action)> {
+    // An `old` of `NONE` with the one-shot trigger means that an event
+    // disarmed the fd, and the kernel holds no filter for it any more (the
+    // one that fired was deleted by the kernel, its sibling by `poll`): as
+    // for a new fd, the filters of `new` are added, and nothing is deleted.
+    // EV_ADD on an existing filter does not change EV_CLEAR / EV_ONESHOT.
+    let same_mode = new.is_empty() || old.trigger() == new.trigger();
+    // One-shot filters carry the whole registration in their tag (see
+    // `poll`): keep the tags of the remaining filter up to date too.
+    let retag = new.trigger() == Trigger::Oneshot;
+    [Filter::Read, Filter::Write]
+        .into_iter()
+        .flat_map(move |f| {
+            let (held, wanted) = (f.of(old), f.of(new));
+            let delete = held && (!wanted || !same_mode);
+            let add = wanted && (!held || !same_mode || retag);
+            let del = delete.then_some((f, Action::Delete));
+            let add = add.then_some((f, Action::Add(new)));
+            del.into_iter().chain(add)
+        })
+}
+
+/// A timeout as a `timespec`, capped at [`MAX_WAIT_SECS`].
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs().min(MAX_WAIT_SECS) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+impl Backend for Kqueue {
+    fn name(&self) -> &'static str {
+        "kqueue"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            edge: true,
+            oneshot: true,
+            virtual_fds: false,
+            max_fd: None,
+        }
+    }
+
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        if fd < 0 {
+            return if new.is_empty() {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::EBADF))
+            };
+        }
+        for (filter, action) in plan(old, new) {
+            self.push(fd, filter, action);
+        }
+        Ok(())
+    }
+
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<PollEvent>,
+    ) -> io::Result<PollStatus> {
+        let deadline = Deadline::new(timeout);
+        loop {
+            let nchanges = self.changes.len();
+            // Room for one error record per change, plus room for events.
+            let nevents = nchanges + self.room;
+            if nevents > libc::c_int::MAX as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("kqueue: {nchanges} queued changes are too many for one kevent call"),
+                ));
+            }
+            self.out.clear();
+            self.out.reserve(nevents);
+            let ts = deadline.remaining().map(timespec);
+            let ts_ptr = ts
+                .as_ref()
+                .map_or(ptr::null(), |t| t as *const libc::timespec);
+            // SAFETY: `kq` is an open kqueue owned by `self`; `changes`
+            // holds `nchanges` initialised records that the kernel only
+            // reads; `out` has capacity for at least `nevents` records,
+            // which the kernel may write; `ts_ptr` is null or points to
+            // `ts`, which outlives the call.
+            let n = unsafe {
+                libc::kevent(
+                    self.kq.as_raw_fd(),
+                    self.changes.as_ptr(),
+                    nchanges as _,
+                    self.out.as_mut_ptr(),
+                    nevents as _,
+                    ts_ptr,
+                )
+            };
+            if n < 0 {
+                let err = io::Error::last_os_error();
+                if err.kind() == io::ErrorKind::Interrupted {
+                    // kevent(2): "All changes contained in the changelist
+                    // are applied before returning this error."
+                    self.changes.clear();
+                    continue;
+                }
+                // Nothing is known to be applied: the changes stay queued
+                // (re-submitting them is harmless: adds are idempotent and
+                // failed removals are ignored).
+                return Err(err);
+            }
+            let n = n as usize;
+            self.changes.clear();
+            // SAFETY: the kernel initialised the first `n` records, and
+            // `n <= nevents <= capacity`; `kevent` is `Copy` (no drop).
+            unsafe { self.out.set_len(n) };
+
+            let before = events.len();
+            let mut ignored = false;
+            for i in 0..n {
+                let ev = self.out[i];
+                let fd = ev.ident as RawFd;
+                let udata = ev.udata as usize;
+                if ev.flags & libc::EV_ERROR != 0 {
+                    if ev.data == 0 {
+                        // A receipt, not an error (EV_RECEIPT is not used).
+                        continue;
+                    }
+                    if udata & UD_ADD == 0 {
+                        // A removal of a filter the kernel no longer has.
+                        ignored = true;
+                        continue;
+                    }
+                    tracing::debug!(
+                        fd,
+                        err = %io::Error::from_raw_os_error(ev.data as i32),
+                        "kqueue refused a registration; reporting the fd invalid"
+                    );
+                    let invalid = PollEvent {
+                        fd,
+                        ready: Ready::INVALID,
+                    };
+                    // Both filters of an fd usually fail together.
+                    if events[before..].last() != Some(&invalid) {
+                        events.push(invalid);
+                    }
+                    continue;
+                }
+                let filter = if ev.filter == libc::EVFILT_READ {
+                    Filter::Read
+                } else if ev.filter == libc::EVFILT_WRITE {
+                    Filter::Write
+                } else {
+                    continue;
+                };
+                let mut ready = match filter {
+                    Filter::Read => Ready::READABLE,
+                    Filter::Write => Ready::WRITABLE,
+                };
+                if ev.flags & libc::EV_EOF != 0 {
+                    ready |= Ready::HUP;
+                    if ev.fflags != 0 {
+                        // The socket error (an errno) rides in fflags.
+                        ready |= Ready::ERROR;
+                    }
+                }
+                events.push(PollEvent { fd, ready });
+                if udata & (UD_ADD | UD_ONESHOT) == UD_ADD | UD_ONESHOT {
+                    // The kernel deleted this one-shot filter when reporting
+                    // it; the loop now considers the whole fd disarmed, so
+                    // delete the sibling filter too (if the sibling fired in
+                    // this same wait, the removal fails with ENOENT, which
+                    // is ignored).
+                    let sibling = filter.other();
+                    let bit = match sibling {
+                        Filter::Read => UD_READ,
+                        Filter::Write => UD_WRITE,
+                    };
+                    if udata & bit != 0 {
+                        self.push(fd, sibling, Action::Delete);
+                    }
+                }
+            }
+
+            if n == nevents && self.room < MAX_EVENTS {
+                // Full: more may be waiting. Take more per wait from now on
+                // (the buffer itself grows at the next call).
+                self.room = (self.room * 2).min(MAX_EVENTS);
+            }
+            if events.len() == before && ignored {
+                // The call returned early only because of errors we ignore
+                // (kevent neither waits nor collects events when a change
+                // fails): the changes are applied, so wait again for the
+                // time left (even none: that call still collects what is
+                // ready). The changelist is empty now, so this happens at
+                // most once per poll.
+                continue;
+            }
+            return Ok(PollStatus::Done);
+        }
+    }
+
+    fn now(&mut self) -> Duration {
+        self.clock.now()
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        let fresh = create()?;
+        let old = mem::replace(&mut self.kq, ManuallyDrop::new(fresh));
+        let me = std::process::id();
+        if me == self.owner {
+            // Not a forked child (or a kernel that kept the descriptor):
+            // the old kqueue is ours to close.
+            drop(ManuallyDrop::into_inner(old));
+        }
+        self.owner = me;
+        // They were meant for the old kqueue; the loop re-registers every fd.
+        self.changes.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    fn plan_of(old: Interest, new: Interest) -> Vec<(Filter, Action)> {
+        plan(old, new).collect()
+    }
+
+    #[test]
+    fn plans() {
+        use Action::{Add, Delete};
+        use Filter::{Read, Write};
+        let r = Interest::READABLE;
+        let w = Interest::WRITABLE;
+        let rw = Interest::BOTH;
+        let disarmed = Interest::NONE.with_trigger(Trigger::Oneshot);
+        assert_eq!(plan_of(Interest::NONE, r), [(Read, Add(r))]);
+        assert_eq!(plan_of(r, rw), [(Write, Add(rw))]);
+        assert_eq!(plan_of(rw, w), [(Read, Delete)]);
+        assert_eq!(
+            plan_of(rw, Interest::NONE),
+            [(Read, Delete), (Write, Delete)]
+        );
+        let re = r.with_trigger(Trigger::Edge);
+        assert_eq!(plan_of(r, re), [(Read, Delete), (Read, Add(re))]);
+        let ro = r.with_trigger(Trigger::Oneshot);
+        let rwo = rw.with_trigger(Trigger::Oneshot);
+        assert_eq!(plan_of(ro, rwo), [(Read, Add(rwo)), (Write, Add(rwo))]);
+        assert_eq!(plan_of(disarmed, ro), [(Read, Add(ro))]);
+        assert_eq!(plan_of(disarmed, Interest::NONE), []);
+        assert_eq!(plan_of(disarmed, r), [(Read, Add(r))]);
+        assert_eq!(plan_of(ro, Interest::NONE), [(Read, Delete)]);
+    }
+
+    fn pair() -> (UnixStream, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    fn wait(kq: &mut Kqueue, ms: u64) -> Vec<PollEvent> {
+        let mut events = Vec::new();
+        kq.poll(Some(Duration::from_millis(ms)), &mut events)
+            .unwrap();
+        events
+    }
+
+    #[test]
+    fn level_read_and_write() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, mut b) = pair();
+        let fd = a.as_raw_fd();
+        kq.modify(fd, Interest::NONE, Interest::BOTH).unwrap();
+        let ev = wait(&mut kq, 100);
+        assert_eq!(
+            ev,
+            [PollEvent {
+                fd,
+                ready: Ready::WRITABLE
+            }]
+        );
+        kq.modify(fd, Interest::BOTH, Interest::READABLE).unwrap();
+        assert!(wait(&mut kq, 0).is_empty());
+        b.write_all(b"x").unwrap();
+        let ev = wait(&mut kq, 1000);
+        assert_eq!(
+            ev,
+            [PollEvent {
+                fd,
+                ready: Ready::READABLE
+            }]
+        );
+        // Level: reported again while unread.
+        assert_eq!(wait(&mut kq, 0), ev);
+    }
+
+    #[test]
+    fn edge_reports_once() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, mut b) = pair();
+        let fd = a.as_raw_fd();
+        let edge = Interest::READABLE.with_trigger(Trigger::Edge);
+        kq.modify(fd, Interest::NONE, edge).unwrap();
+        b.write_all(b"x").unwrap();
+        assert_eq!(wait(&mut kq, 1000).len(), 1);
+        assert!(wait(&mut kq, 0).is_empty());
+        b.write_all(b"y").unwrap();
+        assert_eq!(wait(&mut kq, 1000).len(), 1);
+    }
+
+    #[test]
+    fn oneshot_disarms_the_whole_fd_and_rearms() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, mut b) = pair();
+        let fd = a.as_raw_fd();
+        let rwo = Interest::BOTH.with_trigger(Trigger::Oneshot);
+        let disarmed = Interest::NONE.with_trigger(Trigger::Oneshot);
+        b.write_all(b"x").unwrap();
+        kq.modify(fd, Interest::NONE, rwo).unwrap();
+        let first = wait(&mut kq, 1000);
+        assert!(!first.is_empty());
+        // Whatever fired, nothing more comes until re-armed.
+        assert!(wait(&mut kq, 0).is_empty());
+        kq.modify(fd, disarmed, rwo).unwrap();
+        assert!(!wait(&mut kq, 1000).is_empty());
+        kq.modify(fd, disarmed, Interest::NONE).unwrap();
+        assert!(wait(&mut kq, 0).is_empty());
+        let mut buf = [0; 4];
+        let _ = (&a).read(&mut buf);
+    }
+
+    #[test]
+    fn closed_fd_is_invalid() {
+        let mut kq = Kqueue::new().unwrap();
+        // Not open (a closed socket's number could be reused at once by a
+        // test running in parallel).
+        let fd = 999_999;
+        kq.modify(fd, Interest::NONE, Interest::BOTH).unwrap();
+        let ev = wait(&mut kq, 1000);
+        assert_eq!(
+            ev,
+            [PollEvent {
+                fd,
+                ready: Ready::INVALID
+            }]
+        );
+        // The loop then forgets it: the failed removals are ignored.
+        kq.modify(fd, Interest::BOTH, Interest::NONE).unwrap();
+        assert!(wait(&mut kq, 10).is_empty());
+    }
+
+    #[test]
+    fn hangup() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, b) = pair();
+        let fd = a.as_raw_fd();
+        kq.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+        drop(b);
+        let ev = wait(&mut kq, 1000);
+        assert_eq!(ev.len(), 1);
+        assert!(ev[0].ready.contains(Ready::READABLE | Ready::HUP));
+    }
+
+    #[test]
+    fn reinit_drops_queued_changes() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, _b) = pair();
+        kq.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
+            .unwrap();
+        kq.reinit().unwrap();
+        assert!(wait(&mut kq, 0).is_empty());
+        kq.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
+            .unwrap();
+        assert_eq!(wait(&mut kq, 100).len(), 1);
+    }
+
+    #[test]
+    fn timeout_and_clock() {
+        let mut kq = Kqueue::new().unwrap();
+        let t0 = kq.now();
+        assert!(wait(&mut kq, 20).is_empty());
+        assert!(kq.now() - t0 >= Duration::from_millis(20));
+        let ts = timespec(Duration::new(u64::MAX, 5));
+        assert_eq!(ts.tv_sec as u64, MAX_WAIT_SECS);
+        assert_eq!(ts.tv_nsec, 5);
+    }
+}
