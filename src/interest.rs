@@ -173,8 +173,10 @@ impl Ready {
     pub const WRITABLE: Ready = Ready(W);
     /// The peer hung up; reads will return EOF once the buffer is drained.
     pub const HUP: Ready = Ready(4);
-    /// An error is pending on the fd, or the fd is invalid (closed or never
-    /// open). Io watchers receiving it have been stopped by the loop.
+    /// An error is pending on the fd (`EPOLLERR`, `POLLERR`): the next read
+    /// or write returns it. When the loop itself sends `ERROR` because the
+    /// fd is unusable (the backend refused it, or reported it
+    /// [`INVALID`](Self::INVALID)), the watchers have been stopped.
     pub const ERROR: Ready = Ready(8);
     /// The fd is no longer valid (closed behind the loop's back, `POLLNVAL`,
     /// `EBADF`). The loop turns it into [`ERROR`](Self::ERROR) for every

@@ -32,10 +32,11 @@
 //! ```
 //!
 //! See `docs/architecture.md` for how it works inside.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod backend;
+mod builder;
 mod error;
 mod event_loop;
 mod fd_table;
@@ -51,8 +52,14 @@ pub mod backends;
 
 pub use backend::{Backend, Capabilities, PollEvent, PollStatus};
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
+pub use builder::Builder;
 pub use error::{Error, Result};
 pub use event_loop::{Break, Loop, RunMode, RunOutcome, MAX_PRIORITY, MIN_PRIORITY};
 pub use interest::{Interest, Ready, Trigger};
 pub use source::{Source, SourceFd, VirtualFd};
 pub use watcher::{Check, Handle, Idle, Io, IoEvent, Prepare, Timer};
+
+/// The README's example, compiled and run as a doc test.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -135,7 +135,7 @@ fn steady_state_iterations_allocate_nothing() {
                 lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
             })
             .unwrap();
-        lp.set_priority(io, (fd % 5) as i32 - 2).unwrap();
+        lp.set_priority(io, fd % 5 - 2).unwrap();
     }
     // Short repeating timers fire and are rescheduled every iteration.
     for _ in 0..10 {
