@@ -9,7 +9,7 @@ use slab::Slab;
 use tracing::trace;
 
 use crate::fd_table::FdTable;
-use crate::pending::PendingQueues;
+use crate::pending::{PendingQueues, CANCELLED};
 use crate::timer_heap::TimerHeap;
 use crate::watcher::{Callback, Check, Entry, Idle, Io, Key, Kind, Prepare, Timer};
 use crate::{
@@ -123,6 +123,8 @@ pub struct Loop<'s, S = ()> {
     iteration: u64,
     depth: u32,
     break_req: Option<Break>,
+    /// Whether the backend wants [`Backend::dispatched`] calls.
+    trace_dispatch: bool,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -168,6 +170,7 @@ impl<'s, S> Loop<'s, S> {
             iteration: 0,
             depth: 0,
             break_req: None,
+            trace_dispatch: caps.virtual_fds,
         }
     }
 
@@ -498,38 +501,63 @@ impl<'s, S> Loop<'s, S> {
     fn queue_io_events(&mut self) {
         for i in 0..self.events.len() {
             let PollEvent { fd, ready } = self.events[i];
-            if ready.is_invalid() {
-                self.kill_fd(fd);
-                continue;
-            }
             let Some(anfd) = self.fds.get(fd) else {
                 continue;
             };
-            let oneshot = anfd.registered.trigger() == Trigger::Oneshot;
-            if oneshot {
-                // The kernel disarmed the fd (native one-shot): re-arm or
-                // forget it at the next reify.
-                self.fds.get_mut(fd).registered = Interest::NONE.with_trigger(Trigger::Oneshot);
-                self.fds.mark_changed(fd);
+            // Fast path: a level-triggered fd (all watchers on an fd share
+            // their trigger mode, so the first one tells).
+            let level = anfd.registered.trigger() != Trigger::Oneshot
+                && anfd.watchers.first().is_some_and(|&w| {
+                    matches!(self.watchers[w as usize].kind,
+                        Kind::Io { interest, .. } if interest.trigger() != Trigger::Oneshot)
+                });
+            if level && !ready.is_invalid() {
+                for &idx in &anfd.watchers {
+                    let e = &mut self.watchers[idx as usize];
+                    let Kind::Io { interest, .. } = e.kind else {
+                        unreachable!("non-io watcher on an fd")
+                    };
+                    let r = ready.filter(interest);
+                    if !r.is_empty() {
+                        queue_entry(e, &mut self.pending, idx, r);
+                    }
+                }
+            } else {
+                self.queue_io_event_slow(fd, ready);
             }
-            let mut j = 0;
-            while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers.get(j)) {
-                let interest = match self.watchers[idx as usize].kind {
-                    Kind::Io { interest, .. } => interest,
-                    _ => unreachable!("non-io watcher on an fd"),
-                };
-                let r = ready.filter(interest);
-                if r.is_empty() {
-                    j += 1;
-                    continue;
-                }
-                queue(&mut self.watchers, &mut self.pending, idx, r);
-                if interest.trigger() == Trigger::Oneshot {
-                    // Disarmed until started again; removes it from the list.
-                    self.deactivate(idx);
-                } else {
-                    j += 1;
-                }
+        }
+    }
+
+    /// Invalid fds and one-shot registrations.
+    #[cold]
+    fn queue_io_event_slow(&mut self, fd: RawFd, ready: Ready) {
+        if ready.is_invalid() {
+            self.kill_fd(fd);
+            return;
+        }
+        if self.fds.get_mut(fd).registered.trigger() == Trigger::Oneshot {
+            // The kernel disarmed the fd (native one-shot): re-arm or
+            // forget it at the next reify.
+            self.fds.get_mut(fd).registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+            self.fds.mark_changed(fd);
+        }
+        let mut j = 0;
+        while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers.get(j)) {
+            let interest = match self.watchers[idx as usize].kind {
+                Kind::Io { interest, .. } => interest,
+                _ => unreachable!("non-io watcher on an fd"),
+            };
+            let r = ready.filter(interest);
+            if r.is_empty() {
+                j += 1;
+                continue;
+            }
+            queue(&mut self.watchers, &mut self.pending, idx, r);
+            if interest.trigger() == Trigger::Oneshot {
+                // Disarmed until started again; removes it from the list.
+                self.deactivate(idx);
+            } else {
+                j += 1;
             }
         }
     }
@@ -565,35 +593,29 @@ impl<'s, S> Loop<'s, S> {
     /// Invokes pending callbacks, highest priority first, FIFO within one.
     pub(crate) fn invoke_pending(&mut self, state: &mut S) {
         while let Some(p) = self.pending.pop() {
-            if p.gen == 0 {
+            if p.idx == CANCELLED {
                 continue;
             }
             let idx = p.idx as usize;
-            let Some(e) = self.watchers.get_mut(idx) else {
-                continue;
-            };
-            if e.gen != p.gen {
-                continue;
-            }
+            // A live entry names a live watcher: stop and remove cancel it.
+            let e = &mut self.watchers[idx];
             e.pending = None;
+            let gen = e.gen;
             let Some(mut cb) = e.cb.take() else {
                 // Its callback is running further up the stack (nested run):
                 // deliver once it returns rather than recursing or dropping.
                 e.deferred = Some(e.deferred.unwrap_or(Ready::EMPTY) | p.ready);
                 continue;
             };
-            let key = Key {
-                idx: p.idx,
-                gen: p.gen,
-            };
+            let key = Key { idx: p.idx, gen };
             match &mut cb {
                 Callback::Io(f) => {
-                    let fd = match e.kind {
-                        Kind::Io { fd, .. } => fd,
-                        _ => unreachable!(),
-                    };
-                    trace!(fd, ready = %p.ready, "dispatch io");
-                    self.backend.dispatched(fd, p.ready);
+                    if self.trace_dispatch {
+                        if let Kind::Io { fd, .. } = e.kind {
+                            self.backend.dispatched(fd, p.ready);
+                        }
+                    }
+                    trace!(watcher = p.idx, ready = %p.ready, "dispatch io");
                     f.call(self, state, Io(key), p.ready);
                 }
                 Callback::Timer(f) => {
@@ -606,7 +628,7 @@ impl<'s, S> Loop<'s, S> {
             }
             // Put the callback back unless the watcher was removed meanwhile.
             if let Some(e) = self.watchers.get_mut(idx) {
-                if e.gen == p.gen {
+                if e.gen == gen {
                     e.cb = Some(cb);
                     if let Some(ready) = e.deferred.take() {
                         queue(&mut self.watchers, &mut self.pending, p.idx, ready);
@@ -723,16 +745,15 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
 /// Queues an invocation, merging with one already queued (libev ORs the
 /// events into the existing pending entry the same way).
 #[inline]
-fn queue<S>(
-    watchers: &mut Slab<Entry<'_, S>>,
-    pending: &mut PendingQueues,
-    idx: u32,
-    ready: Ready,
-) {
-    let e = &mut watchers[idx as usize];
+fn queue<S>(watchers: &mut Slab<Entry<'_, S>>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
+    queue_entry(&mut watchers[idx as usize], pending, idx, ready)
+}
+
+#[inline]
+fn queue_entry<S>(e: &mut Entry<'_, S>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
     match e.pending {
         Some(slot) => pending.merge(slot, ready),
-        None => e.pending = Some(pending.push(e.queue as usize, idx, e.gen, ready)),
+        None => e.pending = Some(pending.push(e.queue as usize, idx, ready)),
     }
 }
 
