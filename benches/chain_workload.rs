@@ -89,9 +89,15 @@ impl<'s, W: Write + 's> Bench<'s, W> {
         let mut timers = Vec::new();
         for (i, (reader, writer)) in ends.into_iter().enumerate() {
             writers.push(writer);
-            lp.io(reader, Interest::READABLE, on_readable::<R, W>(i, shape.pairs, shape.timers))?;
+            lp.io(
+                reader,
+                Interest::READABLE,
+                on_readable::<R, W>(i, shape.pairs, shape.timers),
+            )?;
             if shape.timers {
-                let t = lp.timer(Duration::ZERO, Duration::from_secs(60), |_, _, _| {}).unwrap();
+                let t = lp
+                    .timer(Duration::ZERO, Duration::from_secs(60), |_, _, _| {})
+                    .unwrap();
                 lp.again(t).unwrap();
                 lp.set_ref(t, false).unwrap();
                 timers.push(t);
@@ -109,7 +115,12 @@ impl<'s, W: Write + 's> Bench<'s, W> {
 
     /// One run: prime `active` chains, run until every byte was read.
     pub fn run(&mut self) -> Outcome {
-        let Shape { pairs, active, writes, .. } = self.shape;
+        let Shape {
+            pairs,
+            active,
+            writes,
+            ..
+        } = self.shape;
         let st = &mut self.state;
         st.fired = 0;
         st.writes_left = writes;
@@ -147,7 +158,9 @@ pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, UnixS
 pub fn on_sim(shape: Shape) -> Bench<'static, SimSocket> {
     let sim = Sim::new();
     let lp = Loop::with_backend(sim.backend());
-    let ends = (0..shape.pairs).map(|i| sim.pair(&format!("p{i}"), 4096)).collect();
+    let ends = (0..shape.pairs)
+        .map(|i| sim.pair(&format!("p{i}"), 4096))
+        .collect();
     Bench::build(lp, ends, shape).expect("the simulator accepts every pair")
 }
 

@@ -15,7 +15,12 @@ fn main() {
     let writes: usize = args.get(2).and_then(|w| w.parse().ok()).unwrap_or(100_000);
     let timers = args.get(3).is_some_and(|a| a == "timers");
     raise_fd_limit();
-    let shape = Shape { pairs: 1000, active: 100, writes, timers };
+    let shape = Shape {
+        pairs: 1000,
+        active: 100,
+        writes,
+        timers,
+    };
     let outcome = if backend == "sim" {
         on_sim(shape).run()
     } else {

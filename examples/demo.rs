@@ -37,12 +37,22 @@ fn table(shape: Shape, runs: usize) {
         "\n{} socket pairs, {} active chains, {} writes per run (best of {runs} runs):",
         shape.pairs, shape.active, shape.writes
     );
-    println!("  {:<8} {:>10} {:>16} {:>26}", "backend", "events", "ns/event", "ns/event (+ timer again)");
+    println!(
+        "  {:<8} {:>10} {:>16} {:>26}",
+        "backend", "events", "ns/event", "ns/event (+ timer again)"
+    );
     let mut names: Vec<&str> = evloop::backends::AVAILABLE.to_vec();
     names.push("sim");
     for name in names {
         let plain = measure(name, shape, runs);
-        let timed = measure(name, Shape { timers: true, ..shape }, runs);
+        let timed = measure(
+            name,
+            Shape {
+                timers: true,
+                ..shape
+            },
+            runs,
+        );
         match (plain, timed) {
             (Ok((events, ns)), Ok((_, ns_t))) => {
                 println!("  {name:<8} {events:>10} {ns:>16.0} {ns_t:>26.0}")
@@ -63,13 +73,23 @@ fn main() {
     let (runs, writes) = if quick { (2, 20_000) } else { (5, 100_000) };
     // Small enough for select (fds below FD_SETSIZE).
     table(
-        Shape { pairs: 200, active: 20, writes, timers: false },
+        Shape {
+            pairs: 200,
+            active: 20,
+            writes,
+            timers: false,
+        },
         runs,
     );
     // The bench.c shape used for the per-event instruction counts; select
     // refuses it, and says why.
     table(
-        Shape { pairs: 1000, active: 100, writes, timers: false },
+        Shape {
+            pairs: 1000,
+            active: 100,
+            writes,
+            timers: false,
+        },
         runs,
     );
     println!("\n(sim runs on virtual time: its cost is the loop's own, with no syscalls)");
