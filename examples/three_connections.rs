@@ -42,7 +42,10 @@ fn main() -> Result<(), evloop::Error> {
 
     println!("callbacks:");
     let outcome = lp.run(RunMode::Default, &mut ())?;
-    println!("run returned {outcome:?} after {} iterations\n", lp.iteration());
+    println!(
+        "run returned {outcome:?} after {} iterations\n",
+        lp.iteration()
+    );
     println!("trace:");
     for line in sim.trace_lines() {
         println!("  {line}");

@@ -745,7 +745,12 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
 /// Queues an invocation, merging with one already queued (libev ORs the
 /// events into the existing pending entry the same way).
 #[inline]
-fn queue<S>(watchers: &mut Slab<Entry<'_, S>>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
+fn queue<S>(
+    watchers: &mut Slab<Entry<'_, S>>,
+    pending: &mut PendingQueues,
+    idx: u32,
+    ready: Ready,
+) {
     queue_entry(&mut watchers[idx as usize], pending, idx, ready)
 }
 

@@ -11,14 +11,22 @@ fn many_changes_on_one_fd_make_one_backend_call() {
     let sim = Sim::new();
     let sock = sim.socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let r = lp.io_borrowed(&sock, Interest::READABLE, |_, _, _| {}).unwrap();
+    let r = lp
+        .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
+        .unwrap();
     lp.stop(r).unwrap();
     lp.start(r).unwrap();
     lp.set_interest(r, Interest::BOTH).unwrap();
     lp.set_interest(r, Interest::READABLE).unwrap();
-    let w = lp.io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {}).unwrap();
+    let w = lp
+        .io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {})
+        .unwrap();
     lp.stop(w).unwrap();
-    assert_eq!(sim.modify_count(), 0, "starting and stopping only marks the fd");
+    assert_eq!(
+        sim.modify_count(),
+        0,
+        "starting and stopping only marks the fd"
+    );
 
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(sim.modify_count(), 1);
@@ -31,7 +39,9 @@ fn changes_that_cancel_out_make_no_backend_call() {
     let sim = Sim::new();
     let sock = sim.socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let r = lp.io_borrowed(&sock, Interest::READABLE, |_, _, _| {}).unwrap();
+    let r = lp
+        .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
+        .unwrap();
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(sim.modify_count(), 1);
 
@@ -46,7 +56,9 @@ fn changes_that_cancel_out_make_no_backend_call() {
         if let Some(w) = extra.take() {
             lp.remove(w).unwrap();
         }
-        let w = lp.io_borrowed(sock, Interest::READABLE, |_, _, _| {}).unwrap();
+        let w = lp
+            .io_borrowed(sock, Interest::READABLE, |_, _, _| {})
+            .unwrap();
         extra = Some(w);
     })
     .unwrap();
@@ -63,16 +75,24 @@ fn several_watchers_on_one_fd_share_one_registration() {
     sim.deliver(Duration::from_millis(1), &sock, b"x");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let log_as = |name: &'static str| {
-        move |lp: &mut Loop<'_, Vec<String>>, log: &mut Vec<String>, ev: evloop::IoEvent<'_, &SimSocket>| {
+        move |lp: &mut Loop<'_, Vec<String>>,
+              log: &mut Vec<String>,
+              ev: evloop::IoEvent<'_, &SimSocket>| {
             log.push(format!("{name} {}", ev.ready));
             lp.stop(ev.watcher).unwrap();
         }
     };
-    lp.io_borrowed(&sock, Interest::READABLE, log_as("reader")).unwrap();
-    lp.io_borrowed(&sock, Interest::WRITABLE, log_as("writer")).unwrap();
-    lp.io_borrowed(&sock, Interest::BOTH, log_as("both")).unwrap();
+    lp.io_borrowed(&sock, Interest::READABLE, log_as("reader"))
+        .unwrap();
+    lp.io_borrowed(&sock, Interest::WRITABLE, log_as("writer"))
+        .unwrap();
+    lp.io_borrowed(&sock, Interest::BOTH, log_as("both"))
+        .unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     // Iteration 1 (t=0): writable only. Iteration 2 (t=1ms): the reader.
     assert_eq!(log, ["writer w", "both w", "reader r"]);
     assert_eq!(
@@ -95,7 +115,9 @@ fn several_watchers_on_one_fd_share_one_registration() {
 fn removing_an_owned_source_deregisters_before_it_is_closed() {
     let sim = Sim::new();
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let io = lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    let io = lp
+        .io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {})
+        .unwrap();
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(sim.registered(3), Interest::READABLE);
     lp.remove(io).unwrap();
@@ -108,12 +130,23 @@ fn removing_an_owned_source_deregisters_before_it_is_closed() {
 fn into_source_hands_the_socket_back() {
     let sim = Sim::new();
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let io = lp.io(sim.socket("mine", 0), Interest::READABLE, |_, _, _| {}).unwrap();
-    assert!(matches!(lp.into_source::<String>(io), Err(Error::SourceType)));
-    assert!(lp.is_active(io).unwrap(), "a wrong type leaves the watcher alone");
+    let io = lp
+        .io(sim.socket("mine", 0), Interest::READABLE, |_, _, _| {})
+        .unwrap();
+    assert!(matches!(
+        lp.into_source::<String>(io),
+        Err(Error::SourceType)
+    ));
+    assert!(
+        lp.is_active(io).unwrap(),
+        "a wrong type leaves the watcher alone"
+    );
     let sock: SimSocket = lp.into_source(io).unwrap();
     assert_eq!(sock.name(), "mine");
-    assert!(matches!(lp.is_active(io), Err(Error::StaleHandle { kind: "io" })));
+    assert!(matches!(
+        lp.is_active(io),
+        Err(Error::StaleHandle { kind: "io" })
+    ));
 }
 
 #[test]
@@ -122,7 +155,11 @@ fn into_source_from_its_own_callback_is_busy() {
     let sock = sim.socket("s", 1);
     let mut lp: Loop<Option<String>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::WRITABLE, |lp, seen, ev| {
-        *seen = Some(lp.into_source::<SimSocket>(ev.watcher).unwrap_err().to_string());
+        *seen = Some(
+            lp.into_source::<SimSocket>(ev.watcher)
+                .unwrap_err()
+                .to_string(),
+        );
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
@@ -136,7 +173,13 @@ fn os_descriptor_on_the_simulator_is_refused() {
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     let err = lp.io(a, Interest::READABLE, |_, _, _| {}).unwrap_err();
-    assert!(matches!(err, Error::WrongSourceKind { backend: "sim", virtual_source: false }));
+    assert!(matches!(
+        err,
+        Error::WrongSourceKind {
+            backend: "sim",
+            virtual_source: false
+        }
+    ));
     assert!(err.to_string().contains("only simulated fds"), "{err}");
 }
 
@@ -146,12 +189,25 @@ fn edge_trigger_is_refused_where_unsupported_and_modes_cannot_mix() {
     let sock = sim.socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     let err = lp
-        .io_borrowed(&sock, Interest::READABLE.with_trigger(Trigger::Edge), |_, _, _| {})
+        .io_borrowed(
+            &sock,
+            Interest::READABLE.with_trigger(Trigger::Edge),
+            |_, _, _| {},
+        )
         .unwrap_err();
-    assert!(err.to_string().contains("not supported by the sim backend"), "{err}");
-    lp.io_borrowed(&sock, Interest::READABLE.with_trigger(Trigger::Oneshot), |_, _, _| {})
-        .unwrap();
-    let err = lp.io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {}).unwrap_err();
+    assert!(
+        err.to_string().contains("not supported by the sim backend"),
+        "{err}"
+    );
+    lp.io_borrowed(
+        &sock,
+        Interest::READABLE.with_trigger(Trigger::Oneshot),
+        |_, _, _| {},
+    )
+    .unwrap();
+    let err = lp
+        .io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {})
+        .unwrap_err();
     assert!(matches!(err, Error::TriggerConflict { fd: 3, .. }), "{err}");
 }
 
@@ -162,11 +218,18 @@ fn oneshot_fires_once_until_rearmed() {
     sim.deliver(Duration::from_millis(1), &sock, b"abc");
     let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
     let io = lp
-        .io_borrowed(&sock, Interest::READABLE.with_trigger(Trigger::Oneshot), |_, n, _| *n += 1)
+        .io_borrowed(
+            &sock,
+            Interest::READABLE.with_trigger(Trigger::Oneshot),
+            |_, n, _| *n += 1,
+        )
         .unwrap();
     let mut n = 0;
     // Data stays unread, yet the watcher is disarmed after one report.
-    assert_eq!(lp.run(RunMode::Default, &mut n).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut n).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(n, 1);
     assert!(!lp.is_active(io).unwrap());
     lp.start(io).unwrap(); // re-arm

@@ -79,7 +79,11 @@ impl Backend for AlwaysReady {
         self.interest[i] = new;
         Ok(())
     }
-    fn poll(&mut self, timeout: Option<Duration>, events: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<PollEvent>,
+    ) -> io::Result<PollStatus> {
         for (fd, i) in self.interest.iter().enumerate() {
             if !i.is_empty() {
                 events.push(PollEvent {
@@ -88,7 +92,9 @@ impl Backend for AlwaysReady {
                 });
             }
         }
-        self.now += timeout.unwrap_or(Duration::from_millis(1)).min(Duration::from_millis(1));
+        self.now += timeout
+            .unwrap_or(Duration::from_millis(1))
+            .min(Duration::from_millis(1));
         Ok(PollStatus::Done)
     }
     fn now(&mut self) -> Duration {
@@ -122,7 +128,9 @@ fn steady_state_iterations_allocate_nothing() {
     // event (the libev `ev_timer_again` pattern), at mixed priorities.
     for fd in 0..100 {
         let timeout = lp
-            .timer(Duration::ZERO, Duration::from_secs(5), |_, st, _| st.fired += 1)
+            .timer(Duration::ZERO, Duration::from_secs(5), |_, st, _| {
+                st.fired += 1
+            })
             .unwrap();
         lp.again(timeout).unwrap();
         let io = lp
@@ -139,8 +147,12 @@ fn steady_state_iterations_allocate_nothing() {
     }
     // Short repeating timers fire and are rescheduled every iteration.
     for _ in 0..10 {
-        lp.timer(Duration::from_millis(1), Duration::from_millis(1), |_, st, _| st.fired += 1)
-            .unwrap();
+        lp.timer(
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+            |_, st, _| st.fired += 1,
+        )
+        .unwrap();
     }
     lp.check(|_, st, _| st.checks += 1).unwrap();
     lp.prepare(|_, _, _| {}).unwrap();

@@ -31,7 +31,10 @@ fn drain(sock: &mut SimSocket) -> (Vec<u8>, bool) {
 #[test]
 fn three_connections_arrivals_at_different_times() {
     let sim = Sim::new();
-    let conns: Vec<SimSocket> = ["c1", "c2", "c3"].iter().map(|n| sim.socket(n, 64)).collect();
+    let conns: Vec<SimSocket> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|n| sim.socket(n, 64))
+        .collect();
     sim.deliver(ms(1), &conns[0], b"hello");
     sim.deliver(ms(1), &conns[1], b"hi");
     sim.deliver(ms(4), &conns[2], b"hey");
@@ -53,7 +56,11 @@ fn three_connections_arrivals_at_different_times() {
     let mut log = Vec::new();
     let outcome = lp.run(RunMode::Default, &mut log).unwrap();
 
-    assert_eq!(outcome, RunOutcome::Stalled, "nothing is scheduled after t=7ms");
+    assert_eq!(
+        outcome,
+        RunOutcome::Stalled,
+        "nothing is scheduled after t=7ms"
+    );
     assert_eq!(
         sim.trace_lines(),
         [
@@ -133,7 +140,11 @@ fn backpressure_adds_writable_only_while_data_is_unsent() {
             out.unsent.extend(std::iter::repeat(b'x').take(100));
         }
         let done = flush(ev.source, &mut out.unsent);
-        let want = if done { Interest::READABLE } else { Interest::BOTH };
+        let want = if done {
+            Interest::READABLE
+        } else {
+            Interest::BOTH
+        };
         lp.set_interest(ev.watcher, want).unwrap();
     })
     .unwrap();
@@ -191,7 +202,10 @@ fn leaving_writable_on_spins_the_loop() {
     })
     .unwrap();
     let mut out = Outbox::default();
-    assert_eq!(lp.run(RunMode::Default, &mut out).unwrap(), RunOutcome::Broken);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut out).unwrap(),
+        RunOutcome::Broken
+    );
     // Every iteration reports the idle socket writable: 50 dispatches, and
     // virtual time never moves: the busy loop the previous test avoids.
     assert_eq!(out.dispatches, 50);
@@ -229,8 +243,12 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll() {
     let sock = sim.socket("s", 0);
     sim.deliver(Duration::ZERO, &sock, b"x");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    let p = lp.prepare(|lp, log, _| log.push(format!("prepare#{}", lp.iteration()))).unwrap();
-    let c = lp.check(|lp, log, _| log.push(format!("check#{}", lp.iteration()))).unwrap();
+    let p = lp
+        .prepare(|lp, log, _| log.push(format!("prepare#{}", lp.iteration())))
+        .unwrap();
+    let c = lp
+        .check(|lp, log, _| log.push(format!("check#{}", lp.iteration())))
+        .unwrap();
     lp.io(sock, Interest::READABLE, |lp, log, ev| {
         drain(ev.source);
         log.push("io".into());
@@ -258,14 +276,21 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll() {
         log,
         [
             // iteration 1: io is pending, so idle is not.
-            "prepare#1", "io", "check#1",
+            "prepare#1",
+            "io",
+            "check#1",
             // iterations 2-3: nothing else pending: idle runs; the poll
             // does not block while an idle watcher is active.
-            "prepare#2", "idle1", "check#2",
-            "prepare#3", "idle2", "check#3",
+            "prepare#2",
+            "idle1",
+            "check#2",
+            "prepare#3",
+            "idle2",
+            "check#3",
             // iteration 4: blocks until the timer, whose callback removes
             // the check watcher: its queued invocation is cancelled.
-            "prepare#4", "timer@5ms",
+            "prepare#4",
+            "timer@5ms",
         ]
     );
     // The poll of iteration 4 blocked (virtual clock jumped), earlier ones did not.
@@ -299,9 +324,14 @@ fn stopping_a_pending_watcher_cancels_its_event() {
         .unwrap();
     lp.set_priority(a_io, MAX_PRIORITY).unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(log, ["a"]);
-    assert!(sim.trace_lines().contains(&"t=1ms poll {fd4:r, fd3:r}".to_string()));
+    assert!(sim
+        .trace_lines()
+        .contains(&"t=1ms poll {fd4:r, fd3:r}".to_string()));
 }
 
 // ---------------------------------------------------------------- scenario 4
@@ -310,8 +340,10 @@ fn stopping_a_pending_watcher_cancels_its_event() {
 fn timers_fire_in_expiry_order() {
     let mut lp: Loop<Vec<(u128, &str)>> = Loop::with_backend(Sim::new().backend());
     for (after, name) in [(30, "c"), (10, "a"), (20, "b")] {
-        lp.timer(ms(after), Duration::ZERO, move |lp, log, _| log.push((lp.now().as_millis(), name)))
-            .unwrap();
+        lp.timer(ms(after), Duration::ZERO, move |lp, log, _| {
+            log.push((lp.now().as_millis(), name))
+        })
+        .unwrap();
     }
     let mut log = vec![];
     lp.run(RunMode::Default, &mut log).unwrap();
@@ -323,7 +355,10 @@ fn equal_expiry_fires_in_start_order() {
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
     let mut handles = vec![];
     for name in ["a", "b", "c", "d"] {
-        handles.push(lp.timer(ms(5), ms(5), move |_, log, _| log.push(name)).unwrap());
+        handles.push(
+            lp.timer(ms(5), ms(5), move |_, log, _| log.push(name))
+                .unwrap(),
+        );
     }
     // Restarting "b" at the same instant puts it after the others.
     lp.again(handles[1]).unwrap();
@@ -355,7 +390,9 @@ fn repeat_again_and_remaining() {
         .unwrap();
     // An inactivity timeout of 25 ms, pushed back by `again` at 10 ms and 20 ms.
     let idle_timeout = lp
-        .timer(Duration::ZERO, ms(25), |lp, log, _| log.push(format!("timeout@{:?}", lp.now())))
+        .timer(Duration::ZERO, ms(25), |lp, log, _| {
+            log.push(format!("timeout@{:?}", lp.now()))
+        })
         .unwrap();
     lp.again(idle_timeout).unwrap();
     assert_eq!(lp.remaining(idle_timeout).unwrap(), ms(25));
@@ -370,14 +407,25 @@ fn repeat_again_and_remaining() {
     let mut log = vec![];
     let mut guard = 0;
     // The repeating timeout would run forever: stop after it fired twice.
-    while log.iter().filter(|l: &&String| l.starts_with("timeout")).count() < 2 {
+    while log
+        .iter()
+        .filter(|l: &&String| l.starts_with("timeout"))
+        .count()
+        < 2
+    {
         lp.run(RunMode::Once, &mut log).unwrap();
         guard += 1;
         assert!(guard < 20);
     }
     assert_eq!(
         log,
-        ["tick@10ms", "tick@20ms", "tick@30ms", "timeout@45ms", "timeout@70ms"]
+        [
+            "tick@10ms",
+            "tick@20ms",
+            "tick@30ms",
+            "timeout@45ms",
+            "timeout@70ms"
+        ]
     );
     // `again` on a timer without a period stops it.
     let once = lp.timer(ms(5), Duration::ZERO, |_, _, _| {}).unwrap();
@@ -389,7 +437,9 @@ fn repeat_again_and_remaining() {
 #[test]
 fn timer_stopped_while_pending_is_not_delivered() {
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
-    let victim = lp.timer(ms(5), Duration::ZERO, |_, log, _| log.push("victim")).unwrap();
+    let victim = lp
+        .timer(ms(5), Duration::ZERO, |_, log, _| log.push("victim"))
+        .unwrap();
     let killer = lp
         .timer(ms(5), Duration::ZERO, move |lp, log, _| {
             assert!(lp.is_pending(victim).unwrap());
@@ -411,16 +461,23 @@ fn unreferenced_watchers_do_not_keep_run_alive() {
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
     let bg = lp.timer(ms(1), ms(1), |_, log, _| log.push("bg")).unwrap();
     lp.set_ref(bg, false).unwrap();
-    lp.timer(ms(3), Duration::ZERO, |_, log, _| log.push("fg")).unwrap();
+    lp.timer(ms(3), Duration::ZERO, |_, log, _| log.push("fg"))
+        .unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     // At 3ms both are due; "fg" was started (t=0) before "bg" was last
     // rescheduled (t=2ms), so it runs first.
     assert_eq!(log, ["bg", "bg", "fg", "bg"]);
     assert!(lp.is_active(bg).unwrap(), "still active, only unreferenced");
     // Only the unreferenced watcher is left: run returns without iterating.
     let before = lp.iteration();
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(lp.iteration(), before);
     lp.set_ref(bg, true).unwrap();
     assert_eq!(lp.active_count(), 1);
@@ -445,13 +502,25 @@ fn break_one_lets_pending_callbacks_run_then_returns() {
         })
         .unwrap();
     lp.set_priority(breaker, 2).unwrap();
-    lp.timer(ms(1), Duration::ZERO, |_, log, _| log.push("same iteration")).unwrap();
-    lp.timer(ms(2), Duration::ZERO, |_, log, _| log.push("next iteration")).unwrap();
+    lp.timer(ms(1), Duration::ZERO, |_, log, _| {
+        log.push("same iteration")
+    })
+    .unwrap();
+    lp.timer(ms(2), Duration::ZERO, |_, log, _| {
+        log.push("next iteration")
+    })
+    .unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::Broken);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::Broken
+    );
     assert_eq!(log, ["breaker", "same iteration"]);
     // The loop can be run again; the break was consumed.
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(log, ["breaker", "same iteration", "next iteration"]);
 }
 
@@ -473,13 +542,21 @@ fn nested_run_depth_and_break_one_vs_all() {
             })
             .unwrap();
             let r = lp.run(RunMode::Default, st).unwrap();
-            st.log.push(format!("inner run -> {r:?}, depth={}", lp.depth()));
+            st.log
+                .push(format!("inner run -> {r:?}, depth={}", lp.depth()));
         })
         .unwrap();
-        lp.timer(ms(5), Duration::ZERO, |_, st, _| st.log.push("later timer".into())).unwrap();
-        let mut st = St { how: Some(how), ..St::default() };
+        lp.timer(ms(5), Duration::ZERO, |_, st, _| {
+            st.log.push("later timer".into())
+        })
+        .unwrap();
+        let mut st = St {
+            how: Some(how),
+            ..St::default()
+        };
         let r = lp.run(RunMode::Default, &mut st).unwrap();
-        st.log.push(format!("outer run -> {r:?}, depth={}", lp.depth()));
+        st.log
+            .push(format!("outer run -> {r:?}, depth={}", lp.depth()));
         let tail: &[&str] = match how {
             Break::One => &["later timer", "outer run -> NoActiveWatchers, depth=0"],
             Break::All => &["outer run -> Broken, depth=0"],
@@ -500,9 +577,15 @@ fn run_once_blocks_for_an_event_and_nowait_never_blocks() {
     let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
     lp.timer(ms(50), Duration::ZERO, |_, n, _| *n += 1).unwrap();
     let mut n = 0;
-    assert_eq!(lp.run(RunMode::NoWait, &mut n).unwrap(), RunOutcome::IterationDone);
+    assert_eq!(
+        lp.run(RunMode::NoWait, &mut n).unwrap(),
+        RunOutcome::IterationDone
+    );
     assert_eq!((n, sim.now()), (0, Duration::ZERO));
-    assert_eq!(lp.run(RunMode::Once, &mut n).unwrap(), RunOutcome::IterationDone);
+    assert_eq!(
+        lp.run(RunMode::Once, &mut n).unwrap(),
+        RunOutcome::IterationDone
+    );
     assert_eq!((n, sim.now()), (1, ms(50)));
     assert_eq!(lp.iteration(), 2);
 }
@@ -514,11 +597,12 @@ fn stale_handle_after_slot_reuse_is_refused_and_harmless() {
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
     let old = lp.idle(|_, log, _| log.push("old")).unwrap();
     lp.remove(old).unwrap();
-    let new = lp.idle(|lp, log, me| {
-        log.push("new");
-        lp.remove(me).unwrap();
-    })
-    .unwrap();
+    let new = lp
+        .idle(|lp, log, me| {
+            log.push("new");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
     for err in [
         lp.stop(old).unwrap_err(),
         lp.start(old).unwrap_err(),
@@ -530,7 +614,10 @@ fn stale_handle_after_slot_reuse_is_refused_and_harmless() {
         assert!(matches!(err, Error::StaleHandle { kind: "idle" }), "{err}");
         assert!(err.to_string().contains("stale idle handle"));
     }
-    assert!(lp.is_active(new).unwrap(), "the new watcher was not touched");
+    assert!(
+        lp.is_active(new).unwrap(),
+        "the new watcher was not touched"
+    );
     assert_eq!(lp.priority(new).unwrap(), 0);
     let mut log = vec![];
     lp.run(RunMode::Default, &mut log).unwrap();
@@ -552,11 +639,17 @@ fn spurious_wakeup_changes_nothing() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    lp.timer(ms(8), Duration::ZERO, |lp, log, _| log.push(format!("timer@{:?}", lp.now())))
-        .unwrap();
+    lp.timer(ms(8), Duration::ZERO, |lp, log, _| {
+        log.push(format!("timer@{:?}", lp.now()))
+    })
+    .unwrap();
     let mut log = vec![];
     lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["read@5ms", "timer@8ms"], "nothing fired early or twice");
+    assert_eq!(
+        log,
+        ["read@5ms", "timer@8ms"],
+        "nothing fired early or twice"
+    );
     assert_eq!(
         sim.trace_lines(),
         [
@@ -582,14 +675,21 @@ fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let reader = lp
         .io(sock, Interest::READABLE, |lp, log, ev| {
-            log.push(format!("reader {} active={}", ev.ready, lp.is_active(ev.watcher).unwrap()));
+            log.push(format!(
+                "reader {} active={}",
+                ev.ready,
+                lp.is_active(ev.watcher).unwrap()
+            ));
             let mut buf = [0; 1];
             let err = ev.source.read(&mut buf).unwrap_err();
             assert_eq!(err.raw_os_error(), Some(libc::EBADF));
         })
         .unwrap();
     let mut log = Vec::new();
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(log, ["reader r|err active=false"]);
     assert!(!lp.is_active(reader).unwrap());
     assert_eq!(
@@ -613,16 +713,27 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let r = lp
         .io_borrowed(&sock, Interest::READABLE, |lp, log, ev| {
-            log.push(format!("r {} active={}", ev.ready, lp.is_active(ev.watcher).unwrap()))
+            log.push(format!(
+                "r {} active={}",
+                ev.ready,
+                lp.is_active(ev.watcher).unwrap()
+            ))
         })
         .unwrap();
     let w = lp
         .io_borrowed(&sock, Interest::WRITABLE, |lp, log, ev| {
-            log.push(format!("w {} active={}", ev.ready, lp.is_active(ev.watcher).unwrap()))
+            log.push(format!(
+                "w {} active={}",
+                ev.ready,
+                lp.is_active(ev.watcher).unwrap()
+            ))
         })
         .unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
     assert_eq!(sim.poll_count(), 1);
     // Restarting on a dead fd fails again at the next reify, visibly.
@@ -640,11 +751,18 @@ fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
     sim.fail_next_modify(&sock);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::READABLE, |lp, log, ev| {
-        log.push(format!("{} active={}", ev.ready, lp.is_active(ev.watcher).unwrap()))
+        log.push(format!(
+            "{} active={}",
+            ev.ready,
+            lp.is_active(ev.watcher).unwrap()
+        ))
     })
     .unwrap();
     let mut log = vec![];
-    assert_eq!(lp.run(RunMode::Default, &mut log).unwrap(), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
     assert_eq!(log, ["r|err active=false"]);
     assert_eq!(sim.trace_lines()[0], "t=0ns modify fd3 - => r failed");
 }

@@ -136,7 +136,9 @@ fn check(ops: &[Op]) {
     for op in ops {
         let expect_iteration = model.apply(op);
         match *op {
-            Op::Set(i, a, r) => lp.set_timer(handles[i], ms(a as u64), ms(r as u64)).unwrap(),
+            Op::Set(i, a, r) => lp
+                .set_timer(handles[i], ms(a as u64), ms(r as u64))
+                .unwrap(),
             Op::Start(i) => lp.start(handles[i]).unwrap(),
             Op::Stop(i) => lp.stop(handles[i]).unwrap(),
             Op::Again(i) => lp.again(handles[i]).unwrap(),
@@ -153,9 +155,16 @@ fn check(ops: &[Op]) {
         }
         for (i, h) in handles.iter().enumerate() {
             let t = model.timers[i];
-            assert_eq!(lp.is_active(*h).unwrap(), t.active, "timer {i} after {op:?}");
+            assert_eq!(
+                lp.is_active(*h).unwrap(),
+                t.active,
+                "timer {i} after {op:?}"
+            );
             if t.active {
-                assert_eq!(lp.remaining(*h).unwrap(), ms(t.at.saturating_sub(model.now)));
+                assert_eq!(
+                    lp.remaining(*h).unwrap(),
+                    ms(t.at.saturating_sub(model.now))
+                );
             }
         }
         assert_eq!(log, model.log, "after {op:?}");
