@@ -703,6 +703,10 @@ impl Backend for SimBackend {
             .borrow_mut()
             .step(StepKind::Dispatch { fd, ready });
     }
+
+    fn wants_dispatch(&self) -> bool {
+        true
+    }
 }
 
 /// A simulated non-blocking socket. Reads and writes follow the rules of a

@@ -136,10 +136,17 @@ pub trait Backend {
     fn now(&mut self) -> Duration;
 
     /// Called by the loop for every io callback it invokes, just before the
-    /// call; a simulated backend records it in its trace. The default does
-    /// nothing.
+    /// call, if [`Backend::wants_dispatch`] said so; a simulated backend
+    /// records it in its trace. The default does nothing.
     fn dispatched(&mut self, fd: RawFd, ready: Ready) {
         let _ = (fd, ready);
+    }
+
+    /// Whether the loop should call [`Backend::dispatched`]. Asked once,
+    /// when the loop is created; the default (`false`) keeps the call off
+    /// the hot path.
+    fn wants_dispatch(&self) -> bool {
+        false
     }
 
     /// Re-creates the kernel object after `fork()` (epoll and kqueue handles

@@ -152,6 +152,7 @@ impl<'s, S> Loop<'s, S> {
     pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
         let caps = backend.capabilities();
         let now = backend.now();
+        let trace_dispatch = backend.wants_dispatch();
         Loop {
             backend,
             caps,
@@ -170,7 +171,7 @@ impl<'s, S> Loop<'s, S> {
             iteration: 0,
             depth: 0,
             break_req: None,
-            trace_dispatch: caps.virtual_fds,
+            trace_dispatch,
         }
     }
 
@@ -506,10 +507,10 @@ impl<'s, S> Loop<'s, S> {
             };
             // Fast path: a level-triggered fd (all watchers on an fd share
             // their trigger mode, so the first one tells).
-            let level = anfd.registered.trigger() != Trigger::Oneshot
+            let level = !anfd.registered.is_oneshot()
                 && anfd.watchers.first().is_some_and(|&w| {
                     matches!(self.watchers[w as usize].kind,
-                        Kind::Io { interest, .. } if interest.trigger() != Trigger::Oneshot)
+                        Kind::Io { interest, .. } if !interest.is_oneshot())
                 });
             if level && !ready.is_invalid() {
                 for &idx in &anfd.watchers {

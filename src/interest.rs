@@ -66,6 +66,13 @@ impl Interest {
         }
     }
 
+    /// Whether the trigger mode is [`Trigger::Oneshot`] (a cheaper test
+    /// than comparing [`Interest::trigger`], for the hot path).
+    #[inline]
+    pub const fn is_oneshot(self) -> bool {
+        self.0 & MODE_MASK == 1 << MODE_SHIFT
+    }
+
     /// The same events with another trigger mode.
     pub const fn with_trigger(self, trigger: Trigger) -> Interest {
         let mode = match trigger {
