@@ -10,7 +10,7 @@ use tracing::trace;
 
 use crate::fd_table::FdTable;
 use crate::pending::{PendingQueues, CANCELLED};
-use crate::timer_heap::TimerHeap;
+use crate::timer_heap::{from_ns, to_ns, TimerHeap};
 use crate::watcher::{Callback, Check, Entry, Idle, Io, Key, Kind, Prepare, Timer};
 use crate::{
     Backend, Capabilities, Error, Interest, PollEvent, PollStatus, Ready, Result, Trigger,
@@ -421,7 +421,7 @@ impl<'s, S> Loop<'s, S> {
         if mode == RunMode::NoWait || !self.idles.is_empty() || self.pending.len() > 0 {
             return Some(Duration::ZERO);
         }
-        let next = self.timers.peek().map(|n| n.at)?;
+        let next = from_ns(self.timers.peek()?.at);
         // Account for the time the callbacks took (as libev does).
         self.now = self.backend.now();
         Some(next.saturating_sub(self.now))
@@ -565,29 +565,24 @@ impl<'s, S> Loop<'s, S> {
 
     /// Makes expired timers pending; repeating ones are rescheduled.
     fn expire_timers(&mut self) {
-        while let Some(top) = self.timers.peek() {
-            if top.at > self.now {
+        let now = to_ns(self.now);
+        while let Some(&top) = self.timers.peek() {
+            if top.at > now {
                 break;
             }
-            let idx = top.idx;
-            let e = &mut self.watchers[idx as usize];
-            let Kind::Timer { repeat, at, .. } = &mut e.kind else {
+            let Kind::Timer { repeat, .. } = self.watchers[top.idx as usize].kind else {
                 unreachable!("non-timer in the timer heap")
             };
-            if *repeat > Duration::ZERO {
+            if repeat > Duration::ZERO {
                 // A late repeating timer fires once and is rescheduled from
                 // now, like libev: it does not replay every missed period.
-                *at = (*at + *repeat).max(self.now);
-                let next = *at;
+                let next = top.at.saturating_add(to_ns(repeat)).max(now);
                 self.timer_seq += 1;
-                let seq = self.timer_seq;
-                self.timers.update(0, next, seq, &mut |i, p| {
-                    set_heap_pos(&mut self.watchers, i, p)
-                });
+                self.timers.reschedule(top.idx, next, self.timer_seq);
             } else {
-                self.deactivate(idx);
+                self.deactivate(top.idx);
             }
-            queue(&mut self.watchers, &mut self.pending, idx, Ready::EMPTY);
+            queue(&mut self.watchers, &mut self.pending, top.idx, Ready::EMPTY);
         }
     }
 
@@ -658,11 +653,7 @@ impl<'s, S> Loop<'s, S> {
                 }
                 self.fds.mark_changed(fd);
             }
-            Kind::Timer { heap_pos, .. } => {
-                self.timers.remove(heap_pos as usize, &mut |i, p| {
-                    set_heap_pos(&mut self.watchers, i, p)
-                });
-            }
+            Kind::Timer { .. } => self.timers.remove(idx),
             Kind::Idle => remove_from(&mut self.idles, idx),
             Kind::Prepare => remove_from(&mut self.prepares, idx),
             Kind::Check => remove_from(&mut self.checks, idx),
@@ -687,17 +678,10 @@ impl<'s, S> Loop<'s, S> {
                 self.fds.get_mut(fd).watchers.push(idx);
                 self.fds.mark_changed(fd);
             }
-            Kind::Timer { after, at, .. } => {
-                *at = now + *after;
-                let at = *at;
+            Kind::Timer { after, .. } => {
                 self.timer_seq += 1;
-                let node = crate::timer_heap::Node {
-                    at,
-                    seq: self.timer_seq,
-                    idx,
-                };
-                self.timers
-                    .push(node, &mut |i, p| set_heap_pos(&mut self.watchers, i, p));
+                let at = to_ns(now).saturating_add(to_ns(*after));
+                self.timers.insert(idx, at, self.timer_seq);
             }
             Kind::Idle => self.idles.push(idx),
             Kind::Prepare => self.prepares.push(idx),
@@ -772,13 +756,5 @@ fn queue_list<S>(watchers: &mut Slab<Entry<'_, S>>, pending: &mut PendingQueues,
 fn remove_from(list: &mut Vec<u32>, idx: u32) {
     if let Some(pos) = list.iter().position(|&w| w == idx) {
         list.remove(pos);
-    }
-}
-
-/// Records a heap move in the timer's `heap_pos`.
-#[inline]
-pub(crate) fn set_heap_pos<S>(watchers: &mut Slab<Entry<'_, S>>, idx: u32, pos: usize) {
-    if let Kind::Timer { heap_pos, .. } = &mut watchers[idx as usize].kind {
-        *heap_pos = pos as u32;
     }
 }

@@ -1,11 +1,13 @@
 //! A 4-ary min-heap of timers, ordered by (expiry, start sequence).
 //!
-//! As in libev, each node caches the expiry time so that sifting compares
-//! heap memory only, and every move is reported through `moved` so that the
-//! timer can remember its heap index: stop and restart are then O(log n)
-//! without a search. A 4-ary heap is shallower than a binary one and its four
-//! children sit next to each other in memory, which is what makes it faster
-//! in practice (fewer levels, one cache line per sift step).
+//! As in libev, each node caches the expiry time (here as integer
+//! nanoseconds, one compare) so that sifting touches only the heap array,
+//! and every timer knows its heap index, so stop and restart are O(log n)
+//! without a search. The index lives in a table owned by the heap (indexed
+//! by the watcher's slab slot), so a move is one store. A 4-ary heap is
+//! shallower than a binary one and its four children sit next to each
+//! other in memory, which is what makes it faster in practice (fewer
+//! levels, one cache line per sift step).
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
 //! the order they were (re)started.
@@ -14,11 +16,25 @@ use std::time::Duration;
 
 const D: usize = 4;
 
+/// Loop time as integer nanoseconds (584 years of range).
+#[inline]
+pub(crate) fn to_ns(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(d.subsec_nanos() as u64)
+}
+
+/// The inverse of [`to_ns`].
+#[inline]
+pub(crate) fn from_ns(ns: u64) -> Duration {
+    Duration::from_nanos(ns)
+}
+
 /// One timer in the heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
-    /// When the timer expires.
-    pub at: Duration,
+    /// When the timer expires, in loop nanoseconds.
+    pub at: u64,
     /// Start order, to keep equal expiries FIFO.
     pub seq: u64,
     /// Slab index of the timer watcher.
@@ -26,15 +42,24 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    #[inline]
+    /// Expiry then sequence, as one integer: a single branch-free compare.
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        ((self.at as u128) << 64) | self.seq as u128
+    }
+
+    #[inline(always)]
     fn before(&self, other: &Node) -> bool {
-        (self.at, self.seq) < (other.at, other.seq)
+        self.key() < other.key()
     }
 }
 
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     nodes: Vec<Node>,
+    /// `pos[idx]` is the heap index of the timer in slab slot `idx`
+    /// (meaningful only while that timer is in the heap).
+    pos: Vec<u32>,
 }
 
 impl TimerHeap {
@@ -49,95 +74,115 @@ impl TimerHeap {
         self.nodes.first()
     }
 
-    /// Inserts a node; `moved(idx, pos)` is told every node's new position.
-    pub fn push(&mut self, node: Node, moved: &mut impl FnMut(u32, usize)) {
-        self.nodes.push(node);
-        let last = self.nodes.len() - 1;
-        self.sift_up(last, moved);
+    /// The expiry of the timer in slot `idx`, which must be in the heap.
+    pub fn expiry(&self, idx: u32) -> u64 {
+        self.nodes[self.pos[idx as usize] as usize].at
     }
 
-    /// Removes the node at `pos` and returns it.
-    pub fn remove(&mut self, pos: usize, moved: &mut impl FnMut(u32, usize)) -> Node {
-        let last = self.nodes.len() - 1;
-        let node = self.nodes[pos];
-        if pos != last {
-            self.nodes[pos] = self.nodes[last];
-            self.nodes.pop();
-            self.restore(pos, moved);
-        } else {
-            self.nodes.pop();
+    /// Inserts the timer in slot `idx` (not already in the heap).
+    pub fn insert(&mut self, idx: u32, at: u64, seq: u64) {
+        if idx as usize >= self.pos.len() {
+            self.pos.resize(idx as usize + 1, 0);
         }
-        node
+        self.nodes.push(Node { at, seq, idx });
+        self.sift_up(self.nodes.len() - 1);
     }
 
-    /// Changes the key of the node at `pos` and restores heap order.
-    pub fn update(
-        &mut self,
-        pos: usize,
-        at: Duration,
-        seq: u64,
-        moved: &mut impl FnMut(u32, usize),
-    ) {
-        self.nodes[pos].at = at;
-        self.nodes[pos].seq = seq;
-        self.restore(pos, moved);
-    }
-
-    fn restore(&mut self, pos: usize, moved: &mut impl FnMut(u32, usize)) {
-        if pos > 0 && self.nodes[pos].before(&self.nodes[(pos - 1) / D]) {
-            self.sift_up(pos, moved);
-        } else {
-            self.sift_down(pos, moved);
+    /// Removes the timer in slot `idx`, which must be in the heap.
+    pub fn remove(&mut self, idx: u32) {
+        let p = self.pos[idx as usize] as usize;
+        let last = self.nodes.pop().expect("removing from an empty timer heap");
+        if p < self.nodes.len() {
+            self.nodes[p] = last;
+            self.restore(p);
         }
     }
 
-    fn sift_up(&mut self, mut pos: usize, moved: &mut impl FnMut(u32, usize)) {
-        let node = self.nodes[pos];
-        while pos > 0 {
-            let parent = (pos - 1) / D;
-            if !node.before(&self.nodes[parent]) {
+    /// Gives the timer in slot `idx` (in the heap) a new expiry and
+    /// sequence, and restores heap order.
+    #[inline]
+    pub fn reschedule(&mut self, idx: u32, at: u64, seq: u64) {
+        let p = self.pos[idx as usize] as usize;
+        let node = &mut self.nodes[p];
+        node.at = at;
+        node.seq = seq;
+        self.restore(p);
+    }
+
+    #[inline]
+    fn restore(&mut self, p: usize) {
+        if p > 0 && self.nodes[p].before(&self.nodes[(p - 1) / D]) {
+            self.sift_up(p);
+        } else {
+            self.sift_down(p);
+        }
+    }
+
+    fn sift_up(&mut self, mut p: usize) {
+        let node = self.nodes[p];
+        while p > 0 {
+            let parent = (p - 1) / D;
+            let up = self.nodes[parent];
+            if !node.before(&up) {
                 break;
             }
-            self.nodes[pos] = self.nodes[parent];
-            moved(self.nodes[pos].idx, pos);
-            pos = parent;
+            self.nodes[p] = up;
+            self.pos[up.idx as usize] = p as u32;
+            p = parent;
         }
-        self.nodes[pos] = node;
-        moved(node.idx, pos);
+        self.nodes[p] = node;
+        self.pos[node.idx as usize] = p as u32;
     }
 
-    fn sift_down(&mut self, mut pos: usize, moved: &mut impl FnMut(u32, usize)) {
-        let node = self.nodes[pos];
+    fn sift_down(&mut self, mut p: usize) {
+        let node = self.nodes[p];
+        let key = node.key();
         let len = self.nodes.len();
         loop {
-            let first = pos * D + 1;
-            if first >= len {
-                break;
-            }
-            let end = (first + D).min(len);
-            let mut min = first;
-            for c in first + 1..end {
-                if self.nodes[c].before(&self.nodes[min]) {
-                    min = c;
+            let first = p * D + 1;
+            let (mut min, mut min_key);
+            if first + D <= len {
+                // Fast path: all four children exist (one bounds check).
+                let kids = &self.nodes[first..first + D];
+                let (k0, k1, k2, k3) = (kids[0].key(), kids[1].key(), kids[2].key(), kids[3].key());
+                let (a, ka) = if k1 < k0 { (1, k1) } else { (0, k0) };
+                let (b, kb) = if k3 < k2 { (3, k3) } else { (2, k2) };
+                (min, min_key) = if kb < ka { (b, kb) } else { (a, ka) };
+                min += first;
+            } else if first < len {
+                min = first;
+                min_key = self.nodes[first].key();
+                for c in first + 1..len {
+                    let k = self.nodes[c].key();
+                    if k < min_key {
+                        min = c;
+                        min_key = k;
+                    }
                 }
-            }
-            if !self.nodes[min].before(&node) {
+            } else {
                 break;
             }
-            self.nodes[pos] = self.nodes[min];
-            moved(self.nodes[pos].idx, pos);
-            pos = min;
+            if min_key >= key {
+                break;
+            }
+            let moved = self.nodes[min];
+            self.nodes[p] = moved;
+            self.pos[moved.idx as usize] = p as u32;
+            p = min;
         }
-        self.nodes[pos] = node;
-        moved(node.idx, pos);
+        self.nodes[p] = node;
+        self.pos[node.idx as usize] = p as u32;
     }
 
-    /// Checks the heap property and that `pos_of` agrees with every node's
-    /// position (tests only).
+    /// Checks the heap property and the position table (tests only).
     #[cfg(test)]
-    pub fn check(&self, pos_of: impl Fn(u32) -> usize) {
+    pub fn check(&self) {
         for (i, n) in self.nodes.iter().enumerate() {
-            assert_eq!(pos_of(n.idx), i, "position of timer {} is stale", n.idx);
+            assert_eq!(
+                self.pos[n.idx as usize] as usize, i,
+                "position of timer {} is stale",
+                n.idx
+            );
             if i > 0 {
                 assert!(
                     !n.before(&self.nodes[(i - 1) / D]),
@@ -174,39 +219,33 @@ mod tests {
     /// The model: an ordered set of (at, seq, id).
     fn run_ops(ops: &[Op]) {
         let mut heap = TimerHeap::default();
-        let pos: std::cell::RefCell<HashMap<u32, usize>> = Default::default();
-        let mut model: BTreeSet<(Duration, u64, u32)> = BTreeSet::new();
-        let mut key_of: HashMap<u32, (Duration, u64)> = HashMap::new();
-        let mut now = Duration::ZERO;
+        let mut model: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
+        let mut key_of: HashMap<u32, (u64, u64)> = HashMap::new();
+        let mut now = 0u64;
         let mut seq = 0u64;
         for op in ops {
-            let mut moved = |idx: u32, p: usize| {
-                pos.borrow_mut().insert(idx, p);
-            };
             match *op {
                 Op::Start(id, after) | Op::Again(id, after) => {
                     seq += 1;
-                    let at = now + Duration::from_millis(after as u64);
+                    let at = now + after as u64;
                     if let Some(old) = key_of.insert(id, (at, seq)) {
                         // "again" on an active timer: move it.
                         model.remove(&(old.0, old.1, id));
-                        let p = pos.borrow()[&id];
-                        heap.update(p, at, seq, &mut moved);
+                        heap.reschedule(id, at, seq);
                     } else {
-                        heap.push(Node { at, seq, idx: id }, &mut moved);
+                        heap.insert(id, at, seq);
                     }
                     model.insert((at, seq, id));
                 }
                 Op::Stop(id) => {
                     if let Some(old) = key_of.remove(&id) {
                         model.remove(&(old.0, old.1, id));
-                        let p = pos.borrow_mut().remove(&id).unwrap();
-                        let n = heap.remove(p, &mut moved);
-                        assert_eq!(n.idx, id);
+                        assert_eq!(heap.expiry(id), old.0);
+                        heap.remove(id);
                     }
                 }
                 Op::PopDue(dt) => {
-                    now += Duration::from_millis(dt as u64);
+                    now += dt as u64;
                     while let Some(top) = heap.peek().copied() {
                         if top.at > now {
                             break;
@@ -219,8 +258,7 @@ mod tests {
                         );
                         model.remove(&first);
                         key_of.remove(&top.idx);
-                        pos.borrow_mut().remove(&top.idx);
-                        heap.remove(0, &mut moved);
+                        heap.remove(top.idx);
                     }
                 }
             }
@@ -229,7 +267,7 @@ mod tests {
                 heap.peek().map(|n| (n.at, n.seq, n.idx)),
                 model.iter().next().copied()
             );
-            heap.check(|idx| pos.borrow()[&idx]);
+            heap.check();
         }
     }
 
@@ -240,5 +278,12 @@ mod tests {
         fn heap_matches_model(ops in proptest::collection::vec(op(), 1000)) {
             run_ops(&ops);
         }
+    }
+
+    #[test]
+    fn nanosecond_conversion_round_trips() {
+        let d = Duration::new(3, 141_592_653);
+        assert_eq!(from_ns(to_ns(d)), d);
+        assert_eq!(to_ns(Duration::MAX), u64::MAX);
     }
 }

@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use crate::event_loop::set_heap_pos;
+use crate::timer_heap::{from_ns, to_ns};
 use crate::watcher::{
     lookup, lookup_mut, BorrowedIo, Callback, Check, Handle, Idle, Io, IoEvent, Kind, OwnedIo,
     Prepare, Timer,
@@ -123,12 +123,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
-        let kind = Kind::Timer {
-            after,
-            repeat,
-            at: Duration::ZERO,
-            heap_pos: 0,
-        };
+        let kind = Kind::Timer { after, repeat };
         let key = self.insert(kind, Callback::Timer(Box::new(callback)));
         self.activate(key.idx);
         Ok(Timer(key))
@@ -525,38 +520,30 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn again(&mut self, t: Timer) -> Result<()> {
         let e = lookup(&self.watchers, &t)?;
-        let Kind::Timer {
-            repeat, heap_pos, ..
-        } = e.kind
-        else {
+        let (Kind::Timer { repeat, .. }, active) = (&e.kind, e.active) else {
             unreachable!("timer handle to a non-timer")
         };
+        let repeat = *repeat;
         let idx = t.0.idx;
-        self.clear_pending(idx);
+        if e.pending.is_some() {
+            self.clear_pending(idx);
+        }
         if repeat.is_zero() {
             self.deactivate(idx);
             return Ok(());
         }
-        if !self.watchers[idx as usize].active {
-            if let Kind::Timer { after, .. } = &mut self.watchers[idx as usize].kind {
-                // `activate` adds `after` to now; use the period instead.
-                let saved = std::mem::replace(after, repeat);
-                self.activate(idx);
-                if let Kind::Timer { after, .. } = &mut self.watchers[idx as usize].kind {
-                    *after = saved;
-                }
-            }
-            return Ok(());
-        }
-        let at = self.now + repeat;
-        if let Kind::Timer { at: a, .. } = &mut self.watchers[idx as usize].kind {
-            *a = at;
-        }
         self.timer_seq += 1;
-        let seq = self.timer_seq;
-        self.timers.update(heap_pos as usize, at, seq, &mut |i, p| {
-            set_heap_pos(&mut self.watchers, i, p)
-        });
+        let at = to_ns(self.now).saturating_add(to_ns(repeat));
+        if active {
+            self.timers.reschedule(idx, at, self.timer_seq);
+        } else {
+            let e = &mut self.watchers[idx as usize];
+            e.active = true;
+            if e.keepalive {
+                self.active_refs += 1;
+            }
+            self.timers.insert(idx, at, self.timer_seq);
+        }
         Ok(())
     }
 
@@ -574,10 +561,10 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn remaining(&self, t: Timer) -> Result<Duration> {
         let e = lookup(&self.watchers, &t)?;
-        match e.kind {
-            Kind::Timer { at, .. } if e.active => Ok(at.saturating_sub(self.now)),
-            _ => Ok(Duration::ZERO),
+        if !e.active {
+            return Ok(Duration::ZERO);
         }
+        Ok(from_ns(self.timers.expiry(t.0.idx)).saturating_sub(self.now))
     }
 
     /// Cancels a queued invocation of `idx`, if any.

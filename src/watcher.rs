@@ -247,12 +247,9 @@ pub(crate) enum Kind {
     Timer {
         /// Delay used by `start` (relative to the loop time).
         after: Duration,
-        /// Period; zero for a one-shot timer.
+        /// Period; zero for a one-shot timer. The expiry and heap index of
+        /// an active timer live in the timer heap.
         repeat: Duration,
-        /// Absolute expiry while active.
-        at: Duration,
-        /// Index in the timer heap while active.
-        heap_pos: u32,
     },
     Idle,
     Prepare,
