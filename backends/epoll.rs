@@ -144,7 +144,12 @@ fn epoll_events(interest: Interest) -> u32 {
 }
 
 /// What an `epoll_event.events` mask reports.
+#[inline]
 fn ready(events: u32) -> Ready {
+    // The common case first: one compare.
+    if events == libc::EPOLLIN as u32 {
+        return Ready::READABLE;
+    }
     let ev = events as libc::c_int;
     let mut r = Ready::EMPTY;
     if ev & libc::EPOLLIN != 0 {
@@ -245,14 +250,15 @@ impl Backend for Epoll {
                 return Err(err);
             }
         };
-        for ev in &self.buf[..n] {
+        // `extend` over an exact-size iterator: one capacity check per call.
+        events.extend(self.buf[..n].iter().map(|ev| {
             // Copy the fields out: the struct is packed on x86_64.
             let (mask, data) = (ev.events, ev.u64);
-            events.push(PollEvent {
+            PollEvent {
                 fd: data as RawFd,
                 ready: ready(mask),
-            });
-        }
+            }
+        }));
         if n == self.buf.len() && n < MAX_EVENTS {
             // Full: more may be waiting. Report more per call from now on.
             let zero = libc::epoll_event { events: 0, u64: 0 };

@@ -11,7 +11,7 @@ use tracing::trace;
 use crate::fd_table::FdTable;
 use crate::pending::{PendingQueues, CANCELLED};
 use crate::timer_heap::{from_ns, to_ns, TimerHeap};
-use crate::watcher::{Callback, Check, Entry, Idle, Io, Key, Kind, Prepare, Timer};
+use crate::watcher::{BoxedCallback, Entry, Key, Kind};
 use crate::{
     Backend, Capabilities, Error, Interest, PollEvent, PollStatus, Ready, Result, Trigger,
 };
@@ -378,18 +378,29 @@ impl<'s, S> Loop<'s, S> {
 
             self.reify();
 
-            let timeout = self.block_time(mode);
-            self.events.clear();
-            let status = self
-                .backend
-                .poll(timeout, &mut self.events)
-                .map_err(|source| Error::Backend {
-                    backend: self.backend.name(),
-                    op: "poll",
-                    source,
-                })?;
-            self.now = self.backend.now();
-            trace!(ready = self.events.len(), ?timeout, "poll");
+            let status = loop {
+                let timeout = self.block_time(mode);
+                self.events.clear();
+                let status = self
+                    .backend
+                    .poll(timeout, &mut self.events)
+                    .map_err(|source| Error::Backend {
+                        backend: self.backend.name(),
+                        op: "poll",
+                        source,
+                    })?;
+                self.now = self.backend.now();
+                trace!(ready = self.events.len(), ?timeout, "poll");
+                let timed_out = status == PollStatus::Done
+                    && self.events.is_empty()
+                    && timeout.is_some_and(|t| !t.is_zero());
+                if timed_out && self.woke_for_a_moved_timer() {
+                    // The timer that bounded the wait was restarted later
+                    // meanwhile (a lazy `again`): nothing is due; wait on.
+                    continue;
+                }
+                break status;
+            };
             if status == PollStatus::Stalled {
                 return Ok(RunOutcome::Stalled);
             }
@@ -421,10 +432,28 @@ impl<'s, S> Loop<'s, S> {
         if mode == RunMode::NoWait || !self.idles.is_empty() || self.pending.len() > 0 {
             return Some(Duration::ZERO);
         }
-        let next = from_ns(self.timers.peek()?.at);
+        self.timers.earliest_bound()?;
         // Account for the time the callbacks took (as libev does).
         self.now = self.backend.now();
-        Some(next.saturating_sub(self.now))
+        let now = to_ns(self.now);
+        let mut next = self.timers.earliest_bound()?;
+        if next <= now {
+            // Due or stale: settle lazily restarted timers before deciding
+            // not to block.
+            next = self.timers.peek()?.at;
+        }
+        Some(from_ns(next).saturating_sub(self.now))
+    }
+
+    /// Whether the wait ended at a timer bound that turned out stale: the
+    /// top timer was lazily restarted to a later time, which settling (it
+    /// sifts such timers down) reveals.
+    fn woke_for_a_moved_timer(&mut self) -> bool {
+        let now = to_ns(self.now);
+        if !self.timers.earliest_bound().is_some_and(|at| at <= now) {
+            return false;
+        }
+        self.timers.peek().is_some_and(|top| top.at > now)
     }
 
     /// Sends each changed fd's new interest union to the backend, once.
@@ -505,13 +534,9 @@ impl<'s, S> Loop<'s, S> {
             let Some(anfd) = self.fds.get(fd) else {
                 continue;
             };
-            // Fast path: a level-triggered fd (all watchers on an fd share
-            // their trigger mode, so the first one tells).
-            let level = !anfd.registered.is_oneshot()
-                && anfd.watchers.first().is_some_and(|&w| {
-                    matches!(self.watchers[w as usize].kind,
-                        Kind::Io { interest, .. } if !interest.is_oneshot())
-                });
+            // Fast path: not one-shot (reify ran just before the poll, so
+            // the registration matches the watchers' shared mode).
+            let level = !anfd.oneshot;
             if level && !ready.is_invalid() {
                 for &idx in &anfd.watchers {
                     let e = &mut self.watchers[idx as usize];
@@ -566,7 +591,9 @@ impl<'s, S> Loop<'s, S> {
     /// Makes expired timers pending; repeating ones are rescheduled.
     fn expire_timers(&mut self) {
         let now = to_ns(self.now);
-        while let Some(&top) = self.timers.peek() {
+        // Settle (sift lazily restarted timers) only once the bound is due.
+        while self.timers.earliest_bound().is_some_and(|at| at <= now) {
+            let Some(top) = self.timers.peek() else { break };
             if top.at > now {
                 break;
             }
@@ -603,25 +630,13 @@ impl<'s, S> Loop<'s, S> {
                 e.deferred = Some(e.deferred.unwrap_or(Ready::EMPTY) | p.ready);
                 continue;
             };
-            let key = Key { idx: p.idx, gen };
-            match &mut cb {
-                Callback::Io(f) => {
-                    if self.trace_dispatch {
-                        if let Kind::Io { fd, .. } = e.kind {
-                            self.backend.dispatched(fd, p.ready);
-                        }
-                    }
-                    trace!(watcher = p.idx, ready = %p.ready, "dispatch io");
-                    f.call(self, state, Io(key), p.ready);
+            if self.trace_dispatch {
+                if let Kind::Io { fd, .. } = e.kind {
+                    self.backend.dispatched(fd, p.ready);
                 }
-                Callback::Timer(f) => {
-                    trace!(watcher = p.idx, "dispatch timer");
-                    f(self, state, Timer(key))
-                }
-                Callback::Idle(f) => f(self, state, Idle(key)),
-                Callback::Prepare(f) => f(self, state, Prepare(key)),
-                Callback::Check(f) => f(self, state, Check(key)),
             }
+            trace!(watcher = p.idx, ready = %p.ready, "dispatch");
+            cb.call(self, state, Key { idx: p.idx, gen }, p.ready);
             // Put the callback back unless the watcher was removed meanwhile.
             if let Some(e) = self.watchers.get_mut(idx) {
                 if e.gen == gen {
@@ -673,9 +688,11 @@ impl<'s, S> Loop<'s, S> {
             self.active_refs += 1;
         }
         match &mut e.kind {
-            Kind::Io { fd, .. } => {
+            Kind::Io { fd, interest } => {
                 let fd = *fd;
-                self.fds.get_mut(fd).watchers.push(idx);
+                let anfd = self.fds.get_mut(fd);
+                anfd.watchers.push(idx);
+                anfd.oneshot = interest.is_oneshot();
                 self.fds.mark_changed(fd);
             }
             Kind::Timer { after, .. } => {
@@ -690,7 +707,7 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Registers a new, inactive watcher.
-    pub(crate) fn insert(&mut self, kind: Kind, cb: Callback<'s, S>) -> Key {
+    pub(crate) fn insert(&mut self, kind: Kind, cb: BoxedCallback<'s, S>) -> Key {
         let gen = self.next_gen;
         self.next_gen += 1;
         let idx = self.watchers.insert(Entry {

@@ -20,6 +20,9 @@ pub(crate) struct Anfd {
     pub registered: Interest,
     /// Whether the fd is already in the change list.
     pub changed: bool,
+    /// Whether its watchers are one-shot (all watchers on an fd share one
+    /// trigger mode), so that dispatch can test the fd, not each watcher.
+    pub oneshot: bool,
 }
 
 #[derive(Default)]

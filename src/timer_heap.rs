@@ -11,6 +11,13 @@
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
 //! the order they were (re)started.
+//!
+//! Restarting a timer to a *later* expiry (the `again` of an inactivity
+//! timeout, on every read) is O(1): only the timer's true key is recorded,
+//! and its node keeps the earlier key, which still respects heap order. When
+//! such a node reaches the top, [`TimerHeap::peek`] moves it down to its true
+//! place first (libev's documentation calls this being smart about
+//! timeouts). A restart to an *earlier* expiry moves the node up at once.
 
 use std::time::Duration;
 
@@ -60,6 +67,9 @@ pub(crate) struct TimerHeap {
     /// `pos[idx]` is the heap index of the timer in slab slot `idx`
     /// (meaningful only while that timer is in the heap).
     pos: Vec<u32>,
+    /// `due[idx]` is the true (expiry, sequence) of that timer; its node's
+    /// key may be earlier (a lazy restart), never later.
+    due: Vec<(u64, u64)>,
 }
 
 impl TimerHeap {
@@ -68,22 +78,42 @@ impl TimerHeap {
         self.nodes.len()
     }
 
-    /// The earliest timer.
+    /// A lower bound of the earliest expiry: the top node's key, which a
+    /// lazy restart may have left earlier than the truth. Good enough for a
+    /// wake-up time (waking early only costs a settle), and free.
     #[inline]
-    pub fn peek(&self) -> Option<&Node> {
-        self.nodes.first()
+    pub fn earliest_bound(&self) -> Option<u64> {
+        self.nodes.first().map(|n| n.at)
+    }
+
+    /// The earliest timer, with its true key (lazily restarted timers that
+    /// reached the top are moved to their true place first).
+    #[inline]
+    pub fn peek(&mut self) -> Option<Node> {
+        loop {
+            let top = *self.nodes.first()?;
+            let (at, seq) = self.due[top.idx as usize];
+            if (at, seq) == (top.at, top.seq) {
+                return Some(top);
+            }
+            self.nodes[0].at = at;
+            self.nodes[0].seq = seq;
+            self.sift_down(0);
+        }
     }
 
     /// The expiry of the timer in slot `idx`, which must be in the heap.
     pub fn expiry(&self, idx: u32) -> u64 {
-        self.nodes[self.pos[idx as usize] as usize].at
+        self.due[idx as usize].0
     }
 
     /// Inserts the timer in slot `idx` (not already in the heap).
     pub fn insert(&mut self, idx: u32, at: u64, seq: u64) {
         if idx as usize >= self.pos.len() {
             self.pos.resize(idx as usize + 1, 0);
+            self.due.resize(idx as usize + 1, (0, 0));
         }
+        self.due[idx as usize] = (at, seq);
         self.nodes.push(Node { at, seq, idx });
         self.sift_up(self.nodes.len() - 1);
     }
@@ -99,14 +129,19 @@ impl TimerHeap {
     }
 
     /// Gives the timer in slot `idx` (in the heap) a new expiry and
-    /// sequence, and restores heap order.
+    /// sequence. Later than its node's key: recorded only (O(1)); earlier:
+    /// the node moves up now.
     #[inline]
     pub fn reschedule(&mut self, idx: u32, at: u64, seq: u64) {
+        self.due[idx as usize] = (at, seq);
         let p = self.pos[idx as usize] as usize;
         let node = &mut self.nodes[p];
+        if (at, seq) >= (node.at, node.seq) {
+            return;
+        }
         node.at = at;
         node.seq = seq;
-        self.restore(p);
+        self.sift_up(p);
     }
 
     #[inline]
@@ -246,7 +281,7 @@ mod tests {
                 }
                 Op::PopDue(dt) => {
                     now += dt as u64;
-                    while let Some(top) = heap.peek().copied() {
+                    while let Some(top) = heap.peek() {
                         if top.at > now {
                             break;
                         }
@@ -267,6 +302,7 @@ mod tests {
                 heap.peek().map(|n| (n.at, n.seq, n.idx)),
                 model.iter().next().copied()
             );
+            // Sifting in peek keeps the heap valid.
             heap.check();
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::timer_heap::{from_ns, to_ns};
 use crate::watcher::{
-    lookup, lookup_mut, BorrowedIo, Callback, Check, Handle, Idle, Io, IoEvent, Kind, OwnedIo,
+    lookup, lookup_mut, BorrowedIo, Check, Handle, Idle, Io, IoEvent, Kind, OwnedIo, Plain,
     Prepare, Timer,
 };
 use crate::{
@@ -47,10 +47,10 @@ impl<'s, S> Loop<'s, S> {
     {
         let fd = self.check_source(source.source_fd())?;
         self.check_interest(fd, interest, None)?;
-        let cb = Callback::Io(Box::new(OwnedIo {
+        let cb = Box::new(OwnedIo {
             source,
             cb: callback,
-        }));
+        });
         let key = self.insert(Kind::Io { fd, interest }, cb);
         self.activate(key.idx);
         Ok(Io(key))
@@ -92,10 +92,10 @@ impl<'s, S> Loop<'s, S> {
     {
         let fd = self.check_source(source.source_fd())?;
         self.check_interest(fd, interest, None)?;
-        let cb = Callback::Io(Box::new(BorrowedIo {
+        let cb = Box::new(BorrowedIo {
             source,
             cb: callback,
-        }));
+        });
         let key = self.insert(Kind::Io { fd, interest }, cb);
         self.activate(key.idx);
         Ok(Io(key))
@@ -124,7 +124,7 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
         let kind = Kind::Timer { after, repeat };
-        let key = self.insert(kind, Callback::Timer(Box::new(callback)));
+        let key = self.insert(kind, Box::new(Plain::<Timer, F>::new(callback)));
         self.activate(key.idx);
         Ok(Timer(key))
     }
@@ -144,7 +144,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Idle) + 's,
     {
-        let key = self.insert(Kind::Idle, Callback::Idle(Box::new(callback)));
+        let key = self.insert(Kind::Idle, Box::new(Plain::<Idle, F>::new(callback)));
         self.activate(key.idx);
         Ok(Idle(key))
     }
@@ -164,7 +164,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Prepare) + 's,
     {
-        let key = self.insert(Kind::Prepare, Callback::Prepare(Box::new(callback)));
+        let key = self.insert(Kind::Prepare, Box::new(Plain::<Prepare, F>::new(callback)));
         self.activate(key.idx);
         Ok(Prepare(key))
     }
@@ -184,7 +184,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Check) + 's,
     {
-        let key = self.insert(Kind::Check, Callback::Check(Box::new(callback)));
+        let key = self.insert(Kind::Check, Box::new(Plain::<Check, F>::new(callback)));
         self.activate(key.idx);
         Ok(Check(key))
     }
@@ -276,7 +276,7 @@ impl<'s, S> Loop<'s, S> {
         let e = lookup(&self.watchers, &io)?;
         match &e.cb {
             None => return Err(Error::Busy),
-            Some(Callback::Io(cb)) if cb.owned_type() == Some(std::any::TypeId::of::<T>()) => {}
+            Some(cb) if cb.owned_type() == Some(std::any::TypeId::of::<T>()) => {}
             Some(_) => return Err(Error::SourceType),
         }
         self.stop(io)?;
@@ -284,7 +284,7 @@ impl<'s, S> Loop<'s, S> {
         if let Kind::Io { fd, .. } = e.kind {
             self.forget_fd_if_unwatched(fd);
         }
-        let Some(Callback::Io(cb)) = e.cb else {
+        let Some(cb) = e.cb else {
             unreachable!("checked above")
         };
         let any = cb.into_source().ok_or(Error::SourceType)?;
@@ -435,6 +435,7 @@ impl<'s, S> Loop<'s, S> {
             *i = interest;
         }
         if active {
+            self.fds.get_mut(fd).oneshot = interest.is_oneshot();
             self.fds.mark_changed(fd);
         }
         Ok(())

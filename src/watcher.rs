@@ -9,6 +9,7 @@
 //! [`Callback`], a handle type, and a phase hook; nothing else changes.
 
 use std::any::{Any, TypeId};
+use std::marker::PhantomData;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
@@ -63,6 +64,11 @@ macro_rules! handle {
         impl Handle for $name {
             fn kind(&self) -> &'static str {
                 $kind
+            }
+        }
+        impl From<Key> for $name {
+            fn from(key: Key) -> $name {
+                $name(key)
             }
         }
     };
@@ -163,29 +169,37 @@ pub struct IoEvent<'a, T: ?Sized> {
     pub source: &'a mut T,
 }
 
-/// A type-erased io callback together with its source.
-pub(crate) trait IoCallback<'s, S> {
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready);
-    /// The source's type, if it is owned by the watcher.
-    fn owned_type(&self) -> Option<TypeId>;
-    /// The owned source, for handing back.
-    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>>;
+/// A watcher's callback, type-erased: one trait object per watcher, so
+/// dispatch is a single indirect call whatever the kind.
+pub(crate) trait Dispatch<'s, S> {
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready);
+    /// The source's type, if the callback owns an io source.
+    fn owned_type(&self) -> Option<TypeId> {
+        None
+    }
+    /// The owned io source, for handing back.
+    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
+        None
+    }
 }
+
+/// What a watcher's callback is stored as; `None` while it runs.
+pub(crate) type BoxedCallback<'s, S> = Box<dyn Dispatch<'s, S> + 's>;
 
 pub(crate) struct OwnedIo<T, F> {
     pub source: T,
     pub cb: F,
 }
 
-impl<'s, S, T, F> IoCallback<'s, S> for OwnedIo<T, F>
+impl<'s, S, T, F> Dispatch<'s, S> for OwnedIo<T, F>
 where
     T: Source + 'static,
     F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready) {
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
         let ev = IoEvent {
-            watcher,
+            watcher: Io(key),
             ready,
             source: &mut self.source,
         };
@@ -204,38 +218,47 @@ pub(crate) struct BorrowedIo<'s, T: ?Sized, F> {
     pub cb: F,
 }
 
-impl<'s, S, T, F> IoCallback<'s, S> for BorrowedIo<'s, T, F>
+impl<'s, S, T, F> Dispatch<'s, S> for BorrowedIo<'s, T, F>
 where
     T: Source + ?Sized,
     F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, watcher: Io, ready: Ready) {
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
         let ev = IoEvent {
-            watcher,
+            watcher: Io(key),
             ready,
             source: &mut self.source,
         };
         (self.cb)(lp, state, ev)
     }
-    fn owned_type(&self) -> Option<TypeId> {
-        None
-    }
-    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
-        None
+}
+
+/// A callback that receives only its own handle (timer, idle, prepare,
+/// check).
+pub(crate) struct Plain<H, F> {
+    pub cb: F,
+    pub handle: PhantomData<fn() -> H>,
+}
+
+impl<H, F> Plain<H, F> {
+    pub fn new(cb: F) -> Self {
+        Plain {
+            cb,
+            handle: PhantomData,
+        }
     }
 }
 
-/// Callback of a watcher that carries no payload but its own handle.
-pub(crate) type PlainCallback<'s, S, H> = Box<dyn FnMut(&mut Loop<'s, S>, &mut S, H) + 's>;
-
-/// A watcher's callback, taken out of the registry while it runs.
-pub(crate) enum Callback<'s, S> {
-    Io(Box<dyn IoCallback<'s, S> + 's>),
-    Timer(PlainCallback<'s, S, Timer>),
-    Idle(PlainCallback<'s, S, Idle>),
-    Prepare(PlainCallback<'s, S, Prepare>),
-    Check(PlainCallback<'s, S, Check>),
+impl<'s, S, H, F> Dispatch<'s, S> for Plain<H, F>
+where
+    H: From<Key>,
+    F: FnMut(&mut Loop<'s, S>, &mut S, H),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+        (self.cb)(lp, state, H::from(key))
+    }
 }
 
 /// Kind-specific state of a watcher.
@@ -270,7 +293,7 @@ pub(crate) struct Entry<'s, S> {
     /// queued again when the callback returns.
     pub deferred: Option<Ready>,
     /// `None` while the callback runs.
-    pub cb: Option<Callback<'s, S>>,
+    pub cb: Option<BoxedCallback<'s, S>>,
     pub kind: Kind,
 }
 
