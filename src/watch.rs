@@ -232,7 +232,7 @@ impl<'s, S> Loop<'s, S> {
     pub fn stop(&mut self, h: impl Handle) -> Result<()> {
         lookup(&self.watchers, &h)?;
         let idx = h.key().idx;
-        self.clear_pending(idx);
+        self.cancel_pending(idx);
         self.deactivate(idx);
         Ok(())
     }
@@ -527,7 +527,7 @@ impl<'s, S> Loop<'s, S> {
         let repeat = *repeat;
         let idx = t.0.idx;
         if e.pending.is_some() {
-            self.clear_pending(idx);
+            self.cancel_pending(idx);
         }
         if repeat.is_zero() {
             self.deactivate(idx);
@@ -568,12 +568,31 @@ impl<'s, S> Loop<'s, S> {
         Ok(from_ns(self.timers.expiry(t.0.idx)).saturating_sub(self.now))
     }
 
+    /// Cancels the watcher's queued invocation, if any, and returns the
+    /// events it carried (libev's `ev_clear_pending`); the watcher stays
+    /// active.
+    ///
+    /// ```
+    /// use evloop::{Loop, Ready, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// lp.feed_event(c, Ready::READABLE).unwrap();
+    /// assert_eq!(lp.clear_pending(c).unwrap(), Ready::READABLE);
+    /// assert_eq!(lp.pending_count(), 0);
+    /// assert!(lp.is_active(c).unwrap());
+    /// ```
+    pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
+        lookup(&self.watchers, &h)?;
+        Ok(self.cancel_pending(h.key().idx))
+    }
+
     /// Cancels a queued invocation of `idx`, if any.
-    fn clear_pending(&mut self, idx: u32) {
+    fn cancel_pending(&mut self, idx: u32) -> Ready {
         let e = &mut self.watchers[idx as usize];
-        e.deferred = None;
-        if let Some(slot) = e.pending.take() {
-            self.pending.cancel(slot);
+        let deferred = e.deferred.take().unwrap_or(Ready::EMPTY);
+        match e.pending.take() {
+            Some(slot) => self.pending.cancel(slot) | deferred,
+            None => deferred,
         }
     }
 
