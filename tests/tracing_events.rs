@@ -31,7 +31,11 @@ impl Subscriber for Recorder {
     fn record(&self, _: &Id, _: &Record<'_>) {}
     fn record_follows_from(&self, _: &Id, _: &Id) {}
     fn event(&self, event: &Event<'_>) {
-        assert_eq!(*event.metadata().level(), Level::TRACE, "hot-path events are trace level");
+        assert_eq!(
+            *event.metadata().level(),
+            Level::TRACE,
+            "hot-path events are trace level"
+        );
         let mut f = Fields(String::new());
         event.record(&mut f);
         self.0.lock().unwrap().push(f.0.trim().to_string());
@@ -48,14 +52,25 @@ fn iteration_poll_and_dispatch_are_traced() {
     sim.deliver(Duration::from_millis(2), &sock, b"x");
     tracing::subscriber::with_default(rec.clone(), || {
         let mut lp: Loop = Loop::with_backend(sim.backend());
-        lp.io(sock, Interest::READABLE, |lp, _, ev| lp.remove(ev.watcher).unwrap())
-            .unwrap();
+        lp.io(sock, Interest::READABLE, |lp, _, ev| {
+            lp.remove(ev.watcher).unwrap()
+        })
+        .unwrap();
         lp.run(RunMode::Default, &mut ()).unwrap();
     });
     let lines = rec.0.lock().unwrap().clone();
     let find = |prefix: &str| lines.iter().find(|l| l.starts_with(prefix)).cloned();
-    assert_eq!(find("message=iteration").unwrap(), "message=iteration iteration=1 depth=1");
-    assert_eq!(find("message=poll").unwrap(), "message=poll ready=1 timeout=None");
-    assert!(find("message=dispatch").unwrap().contains("ready=r"), "{lines:?}");
+    assert_eq!(
+        find("message=iteration").unwrap(),
+        "message=iteration iteration=1 depth=1"
+    );
+    assert_eq!(
+        find("message=poll").unwrap(),
+        "message=poll ready=1 timeout=None"
+    );
+    assert!(
+        find("message=dispatch").unwrap().contains("ready=r"),
+        "{lines:?}"
+    );
     assert!(find("message=backend modify").is_some(), "{lines:?}");
 }
