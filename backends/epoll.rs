@@ -19,8 +19,8 @@
 //! - **Regular files and directories**: `epoll` refuses them (`EPERM`). The
 //!   registration fails with an error that says so, and the loop stops the
 //!   fd's watchers and passes them [`Ready::ERROR`]. (libev instead fakes
-//!   "always ready" for them; poll and select report them always ready,
-//!   which is what POSIX says, so use one of those to watch files.)
+//!   "always ready" for them.) The poll and select backends refuse them the
+//!   same way, so a file watcher fails alike on every backend.
 //! - `epoll_wait` fills a reusable buffer, doubled whenever a wait fills it
 //!   completely. Timeouts are rounded up to whole milliseconds, so timers
 //!   never fire early; a wait interrupted by a signal is resumed with the
@@ -214,7 +214,7 @@ impl Backend for Epoll {
                     e.kind(),
                     format!(
                         "epoll cannot watch fd {fd}: it is a regular file or a directory \
-                         (always ready); use the poll or select backend ({e})"
+                         (always ready; no backend watches those) ({e})"
                     ),
                 )
             } else {

@@ -16,7 +16,8 @@
 //!   [`Ready::ERROR`] and forgets them); other fds report nothing that round.
 //!   (Linux ignores, rather than refuses, closed fds numbered beyond the
 //!   process's current fd table, so such an fd may simply stay silent.)
-//! - Regular files are always ready, as POSIX says.
+//! - Regular files and directories are refused (`EPERM`), as epoll refuses
+//!   them (see the poll backend).
 //! - Timeouts are rounded up to whole microseconds; a wait interrupted by a
 //!   signal is resumed with the time left.
 #![allow(unsafe_code)]
@@ -203,6 +204,9 @@ impl Backend for Select {
                 io::ErrorKind::Unsupported,
                 "the select backend supports only level-triggered registrations",
             ));
+        }
+        if !new.is_empty() && !self.registered(fd) {
+            super::poll::refuse_files("select", fd)?;
         }
         put(fd, &mut self.read, new.is_readable());
         put(fd, &mut self.write, new.is_writable());
