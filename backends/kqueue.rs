@@ -64,9 +64,11 @@
 //! report in one wait: that gives two [`PollEvent`]s for the fd, which the
 //! loop merges.
 //!
-//! Regular files: kqueue reports `EVFILT_READ` on a regular file while the
-//! file offset is before the end of the file (not "always ready" as
-//! `poll(2)` does), and `EVFILT_WRITE` always.
+//! Regular files: kqueue would report `EVFILT_READ` on a regular file while
+//! the file offset is before the end of the file, and `EVFILT_WRITE`
+//! always. For one behaviour on every backend, a regular file or directory
+//! is refused (`EPERM`) when first registered, as epoll refuses it: its
+//! watchers receive [`Ready::ERROR`] and are stopped.
 //!
 //! # Timeouts and signals
 //!
@@ -396,6 +398,11 @@ impl Backend for Kqueue {
             } else {
                 Err(io::Error::from_raw_os_error(libc::EBADF))
             };
+        }
+        if old == Interest::NONE && !new.is_empty() {
+            // kqueue would accept a regular file and report it always
+            // readable; refuse it as every other backend does (EPERM).
+            super::poll::refuse_files("kqueue", fd)?;
         }
         for (filter, action) in plan(old, new) {
             self.push(fd, filter, action);
