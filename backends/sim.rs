@@ -88,6 +88,9 @@ struct Socket {
     invalid: bool,
     /// The other end, for sockets made by [`Sim::pair`].
     peer: Option<RawFd>,
+    /// The peer closed with bytes we sent still unread (a TCP reset): the
+    /// next read fails with `ConnectionReset`, once.
+    reset: bool,
 }
 
 struct Scheduled {
@@ -245,7 +248,11 @@ impl Sim {
     /// A connected pair, like `socketpair(2)`: bytes written to one end
     /// arrive at once in the other's receive buffer. Each direction holds at
     /// most `buffer` unread bytes; reading frees the writer's capacity, and
-    /// dropping one end hangs up the other.
+    /// dropping one end hangs up the other. Dropping an end that still has
+    /// unread bytes resets the connection, as kernels do: the other end is
+    /// reported `READABLE | HUP | ERROR`, and once its buffered bytes are
+    /// read, the next read fails with `ConnectionReset` (once), then reads
+    /// return EOF.
     ///
     /// ```
     /// use std::io::{Read, Write};
@@ -277,6 +284,7 @@ impl Sim {
             closed: false,
             invalid: false,
             peer,
+            reset: false,
         });
         SimSocket {
             world: self.world.clone(),
@@ -568,6 +576,9 @@ impl World {
         if s.peer_closed {
             r |= Ready::HUP;
         }
+        if s.reset {
+            r |= Ready::ERROR;
+        }
         if s.send_capacity > 0 {
             r |= Ready::WRITABLE;
         }
@@ -758,6 +769,11 @@ impl SimSocket {
             return Err(ebadf());
         }
         if s.inbuf.is_empty() {
+            if s.reset {
+                // Buffered bytes first, then the reset (once), then EOF.
+                s.reset = false;
+                return Err(io::ErrorKind::ConnectionReset.into());
+            }
             return if s.peer_closed {
                 Ok(0)
             } else {
@@ -855,12 +871,20 @@ impl Drop for SimSocket {
     /// Closing: the fd is no longer usable (like `close(2)`).
     fn drop(&mut self) {
         if let Ok(mut w) = self.world.try_borrow_mut() {
-            let peer = w.socket_mut(self.fd).and_then(|s| {
-                s.closed = true;
-                s.peer
-            });
+            let (peer, unread) = match w.socket_mut(self.fd) {
+                Some(s) => {
+                    s.closed = true;
+                    (s.peer, !s.inbuf.is_empty())
+                }
+                None => (None, false),
+            };
             if let Some(p) = peer.and_then(|p| w.socket_mut(p)) {
                 p.peer_closed = true;
+                // Closing with unread data resets the connection, as TCP
+                // and Unix stream sockets do.
+                if unread {
+                    p.reset = true;
+                }
             }
         }
     }

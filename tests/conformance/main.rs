@@ -267,7 +267,7 @@ conformance! {
     }
     // Run on every backend, with the differences asserted per backend.
     per_backend {
-        // The simulator does not model connection resets.
+        // select reports a reset as plain readability.
         reset_by_peer,
         // Only epoll and kqueue offer edge triggering.
         edge,
