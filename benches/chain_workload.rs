@@ -53,9 +53,8 @@ pub struct Bench<'s, W> {
 }
 
 fn on_readable<R: Read, W: Write>(
-    i: usize,
-    pairs: usize,
-    timers: bool,
+    next: usize,
+    timer: Option<Timer>,
 ) -> impl FnMut(&mut Loop<'_, State<W>>, &mut State<W>, evloop::IoEvent<'_, R>) {
     move |lp, st, ev| {
         let mut byte = [0u8; 1];
@@ -66,12 +65,12 @@ fn on_readable<R: Read, W: Write>(
             Err(e) => panic!("read: {e}"),
         }
         st.fired += 1;
-        if timers {
-            lp.again(st.timers[i]).unwrap();
+        if let Some(t) = timer {
+            lp.again(t).unwrap();
         }
         if st.writes_left > 0 {
             st.writes_left -= 1;
-            st.writers[(i + 1) % pairs].write_all(b"e").unwrap();
+            st.writers[next].write_all(b"e").unwrap();
         }
         if st.fired == st.target {
             lp.break_loop(Break::All);
@@ -89,19 +88,17 @@ impl<'s, W: Write + 's> Bench<'s, W> {
         let mut timers = Vec::new();
         for (i, (reader, writer)) in ends.into_iter().enumerate() {
             writers.push(writer);
-            lp.io(
-                reader,
-                Interest::READABLE,
-                on_readable::<R, W>(i, shape.pairs, shape.timers),
-            )?;
-            if shape.timers {
-                let t = lp
-                    .timer(Duration::ZERO, Duration::from_secs(60), |_, _, _| {})
-                    .unwrap();
-                lp.again(t).unwrap();
-                lp.set_ref(t, false).unwrap();
+            let timer = if shape.timers {
+                let t = lp.timer(Duration::ZERO, Duration::from_secs(60), |_, _, _| {})?;
+                lp.again(t)?;
+                lp.set_ref(t, false)?;
                 timers.push(t);
-            }
+                Some(t)
+            } else {
+                None
+            };
+            let next = (i + 1) % shape.pairs;
+            lp.io(reader, Interest::READABLE, on_readable::<R, W>(next, timer))?;
         }
         let state = State {
             writers,
@@ -156,12 +153,131 @@ pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, UnixS
 
 /// The workload on the simulator, with connected simulated pairs.
 pub fn on_sim(shape: Shape) -> Bench<'static, SimSocket> {
+    on_sim_world(shape).0
+}
+
+/// [`on_sim`], also returning the simulated world, so that a caller running
+/// many times can empty its trace between runs ([`Sim::clear_trace`]): the
+/// simulator records every poll and dispatch, which would otherwise grow
+/// without bound over a long benchmark.
+pub fn on_sim_world(shape: Shape) -> (Bench<'static, SimSocket>, Sim) {
     let sim = Sim::new();
     let lp = Loop::with_backend(sim.backend());
     let ends = (0..shape.pairs)
         .map(|i| sim.pair(&format!("p{i}"), 4096))
         .collect();
-    Bench::build(lp, ends, shape).expect("the simulator accepts every pair")
+    let bench = Bench::build(lp, ends, shape).expect("the simulator accepts every pair");
+    (bench, sim)
+}
+
+/// The same chains with no event loop at all: only the reads and writes
+/// (the same `Read::read` of one byte and `write_all` of one byte on the
+/// same non-blocking Unix socket pairs), the bytes visited round-robin as
+/// the loop would dispatch them. Its cost per event is the floor that any
+/// loop adds to; `benches/callgrind.sh bare` counts its instructions.
+pub struct Bare {
+    readers: Vec<UnixStream>,
+    writers: Vec<UnixStream>,
+    /// The pair each chain's byte is in (`usize::MAX`: chain finished).
+    at: Vec<usize>,
+    shape: Shape,
+}
+
+/// Sets up [`Bare`] (`shape.timers` is ignored: there is no loop to hold
+/// timers).
+pub fn bare(shape: Shape) -> Bare {
+    let (mut readers, mut writers) = (Vec::new(), Vec::new());
+    for _ in 0..shape.pairs {
+        let (r, w) = UnixStream::pair().expect("socketpair (raise RLIMIT_NOFILE?)");
+        r.set_nonblocking(true).unwrap();
+        w.set_nonblocking(true).unwrap();
+        readers.push(r);
+        writers.push(w);
+    }
+    Bare {
+        readers,
+        writers,
+        at: vec![usize::MAX; shape.active],
+        shape,
+    }
+}
+
+impl Bare {
+    /// One run: prime `active` chains, then read and pass on every byte
+    /// until `writes` writes were made and every byte was read, with the
+    /// callbacks' calls (`Read::read`, `Write::write_all`).
+    pub fn run(&mut self) -> Outcome {
+        self.run_with(
+            |r| r.read(&mut [0u8; 1]).ok() == Some(1),
+            |w| w.write_all(b"e").unwrap(),
+        )
+    }
+
+    /// [`Bare::run`] with `libc::read` and `libc::write` called directly,
+    /// as a C program such as bench.c does: what the same syscalls cost
+    /// without Rust's `std::io` wrappers.
+    pub fn run_libc(&mut self) -> Outcome {
+        use std::os::fd::AsRawFd;
+        self.run_with(
+            |r| {
+                let mut byte = 0u8;
+                // SAFETY: reads at most one byte into a local; the fd is
+                // owned by a live `UnixStream`.
+                unsafe { libc::read(r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) == 1 }
+            },
+            |w| {
+                // SAFETY: writes one byte from a static; the fd is owned by
+                // a live `UnixStream`.
+                let n = unsafe { libc::write(w.as_raw_fd(), b"e".as_ptr().cast(), 1) };
+                assert_eq!(n, 1, "write");
+            },
+        )
+    }
+
+    fn run_with(
+        &mut self,
+        mut read_one: impl FnMut(&mut UnixStream) -> bool,
+        mut write_one: impl FnMut(&mut UnixStream),
+    ) -> Outcome {
+        let Shape {
+            pairs,
+            active,
+            writes,
+            ..
+        } = self.shape;
+        let space = pairs / active;
+        let start = Instant::now();
+        for c in 0..active {
+            self.at[c] = c * space;
+            write_one(&mut self.writers[c * space]);
+        }
+        let (mut writes_left, mut fired, target) = (writes, 0, active + writes);
+        while fired < target {
+            for c in 0..active {
+                let i = self.at[c];
+                if i == usize::MAX {
+                    continue;
+                }
+                assert!(
+                    read_one(&mut self.readers[i]),
+                    "bare chain: read on pair {i}"
+                );
+                fired += 1;
+                if writes_left > 0 {
+                    writes_left -= 1;
+                    let next = if i + 1 == pairs { 0 } else { i + 1 };
+                    write_one(&mut self.writers[next]);
+                    self.at[c] = next;
+                } else {
+                    self.at[c] = usize::MAX;
+                }
+            }
+        }
+        Outcome {
+            events: fired,
+            elapsed: start.elapsed(),
+        }
+    }
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limit.
