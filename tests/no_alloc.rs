@@ -178,3 +178,57 @@ fn steady_state_iterations_allocate_nothing() {
     });
     assert!(n > 0);
 }
+
+/// The same on every kernel backend of the host: socket pairs, a byte read
+/// per callback, a timer pushed back per event.
+#[test]
+fn steady_state_on_every_os_backend_allocates_nothing() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+
+    for &name in evloop::backends::AVAILABLE {
+        let mut lp: Loop<Stats> = Loop::builder().backend(name).build().unwrap();
+        let mut peers = Vec::new();
+        for _ in 0..20 {
+            let (a, mut b) = UnixStream::pair().unwrap();
+            a.set_nonblocking(true).unwrap();
+            b.write_all(b"x").unwrap();
+            peers.push(b);
+            let timeout = lp
+                .timer(Duration::ZERO, Duration::from_secs(30), |_, st, _| {
+                    st.fired += 1
+                })
+                .unwrap();
+            lp.again(timeout).unwrap();
+            lp.io(a, Interest::READABLE, move |lp, st, ev| {
+                // One byte per round arrives from the peer; read one.
+                let mut byte = [0u8; 1];
+                if ev.source.read(&mut byte).unwrap_or(0) == 1 {
+                    st.io += 1;
+                    lp.again(timeout).unwrap();
+                }
+            })
+            .unwrap();
+        }
+        let mut st = Stats::default();
+        let mut round = |lp: &mut Loop<Stats>, st: &mut Stats| {
+            for p in peers.iter_mut() {
+                p.write_all(b"x").unwrap();
+            }
+            lp.run(RunMode::Once, st).unwrap();
+        };
+        for _ in 0..20 {
+            round(&mut lp, &mut st);
+        }
+        let n = allocations_in(|| {
+            for _ in 0..200 {
+                round(&mut lp, &mut st);
+            }
+        });
+        assert!(st.io >= 200 * 20, "{name}: {} events", st.io);
+        assert_eq!(
+            n, 0,
+            "{name}: {n} allocations in 200 steady-state iterations"
+        );
+    }
+}
