@@ -118,7 +118,8 @@ pub struct Loop<'s, S = ()> {
     pub(crate) prepares: Vec<u32>,
     pub(crate) checks: Vec<u32>,
     events: Vec<PollEvent>,
-    pub(crate) now: Duration,
+    /// The cached loop time, in nanoseconds (what the timer heap keys on).
+    pub(crate) now_ns: u64,
     pub(crate) active_refs: usize,
     iteration: u64,
     depth: u32,
@@ -151,7 +152,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
         let caps = backend.capabilities();
-        let now = backend.now();
+        let now_ns = to_ns(backend.now());
         let trace_dispatch = backend.wants_dispatch();
         Loop {
             backend,
@@ -166,7 +167,7 @@ impl<'s, S> Loop<'s, S> {
             prepares: Vec::new(),
             checks: Vec::new(),
             events: Vec::with_capacity(64),
-            now,
+            now_ns,
             active_refs: 0,
             iteration: 0,
             depth: 0,
@@ -206,7 +207,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.now(), std::time::Duration::ZERO);
     /// ```
     pub fn now(&self) -> Duration {
-        self.now
+        from_ns(self.now_ns)
     }
 
     /// Refreshes the cached loop time from the backend's clock (useful after
@@ -218,7 +219,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.update_now();
     /// ```
     pub fn update_now(&mut self) {
-        self.now = self.backend.now();
+        self.now_ns = to_ns(self.backend.now());
     }
 
     /// How many callbacks are queued and not yet invoked.
@@ -389,7 +390,7 @@ impl<'s, S> Loop<'s, S> {
                         op: "poll",
                         source,
                     })?;
-                self.now = self.backend.now();
+                self.update_now();
                 trace!(ready = self.events.len(), ?timeout, "poll");
                 let timed_out = status == PollStatus::Done
                     && self.events.is_empty()
@@ -434,22 +435,22 @@ impl<'s, S> Loop<'s, S> {
         }
         self.timers.earliest_bound()?;
         // Account for the time the callbacks took (as libev does).
-        self.now = self.backend.now();
-        let now = to_ns(self.now);
+        self.update_now();
+        let now = self.now_ns;
         let mut next = self.timers.earliest_bound()?;
         if next <= now {
             // Due or stale: settle lazily restarted timers before deciding
             // not to block.
             next = self.timers.peek()?.at;
         }
-        Some(from_ns(next).saturating_sub(self.now))
+        Some(from_ns(next.saturating_sub(now)))
     }
 
     /// Whether the wait ended at a timer bound that turned out stale: the
     /// top timer was lazily restarted to a later time, which settling (it
     /// sifts such timers down) reveals.
     fn woke_for_a_moved_timer(&mut self) -> bool {
-        let now = to_ns(self.now);
+        let now = self.now_ns;
         if !self.timers.earliest_bound().is_some_and(|at| at <= now) {
             return false;
         }
@@ -590,7 +591,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// Makes expired timers pending; repeating ones are rescheduled.
     fn expire_timers(&mut self) {
-        let now = to_ns(self.now);
+        let now = self.now_ns;
         // Settle (sift lazily restarted timers) only once the bound is due.
         while self.timers.earliest_bound().is_some_and(|at| at <= now) {
             let Some(top) = self.timers.peek() else { break };
@@ -600,10 +601,10 @@ impl<'s, S> Loop<'s, S> {
             let Kind::Timer { repeat, .. } = self.watchers[top.idx as usize].kind else {
                 unreachable!("non-timer in the timer heap")
             };
-            if repeat > Duration::ZERO {
+            if repeat > 0 {
                 // A late repeating timer fires once and is rescheduled from
                 // now, like libev: it does not replay every missed period.
-                let next = top.at.saturating_add(to_ns(repeat)).max(now);
+                let next = top.at.saturating_add(repeat).max(now);
                 self.timer_seq += 1;
                 self.timers.reschedule(top.idx, next, self.timer_seq);
             } else {
@@ -678,7 +679,7 @@ impl<'s, S> Loop<'s, S> {
     /// Puts a watcher into its active structure. The caller has checked that
     /// this cannot fail (trigger conflicts).
     pub(crate) fn activate(&mut self, idx: u32) {
-        let now = self.now;
+        let now = self.now_ns;
         let e = &mut self.watchers[idx as usize];
         if e.active {
             return;
@@ -697,7 +698,7 @@ impl<'s, S> Loop<'s, S> {
             }
             Kind::Timer { after, .. } => {
                 self.timer_seq += 1;
-                let at = to_ns(now).saturating_add(to_ns(*after));
+                let at = now.saturating_add(*after);
                 self.timers.insert(idx, at, self.timer_seq);
             }
             Kind::Idle => self.idles.push(idx),
@@ -739,7 +740,7 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
             .field("timers", &self.timers.len())
             .field("iteration", &self.iteration)
             .field("depth", &self.depth)
-            .field("now", &self.now)
+            .field("now", &self.now())
             .finish()
     }
 }

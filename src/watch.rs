@@ -123,7 +123,10 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
-        let kind = Kind::Timer { after, repeat };
+        let kind = Kind::Timer {
+            after: to_ns(after),
+            repeat: to_ns(repeat),
+        };
         let key = self.insert(kind, Box::new(Plain::<Timer, F>::new(callback)));
         self.activate(key.idx);
         Ok(Timer(key))
@@ -496,8 +499,8 @@ impl<'s, S> Loop<'s, S> {
             ..
         } = &mut e.kind
         {
-            *a = after;
-            *r = repeat;
+            *a = to_ns(after);
+            *r = to_ns(repeat);
         }
         if active {
             self.deactivate(t.0.idx);
@@ -519,6 +522,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.again(t).unwrap();
     /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(30));
     /// ```
+    #[inline]
     pub fn again(&mut self, t: Timer) -> Result<()> {
         let e = lookup(&self.watchers, &t)?;
         let (Kind::Timer { repeat, .. }, active) = (&e.kind, e.active) else {
@@ -529,12 +533,12 @@ impl<'s, S> Loop<'s, S> {
         if e.pending.is_some() {
             self.cancel_pending(idx);
         }
-        if repeat.is_zero() {
+        if repeat == 0 {
             self.deactivate(idx);
             return Ok(());
         }
         self.timer_seq += 1;
-        let at = to_ns(self.now).saturating_add(to_ns(repeat));
+        let at = self.now_ns.saturating_add(repeat);
         if active {
             self.timers.reschedule(idx, at, self.timer_seq);
         } else {
@@ -565,7 +569,9 @@ impl<'s, S> Loop<'s, S> {
         if !e.active {
             return Ok(Duration::ZERO);
         }
-        Ok(from_ns(self.timers.expiry(t.0.idx)).saturating_sub(self.now))
+        Ok(from_ns(
+            self.timers.expiry(t.0.idx).saturating_sub(self.now_ns),
+        ))
     }
 
     /// Cancels the watcher's queued invocation, if any, and returns the

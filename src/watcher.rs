@@ -11,7 +11,6 @@
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
-use std::time::Duration;
 
 use crate::pending::PendingSlot;
 use crate::{Error, Interest, Loop, Ready, Result, Source};
@@ -268,11 +267,11 @@ pub(crate) enum Kind {
         interest: Interest,
     },
     Timer {
-        /// Delay used by `start` (relative to the loop time).
-        after: Duration,
-        /// Period; zero for a one-shot timer. The expiry and heap index of
-        /// an active timer live in the timer heap.
-        repeat: Duration,
+        /// Delay used by `start` (relative to the loop time), nanoseconds.
+        after: u64,
+        /// Period in nanoseconds; zero for a one-shot timer. The expiry and
+        /// heap index of an active timer live in the timer heap.
+        repeat: u64,
     },
     Idle,
     Prepare,
