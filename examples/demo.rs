@@ -92,5 +92,5 @@ fn main() {
         },
         runs,
     );
-    println!("\n(sim runs on virtual time: its cost is the loop's own, with no syscalls)");
+    println!("\n(sim: the loop plus in-memory simulated sockets, no syscalls, virtual time)");
 }
