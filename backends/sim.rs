@@ -108,6 +108,18 @@ enum Action {
 }
 
 /// One step of the simulator's trace.
+///
+/// ```
+/// use evloop::{Interest, Loop, RunMode, Sim, StepKind};
+/// let sim = Sim::new();
+/// let mut lp: Loop = Loop::with_backend(sim.backend());
+/// lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+/// lp.run(RunMode::Default, &mut ()).unwrap();
+/// let steps = sim.trace();
+/// assert!(matches!(steps[0].kind, StepKind::Modify { fd: 3, .. }));
+/// assert_eq!(steps.last().unwrap().kind, StepKind::Stalled);
+/// assert_eq!(steps[0].to_string(), "t=0ns modify fd3 - => r");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
     /// Virtual time of the step.
@@ -116,7 +128,13 @@ pub struct Step {
     pub kind: StepKind,
 }
 
-/// What a [`Step`] records.
+/// What a [`Step`] records (see [`Step`] for an example).
+///
+/// ```
+/// use evloop::{Step, StepKind};
+/// let s = Step { at: std::time::Duration::from_millis(5), kind: StepKind::Spurious };
+/// assert_eq!(s.to_string(), "t=5ms spurious wakeup");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepKind {
     /// The loop changed an fd's registration (one call after fd_reify).
@@ -185,6 +203,14 @@ impl fmt::Display for Step {
 }
 
 /// Something that names a simulated fd: a [`SimSocket`] or its number.
+///
+/// ```
+/// use evloop::{Sim, SimFd};
+/// let sim = Sim::new();
+/// let s = sim.socket("s", 0);
+/// assert_eq!((s.sim_fd(), (&s).sim_fd(), 3.sim_fd()), (3, 3, 3));
+/// sim.deliver(std::time::Duration::ZERO, 3, b"by number");
+/// ```
 pub trait SimFd {
     /// The virtual fd number.
     fn sim_fd(&self) -> RawFd;

@@ -14,6 +14,12 @@ use std::time::Duration;
 use crate::{Interest, Ready};
 
 /// One readiness report from [`Backend::poll`].
+///
+/// ```
+/// use evloop::{PollEvent, Ready};
+/// let ev = PollEvent { fd: 7, ready: Ready::READABLE | Ready::HUP };
+/// assert!(ev.ready.is_hup());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollEvent {
     /// The descriptor number (virtual for simulated backends).
@@ -45,6 +51,13 @@ pub struct Capabilities {
 }
 
 /// How a call to [`Backend::poll`] ended.
+///
+/// ```
+/// use evloop::{Backend, PollStatus, Sim};
+/// // A simulator with nothing scheduled and no timeout can never wake up.
+/// let mut b = Sim::new().backend();
+/// assert_eq!(b.poll(None, &mut Vec::new()).unwrap(), PollStatus::Stalled);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PollStatus {
     /// Events (possibly none) were collected, or the timeout elapsed.

@@ -156,4 +156,11 @@ impl std::error::Error for Error {
 }
 
 /// `Result` with [`Error`].
+///
+/// ```
+/// fn make() -> evloop::Result<evloop::Loop<'static>> {
+///     Ok(evloop::Loop::with_backend(evloop::Sim::new().backend()))
+/// }
+/// assert!(make().is_ok());
+/// ```
 pub type Result<T> = std::result::Result<T, Error>;

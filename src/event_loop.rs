@@ -17,8 +17,12 @@ use crate::{
 };
 
 /// The lowest priority a watcher can have.
+///
+/// ```
+/// assert_eq!((evloop::MIN_PRIORITY, evloop::MAX_PRIORITY), (-2, 2));
+/// ```
 pub const MIN_PRIORITY: i32 = -2;
-/// The highest priority a watcher can have.
+/// The highest priority a watcher can have (see [`MIN_PRIORITY`]).
 pub const MAX_PRIORITY: i32 = 2;
 
 /// How [`Loop::run`] runs.

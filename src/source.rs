@@ -9,6 +9,12 @@ use std::os::fd::{AsFd, BorrowedFd, RawFd};
 /// an io watcher therefore always refers to a descriptor that its owner
 /// (the watcher itself, or a borrow the compiler checks) keeps open.
 /// `Virtual` names an fd of a simulated backend; OS backends refuse it.
+///
+/// ```
+/// use evloop::{Sim, Source, SourceFd};
+/// let sock = Sim::new().socket("s", 0);
+/// assert!(matches!(sock.source_fd(), SourceFd::Virtual(v) if v.get() == 3));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub enum SourceFd<'a> {
     /// A real, open file descriptor.
