@@ -130,6 +130,9 @@ pub struct Loop<'s, S = ()> {
     break_req: Option<Break>,
     /// Whether the backend wants [`Backend::dispatched`] calls.
     trace_dispatch: bool,
+    /// Watchers holding an event that arrived while their callback ran
+    /// (counted as pending).
+    pub(crate) deferred_count: usize,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -177,6 +180,7 @@ impl<'s, S> Loop<'s, S> {
             depth: 0,
             break_req: None,
             trace_dispatch,
+            deferred_count: 0,
         }
     }
 
@@ -236,7 +240,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.pending_count(), 1);
     /// ```
     pub fn pending_count(&self) -> usize {
-        self.pending.len()
+        self.pending.len() + self.deferred_count
     }
 
     /// How many iterations ran (the backend was polled this many times).
@@ -632,7 +636,13 @@ impl<'s, S> Loop<'s, S> {
             let Some(mut cb) = e.cb.take() else {
                 // Its callback is running further up the stack (nested run):
                 // deliver once it returns rather than recursing or dropping.
-                e.deferred = Some(e.deferred.unwrap_or(Ready::EMPTY) | p.ready);
+                match &mut e.deferred {
+                    Some(ready) => *ready |= p.ready,
+                    None => {
+                        e.deferred = Some(p.ready);
+                        self.deferred_count += 1;
+                    }
+                }
                 continue;
             };
             if self.trace_dispatch {
@@ -647,6 +657,7 @@ impl<'s, S> Loop<'s, S> {
                 if e.gen == gen {
                     e.cb = Some(cb);
                     if let Some(ready) = e.deferred.take() {
+                        self.deferred_count -= 1;
                         queue(&mut self.watchers, &mut self.pending, p.idx, ready);
                     }
                 }

@@ -318,7 +318,8 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_pending(c).unwrap());
     /// ```
     pub fn is_pending(&self, h: impl Handle) -> Result<bool> {
-        Ok(lookup(&self.watchers, &h)?.pending.is_some())
+        let e = lookup(&self.watchers, &h)?;
+        Ok(e.pending.is_some() || e.deferred.is_some())
     }
 
     /// Sets the priority, from [`MIN_PRIORITY`] to [`MAX_PRIORITY`]
@@ -530,7 +531,7 @@ impl<'s, S> Loop<'s, S> {
         };
         let repeat = *repeat;
         let idx = t.0.idx;
-        if e.pending.is_some() {
+        if e.pending.is_some() || e.deferred.is_some() {
             self.cancel_pending(idx);
         }
         if repeat == 0 {
@@ -595,7 +596,13 @@ impl<'s, S> Loop<'s, S> {
     /// Cancels a queued invocation of `idx`, if any.
     fn cancel_pending(&mut self, idx: u32) -> Ready {
         let e = &mut self.watchers[idx as usize];
-        let deferred = e.deferred.take().unwrap_or(Ready::EMPTY);
+        let deferred = match e.deferred.take() {
+            Some(ready) => {
+                self.deferred_count -= 1;
+                ready
+            }
+            None => Ready::EMPTY,
+        };
         match e.pending.take() {
             Some(slot) => self.pending.cancel(slot) | deferred,
             None => deferred,

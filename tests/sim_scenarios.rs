@@ -766,3 +766,43 @@ fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
     assert_eq!(log, ["r|err active=false"]);
     assert_eq!(sim.trace_lines()[0], "t=0ns modify fd3 - => r failed");
 }
+
+#[test]
+fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() {
+    let sim = Sim::new();
+    let sock = sim.socket("s", 0);
+    sim.deliver(ms(1), &sock, b"xy");
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    lp.io(sock, Interest::READABLE, |lp, log, ev| {
+        log.push(format!("enter depth={}", lp.depth()));
+        if lp.depth() == 1 {
+            // Still readable: the nested iteration reports the fd again
+            // while this callback is running. It must not recurse.
+            lp.run(RunMode::Once, log).unwrap();
+            log.push(format!("nested returned, pending={}", lp.pending_count()));
+        } else {
+            log.push("recursed!".into());
+        }
+        let (bytes, _) = drain(ev.source);
+        log.push(format!("read {}", bytes.len()));
+        if bytes.is_empty() {
+            lp.remove(ev.watcher).unwrap();
+        }
+    })
+    .unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(
+        log,
+        [
+            "enter depth=1",
+            // The nested run saw the event, parked it (no recursion)...
+            "nested returned, pending=1",
+            "read 2",
+            // ...and it was delivered once the outer callback returned.
+            "enter depth=1",
+            "nested returned, pending=0",
+            "read 0",
+        ]
+    );
+}
