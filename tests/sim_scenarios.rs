@@ -806,3 +806,40 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
         ]
     );
 }
+
+/// The slot index in a handle's debug form (`Idle(Key { idx: 0, gen: 1 })`).
+fn slot_of(h: &impl std::fmt::Debug) -> String {
+    let s = format!("{h:?}");
+    let start = s.find("idx: ").expect("handle debug shows its slot") + 5;
+    s[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect()
+}
+
+#[test]
+fn a_callback_that_removes_itself_and_reuses_its_slot_leaves_the_new_watcher_intact() {
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(Sim::new().backend());
+    let first = lp
+        .idle(|lp, log, me| {
+            log.push("first".into());
+            lp.remove(me).unwrap();
+            // The freed slot is reused at once by the new watcher.
+            let second = lp
+                .idle(|lp, log, me| {
+                    log.push("second".into());
+                    lp.remove(me).unwrap();
+                })
+                .unwrap();
+            log.push(format!("same slot: {}", slot_of(&me) == slot_of(&second)));
+        })
+        .unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    // The first callback was not put back into the new watcher's slot.
+    assert_eq!(log, ["first", "same slot: true", "second"]);
+    assert!(matches!(
+        lp.is_active(first),
+        Err(Error::StaleHandle { .. })
+    ));
+}
