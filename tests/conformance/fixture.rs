@@ -41,38 +41,23 @@ impl<T: Stream + ?Sized> Stream for &T {
     }
 }
 
-impl Stream for UnixStream {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.read(buf)
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.write(buf)
-    }
+/// `Read`/`Write` through a shared reference, for each stream type.
+macro_rules! stream_via_shared_ref {
+    ($($t:ty),*) => {$(
+        impl Stream for $t {
+            fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+                let mut s = self;
+                s.read(buf)
+            }
+            fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+                let mut s = self;
+                s.write(buf)
+            }
+        }
+    )*};
 }
 
-impl Stream for File {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.read(buf)
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.write(buf)
-    }
-}
-
-impl Stream for SimSocket {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.read(buf)
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        let mut s = self;
-        s.write(buf)
-    }
-}
+stream_via_shared_ref!(UnixStream, File, SimSocket);
 
 /// The fd number of a source (virtual for the simulator).
 pub fn fd_of(src: &(impl Source + ?Sized)) -> RawFd {
