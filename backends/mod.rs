@@ -41,6 +41,9 @@ pub mod epoll;
 pub mod kqueue;
 
 #[cfg(unix)]
+pub mod fd_io;
+
+#[cfg(unix)]
 pub mod poll;
 
 #[cfg(unix)]

@@ -52,13 +52,40 @@ pub struct Bench<'s, W> {
     shape: Shape,
 }
 
-fn on_readable<R: Read, W: Write>(
+/// How a callback moves its byte: one `read(2)`/`write(2)` on OS sockets
+/// (`evloop::backends::fd_io`, as bench.c calls them), `Read`/`Write` on
+/// simulated ones.
+pub trait ChainIo {
+    fn read_byte(&mut self) -> std::io::Result<usize>;
+    fn write_byte(&mut self) -> std::io::Result<usize>;
+}
+
+impl ChainIo for UnixStream {
+    #[inline]
+    fn read_byte(&mut self) -> std::io::Result<usize> {
+        evloop::backends::fd_io::read(&*self, &mut [0u8; 1])
+    }
+    #[inline]
+    fn write_byte(&mut self) -> std::io::Result<usize> {
+        evloop::backends::fd_io::write(&*self, b"e")
+    }
+}
+
+impl ChainIo for SimSocket {
+    fn read_byte(&mut self) -> std::io::Result<usize> {
+        self.read(&mut [0u8; 1])
+    }
+    fn write_byte(&mut self) -> std::io::Result<usize> {
+        self.write(b"e")
+    }
+}
+
+fn on_readable<R: ChainIo, W: ChainIo>(
     next: usize,
     timer: Option<Timer>,
 ) -> impl FnMut(&mut Loop<'_, State<W>>, &mut State<W>, evloop::IoEvent<'_, R>) {
     move |lp, st, ev| {
-        let mut byte = [0u8; 1];
-        match ev.source.read(&mut byte) {
+        match ev.source.read_byte() {
             Ok(1) => {}
             Ok(_) => return,
             Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -70,7 +97,8 @@ fn on_readable<R: Read, W: Write>(
         }
         if st.writes_left > 0 {
             st.writes_left -= 1;
-            st.writers[next].write_all(b"e").unwrap();
+            let n = st.writers[next].write_byte().expect("write");
+            assert_eq!(n, 1, "a socket pair with room takes one byte");
         }
         if st.fired == st.target {
             lp.break_loop(Break::All);
@@ -78,8 +106,8 @@ fn on_readable<R: Read, W: Write>(
     }
 }
 
-impl<'s, W: Write + 's> Bench<'s, W> {
-    fn build<R: Source + Read + 'static>(
+impl<'s, W: ChainIo + Write + 's> Bench<'s, W> {
+    fn build<R: Source + ChainIo + 'static>(
         mut lp: Loop<'s, State<W>>,
         ends: Vec<(R, W)>,
         shape: Shape,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use slab::Slab;
 use tracing::trace;
 
-use crate::fd_table::FdTable;
-use crate::pending::{PendingQueues, CANCELLED};
+use crate::fd_table::{FdTable, NOT_SINGLE};
+use crate::pending::{PendingQueues, NOT_PENDING};
 use crate::timer_heap::{from_ns, to_ns, TimerHeap};
 use crate::watcher::{BoxedCallback, Entry, Key, Kind};
 use crate::{
@@ -354,7 +354,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(log, ["prepare", "timer", "check"]);
     /// ```
     pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
-        if self.active_refs == 0 && self.pending.len() == 0 {
+        if self.active_refs == 0 && self.pending.is_empty() {
             return Ok(RunOutcome::NoActiveWatchers);
         }
         self.depth += 1;
@@ -416,7 +416,7 @@ impl<'s, S> Loop<'s, S> {
 
             self.queue_io_events();
             self.expire_timers();
-            if self.pending.len() == 0 && !self.idles.is_empty() {
+            if self.pending.is_empty() && !self.idles.is_empty() {
                 queue_list(&mut self.watchers, &mut self.pending, &self.idles);
             }
             if !self.checks.is_empty() {
@@ -438,7 +438,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// How long the next poll may block.
     fn block_time(&mut self, mode: RunMode) -> Option<Duration> {
-        if mode == RunMode::NoWait || !self.idles.is_empty() || self.pending.len() > 0 {
+        if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
             return Some(Duration::ZERO);
         }
         self.timers.earliest_bound()?;
@@ -475,7 +475,7 @@ impl<'s, S> Loop<'s, S> {
             let anfd = self.fds.get_mut(fd);
             anfd.changed = false;
             let mut want = Interest::NONE;
-            for &w in &anfd.watchers {
+            for &w in anfd.watchers() {
                 if let Kind::Io { interest, .. } = self.watchers[w as usize].kind {
                     want |= interest;
                 }
@@ -505,7 +505,7 @@ impl<'s, S> Loop<'s, S> {
     /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
     pub(crate) fn kill_fd(&mut self, fd: RawFd) {
         let anfd = self.fds.get_mut(fd);
-        let mut list = std::mem::take(&mut anfd.watchers);
+        let list = anfd.take_watchers();
         let old = std::mem::replace(&mut anfd.registered, Interest::NONE);
         if old != Interest::NONE {
             // Best effort: poll/select keep tables that must drop the fd.
@@ -528,39 +528,55 @@ impl<'s, S> Loop<'s, S> {
                 Ready::ERROR | Ready::from_interest(interest),
             );
         }
-        list.clear();
         // Keep the allocation; watchers started by the callbacks reuse it.
-        let anfd = self.fds.get_mut(fd);
-        if anfd.watchers.is_empty() {
-            anfd.watchers = list;
-        }
+        self.fds.get_mut(fd).recycle_watchers(list);
     }
 
     /// Turns the backend's readiness reports into pending io callbacks.
     fn queue_io_events(&mut self) {
-        for i in 0..self.events.len() {
-            let PollEvent { fd, ready } = self.events[i];
-            let Some(anfd) = self.fds.get(fd) else {
+        let mut from = 0;
+        loop {
+            let stop = self.queue_io_events_fast(from);
+            let Some(&PollEvent { fd, ready }) = self.events.get(stop) else {
+                return;
+            };
+            self.queue_io_event_slow(fd, ready);
+            from = stop + 1;
+        }
+    }
+
+    /// Queues the events from index `from` on, up to the first one that
+    /// needs [`Loop::queue_io_event_slow`] (an invalid fd or a one-shot
+    /// registration), whose index it returns (`events.len()` if none).
+    /// Split out, and kept out of `run`, so that the common case compiles
+    /// to a tight loop with everything in registers.
+    #[inline(never)]
+    fn queue_io_events_fast(&mut self, from: usize) -> usize {
+        let Loop {
+            events,
+            fds,
+            watchers,
+            pending,
+            ..
+        } = self;
+        for (i, &PollEvent { fd, ready }) in events.iter().enumerate().skip(from) {
+            let Some(anfd) = fds.get(fd) else {
                 continue;
             };
-            // Fast path: not one-shot (reify ran just before the poll, so
-            // the registration matches the watchers' shared mode).
-            let level = !anfd.oneshot;
-            if level && !ready.is_invalid() {
-                for &idx in &anfd.watchers {
-                    let e = &mut self.watchers[idx as usize];
-                    let Kind::Io { interest, .. } = e.kind else {
-                        unreachable!("non-io watcher on an fd")
-                    };
-                    let r = ready.filter(interest);
-                    if !r.is_empty() {
-                        queue_entry(e, &mut self.pending, idx, r);
-                    }
-                }
+            // Not one-shot, so reify (which ran just before the poll) left
+            // the registration matching the watchers' shared mode.
+            if anfd.oneshot || ready.is_invalid() {
+                return i;
+            }
+            if anfd.single != NOT_SINGLE {
+                queue_io(watchers, pending, anfd.single, ready);
             } else {
-                self.queue_io_event_slow(fd, ready);
+                for &idx in anfd.watchers() {
+                    queue_io(watchers, pending, idx, ready);
+                }
             }
         }
+        events.len()
     }
 
     /// Invalid fds and one-shot registrations.
@@ -577,7 +593,7 @@ impl<'s, S> Loop<'s, S> {
             self.fds.mark_changed(fd);
         }
         let mut j = 0;
-        while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers.get(j)) {
+        while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers().get(j)) {
             let interest = match self.watchers[idx as usize].kind {
                 Kind::Io { interest, .. } => interest,
                 _ => unreachable!("non-io watcher on an fd"),
@@ -624,45 +640,81 @@ impl<'s, S> Loop<'s, S> {
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.
     pub(crate) fn invoke_pending(&mut self, state: &mut S) {
-        while let Some(p) = self.pending.pop() {
-            if p.idx == CANCELLED {
-                continue;
-            }
-            let idx = p.idx as usize;
-            // A live entry names a live watcher: stop and remove cancel it.
-            let e = &mut self.watchers[idx];
-            e.pending = None;
-            let gen = e.gen;
-            let Some(mut cb) = e.cb.take() else {
-                // Its callback is running further up the stack (nested run):
-                // deliver once it returns rather than recursing or dropping.
-                match &mut e.deferred {
-                    Some(ready) => *ready |= p.ready,
-                    None => {
-                        e.deferred = Some(p.ready);
-                        self.deferred_count += 1;
-                    }
-                }
-                continue;
-            };
-            if self.trace_dispatch {
-                if let Kind::Io { fd, .. } = e.kind {
-                    self.backend.dispatched(fd, p.ready);
-                }
-            }
-            trace!(watcher = p.idx, ready = %p.ready, "dispatch");
-            cb.call(self, state, Key { idx: p.idx, gen }, p.ready);
-            // Put the callback back unless the watcher was removed meanwhile.
-            if let Some(e) = self.watchers.get_mut(idx) {
-                if e.gen == gen {
-                    e.cb = Some(cb);
-                    if let Some(ready) = e.deferred.take() {
-                        self.deferred_count -= 1;
-                        queue(&mut self.watchers, &mut self.pending, p.idx, ready);
-                    }
+        // Whether each dispatch must be reported (to the backend or to a
+        // `tracing` subscriber): decided once per call, not per event.
+        let observed = self.trace_dispatch || tracing::level_enabled!(tracing::Level::TRACE);
+        while let Some(q) = self.pending.highest() {
+            while let Some(p) = self.pending.next_in(q) {
+                self.invoke(p.idx, p.ready, observed, state);
+                if self.pending.has_above(q) {
+                    // A callback queued something more urgent.
+                    break;
                 }
             }
         }
+    }
+
+    /// Runs one pending watcher's callback. A live pending entry names a
+    /// live watcher (stop and remove cancel it).
+    #[inline]
+    fn invoke(&mut self, idx: u32, ready: Ready, observed: bool, state: &mut S) {
+        let e = &mut self.watchers[idx as usize];
+        e.pending = NOT_PENDING;
+        let gen = e.gen;
+        let Some(mut cb) = e.cb.take() else {
+            self.defer(idx, ready);
+            return;
+        };
+        if observed {
+            self.observe_dispatch(idx, ready);
+        }
+        cb.call(self, state, Key { idx, gen }, ready);
+        // Put the callback back unless the watcher was removed meanwhile.
+        match self.watchers.get_mut(idx as usize) {
+            Some(e) if e.gen == gen => {
+                e.cb = Some(cb);
+                if e.deferred.is_some() {
+                    self.requeue_deferred(idx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The watcher's callback is running further up the stack (a nested
+    /// `run`): the event is delivered once it returns, rather than
+    /// recursing or being dropped.
+    #[cold]
+    fn defer(&mut self, idx: u32, ready: Ready) {
+        let e = &mut self.watchers[idx as usize];
+        match &mut e.deferred {
+            Some(held) => *held |= ready,
+            None => {
+                e.deferred = Some(ready);
+                self.deferred_count += 1;
+            }
+        }
+    }
+
+    /// Queues the event a watcher received while its callback ran.
+    #[cold]
+    fn requeue_deferred(&mut self, idx: u32) {
+        if let Some(ready) = self.watchers[idx as usize].deferred.take() {
+            self.deferred_count -= 1;
+            self.queue(idx, ready);
+        }
+    }
+
+    /// Tells the backend (if it asked, as the simulator does to record its
+    /// trace) and `tracing` about a dispatch.
+    #[cold]
+    fn observe_dispatch(&mut self, idx: u32, ready: Ready) {
+        if self.trace_dispatch {
+            if let Kind::Io { fd, .. } = self.watchers[idx as usize].kind {
+                self.backend.dispatched(fd, ready);
+            }
+        }
+        trace!(watcher = idx, ready = %ready, "dispatch");
     }
 
     /// Takes a watcher out of its active structure (fd list, heap, list).
@@ -678,10 +730,7 @@ impl<'s, S> Loop<'s, S> {
         }
         match e.kind {
             Kind::Io { fd, .. } => {
-                let list = &mut self.fds.get_mut(fd).watchers;
-                if let Some(pos) = list.iter().position(|&w| w == idx) {
-                    list.remove(pos);
-                }
+                self.fds.get_mut(fd).remove_watcher(idx);
                 self.fds.mark_changed(fd);
             }
             Kind::Timer { .. } => self.timers.remove(idx),
@@ -707,7 +756,7 @@ impl<'s, S> Loop<'s, S> {
             Kind::Io { fd, interest } => {
                 let fd = *fd;
                 let anfd = self.fds.get_mut(fd);
-                anfd.watchers.push(idx);
+                anfd.push_watcher(idx);
                 anfd.oneshot = interest.is_oneshot();
                 self.fds.mark_changed(fd);
             }
@@ -731,7 +780,11 @@ impl<'s, S> Loop<'s, S> {
             queue: (0 - MIN_PRIORITY) as u8,
             active: false,
             keepalive: true,
-            pending: None,
+            pending: NOT_PENDING,
+            io_mask: match kind {
+                Kind::Io { interest, .. } => Ready::receive_mask(interest),
+                _ => Ready::EMPTY,
+            },
             deferred: None,
             cb: Some(cb),
             kind,
@@ -772,11 +825,27 @@ fn queue<S>(
     queue_entry(&mut watchers[idx as usize], pending, idx, ready)
 }
 
+/// Queues an io event for one watcher, if its interest lets it through.
+#[inline]
+fn queue_io<S>(
+    watchers: &mut Slab<Entry<'_, S>>,
+    pending: &mut PendingQueues,
+    idx: u32,
+    ready: Ready,
+) {
+    let e = &mut watchers[idx as usize];
+    let r = ready & e.io_mask;
+    if !r.is_empty() {
+        queue_entry(e, pending, idx, r);
+    }
+}
+
 #[inline]
 fn queue_entry<S>(e: &mut Entry<'_, S>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
-    match e.pending {
-        Some(slot) => pending.merge(slot, ready),
-        None => e.pending = Some(pending.push(e.queue as usize, idx, ready)),
+    if e.pending == NOT_PENDING {
+        e.pending = pending.push(e.queue, idx, ready);
+    } else {
+        pending.merge(e.queue, e.pending, ready);
     }
 }
 

@@ -12,10 +12,16 @@ use std::os::fd::RawFd;
 
 use crate::Interest;
 
-#[derive(Default)]
+/// [`Anfd::single`] when the fd has no watcher or more than one.
+pub(crate) const NOT_SINGLE: u32 = u32::MAX;
+
 pub(crate) struct Anfd {
     /// Slab indices of the active io watchers on this fd, in start order.
-    pub watchers: Vec<u32>,
+    /// Changed only through the methods below, which keep `single` in step.
+    watchers: Vec<u32>,
+    /// The only watcher, when there is exactly one (the common case, which
+    /// dispatch handles without walking the list); else [`NOT_SINGLE`].
+    pub single: u32,
     /// What the backend was last told for this fd.
     pub registered: Interest,
     /// Whether the fd is already in the change list.
@@ -23,6 +29,62 @@ pub(crate) struct Anfd {
     /// Whether its watchers are one-shot (all watchers on an fd share one
     /// trigger mode), so that dispatch can test the fd, not each watcher.
     pub oneshot: bool,
+}
+
+impl Default for Anfd {
+    fn default() -> Self {
+        Anfd {
+            watchers: Vec::new(),
+            single: NOT_SINGLE,
+            registered: Interest::NONE,
+            changed: false,
+            oneshot: false,
+        }
+    }
+}
+
+impl Anfd {
+    /// The active watchers, in start order.
+    #[inline]
+    pub fn watchers(&self) -> &[u32] {
+        &self.watchers
+    }
+
+    /// Adds an active watcher at the end.
+    pub fn push_watcher(&mut self, idx: u32) {
+        self.watchers.push(idx);
+        self.sync_single();
+    }
+
+    /// Removes a watcher, if it is there.
+    pub fn remove_watcher(&mut self, idx: u32) {
+        if let Some(pos) = self.watchers.iter().position(|&w| w == idx) {
+            self.watchers.remove(pos);
+        }
+        self.sync_single();
+    }
+
+    /// Moves every watcher out, leaving none.
+    pub fn take_watchers(&mut self) -> Vec<u32> {
+        self.single = NOT_SINGLE;
+        std::mem::take(&mut self.watchers)
+    }
+
+    /// Gives back an emptied list's allocation, if no watcher was added
+    /// meanwhile.
+    pub fn recycle_watchers(&mut self, mut list: Vec<u32>) {
+        list.clear();
+        if self.watchers.is_empty() {
+            self.watchers = list;
+        }
+    }
+
+    fn sync_single(&mut self) {
+        self.single = match self.watchers[..] {
+            [only] => only,
+            _ => NOT_SINGLE,
+        };
+    }
 }
 
 #[derive(Default)]

@@ -3,16 +3,28 @@
 //! libev keeps one array per priority and pops from its end (LIFO); evloop
 //! promises FIFO within a priority, so each queue is a `Vec` with a read
 //! cursor. Entries never move while queued, so a watcher can remember its
-//! slot and a stop can cancel the entry in O(1) by turning it into a
+//! position and a stop can cancel the entry in O(1) by turning it into a
 //! tombstone. A queue is reset to empty (keeping its capacity) whenever its
 //! cursor reaches the end, so steady-state use allocates nothing. A bit
 //! mask of non-empty queues makes finding the highest one a single
 //! instruction.
+//!
+//! A queued watcher's position is stored in the watcher as a
+//! [`PendingSlot`]; the queue it is in is always the watcher's own priority
+//! (changing the priority of a pending watcher moves its entry). Nothing
+//! counts live entries on the hot path: [`PendingQueues::len`] derives the
+//! count from the queue lengths and the number of unread tombstones.
 
 use crate::Ready;
 
 /// Number of priorities (`MIN_PRIORITY..=MAX_PRIORITY`).
 pub(crate) const NUM_PRIORITIES: usize = 5;
+
+/// The queues array is padded to a power of two so that indexing it with a
+/// masked priority needs no bounds check on the hot path.
+const QUEUES: usize = 8;
+const QUEUE_MASK: usize = QUEUES - 1;
+const _: () = assert!(NUM_PRIORITIES <= QUEUES);
 
 /// Marks a cancelled entry.
 pub(crate) const CANCELLED: u32 = u32::MAX;
@@ -27,80 +39,118 @@ pub(crate) struct Pending {
     pub ready: Ready,
 }
 
-/// Where a queued entry lives, stored in the watcher so it can be found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PendingSlot {
-    pub queue: u8,
-    pub pos: u32,
-}
+/// Where a queued entry lives in its queue (its position), as stored in
+/// the watcher; [`NOT_PENDING`] when it is not queued.
+pub(crate) type PendingSlot = u32;
+
+/// The [`PendingSlot`] of a watcher that is not queued.
+pub(crate) const NOT_PENDING: PendingSlot = u32::MAX;
 
 #[derive(Default)]
 pub(crate) struct PendingQueues {
-    queues: [Vec<Pending>; NUM_PRIORITIES],
-    heads: [usize; NUM_PRIORITIES],
+    queues: [Vec<Pending>; QUEUES],
+    heads: [usize; QUEUES],
     /// Bit `q` is set while queue `q` has unread entries.
-    nonempty: u8,
-    live: usize,
+    nonempty: u32,
+    /// Cancelled entries not yet read (so that [`PendingQueues::len`] needs
+    /// no counter updated on the hot path).
+    cancelled: usize,
 }
 
 impl PendingQueues {
     /// Number of queued, not cancelled invocations.
     pub fn len(&self) -> usize {
-        self.live
+        let unread: usize = (0..QUEUES)
+            .map(|q| self.queues[q].len() - self.heads[q])
+            .sum();
+        unread - self.cancelled
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        // Cancelled entries may remain: count only live ones.
+        self.nonempty == 0 || self.len() == 0
     }
 
     /// Appends an invocation to `queue` (0 = lowest priority) and returns
     /// its slot.
     #[inline]
-    pub fn push(&mut self, queue: usize, idx: u32, ready: Ready) -> PendingSlot {
-        let q = &mut self.queues[queue];
-        let pos = q.len() as u32;
-        q.push(Pending { idx, ready });
-        self.nonempty |= 1 << queue;
-        self.live += 1;
-        PendingSlot {
-            queue: queue as u8,
-            pos,
-        }
+    pub fn push(&mut self, queue: u8, idx: u32, ready: Ready) -> PendingSlot {
+        let q = queue as usize & QUEUE_MASK;
+        let list = &mut self.queues[q];
+        // Positions fit in u32 (below NOT_PENDING): a queue holds at most
+        // one live entry per watcher, and watcher indices are u32.
+        let pos = list.len() as u32;
+        list.push(Pending { idx, ready });
+        self.nonempty |= 1 << q;
+        pos
     }
 
     /// Adds events to an already queued invocation.
     #[inline]
-    pub fn merge(&mut self, slot: PendingSlot, ready: Ready) {
-        self.queues[slot.queue as usize][slot.pos as usize].ready |= ready;
+    pub fn merge(&mut self, queue: u8, slot: PendingSlot, ready: Ready) {
+        self.queues[queue as usize & QUEUE_MASK][slot as usize].ready |= ready;
     }
 
     /// Cancels a queued invocation; returns the events it carried.
-    pub fn cancel(&mut self, slot: PendingSlot) -> Ready {
-        let p = &mut self.queues[slot.queue as usize][slot.pos as usize];
+    pub fn cancel(&mut self, queue: u8, slot: PendingSlot) -> Ready {
+        let p = &mut self.queues[queue as usize & QUEUE_MASK][slot as usize];
         debug_assert!(p.idx != CANCELLED, "cancelling a cancelled pending entry");
         p.idx = CANCELLED;
-        self.live -= 1;
+        self.cancelled += 1;
         p.ready
     }
 
-    /// Takes the oldest invocation of the highest non-empty priority,
-    /// cancelled entries included (their `idx` is [`CANCELLED`]).
+    /// The highest non-empty queue, if any.
     #[inline]
-    pub fn pop(&mut self) -> Option<Pending> {
+    pub fn highest(&self) -> Option<usize> {
         if self.nonempty == 0 {
-            return None;
-        }
-        let q = 7 - self.nonempty.leading_zeros() as usize;
-        let queue = &mut self.queues[q];
-        let head = self.heads[q];
-        let p = queue[head];
-        if head + 1 == queue.len() {
-            queue.clear();
-            self.heads[q] = 0;
-            self.nonempty &= !(1 << q);
+            None
         } else {
+            Some(31 - self.nonempty.leading_zeros() as usize)
+        }
+    }
+
+    /// Whether a queue above `q` has entries (a callback queued something
+    /// more urgent than what is being drained).
+    #[inline]
+    pub fn has_above(&self, q: usize) -> bool {
+        self.nonempty >> (q + 1) != 0
+    }
+
+    /// Takes the oldest live entry of queue `q`, skipping cancelled ones.
+    /// When the queue is exhausted it is reset to empty (keeping its
+    /// capacity) and `None` is returned.
+    #[inline]
+    pub fn next_in(&mut self, q: usize) -> Option<Pending> {
+        let q = q & QUEUE_MASK;
+        let list = &mut self.queues[q];
+        loop {
+            let head = self.heads[q];
+            let Some(&p) = list.get(head) else {
+                list.clear();
+                self.heads[q] = 0;
+                self.nonempty &= !(1 << q);
+                return None;
+            };
             self.heads[q] = head + 1;
+            if p.idx != CANCELLED {
+                return Some(p);
+            }
+            self.cancelled -= 1;
         }
-        if p.idx != CANCELLED {
-            self.live -= 1;
+    }
+
+    /// Takes the oldest live invocation of the highest non-empty priority.
+    #[cfg(test)]
+    pub fn pop(&mut self) -> Option<Pending> {
+        while let Some(q) = self.highest() {
+            if let Some(p) = self.next_in(q) {
+                return Some(p);
+            }
         }
-        Some(p)
+        None
     }
 }
 
@@ -114,16 +164,20 @@ mod tests {
         q.push(2, 1, Ready::EMPTY);
         let s = q.push(2, 2, Ready::EMPTY);
         q.push(4, 3, Ready::EMPTY);
-        q.push(2, 4, Ready::EMPTY);
-        q.cancel(s);
+        q.push(2, 4, Ready::READABLE);
+        q.merge(2, s, Ready::WRITABLE);
+        assert_eq!(q.cancel(2, s), Ready::WRITABLE);
         assert_eq!(q.len(), 3);
         let mut got = vec![];
         while let Some(p) = q.pop() {
-            if p.idx != CANCELLED {
-                got.push(p.idx);
-            }
+            got.push((p.idx, p.ready));
         }
-        assert_eq!(got, vec![3, 1, 4]);
-        assert_eq!(q.len(), 0);
+        assert_eq!(
+            got,
+            vec![(3, Ready::EMPTY), (1, Ready::EMPTY), (4, Ready::READABLE)]
+        );
+        assert_eq!((q.len(), q.highest()), (0, None));
+        // Emptied queues start again at position 1.
+        assert_eq!(q.push(0, 9, Ready::EMPTY), 0);
     }
 }

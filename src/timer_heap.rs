@@ -64,12 +64,21 @@ impl Node {
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     nodes: Vec<Node>,
-    /// `pos[idx]` is the heap index of the timer in slab slot `idx`
-    /// (meaningful only while that timer is in the heap).
-    pos: Vec<u32>,
-    /// `due[idx]` is the true (expiry, sequence) of that timer; its node's
-    /// key may be earlier (a lazy restart), never later.
-    due: Vec<(u64, u64)>,
+    /// `slots[idx]` describes the timer in slab slot `idx` (meaningful only
+    /// while that timer is in the heap): one table, so a restart costs one
+    /// bounds check.
+    slots: Vec<Slot>,
+}
+
+/// Per-timer bookkeeping, indexed by slab slot.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The true expiry and sequence of the timer; its node's key may be
+    /// earlier (a lazy restart), never later.
+    at: u64,
+    seq: u64,
+    /// The heap index of its node.
+    pos: u32,
 }
 
 impl TimerHeap {
@@ -92,7 +101,7 @@ impl TimerHeap {
     pub fn peek(&mut self) -> Option<Node> {
         loop {
             let top = *self.nodes.first()?;
-            let (at, seq) = self.due[top.idx as usize];
+            let Slot { at, seq, .. } = self.slots[top.idx as usize];
             if (at, seq) == (top.at, top.seq) {
                 return Some(top);
             }
@@ -104,23 +113,23 @@ impl TimerHeap {
 
     /// The expiry of the timer in slot `idx`, which must be in the heap.
     pub fn expiry(&self, idx: u32) -> u64 {
-        self.due[idx as usize].0
+        self.slots[idx as usize].at
     }
 
     /// Inserts the timer in slot `idx` (not already in the heap).
     pub fn insert(&mut self, idx: u32, at: u64, seq: u64) {
-        if idx as usize >= self.pos.len() {
-            self.pos.resize(idx as usize + 1, 0);
-            self.due.resize(idx as usize + 1, (0, 0));
+        if idx as usize >= self.slots.len() {
+            self.slots.resize(idx as usize + 1, Slot::default());
         }
-        self.due[idx as usize] = (at, seq);
+        let slot = &mut self.slots[idx as usize];
+        (slot.at, slot.seq) = (at, seq);
         self.nodes.push(Node { at, seq, idx });
         self.sift_up(self.nodes.len() - 1);
     }
 
     /// Removes the timer in slot `idx`, which must be in the heap.
     pub fn remove(&mut self, idx: u32) {
-        let p = self.pos[idx as usize] as usize;
+        let p = self.slots[idx as usize].pos as usize;
         let last = self.nodes.pop().expect("removing from an empty timer heap");
         if p < self.nodes.len() {
             self.nodes[p] = last;
@@ -129,16 +138,25 @@ impl TimerHeap {
     }
 
     /// Gives the timer in slot `idx` (in the heap) a new expiry and
-    /// sequence. Later than its node's key: recorded only (O(1)); earlier:
-    /// the node moves up now.
+    /// sequence, `seq` being larger than every sequence given before (the
+    /// loop's counter). Later than its node's key: recorded only (O(1));
+    /// earlier: the node moves up now.
     #[inline]
     pub fn reschedule(&mut self, idx: u32, at: u64, seq: u64) {
-        self.due[idx as usize] = (at, seq);
-        let p = self.pos[idx as usize] as usize;
-        let node = &mut self.nodes[p];
-        if (at, seq) >= (node.at, node.seq) {
-            return;
+        let slot = &mut self.slots[idx as usize];
+        debug_assert!(seq > slot.seq, "timer sequences must increase");
+        (slot.at, slot.seq) = (at, seq);
+        let p = slot.pos as usize;
+        // With a larger sequence, the new key is earlier only if the
+        // expiry is.
+        if at < self.nodes[p].at {
+            self.move_up(p, at, seq);
         }
+    }
+
+    #[inline(never)]
+    fn move_up(&mut self, p: usize, at: u64, seq: u64) {
+        let node = &mut self.nodes[p];
         node.at = at;
         node.seq = seq;
         self.sift_up(p);
@@ -162,11 +180,11 @@ impl TimerHeap {
                 break;
             }
             self.nodes[p] = up;
-            self.pos[up.idx as usize] = p as u32;
+            self.slots[up.idx as usize].pos = p as u32;
             p = parent;
         }
         self.nodes[p] = node;
-        self.pos[node.idx as usize] = p as u32;
+        self.slots[node.idx as usize].pos = p as u32;
     }
 
     fn sift_down(&mut self, mut p: usize) {
@@ -202,11 +220,11 @@ impl TimerHeap {
             }
             let moved = self.nodes[min];
             self.nodes[p] = moved;
-            self.pos[moved.idx as usize] = p as u32;
+            self.slots[moved.idx as usize].pos = p as u32;
             p = min;
         }
         self.nodes[p] = node;
-        self.pos[node.idx as usize] = p as u32;
+        self.slots[node.idx as usize].pos = p as u32;
     }
 
     /// Checks the heap property and the position table (tests only).
@@ -214,7 +232,7 @@ impl TimerHeap {
     pub fn check(&self) {
         for (i, n) in self.nodes.iter().enumerate() {
             assert_eq!(
-                self.pos[n.idx as usize] as usize, i,
+                self.slots[n.idx as usize].pos as usize, i,
                 "position of timer {} is stale",
                 n.idx
             );

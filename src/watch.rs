@@ -319,7 +319,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn is_pending(&self, h: impl Handle) -> Result<bool> {
         let e = lookup(&self.watchers, &h)?;
-        Ok(e.pending.is_some() || e.deferred.is_some())
+        Ok(e.is_queued() || e.deferred.is_some())
     }
 
     /// Sets the priority, from [`MIN_PRIORITY`] to [`MAX_PRIORITY`]
@@ -343,9 +343,9 @@ impl<'s, S> Loop<'s, S> {
         if e.queue == queue {
             return Ok(());
         }
-        e.queue = queue;
-        if let Some(slot) = e.pending.take() {
-            let ready = self.pending.cancel(slot);
+        let old_queue = std::mem::replace(&mut e.queue, queue);
+        if let Some(slot) = e.take_pending() {
+            let ready = self.pending.cancel(old_queue, slot);
             self.queue(h.key().idx, ready);
         }
         Ok(())
@@ -435,9 +435,11 @@ impl<'s, S> Loop<'s, S> {
             return Ok(());
         }
         self.check_interest(fd, interest, Some(io.0.idx))?;
-        if let Kind::Io { interest: i, .. } = &mut self.watchers[io.0.idx as usize].kind {
+        let e = &mut self.watchers[io.0.idx as usize];
+        if let Kind::Io { interest: i, .. } = &mut e.kind {
             *i = interest;
         }
+        e.io_mask = Ready::receive_mask(interest);
         if active {
             self.fds.get_mut(fd).oneshot = interest.is_oneshot();
             self.fds.mark_changed(fd);
@@ -531,7 +533,7 @@ impl<'s, S> Loop<'s, S> {
         };
         let repeat = *repeat;
         let idx = t.0.idx;
-        if e.pending.is_some() || e.deferred.is_some() {
+        if e.is_queued() || e.deferred.is_some() {
             self.cancel_pending(idx);
         }
         if repeat == 0 {
@@ -603,8 +605,8 @@ impl<'s, S> Loop<'s, S> {
             }
             None => Ready::EMPTY,
         };
-        match e.pending.take() {
-            Some(slot) => self.pending.cancel(slot) | deferred,
+        match e.take_pending() {
+            Some(slot) => self.pending.cancel(e.queue, slot) | deferred,
             None => deferred,
         }
     }
@@ -653,7 +655,7 @@ impl<'s, S> Loop<'s, S> {
             });
         }
         if let Some(anfd) = self.fds.get(fd) {
-            for &w in anfd.watchers.iter().filter(|&&w| Some(w) != except) {
+            for &w in anfd.watchers().iter().filter(|&&w| Some(w) != except) {
                 if let Kind::Io {
                     interest: other, ..
                 } = self.watchers[w as usize].kind
@@ -676,7 +678,7 @@ impl<'s, S> Loop<'s, S> {
     /// can be reused (mio asks its users to do this by hand).
     fn forget_fd_if_unwatched(&mut self, fd: RawFd) {
         let anfd = self.fds.get_mut(fd);
-        if anfd.watchers.is_empty() && anfd.registered != Interest::NONE {
+        if anfd.watchers().is_empty() && anfd.registered != Interest::NONE {
             let old = std::mem::replace(&mut anfd.registered, Interest::NONE);
             if let Err(err) = self.backend.modify(fd, old, Interest::NONE) {
                 tracing::debug!(fd, %err, "backend failed to forget a removed fd");

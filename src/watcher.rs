@@ -12,7 +12,7 @@ use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
 
-use crate::pending::PendingSlot;
+use crate::pending::{PendingSlot, NOT_PENDING};
 use crate::{Error, Interest, Loop, Ready, Result, Source};
 
 /// Slab index and generation of a watcher.
@@ -286,14 +286,34 @@ pub(crate) struct Entry<'s, S> {
     pub active: bool,
     /// Whether an active watcher keeps `run` going (libuv's ref/unref).
     pub keepalive: bool,
-    /// Where its invocation is queued, if it is pending.
-    pub pending: Option<PendingSlot>,
+    /// Where its invocation is queued (in queue `queue`), if it is pending.
+    /// [`NOT_PENDING`](crate::pending::NOT_PENDING) when it is not.
+    pub pending: PendingSlot,
+    /// For an io watcher, the readiness bits it receives
+    /// ([`Ready::receive_mask`] of its interest); empty for other kinds.
+    pub io_mask: Ready,
     /// Events that arrived while its callback was running (nested `run`);
     /// queued again when the callback returns.
     pub deferred: Option<Ready>,
     /// `None` while the callback runs.
     pub cb: Option<BoxedCallback<'s, S>>,
     pub kind: Kind,
+}
+
+impl<S> Entry<'_, S> {
+    /// Whether an invocation is queued.
+    #[inline]
+    pub fn is_queued(&self) -> bool {
+        self.pending != NOT_PENDING
+    }
+
+    /// Forgets the queued invocation's slot, returning it.
+    pub fn take_pending(&mut self) -> Option<PendingSlot> {
+        match std::mem::replace(&mut self.pending, NOT_PENDING) {
+            NOT_PENDING => None,
+            slot => Some(slot),
+        }
+    }
 }
 
 /// Looks up a live watcher by handle, refusing stale ones.
