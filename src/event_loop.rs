@@ -559,14 +559,15 @@ impl<'s, S> Loop<'s, S> {
             pending,
             ..
         } = self;
-        for (i, &PollEvent { fd, ready }) in events.iter().enumerate().skip(from) {
+        let rest = events.get(from..).unwrap_or_default();
+        for (off, &PollEvent { fd, ready }) in rest.iter().enumerate() {
             let Some(anfd) = fds.get(fd) else {
                 continue;
             };
             // Not one-shot, so reify (which ran just before the poll) left
             // the registration matching the watchers' shared mode.
             if anfd.oneshot || ready.is_invalid() {
-                return i;
+                return from + off;
             }
             if anfd.single != NOT_SINGLE {
                 queue_io(watchers, pending, anfd.single, ready);
