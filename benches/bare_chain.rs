@@ -7,13 +7,15 @@
 //!   of the per-event cost.
 //! - `libc`: the same with `libc::read` / `libc::write` called directly, as
 //!   a C program (bench.c) does.
+//! - `fdio`: the same with `evloop::backends::fd_io::{read, write}`, the
+//!   calls the loop's callbacks make on OS sockets: the floor for them.
 //! - `mio`: the same workload on mio 1.x (plain; mio has no timers).
 //!
 //! `benches/callgrind.sh bare` (`libc`, `mio`) counts their
 //! user-space instructions the same way as the loop's (two runs, the
 //! difference divided by the difference in events).
 //!
-//! Usage: `bare_chain [bare|libc|mio] [writes]` (default: bare, 100,000 writes);
+//! Usage: `bare_chain [bare|libc|fdio|mio] [writes]` (default: bare, 100,000 writes);
 //! prints `events N` and the wall time per event. `cargo bench --bench
 //! bare_chain` runs `bare` once (flags such as `--bench` are ignored).
 
@@ -44,9 +46,10 @@ fn main() {
     let outcome = match which {
         "bare" => bare(shape).run(),
         "libc" => bare(shape).run_libc(),
+        "fdio" => bare(shape).run_fd_io(),
         "mio" => mio_chain::build(shape).expect("mio setup").run(),
         other => {
-            eprintln!("unknown baseline {other:?}: use bare, libc or mio");
+            eprintln!("unknown baseline {other:?}: use bare, libc, fdio or mio");
             std::process::exit(2);
         }
     };

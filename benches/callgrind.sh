@@ -12,6 +12,7 @@
 #   benches/callgrind.sh poll|select|sim [timers]
 #   benches/callgrind.sh bare           # no loop: only the reads and writes
 #   benches/callgrind.sh libc           # the same, libc::read/write called directly
+#   benches/callgrind.sh fdio           # the same, evloop's fd_io::read/write (the callbacks' calls)
 #   benches/callgrind.sh mio            # the same chains on mio 1.x
 #   benches/callgrind.sh all            # every row of docs/backends.md's table
 #
@@ -46,7 +47,7 @@ io_types='std::os::unix::net::stream::UnixStream|evloop::backends::sim::SimSocke
 count() {
     local b=$1 writes=$2 m=$3 cmd
     case $b in
-        bare | libc | mio) cmd=("$bare_bin" "$b" "$writes") ;;
+        bare | libc | fdio | mio) cmd=("$bare_bin" "$b" "$writes") ;;
         *) cmd=("$chain_bin" "$b" "$writes" $m) ;;
     esac
     if ! valgrind --tool=callgrind --callgrind-out-file="$out/cg.$writes" "${cmd[@]}" \
@@ -83,9 +84,9 @@ measure() {
 }
 
 if [ "$backend" = all ]; then
-    for b in libc bare mio epoll poll select sim; do
+    for b in libc fdio bare mio epoll poll select sim; do
         measure "$b" "" || true
-        case $b in libc | bare | mio) ;; *) measure "$b" timers || true ;; esac
+        case $b in libc | fdio | bare | mio) ;; *) measure "$b" timers || true ;; esac
     done
 else
     measure "$backend" "$mode"

@@ -262,6 +262,16 @@ impl Bare {
         )
     }
 
+    /// [`Bare::run`] with the calls the loop's callbacks make on OS
+    /// sockets (`evloop::backends::fd_io`, one `read(2)`/`write(2)` each):
+    /// the floor the loop's own cost is measured against.
+    pub fn run_fd_io(&mut self) -> Outcome {
+        self.run_with(
+            |r| r.read_byte().ok() == Some(1),
+            |w| assert_eq!(w.write_byte().expect("write"), 1, "write"),
+        )
+    }
+
     fn run_with(
         &mut self,
         mut read_one: impl FnMut(&mut UnixStream) -> bool,

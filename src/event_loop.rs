@@ -5,7 +5,7 @@
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use slab::Slab;
+use crate::registry::Registry;
 use tracing::trace;
 
 use crate::fd_table::{FdTable, NOT_SINGLE};
@@ -111,7 +111,7 @@ pub enum RunOutcome {
 pub struct Loop<'s, S = ()> {
     pub(crate) backend: Box<dyn Backend + 's>,
     pub(crate) caps: Capabilities,
-    pub(crate) watchers: Slab<Entry<'s, S>>,
+    pub(crate) watchers: Registry<'s, S>,
     pub(crate) next_gen: u64,
     pub(crate) fds: FdTable,
     pub(crate) pending: PendingQueues,
@@ -164,7 +164,7 @@ impl<'s, S> Loop<'s, S> {
         Loop {
             backend,
             caps,
-            watchers: Slab::new(),
+            watchers: Registry::default(),
             next_gen: 1,
             fds: FdTable::default(),
             pending: PendingQueues::default(),
@@ -476,7 +476,7 @@ impl<'s, S> Loop<'s, S> {
             anfd.changed = false;
             let mut want = Interest::NONE;
             for &w in anfd.watchers() {
-                if let Kind::Io { interest, .. } = self.watchers[w as usize].kind {
+                if let Kind::Io { interest, .. } = self.watchers[w].kind {
                     want |= interest;
                 }
             }
@@ -512,7 +512,7 @@ impl<'s, S> Loop<'s, S> {
             let _ = self.backend.modify(fd, old, Interest::NONE);
         }
         for &idx in &list {
-            let e = &mut self.watchers[idx as usize];
+            let e = &mut self.watchers[idx];
             e.active = false;
             if e.keepalive {
                 self.active_refs -= 1;
@@ -595,7 +595,7 @@ impl<'s, S> Loop<'s, S> {
         }
         let mut j = 0;
         while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers().get(j)) {
-            let interest = match self.watchers[idx as usize].kind {
+            let interest = match self.watchers[idx].kind {
                 Kind::Io { interest, .. } => interest,
                 _ => unreachable!("non-io watcher on an fd"),
             };
@@ -623,7 +623,7 @@ impl<'s, S> Loop<'s, S> {
             if top.at > now {
                 break;
             }
-            let Kind::Timer { repeat, .. } = self.watchers[top.idx as usize].kind else {
+            let Kind::Timer { repeat, .. } = self.watchers[top.idx].kind else {
                 unreachable!("non-timer in the timer heap")
             };
             if repeat > 0 {
@@ -659,7 +659,7 @@ impl<'s, S> Loop<'s, S> {
     /// live watcher (stop and remove cancel it).
     #[inline]
     fn invoke(&mut self, idx: u32, ready: Ready, observed: bool, state: &mut S) {
-        let e = &mut self.watchers[idx as usize];
+        let e = &mut self.watchers[idx];
         e.pending = NOT_PENDING;
         let gen = e.gen;
         let Some(mut cb) = e.cb.take() else {
@@ -671,7 +671,7 @@ impl<'s, S> Loop<'s, S> {
         }
         cb.call(self, state, Key { idx, gen }, ready);
         // Put the callback back unless the watcher was removed meanwhile.
-        match self.watchers.get_mut(idx as usize) {
+        match self.watchers.get_mut(idx) {
             Some(e) if e.gen == gen => {
                 e.cb = Some(cb);
                 if e.deferred.is_some() {
@@ -687,7 +687,7 @@ impl<'s, S> Loop<'s, S> {
     /// recursing or being dropped.
     #[cold]
     fn defer(&mut self, idx: u32, ready: Ready) {
-        let e = &mut self.watchers[idx as usize];
+        let e = &mut self.watchers[idx];
         match &mut e.deferred {
             Some(held) => *held |= ready,
             None => {
@@ -700,7 +700,7 @@ impl<'s, S> Loop<'s, S> {
     /// Queues the event a watcher received while its callback ran.
     #[cold]
     fn requeue_deferred(&mut self, idx: u32) {
-        if let Some(ready) = self.watchers[idx as usize].deferred.take() {
+        if let Some(ready) = self.watchers[idx].deferred.take() {
             self.deferred_count -= 1;
             self.queue(idx, ready);
         }
@@ -711,7 +711,7 @@ impl<'s, S> Loop<'s, S> {
     #[cold]
     fn observe_dispatch(&mut self, idx: u32, ready: Ready) {
         if self.trace_dispatch {
-            if let Kind::Io { fd, .. } = self.watchers[idx as usize].kind {
+            if let Kind::Io { fd, .. } = self.watchers[idx].kind {
                 self.backend.dispatched(fd, ready);
             }
         }
@@ -721,7 +721,7 @@ impl<'s, S> Loop<'s, S> {
     /// Takes a watcher out of its active structure (fd list, heap, list).
     /// Does not touch a pending invocation.
     pub(crate) fn deactivate(&mut self, idx: u32) {
-        let e = &mut self.watchers[idx as usize];
+        let e = &mut self.watchers[idx];
         if !e.active {
             return;
         }
@@ -745,7 +745,7 @@ impl<'s, S> Loop<'s, S> {
     /// this cannot fail (trigger conflicts).
     pub(crate) fn activate(&mut self, idx: u32) {
         let now = self.now_ns;
-        let e = &mut self.watchers[idx as usize];
+        let e = &mut self.watchers[idx];
         if e.active {
             return;
         }
@@ -817,24 +817,19 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
 /// Queues an invocation, merging with one already queued (libev ORs the
 /// events into the existing pending entry the same way).
 #[inline]
-fn queue<S>(
-    watchers: &mut Slab<Entry<'_, S>>,
-    pending: &mut PendingQueues,
-    idx: u32,
-    ready: Ready,
-) {
-    queue_entry(&mut watchers[idx as usize], pending, idx, ready)
+fn queue<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
+    queue_entry(&mut watchers[idx], pending, idx, ready)
 }
 
 /// Queues an io event for one watcher, if its interest lets it through.
 #[inline]
 fn queue_io<S>(
-    watchers: &mut Slab<Entry<'_, S>>,
+    watchers: &mut Registry<'_, S>,
     pending: &mut PendingQueues,
     idx: u32,
     ready: Ready,
 ) {
-    let e = &mut watchers[idx as usize];
+    let e = &mut watchers[idx];
     let r = ready & e.io_mask;
     if !r.is_empty() {
         queue_entry(e, pending, idx, r);
@@ -850,7 +845,7 @@ fn queue_entry<S>(e: &mut Entry<'_, S>, pending: &mut PendingQueues, idx: u32, r
     }
 }
 
-fn queue_list<S>(watchers: &mut Slab<Entry<'_, S>>, pending: &mut PendingQueues, list: &[u32]) {
+fn queue_list<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, list: &[u32]) {
     for &idx in list {
         queue(watchers, pending, idx, Ready::EMPTY);
     }

@@ -42,6 +42,7 @@ mod event_loop;
 mod fd_table;
 mod interest;
 mod pending;
+mod registry;
 mod source;
 mod timer_heap;
 mod watch;

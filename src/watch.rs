@@ -254,7 +254,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn remove(&mut self, h: impl Handle) -> Result<()> {
         self.stop(h)?;
-        let e = self.watchers.remove(h.key().idx as usize);
+        let e = self.watchers.remove(h.key().idx);
         if let Kind::Io { fd, .. } = e.kind {
             self.forget_fd_if_unwatched(fd);
         }
@@ -283,7 +283,7 @@ impl<'s, S> Loop<'s, S> {
             Some(_) => return Err(Error::SourceType),
         }
         self.stop(io)?;
-        let e = self.watchers.remove(io.0.idx as usize);
+        let e = self.watchers.remove(io.0.idx);
         if let Kind::Io { fd, .. } = e.kind {
             self.forget_fd_if_unwatched(fd);
         }
@@ -435,7 +435,7 @@ impl<'s, S> Loop<'s, S> {
             return Ok(());
         }
         self.check_interest(fd, interest, Some(io.0.idx))?;
-        let e = &mut self.watchers[io.0.idx as usize];
+        let e = &mut self.watchers[io.0.idx];
         if let Kind::Io { interest: i, .. } = &mut e.kind {
             *i = interest;
         }
@@ -545,7 +545,7 @@ impl<'s, S> Loop<'s, S> {
         if active {
             self.timers.reschedule(idx, at, self.timer_seq);
         } else {
-            let e = &mut self.watchers[idx as usize];
+            let e = &mut self.watchers[idx];
             e.active = true;
             if e.keepalive {
                 self.active_refs += 1;
@@ -597,7 +597,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// Cancels a queued invocation of `idx`, if any.
     fn cancel_pending(&mut self, idx: u32) -> Ready {
-        let e = &mut self.watchers[idx as usize];
+        let e = &mut self.watchers[idx];
         let deferred = match e.deferred.take() {
             Some(ready) => {
                 self.deferred_count -= 1;
@@ -658,7 +658,7 @@ impl<'s, S> Loop<'s, S> {
             for &w in anfd.watchers().iter().filter(|&&w| Some(w) != except) {
                 if let Kind::Io {
                     interest: other, ..
-                } = self.watchers[w as usize].kind
+                } = self.watchers[w].kind
                 {
                     if other.trigger() != trigger {
                         return Err(Error::TriggerConflict {

@@ -1,6 +1,6 @@
 //! Watcher handles and the registry entry behind each of them.
 //!
-//! Every watcher lives in one slab, whatever its kind; a handle is the slab
+//! Every watcher lives in one registry (`registry.rs`), whatever its kind; a handle is its
 //! index plus a generation drawn from a loop-wide counter. A handle whose
 //! generation does not match the entry in its slot (the watcher was removed
 //! and the slot reused) is refused with [`Error::StaleHandle`] and never
@@ -13,6 +13,7 @@ use std::marker::PhantomData;
 use std::os::fd::RawFd;
 
 use crate::pending::{PendingSlot, NOT_PENDING};
+use crate::registry::Registry;
 use crate::{Error, Interest, Loop, Ready, Result, Source};
 
 /// Slab index and generation of a watcher.
@@ -318,11 +319,11 @@ impl<S> Entry<'_, S> {
 
 /// Looks up a live watcher by handle, refusing stale ones.
 pub(crate) fn lookup<'a, 's, S>(
-    slab: &'a slab::Slab<Entry<'s, S>>,
+    watchers: &'a Registry<'s, S>,
     h: &impl Handle,
 ) -> Result<&'a Entry<'s, S>> {
     let k = h.key();
-    match slab.get(k.idx as usize) {
+    match watchers.get(k.idx) {
         Some(e) if e.gen == k.gen => Ok(e),
         _ => Err(Error::StaleHandle { kind: h.kind() }),
     }
@@ -330,11 +331,11 @@ pub(crate) fn lookup<'a, 's, S>(
 
 /// Mutable [`lookup`].
 pub(crate) fn lookup_mut<'a, 's, S>(
-    slab: &'a mut slab::Slab<Entry<'s, S>>,
+    watchers: &'a mut Registry<'s, S>,
     h: &impl Handle,
 ) -> Result<&'a mut Entry<'s, S>> {
     let k = h.key();
-    match slab.get_mut(k.idx as usize) {
+    match watchers.get_mut(k.idx) {
         Some(e) if e.gen == k.gen => Ok(e),
         _ => Err(Error::StaleHandle { kind: h.kind() }),
     }
