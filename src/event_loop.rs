@@ -789,7 +789,7 @@ impl<'s, S> Loop<'s, S> {
             deferred: None,
             cb: Some(cb),
             kind,
-        }) as u32;
+        });
         Key { idx, gen }
     }
 
