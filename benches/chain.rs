@@ -10,7 +10,9 @@
 //! the throughput line is events per second.
 //!
 //! Rows besides the backends:
-//! - `bare`: the same reads and writes with no loop at all (the floor);
+//! - `bare`: the same reads and writes with no loop at all, through `std`'s
+//!   `Read`/`Write`; `fdio`: the same through `evloop::backends::fd_io`
+//!   (the calls the loop's callbacks make: the floor);
 //! - `mio`: the same workload on mio 1.x (epoll, edge-triggered; no
 //!   timers, so plain only).
 //!
@@ -90,6 +92,10 @@ fn chain(c: &mut Criterion) {
                 let mut b = bare(shape);
                 group.bench_function("bare", |bn| {
                     bn.iter_custom(|iters| time_runs(iters, || b.run(), || {}))
+                });
+                let mut f = bare(shape);
+                group.bench_function("fdio", |bn| {
+                    bn.iter_custom(|iters| time_runs(iters, || f.run_fd_io(), || {}))
                 });
                 match mio_chain::build(shape) {
                     Ok(mut m) => {

@@ -91,7 +91,7 @@ def chain_table():
     print("bench.c chains, wall time per event (ns):\n")
     print(row(["backend"] + [heads[c] for c in cols]))
     print(row(["---"] + ["---:"] * len(cols)))
-    for b in BACKENDS + ["mio", "bare"]:
+    for b in BACKENDS + ["mio", "bare", "fdio"]:
         cells = []
         for shape, mode in cols:
             e = estimate(f"chain_{shape}_{mode}", b)
