@@ -24,7 +24,7 @@ mod chain_workload;
 #[path = "mio_chain.rs"]
 mod mio_chain;
 
-use chain_workload::{bare, raise_fd_limit, Shape};
+use chain_workload::{bare, bare_fd, raise_fd_limit, Shape};
 
 fn main() {
     let args: Vec<String> = std::env::args()
@@ -46,7 +46,7 @@ fn main() {
     let outcome = match which {
         "bare" => bare(shape).run(),
         "libc" => bare(shape).run_libc(),
-        "fdio" => bare(shape).run_fd_io(),
+        "fdio" => bare_fd(shape).run_fd_io(),
         "mio" => mio_chain::build(shape).expect("mio setup").run(),
         other => {
             eprintln!("unknown baseline {other:?}: use bare, libc, fdio or mio");

@@ -27,7 +27,7 @@ mod mio_chain;
 
 use std::time::Duration;
 
-use chain_workload::{bare, on_os, on_sim_world, raise_fd_limit, Outcome, Shape};
+use chain_workload::{bare, bare_fd, on_os, on_sim_world, raise_fd_limit, Outcome, Shape};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 
 /// Writes per run.
@@ -93,7 +93,7 @@ fn chain(c: &mut Criterion) {
                 group.bench_function("bare", |bn| {
                     bn.iter_custom(|iters| time_runs(iters, || b.run(), || {}))
                 });
-                let mut f = bare(shape);
+                let mut f = bare_fd(shape);
                 group.bench_function("fdio", |bn| {
                     bn.iter_custom(|iters| time_runs(iters, || f.run_fd_io(), || {}))
                 });

@@ -12,6 +12,7 @@
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -60,7 +61,9 @@ pub trait ChainIo {
     fn write_byte(&mut self) -> std::io::Result<usize>;
 }
 
-impl ChainIo for UnixStream {
+/// The OS sockets are held as plain `OwnedFd`s: their `as_fd` inlines,
+/// where `UnixStream::as_fd` is an out-of-line call into `std`.
+impl ChainIo for OwnedFd {
     #[inline]
     fn read_byte(&mut self) -> std::io::Result<usize> {
         evloop::backends::fd_io::read(&*self, &mut [0u8; 1])
@@ -106,7 +109,7 @@ fn on_readable<R: ChainIo, W: ChainIo>(
     }
 }
 
-impl<'s, W: ChainIo + Write + 's> Bench<'s, W> {
+impl<'s, W: ChainIo + 's> Bench<'s, W> {
     fn build<R: Source + ChainIo + 'static>(
         mut lp: Loop<'s, State<W>>,
         ends: Vec<(R, W)>,
@@ -153,7 +156,7 @@ impl<'s, W: ChainIo + Write + 's> Bench<'s, W> {
         let space = pairs / active;
         let start = Instant::now();
         for c in 0..active {
-            st.writers[c * space].write_all(b"e").unwrap();
+            assert_eq!(st.writers[c * space].write_byte().unwrap(), 1);
         }
         let outcome = self.lp.run(RunMode::Default, st).unwrap();
         assert_eq!(outcome, evloop::RunOutcome::Broken, "every byte arrives");
@@ -166,14 +169,14 @@ impl<'s, W: ChainIo + Write + 's> Bench<'s, W> {
 
 /// The workload on an OS backend ("epoll", "poll", "select", ...), with
 /// real non-blocking Unix socket pairs.
-pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, UnixStream>> {
+pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, OwnedFd>> {
     let lp = Loop::builder().backend(backend).build()?;
     let ends = (0..shape.pairs)
         .map(|_| {
             let (r, w) = UnixStream::pair().expect("socketpair (raise RLIMIT_NOFILE?)");
             r.set_nonblocking(true).unwrap();
             w.set_nonblocking(true).unwrap();
-            (r, w)
+            (OwnedFd::from(r), OwnedFd::from(w))
         })
         .collect();
     Bench::build(lp, ends, shape)
@@ -203,9 +206,9 @@ pub fn on_sim_world(shape: Shape) -> (Bench<'static, SimSocket>, Sim) {
 /// same non-blocking Unix socket pairs), the bytes visited round-robin as
 /// the loop would dispatch them. Its cost per event is the floor that any
 /// loop adds to; `benches/callgrind.sh bare` counts its instructions.
-pub struct Bare {
-    readers: Vec<UnixStream>,
-    writers: Vec<UnixStream>,
+pub struct Bare<T = UnixStream> {
+    readers: Vec<T>,
+    writers: Vec<T>,
     /// The pair each chain's byte is in (`usize::MAX`: chain finished).
     at: Vec<usize>,
     shape: Shape,
@@ -227,6 +230,18 @@ pub fn bare(shape: Shape) -> Bare {
         writers,
         at: vec![usize::MAX; shape.active],
         shape,
+    }
+}
+
+/// [`bare`] with the sockets held as `OwnedFd`s, as the loop's workload
+/// holds them, for [`Bare::run_fd_io`].
+pub fn bare_fd(shape: Shape) -> Bare<OwnedFd> {
+    let b = bare(shape);
+    Bare {
+        readers: b.readers.into_iter().map(OwnedFd::from).collect(),
+        writers: b.writers.into_iter().map(OwnedFd::from).collect(),
+        at: b.at,
+        shape: b.shape,
     }
 }
 
@@ -261,21 +276,25 @@ impl Bare {
             },
         )
     }
+}
 
+impl Bare<OwnedFd> {
     /// [`Bare::run`] with the calls the loop's callbacks make on OS
-    /// sockets (`evloop::backends::fd_io`, one `read(2)`/`write(2)` each):
-    /// the floor the loop's own cost is measured against.
+    /// sockets (`evloop::backends::fd_io`, one `read(2)`/`write(2)` each,
+    /// on `OwnedFd`s): the floor the loop's own cost is measured against.
     pub fn run_fd_io(&mut self) -> Outcome {
         self.run_with(
             |r| r.read_byte().ok() == Some(1),
             |w| assert_eq!(w.write_byte().expect("write"), 1, "write"),
         )
     }
+}
 
+impl<T> Bare<T> {
     fn run_with(
         &mut self,
-        mut read_one: impl FnMut(&mut UnixStream) -> bool,
-        mut write_one: impl FnMut(&mut UnixStream),
+        mut read_one: impl FnMut(&mut T) -> bool,
+        mut write_one: impl FnMut(&mut T),
     ) -> Outcome {
         let Shape {
             pairs,

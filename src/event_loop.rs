@@ -25,6 +25,9 @@ pub const MIN_PRIORITY: i32 = -2;
 /// The highest priority a watcher can have (see [`MIN_PRIORITY`]).
 pub const MAX_PRIORITY: i32 = 2;
 
+/// The pending queue of priority 0, every watcher's initial priority.
+pub(crate) const DEFAULT_QUEUE: u8 = (0 - MIN_PRIORITY) as u8;
+
 /// How [`Loop::run`] runs.
 ///
 /// ```
@@ -121,7 +124,7 @@ pub struct Loop<'s, S = ()> {
     pub(crate) idles: Vec<u32>,
     pub(crate) prepares: Vec<u32>,
     pub(crate) checks: Vec<u32>,
-    events: Vec<PollEvent>,
+    pub(crate) events: Vec<PollEvent>,
     /// The cached loop time, in nanoseconds (what the timer heap keys on).
     pub(crate) now_ns: u64,
     pub(crate) active_refs: usize,
@@ -133,6 +136,16 @@ pub struct Loop<'s, S = ()> {
     /// Watchers holding an event that arrived while their callback ran
     /// (counted as pending).
     pub(crate) deferred_count: usize,
+    /// `events[batch_pos..batch_end]` are io events being dispatched
+    /// directly, without pending entries (io_batch.rs).
+    pub(crate) batch_pos: usize,
+    pub(crate) batch_end: usize,
+    /// Active io watchers that rule out direct dispatch
+    /// ([`Entry::blocks_direct_dispatch`]: a priority other than the
+    /// default, or one-shot).
+    pub(crate) io_blocking_direct: usize,
+    /// Whether direct dispatch may be used ([`Loop::set_direct_dispatch`]).
+    pub(crate) direct_dispatch: bool,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -181,6 +194,10 @@ impl<'s, S> Loop<'s, S> {
             break_req: None,
             trace_dispatch,
             deferred_count: 0,
+            batch_pos: 0,
+            batch_end: 0,
+            io_blocking_direct: 0,
+            direct_dispatch: true,
         }
     }
 
@@ -240,7 +257,27 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.pending_count(), 1);
     /// ```
     pub fn pending_count(&self) -> usize {
-        self.pending.len() + self.deferred_count
+        self.pending.len() + self.deferred_count + self.batch_pending_count()
+    }
+
+    /// Turns direct dispatch of io events on (the default) or off.
+    ///
+    /// When every active io watcher has the default priority, the loop
+    /// invokes io callbacks straight from the backend's poll results instead
+    /// of queuing a pending entry for each first; anything that could
+    /// observe the difference makes it queue the rest first, so the order
+    /// of callbacks and every pending-state query are the same either way
+    /// (`docs/architecture.md`). The switch exists to check exactly that:
+    /// the tests run programs both ways and compare.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.set_direct_dispatch(false); // every io event becomes a pending entry first
+    /// ```
+    pub fn set_direct_dispatch(&mut self, on: bool) {
+        self.settle_batch();
+        self.direct_dispatch = on;
     }
 
     /// How many iterations ran (the backend was polled this many times).
@@ -309,6 +346,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.reinit_after_fork().unwrap();
     /// ```
     pub fn reinit_after_fork(&mut self) -> Result<()> {
+        self.settle_batch();
         let name = self.backend.name();
         self.backend.reinit().map_err(|source| Error::Backend {
             backend: name,
@@ -354,6 +392,8 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(log, ["prepare", "timer", "check"]);
     /// ```
     pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
+        // A nested run invokes what its caller's iteration left pending.
+        self.settle_batch();
         if self.active_refs == 0 && self.pending.is_empty() {
             return Ok(RunOutcome::NoActiveWatchers);
         }
@@ -414,9 +454,14 @@ impl<'s, S> Loop<'s, S> {
                 return Ok(RunOutcome::Stalled);
             }
 
-            self.queue_io_events();
+            if self.can_dispatch_directly() {
+                (self.batch_pos, self.batch_end) = (0, self.events.len());
+            } else {
+                self.queue_io_events_from(0);
+            }
             self.expire_timers();
-            if self.pending.is_empty() && !self.idles.is_empty() {
+            if !self.idles.is_empty() && self.pending.is_empty() && self.batch_pending_count() == 0
+            {
                 queue_list(&mut self.watchers, &mut self.pending, &self.idles);
             }
             if !self.checks.is_empty() {
@@ -517,6 +562,9 @@ impl<'s, S> Loop<'s, S> {
             if e.keepalive {
                 self.active_refs -= 1;
             }
+            if e.blocks_direct_dispatch() {
+                self.io_blocking_direct -= 1;
+            }
             let interest = match e.kind {
                 Kind::Io { interest, .. } => interest,
                 _ => Interest::NONE,
@@ -532,9 +580,9 @@ impl<'s, S> Loop<'s, S> {
         self.fds.get_mut(fd).recycle_watchers(list);
     }
 
-    /// Turns the backend's readiness reports into pending io callbacks.
-    fn queue_io_events(&mut self) {
-        let mut from = 0;
+    /// Turns the backend's readiness reports, from `events[from]` on, into
+    /// pending io callbacks.
+    pub(crate) fn queue_io_events_from(&mut self, mut from: usize) {
         loop {
             let stop = self.queue_io_events_fast(from);
             let Some(&PollEvent { fd, ready }) = self.events.get(stop) else {
@@ -644,7 +692,16 @@ impl<'s, S> Loop<'s, S> {
         // Whether each dispatch must be reported (to the backend or to a
         // `tracing` subscriber): decided once per call, not per event.
         let observed = self.trace_dispatch || tracing::level_enabled!(tracing::Level::TRACE);
-        while let Some(q) = self.pending.highest() {
+        loop {
+            // Directly dispatched io events come after every queue above the
+            // default priority and before the default queue.
+            if self.batch_active() && !self.pending.has_above(DEFAULT_QUEUE as usize) {
+                self.run_batch(observed, state);
+                continue;
+            }
+            let Some(q) = self.pending.highest() else {
+                break;
+            };
             while let Some(p) = self.pending.next_in(q) {
                 self.invoke(p.idx, p.ready, observed, state);
                 if self.pending.has_above(q) {
@@ -657,8 +714,8 @@ impl<'s, S> Loop<'s, S> {
 
     /// Runs one pending watcher's callback. A live pending entry names a
     /// live watcher (stop and remove cancel it).
-    #[inline]
-    fn invoke(&mut self, idx: u32, ready: Ready, observed: bool, state: &mut S) {
+    #[inline(always)]
+    pub(crate) fn invoke(&mut self, idx: u32, ready: Ready, observed: bool, state: &mut S) {
         let e = &mut self.watchers[idx];
         e.pending = NOT_PENDING;
         let gen = e.gen;
@@ -673,7 +730,11 @@ impl<'s, S> Loop<'s, S> {
         // Put the callback back unless the watcher was removed meanwhile.
         match self.watchers.get_mut(idx) {
             Some(e) if e.gen == gen => {
-                e.cb = Some(cb);
+                // The slot is empty: the callback was taken out above and
+                // only this frame puts it back. So there is nothing to drop;
+                // forgetting the `None` saves testing it on every event.
+                debug_assert!(e.cb.is_none());
+                std::mem::forget(e.cb.replace(cb));
                 if e.deferred.is_some() {
                     self.requeue_deferred(idx);
                 }
@@ -731,6 +792,9 @@ impl<'s, S> Loop<'s, S> {
         }
         match e.kind {
             Kind::Io { fd, .. } => {
+                if e.blocks_direct_dispatch() {
+                    self.io_blocking_direct -= 1;
+                }
                 self.fds.get_mut(fd).remove_watcher(idx);
                 self.fds.mark_changed(fd);
             }
@@ -752,6 +816,9 @@ impl<'s, S> Loop<'s, S> {
         e.active = true;
         if e.keepalive {
             self.active_refs += 1;
+        }
+        if e.blocks_direct_dispatch() {
+            self.io_blocking_direct += 1;
         }
         match &mut e.kind {
             Kind::Io { fd, interest } => {
@@ -778,7 +845,7 @@ impl<'s, S> Loop<'s, S> {
         self.next_gen += 1;
         let idx = self.watchers.insert(Entry {
             gen,
-            queue: (0 - MIN_PRIORITY) as u8,
+            queue: DEFAULT_QUEUE,
             active: false,
             keepalive: true,
             pending: NOT_PENDING,

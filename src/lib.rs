@@ -41,6 +41,7 @@ mod error;
 mod event_loop;
 mod fd_table;
 mod interest;
+mod io_batch;
 mod pending;
 mod registry;
 mod source;

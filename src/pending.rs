@@ -142,6 +142,30 @@ impl PendingQueues {
         }
     }
 
+    /// Whether queue `q` has unread entries (tombstones included).
+    #[inline]
+    pub fn has_entries_in(&self, q: u8) -> bool {
+        self.nonempty & (1 << (q as usize & QUEUE_MASK)) != 0
+    }
+
+    /// Empties queue `q`, returning its unread live entries in order (their
+    /// watchers' slots are then stale: the caller re-queues them).
+    pub fn take_unread(&mut self, q: u8) -> Vec<Pending> {
+        let q = q as usize & QUEUE_MASK;
+        let head = std::mem::take(&mut self.heads[q]);
+        let list = &mut self.queues[q];
+        let mut live = Vec::with_capacity(list.len().saturating_sub(head));
+        for p in list.drain(..).skip(head) {
+            if p.idx == CANCELLED {
+                self.cancelled -= 1;
+            } else {
+                live.push(p);
+            }
+        }
+        self.nonempty &= !(1 << q);
+        live
+    }
+
     /// Takes the oldest live invocation of the highest non-empty priority.
     #[cfg(test)]
     pub fn pop(&mut self) -> Option<Pending> {
@@ -179,5 +203,20 @@ mod tests {
         assert_eq!((q.len(), q.highest()), (0, None));
         // Emptied queues start again at position 1.
         assert_eq!(q.push(0, 9, Ready::EMPTY), 0);
+    }
+
+    #[test]
+    fn take_unread_returns_live_entries_in_order_and_forgets_tombstones() {
+        let mut q = PendingQueues::default();
+        q.push(2, 1, Ready::EMPTY);
+        let s = q.push(2, 2, Ready::EMPTY);
+        q.push(2, 3, Ready::READABLE);
+        q.push(2, 4, Ready::EMPTY);
+        assert_eq!(q.next_in(2).map(|p| p.idx), Some(1));
+        q.cancel(2, s);
+        let got: Vec<u32> = q.take_unread(2).iter().map(|p| p.idx).collect();
+        assert_eq!(got, vec![3, 4]);
+        assert!(!q.has_entries_in(2));
+        assert_eq!((q.len(), q.highest()), (0, None));
     }
 }

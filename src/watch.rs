@@ -45,6 +45,7 @@ impl<'s, S> Loop<'s, S> {
         T: Source + 'static,
         F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>) + 's,
     {
+        self.settle_batch();
         let fd = self.check_source(source.source_fd())?;
         self.check_interest(fd, interest, None)?;
         let cb = Box::new(OwnedIo {
@@ -90,6 +91,7 @@ impl<'s, S> Loop<'s, S> {
         T: Source + ?Sized,
         F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
     {
+        self.settle_batch();
         let fd = self.check_source(source.source_fd())?;
         self.check_interest(fd, interest, None)?;
         let cb = Box::new(BorrowedIo {
@@ -204,6 +206,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(idle).unwrap());
     /// ```
     pub fn start(&mut self, h: impl Handle) -> Result<()> {
+        self.settle_for(&h);
         let e = lookup(&self.watchers, &h)?;
         if e.active {
             return Ok(());
@@ -233,6 +236,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(n, 0);
     /// ```
     pub fn stop(&mut self, h: impl Handle) -> Result<()> {
+        self.settle_for(&h);
         lookup(&self.watchers, &h)?;
         let idx = h.key().idx;
         self.cancel_pending(idx);
@@ -253,6 +257,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(matches!(lp.remove(idle), Err(Error::StaleHandle { kind: "idle" })));
     /// ```
     pub fn remove(&mut self, h: impl Handle) -> Result<()> {
+        self.settle_for(&h);
         self.stop(h)?;
         let e = self.watchers.remove(h.key().idx);
         if let Kind::Io { fd, .. } = e.kind {
@@ -276,6 +281,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(sock.name(), "a");
     /// ```
     pub fn into_source<T: 'static>(&mut self, io: Io) -> Result<T> {
+        self.settle_batch();
         let e = lookup(&self.watchers, &io)?;
         match &e.cb {
             None => return Err(Error::Busy),
@@ -319,7 +325,13 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn is_pending(&self, h: impl Handle) -> Result<bool> {
         let e = lookup(&self.watchers, &h)?;
-        Ok(e.is_queued() || e.deferred.is_some())
+        // An io event not yet queued because it is dispatched directly
+        // (io_batch.rs) is pending all the same.
+        let in_batch = match e.kind {
+            Kind::Io { fd, .. } if e.active => self.batch_holds(fd, e.io_mask),
+            _ => false,
+        };
+        Ok(e.is_queued() || e.deferred.is_some() || in_batch)
     }
 
     /// Sets the priority, from [`MIN_PRIORITY`] to [`MAX_PRIORITY`]
@@ -335,6 +347,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(matches!(lp.set_priority(c, 3), Err(Error::InvalidPriority(3))));
     /// ```
     pub fn set_priority(&mut self, h: impl Handle, priority: i32) -> Result<()> {
+        self.settle_for(&h);
         if !(MIN_PRIORITY..=MAX_PRIORITY).contains(&priority) {
             return Err(Error::InvalidPriority(priority));
         }
@@ -343,7 +356,11 @@ impl<'s, S> Loop<'s, S> {
         if e.queue == queue {
             return Ok(());
         }
+        let blocked_before = e.active && e.blocks_direct_dispatch();
         let old_queue = std::mem::replace(&mut e.queue, queue);
+        let blocks_now = e.active && e.blocks_direct_dispatch();
+        self.recount_blocking_direct(blocked_before, blocks_now);
+        let e = &mut self.watchers[h.key().idx];
         if let Some(slot) = e.take_pending() {
             let ready = self.pending.cancel(old_queue, slot);
             self.queue(h.key().idx, ready);
@@ -409,6 +426,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(log, ["r"]);
     /// ```
     pub fn feed_event(&mut self, h: impl Handle, ready: Ready) -> Result<()> {
+        self.settle_for(&h);
         lookup(&self.watchers, &h)?;
         self.queue(h.key().idx, ready);
         Ok(())
@@ -426,6 +444,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.interest(io).unwrap(), Interest::BOTH);
     /// ```
     pub fn set_interest(&mut self, io: Io, interest: Interest) -> Result<()> {
+        self.settle_batch();
         let e = lookup(&self.watchers, &io)?;
         let (Kind::Io { fd, interest: old }, active) = (&e.kind, e.active) else {
             unreachable!("io handle to a non-io watcher")
@@ -436,10 +455,13 @@ impl<'s, S> Loop<'s, S> {
         }
         self.check_interest(fd, interest, Some(io.0.idx))?;
         let e = &mut self.watchers[io.0.idx];
+        let blocked_before = active && e.blocks_direct_dispatch();
         if let Kind::Io { interest: i, .. } = &mut e.kind {
             *i = interest;
         }
         e.io_mask = Ready::receive_mask(interest);
+        let blocks_now = active && e.blocks_direct_dispatch();
+        self.recount_blocking_direct(blocked_before, blocks_now);
         if active {
             self.fds.get_mut(fd).oneshot = interest.is_oneshot();
             self.fds.mark_changed(fd);
@@ -591,6 +613,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
+        self.settle_for(&h);
         lookup(&self.watchers, &h)?;
         Ok(self.cancel_pending(h.key().idx))
     }

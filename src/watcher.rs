@@ -12,6 +12,7 @@ use std::any::{Any, TypeId};
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
 
+use crate::event_loop::DEFAULT_QUEUE;
 use crate::pending::{PendingSlot, NOT_PENDING};
 use crate::registry::Registry;
 use crate::{Error, Interest, Loop, Ready, Result, Source};
@@ -26,6 +27,9 @@ pub struct Key {
 
 pub(crate) mod sealed {
     pub trait Sealed {
+        /// Whether this is an io handle (io operations settle a direct
+        /// dispatch batch first; see io_batch.rs).
+        const IO: bool;
         fn key(&self) -> super::Key;
     }
 }
@@ -52,11 +56,12 @@ pub trait Handle: sealed::Sealed + Copy + std::fmt::Debug {
 }
 
 macro_rules! handle {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $io:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
         pub struct $name(pub(crate) Key);
         impl sealed::Sealed for $name {
+            const IO: bool = $io;
             fn key(&self) -> Key {
                 self.0
             }
@@ -86,7 +91,8 @@ handle!(
     /// assert_eq!(lp.interest(io).unwrap(), Interest::READABLE);
     /// ```
     Io,
-    "io"
+    "io",
+    true
 );
 handle!(
     /// Handle to a timer watcher, returned by [`Loop::timer`].
@@ -99,7 +105,8 @@ handle!(
     /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(1));
     /// ```
     Timer,
-    "timer"
+    "timer",
+    false
 );
 handle!(
     /// Handle to an idle watcher, returned by [`Loop::idle`].
@@ -112,7 +119,8 @@ handle!(
     /// assert!(lp.is_active(idle).is_err());
     /// ```
     Idle,
-    "idle"
+    "idle",
+    false
 );
 handle!(
     /// Handle to a prepare watcher, returned by [`Loop::prepare`].
@@ -124,7 +132,8 @@ handle!(
     /// assert!(lp.is_active(p).unwrap());
     /// ```
     Prepare,
-    "prepare"
+    "prepare",
+    false
 );
 handle!(
     /// Handle to a check watcher, returned by [`Loop::check`].
@@ -136,7 +145,8 @@ handle!(
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     Check,
-    "check"
+    "check",
+    false
 );
 
 /// What an io callback receives.
@@ -306,6 +316,18 @@ impl<S> Entry<'_, S> {
     #[inline]
     pub fn is_queued(&self) -> bool {
         self.pending != NOT_PENDING
+    }
+
+    /// Whether this watcher, while active, rules out dispatching io events
+    /// straight from the poll results (io_batch.rs): an io watcher with a
+    /// priority other than the default (its events must be ordered against
+    /// other priorities) or one-shot (it is disarmed when its event is
+    /// queued, which must happen before any callback runs).
+    pub fn blocks_direct_dispatch(&self) -> bool {
+        match self.kind {
+            Kind::Io { interest, .. } => self.queue != DEFAULT_QUEUE || interest.is_oneshot(),
+            _ => false,
+        }
     }
 
     /// Forgets the queued invocation's slot, returning it.

@@ -1,0 +1,344 @@
+//! Direct dispatch of io events (src/io_batch.rs) must be invisible: random
+//! programs on the simulator, run once with it and once without
+//! (`Loop::set_direct_dispatch(false)`, every io event queued first), must
+//! produce the same callbacks in the same order with the same readiness,
+//! the same answers to every pending-state query, and the same backend
+//! trace.
+//!
+//! The programs mix what could tell the two paths apart: several io
+//! watchers on one fd, non-default priorities, one-shot watchers, invalid
+//! fds, and callbacks that stop, start, remove, feed, clear, re-prioritise
+//! and re-target other io watchers, ask `is_pending` / `pending_count` /
+//! `is_active`,
+//! feed timers at other priorities, and run the loop nested.
+
+use std::io::Read;
+use std::time::Duration;
+
+use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer, Trigger};
+use proptest::prelude::*;
+
+const SOCKETS: usize = 8;
+
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Nothing,
+    Stop(usize),
+    Start(usize),
+    Remove(usize),
+    Feed(usize),
+    Clear(usize),
+    IsPending(usize),
+    IsActive(usize),
+    PendingCount,
+    SetPriority(usize, i32),
+    SetInterest(usize, bool),
+    FeedTimer(usize),
+    StopTimer(usize),
+    NestedRun,
+}
+
+fn action(watchers: usize) -> impl Strategy<Value = Action> {
+    prop_oneof![
+        6 => Just(Action::Nothing),
+        2 => (0..watchers).prop_map(Action::Stop),
+        2 => (0..watchers).prop_map(Action::Start),
+        1 => (0..watchers).prop_map(Action::Remove),
+        2 => (0..watchers).prop_map(Action::Feed),
+        1 => (0..watchers).prop_map(Action::Clear),
+        2 => (0..watchers).prop_map(Action::IsPending),
+        1 => (0..watchers).prop_map(Action::IsActive),
+        2 => Just(Action::PendingCount),
+        1 => (0..watchers, -1i32..=1).prop_map(|(w, p)| Action::SetPriority(w, p)),
+        1 => (0..watchers, any::<bool>()).prop_map(|(w, b)| Action::SetInterest(w, b)),
+        1 => (0..2usize).prop_map(Action::FeedTimer),
+        1 => (0..2usize).prop_map(Action::StopTimer),
+        1 => Just(Action::NestedRun),
+    ]
+}
+
+/// One io watcher of the program.
+#[derive(Debug, Clone)]
+struct WatcherSpec {
+    socket: usize,
+    priority: i32,
+    oneshot: bool,
+    /// What its n-th invocation does: `script[n % len]`.
+    script: Vec<Action>,
+}
+
+/// Something the simulated world does to a socket.
+#[derive(Debug, Clone, Copy)]
+enum WorldEvent {
+    Deliver(usize, u64),
+    ClosePeer(usize, u64),
+    Invalidate(usize, u64),
+    Spurious(u64),
+}
+
+#[derive(Debug, Clone)]
+struct Program {
+    watchers: Vec<WatcherSpec>,
+    world: Vec<WorldEvent>,
+    timer_priorities: [i32; 2],
+}
+
+fn program() -> impl Strategy<Value = Program> {
+    (2usize..=7).prop_flat_map(|n| {
+        let watcher = (
+            0..SOCKETS,
+            prop_oneof![12 => Just(0i32), 1 => Just(1), 1 => Just(-1)],
+            prop_oneof![12 => Just(false), 1 => Just(true)],
+            prop::collection::vec(action(n), 1..4),
+        )
+            .prop_map(|(socket, priority, oneshot, script)| WatcherSpec {
+                socket,
+                priority,
+                oneshot,
+                script,
+            });
+        let world = prop_oneof![
+            8 => (0..SOCKETS, 0u64..3).prop_map(|(s, t)| WorldEvent::Deliver(s, t)),
+            1 => (0..SOCKETS, 0u64..3).prop_map(|(s, t)| WorldEvent::ClosePeer(s, t)),
+            1 => (0..SOCKETS, 0u64..3).prop_map(|(s, t)| WorldEvent::Invalidate(s, t)),
+            1 => (0u64..3).prop_map(WorldEvent::Spurious),
+        ];
+        (
+            prop::collection::vec(watcher, n),
+            prop::collection::vec(world, 2..16),
+            (-1i32..=1, -1i32..=1),
+        )
+            .prop_map(|(watchers, world, (t0, t1))| Program {
+                watchers,
+                world,
+                timer_priorities: [t0, t1],
+            })
+    })
+}
+
+/// What the callbacks see and record.
+struct State {
+    log: Vec<String>,
+    ios: Vec<Io>,
+    timers: Vec<Timer>,
+    scripts: Vec<Vec<Action>>,
+    calls: Vec<usize>,
+}
+
+fn perform(lp: &mut Loop<'_, State>, st: &mut State, me: usize, a: Action) {
+    let line = match a {
+        Action::Nothing => return,
+        Action::Stop(w) => format!(
+            "stop {w}: {:?}",
+            lp.stop(st.ios[w]).map_err(|e| e.to_string())
+        ),
+        Action::Start(w) => format!(
+            "start {w}: {:?}",
+            lp.start(st.ios[w]).map_err(|e| e.to_string())
+        ),
+        Action::Remove(w) if w != me => {
+            format!(
+                "remove {w}: {:?}",
+                lp.remove(st.ios[w]).map_err(|e| e.to_string())
+            )
+        }
+        Action::Remove(_) => return,
+        Action::Feed(w) => format!(
+            "feed {w}: {:?}",
+            lp.feed_event(st.ios[w], Ready::WRITABLE)
+                .map_err(|e| e.to_string())
+        ),
+        Action::Clear(w) => format!(
+            "clear {w}: {:?}",
+            lp.clear_pending(st.ios[w]).map_err(|e| e.to_string())
+        ),
+        Action::IsPending(w) => format!(
+            "is_pending {w}: {:?}",
+            lp.is_pending(st.ios[w]).map_err(|e| e.to_string())
+        ),
+        Action::IsActive(w) => format!(
+            "is_active {w}: {:?} (active count {})",
+            lp.is_active(st.ios[w]).map_err(|e| e.to_string()),
+            lp.active_count()
+        ),
+        Action::PendingCount => format!("pending_count: {}", lp.pending_count()),
+        Action::SetPriority(w, p) => format!(
+            "priority {w} {p}: {:?}",
+            lp.set_priority(st.ios[w], p).map_err(|e| e.to_string())
+        ),
+        Action::SetInterest(w, both) => {
+            let i = if both {
+                Interest::BOTH
+            } else {
+                Interest::READABLE
+            };
+            let i = match lp.interest(st.ios[w]) {
+                Ok(old) => i.with_trigger(old.trigger()),
+                Err(_) => i,
+            };
+            format!(
+                "interest {w}: {:?}",
+                lp.set_interest(st.ios[w], i).map_err(|e| e.to_string())
+            )
+        }
+        Action::FeedTimer(t) => format!(
+            "feed timer {t}: {:?}",
+            lp.feed_event(st.timers[t], Ready::EMPTY)
+                .map_err(|e| e.to_string())
+        ),
+        Action::StopTimer(t) => format!(
+            "stop timer {t}: {:?}",
+            lp.stop(st.timers[t]).map_err(|e| e.to_string())
+        ),
+        Action::NestedRun if lp.depth() == 1 => {
+            format!(
+                "nested: {:?}",
+                lp.run(RunMode::NoWait, st).map_err(|e| e.to_string())
+            )
+        }
+        Action::NestedRun => return,
+    };
+    st.log.push(line);
+}
+
+/// Runs the program and returns everything observable.
+fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
+    let sim = Sim::new();
+    let sockets: Vec<SimSocket> = (0..SOCKETS)
+        .map(|i| sim.socket(&format!("s{i}"), 64))
+        .collect();
+    for ev in &p.world {
+        match *ev {
+            WorldEvent::Deliver(s, t) => sim.deliver(Duration::from_millis(t), &sockets[s], b"x"),
+            WorldEvent::ClosePeer(s, t) => sim.close_peer(Duration::from_millis(t), &sockets[s]),
+            WorldEvent::Invalidate(s, t) => sim.invalidate(Duration::from_millis(t), &sockets[s]),
+            WorldEvent::Spurious(t) => sim.spurious_wakeup(Duration::from_millis(t)),
+        }
+    }
+    let mut st = State {
+        log: Vec::new(),
+        ios: Vec::new(),
+        timers: Vec::new(),
+        scripts: p.watchers.iter().map(|w| w.script.clone()).collect(),
+        calls: vec![0; p.watchers.len()],
+    };
+    let mut lp: Loop<'_, State> = Loop::with_backend(sim.backend());
+    lp.set_direct_dispatch(direct);
+    // Every watcher on one fd shares the trigger mode of the first one.
+    let mut oneshot_of = [None; SOCKETS];
+    for (i, w) in p.watchers.iter().enumerate() {
+        let oneshot = *oneshot_of[w.socket].get_or_insert(w.oneshot);
+        let interest = if oneshot {
+            Interest::READABLE.with_trigger(Trigger::Oneshot)
+        } else {
+            Interest::READABLE
+        };
+        let io = lp
+            .io_borrowed(
+                &sockets[w.socket],
+                interest,
+                move |lp, st: &mut State, ev| {
+                    st.log.push(format!("io {i} {:?}", ev.ready));
+                    let mut buf = [0u8; 8];
+                    let _ = ev.source.read(&mut buf);
+                    let n = st.calls[i];
+                    st.calls[i] += 1;
+                    let script = &st.scripts[i];
+                    let a = script[n % script.len()];
+                    perform(lp, st, i, a);
+                    if st.calls[i] > 20 {
+                        // A watcher that never drains (EOF, error) would run forever.
+                        let _ = lp.stop(ev.watcher);
+                    }
+                },
+            )
+            .unwrap();
+        lp.set_priority(io, w.priority).unwrap();
+        st.ios.push(io);
+    }
+    for (t, &prio) in p.timer_priorities.iter().enumerate() {
+        let timer = lp
+            .timer(
+                Duration::from_millis(3 + t as u64),
+                Duration::ZERO,
+                move |_, st: &mut State, _| {
+                    st.log.push(format!("timer {t}"));
+                },
+            )
+            .unwrap();
+        lp.set_priority(timer, prio).unwrap();
+        st.timers.push(timer);
+    }
+    for _ in 0..30 {
+        match lp.run(RunMode::Once, &mut st) {
+            Ok(RunOutcome::IterationDone) => {}
+            other => {
+                st.log.push(format!("run: {other:?}"));
+                break;
+            }
+        }
+        st.log.push(format!("-- pending {}", lp.pending_count()));
+    }
+    (st.log, sim.trace_lines())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn direct_dispatch_is_invisible(p in program()) {
+        let eager = observe(&p, false);
+        let direct = observe(&p, true);
+        prop_assert_eq!(&direct.0, &eager.0, "callback log differs");
+        prop_assert_eq!(&direct.1, &eager.1, "backend trace differs");
+    }
+}
+
+/// The plain case the optimisation is for, checked to actually take the
+/// direct path: three single-watcher fds, all at the default priority, and
+/// a callback that asks about the others while the batch is in flight.
+#[test]
+fn pending_queries_see_the_rest_of_a_direct_batch() {
+    let sim = Sim::new();
+    let socks: Vec<SimSocket> = (0..3).map(|i| sim.socket(&format!("s{i}"), 0)).collect();
+    for s in &socks {
+        sim.deliver(Duration::from_millis(1), s, b"x");
+    }
+    let mut lp: Loop<'_, Vec<String>> = Loop::with_backend(sim.backend());
+    let mut ios = Vec::new();
+    for (i, s) in socks.iter().enumerate() {
+        ios.push(
+            lp.io_borrowed(
+                s,
+                Interest::READABLE,
+                move |lp, log: &mut Vec<String>, ev| {
+                    let _ = ev.source.read(&mut [0u8; 4]);
+                    log.push(format!("io {i} pending_count {}", lp.pending_count()));
+                },
+            )
+            .unwrap(),
+        );
+    }
+    let (a, c) = (ios[0], ios[2]);
+    // A check watcher asks too: by then the batch is done.
+    lp.check(move |lp, log: &mut Vec<String>, _| {
+        log.push(format!(
+            "check a={} c={}",
+            lp.is_pending(a).unwrap(),
+            lp.is_pending(c).unwrap()
+        ));
+    })
+    .unwrap();
+    let mut log = Vec::new();
+    lp.run(RunMode::Once, &mut log).unwrap();
+    // io 0 runs with io 1, io 2 and the check still pending, and so on.
+    assert_eq!(
+        log,
+        [
+            "io 0 pending_count 3",
+            "io 1 pending_count 2",
+            "io 2 pending_count 1",
+            "check a=false c=false",
+        ]
+    );
+}
