@@ -696,14 +696,18 @@ impl<'s, S> Loop<'s, S> {
             // Directly dispatched io events come after every queue above the
             // default priority and before the default queue.
             if self.batch_active() && !self.pending.has_above(DEFAULT_QUEUE as usize) {
-                self.run_batch(observed, state);
+                if observed {
+                    self.run_batch::<true>(state);
+                } else {
+                    self.run_batch::<false>(state);
+                }
                 continue;
             }
             let Some(q) = self.pending.highest() else {
                 break;
             };
             while let Some(p) = self.pending.next_in(q) {
-                self.invoke(p.idx, p.ready, observed, state);
+                self.invoke::<true>(p.idx, p.ready, observed, state);
                 if self.pending.has_above(q) {
                     // A callback queued something more urgent.
                     break;
@@ -715,9 +719,19 @@ impl<'s, S> Loop<'s, S> {
     /// Runs one pending watcher's callback. A live pending entry names a
     /// live watcher (stop and remove cancel it).
     #[inline(always)]
-    pub(crate) fn invoke(&mut self, idx: u32, ready: Ready, observed: bool, state: &mut S) {
+    /// `QUEUED`: the invocation comes from a pending entry, whose slot the
+    /// watcher forgets (a directly dispatched one has none).
+    pub(crate) fn invoke<const QUEUED: bool>(
+        &mut self,
+        idx: u32,
+        ready: Ready,
+        observed: bool,
+        state: &mut S,
+    ) {
         let e = &mut self.watchers[idx];
-        e.pending = NOT_PENDING;
+        if QUEUED {
+            e.pending = NOT_PENDING;
+        }
         let gen = e.gen;
         let Some(mut cb) = e.cb.take() else {
             self.defer(idx, ready);

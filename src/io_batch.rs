@@ -29,9 +29,8 @@
 //!   `set_priority`, `feed_event`, `clear_pending`, `set_interest`, creating
 //!   an io watcher);
 //! - a nested `run` and `reinit_after_fork`;
-//! - an event the fast walk does not handle (an fd with several watchers;
-//!   one-shot registrations and invalid fds were ruled out up front, but
-//!   the walk checks for them too).
+//! - an event the fast walk does not handle: an fd with several watchers
+//!   (one-shot registrations and invalid fds were ruled out up front).
 //!
 //! `is_pending` and `pending_count` take `&self`, so they count the
 //! remaining events instead. Timer, idle, prepare and check operations
@@ -81,8 +80,10 @@ impl<'s, S> Loop<'s, S> {
     /// Invokes the remaining poll results in order until they run out, a
     /// callback queues something more urgent than the default priority, or
     /// an event needs the eager path (then the rest is materialised).
+    /// `OBSERVED` (dispatches are reported): a constant, so that the common
+    /// unobserved loop does not test it per event.
     #[inline(never)]
-    pub(crate) fn run_batch(&mut self, observed: bool, state: &mut S) {
+    pub(crate) fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
         while self.batch_pos < self.batch_end {
             let i = self.batch_pos;
             self.batch_pos = i + 1;
@@ -90,11 +91,16 @@ impl<'s, S> Loop<'s, S> {
             let Some(anfd) = self.fds.get(fd) else {
                 continue;
             };
+            // Ruled out when the batch began (`can_dispatch_directly`), and
+            // nothing changes an fd's watchers during a batch without
+            // materialising it first.
+            debug_assert!(!ready.is_invalid() && !anfd.oneshot);
             let idx = anfd.single;
-            if idx == NOT_SINGLE || anfd.oneshot || ready.is_invalid() {
-                if idx == NOT_SINGLE && anfd.watchers().is_empty() && !ready.is_invalid() {
+            if idx == NOT_SINGLE {
+                if anfd.watchers().is_empty() {
                     continue;
                 }
+                // Several watchers on the fd: the eager path from here on.
                 self.batch_pos = i;
                 self.materialize_batch();
                 return;
@@ -107,7 +113,7 @@ impl<'s, S> Loop<'s, S> {
             // Nothing queues an io watcher while a batch is in flight:
             // feeding or re-prioritising one materialises the batch first.
             debug_assert!(!e.is_queued(), "io watcher queued during a direct batch");
-            self.invoke(idx, r, observed, state);
+            self.invoke::<false>(idx, r, OBSERVED, state);
             if self.pending.has_above(DEFAULT_QUEUE as usize) {
                 return;
             }

@@ -77,6 +77,10 @@ struct Slot {
     /// earlier (a lazy restart), never later.
     at: u64,
     seq: u64,
+    /// The expiry its node carries (`at`, or earlier after a lazy
+    /// restart): kept here so that a restart compares without touching
+    /// the node. (It also makes a slot 32 bytes, cheap to index.)
+    node_at: u64,
     /// The heap index of its node.
     pos: u32,
 }
@@ -107,6 +111,7 @@ impl TimerHeap {
             }
             self.nodes[0].at = at;
             self.nodes[0].seq = seq;
+            self.slots[top.idx as usize].node_at = at;
             self.sift_down(0);
         }
     }
@@ -122,7 +127,7 @@ impl TimerHeap {
             self.slots.resize(idx as usize + 1, Slot::default());
         }
         let slot = &mut self.slots[idx as usize];
-        (slot.at, slot.seq) = (at, seq);
+        (slot.at, slot.seq, slot.node_at) = (at, seq, at);
         self.nodes.push(Node { at, seq, idx });
         self.sift_up(self.nodes.len() - 1);
     }
@@ -146,10 +151,11 @@ impl TimerHeap {
         let slot = &mut self.slots[idx as usize];
         debug_assert!(seq > slot.seq, "timer sequences must increase");
         (slot.at, slot.seq) = (at, seq);
-        let p = slot.pos as usize;
         // With a larger sequence, the new key is earlier only if the
         // expiry is.
-        if at < self.nodes[p].at {
+        if at < slot.node_at {
+            slot.node_at = at;
+            let p = slot.pos as usize;
             self.move_up(p, at, seq);
         }
     }
@@ -234,6 +240,11 @@ impl TimerHeap {
             assert_eq!(
                 self.slots[n.idx as usize].pos as usize, i,
                 "position of timer {} is stale",
+                n.idx
+            );
+            assert_eq!(
+                self.slots[n.idx as usize].node_at, n.at,
+                "cached node expiry of timer {} is stale",
                 n.idx
             );
             if i > 0 {
