@@ -9,7 +9,7 @@ use crate::registry::Registry;
 use tracing::trace;
 
 use crate::fd_table::{FdTable, NOT_SINGLE};
-use crate::pending::{PendingQueues, NOT_PENDING};
+use crate::pending::{Pending, PendingQueues, NOT_PENDING};
 use crate::timer_heap::{from_ns, to_ns, TimerHeap};
 use crate::watcher::{BoxedCallback, Entry, Key, Kind};
 use crate::{
@@ -146,6 +146,8 @@ pub struct Loop<'s, S = ()> {
     pub(crate) io_blocking_direct: usize,
     /// Whether direct dispatch may be used ([`Loop::set_direct_dispatch`]).
     pub(crate) direct_dispatch: bool,
+    /// Scratch space for materialising a batch (kept for its capacity).
+    pub(crate) requeue_buf: Vec<Pending>,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -198,6 +200,7 @@ impl<'s, S> Loop<'s, S> {
             batch_end: 0,
             io_blocking_direct: 0,
             direct_dispatch: true,
+            requeue_buf: Vec::new(),
         }
     }
 

@@ -145,16 +145,18 @@ impl<'s, S> Loop<'s, S> {
         let from = self.batch_pos;
         self.batch_pos = 0;
         self.batch_end = 0;
-        let later = self.pending.take_unread(DEFAULT_QUEUE);
+        let mut later = std::mem::take(&mut self.requeue_buf);
+        self.pending.take_unread(DEFAULT_QUEUE, &mut later);
         for p in &later {
             self.watchers[p.idx].pending = NOT_PENDING;
         }
         self.queue_io_events_from(from);
-        for p in later {
+        for p in later.drain(..) {
             // If an io event was queued for the same watcher just now, the
             // eager path would have merged this entry into it.
             self.queue(p.idx, p.ready);
         }
+        self.requeue_buf = later;
     }
 
     /// Whether the remaining poll results hold an event for an io watcher

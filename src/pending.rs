@@ -148,22 +148,22 @@ impl PendingQueues {
         self.nonempty & (1 << (q as usize & QUEUE_MASK)) != 0
     }
 
-    /// Empties queue `q`, returning its unread live entries in order (their
-    /// watchers' slots are then stale: the caller re-queues them).
-    pub fn take_unread(&mut self, q: u8) -> Vec<Pending> {
+    /// Empties queue `q`, appending its unread live entries, in order, to
+    /// `out` (their watchers' slots are then stale: the caller re-queues
+    /// them). `out` is the caller's reused buffer, so that this allocates
+    /// nothing in steady state.
+    pub fn take_unread(&mut self, q: u8, out: &mut Vec<Pending>) {
         let q = q as usize & QUEUE_MASK;
         let head = std::mem::take(&mut self.heads[q]);
         let list = &mut self.queues[q];
-        let mut live = Vec::with_capacity(list.len().saturating_sub(head));
         for p in list.drain(..).skip(head) {
             if p.idx == CANCELLED {
                 self.cancelled -= 1;
             } else {
-                live.push(p);
+                out.push(p);
             }
         }
         self.nonempty &= !(1 << q);
-        live
     }
 
     /// Takes the oldest live invocation of the highest non-empty priority.
@@ -214,7 +214,9 @@ mod tests {
         q.push(2, 4, Ready::EMPTY);
         assert_eq!(q.next_in(2).map(|p| p.idx), Some(1));
         q.cancel(2, s);
-        let got: Vec<u32> = q.take_unread(2).iter().map(|p| p.idx).collect();
+        let mut out = Vec::new();
+        q.take_unread(2, &mut out);
+        let got: Vec<u32> = out.iter().map(|p| p.idx).collect();
         assert_eq!(got, vec![3, 4]);
         assert!(!q.has_entries_in(2));
         assert_eq!((q.len(), q.highest()), (0, None));

@@ -119,6 +119,15 @@ struct Stats {
 
 #[test]
 fn steady_state_iterations_allocate_nothing() {
+    // Mixed priorities: every io event becomes a pending entry.
+    steady_state(true);
+    // All at the default priority: io events are dispatched straight from
+    // the poll results, and each callback's `set_interest` turns the rest
+    // of the batch into pending entries (src/io_batch.rs) every iteration.
+    steady_state(false);
+}
+
+fn steady_state(mixed_priorities: bool) {
     let backend = AlwaysReady {
         now: Duration::ZERO,
         interest: Vec::new(),
@@ -143,7 +152,9 @@ fn steady_state_iterations_allocate_nothing() {
                 lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
             })
             .unwrap();
-        lp.set_priority(io, fd % 5 - 2).unwrap();
+        if mixed_priorities {
+            lp.set_priority(io, fd % 5 - 2).unwrap();
+        }
     }
     // Short repeating timers fire and are rescheduled every iteration.
     for _ in 0..10 {
