@@ -61,8 +61,8 @@
 //! direction) adds [`Ready::HUP`]: on the read filter the next read returns
 //! EOF once the buffer is drained. If the filter also carries a socket
 //! error in `fflags`, [`Ready::ERROR`] is added. Both filters of an fd may
-//! report in one wait: that gives two [`PollEvent`]s for the fd, which the
-//! loop merges.
+//! report in one wait: the two are merged into one [`PollEvent`] for the
+//! fd (the loop takes each fd at most once per poll).
 //!
 //! Regular files: kqueue would report `EVFILT_READ` on a regular file while
 //! the file offset is before the end of the file, and `EVFILT_WRITE`
@@ -240,6 +240,11 @@ pub struct Kqueue {
     /// How many events one wait may return, besides change errors.
     room: usize,
     clock: Clock,
+    /// Numbers the `poll` calls, for `reported`.
+    wait_seq: u64,
+    /// `reported[fd]`: the `wait_seq` of the last `poll` that reported the
+    /// fd, and where in `events` (see [`Kqueue::report`]).
+    reported: Vec<(u64, usize)>,
 }
 
 impl Kqueue {
@@ -260,12 +265,33 @@ impl Kqueue {
             out: Vec::with_capacity(INITIAL_EVENTS),
             room: INITIAL_EVENTS,
             clock: Clock::new(),
+            wait_seq: 0,
+            reported: Vec::new(),
         })
     }
 
     /// Queues one change record.
     fn push(&mut self, fd: RawFd, filter: Filter, action: Action) {
         self.changes.push(record(fd, filter, action));
+    }
+
+    /// Appends `ready` for `fd` to `events`, or ORs it into the fd's
+    /// earlier report of this `poll`: both filters of an fd may fire in one
+    /// wait, and the loop takes each fd at most once per poll (the
+    /// `Backend` contract). O(1): `reported` remembers where each fd went.
+    fn report(&mut self, events: &mut Vec<PollEvent>, fd: RawFd, ready: Ready) {
+        let i = fd as usize;
+        if i >= self.reported.len() {
+            self.reported.resize(i + 1, (0, 0));
+        }
+        let (wait, at) = self.reported[i];
+        match events.get_mut(at) {
+            Some(earlier) if wait == self.wait_seq && earlier.fd == fd => earlier.ready |= ready,
+            _ => {
+                self.reported[i] = (self.wait_seq, events.len());
+                events.push(PollEvent { fd, ready });
+            }
+        }
     }
 }
 
@@ -416,6 +442,7 @@ impl Backend for Kqueue {
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
         let deadline = Deadline::new(timeout);
+        self.wait_seq += 1;
         loop {
             let nchanges = self.changes.len();
             // Room for one error record per change, plus room for events.
@@ -487,14 +514,8 @@ impl Backend for Kqueue {
                         err = %io::Error::from_raw_os_error(ev.data as i32),
                         "kqueue refused a registration; reporting the fd invalid"
                     );
-                    let invalid = PollEvent {
-                        fd,
-                        ready: Ready::INVALID,
-                    };
-                    // Both filters of an fd usually fail together.
-                    if events[before..].last() != Some(&invalid) {
-                        events.push(invalid);
-                    }
+                    // Both filters of an fd usually fail together: one report.
+                    self.report(events, fd, Ready::INVALID);
                     continue;
                 }
                 let filter = if ev.filter == libc::EVFILT_READ {
@@ -515,7 +536,7 @@ impl Backend for Kqueue {
                         ready |= Ready::ERROR;
                     }
                 }
-                events.push(PollEvent { fd, ready });
+                self.report(events, fd, ready);
                 if udata & (UD_ADD | UD_ONESHOT) == UD_ADD | UD_ONESHOT {
                     // The kernel deleted this one-shot filter when reporting
                     // it; the loop now considers the whole fd disarmed, so

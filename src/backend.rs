@@ -84,7 +84,9 @@ pub enum PollStatus {
 /// - `poll` appends to `events` (the loop clears it first) and waits at most
 ///   `timeout` (`None`: until something happens). Timeouts are rounded up,
 ///   never down. An interrupted wait (`EINTR`) is retried with the remaining
-///   time or returns with no events; it is never an error.
+///   time or returns with no events; it is never an error. Each fd appears
+///   at most once per call, with everything that is ready on it (the loop
+///   may invoke a watcher once per report).
 /// - One-shot: when [`Capabilities::oneshot`] is false the loop emulates it
 ///   and the backend only ever sees level registrations. When it is true,
 ///   the backend receives interests whose [`Interest::trigger`] is

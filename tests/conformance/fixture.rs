@@ -105,8 +105,11 @@ pub type Modifies = Rc<RefCell<Vec<ModifyCall>>>;
 
 /// A transparent wrapper around the backend under test that records every
 /// `modify` call (to check fd_reify's "at most one call per fd per
-/// iteration" on every backend). Everything else is forwarded unchanged,
-/// `dispatched` and `reinit` included.
+/// iteration" on every backend) and checks every `poll` against the
+/// contract's "each fd at most once per call" (the loop may invoke
+/// watchers straight from the results; a second report of an fd would be a
+/// second callback). Everything else is forwarded unchanged, `dispatched`
+/// and `reinit` included.
 pub struct Probe<'s> {
     inner: Box<dyn Backend + 's>,
     log: Modifies,
@@ -148,7 +151,20 @@ impl Backend for Probe<'_> {
         timeout: Option<Duration>,
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
-        self.inner.poll(timeout, events)
+        let before = events.len();
+        let status = self.inner.poll(timeout, events);
+        let mut fds: Vec<RawFd> = events[before..].iter().map(|e| e.fd).collect();
+        fds.sort_unstable();
+        let n = fds.len();
+        fds.dedup();
+        assert_eq!(
+            fds.len(),
+            n,
+            "{} reported an fd twice in one poll: {:?}",
+            self.inner.name(),
+            &events[before..]
+        );
+        status
     }
     fn now(&mut self) -> Duration {
         self.inner.now()
