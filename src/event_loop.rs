@@ -719,11 +719,11 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// Runs one pending watcher's callback. A live pending entry names a
-    /// live watcher (stop and remove cancel it).
+    /// Runs one watcher's callback: from a pending entry (`QUEUED`: the
+    /// watcher forgets its slot; a live entry names a live watcher, since
+    /// stop and remove cancel it) or from a direct batch (io_batch.rs).
+    /// Always inlined: it is the body of both dispatch loops.
     #[inline(always)]
-    /// `QUEUED`: the invocation comes from a pending entry, whose slot the
-    /// watcher forgets (a directly dispatched one has none).
     pub(crate) fn invoke<const QUEUED: bool>(
         &mut self,
         idx: u32,
