@@ -265,13 +265,14 @@ impl<'s, S> Loop<'s, S> {
 
     /// Turns direct dispatch of io events on (the default) or off.
     ///
-    /// When every active io watcher has the default priority, the loop
-    /// invokes io callbacks straight from the backend's poll results instead
-    /// of queuing a pending entry for each first; anything that could
-    /// observe the difference makes it queue the rest first, so the order
-    /// of callbacks and every pending-state query are the same either way
-    /// (`docs/architecture.md`). The switch exists to check exactly that:
-    /// the tests run programs both ways and compare.
+    /// When every active io watcher has the default priority and none is
+    /// one-shot, the loop invokes io callbacks straight from the backend's
+    /// poll results instead of queuing a pending entry for each first;
+    /// anything that could observe the difference makes it queue the rest
+    /// first, so the order of callbacks and every pending-state query are
+    /// the same either way (`docs/architecture.md`, "Direct dispatch"). The
+    /// switch exists to check exactly that: the tests run programs both
+    /// ways and compare. Turning it off costs speed, nothing else.
     ///
     /// ```
     /// # use evloop::{Loop, Sim};
