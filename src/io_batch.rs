@@ -24,19 +24,25 @@
 //! of whatever was queued at the default priority meanwhile, as if they had
 //! been queued eagerly:
 //!
-//! - any operation on an io watcher that reads or changes pending state or
-//!   an fd's watcher list (start, stop, remove, `into_source`,
-//!   `set_priority`, `feed_event`, `clear_pending`, `set_interest`, creating
-//!   an io watcher);
-//! - a nested `run` and `reinit_after_fork`;
+//! - an operation on an io watcher that would have met its queued entry,
+//!   or that adds a watcher to an fd or changes what one receives: start,
+//!   creating an io watcher, `set_priority`, `feed_event`,
+//!   `clear_pending`, `set_interest`;
+//! - a nested `run` and `reinit_after_fork` (defensive: a nested run would
+//!   drain the batch in the same order anyway);
 //! - an event the fast walk does not handle: an fd with several watchers
 //!   (one-shot registrations and invalid fds were ruled out up front).
 //!
-//! `is_pending` and `pending_count` take `&self`, so they count the
-//! remaining events instead. Timer, idle, prepare and check operations
+//! Stopping or removing an io watcher needs nothing: the walk looks an
+//! fd's watchers up when it reaches the fd, so a stopped watcher is skipped
+//! exactly as its cancelled entry would have been, and anything that could
+//! put it back (start, creation) settles first. `is_pending` and
+//! `pending_count` take `&self`, so they count the remaining events
+//! instead. Timer, idle, prepare and check operations
 //! (`again` above all) need none of this: their entries never share a
 //! queue position with io events. `tests/direct_dispatch.rs` runs random
-//! programs with direct dispatch on and off and compares their traces.
+//! programs with direct dispatch on and off and compares their traces, and
+//! has one hand-built program per settle point that fails without it.
 
 use crate::event_loop::DEFAULT_QUEUE;
 use crate::fd_table::NOT_SINGLE;

@@ -36,6 +36,8 @@ enum Action {
     FeedTimer(usize),
     StopTimer(usize),
     NestedRun,
+    /// A new io watcher on this socket, from inside a callback.
+    CreateIo(usize),
 }
 
 fn action(watchers: usize) -> impl Strategy<Value = Action> {
@@ -54,6 +56,7 @@ fn action(watchers: usize) -> impl Strategy<Value = Action> {
         1 => (0..2usize).prop_map(Action::FeedTimer),
         1 => (0..2usize).prop_map(Action::StopTimer),
         1 => Just(Action::NestedRun),
+        1 => (0..SOCKETS).prop_map(Action::CreateIo),
     ]
 }
 
@@ -63,8 +66,10 @@ struct WatcherSpec {
     socket: usize,
     priority: i32,
     oneshot: bool,
-    /// What its n-th invocation does: `script[n % len]`.
-    script: Vec<Action>,
+    /// What its n-th invocation does, in order: `script[n % len]` (a few
+    /// actions per invocation, so that sequences such as stop-then-start
+    /// of another watcher happen inside one callback).
+    script: Vec<Vec<Action>>,
 }
 
 /// Something the simulated world does to a socket.
@@ -89,7 +94,7 @@ fn program() -> impl Strategy<Value = Program> {
             0..SOCKETS,
             prop_oneof![12 => Just(0i32), 1 => Just(1), 1 => Just(-1)],
             prop_oneof![12 => Just(false), 1 => Just(true)],
-            prop::collection::vec(action(n), 1..4),
+            prop::collection::vec(prop::collection::vec(action(n), 0..4), 1..4),
         )
             .prop_map(|(socket, priority, oneshot, script)| WatcherSpec {
                 socket,
@@ -117,55 +122,43 @@ fn program() -> impl Strategy<Value = Program> {
 }
 
 /// What the callbacks see and record.
-struct State {
+struct State<'s> {
+    sockets: &'s [SimSocket],
+    /// Watchers created by `CreateIo` (bounded, so programs end).
+    created: usize,
     log: Vec<String>,
     ios: Vec<Io>,
     timers: Vec<Timer>,
-    scripts: Vec<Vec<Action>>,
+    scripts: Vec<Vec<Vec<Action>>>,
     calls: Vec<usize>,
 }
 
-fn perform(lp: &mut Loop<'_, State>, st: &mut State, me: usize, a: Action) {
+/// One log line: what was done and what it returned.
+fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
+    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
+}
+
+fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: Action) {
     let line = match a {
         Action::Nothing => return,
-        Action::Stop(w) => format!(
-            "stop {w}: {:?}",
-            lp.stop(st.ios[w]).map_err(|e| e.to_string())
-        ),
-        Action::Start(w) => format!(
-            "start {w}: {:?}",
-            lp.start(st.ios[w]).map_err(|e| e.to_string())
-        ),
-        Action::Remove(w) if w != me => {
-            format!(
-                "remove {w}: {:?}",
-                lp.remove(st.ios[w]).map_err(|e| e.to_string())
-            )
-        }
+        Action::Stop(w) => outcome(format!("stop {w}"), lp.stop(st.ios[w])),
+        Action::Start(w) => outcome(format!("start {w}"), lp.start(st.ios[w])),
+        Action::Remove(w) if w != me => outcome(format!("remove {w}"), lp.remove(st.ios[w])),
         Action::Remove(_) => return,
-        Action::Feed(w) => format!(
-            "feed {w}: {:?}",
-            lp.feed_event(st.ios[w], Ready::WRITABLE)
-                .map_err(|e| e.to_string())
+        Action::Feed(w) => outcome(
+            format!("feed {w}"),
+            lp.feed_event(st.ios[w], Ready::WRITABLE),
         ),
-        Action::Clear(w) => format!(
-            "clear {w}: {:?}",
-            lp.clear_pending(st.ios[w]).map_err(|e| e.to_string())
-        ),
-        Action::IsPending(w) => format!(
-            "is_pending {w}: {:?}",
-            lp.is_pending(st.ios[w]).map_err(|e| e.to_string())
-        ),
-        Action::IsActive(w) => format!(
-            "is_active {w}: {:?} (active count {})",
-            lp.is_active(st.ios[w]).map_err(|e| e.to_string()),
-            lp.active_count()
+        Action::Clear(w) => outcome(format!("clear {w}"), lp.clear_pending(st.ios[w])),
+        Action::IsPending(w) => outcome(format!("is_pending {w}"), lp.is_pending(st.ios[w])),
+        Action::IsActive(w) => outcome(
+            format!("is_active {w} (active count {})", lp.active_count()),
+            lp.is_active(st.ios[w]),
         ),
         Action::PendingCount => format!("pending_count: {}", lp.pending_count()),
-        Action::SetPriority(w, p) => format!(
-            "priority {w} {p}: {:?}",
-            lp.set_priority(st.ios[w], p).map_err(|e| e.to_string())
-        ),
+        Action::SetPriority(w, p) => {
+            outcome(format!("priority {w} {p}"), lp.set_priority(st.ios[w], p))
+        }
         Action::SetInterest(w, both) => {
             let i = if both {
                 Interest::BOTH
@@ -176,27 +169,32 @@ fn perform(lp: &mut Loop<'_, State>, st: &mut State, me: usize, a: Action) {
                 Ok(old) => i.with_trigger(old.trigger()),
                 Err(_) => i,
             };
-            format!(
-                "interest {w}: {:?}",
-                lp.set_interest(st.ios[w], i).map_err(|e| e.to_string())
-            )
+            outcome(format!("interest {w}"), lp.set_interest(st.ios[w], i))
         }
-        Action::FeedTimer(t) => format!(
-            "feed timer {t}: {:?}",
-            lp.feed_event(st.timers[t], Ready::EMPTY)
-                .map_err(|e| e.to_string())
+        Action::FeedTimer(t) => outcome(
+            format!("feed timer {t}"),
+            lp.feed_event(st.timers[t], Ready::EMPTY),
         ),
-        Action::StopTimer(t) => format!(
-            "stop timer {t}: {:?}",
-            lp.stop(st.timers[t]).map_err(|e| e.to_string())
-        ),
+        Action::StopTimer(t) => outcome(format!("stop timer {t}"), lp.stop(st.timers[t])),
         Action::NestedRun if lp.depth() == 1 => {
-            format!(
-                "nested: {:?}",
-                lp.run(RunMode::NoWait, st).map_err(|e| e.to_string())
-            )
+            outcome("nested".to_string(), lp.run(RunMode::NoWait, st))
         }
         Action::NestedRun => return,
+        Action::CreateIo(s) if st.created < 4 => {
+            st.created += 1;
+            let n = st.created;
+            let sockets: &'s [SimSocket] = st.sockets;
+            let made = lp.io_borrowed(
+                &sockets[s],
+                Interest::READABLE,
+                move |_, st: &mut State, ev| {
+                    st.log.push(format!("io new{n} {:?}", ev.ready));
+                    let _ = ev.source.read(&mut [0u8; 8]);
+                },
+            );
+            outcome(format!("create io {n} on s{s}"), made)
+        }
+        Action::CreateIo(_) => return,
     };
     st.log.push(line);
 }
@@ -216,13 +214,15 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
         }
     }
     let mut st = State {
+        sockets: &sockets,
+        created: 0,
         log: Vec::new(),
         ios: Vec::new(),
         timers: Vec::new(),
         scripts: p.watchers.iter().map(|w| w.script.clone()).collect(),
         calls: vec![0; p.watchers.len()],
     };
-    let mut lp: Loop<'_, State> = Loop::with_backend(sim.backend());
+    let mut lp: Loop<'_, State<'_>> = Loop::with_backend(sim.backend());
     lp.set_direct_dispatch(direct);
     // Every watcher on one fd shares the trigger mode of the first one.
     let mut oneshot_of = [None; SOCKETS];
@@ -243,12 +243,16 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
                     let _ = ev.source.read(&mut buf);
                     let n = st.calls[i];
                     st.calls[i] += 1;
-                    let script = &st.scripts[i];
-                    let a = script[n % script.len()];
-                    perform(lp, st, i, a);
-                    if st.calls[i] > 20 {
-                        // A watcher that never drains (EOF, error) would run forever.
+                    if n >= 20 {
+                        // A watcher that never drains (EOF, error), or two
+                        // that feed each other, would run forever: retire.
                         let _ = lp.stop(ev.watcher);
+                        return;
+                    }
+                    let script = &st.scripts[i];
+                    let step = script[n % script.len()].clone();
+                    for a in step {
+                        perform(lp, st, i, a);
                     }
                 },
             )
@@ -291,6 +295,127 @@ proptest! {
         let direct = observe(&p, true);
         prop_assert_eq!(&direct.0, &eager.0, "callback log differs");
         prop_assert_eq!(&direct.1, &eager.1, "backend trace differs");
+    }
+}
+
+/// Programs built by hand, one per operation that must settle a direct
+/// batch before acting, each arranged so that skipping the settle changes
+/// what is observed (random programs hit these orderings only sometimes).
+/// Poll results come in registration order, so watcher 0's callback runs
+/// before watcher 1's event in the same batch.
+#[test]
+fn each_settle_point_is_needed() {
+    fn watcher(socket: usize, script: Vec<Vec<Action>>) -> WatcherSpec {
+        WatcherSpec {
+            socket,
+            priority: 0,
+            oneshot: false,
+            script,
+        }
+    }
+    let cases = [
+        (
+            // Stopped and started again before its event: not pending any
+            // more (the eager path cancelled its entry), so not invoked in
+            // this iteration.
+            "start",
+            vec![
+                watcher(0, vec![vec![Action::Stop(1), Action::Start(1)]]),
+                watcher(1, vec![vec![]]),
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
+        ),
+        (
+            // Moved to a higher priority before its event: runs before the
+            // rest of the batch.
+            "set_priority",
+            vec![
+                watcher(0, vec![vec![Action::SetPriority(2, 1)]]),
+                watcher(1, vec![vec![]]),
+                watcher(2, vec![vec![]]),
+            ],
+            vec![
+                WorldEvent::Deliver(0, 1),
+                WorldEvent::Deliver(1, 1),
+                WorldEvent::Deliver(2, 1),
+            ],
+        ),
+        (
+            // Watcher 1 asks for both directions; in the next iteration its
+            // socket is writable and watcher 0 narrows it to reading before
+            // its event: the event was queued with the old interest.
+            "set_interest",
+            vec![
+                watcher(0, vec![vec![], vec![Action::SetInterest(1, false)]]),
+                watcher(1, vec![vec![Action::SetInterest(1, true)], vec![]]),
+            ],
+            vec![WorldEvent::ClosePeer(0, 0), WorldEvent::Deliver(1, 0)],
+        ),
+        (
+            // A new watcher on a socket whose event is later in the batch:
+            // not pending in this iteration.
+            "create io",
+            vec![
+                watcher(0, vec![vec![Action::CreateIo(1)]]),
+                watcher(1, vec![vec![]]),
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
+        ),
+        (
+            // Fed before its io event: one call with both, in the io
+            // event's place.
+            "feed",
+            vec![
+                watcher(0, vec![vec![Action::Feed(1)]]),
+                watcher(1, vec![vec![]]),
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
+        ),
+        (
+            // Cleared before its io event: not invoked, and the clear
+            // returns the readiness.
+            "clear",
+            vec![
+                watcher(0, vec![vec![Action::Clear(1)]]),
+                watcher(1, vec![vec![]]),
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
+        ),
+        (
+            // An invalid fd is killed (its watchers stopped, the backend
+            // told) when the events are queued, before any callback runs:
+            // no direct batch for such a poll.
+            "invalid fd",
+            vec![
+                watcher(0, vec![vec![Action::IsActive(1)]]),
+                watcher(1, vec![vec![]]),
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Invalidate(1, 1)],
+        ),
+        (
+            // A one-shot watcher is disarmed when its event is queued: no
+            // direct batch while one is active.
+            "one-shot",
+            vec![
+                watcher(0, vec![vec![Action::IsActive(1)]]),
+                WatcherSpec {
+                    oneshot: true,
+                    ..watcher(1, vec![vec![]])
+                },
+            ],
+            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
+        ),
+    ];
+    for (name, watchers, world) in cases {
+        let p = Program {
+            watchers,
+            world,
+            timer_priorities: [0, 0],
+        };
+        let eager = observe(&p, false);
+        let direct = observe(&p, true);
+        assert_eq!(direct.0, eager.0, "{name}: callback log differs");
+        assert_eq!(direct.1, eager.1, "{name}: backend trace differs");
     }
 }
 
