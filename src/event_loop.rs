@@ -464,8 +464,7 @@ impl<'s, S> Loop<'s, S> {
                 self.queue_io_events_from(0);
             }
             self.expire_timers();
-            if !self.idles.is_empty() && self.pending.is_empty() && self.batch_pending_count() == 0
-            {
+            if !self.idles.is_empty() && self.pending.is_empty() && !self.batch_has_pending() {
                 queue_list(&mut self.watchers, &mut self.pending, &self.idles);
             }
             if !self.checks.is_empty() {

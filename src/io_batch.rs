@@ -177,18 +177,38 @@ impl<'s, S> Loop<'s, S> {
     /// How many invocations the remaining poll results stand for.
     pub(crate) fn batch_pending_count(&self) -> usize {
         let mut n = 0;
+        self.visit_batch_invocations(|| {
+            n += 1;
+            true
+        });
+        n
+    }
+
+    /// Whether the remaining poll results stand for any invocation (the
+    /// idle phase's "nothing else is pending" test), stopping at the first.
+    pub(crate) fn batch_has_pending(&self) -> bool {
+        let mut any = false;
+        self.visit_batch_invocations(|| {
+            any = true;
+            false
+        });
+        any
+    }
+
+    /// Calls `f` once per invocation the remaining poll results stand for
+    /// (what the eager path would have queued), until it returns false.
+    fn visit_batch_invocations(&self, mut f: impl FnMut() -> bool) {
         for ev in self.remaining_batch() {
             let Some(anfd) = self.fds.get(ev.fd) else {
                 continue;
             };
             for &idx in anfd.watchers() {
                 let mask = self.watchers[idx].io_mask;
-                if ev.ready.is_invalid() || !(ev.ready & mask).is_empty() {
-                    n += 1;
+                if (ev.ready.is_invalid() || !(ev.ready & mask).is_empty()) && !f() {
+                    return;
                 }
             }
         }
-        n
     }
 
     fn remaining_batch(&self) -> &[PollEvent] {

@@ -86,6 +86,9 @@ struct Program {
     watchers: Vec<WatcherSpec>,
     world: Vec<WorldEvent>,
     timer_priorities: [i32; 2],
+    /// An idle watcher, for the first few iterations (it runs only when
+    /// nothing else is pending, io events of a direct batch included).
+    idle: bool,
 }
 
 fn program() -> impl Strategy<Value = Program> {
@@ -112,11 +115,13 @@ fn program() -> impl Strategy<Value = Program> {
             prop::collection::vec(watcher, n),
             prop::collection::vec(world, 2..16),
             (-1i32..=1, -1i32..=1),
+            prop_oneof![3 => Just(false), 1 => Just(true)],
         )
-            .prop_map(|(watchers, world, (t0, t1))| Program {
+            .prop_map(|(watchers, world, (t0, t1), idle)| Program {
                 watchers,
                 world,
                 timer_priorities: [t0, t1],
+                idle,
             })
     })
 }
@@ -273,6 +278,17 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
         lp.set_priority(timer, prio).unwrap();
         st.timers.push(timer);
     }
+    if p.idle {
+        let mut runs = 0;
+        lp.idle(move |lp, st: &mut State, me| {
+            st.log.push("idle".to_string());
+            runs += 1;
+            if runs == 3 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    }
     for _ in 0..30 {
         match lp.run(RunMode::Once, &mut st) {
             Ok(RunOutcome::IterationDone) => {}
@@ -411,6 +427,7 @@ fn each_settle_point_is_needed() {
             watchers,
             world,
             timer_priorities: [0, 0],
+            idle: false,
         };
         let eager = observe(&p, false);
         let direct = observe(&p, true);
