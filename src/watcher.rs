@@ -1,10 +1,10 @@
 //! Watcher handles and the registry entry behind each of them.
 //!
-//! Every watcher lives in one registry (`registry.rs`), whatever its kind; a handle is its
-//! index plus a generation drawn from a loop-wide counter. A handle whose
-//! generation does not match the entry in its slot (the watcher was removed
-//! and the slot reused) is refused with [`Error::StaleHandle`] and never
-//! touches the new occupant. New kinds of watcher (signal, child, async,
+//! Every watcher lives in one registry (`registry.rs`), whatever its kind;
+//! a handle is its index plus a generation drawn from a loop-wide counter.
+//! A handle whose generation does not match the entry in its slot (the
+//! watcher was removed and the slot reused) is refused with
+//! [`Error::StaleHandle`] and never touches the new occupant. New kinds of watcher (signal, child, async,
 //! periodic, stat, fork, cleanup) add a variant to [`Kind`] and
 //! [`Callback`], a handle type, and a phase hook; nothing else changes.
 
