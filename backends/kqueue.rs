@@ -93,6 +93,17 @@
 //! child likewise leaves the descriptor number alone. The loop re-registers
 //! every fd after `reinit`, and any changes still queued are dropped.
 //!
+//! # Testing on Linux
+//!
+//! The system calls are reached through `sys` (an alias set in
+//! `backends/mod.rs`): `libc` on the platforms above, and with the
+//! `emulated-kqueue` feature on Linux, an emulation of `kqueue(2)` and
+//! `kevent(2)` on top of epoll (`backends/kqueue_emulated.rs`). With that
+//! feature the backend is listed as a fourth one on Linux, and its tests,
+//! these doctests and the conformance suite run against it
+//! (`cargo test --features emulated-kqueue`). That checks this file's
+//! logic against the man page's semantics, not against a real kernel.
+//!
 //! # Allocation
 //!
 //! The changelist and the event list are reused across calls; nothing is
@@ -108,7 +119,8 @@
 //! use std::os::unix::net::UnixStream;
 //!
 //! # #[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd",
-//! #           target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly"))]
+//! #           target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
+//! #           all(feature = "emulated-kqueue", target_os = "linux")))]
 //! # {
 //! let mut lp: Loop<Vec<u8>> = Loop::builder().backend("kqueue").build()?;
 //! assert_eq!(lp.backend_name(), "kqueue");
@@ -144,6 +156,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::time::Duration;
 
+use super::kqueue_sys as sys;
 use super::{Clock, Deadline};
 use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
 
@@ -233,10 +246,10 @@ pub struct Kqueue {
     owner: u32,
     /// Changes queued by `modify` (and by one-shot events), submitted by
     /// the next `poll`.
-    changes: Vec<libc::kevent>,
+    changes: Vec<sys::kevent>,
     /// `kevent`'s output buffer (its capacity is reused; its length is the
     /// number of records the last call returned).
-    out: Vec<libc::kevent>,
+    out: Vec<sys::kevent>,
     /// How many events one wait may return, besides change errors.
     room: usize,
     clock: Clock,
@@ -309,7 +322,7 @@ impl Drop for Kqueue {
 /// `kqueue()` with `FD_CLOEXEC`, owned.
 fn create() -> io::Result<OwnedFd> {
     // SAFETY: plain system call without arguments.
-    let fd = unsafe { libc::kqueue() };
+    let fd = unsafe { sys::kqueue() };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -339,29 +352,29 @@ fn tag(new: Interest) -> usize {
 }
 
 /// A change record.
-fn record(fd: RawFd, filter: Filter, action: Action) -> libc::kevent {
+fn record(fd: RawFd, filter: Filter, action: Action) -> sys::kevent {
     // SAFETY: `kevent` is a plain C struct of integers and a raw pointer
     // (plus, on FreeBSD 12 and later, an array of integers): all-zero bytes
     // are a valid value (a null `udata`). Zeroing also clears the fields
     // that differ between systems, which is why no struct literal is used.
-    let mut kev: libc::kevent = unsafe { mem::zeroed() };
-    kev.ident = fd as libc::uintptr_t;
+    let mut kev: sys::kevent = unsafe { mem::zeroed() };
+    kev.ident = fd as sys::uintptr_t;
     kev.filter = match filter {
-        Filter::Read => libc::EVFILT_READ,
-        Filter::Write => libc::EVFILT_WRITE,
+        Filter::Read => sys::EVFILT_READ,
+        Filter::Write => sys::EVFILT_WRITE,
     };
     let udata = match action {
         Action::Delete => {
-            kev.flags = libc::EV_DELETE;
+            kev.flags = sys::EV_DELETE;
             0
         }
         Action::Add(new) => {
-            kev.flags = libc::EV_ADD
-                | libc::EV_ENABLE
+            kev.flags = sys::EV_ADD
+                | sys::EV_ENABLE
                 | match new.trigger() {
                     Trigger::Level => 0,
-                    Trigger::Edge => libc::EV_CLEAR,
-                    Trigger::Oneshot => libc::EV_ONESHOT,
+                    Trigger::Edge => sys::EV_CLEAR,
+                    Trigger::Oneshot => sys::EV_ONESHOT,
                 };
             tag(new)
         }
@@ -465,7 +478,7 @@ impl Backend for Kqueue {
             // which the kernel may write; `ts_ptr` is null or points to
             // `ts`, which outlives the call.
             let n = unsafe {
-                libc::kevent(
+                sys::kevent(
                     self.kq.as_raw_fd(),
                     self.changes.as_ptr(),
                     nchanges as _,
@@ -499,7 +512,7 @@ impl Backend for Kqueue {
                 let ev = self.out[i];
                 let fd = ev.ident as RawFd;
                 let udata = ev.udata as usize;
-                if ev.flags & libc::EV_ERROR != 0 {
+                if ev.flags & sys::EV_ERROR != 0 {
                     if ev.data == 0 {
                         // A receipt, not an error (EV_RECEIPT is not used).
                         continue;
@@ -518,9 +531,9 @@ impl Backend for Kqueue {
                     self.report(events, fd, Ready::INVALID);
                     continue;
                 }
-                let filter = if ev.filter == libc::EVFILT_READ {
+                let filter = if ev.filter == sys::EVFILT_READ {
                     Filter::Read
-                } else if ev.filter == libc::EVFILT_WRITE {
+                } else if ev.filter == sys::EVFILT_WRITE {
                     Filter::Write
                 } else {
                     continue;
@@ -529,7 +542,7 @@ impl Backend for Kqueue {
                     Filter::Read => Ready::READABLE,
                     Filter::Write => Ready::WRITABLE,
                 };
-                if ev.flags & libc::EV_EOF != 0 {
+                if ev.flags & sys::EV_EOF != 0 {
                     ready |= Ready::HUP;
                     if ev.fflags != 0 {
                         // The socket error (an errno) rides in fflags.
@@ -704,6 +717,56 @@ mod tests {
         assert!(wait(&mut kq, 0).is_empty());
         let mut buf = [0; 4];
         let _ = (&a).read(&mut buf);
+    }
+
+    #[test]
+    fn close_on_exec() {
+        let kq = Kqueue::new().unwrap();
+        // SAFETY: F_GETFD on the open kqueue.
+        let flags = unsafe { libc::fcntl(kq.kq.as_raw_fd(), libc::F_GETFD) };
+        assert_eq!(flags & libc::FD_CLOEXEC, libc::FD_CLOEXEC);
+    }
+
+    #[test]
+    fn oneshot_deletes_the_sibling_filter() {
+        let mut kq = Kqueue::new().unwrap();
+        let (a, mut b) = pair();
+        let fd = a.as_raw_fd();
+        let rwo = Interest::BOTH.with_trigger(Trigger::Oneshot);
+        kq.modify(fd, Interest::NONE, rwo).unwrap();
+        // Only the write filter fires (nothing to read yet)...
+        let ev = wait(&mut kq, 1000);
+        assert_eq!(
+            ev,
+            [PollEvent {
+                fd,
+                ready: Ready::WRITABLE
+            }]
+        );
+        // ...and the fd is disarmed as a whole: new data is not reported
+        // by the read filter, which the backend deleted with it.
+        b.write_all(b"x").unwrap();
+        assert!(wait(&mut kq, 50).is_empty());
+    }
+
+    #[test]
+    fn more_refused_changes_than_room_for_events() {
+        let mut kq = Kqueue::new().unwrap();
+        // Not open: every registration is refused, each with an error
+        // record, which kevent writes only while the eventlist has room.
+        let fds: Vec<RawFd> = (0..3 * INITIAL_EVENTS as RawFd)
+            .map(|i| 900_000 + i)
+            .collect();
+        for &fd in &fds {
+            kq.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+        }
+        let ev = wait(&mut kq, 1000);
+        let invalid: Vec<RawFd> = ev
+            .iter()
+            .filter(|e| e.ready == Ready::INVALID)
+            .map(|e| e.fd)
+            .collect();
+        assert_eq!(invalid, fds);
     }
 
     #[test]

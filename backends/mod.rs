@@ -36,9 +36,26 @@ pub mod epoll;
     target_os = "freebsd",
     target_os = "netbsd",
     target_os = "openbsd",
-    target_os = "dragonfly"
+    target_os = "dragonfly",
+    all(feature = "emulated-kqueue", target_os = "linux")
 ))]
 pub mod kqueue;
+
+// The kqueue backend's system interface: the kernel's (through libc), or,
+// for running it on Linux in tests, an emulation on top of epoll.
+#[cfg(any(
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+use libc as kqueue_sys;
+#[cfg(all(feature = "emulated-kqueue", target_os = "linux"))]
+mod kqueue_emulated;
+#[cfg(all(feature = "emulated-kqueue", target_os = "linux"))]
+use kqueue_emulated as kqueue_sys;
 
 #[cfg(unix)]
 pub mod fd_io;
@@ -50,7 +67,11 @@ pub mod poll;
 pub mod select;
 
 cfg_if::cfg_if! {
-    if #[cfg(any(target_os = "linux", target_os = "android"))] {
+    if #[cfg(all(feature = "emulated-kqueue", target_os = "linux"))] {
+        // Test builds only: the kqueue backend over an emulated kqueue.
+        const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select", "kqueue"];
+        const PLATFORM_DEFAULT: &str = "epoll";
+    } else if #[cfg(any(target_os = "linux", target_os = "android"))] {
         const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select"];
         const PLATFORM_DEFAULT: &str = "epoll";
     } else if #[cfg(any(
@@ -81,7 +102,7 @@ cfg_if::cfg_if! {
 /// ```
 /// let names = evloop::backends::AVAILABLE;
 /// assert!(names.contains(&"poll") && names.contains(&"select"));
-/// # #[cfg(target_os = "linux")]
+/// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
 /// assert_eq!(names, ["epoll", "poll", "select"]);
 /// ```
 pub const AVAILABLE: &[&str] = PLATFORM_AVAILABLE;
@@ -141,7 +162,8 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
             target_os = "freebsd",
             target_os = "netbsd",
             target_os = "openbsd",
-            target_os = "dragonfly"
+            target_os = "dragonfly",
+            all(feature = "emulated-kqueue", target_os = "linux")
         ))]
         "kqueue" => created("kqueue", kqueue::Kqueue::new()),
         #[cfg(unix)]

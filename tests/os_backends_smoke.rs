@@ -257,7 +257,7 @@ fn unknown_backend_name() {
     let msg = err.to_string();
     assert!(msg.contains("\"iocp\""), "{msg}");
     assert!(msg.contains(&backends::AVAILABLE.join(", ")), "{msg}");
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
     assert!(msg.ends_with("epoll, poll, select"), "{msg}");
 }
 

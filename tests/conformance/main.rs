@@ -7,6 +7,8 @@
 //! EVLOOP_CONFORMANCE_BACKEND=poll cargo test --test conformance
 //! cargo test --test conformance -- --list            # scenario::backend
 //! cargo test --test conformance_fork                 # fork + reinit
+//! # the kqueue backend too, over an emulated kqueue (Linux):
+//! EVLOOP_CONFORMANCE_BACKEND=kqueue cargo test --features emulated-kqueue --test conformance
 //! ```
 //!
 //! - `<scenario>::<backend>`: one test per scenario and backend. The
@@ -242,7 +244,8 @@ conformance! {
             target_os = "freebsd",
             target_os = "netbsd",
             target_os = "openbsd",
-            target_os = "dragonfly"
+            target_os = "dragonfly",
+            all(feature = "emulated-kqueue", target_os = "linux")
         ))]
         kqueue: os,
         poll: os,

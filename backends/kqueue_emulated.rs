@@ -1,0 +1,754 @@
+//! An emulated `kqueue(2)` / `kevent(2)` for Linux, so that the kqueue
+//! backend (`kqueue.rs`, unchanged) runs here: its unit tests, its
+//! doctests, the conformance suite and the fork test. Compiled only with
+//! the `emulated-kqueue` feature on Linux; never part of a normal build.
+//!
+//! It reproduces the interface of `<sys/event.h>` (the FreeBSD 11 and
+//! macOS layout of `struct kevent`, the BSD values of the constants) and
+//! the semantics that FreeBSD's `kevent(2)` man page and `kern_event.c`
+//! give the parts the backend uses, on top of epoll:
+//!
+//! - Each kqueue is an epoll instance (the descriptor `kqueue()` returns)
+//!   that watches two inner epoll instances, one per filter, because a
+//!   kqueue keys its filters ("knotes") by (fd, filter) while an epoll
+//!   instance holds one registration per file. `EVFILT_READ` is `EPOLLIN |
+//!   EPOLLRDHUP` in the read instance, `EVFILT_WRITE` `EPOLLOUT` in the
+//!   write one; `EV_CLEAR` is `EPOLLET`; `EV_ONESHOT` is `EPOLLONESHOT`,
+//!   and the knote is deleted when it is reported, as the kernel does.
+//! - The changelist is applied in order before waiting. A change that
+//!   fails is reported as an `EV_ERROR` record (`data` is the errno, the
+//!   change's other fields are copied, `flags` is overwritten as FreeBSD
+//!   does) while there is room in the eventlist; when there is none, the
+//!   call fails with that errno and the rest of the changelist is not
+//!   applied. A call that reported any change errors returns them at once,
+//!   without waiting or collecting events.
+//! - A change on a descriptor that is not open fails with `EBADF` (and the
+//!   knotes the emulation still holds for it are forgotten: the kernel
+//!   drops a descriptor's knotes when it is closed). `EV_DELETE` of a
+//!   filter that does not exist fails with `ENOENT`; `EV_ADD` on an
+//!   existing one updates its `udata` but not its `EV_CLEAR` /
+//!   `EV_ONESHOT` flags.
+//! - `EV_EOF` is set on the read filter when the peer hung up or shut down
+//!   its writing side (`EPOLLRDHUP`, `EPOLLHUP`), on the write filter when
+//!   the reader is gone (`EPOLLHUP`, `EPOLLERR`). A pending socket error
+//!   (`EPOLLERR`) puts a nonzero `fflags` next to `EV_EOF`: `EIO`, not the
+//!   real errno, because reading `SO_ERROR` on Linux would clear the error
+//!   that the next `read` must see.
+//! - A wait interrupted by a signal fails with `EINTR` after the changes
+//!   were applied. The timeout is rounded up to whole milliseconds.
+//! - A kqueue is not inherited by a child process: there, every `kevent`
+//!   call on it fails with `EBADF` (the real kernel closes it in the child).
+//!
+//! Not emulated (the backend does not use them): filters other than
+//! these two, `EV_DISABLE` and `EV_DISPATCH`; the `data` of an event is
+//! always 0 (no byte counts). Regular files are refused by epoll (`EPERM`) where a kqueue
+//! accepts them; the backend refuses them before they get here.
+//!
+//! What this cannot show is whether a real kernel behaves as the man page
+//! says: it tests the backend's logic (changelist batching, error records,
+//! one-shot siblings, the merging of two filters' reports), not a kernel.
+#![allow(unsafe_code, non_camel_case_types)]
+
+use std::collections::HashMap;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// `uintptr_t`, the type of `kevent::ident`.
+pub type uintptr_t = usize;
+
+/// `struct kevent` as FreeBSD 11 and macOS lay it out.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct kevent {
+    /// The identifier: here always a file descriptor.
+    pub ident: uintptr_t,
+    /// `EVFILT_READ` or `EVFILT_WRITE`.
+    pub filter: i16,
+    /// `EV_*` flags: the action of a change, the state of an event.
+    pub flags: u16,
+    /// Filter-specific flags; here, a socket error next to `EV_EOF`.
+    pub fflags: u32,
+    /// Filter-specific data; here, the errno of an `EV_ERROR` record.
+    pub data: isize,
+    /// Opaque user data, returned with every event of the filter.
+    pub udata: *mut libc::c_void,
+}
+
+/// The read filter.
+pub const EVFILT_READ: i16 = -1;
+/// The write filter.
+pub const EVFILT_WRITE: i16 = -2;
+/// Add the filter (or update an existing one).
+pub const EV_ADD: u16 = 0x0001;
+/// Delete the filter.
+pub const EV_DELETE: u16 = 0x0002;
+/// Enable the filter (implied by `EV_ADD` here).
+pub const EV_ENABLE: u16 = 0x0004;
+/// Delete the filter after its first event.
+pub const EV_ONESHOT: u16 = 0x0010;
+/// Reset the filter's state when its event is retrieved (edge).
+pub const EV_CLEAR: u16 = 0x0020;
+/// Report every change as an `EV_ERROR` record (`data` 0 on success).
+pub const EV_RECEIPT: u16 = 0x0040;
+/// The change failed (or a receipt): `data` holds the errno.
+pub const EV_ERROR: u16 = 0x4000;
+/// End of file: the peer hung up.
+pub const EV_EOF: u16 = 0x8000;
+
+/// One filter the emulation holds.
+#[derive(Debug, Clone, Copy)]
+struct Knote {
+    udata: usize,
+    /// `EV_CLEAR` and `EV_ONESHOT`, as registered.
+    mode: u16,
+    /// Tells this knote's epoll registration from a stale one under the
+    /// same number (see [`Queue::collect`]).
+    serial: u32,
+    /// The file registered: a knote belongs to it, not to the number.
+    file: FileId,
+}
+
+/// A file's identity (`st_dev`, `st_ino`).
+type FileId = (u64, u64);
+
+/// The identity of the file `fd` names, if it is open.
+fn file_id(fd: RawFd) -> Option<FileId> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: fstat writes a `stat` to the pointer on success.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } < 0 {
+        return None;
+    }
+    // SAFETY: initialised by the successful fstat.
+    let st = unsafe { st.assume_init() };
+    Some((st.st_dev, st.st_ino))
+}
+
+/// One kqueue: the descriptor `kqueue()` returned is `outer`.
+#[derive(Debug)]
+struct Queue {
+    /// The process that created it (a kqueue is not inherited).
+    owner: u32,
+    /// The descriptor `kqueue()` returned (owned by the caller).
+    outer: RawFd,
+    /// The inner epoll instances, for `EVFILT_READ` and `EVFILT_WRITE`.
+    read: OwnedFd,
+    write: OwnedFd,
+    knotes: HashMap<(RawFd, i16), Knote>,
+    /// The serial of the next registration.
+    next_serial: u32,
+    /// `epoll_wait`'s buffer, reused.
+    scratch: Vec<libc::epoll_event>,
+}
+
+/// Every kqueue of the process, by descriptor. An entry outlives the
+/// descriptor (a `Drop` would need the caller's help); a new `kqueue()`
+/// that gets the same number replaces it.
+static QUEUES: Mutex<Option<HashMap<RawFd, Queue>>> = Mutex::new(None);
+
+fn queues() -> MutexGuard<'static, Option<HashMap<RawFd, Queue>>> {
+    // A panic elsewhere while holding the lock leaves the map usable.
+    QUEUES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_errno(errno: i32) {
+    // SAFETY: `__errno_location` returns the calling thread's errno slot.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// A new epoll instance, with `flags` (`EPOLL_CLOEXEC` or 0).
+fn epoll_create(flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: plain system call with a flags argument.
+    let fd = unsafe { libc::epoll_create1(flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by epoll_create1 and is owned by no one.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `epoll_ctl` for `fd`, tagged with `serial`, returning the errno on
+/// failure.
+fn ctl(ep: RawFd, op: libc::c_int, fd: RawFd, events: u32, serial: u32) -> Result<(), i32> {
+    let mut ev = libc::epoll_event {
+        events,
+        u64: (serial as u64) << 32 | fd as u32 as u64,
+    };
+    // SAFETY: `ev` is a valid epoll_event for the duration of the call
+    // (ignored for EPOLL_CTL_DEL); `ep` and `fd` are plain integers the
+    // kernel checks.
+    if unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) } < 0 {
+        return Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    Ok(())
+}
+
+fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on any integer: the kernel answers EBADF if it is not
+    // an open descriptor.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// `kqueue()`: a new, empty kqueue, or -1 with `errno`.
+///
+/// # Safety
+///
+/// None needed; `unsafe` only to match `libc::kqueue`'s signature.
+pub unsafe fn kqueue() -> libc::c_int {
+    let made = (|| -> io::Result<(OwnedFd, Queue)> {
+        // Like a kqueue, not close-on-exec unless the caller says so.
+        let outer = epoll_create(0)?;
+        let read = epoll_create(libc::EPOLL_CLOEXEC)?;
+        let write = epoll_create(libc::EPOLL_CLOEXEC)?;
+        for inner in [&read, &write] {
+            let fd = inner.as_raw_fd();
+            ctl(
+                outer.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                fd,
+                libc::EPOLLIN as u32,
+                0,
+            )
+            .map_err(io::Error::from_raw_os_error)?;
+        }
+        let queue = Queue {
+            owner: std::process::id(),
+            outer: outer.as_raw_fd(),
+            read,
+            write,
+            knotes: HashMap::new(),
+            next_serial: 0,
+            scratch: Vec::new(),
+        };
+        Ok((outer, queue))
+    })();
+    match made {
+        Ok((outer, queue)) => {
+            let fd = outer.as_raw_fd();
+            std::mem::forget(outer); // the caller owns the descriptor now
+            queues().get_or_insert_with(HashMap::new).insert(fd, queue);
+            fd
+        }
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+    }
+}
+
+impl Queue {
+    fn inner(&self, filter: i16) -> RawFd {
+        if filter == EVFILT_READ {
+            self.read.as_raw_fd()
+        } else {
+            self.write.as_raw_fd()
+        }
+    }
+
+    /// Applies one change; `Err(errno)` if it fails.
+    fn apply(&mut self, change: &kevent) -> Result<(), i32> {
+        let filter = change.filter;
+        if filter != EVFILT_READ && filter != EVFILT_WRITE {
+            return Err(libc::EINVAL);
+        }
+        let Ok(fd) = RawFd::try_from(change.ident) else {
+            return Err(libc::EBADF);
+        };
+        if !is_open(fd) {
+            // Closing a descriptor drops its knotes.
+            self.knotes.retain(|&(f, _), _| f != fd);
+            return Err(libc::EBADF);
+        }
+        let inner = self.inner(filter);
+        let key = (fd, filter);
+        let udata = change.udata as usize;
+        if change.flags & EV_DELETE != 0 {
+            let Some(_) = self.knotes.remove(&key) else {
+                return Err(libc::ENOENT);
+            };
+            // ENOENT: the file was closed (dropping the knote) and the
+            // number reused since.
+            return ctl(inner, libc::EPOLL_CTL_DEL, fd, 0, 0);
+        }
+        if change.flags & EV_ADD == 0 {
+            // EV_ENABLE / EV_DISABLE alone: not used by the backend.
+            return Err(libc::EINVAL);
+        }
+        if let Some(knote) = self.knotes.get_mut(&key) {
+            // An existing filter keeps its mode; MOD re-arms it.
+            knote.udata = udata;
+            let mode = knote.mode;
+            let serial = knote.serial;
+            match ctl(
+                inner,
+                libc::EPOLL_CTL_MOD,
+                fd,
+                epoll_events(filter, mode),
+                serial,
+            ) {
+                Err(libc::ENOENT) => {
+                    // The file behind the number changed: the old knote
+                    // died with it, this is a new one.
+                    self.knotes.remove(&key);
+                }
+                other => return other,
+            }
+        }
+        let mode = change.flags & (EV_CLEAR | EV_ONESHOT);
+        let events = epoll_events(filter, mode);
+        let serial = self.next_serial;
+        self.next_serial = serial.wrapping_add(1);
+        let file = file_id(fd).ok_or(libc::EBADF)?;
+        ctl(inner, libc::EPOLL_CTL_ADD, fd, events, serial)?;
+        let knote = Knote {
+            udata,
+            mode,
+            serial,
+            file,
+        };
+        self.knotes.insert(key, knote);
+        Ok(())
+    }
+
+    /// Moves the ready events of one filter into `out` while it has room.
+    fn collect(&mut self, filter: i16, out: &mut Out<'_>) {
+        let room = out.room();
+        if room == 0 {
+            return;
+        }
+        if self.scratch.len() < room {
+            self.scratch
+                .resize(room, libc::epoll_event { events: 0, u64: 0 });
+        }
+        // SAFETY: `scratch` holds at least `room` writable epoll_events;
+        // zero timeout.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.inner(filter),
+                self.scratch.as_mut_ptr(),
+                room.min(libc::c_int::MAX as usize) as libc::c_int,
+                0,
+            )
+        };
+        let mut stale = false;
+        for i in 0..n.max(0) as usize {
+            let (bits, data) = (self.scratch[i].events as libc::c_int, self.scratch[i].u64);
+            let (fd, serial) = (data as u32 as RawFd, (data >> 32) as u32);
+            let knote = match self.knotes.get(&(fd, filter)) {
+                Some(k) if k.serial == serial && file_id(fd) == Some(k.file) => *k,
+                // The registration of a file whose number was closed while
+                // another descriptor kept the file open: the kernel would
+                // have dropped the knote at the close, epoll keeps the
+                // registration (and may report it under a number that now
+                // names another file).
+                _ => {
+                    stale = true;
+                    continue;
+                }
+            };
+            let eof = if filter == EVFILT_READ {
+                bits & (libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) != 0
+            } else {
+                bits & (libc::EPOLLHUP | libc::EPOLLERR) != 0
+            };
+            let mut flags = EV_ADD | knote.mode;
+            let mut fflags = 0;
+            if eof {
+                flags |= EV_EOF;
+                if bits & libc::EPOLLERR != 0 {
+                    fflags = libc::EIO as u32;
+                }
+            }
+            out.push(kevent {
+                ident: fd as uintptr_t,
+                filter,
+                flags,
+                fflags,
+                data: 0,
+                udata: knote.udata as *mut libc::c_void,
+            });
+            if knote.mode & EV_ONESHOT != 0 {
+                self.knotes.remove(&(fd, filter));
+                let _ = ctl(self.inner(filter), libc::EPOLL_CTL_DEL, fd, 0, 0);
+            }
+        }
+        if stale {
+            self.rebuild(filter);
+        }
+    }
+
+    /// Replaces the inner epoll instance of `filter` by a new one holding
+    /// only the live knotes' registrations: the only way to drop a stale
+    /// registration, whose file no descriptor of ours names any more. (A
+    /// live `EV_CLEAR` knote whose fd is ready reports one extra event.)
+    fn rebuild(&mut self, filter: i16) {
+        let Ok(fresh) = epoll_create(libc::EPOLL_CLOEXEC) else {
+            return; // out of descriptors: the stale events stay filtered out
+        };
+        let mut dead = Vec::new();
+        for (&(fd, f), knote) in &self.knotes {
+            if f == filter && file_id(fd) != Some(knote.file) {
+                // Closed since (and perhaps reused): the kernel dropped it.
+                dead.push((fd, f));
+            } else if f == filter {
+                let events = epoll_events(filter, knote.mode);
+                let added = ctl(
+                    fresh.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    fd,
+                    events,
+                    knote.serial,
+                );
+                if added.is_err() {
+                    dead.push((fd, f));
+                }
+            }
+        }
+        for key in dead {
+            self.knotes.remove(&key);
+        }
+        let outer = self.outer;
+        let fresh_fd = fresh.as_raw_fd();
+        if ctl(
+            outer,
+            libc::EPOLL_CTL_ADD,
+            fresh_fd,
+            libc::EPOLLIN as u32,
+            0,
+        )
+        .is_ok()
+        {
+            // Dropping the old instance closes it, which removes it from
+            // the outer one.
+            if filter == EVFILT_READ {
+                self.read = fresh;
+            } else {
+                self.write = fresh;
+            }
+        }
+    }
+}
+
+/// The epoll events that stand for `filter` in `mode` (`EV_CLEAR`,
+/// `EV_ONESHOT`).
+fn epoll_events(filter: i16, mode: u16) -> u32 {
+    let mut ev = if filter == EVFILT_READ {
+        libc::EPOLLIN | libc::EPOLLRDHUP
+    } else {
+        libc::EPOLLOUT
+    };
+    if mode & EV_CLEAR != 0 {
+        ev |= libc::EPOLLET;
+    }
+    if mode & EV_ONESHOT != 0 {
+        ev |= libc::EPOLLONESHOT;
+    }
+    ev as u32
+}
+
+/// The caller's eventlist, filled from the front.
+struct Out<'a> {
+    slots: &'a mut [MaybeUninit<kevent>],
+    len: usize,
+}
+
+impl Out<'_> {
+    fn room(&self) -> usize {
+        self.slots.len() - self.len
+    }
+
+    fn push(&mut self, record: kevent) {
+        self.slots[self.len].write(record);
+        self.len += 1;
+    }
+}
+
+/// The kqueue `kq` of this process, or `EBADF`.
+fn queue_of(map: &mut Option<HashMap<RawFd, Queue>>, kq: RawFd) -> Result<&mut Queue, i32> {
+    match map.as_mut().and_then(|m| m.get_mut(&kq)) {
+        Some(queue) if queue.owner == std::process::id() && is_open(kq) => Ok(queue),
+        _ => Err(libc::EBADF),
+    }
+}
+
+/// `kevent()`: applies `changelist`, then (if no change failed) waits up to
+/// `timeout` (null: forever) for events, and returns how many records it
+/// wrote to `eventlist`, or -1 with `errno`.
+///
+/// # Safety
+///
+/// As for `kevent(2)`: `changelist` points to `nchanges` readable records,
+/// `eventlist` to room for `nevents` writable ones, `timeout` is null or
+/// points to a valid `timespec`.
+pub unsafe fn kevent(
+    kq: libc::c_int,
+    changelist: *const kevent,
+    nchanges: libc::c_int,
+    eventlist: *mut kevent,
+    nevents: libc::c_int,
+    timeout: *const libc::timespec,
+) -> libc::c_int {
+    if nchanges < 0 || nevents < 0 {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    let changes: &[kevent] = if nchanges == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller guarantees `nchanges` readable records.
+        unsafe { std::slice::from_raw_parts(changelist, nchanges as usize) }
+    };
+    let slots: &mut [MaybeUninit<kevent>] = if nevents == 0 {
+        &mut []
+    } else {
+        // SAFETY: the caller guarantees room for `nevents` records, which
+        // are only written (MaybeUninit: they need not be initialised).
+        unsafe { std::slice::from_raw_parts_mut(eventlist.cast(), nevents as usize) }
+    };
+    let mut out = Out { slots, len: 0 };
+    let deadline = if timeout.is_null() {
+        None
+    } else {
+        // SAFETY: the caller guarantees a valid timespec.
+        let ts = unsafe { *timeout };
+        let wait = Duration::new(
+            ts.tv_sec.max(0) as u64,
+            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        );
+        Some(Instant::now() + wait)
+    };
+    let result = (|| -> Result<usize, i32> {
+        let mut guard = queues();
+        let queue = queue_of(&mut guard, kq)?;
+        let mut errors = 0;
+        for change in changes {
+            let result = queue.apply(change);
+            if result.is_ok() && change.flags & EV_RECEIPT == 0 {
+                continue;
+            }
+            let errno = result.err().unwrap_or(0);
+            if out.room() == 0 {
+                return Err(errno);
+            }
+            out.push(kevent {
+                flags: EV_ERROR,
+                data: errno as isize,
+                ..*change
+            });
+            errors += 1;
+        }
+        if errors > 0 || out.room() == 0 {
+            return Ok(out.len);
+        }
+        drop(guard);
+        loop {
+            let ms = match deadline {
+                None => -1,
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    left.as_nanos()
+                        .div_ceil(1_000_000)
+                        .min(libc::c_int::MAX as u128) as libc::c_int
+                }
+            };
+            let mut ready = [libc::epoll_event { events: 0, u64: 0 }; 2];
+            // Outside the lock, so that other threads' kqueues go on.
+            // SAFETY: `ready` holds 2 writable epoll_events.
+            let n = unsafe { libc::epoll_wait(kq, ready.as_mut_ptr(), 2, ms) };
+            if n < 0 {
+                // EINTR included: the changes are applied.
+                return Err(io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO));
+            }
+            let mut guard = queues();
+            let queue = queue_of(&mut guard, kq)?;
+            queue.collect(EVFILT_READ, &mut out);
+            queue.collect(EVFILT_WRITE, &mut out);
+            // An inner instance can look ready and then yield nothing (a
+            // one-shot knote deleted meanwhile): a kernel would go on
+            // waiting.
+            if out.len > 0 || ms == 0 {
+                return Ok(out.len);
+            }
+        }
+    })();
+    match result {
+        Ok(n) => n as libc::c_int,
+        Err(errno) => {
+            set_errno(errno);
+            -1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    use std::ptr;
+
+    fn change(fd: RawFd, filter: i16, flags: u16) -> kevent {
+        kevent {
+            ident: fd as uintptr_t,
+            filter,
+            flags,
+            fflags: 0,
+            data: 0,
+            udata: 7 as *mut libc::c_void,
+        }
+    }
+
+    /// One `kevent` call with room for `room` records and a `ms` timeout:
+    /// its result and the records.
+    fn call(kq: RawFd, changes: &[kevent], room: usize, ms: i64) -> (i32, Vec<kevent>) {
+        let mut out = vec![change(-1, 0, 0); room];
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: ms * 1_000_000,
+        };
+        // SAFETY: the slices' lengths are the counts passed.
+        let n = unsafe {
+            kevent(
+                kq,
+                changes.as_ptr(),
+                changes.len() as i32,
+                out.as_mut_ptr(),
+                room as i32,
+                &ts,
+            )
+        };
+        out.truncate(n.max(0) as usize);
+        (n, out)
+    }
+
+    fn new_kqueue() -> OwnedFd {
+        // SAFETY: no arguments; the result is checked and then owned.
+        let fd = unsafe { kqueue() };
+        assert!(fd >= 0);
+        // SAFETY: a fresh descriptor nobody else owns.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    }
+
+    fn errno() -> i32 {
+        io::Error::last_os_error().raw_os_error().unwrap()
+    }
+
+    #[test]
+    fn refused_changes_come_back_as_error_records_without_waiting() {
+        let kq = new_kqueue();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        let changes = [
+            change(fd, EVFILT_READ, EV_DELETE),   // no such knote: ENOENT
+            change(fd, EVFILT_WRITE, EV_ADD),     // fine, and writable
+            change(999_999, EVFILT_READ, EV_ADD), // not open: EBADF
+        ];
+        let (n, out) = call(kq.as_raw_fd(), &changes, 8, 1000);
+        assert_eq!(n, 2, "only the errors, no events");
+        assert_eq!(
+            (out[0].flags, out[0].data),
+            (EV_ERROR, libc::ENOENT as isize)
+        );
+        assert_eq!(
+            (out[1].flags, out[1].data),
+            (EV_ERROR, libc::EBADF as isize)
+        );
+        assert_eq!((out[1].ident, out[1].udata as usize), (999_999, 7));
+        // The valid change was applied: the next call reports it.
+        let (n, out) = call(kq.as_raw_fd(), &[], 8, 1000);
+        assert_eq!(
+            (n, out[0].filter, out[0].udata as usize),
+            (1, EVFILT_WRITE, 7)
+        );
+    }
+
+    #[test]
+    fn an_error_without_room_fails_the_call_and_stops_the_changelist() {
+        let kq = new_kqueue();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let changes = [
+            change(999_999, EVFILT_READ, EV_ADD),
+            change(a.as_raw_fd(), EVFILT_WRITE, EV_ADD),
+        ];
+        let (n, _) = call(kq.as_raw_fd(), &changes, 0, 0);
+        assert_eq!((n, errno()), (-1, libc::EBADF));
+        // The second change was not applied.
+        let (n, _) = call(kq.as_raw_fd(), &[], 8, 0);
+        assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn oneshot_knotes_are_deleted_when_reported() {
+        let kq = new_kqueue();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        let add = change(fd, EVFILT_WRITE, EV_ADD | EV_ONESHOT);
+        let (n, out) = call(kq.as_raw_fd(), &[add], 8, 1000);
+        assert_eq!((n, out[0].flags & EV_ONESHOT), (1, EV_ONESHOT));
+        assert_eq!(call(kq.as_raw_fd(), &[], 8, 0).0, 0);
+        let del = change(fd, EVFILT_WRITE, EV_DELETE);
+        let (n, out) = call(kq.as_raw_fd(), &[del], 8, 0);
+        assert_eq!((n, out[0].data), (1, libc::ENOENT as isize));
+    }
+
+    #[test]
+    fn clear_reports_new_data_only() {
+        let kq = new_kqueue();
+        let (a, mut b) = UnixStream::pair().unwrap();
+        let add = change(a.as_raw_fd(), EVFILT_READ, EV_ADD | EV_CLEAR);
+        b.write_all(b"x").unwrap();
+        assert_eq!(call(kq.as_raw_fd(), &[add], 8, 1000).0, 1);
+        assert_eq!(call(kq.as_raw_fd(), &[], 8, 0).0, 0);
+        b.write_all(b"y").unwrap();
+        assert_eq!(call(kq.as_raw_fd(), &[], 8, 1000).0, 1);
+    }
+
+    #[test]
+    fn eof_and_a_closed_descriptor_drops_its_knotes() {
+        let kq = new_kqueue();
+        let (a, b) = UnixStream::pair().unwrap();
+        let keep = a.try_clone().unwrap(); // keeps the file open
+        let fd = a.as_raw_fd();
+        let add = change(fd, EVFILT_READ, EV_ADD);
+        assert_eq!(call(kq.as_raw_fd(), &[add], 8, 0).0, 0);
+        drop(b);
+        let (n, out) = call(kq.as_raw_fd(), &[], 8, 1000);
+        assert_eq!((n, out[0].flags & EV_EOF), (1, EV_EOF));
+        // Closing the number drops the knote, though the file stays open
+        // (and keeps reporting EOF to epoll): nothing more is reported.
+        drop(a);
+        let (n, _) = call(kq.as_raw_fd(), &[], 8, 20);
+        assert_eq!(n, 0);
+        drop(keep);
+    }
+
+    #[test]
+    fn not_inherited_by_a_child_and_null_timeout_waits() {
+        let kq = new_kqueue();
+        let (a, _b) = UnixStream::pair().unwrap();
+        let add = change(a.as_raw_fd(), EVFILT_WRITE, EV_ADD);
+        let mut out = [change(-1, 0, 0); 2];
+        // SAFETY: one change, room for two records, a null timeout
+        // (forever: the knote is ready at once).
+        let n = unsafe { kevent(kq.as_raw_fd(), &add, 1, out.as_mut_ptr(), 2, ptr::null()) };
+        assert_eq!(n, 1);
+        let mut guard = queues();
+        guard
+            .as_mut()
+            .unwrap()
+            .get_mut(&kq.as_raw_fd())
+            .unwrap()
+            .owner += 1;
+        drop(guard);
+        assert_eq!(
+            (call(kq.as_raw_fd(), &[], 2, 0).0, errno()),
+            (-1, libc::EBADF)
+        );
+    }
+}
