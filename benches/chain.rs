@@ -18,7 +18,7 @@
 //!
 //! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench chain`
 //! (a filter selects rows: `... --bench chain -- 1000x100`), then
-//! `benches/report.sh` prints the table of docs/backends.md.
+//! `benches/report.py` prints the table of docs/backends.md.
 
 #[path = "chain_workload.rs"]
 mod chain_workload;

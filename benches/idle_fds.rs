@@ -19,7 +19,9 @@
 //!
 //! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench idle_fds`
 //! (a filter selects a backend: `... --bench idle_fds -- epoll`), then
-//! `benches/report.sh` prints the table of docs/backends.md.
+//! `benches/report.py` prints the table of docs/backends.md. Where the
+//! hard fd limit stops short of 100,000, `benches/idle_fds_vm.sh` runs this
+//! bench in a QEMU guest that has none.
 
 #[path = "chain_workload.rs"]
 mod chain_workload;
