@@ -30,33 +30,6 @@ pub mod sim;
 #[cfg(any(target_os = "linux", target_os = "android"))]
 pub mod epoll;
 
-#[cfg(any(
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly",
-    all(feature = "emulated-kqueue", target_os = "linux")
-))]
-pub mod kqueue;
-
-// The kqueue backend's system interface: the kernel's (through libc), or,
-// for running it on Linux in tests, an emulation on top of epoll.
-#[cfg(any(
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly"
-))]
-use libc as kqueue_sys;
-#[cfg(all(feature = "emulated-kqueue", target_os = "linux"))]
-mod kqueue_emulated;
-#[cfg(all(feature = "emulated-kqueue", target_os = "linux"))]
-use kqueue_emulated as kqueue_sys;
-
 #[cfg(unix)]
 pub mod fd_io;
 
@@ -66,9 +39,15 @@ pub mod poll;
 #[cfg(unix)]
 pub mod select;
 
+// The platform's backends. kqueue is written against `kqueue_sys`: the
+// kernel's interface (through libc), or, for running it on Linux in tests,
+// an emulation on top of epoll.
 cfg_if::cfg_if! {
     if #[cfg(all(feature = "emulated-kqueue", target_os = "linux"))] {
         // Test builds only: the kqueue backend over an emulated kqueue.
+        pub mod kqueue;
+        mod kqueue_emulated;
+        use kqueue_emulated as kqueue_sys;
         const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select", "kqueue"];
         const PLATFORM_DEFAULT: &str = "epoll";
     } else if #[cfg(any(target_os = "linux", target_os = "android"))] {
@@ -82,6 +61,8 @@ cfg_if::cfg_if! {
         target_os = "openbsd",
         target_os = "dragonfly"
     ))] {
+        pub mod kqueue;
+        use libc as kqueue_sys;
         const PLATFORM_AVAILABLE: &[&str] = &["kqueue", "poll", "select"];
         const PLATFORM_DEFAULT: &str = "kqueue";
     } else if #[cfg(unix)] {
