@@ -532,7 +532,11 @@ pub unsafe fn kevent(
             }
             let errno = result.err().unwrap_or(0);
             if out.room() == 0 {
-                return Err(errno);
+                // No room for the record: the rest of the changelist is not
+                // processed, and the call fails with the error (a receipt
+                // of a success has none: FreeBSD then returns early without
+                // one).
+                return if errno == 0 { Ok(out.len) } else { Err(errno) };
             }
             out.push(kevent {
                 flags: EV_ERROR,
