@@ -5,8 +5,9 @@
 //!
 //! It reproduces the interface of `<sys/event.h>` (the FreeBSD 11 and
 //! macOS layout of `struct kevent`, the BSD values of the constants) and
-//! the semantics that FreeBSD's `kevent(2)` man page and `kern_event.c`
-//! give the parts the backend uses, on top of epoll:
+//! the semantics that FreeBSD's `kqueue(2)` man page gives the parts the
+//! backend uses (Debian's `freebsd-manpages` package has it), on top of
+//! epoll:
 //!
 //! - Each kqueue is an epoll instance (the descriptor `kqueue()` returns)
 //!   that watches two inner epoll instances, one per filter, because a
@@ -41,8 +42,9 @@
 //!
 //! Not emulated (the backend does not use them): filters other than
 //! these two, `EV_DISABLE` and `EV_DISPATCH`; the `data` of an event is
-//! always 0 (no byte counts). Regular files are refused by epoll (`EPERM`) where a kqueue
-//! accepts them; the backend refuses them before they get here.
+//! always 0 (no byte counts). Regular files are refused by epoll
+//! (`EPERM`) where a kqueue accepts them; the backend refuses them before
+//! they get here.
 //!
 //! What this cannot show is whether a real kernel behaves as the man page
 //! says: it tests the backend's logic (changelist batching, error records,
