@@ -223,6 +223,10 @@ impl Backend for Epoll {
         })
     }
 
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        super::unix::check_pollable("epoll", fd)
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,

@@ -441,12 +441,16 @@ impl Backend for Kqueue {
         if old == Interest::NONE && !new.is_empty() {
             // kqueue would accept a regular file and report it always
             // readable; refuse it as every other backend does (EPERM).
-            super::poll::refuse_files("kqueue", fd)?;
+            super::unix::refuse_files("kqueue", fd)?;
         }
         for (filter, action) in plan(old, new) {
             self.push(fd, filter, action);
         }
         Ok(())
+    }
+
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        super::unix::check_pollable("kqueue", fd)
     }
 
     fn poll(

@@ -21,8 +21,6 @@
 //! }
 //! ```
 
-use std::time::{Duration, Instant};
-
 use crate::{Backend, Error};
 
 pub mod sim;
@@ -32,6 +30,13 @@ pub mod epoll;
 
 #[cfg(unix)]
 pub mod fd_io;
+
+// What the Unix backends share: the clock, the deadline of a wait, the
+// check that an fd can be watched at all.
+#[cfg(unix)]
+pub(crate) mod unix;
+#[cfg(unix)]
+pub(crate) use unix::{Clock, Deadline};
 
 #[cfg(unix)]
 pub mod poll;
@@ -154,95 +159,14 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
         _ => Err(Error::UnknownBackend {
             name: name.to_string(),
             available: AVAILABLE,
+            env_var: None,
         }),
-    }
-}
-
-/// The OS backends' clock: monotonic (`CLOCK_MONOTONIC` on Linux, through
-/// [`Instant`]), measured from the backend's creation. It is kept across
-/// `reinit`, so timers already scheduled stay valid.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Clock {
-    origin: Instant,
-}
-
-impl Clock {
-    pub(crate) fn new() -> Clock {
-        Clock {
-            origin: Instant::now(),
-        }
-    }
-
-    pub(crate) fn now(&self) -> Duration {
-        self.origin.elapsed()
-    }
-}
-
-/// When a wait must end, so that a wait interrupted by a signal (`EINTR`)
-/// can be resumed with the time that is left rather than started afresh.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Deadline {
-    timeout: Option<Duration>,
-    at: Option<Instant>,
-}
-
-impl Deadline {
-    /// A deadline `timeout` from now (`None`: never).
-    pub(crate) fn new(timeout: Option<Duration>) -> Deadline {
-        Deadline {
-            timeout,
-            at: timeout.and_then(|t| Instant::now().checked_add(t)),
-        }
-    }
-
-    /// The time left (`None`: wait forever).
-    pub(crate) fn remaining(&self) -> Option<Duration> {
-        match (self.timeout, self.at) {
-            (None, _) => None,
-            (Some(_), Some(at)) => Some(at.saturating_duration_since(Instant::now())),
-            // So far away that `Instant` cannot represent it.
-            (Some(t), None) => Some(t),
-        }
-    }
-
-    /// The time left in whole milliseconds, rounded up (so that a wait never
-    /// ends before the deadline), clamped to `c_int::MAX`; -1 for forever.
-    /// This is the timeout argument of `poll(2)` and `epoll_wait(2)`.
-    pub(crate) fn millis(&self) -> libc::c_int {
-        match self.remaining() {
-            None => -1,
-            Some(d) => {
-                let ms = d.as_nanos().div_ceil(1_000_000);
-                ms.min(libc::c_int::MAX as u128) as libc::c_int
-            }
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn millis_round_up() {
-        let ms = |timeout: Option<Duration>| Deadline { timeout, at: None }.millis();
-        assert_eq!(ms(None), -1);
-        assert_eq!(ms(Some(Duration::ZERO)), 0);
-        assert_eq!(ms(Some(Duration::from_nanos(1))), 1);
-        assert_eq!(ms(Some(Duration::from_micros(999))), 1);
-        assert_eq!(ms(Some(Duration::from_millis(1))), 1);
-        assert_eq!(ms(Some(Duration::from_micros(1001))), 2);
-        assert_eq!(ms(Some(Duration::MAX)), libc::c_int::MAX);
-    }
-
-    #[test]
-    fn deadline_counts_down() {
-        let d = Deadline::new(Some(Duration::from_secs(10)));
-        let left = d.remaining().unwrap();
-        assert!(left <= Duration::from_secs(10) && left > Duration::from_secs(9));
-        assert_eq!(Deadline::new(None).remaining(), None);
-        assert!(Deadline::new(Some(Duration::MAX)).remaining().is_some());
-    }
 
     #[test]
     fn open_every_available_backend() {

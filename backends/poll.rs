@@ -128,32 +128,6 @@ fn ready(revents: libc::c_short) -> Ready {
     r
 }
 
-/// Refuses regular files and directories with `EPERM`, as `epoll_ctl`
-/// does: they are always "ready", so watching them only makes a busy loop.
-/// (`poll` and `select` also use it, for one behaviour on every backend.)
-/// An fd that `fstat` cannot inspect is let through: the wait reports it.
-pub(crate) fn refuse_files(backend: &str, fd: RawFd) -> io::Result<()> {
-    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: `st` has room for the stat structure fstat fills in; an
-    // invalid fd makes it fail with EBADF and leave `st` alone.
-    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return Ok(());
-    }
-    // SAFETY: fstat succeeded, so it initialised `st`.
-    let mode = unsafe { st.assume_init() }.st_mode & libc::S_IFMT;
-    if mode == libc::S_IFREG || mode == libc::S_IFDIR {
-        let err = io::Error::from_raw_os_error(libc::EPERM);
-        return Err(io::Error::new(
-            err.kind(),
-            format!(
-                "the {backend} backend does not watch fd {fd}: it is a regular file or a \
-                 directory, always ready ({err})"
-            ),
-        ));
-    }
-    Ok(())
-}
-
 impl Backend for Poll {
     fn name(&self) -> &'static str {
         "poll"
@@ -194,7 +168,7 @@ impl Backend for Poll {
         match self.slot_of(fd) {
             Some(s) => self.fds[s].events = events,
             None => {
-                refuse_files("poll", fd)?;
+                super::unix::refuse_files("poll", fd)?;
                 if i >= self.slot.len() {
                     self.slot.resize(i + 1, NO_SLOT);
                 }
@@ -207,6 +181,10 @@ impl Backend for Poll {
             }
         }
         Ok(())
+    }
+
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        super::unix::check_pollable("poll", fd)
     }
 
     fn poll(

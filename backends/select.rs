@@ -206,7 +206,7 @@ impl Backend for Select {
             ));
         }
         if !new.is_empty() && !self.registered(fd) {
-            super::poll::refuse_files("select", fd)?;
+            super::unix::refuse_files("select", fd)?;
         }
         put(fd, &mut self.read, new.is_readable());
         put(fd, &mut self.write, new.is_writable());
@@ -218,6 +218,10 @@ impl Backend for Select {
             }
         }
         Ok(())
+    }
+
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        super::unix::check_pollable("select", fd)
     }
 
     fn poll(

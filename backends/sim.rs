@@ -658,6 +658,21 @@ impl Backend for SimBackend {
         }
     }
 
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        let w = self.world.borrow();
+        match w.socket(fd) {
+            Some(s) if !s.invalid && !s.closed => Ok(()),
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("simulated fd{fd} is closed or invalidated"),
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("fd{fd} is not a socket of this simulator"),
+            )),
+        }
+    }
+
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         w.modify_calls += 1;

@@ -150,6 +150,18 @@ pub trait Backend {
     /// The current monotonic time, measured from an arbitrary fixed origin.
     fn now(&mut self) -> Duration;
 
+    /// Whether `fd` can ever be watched, asked once when an io watcher is
+    /// created, so that [`Loop::io`](crate::Loop::io) can fail at once
+    /// with the reason ([`Error::InvalidFd`](crate::Error::InvalidFd))
+    /// instead of succeeding and reporting [`Ready::ERROR`] later. The
+    /// OS backends refuse fds that are not open, regular files and
+    /// directories. The default accepts every fd (a refusal then comes
+    /// from [`Backend::modify`]).
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        let _ = fd;
+        Ok(())
+    }
+
     /// Called by the loop for every io callback it invokes, just before the
     /// call, if [`Backend::wants_dispatch`] said so; a simulated backend
     /// records it in its trace. The default does nothing.

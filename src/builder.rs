@@ -71,7 +71,9 @@ impl Builder {
     /// }
     /// ```
     pub fn backend_name(&self) -> String {
-        choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR)).into_owned()
+        choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR))
+            .0
+            .into_owned()
     }
 
     /// Creates the backend and a loop on it. The same builder can build
@@ -103,23 +105,37 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
-        let name = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
-        let backend = backends::open(&name)?;
-        Ok(Loop::from_boxed(backend))
+        let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
+        Ok(Loop::from_boxed(open_named(&name, from_env)?))
     }
 }
 
-/// The backend name: `explicit`, else a non-empty `env()` value (the
-/// environment is read only when needed), else the platform default. A
-/// non-UTF-8 `env()` value is passed on (lossily) so that it is refused with
-/// a message showing it.
-fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> Cow<'_, str> {
+/// [`backends::open`], saying in the error when the name came from the
+/// environment (a typo there is found faster).
+fn open_named(name: &str, from_env: bool) -> Result<Box<dyn crate::Backend>> {
+    backends::open(name).map_err(|err| match err {
+        crate::Error::UnknownBackend {
+            name, available, ..
+        } if from_env => crate::Error::UnknownBackend {
+            name,
+            available,
+            env_var: Some(ENV_VAR),
+        },
+        err => err,
+    })
+}
+
+/// The backend name, and whether it came from the environment: `explicit`,
+/// else a non-empty `env()` value (the environment is read only when
+/// needed), else the platform default. A non-UTF-8 `env()` value is passed
+/// on (lossily) so that it is refused with a message showing it.
+fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> (Cow<'_, str>, bool) {
     if let Some(name) = explicit {
-        return Cow::Borrowed(name);
+        return (Cow::Borrowed(name), false);
     }
     match env() {
-        Some(v) if !v.is_empty() => Cow::Owned(v.to_string_lossy().into_owned()),
-        _ => Cow::Borrowed(backends::default_name()),
+        Some(v) if !v.is_empty() => (Cow::Owned(v.to_string_lossy().into_owned()), true),
+        _ => (Cow::Borrowed(backends::default_name()), false),
     }
 }
 
@@ -170,10 +186,31 @@ mod tests {
     fn choice_order() {
         let env = |s: &'static str| move || Some(OsString::from(s));
         let unread = || -> Option<OsString> { panic!("the environment was read") };
-        assert_eq!(choose(Some("select"), unread), "select");
-        assert_eq!(choose(None, env("poll")), "poll");
-        assert_eq!(choose(None, env("")), backends::default_name());
-        assert_eq!(choose(None, || None), backends::default_name());
-        assert_eq!(choose(None, env("bogus")), "bogus");
+        let name = |c: (Cow<'_, str>, bool)| (c.0.into_owned(), c.1);
+        let default = backends::default_name().to_string();
+        assert_eq!(
+            name(choose(Some("select"), unread)),
+            ("select".into(), false)
+        );
+        assert_eq!(name(choose(None, env("poll"))), ("poll".into(), true));
+        assert_eq!(name(choose(None, env(""))), (default.clone(), false));
+        assert_eq!(name(choose(None, || None)), (default, false));
+        assert_eq!(name(choose(None, env("bogus"))), ("bogus".into(), true));
+    }
+
+    #[test]
+    fn an_unknown_name_from_the_environment_says_so() {
+        let Err(from_env) = open_named("bogus", true) else {
+            panic!("bogus backend opened")
+        };
+        let msg = from_env.to_string();
+        assert!(
+            msg.contains("\"bogus\"") && msg.contains("environment variable EVLOOP_BACKEND"),
+            "{msg}"
+        );
+        let Err(explicit) = open_named("bogus", false) else {
+            panic!("bogus backend opened")
+        };
+        assert!(!explicit.to_string().contains("EVLOOP_BACKEND"));
     }
 }

@@ -27,6 +27,13 @@ pub enum Error {
         /// The kind of watcher the handle was for ("io", "timer", ...).
         kind: &'static str,
     },
+    /// The handle was made by another loop. Handles belong to the loop that
+    /// created their watcher; another loop refuses them and never acts on
+    /// a watcher of its own in their place.
+    ForeignHandle {
+        /// The kind of watcher the handle was for ("io", "timer", ...).
+        kind: &'static str,
+    },
     /// A priority outside `MIN_PRIORITY..=MAX_PRIORITY`.
     InvalidPriority(i32),
     /// The fd is larger than the backend can watch (select's `FD_SETSIZE`).
@@ -38,7 +45,12 @@ pub enum Error {
         /// The backend's name.
         backend: &'static str,
     },
-    /// The fd is negative, closed, or unknown to the backend.
+    /// The fd cannot be watched, detected when the io watcher is created
+    /// ([`Loop::io`](crate::Loop::io), [`Loop::io_borrowed`](crate::Loop::io_borrowed)):
+    /// it is negative, it is not open, or the backend can never watch it
+    /// (on every OS backend, a regular file or a directory, which would
+    /// always be ready; on the simulator, a closed or invalidated socket).
+    /// `reason` says which, in the backend's words.
     InvalidFd {
         /// The fd.
         fd: RawFd,
@@ -82,6 +94,9 @@ pub enum Error {
         name: String,
         /// What this platform offers.
         available: &'static [&'static str],
+        /// The environment variable the name was read from
+        /// (`Some("EVLOOP_BACKEND")`), or `None` if the program chose it.
+        env_var: Option<&'static str>,
     },
     /// The backend failed.
     Backend {
@@ -100,6 +115,10 @@ impl fmt::Display for Error {
             Error::StaleHandle { kind } => write!(
                 f,
                 "stale {kind} handle: the watcher was removed (its slot may now belong to another watcher)"
+            ),
+            Error::ForeignHandle { kind } => write!(
+                f,
+                "foreign {kind} handle: it was made by another loop, and handles work only on the loop that created their watcher"
             ),
             Error::InvalidPriority(p) => write!(
                 f,
@@ -134,11 +153,13 @@ impl fmt::Display for Error {
             Error::Busy => f.write_str(
                 "the watcher's callback is running; its source can be taken back only after it returns",
             ),
-            Error::UnknownBackend { name, available } => write!(
-                f,
-                "unknown or unavailable backend {name:?}; this platform offers: {}",
-                available.join(", ")
-            ),
+            Error::UnknownBackend { name, available, env_var } => {
+                write!(f, "unknown or unavailable backend {name:?}")?;
+                if let Some(var) = env_var {
+                    write!(f, " (named by the environment variable {var})")?;
+                }
+                write!(f, "; this platform offers: {}", available.join(", "))
+            }
             Error::Backend { backend, op, source } => {
                 write!(f, "{backend} backend failed to {op}: {source}")
             }

@@ -9,8 +9,9 @@ use crate::registry::Registry;
 use tracing::trace;
 
 use crate::fd_table::{FdTable, NOT_SINGLE};
-use crate::pending::{Pending, PendingQueues, NOT_PENDING};
-use crate::timer_heap::{from_ns, to_ns, TimerHeap};
+use crate::pending::{Pending, PendingQueues, NOT_PENDING, NUM_PRIORITIES};
+use crate::slot_list::{Link, SlotList};
+use crate::timer_heap::{clock_ns, from_ns, TimerHeap, NEVER};
 use crate::watcher::{BoxedCallback, Entry, Key, Kind};
 use crate::{
     Backend, Capabilities, Error, Interest, PollEvent, PollStatus, Ready, Result, Trigger,
@@ -115,15 +116,17 @@ pub struct Loop<'s, S = ()> {
     pub(crate) backend: Box<dyn Backend + 's>,
     pub(crate) caps: Capabilities,
     pub(crate) watchers: Registry<'s, S>,
-    pub(crate) next_gen: u64,
     pub(crate) fds: FdTable,
     pub(crate) pending: PendingQueues,
     pub(crate) timers: TimerHeap,
     pub(crate) timer_seq: u64,
-    /// Active idle, prepare and check watchers, in start order.
-    pub(crate) idles: Vec<u32>,
-    pub(crate) prepares: Vec<u32>,
-    pub(crate) checks: Vec<u32>,
+    /// Active idle watchers, one list per priority (the idle rule picks
+    /// one priority level per iteration), in start order; and their number.
+    pub(crate) idles: [SlotList; NUM_PRIORITIES],
+    pub(crate) idle_count: usize,
+    /// Active prepare and check watchers, in start order.
+    pub(crate) prepares: SlotList,
+    pub(crate) checks: SlotList,
     pub(crate) events: Vec<PollEvent>,
     /// The cached loop time, in nanoseconds (what the timer heap keys on).
     pub(crate) now_ns: u64,
@@ -174,20 +177,20 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
         let caps = backend.capabilities();
-        let now_ns = to_ns(backend.now());
+        let now_ns = clock_ns(backend.now());
         let trace_dispatch = backend.wants_dispatch();
         Loop {
             backend,
             caps,
             watchers: Registry::default(),
-            next_gen: 1,
             fds: FdTable::default(),
             pending: PendingQueues::default(),
             timers: TimerHeap::default(),
             timer_seq: 0,
-            idles: Vec::new(),
-            prepares: Vec::new(),
-            checks: Vec::new(),
+            idles: Default::default(),
+            idle_count: 0,
+            prepares: SlotList::default(),
+            checks: SlotList::default(),
             events: Vec::with_capacity(64),
             now_ns,
             active_refs: 0,
@@ -247,7 +250,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.update_now();
     /// ```
     pub fn update_now(&mut self) {
-        self.now_ns = to_ns(self.backend.now());
+        self.now_ns = clock_ns(self.backend.now());
     }
 
     /// How many callbacks are queued and not yet invoked.
@@ -378,11 +381,29 @@ impl<'s, S> Loop<'s, S> {
     ///    timer, else forever;
     /// 4. the backend is polled;
     /// 5. the cached time is updated;
-    /// 6. io events become pending, then expired timers;
-    /// 7. idle watchers become pending, only if nothing else is;
-    /// 8. check watchers become pending;
-    /// 9. pending callbacks are invoked, highest priority first, FIFO within
-    ///    a priority.
+    /// 6. io events become pending (in poll order), then check watchers,
+    ///    then expired timers (in deadline order);
+    /// 7. idle watchers of one priority become pending: those of the
+    ///    highest priority that has any, if no io event, expired timer or
+    ///    other callback is pending at that priority or above (libev's rule;
+    ///    this iteration's check watchers do not count);
+    /// 8. pending callbacks are invoked, highest priority first, FIFO within
+    ///    a priority: so within one priority, io callbacks run before check
+    ///    watchers, which run before the timers that expired meanwhile
+    ///    (Node's `setImmediate` before `setTimeout(0)`), then idles.
+    ///
+    /// Whenever a phase that ran callbacks leaves no active, referenced
+    /// watcher and nothing pending, `run` returns
+    /// [`RunOutcome::NoActiveWatchers`] rather than block on nothing.
+    ///
+    /// # Panics
+    ///
+    /// A panic in a callback propagates out of `run`, and leaves the loop
+    /// whole: the callback (with its io source) is put back, the watcher
+    /// keeps its state, events that arrived meanwhile stay pending, and the
+    /// depth is restored, so that after `catch_unwind` the loop can be run
+    /// again. Callbacks still pending from the interrupted iteration run in
+    /// the next `run`.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, RunOutcome, Sim};
@@ -393,22 +414,28 @@ impl<'s, S> Loop<'s, S> {
     /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, log, _| log.push("timer")).unwrap();
     /// let mut log = vec![];
     /// assert_eq!(lp.run(RunMode::Once, &mut log).unwrap(), RunOutcome::IterationDone);
-    /// assert_eq!(log, ["prepare", "timer", "check"]);
+    /// assert_eq!(log, ["prepare", "check", "timer"]);
     /// ```
     pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
         // A nested run invokes what its caller's iteration left pending.
         self.settle_batch();
-        if self.active_refs == 0 && self.pending.is_empty() {
+        if self.out_of_work() {
             return Ok(RunOutcome::NoActiveWatchers);
         }
         self.depth += 1;
         self.break_req = None;
-        let outcome = self.run_iterations(mode, state);
-        self.depth -= 1;
-        if self.break_req == Some(Break::One) || self.depth == 0 {
-            self.break_req = None;
-        }
-        outcome
+        // Restores the depth even if a callback panics.
+        let guard = RunGuard(self);
+        guard.0.run_iterations(mode, state)
+    }
+
+    /// Whether nothing referenced is active and nothing is queued: waiting
+    /// would block forever (a simulator says `Stalled`; a kernel hangs).
+    /// Events deferred for a callback that is running further up the stack
+    /// do not count: this `run` cannot deliver them.
+    #[inline]
+    fn out_of_work(&self) -> bool {
+        self.active_refs == 0 && self.pending.is_empty()
     }
 
     fn run_iterations(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
@@ -418,14 +445,22 @@ impl<'s, S> Loop<'s, S> {
             if self.break_req.is_some() {
                 return Ok(RunOutcome::Broken);
             }
+            // Checked after every phase that runs callbacks: the last
+            // watcher may have gone in any of them.
+            if self.out_of_work() {
+                return Ok(RunOutcome::NoActiveWatchers);
+            }
             self.iteration += 1;
             trace!(iteration = self.iteration, depth = self.depth, "iteration");
 
             if !self.prepares.is_empty() {
-                queue_list(&mut self.watchers, &mut self.pending, &self.prepares);
+                queue_list(&mut self.watchers, &mut self.pending, self.prepares);
                 self.invoke_pending(state);
                 if self.break_req.is_some() {
                     return Ok(RunOutcome::Broken);
+                }
+                if self.out_of_work() {
+                    return Ok(RunOutcome::NoActiveWatchers);
                 }
             }
 
@@ -463,12 +498,18 @@ impl<'s, S> Loop<'s, S> {
             } else {
                 self.queue_io_events_from(0);
             }
-            self.expire_timers();
-            if !self.idles.is_empty() && self.pending.is_empty() && !self.batch_has_pending() {
-                queue_list(&mut self.watchers, &mut self.pending, &self.idles);
-            }
+            // Decided before this iteration's check watchers are queued
+            // (they do not hold idles back, as in libev), completed once
+            // the expired timers are known.
+            let idle_level = self.idle_level();
             if !self.checks.is_empty() {
-                queue_list(&mut self.watchers, &mut self.pending, &self.checks);
+                queue_list(&mut self.watchers, &mut self.pending, self.checks);
+            }
+            let timers_up_to = self.expire_timers();
+            if let Some(q) = idle_level {
+                if timers_up_to.map_or(true, |t| t < q) {
+                    queue_list(&mut self.watchers, &mut self.pending, self.idles[q]);
+                }
             }
             self.invoke_pending(state);
 
@@ -478,18 +519,37 @@ impl<'s, S> Loop<'s, S> {
             if mode != RunMode::Default {
                 return Ok(RunOutcome::IterationDone);
             }
-            if self.active_refs == 0 {
-                return Ok(RunOutcome::NoActiveWatchers);
-            }
         }
+    }
+
+    /// libev's idle rule: the idle watchers of the highest priority that
+    /// has any are queued, unless something is pending at that priority or
+    /// above. One priority level per iteration, so an idle watcher of a
+    /// high priority runs while lower work is pending, and a low one waits
+    /// for everything above it. Returns that priority's queue, unless what
+    /// is pending now holds it back (the caller checks the expired timers).
+    fn idle_level(&self) -> Option<usize> {
+        if self.idle_count == 0 {
+            return None;
+        }
+        let q = (0..NUM_PRIORITIES)
+            .rev()
+            .find(|&q| !self.idles[q].is_empty())?;
+        // Io events still in a direct batch are pending at the default
+        // priority.
+        let batch_blocks = q <= DEFAULT_QUEUE as usize && self.batch_has_pending();
+        (!batch_blocks && !self.pending.has_live_at_or_above(q)).then_some(q)
     }
 
     /// How long the next poll may block.
     fn block_time(&mut self, mode: RunMode) -> Option<Duration> {
-        if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
+        if mode == RunMode::NoWait || self.idle_count > 0 || !self.pending.is_empty() {
             return Some(Duration::ZERO);
         }
-        self.timers.earliest_bound()?;
+        if self.timers.earliest_bound()? == NEVER {
+            // Only timers beyond the end of the clock: nothing to wait for.
+            return None;
+        }
         // Account for the time the callbacks took (as libev does).
         self.update_now();
         let now = self.now_ns;
@@ -498,6 +558,9 @@ impl<'s, S> Loop<'s, S> {
             // Due or stale: settle lazily restarted timers before deciding
             // not to block.
             next = self.timers.peek()?.at;
+        }
+        if next == NEVER {
+            return None;
         }
         Some(from_ns(next.saturating_sub(now)))
     }
@@ -523,7 +586,7 @@ impl<'s, S> Loop<'s, S> {
             let anfd = self.fds.get_mut(fd);
             anfd.changed = false;
             let mut want = Interest::NONE;
-            for &w in anfd.watchers() {
+            for w in anfd.watchers().iter(&self.watchers) {
                 if let Kind::Io { interest, .. } = self.watchers[w].kind {
                     want |= interest;
                 }
@@ -553,34 +616,39 @@ impl<'s, S> Loop<'s, S> {
     /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
     pub(crate) fn kill_fd(&mut self, fd: RawFd) {
         let anfd = self.fds.get_mut(fd);
-        let list = anfd.take_watchers();
         let old = std::mem::replace(&mut anfd.registered, Interest::NONE);
         if old != Interest::NONE {
             // Best effort: poll/select keep tables that must drop the fd.
             let _ = self.backend.modify(fd, old, Interest::NONE);
         }
-        for &idx in &list {
-            let e = &mut self.watchers[idx];
+        let Loop {
+            fds,
+            watchers,
+            pending,
+            active_refs,
+            io_blocking_direct,
+            ..
+        } = self;
+        fds.get_mut(fd).drain_watchers(watchers, |watchers, idx| {
+            let e = &mut watchers[idx];
             e.active = false;
             if e.keepalive {
-                self.active_refs -= 1;
+                *active_refs -= 1;
             }
             if e.blocks_direct_dispatch() {
-                self.io_blocking_direct -= 1;
+                *io_blocking_direct -= 1;
             }
             let interest = match e.kind {
                 Kind::Io { interest, .. } => interest,
                 _ => Interest::NONE,
             };
-            queue(
-                &mut self.watchers,
-                &mut self.pending,
+            queue_entry(
+                e,
+                pending,
                 idx,
                 Ready::ERROR | Ready::from_interest(interest),
             );
-        }
-        // Keep the allocation; watchers started by the callbacks reuse it.
-        self.fds.get_mut(fd).recycle_watchers(list);
+        });
     }
 
     /// Turns the backend's readiness reports, from `events[from]` on, into
@@ -623,9 +691,9 @@ impl<'s, S> Loop<'s, S> {
             if anfd.single != NOT_SINGLE {
                 queue_io(watchers, pending, anfd.single, ready);
             } else {
-                for &idx in anfd.watchers() {
-                    queue_io(watchers, pending, idx, ready);
-                }
+                anfd.watchers().for_each(watchers, |watchers, idx| {
+                    queue_io(watchers, pending, idx, ready)
+                });
             }
         }
         events.len()
@@ -644,30 +712,37 @@ impl<'s, S> Loop<'s, S> {
             self.fds.get_mut(fd).registered = Interest::NONE.with_trigger(Trigger::Oneshot);
             self.fds.mark_changed(fd);
         }
-        let mut j = 0;
-        while let Some(&idx) = self.fds.get(fd).and_then(|a| a.watchers().get(j)) {
+        let Some(anfd) = self.fds.get(fd) else {
+            return;
+        };
+        let mut cur = anfd.watchers().first();
+        while let Some(idx) = cur {
+            // Read before `deactivate` unlinks `idx`.
+            cur = SlotList::next(&self.watchers, idx);
             let interest = match self.watchers[idx].kind {
                 Kind::Io { interest, .. } => interest,
                 _ => unreachable!("non-io watcher on an fd"),
             };
             let r = ready.filter(interest);
             if r.is_empty() {
-                j += 1;
                 continue;
             }
             queue(&mut self.watchers, &mut self.pending, idx, r);
             if interest.trigger() == Trigger::Oneshot {
                 // Disarmed until started again; removes it from the list.
                 self.deactivate(idx);
-            } else {
-                j += 1;
             }
         }
     }
 
     /// Makes expired timers pending; repeating ones are rescheduled.
-    fn expire_timers(&mut self) {
+    /// Returns the highest priority queue among them, if any expired (the
+    /// idle rule needs it).
+    fn expire_timers(&mut self) -> Option<usize> {
         let now = self.now_ns;
+        // `now` is below NEVER, so timers parked there never come up.
+        debug_assert!(now < NEVER);
+        let mut highest = None;
         // Settle (sift lazily restarted timers) only once the bound is due.
         while self.timers.earliest_bound().is_some_and(|at| at <= now) {
             let Some(top) = self.timers.peek() else { break };
@@ -680,14 +755,19 @@ impl<'s, S> Loop<'s, S> {
             if repeat > 0 {
                 // A late repeating timer fires once and is rescheduled from
                 // now, like libev: it does not replay every missed period.
+                // Past the end of the clock it is parked at NEVER, so that
+                // it cannot come up again in this loop.
                 let next = top.at.saturating_add(repeat).max(now);
                 self.timer_seq += 1;
                 self.timers.reschedule(top.idx, next, self.timer_seq);
             } else {
                 self.deactivate(top.idx);
             }
-            queue(&mut self.watchers, &mut self.pending, top.idx, Ready::EMPTY);
+            let e = &mut self.watchers[top.idx];
+            highest = highest.max(Some(e.queue as usize));
+            queue_entry(e, &mut self.pending, top.idx, Ready::EMPTY);
         }
+        highest
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.
@@ -736,27 +816,23 @@ impl<'s, S> Loop<'s, S> {
             e.pending = NOT_PENDING;
         }
         let gen = e.gen;
-        let Some(mut cb) = e.cb.take() else {
+        let Some(cb) = e.cb.take() else {
             self.defer(idx, ready);
             return;
         };
         if observed {
             self.observe_dispatch(idx, ready);
         }
-        cb.call(self, state, Key { idx, gen }, ready);
-        // Put the callback back unless the watcher was removed meanwhile.
-        match self.watchers.get_mut(idx) {
-            Some(e) if e.gen == gen => {
-                // The slot is empty: the callback was taken out above and
-                // only this frame puts it back. So there is nothing to drop;
-                // forgetting the `None` saves testing it on every event.
-                debug_assert!(e.cb.is_none());
-                std::mem::forget(e.cb.replace(cb));
-                if e.deferred.is_some() {
-                    self.requeue_deferred(idx);
-                }
-            }
-            _ => {}
+        // The guard puts the callback back when it returns, and also if it
+        // panics: the watcher and its io source survive the unwinding.
+        let mut running = Running {
+            lp: self,
+            idx,
+            gen,
+            cb: Some(cb),
+        };
+        if let Some(cb) = running.cb.as_mut() {
+            cb.call(running.lp, state, Key { idx, gen }, ready);
         }
     }
 
@@ -812,13 +888,17 @@ impl<'s, S> Loop<'s, S> {
                 if e.blocks_direct_dispatch() {
                     self.io_blocking_direct -= 1;
                 }
-                self.fds.get_mut(fd).remove_watcher(idx);
+                self.fds.get_mut(fd).remove_watcher(&mut self.watchers, idx);
                 self.fds.mark_changed(fd);
             }
             Kind::Timer { .. } => self.timers.remove(idx),
-            Kind::Idle => remove_from(&mut self.idles, idx),
-            Kind::Prepare => remove_from(&mut self.prepares, idx),
-            Kind::Check => remove_from(&mut self.checks, idx),
+            Kind::Idle => {
+                let q = e.queue as usize;
+                self.idles[q].remove(&mut self.watchers, idx);
+                self.idle_count -= 1;
+            }
+            Kind::Prepare => self.prepares.remove(&mut self.watchers, idx),
+            Kind::Check => self.checks.remove(&mut self.watchers, idx),
         }
     }
 
@@ -837,29 +917,30 @@ impl<'s, S> Loop<'s, S> {
         if e.blocks_direct_dispatch() {
             self.io_blocking_direct += 1;
         }
-        match &mut e.kind {
+        match e.kind {
             Kind::Io { fd, interest } => {
-                let fd = *fd;
                 let anfd = self.fds.get_mut(fd);
-                anfd.push_watcher(idx);
-                anfd.oneshot = interest.is_oneshot();
+                anfd.push_watcher(&mut self.watchers, idx, interest.trigger());
                 self.fds.mark_changed(fd);
             }
             Kind::Timer { after, .. } => {
                 self.timer_seq += 1;
-                let at = now.saturating_add(*after);
+                let at = now.saturating_add(after);
                 self.timers.insert(idx, at, self.timer_seq);
             }
-            Kind::Idle => self.idles.push(idx),
-            Kind::Prepare => self.prepares.push(idx),
-            Kind::Check => self.checks.push(idx),
+            Kind::Idle => {
+                let q = e.queue as usize;
+                self.idles[q].push(&mut self.watchers, idx);
+                self.idle_count += 1;
+            }
+            Kind::Prepare => self.prepares.push(&mut self.watchers, idx),
+            Kind::Check => self.checks.push(&mut self.watchers, idx),
         }
     }
 
     /// Registers a new, inactive watcher.
     pub(crate) fn insert(&mut self, kind: Kind, cb: BoxedCallback<'s, S>) -> Key {
-        let gen = self.next_gen;
-        self.next_gen += 1;
+        let gen = self.watchers.new_generation();
         let idx = self.watchers.insert(Entry {
             gen,
             queue: DEFAULT_QUEUE,
@@ -872,6 +953,7 @@ impl<'s, S> Loop<'s, S> {
             },
             deferred: None,
             cb: Some(cb),
+            link: Link::UNLINKED,
             kind,
         });
         Key { idx, gen }
@@ -929,14 +1011,53 @@ fn queue_entry<S>(e: &mut Entry<'_, S>, pending: &mut PendingQueues, idx: u32, r
     }
 }
 
-fn queue_list<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, list: &[u32]) {
-    for &idx in list {
-        queue(watchers, pending, idx, Ready::EMPTY);
+fn queue_list<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, list: SlotList) {
+    list.for_each(watchers, |watchers, idx| {
+        queue_entry(&mut watchers[idx], pending, idx, Ready::EMPTY)
+    });
+}
+
+/// A callback taken out of its entry to run; dropping this puts it back
+/// (see [`Loop::invoke`]), whether the callback returned or panicked.
+struct Running<'a, 's, S> {
+    lp: &'a mut Loop<'s, S>,
+    idx: u32,
+    gen: u64,
+    cb: Option<BoxedCallback<'s, S>>,
+}
+
+impl<S> Drop for Running<'_, '_, S> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let Some(cb) = self.cb.take() else { return };
+        // Put the callback back unless the watcher was removed meanwhile
+        // (then the callback, and an owned source, are dropped here).
+        match self.lp.watchers.get_mut(self.idx) {
+            Some(e) if e.gen == self.gen => {
+                // The slot is empty: the callback was taken out above and
+                // only this frame puts it back. So there is nothing to drop;
+                // forgetting the `None` saves testing it on every event.
+                debug_assert!(e.cb.is_none());
+                std::mem::forget(e.cb.replace(cb));
+                if e.deferred.is_some() {
+                    self.lp.requeue_deferred(self.idx);
+                }
+            }
+            _ => drop(cb),
+        }
     }
 }
 
-fn remove_from(list: &mut Vec<u32>, idx: u32) {
-    if let Some(pos) = list.iter().position(|&w| w == idx) {
-        list.remove(pos);
+/// Restores the depth (and the break request) when a `run` ends, whether
+/// it returns or a callback panics.
+struct RunGuard<'a, 's, S>(&'a mut Loop<'s, S>);
+
+impl<S> Drop for RunGuard<'_, '_, S> {
+    fn drop(&mut self) {
+        let lp = &mut *self.0;
+        lp.depth -= 1;
+        if lp.break_req == Some(Break::One) || lp.depth == 0 {
+            lp.break_req = None;
+        }
     }
 }

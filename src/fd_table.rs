@@ -10,15 +10,16 @@
 
 use std::os::fd::RawFd;
 
-use crate::Interest;
+use crate::slot_list::{LinkStore, SlotList};
+use crate::{Interest, Trigger};
 
 /// [`Anfd::single`] when the fd has no watcher or more than one.
 pub(crate) const NOT_SINGLE: u32 = u32::MAX;
 
 pub(crate) struct Anfd {
-    /// Slab indices of the active io watchers on this fd, in start order.
-    /// Changed only through the methods below, which keep `single` in step.
-    watchers: Vec<u32>,
+    /// The active io watchers on this fd, in start order. Changed only
+    /// through the methods below, which keep `single` and `trigger` in step.
+    watchers: SlotList,
     /// The only watcher, when there is exactly one (the common case, which
     /// dispatch handles without walking the list); else [`NOT_SINGLE`].
     pub single: u32,
@@ -29,16 +30,19 @@ pub(crate) struct Anfd {
     /// Whether its watchers are one-shot (all watchers on an fd share one
     /// trigger mode), so that dispatch can test the fd, not each watcher.
     pub oneshot: bool,
+    /// The trigger mode its watchers share (meaningful while it has any).
+    trigger: Trigger,
 }
 
 impl Default for Anfd {
     fn default() -> Self {
         Anfd {
-            watchers: Vec::new(),
+            watchers: SlotList::default(),
             single: NOT_SINGLE,
             registered: Interest::NONE,
             changed: false,
             oneshot: false,
+            trigger: Trigger::Level,
         }
     }
 }
@@ -46,44 +50,47 @@ impl Default for Anfd {
 impl Anfd {
     /// The active watchers, in start order.
     #[inline]
-    pub fn watchers(&self) -> &[u32] {
-        &self.watchers
+    pub fn watchers(&self) -> SlotList {
+        self.watchers
     }
 
-    /// Adds an active watcher at the end.
-    pub fn push_watcher(&mut self, idx: u32) {
-        self.watchers.push(idx);
+    /// The trigger mode of its active watchers, if it has any.
+    pub fn trigger(&self) -> Option<Trigger> {
+        (!self.watchers.is_empty()).then_some(self.trigger)
+    }
+
+    /// Adds an active watcher with trigger mode `trigger` at the end.
+    pub fn push_watcher(&mut self, links: &mut impl LinkStore, idx: u32, trigger: Trigger) {
+        self.watchers.push(links, idx);
+        self.set_trigger(trigger);
         self.sync_single();
     }
 
-    /// Removes a watcher, if it is there.
-    pub fn remove_watcher(&mut self, idx: u32) {
-        if let Some(pos) = self.watchers.iter().position(|&w| w == idx) {
-            self.watchers.remove(pos);
-        }
+    /// Removes an active watcher.
+    pub fn remove_watcher(&mut self, links: &mut impl LinkStore, idx: u32) {
+        self.watchers.remove(links, idx);
         self.sync_single();
     }
 
-    /// Moves every watcher out, leaving none.
-    pub fn take_watchers(&mut self) -> Vec<u32> {
+    /// The watchers' shared trigger mode changed (`set_interest`).
+    pub fn set_trigger(&mut self, trigger: Trigger) {
+        self.trigger = trigger;
+        self.oneshot = trigger == Trigger::Oneshot;
+    }
+
+    /// Empties the list, calling `f` on each watcher (already unlinked).
+    pub fn drain_watchers<L: LinkStore>(&mut self, links: &mut L, mut f: impl FnMut(&mut L, u32)) {
+        let list = std::mem::take(&mut self.watchers);
         self.single = NOT_SINGLE;
-        std::mem::take(&mut self.watchers)
-    }
-
-    /// Gives back an emptied list's allocation, if no watcher was added
-    /// meanwhile.
-    pub fn recycle_watchers(&mut self, mut list: Vec<u32>) {
-        list.clear();
-        if self.watchers.is_empty() {
-            self.watchers = list;
-        }
+        let mut all = list;
+        list.for_each(links, |links, idx| {
+            all.remove(links, idx);
+            f(links, idx);
+        });
     }
 
     fn sync_single(&mut self) {
-        self.single = match self.watchers[..] {
-            [only] => only,
-            _ => NOT_SINGLE,
-        };
+        self.single = self.watchers.only().unwrap_or(NOT_SINGLE);
     }
 }
 

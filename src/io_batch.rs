@@ -202,7 +202,7 @@ impl<'s, S> Loop<'s, S> {
             let Some(anfd) = self.fds.get(ev.fd) else {
                 continue;
             };
-            for &idx in anfd.watchers() {
+            for idx in anfd.watchers().iter(&self.watchers) {
                 let mask = self.watchers[idx].io_mask;
                 if (ev.ready.is_invalid() || !(ev.ready & mask).is_empty()) && !f() {
                     return;

@@ -44,6 +44,7 @@ mod interest;
 mod io_batch;
 mod pending;
 mod registry;
+mod slot_list;
 mod source;
 mod timer_heap;
 mod watch;

@@ -52,18 +52,25 @@ pub(crate) struct PendingQueues {
     heads: [usize; QUEUES],
     /// Bit `q` is set while queue `q` has unread entries.
     nonempty: u32,
-    /// Cancelled entries not yet read (so that [`PendingQueues::len`] needs
-    /// no counter updated on the hot path).
-    cancelled: usize,
+    /// Cancelled entries not yet read, per queue (so that
+    /// [`PendingQueues::len`] needs no counter updated on the hot path).
+    cancelled: [u32; QUEUES],
 }
 
 impl PendingQueues {
     /// Number of queued, not cancelled invocations.
     pub fn len(&self) -> usize {
-        let unread: usize = (0..QUEUES)
-            .map(|q| self.queues[q].len() - self.heads[q])
-            .sum();
-        unread - self.cancelled
+        (0..QUEUES).map(|q| self.live_in(q)).sum()
+    }
+
+    /// Live (not cancelled) unread entries in queue `q`.
+    fn live_in(&self, q: usize) -> usize {
+        self.queues[q].len() - self.heads[q] - self.cancelled[q] as usize
+    }
+
+    /// Whether a live entry is queued at `q` or above (the idle rule).
+    pub fn has_live_at_or_above(&self, q: usize) -> bool {
+        (q..NUM_PRIORITIES).any(|q| self.nonempty & (1 << q) != 0 && self.live_in(q) > 0)
     }
 
     /// Whether nothing is queued.
@@ -93,12 +100,23 @@ impl PendingQueues {
         self.queues[queue as usize & QUEUE_MASK][slot as usize].ready |= ready;
     }
 
+    /// The events of a queued invocation.
+    pub fn get(&self, queue: u8, slot: PendingSlot) -> Ready {
+        self.queues[queue as usize & QUEUE_MASK][slot as usize].ready
+    }
+
+    /// Keeps only the events in `mask` of a queued invocation.
+    pub fn restrict(&mut self, queue: u8, slot: PendingSlot, mask: Ready) {
+        let p = &mut self.queues[queue as usize & QUEUE_MASK][slot as usize];
+        p.ready = p.ready & mask;
+    }
+
     /// Cancels a queued invocation; returns the events it carried.
     pub fn cancel(&mut self, queue: u8, slot: PendingSlot) -> Ready {
         let p = &mut self.queues[queue as usize & QUEUE_MASK][slot as usize];
         debug_assert!(p.idx != CANCELLED, "cancelling a cancelled pending entry");
         p.idx = CANCELLED;
-        self.cancelled += 1;
+        self.cancelled[queue as usize & QUEUE_MASK] += 1;
         p.ready
     }
 
@@ -138,7 +156,7 @@ impl PendingQueues {
             if p.idx != CANCELLED {
                 return Some(p);
             }
-            self.cancelled -= 1;
+            self.cancelled[q] -= 1;
         }
     }
 
@@ -158,7 +176,7 @@ impl PendingQueues {
         let list = &mut self.queues[q];
         for p in list.drain(..).skip(head) {
             if p.idx == CANCELLED {
-                self.cancelled -= 1;
+                self.cancelled[q] -= 1;
             } else {
                 out.push(p);
             }
@@ -220,5 +238,16 @@ mod tests {
         assert_eq!(got, vec![3, 4]);
         assert!(!q.has_entries_in(2));
         assert_eq!((q.len(), q.highest()), (0, None));
+    }
+
+    #[test]
+    fn live_at_or_above_ignores_tombstones() {
+        let mut q = PendingQueues::default();
+        let s = q.push(3, 1, Ready::EMPTY);
+        q.push(1, 2, Ready::EMPTY);
+        assert!(q.has_live_at_or_above(3) && q.has_live_at_or_above(0));
+        assert!(!q.has_live_at_or_above(4));
+        q.cancel(3, s);
+        assert!(!q.has_live_at_or_above(2) && q.has_live_at_or_above(1));
     }
 }

@@ -31,6 +31,20 @@ pub(crate) fn to_ns(d: Duration) -> u64 {
         .saturating_add(d.subsec_nanos() as u64)
 }
 
+/// The expiry of an armed timer that can never fire: its deadline lies
+/// beyond the end of the loop's clock, which counts `u64` nanoseconds from
+/// the backend's origin (about 584 years). Such a timer stays active (and
+/// keeps `run` going, if referenced) but bounds no wait.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// The loop time of a backend clock reading: nanoseconds, saturated just
+/// below [`NEVER`], so that a deadline computed from it can reach `NEVER`
+/// only by lying beyond the clock's range.
+#[inline]
+pub(crate) fn clock_ns(d: Duration) -> u64 {
+    to_ns(d).min(NEVER - 1)
+}
+
 /// The inverse of [`to_ns`].
 #[inline]
 pub(crate) fn from_ns(ns: u64) -> Duration {

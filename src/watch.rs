@@ -3,7 +3,7 @@
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
-use crate::timer_heap::{from_ns, to_ns};
+use crate::timer_heap::{from_ns, to_ns, NEVER};
 use crate::watcher::{
     lookup, lookup_mut, BorrowedIo, Check, Handle, Idle, Io, IoEvent, Kind, OwnedIo, Plain,
     Prepare, Timer,
@@ -20,9 +20,12 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// Several watchers may watch one fd; the backend is told the union of
     /// their interests. Errors: the source kind does not match the backend
-    /// (virtual vs OS), the fd is too large (select), the trigger mode is
+    /// (virtual vs OS), the fd is too large (select), the fd cannot be
+    /// watched ([`Error::InvalidFd`]: not open, or a regular file or a
+    /// directory, which would always be ready), the trigger mode is
     /// unsupported, or it conflicts with another watcher's on the same fd.
-    /// On error the source is dropped.
+    /// On error the source is dropped. Checking the fd costs one `fstat`
+    /// per watcher created on the OS backends.
     ///
     /// [`AsFd`]: std::os::fd::AsFd
     ///
@@ -107,6 +110,11 @@ impl<'s, S> Loop<'s, S> {
     /// ([`Loop::now`]) and then every `repeat` (zero: once). A one-shot
     /// timer is stopped before its callback runs.
     ///
+    /// The loop's clock counts nanoseconds in a `u64` from the backend's
+    /// origin, about 584 years; a deadline beyond that (`Duration::MAX`,
+    /// say) never comes: the timer stays active but never fires, and a
+    /// repeating timer that would be rescheduled past it is parked there.
+    ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
     /// use std::time::Duration;
@@ -134,8 +142,16 @@ impl<'s, S> Loop<'s, S> {
         Ok(Timer(key))
     }
 
-    /// Creates and starts an idle watcher: invoked on iterations where
-    /// nothing else is pending; while one is active the loop never blocks.
+    /// Creates and starts an idle watcher, for work to do when the loop has
+    /// nothing more urgent; while one is active the loop never blocks.
+    ///
+    /// libev's rule decides which idle watchers run in an iteration: those
+    /// of the highest priority that has any, and only if no io event,
+    /// expired timer or other callback is pending at that priority or
+    /// above (the iteration's check watchers aside). So a priority-2 idle
+    /// watcher runs even while priority-0 work is pending, a priority -1
+    /// one waits until everything above it is done, and one priority level
+    /// runs per iteration.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
@@ -174,8 +190,10 @@ impl<'s, S> Loop<'s, S> {
         Ok(Prepare(key))
     }
 
-    /// Creates and starts a check watcher: queued after every poll, together
-    /// with that iteration's io, timer and idle callbacks.
+    /// Creates and starts a check watcher: queued after every poll, after
+    /// that iteration's io events and before its expired timers and idle
+    /// watchers; within one priority it runs in that order (libuv's and
+    /// Node's: `setImmediate` before `setTimeout(0)`).
     ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
@@ -359,8 +377,15 @@ impl<'s, S> Loop<'s, S> {
         let blocked_before = e.active && e.blocks_direct_dispatch();
         let old_queue = std::mem::replace(&mut e.queue, queue);
         let blocks_now = e.active && e.blocks_direct_dispatch();
+        let moves_idle_list = e.active && matches!(e.kind, Kind::Idle);
         self.recount_blocking_direct(blocked_before, blocks_now);
-        let e = &mut self.watchers[h.key().idx];
+        let idx = h.key().idx;
+        if moves_idle_list {
+            // Idle watchers are listed by priority (the idle rule).
+            self.idles[old_queue as usize].remove(&mut self.watchers, idx);
+            self.idles[queue as usize].push(&mut self.watchers, idx);
+        }
+        let e = &mut self.watchers[idx];
         if let Some(slot) = e.take_pending() {
             let ready = self.pending.cancel(old_queue, slot);
             self.queue(h.key().idx, ready);
@@ -463,8 +488,27 @@ impl<'s, S> Loop<'s, S> {
         let blocks_now = active && e.blocks_direct_dispatch();
         self.recount_blocking_direct(blocked_before, blocks_now);
         if active {
-            self.fds.get_mut(fd).oneshot = interest.is_oneshot();
+            self.fds.get_mut(fd).set_trigger(interest.trigger());
             self.fds.mark_changed(fd);
+        }
+        // An event queued (or deferred) before the change carries what the
+        // old interest let through: deliver only what the new one does.
+        let mask = Ready::receive_mask(interest);
+        let e = &mut self.watchers[io.0.idx];
+        if let Some(held) = e.deferred {
+            e.deferred = Some(held & mask).filter(|r| !r.is_empty());
+            if e.deferred.is_none() {
+                self.deferred_count -= 1;
+            }
+        }
+        if e.is_queued() {
+            if (self.pending.get(e.queue, e.pending) & mask).is_empty() {
+                let slot = e.pending;
+                e.pending = crate::pending::NOT_PENDING;
+                self.pending.cancel(e.queue, slot);
+            } else {
+                self.pending.restrict(e.queue, e.pending, mask);
+            }
         }
         Ok(())
     }
@@ -578,7 +622,9 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Time until an active timer fires (zero if it is due or inactive),
-    /// relative to [`Loop::now`].
+    /// relative to [`Loop::now`]; `Duration::MAX` if it never will (its
+    /// deadline lies beyond the end of the loop's clock, about 584 years
+    /// after the backend's origin).
     ///
     /// ```
     /// use evloop::{Loop, Sim};
@@ -594,9 +640,11 @@ impl<'s, S> Loop<'s, S> {
         if !e.active {
             return Ok(Duration::ZERO);
         }
-        Ok(from_ns(
-            self.timers.expiry(t.0.idx).saturating_sub(self.now_ns),
-        ))
+        match self.timers.expiry(t.0.idx) {
+            // Beyond the end of the clock: it never fires.
+            NEVER => Ok(Duration::MAX),
+            at => Ok(from_ns(at.saturating_sub(self.now_ns))),
+        }
     }
 
     /// Cancels the watcher's queued invocation, if any, and returns the
@@ -664,6 +712,12 @@ impl<'s, S> Loop<'s, S> {
                 return Err(Error::FdTooLarge { fd, max, backend });
             }
         }
+        // Closed, or never watchable (a regular file): say so now, at the
+        // call that caused it, not later as a silent ERROR callback.
+        self.backend.check_fd(fd).map_err(|err| Error::InvalidFd {
+            fd,
+            reason: err.to_string(),
+        })?;
         Ok(fd)
     }
 
@@ -677,19 +731,17 @@ impl<'s, S> Loop<'s, S> {
                 backend: self.backend.name(),
             });
         }
+        // The fd's watchers share one mode, so the fd records it: O(1),
+        // however many watchers the fd has.
         if let Some(anfd) = self.fds.get(fd) {
-            for &w in anfd.watchers().iter().filter(|&&w| Some(w) != except) {
-                if let Kind::Io {
-                    interest: other, ..
-                } = self.watchers[w].kind
-                {
-                    if other.trigger() != trigger {
-                        return Err(Error::TriggerConflict {
-                            fd,
-                            existing: other.trigger(),
-                            requested: trigger,
-                        });
-                    }
+            if let Some(existing) = anfd.trigger() {
+                let only_except = except.is_some() && anfd.watchers().only() == except;
+                if existing != trigger && !only_except {
+                    return Err(Error::TriggerConflict {
+                        fd,
+                        existing,
+                        requested: trigger,
+                    });
                 }
             }
         }

@@ -15,14 +15,28 @@ use std::os::fd::RawFd;
 use crate::event_loop::DEFAULT_QUEUE;
 use crate::pending::{PendingSlot, NOT_PENDING};
 use crate::registry::Registry;
+use crate::slot_list::Link;
 use crate::{Error, Interest, Loop, Ready, Result, Source};
 
 /// Slab index and generation of a watcher.
 /// Not exported: handles are opaque outside the crate.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub(crate) idx: u32,
     pub(crate) gen: u64,
+}
+
+impl std::fmt::Debug for Key {
+    /// Shows the generation's low half, its serial number in the loop that
+    /// made it: the high half names that loop's block (registry.rs), the
+    /// same for every handle of the loop, and would only differ from run
+    /// to run.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Key")
+            .field("idx", &self.idx)
+            .field("gen", &(self.gen as u32))
+            .finish()
+    }
 }
 
 pub(crate) mod sealed {
@@ -308,6 +322,9 @@ pub(crate) struct Entry<'s, S> {
     pub deferred: Option<Ready>,
     /// `None` while the callback runs.
     pub cb: Option<BoxedCallback<'s, S>>,
+    /// Its place in the list of active watchers it is in (its fd's, or its
+    /// kind's): see slot_list.rs.
+    pub link: Link,
     pub kind: Kind,
 }
 
@@ -339,7 +356,8 @@ impl<S> Entry<'_, S> {
     }
 }
 
-/// Looks up a live watcher by handle, refusing stale ones.
+/// Looks up a live watcher by handle, refusing stale and foreign ones.
+/// Generations are unique in the process, so one compare settles both.
 pub(crate) fn lookup<'a, 's, S>(
     watchers: &'a Registry<'s, S>,
     h: &impl Handle,
@@ -347,7 +365,7 @@ pub(crate) fn lookup<'a, 's, S>(
     let k = h.key();
     match watchers.get(k.idx) {
         Some(e) if e.gen == k.gen => Ok(e),
-        _ => Err(Error::StaleHandle { kind: h.kind() }),
+        _ => Err(refusal(watchers, h)),
     }
 }
 
@@ -357,8 +375,23 @@ pub(crate) fn lookup_mut<'a, 's, S>(
     h: &impl Handle,
 ) -> Result<&'a mut Entry<'s, S>> {
     let k = h.key();
-    match watchers.get_mut(k.idx) {
-        Some(e) if e.gen == k.gen => Ok(e),
-        _ => Err(Error::StaleHandle { kind: h.kind() }),
+    watchers
+        .get_live_mut(k.idx, k.gen)
+        .map_err(|issued| refused(issued, h))
+}
+
+/// Why a handle matches no watcher: it was removed, or it is another
+/// loop's.
+#[cold]
+fn refusal<S>(watchers: &Registry<'_, S>, h: &impl Handle) -> Error {
+    refused(watchers.issued(h.key().gen), h)
+}
+
+#[cold]
+fn refused(issued_here: bool, h: &impl Handle) -> Error {
+    if issued_here {
+        Error::StaleHandle { kind: h.kind() }
+    } else {
+        Error::ForeignHandle { kind: h.kind() }
     }
 }

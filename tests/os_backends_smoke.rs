@@ -250,7 +250,10 @@ fn env_var_picks_the_backend() {
 #[test]
 fn unknown_backend_name() {
     let err = Loop::builder().backend("iocp").build::<()>().unwrap_err();
-    let Error::UnknownBackend { name, available } = &err else {
+    let Error::UnknownBackend {
+        name, available, ..
+    } = &err
+    else {
         panic!("unexpected error: {err}");
     };
     assert_eq!((name.as_str(), *available), ("iocp", backends::AVAILABLE));
@@ -393,22 +396,71 @@ fn reinit_keeps_watching() {
 }
 
 #[test]
-fn regular_files_are_refused_by_every_backend() {
+fn regular_files_and_directories_are_refused_at_creation_by_every_backend() {
     for &name in names() {
-        let mut lp = new_loop::<Vec<Ready>>(name);
-        let file = File::open(std::env::current_exe().unwrap()).unwrap();
-        let io = lp
-            .io(file, Interest::READABLE, |lp, log, ev| {
-                log.push(ev.ready);
-                let _ = lp.stop(ev.watcher);
-            })
-            .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        // epoll refuses them (EPERM); poll and select do the same, rather
-        // than report them always ready.
-        assert_eq!(log, [Ready::ERROR | Ready::READABLE], "{name}");
-        assert!(!lp.is_active(io).unwrap());
+        let mut lp = new_loop::<()>(name);
+        for path in [std::env::current_exe().unwrap(), std::env::temp_dir()] {
+            let file = File::open(&path).unwrap();
+            let fd = file.as_raw_fd();
+            // epoll refuses them (EPERM); the others would report them
+            // always ready. Every backend says so at creation, not later
+            // with an ERROR callback.
+            let err = lp
+                .io(file, Interest::READABLE, |_, _, _| panic!("called"))
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidFd { fd: f, ref reason }
+                    if f == fd && reason.contains("regular file or a directory")),
+                "{name}: {err}"
+            );
+        }
+        assert_eq!(lp.active_count(), 0);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+    }
+}
+
+/// A source whose descriptor number is closed: what a watcher sees when
+/// another part of the program closed the fd behind its owner's back.
+struct ClosedFd(RawFd);
+
+impl evloop::Source for ClosedFd {
+    fn source_fd(&self) -> evloop::SourceFd<'_> {
+        // SAFETY (test): the number is closed; the loop only passes it to
+        // system calls, which report EBADF. Safe code cannot make this.
+        evloop::SourceFd::Os(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.0) })
+    }
+}
+
+/// A number that is surely closed: far above the lowest free numbers that
+/// other test threads of this binary are given (none holds more than a few
+/// dozen fds), and below select's `FD_SETSIZE`.
+fn closed_fd_number() -> RawFd {
+    // SAFETY (test): F_DUPFD on stdin returns a new descriptor (the lowest
+    // free one at or above 900), closed again at once.
+    unsafe {
+        let fd = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 900);
+        assert!((900..1024).contains(&fd));
+        libc::close(fd);
+        fd
+    }
+}
+
+#[test]
+fn an_fd_that_is_not_open_is_refused_at_creation_by_every_backend() {
+    for &name in names() {
+        let mut lp = new_loop::<()>(name);
+        let fd = closed_fd_number();
+        let result = lp.io(ClosedFd(fd), Interest::READABLE, |_, _, _| panic!("called"));
+        let err = result.unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidFd { fd: f, ref reason }
+                if f == fd && reason.contains("not open")),
+            "{name}: {err}"
+        );
+        assert_eq!(lp.active_count(), 0);
     }
 }
 

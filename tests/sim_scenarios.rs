@@ -279,17 +279,19 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll() {
             "prepare#1",
             "io",
             "check#1",
-            // iterations 2-3: nothing else pending: idle runs; the poll
-            // does not block while an idle watcher is active.
+            // iterations 2-3: nothing else pending: idle runs (after the
+            // check watchers, which do not hold it back); the poll does not
+            // block while an idle watcher is active.
             "prepare#2",
-            "idle1",
             "check#2",
+            "idle1",
             "prepare#3",
-            "idle2",
             "check#3",
-            // iteration 4: blocks until the timer, whose callback removes
-            // the check watcher: its queued invocation is cancelled.
+            "idle2",
+            // iteration 4: blocks until the timer; check watchers run
+            // before the timers that expired in the same iteration.
             "prepare#4",
+            "check#4",
             "timer@5ms",
         ]
     );

@@ -1,0 +1,175 @@
+//! What the loop-level integration tests share: the list of backends a
+//! scenario runs on (the simulator and every OS backend of the host), a
+//! loop on one of them, a connection that works on each, and a watchdog,
+//! so that a scenario that hangs or spins fails in seconds instead of
+//! hanging the test run.
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use evloop::{Loop, Sim, SimSocket, Source, SourceFd};
+
+/// How long a scenario may take before the watchdog fails it. Generous:
+/// a scenario takes milliseconds; a hang never ends.
+pub const WATCHDOG: Duration = Duration::from_secs(30);
+
+/// Runs `f` on its own thread and returns what it returns; panics if `f`
+/// panics (with its message) or if it has not finished after `limit` (it
+/// hangs or spins; the thread is abandoned).
+pub fn watchdog<T: Send + 'static>(
+    what: &str,
+    limit: Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done, finished) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(what.to_string())
+        .spawn(move || {
+            let out = f();
+            let _ = done.send(());
+            out
+        })
+        .expect("spawn a watched thread");
+    match finished.recv_timeout(limit) {
+        Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => match thread.join() {
+            Ok(out) => out,
+            Err(panic) => std::panic::resume_unwind(panic),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: not finished after {limit:?}: it hangs or spins")
+        }
+    }
+}
+
+/// The backends a loop-level scenario runs on: the simulator, then every
+/// OS backend of this host (`evloop::backends::AVAILABLE`, which includes
+/// kqueue with `--features emulated-kqueue`).
+pub fn backends() -> Vec<&'static str> {
+    let mut all = vec!["sim"];
+    all.extend_from_slice(evloop::backends::AVAILABLE);
+    all
+}
+
+/// Runs `scenario(backend)` on every backend of [`backends`], each under
+/// the [`watchdog`].
+pub fn on_every_backend(what: &str, scenario: fn(&'static str)) {
+    for name in backends() {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(name)
+        });
+    }
+}
+
+/// A world for one scenario: a loop on `backend`, and connections that
+/// work on it (simulated sockets on the simulator, socket pairs on a
+/// kernel).
+pub struct World {
+    pub backend: &'static str,
+    pub sim: Option<Sim>,
+}
+
+impl World {
+    pub fn new(backend: &'static str) -> World {
+        World {
+            backend,
+            sim: (backend == "sim").then(Sim::new),
+        }
+    }
+
+    /// A loop on this world's backend.
+    pub fn new_loop<'s, S>(&self) -> Loop<'s, S> {
+        match &self.sim {
+            Some(sim) => Loop::with_backend(sim.backend()),
+            None => Loop::builder()
+                .backend(self.backend)
+                .build()
+                .unwrap_or_else(|e| panic!("{}: {e}", self.backend)),
+        }
+    }
+
+    /// A connection: the end the loop watches, and its peer.
+    pub fn pair(&self) -> (Conn, Peer) {
+        match &self.sim {
+            Some(sim) => {
+                let (a, b) = sim.pair("conn", 1 << 16);
+                (Conn::Sim(a), Peer::Sim(b))
+            }
+            None => {
+                let (a, b) = UnixStream::pair().unwrap();
+                a.set_nonblocking(true).unwrap();
+                (Conn::Os(a), Peer::Os(b))
+            }
+        }
+    }
+}
+
+/// The watched end of a connection, on either kind of backend.
+pub enum Conn {
+    Sim(SimSocket),
+    Os(UnixStream),
+}
+
+impl Source for Conn {
+    fn source_fd(&self) -> SourceFd<'_> {
+        match self {
+            Conn::Sim(s) => s.source_fd(),
+            Conn::Os(s) => s.source_fd(),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Sim(s) => s.read(buf),
+            Conn::Os(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Sim(s) => s.write(buf),
+            Conn::Os(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The other end of a [`Conn`]: the test writes to it to make the watched
+/// end readable. On the simulator the bytes arrive at once (virtual time
+/// does not move while the loop is not blocked).
+pub enum Peer {
+    Sim(SimSocket),
+    Os(UnixStream),
+}
+
+impl Peer {
+    /// Sends `bytes` to the watched end.
+    pub fn send(&mut self, bytes: &[u8]) {
+        match self {
+            Peer::Sim(s) => s.write_all(bytes).unwrap(),
+            Peer::Os(s) => s.write_all(bytes).unwrap(),
+        }
+    }
+}
+
+/// Reads what is there (up to 64 KiB) without blocking.
+pub fn drain(conn: &mut impl Read) -> Vec<u8> {
+    let mut buf = vec![0; 1 << 16];
+    let mut got = Vec::new();
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}

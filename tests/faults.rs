@@ -1,0 +1,250 @@
+//! The loop under faults, on the simulator and every OS backend (each
+//! scenario under a watchdog): a panicking callback leaves the loop whole;
+//! a handle never acts on another loop's watcher; an fd that cannot be
+//! watched is refused when its watcher is created; the simulator's clock
+//! ends without a busy loop.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use common::{drain, on_every_backend, watchdog, World, WATCHDOG};
+use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+
+// ---- a panic in a callback -------------------------------------------------
+
+#[test]
+fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
+    on_every_backend("panic in io callback", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Vec<u8>> = w.new_loop();
+        let (conn, mut peer) = w.pair();
+        let io = lp
+            .io(conn, Interest::READABLE, |_, got, ev| {
+                let bytes = drain(ev.source);
+                got.extend_from_slice(&bytes);
+                if bytes == b"boom" {
+                    panic!("boom");
+                }
+            })
+            .unwrap();
+        peer.send(b"boom");
+        let mut got = vec![];
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut got)));
+        assert!(caught.is_err(), "{name}: the panic propagates out of run");
+        assert_eq!(lp.depth(), 0, "{name}");
+        assert!(lp.is_active(io).unwrap(), "{name}");
+        assert_eq!(lp.pending_count(), 0, "{name}");
+        // The source was not dropped (closed while registered): the same
+        // watcher still hears from it.
+        peer.send(b" and more");
+        assert_eq!(
+            lp.run(RunMode::Once, &mut got).unwrap(),
+            RunOutcome::IterationDone
+        );
+        assert_eq!(got, b"boom and more", "{name}");
+        // And it can be taken back (not Busy).
+        let conn: common::Conn = lp.into_source(io).unwrap();
+        drop(conn);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+    });
+}
+
+#[test]
+fn after_a_panic_the_rest_of_the_iteration_runs_in_the_next_run() {
+    on_every_backend("panic leaves the others pending", |name| {
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        lp.timer(Duration::ZERO, Duration::ZERO, |_, log, _| {
+            log.push("first");
+            panic!("first");
+        })
+        .unwrap();
+        lp.timer(Duration::ZERO, Duration::ZERO, |_, log, _| {
+            log.push("second")
+        })
+        .unwrap();
+        let mut log = vec![];
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut log)));
+        assert!(caught.is_err());
+        assert_eq!(
+            (log.clone(), lp.pending_count()),
+            (vec!["first"], 1),
+            "{name}"
+        );
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(log, ["first", "second"], "{name}");
+    });
+}
+
+#[test]
+fn a_panic_in_a_nested_run_restores_every_depth() {
+    on_every_backend("panic in nested run", |name| {
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        let boom = lp
+            .timer(Duration::ZERO, Duration::ZERO, |_, _, _| panic!("deep"))
+            .unwrap();
+        lp.stop(boom).unwrap();
+        lp.idle(move |lp, depth, me| {
+            lp.remove(me).unwrap();
+            lp.start(boom).unwrap();
+            *depth = lp.depth();
+            let _ = lp.run(RunMode::Default, depth); // panics inside
+        })
+        .unwrap();
+        let mut depth = 0;
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut depth)));
+        assert!(caught.is_err());
+        assert_eq!((depth, lp.depth()), (1, 0), "{name}");
+        // The loop runs again, and break_loop works there.
+        lp.idle(|lp, _, _| lp.break_loop(evloop::Break::One))
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut depth).unwrap(),
+            RunOutcome::Broken
+        );
+    });
+}
+
+// ---- handles belong to their loop -------------------------------------------
+
+#[test]
+fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
+    on_every_backend("foreign handles", |name| {
+        let w = World::new(name);
+        let mut a: Loop = w.new_loop();
+        let mut b: Loop = w.new_loop();
+        // Both in slot 0 of their loop, so only the generation tells them
+        // apart.
+        let ta = a
+            .timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
+            .unwrap();
+        let tb = b
+            .timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
+            .unwrap();
+        let (ca, _pa) = w.pair();
+        let (cb, _pb) = w.pair();
+        let ia = a.io(ca, Interest::READABLE, |_, _, _| {}).unwrap();
+        let ib = b.io(cb, Interest::READABLE, |_, _, _| {}).unwrap();
+        let foreign = |r: Result<(), Error>, h: &dyn std::fmt::Debug| match r {
+            Err(e @ Error::ForeignHandle { .. }) => {
+                assert!(e.to_string().contains("another loop"), "{e}")
+            }
+            other => panic!("{name}: {h:?} on the wrong loop gave {other:?}"),
+        };
+        foreign(a.stop(tb), &tb);
+        foreign(a.start(tb), &tb);
+        foreign(a.set_priority(tb, 1), &tb);
+        foreign(a.set_ref(tb, false), &tb);
+        foreign(a.feed_event(tb, Ready::EMPTY), &tb);
+        foreign(a.again(tb), &tb);
+        foreign(a.set_timer(tb, Duration::ZERO, Duration::ZERO), &tb);
+        foreign(a.is_active(tb).map(drop), &tb);
+        foreign(a.is_pending(tb).map(drop), &tb);
+        foreign(a.priority(tb).map(drop), &tb);
+        foreign(a.remaining(tb).map(drop), &tb);
+        foreign(a.clear_pending(tb).map(drop), &tb);
+        foreign(a.set_interest(ib, Interest::WRITABLE), &ib);
+        foreign(a.interest(ib).map(drop), &ib);
+        foreign(a.fd(ib).map(drop), &ib);
+        foreign(a.into_source::<common::Conn>(ib).map(drop), &ib);
+        foreign(a.remove(ib), &ib);
+        foreign(a.remove(tb), &tb);
+        // Nothing of a's changed.
+        assert_eq!(a.active_count(), 2);
+        assert_eq!(a.remaining(ta).unwrap(), Duration::from_secs(60));
+        assert_eq!(a.priority(ta).unwrap(), 0);
+        assert!(!a.is_pending(ta).unwrap());
+        assert_eq!(a.interest(ia).unwrap(), Interest::READABLE);
+        // b's handles still work on b.
+        b.remove(tb).unwrap();
+        b.remove(ib).unwrap();
+        // A removed watcher's handle is stale, not foreign.
+        a.remove(ta).unwrap();
+        assert!(matches!(
+            a.stop(ta),
+            Err(Error::StaleHandle { kind: "timer" })
+        ));
+        assert_eq!(ta.kind(), "timer");
+    });
+}
+
+// ---- fds that cannot be watched: refused at creation -------------------------
+
+#[test]
+fn an_invalidated_simulated_socket_is_refused_at_creation() {
+    let sim = Sim::new();
+    let sock = sim.socket("gone", 0);
+    sim.invalidate(Duration::ZERO, &sock);
+    let mut lp: Loop = Loop::with_backend(sim.backend());
+    // Let the simulator apply the invalidation.
+    lp.idle(|lp, _, me| lp.remove(me).unwrap()).unwrap();
+    lp.run(RunMode::NoWait, &mut ()).unwrap();
+    let fd = sock.fd();
+    let err = lp
+        .io(sock, Interest::READABLE, |_, _, _| panic!("called"))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidFd { fd: f, ref reason } if f == fd && reason.contains("invalidated")),
+        "{err}"
+    );
+}
+
+// ---- the end of the simulator's clock ---------------------------------------
+
+/// A repeating timer at the end of the clock (`u64::MAX` ns of virtual
+/// time) fires once and is then parked: it used to be rescheduled to the
+/// same saturated instant and expire again, forever, inside one iteration.
+#[test]
+fn a_repeating_timer_at_the_end_of_the_clock_fires_once_and_the_run_ends() {
+    watchdog("end of time", WATCHDOG, || {
+        let sim = Sim::new();
+        let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+        let last = Duration::from_nanos(u64::MAX - 1);
+        let t = lp
+            .timer(last, Duration::from_nanos(1), |lp, n, _| {
+                *n += 1;
+                assert_eq!(lp.now(), Duration::from_nanos(u64::MAX - 1));
+            })
+            .unwrap();
+        let mut n = 0;
+        // Nothing can happen after the end of the clock: on the simulator
+        // the run stalls (a kernel would simply wait).
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::Stalled
+        );
+        assert_eq!(n, 1);
+        // Still active, due "never".
+        assert!(lp.is_active(t).unwrap());
+        assert_eq!(lp.remaining(t).unwrap(), Duration::MAX);
+    });
+}
+
+/// Deadlines beyond the end of the clock never fire, and bound no wait.
+#[test]
+fn a_timer_beyond_the_end_of_the_clock_never_fires() {
+    on_every_backend("timer at Duration::MAX", |name| {
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        let never = lp
+            .timer(Duration::MAX, Duration::MAX, |_, n, _| *n += 1)
+            .unwrap();
+        lp.set_ref(never, false).unwrap();
+        lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
+            .unwrap();
+        let mut n = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(n, 0, "{name}");
+        assert!(lp.is_active(never).unwrap());
+        assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");
+    });
+}
