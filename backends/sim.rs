@@ -18,7 +18,8 @@
 //! of interest, as epoll does.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
@@ -62,17 +63,28 @@ pub struct Sim {
     world: Rc<RefCell<World>>,
 }
 
+// Every operation on one fd or one scheduled action is O(1) or O(log n),
+// so that a world of n sockets costs O(n log n) to build, register and
+// tear down; only a poll walks every registered fd, as poll(2) does.
 #[derive(Default)]
 struct World {
     now: Duration,
     sockets: Vec<Socket>,
     /// Registered fds and their interest, in registration order (the order
-    /// in which `poll` reports them).
-    registered: Vec<(RawFd, Interest)>,
-    schedule: Vec<Scheduled>,
+    /// in which `poll` reports them). A forgotten fd leaves a hole (`None`)
+    /// instead of shifting every later entry; holes are squeezed out once
+    /// they outnumber the live entries, so a poll's walk stays within twice
+    /// the registered count. Each socket knows its entry
+    /// ([`Socket::reg_slot`]).
+    registered: Vec<Option<(RawFd, Interest)>>,
+    /// Live (`Some`) entries in `registered`.
+    registered_live: usize,
+    /// Scheduled actions, earliest (time, scheduling order) first.
+    schedule: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     spurious: bool,
-    fail_modify: Vec<RawFd>,
+    /// Injected modify failures still to happen, per fd.
+    fail_modify: HashMap<RawFd, usize>,
     trace: Vec<Step>,
     modify_calls: u64,
     poll_calls: u64,
@@ -91,12 +103,36 @@ struct Socket {
     /// The peer closed with bytes we sent still unread (a TCP reset): the
     /// next read fails with `ConnectionReset`, once.
     reset: bool,
+    /// Its entry in [`World::registered`], while registered.
+    reg_slot: Option<usize>,
 }
 
 struct Scheduled {
     at: Duration,
     seq: u64,
     action: Action,
+}
+
+// Ordered by (time, scheduling order) alone; `seq` is unique, so this
+// agrees with equality.
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
 }
 
 enum Action {
@@ -311,6 +347,7 @@ impl Sim {
             invalid: false,
             peer,
             reset: false,
+            reg_slot: None,
         });
         SimSocket {
             world: self.world.clone(),
@@ -393,14 +430,19 @@ impl Sim {
     /// sim.fail_next_modify(&s);
     /// ```
     pub fn fail_next_modify(&self, fd: impl SimFd) {
-        self.world.borrow_mut().fail_modify.push(fd.sim_fd());
+        *self
+            .world
+            .borrow_mut()
+            .fail_modify
+            .entry(fd.sim_fd())
+            .or_default() += 1;
     }
 
     fn schedule(&self, at: Duration, action: Action) {
         let mut w = self.world.borrow_mut();
         let seq = w.seq;
         w.seq += 1;
-        w.schedule.push(Scheduled { at, seq, action });
+        w.schedule.push(Reverse(Scheduled { at, seq, action }));
     }
 
     /// The virtual time.
@@ -506,10 +548,8 @@ impl Sim {
     /// assert_eq!(sim.registered(&s), evloop::Interest::NONE);
     /// ```
     pub fn registered(&self, fd: impl SimFd) -> Interest {
-        let fd = fd.sim_fd();
         let w = self.world.borrow();
-        let found = w.registered.iter().find(|(f, _)| *f == fd);
-        found.map_or(Interest::NONE, |&(_, i)| i)
+        w.registration(fd.sim_fd()).unwrap_or(Interest::NONE)
     }
 
     fn with_socket<R>(&self, fd: RawFd, f: impl FnOnce(&Socket) -> R) -> R {
@@ -545,20 +585,63 @@ impl World {
         self.trace.push(Step { at: self.now, kind });
     }
 
+    /// What `fd` is registered for, if it is.
+    fn registration(&self, fd: RawFd) -> Option<Interest> {
+        let slot = self.socket(fd)?.reg_slot?;
+        self.registered[slot].map(|(_, interest)| interest)
+    }
+
+    /// Registers `fd` (a socket of this world) for `interest`: a new fd
+    /// goes to the end of the registration order, a registered one keeps
+    /// its place.
+    fn register(&mut self, fd: RawFd, interest: Interest) {
+        let next = self.registered.len();
+        let Some(s) = self.socket_mut(fd) else {
+            unreachable!("registering fd{fd}, which is not a socket")
+        };
+        match s.reg_slot {
+            Some(slot) => self.registered[slot] = Some((fd, interest)),
+            None => {
+                s.reg_slot = Some(next);
+                self.registered.push(Some((fd, interest)));
+                self.registered_live += 1;
+            }
+        }
+    }
+
+    /// Forgets `fd`'s registration, if it has one.
+    fn unregister(&mut self, fd: RawFd) {
+        let Some(slot) = self.socket_mut(fd).and_then(|s| s.reg_slot.take()) else {
+            return;
+        };
+        self.registered[slot] = None;
+        self.registered_live -= 1;
+        if self.registered.len() - self.registered_live > self.registered_live {
+            self.compact_registered();
+        }
+    }
+
+    /// Squeezes the holes out of the registration list, keeping its order.
+    /// It runs once the holes outnumber the live entries, so its cost is
+    /// covered by the forgets that made them: O(1) per forget, amortised.
+    fn compact_registered(&mut self) {
+        let mut list = std::mem::take(&mut self.registered);
+        list.retain(Option::is_some);
+        for (slot, &(fd, _)) in list.iter().flatten().enumerate() {
+            if let Some(s) = self.socket_mut(fd) {
+                s.reg_slot = Some(slot);
+            }
+        }
+        self.registered = list;
+    }
+
     /// Applies every scheduled action due by now, in (time, schedule) order.
     fn apply_due(&mut self) {
-        loop {
-            let now = self.now;
-            let next = self
-                .schedule
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.at <= now)
-                .min_by_key(|(_, s)| (s.at, s.seq))
-                .map(|(i, _)| i);
-            let Some(i) = next else { return };
-            let action = self.schedule.swap_remove(i).action;
-            match action {
+        while self.schedule.peek().is_some_and(|s| s.0.at <= self.now) {
+            let Some(Reverse(due)) = self.schedule.pop() else {
+                unreachable!("peeked above")
+            };
+            match due.action {
                 Action::Deliver(fd, bytes) => {
                     if let Some(s) = self.socket_mut(fd) {
                         s.inbuf.extend(bytes);
@@ -585,7 +668,7 @@ impl World {
     }
 
     fn next_scheduled(&self) -> Option<Duration> {
-        self.schedule.iter().map(|s| s.at).min()
+        self.schedule.peek().map(|s| s.0.at)
     }
 
     fn readiness(&self, fd: RawFd) -> Ready {
@@ -612,7 +695,7 @@ impl World {
     }
 
     fn collect(&self, out: &mut Vec<PollEvent>) {
-        for &(fd, interest) in &self.registered {
+        for &(fd, interest) in self.registered.iter().flatten() {
             let r = self.readiness(fd);
             let reported = r.filter(interest) | (r & Ready::INVALID);
             if !reported.is_empty() {
@@ -676,37 +759,39 @@ impl Backend for SimBackend {
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         w.modify_calls += 1;
-        let injected = w.fail_modify.iter().position(|&f| f == fd);
+        let injected = match w.fail_modify.get_mut(&fd) {
+            Some(left) => {
+                *left -= 1;
+                if *left == 0 {
+                    w.fail_modify.remove(&fd);
+                }
+                true
+            }
+            None => false,
+        };
         let invalid = w.socket(fd).map_or(true, |s| s.invalid || s.closed);
-        let failed = injected.is_some() || (invalid && new != Interest::NONE);
+        let failed = injected || (invalid && new != Interest::NONE);
         w.step(StepKind::Modify {
             fd,
             old,
             new,
             failed,
         });
-        if let Some(i) = injected {
-            w.fail_modify.swap_remove(i);
+        if injected {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("injected fault: interest change for fd{fd} refused"),
             ));
         }
-        let pos = w.registered.iter().position(|(f, _)| *f == fd);
         if new == Interest::NONE {
             // Forgetting always succeeds in the table, as a close would.
-            if let Some(p) = pos {
-                w.registered.remove(p);
-            }
+            w.unregister(fd);
             return Ok(());
         }
         if invalid {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         }
-        match pos {
-            Some(p) => w.registered[p].1 = new,
-            None => w.registered.push((fd, new)),
-        }
+        w.register(fd, new);
         Ok(())
     }
 
