@@ -33,6 +33,12 @@ use crate::{
 /// The first virtual fd number handed out (0-2 look like stdio).
 const FIRST_FD: RawFd = 3;
 
+/// The fd of a hole in [`World::registered`] (a forgotten entry).
+const HOLE: RawFd = -1;
+
+/// [`Socket::reg_slot`] of an unregistered socket.
+const NOT_REGISTERED: u32 = u32::MAX;
+
 /// The simulated world. Cloning gives another handle to the same world.
 ///
 /// ```
@@ -71,13 +77,14 @@ struct World {
     now: Duration,
     sockets: Vec<Socket>,
     /// Registered fds and their interest, in registration order (the order
-    /// in which `poll` reports them). A forgotten fd leaves a hole (`None`)
-    /// instead of shifting every later entry; holes are squeezed out once
-    /// they outnumber the live entries, so a poll's walk stays within twice
-    /// the registered count. Each socket knows its entry
-    /// ([`Socket::reg_slot`]).
-    registered: Vec<Option<(RawFd, Interest)>>,
-    /// Live (`Some`) entries in `registered`.
+    /// in which `poll` reports them). A forgotten fd leaves a hole (fd
+    /// [`HOLE`]) instead of shifting every later entry; holes are squeezed
+    /// out once they outnumber the live entries, so a poll's walk stays
+    /// within twice the registered count. Each socket knows its entry
+    /// ([`Socket::reg_slot`]). (A sentinel rather than an `Option` keeps
+    /// entries at 8 bytes, as poll walks them.)
+    registered: Vec<(RawFd, Interest)>,
+    /// Entries in `registered` that are not holes.
     registered_live: usize,
     /// Scheduled actions, earliest (time, scheduling order) first.
     schedule: BinaryHeap<Reverse<Scheduled>>,
@@ -103,8 +110,9 @@ struct Socket {
     /// The peer closed with bytes we sent still unread (a TCP reset): the
     /// next read fails with `ConnectionReset`, once.
     reset: bool,
-    /// Its entry in [`World::registered`], while registered.
-    reg_slot: Option<usize>,
+    /// Its entry in [`World::registered`], or [`NOT_REGISTERED`] (a `u32`
+    /// fits in the struct's padding: poll reads every registered socket).
+    reg_slot: u32,
 }
 
 struct Scheduled {
@@ -347,7 +355,7 @@ impl Sim {
             invalid: false,
             peer,
             reset: false,
-            reg_slot: None,
+            reg_slot: NOT_REGISTERED,
         });
         SimSocket {
             world: self.world.clone(),
@@ -587,34 +595,39 @@ impl World {
 
     /// What `fd` is registered for, if it is.
     fn registration(&self, fd: RawFd) -> Option<Interest> {
-        let slot = self.socket(fd)?.reg_slot?;
-        self.registered[slot].map(|(_, interest)| interest)
+        let slot = self.socket(fd)?.reg_slot;
+        (slot != NOT_REGISTERED).then(|| self.registered[slot as usize].1)
     }
 
     /// Registers `fd` (a socket of this world) for `interest`: a new fd
     /// goes to the end of the registration order, a registered one keeps
     /// its place.
     fn register(&mut self, fd: RawFd, interest: Interest) {
-        let next = self.registered.len();
+        let next = u32::try_from(self.registered.len())
+            .ok()
+            .filter(|&n| n != NOT_REGISTERED)
+            .expect("more than 2^32 registrations");
         let Some(s) = self.socket_mut(fd) else {
             unreachable!("registering fd{fd}, which is not a socket")
         };
-        match s.reg_slot {
-            Some(slot) => self.registered[slot] = Some((fd, interest)),
-            None => {
-                s.reg_slot = Some(next);
-                self.registered.push(Some((fd, interest)));
-                self.registered_live += 1;
-            }
+        if s.reg_slot == NOT_REGISTERED {
+            s.reg_slot = next;
+            self.registered.push((fd, interest));
+            self.registered_live += 1;
+        } else {
+            let slot = s.reg_slot as usize;
+            self.registered[slot].1 = interest;
         }
     }
 
     /// Forgets `fd`'s registration, if it has one.
     fn unregister(&mut self, fd: RawFd) {
-        let Some(slot) = self.socket_mut(fd).and_then(|s| s.reg_slot.take()) else {
+        let Some(s) = self.socket_mut(fd) else { return };
+        let slot = std::mem::replace(&mut s.reg_slot, NOT_REGISTERED);
+        if slot == NOT_REGISTERED {
             return;
-        };
-        self.registered[slot] = None;
+        }
+        self.registered[slot as usize] = (HOLE, Interest::NONE);
         self.registered_live -= 1;
         if self.registered.len() - self.registered_live > self.registered_live {
             self.compact_registered();
@@ -626,10 +639,11 @@ impl World {
     /// covered by the forgets that made them: O(1) per forget, amortised.
     fn compact_registered(&mut self) {
         let mut list = std::mem::take(&mut self.registered);
-        list.retain(Option::is_some);
-        for (slot, &(fd, _)) in list.iter().flatten().enumerate() {
+        list.retain(|&(fd, _)| fd != HOLE);
+        for (slot, &(fd, _)) in list.iter().enumerate() {
             if let Some(s) = self.socket_mut(fd) {
-                s.reg_slot = Some(slot);
+                // In range: the list was shorter before the squeeze.
+                s.reg_slot = slot as u32;
             }
         }
         self.registered = list;
@@ -695,7 +709,10 @@ impl World {
     }
 
     fn collect(&self, out: &mut Vec<PollEvent>) {
-        for &(fd, interest) in self.registered.iter().flatten() {
+        for &(fd, interest) in &self.registered {
+            if fd == HOLE {
+                continue;
+            }
             let r = self.readiness(fd);
             let reported = r.filter(interest) | (r & Ready::INVALID);
             if !reported.is_empty() {
