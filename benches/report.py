@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prints the wall-time tables of docs/backends.md (markdown) from the
-results criterion saved for `cargo bench --bench idle_fds` and
-`cargo bench --bench chain`.
+results criterion saved for `cargo bench --bench idle_fds`,
+`cargo bench --bench chain` and `cargo bench --bench scale` (its table only
+if it ran).
 
 Usage: python3 benches/report.py   (after the benches ran)
 
@@ -44,6 +45,8 @@ def estimate(*path):
 
 
 def fmt_time(ns):
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
     if ns >= 1e6:
         return f"{ns / 1e6:.2f} ms"
     if ns >= 1e3:
@@ -101,8 +104,38 @@ def chain_table():
     print()
 
 
+def scale_table():
+    """benches/scale.rs: total time per row at both sizes, and their ratio
+    (about 10 for linear cost, about 100 for quadratic)."""
+    rows = [("idle", [10_000, 100_000]), ("prepare", [10_000, 100_000]),
+            ("check", [10_000, 100_000]), ("timer", [10_000, 100_000]),
+            ("io_sim", [10_000, 100_000]), ("io_epoll", [1_000, 10_000]),
+            ("io_poll", [1_000, 10_000]), ("io_sim_one_fd", [10_000, 100_000])]
+    lines = []
+    for name, (small, large) in rows:
+        for order in ["fifo", "lifo"]:
+            lines.append((f"{name}/{order}", small, large))
+    lines.append(("sim_socket", 10_000, 100_000))
+    # criterion stores "idle/fifo" as "idle_fifo"
+    found = [(r, estimate("scale", r.replace("/", "_"), str(s)),
+              estimate("scale", r.replace("/", "_"), str(l)), s, l)
+             for r, s, l in lines]
+    if not any(a or b for _, a, b, _, _ in found):
+        return
+    print("Start N watchers then stop them all (total time), small vs large N:\n")
+    print(row(["row", "N small", "time", "N large", "time", "ratio"]))
+    print(row(["---", "---:", "---:", "---:", "---:", "---:"]))
+    for r, a, b, s, l in found:
+        cells = [f"`{r}`", f"{s:,}", f"{fmt_time(a[0])} ±{spread(a)}" if a else "—",
+                 f"{l:,}", f"{fmt_time(b[0])} ±{spread(b)}" if b else "—",
+                 f"{b[0] / a[0]:.1f}x" if a and b else "—"]
+        print(row(cells))
+    print()
+
+
 if __name__ == "__main__":
     if not os.path.isdir(home()):
         sys.exit(f"no criterion results in {home()}: run the benches first")
     idle_table()
     chain_table()
+    scale_table()
