@@ -10,12 +10,28 @@
 //!   are reported as `HUP | READABLE` (the next read sees EOF); `EPOLLERR`
 //!   as `ERROR | READABLE | WRITABLE` (the next read or write sees the
 //!   error).
-//! - The fd number travels in `epoll_event.u64`.
-//! - `EEXIST` on `EPOLL_CTL_ADD` is retried as a `MOD`, and `ENOENT` on
-//!   `MOD` as an `ADD`, as libev does: both happen when an fd number is
-//!   reused, or when the kernel dropped a registration because its file was
-//!   closed behind the loop's back. Forgetting an fd the kernel no longer
-//!   knows (`ENOENT`, `EBADF`) succeeds.
+//! - The fd number travels in `epoll_event.u64`. The backend keeps its own
+//!   table, by fd number, of the mask (trigger included) it gave the
+//!   kernel; `ADD` or `MOD` is chosen from it, and `EEXIST` on `ADD` is
+//!   retried as a `MOD`, `ENOENT` on `MOD` as an `ADD`, as libev does.
+//! - **An fd closed behind the loop's back**, with no other descriptor of
+//!   its file: the kernel drops the registration (it is keyed on the open
+//!   file, not on the number), so nothing is reported, and the loop learns
+//!   at its next change of the fd (`EBADF`). With a dup alive, the
+//!   registration outlives the number, out of reach of `epoll_ctl`
+//!   (`EBADF`, or `ENOENT` once the number names another file), and its
+//!   events would end every wait, watcher or not: a spin. That is what the
+//!   table is for. A report it does not explain (an fd it does not hold,
+//!   or bits that only a registration it does not describe can report;
+//!   `EPOLLHUP` and `EPOLLERR` come with every registration) is dropped and
+//!   answered as libev's `epoll_poll` does: a `MOD` or `DEL`, and if that
+//!   fails, a rebuild (a new instance, every fd of the table added again).
+//!   A `DEL` or `MOD` that misses its registration rebuilds before the
+//!   next wait. An fd that cannot be added again (closed) is reported
+//!   [`Ready::INVALID`], for the loop still watches it. Cost: one
+//!   bounds-checked `test` per report, two unless it is readable alone.
+//!   One-shot reports are recorded as disarming the fd, so that a rebuild
+//!   does not re-arm it behind the loop's back.
 //! - **Regular files and directories**: `epoll` refuses them (`EPERM`). The
 //!   registration fails with an error that says so, and the loop stops the
 //!   fd's watchers and passes them [`Ready::ERROR`]. (libev instead fakes
@@ -26,7 +42,8 @@
 //!   never fire early; a wait interrupted by a signal is resumed with the
 //!   time left.
 //! - After `fork()`, [`Backend::reinit`] closes the inherited epoll fd (the
-//!   kernel object is shared with the parent) and creates a new one.
+//!   kernel object is shared with the parent) and creates a new one, with
+//!   an empty table: the loop adds every fd again.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -65,7 +82,67 @@ pub struct Epoll {
     epfd: OwnedFd,
     /// `epoll_wait`'s output buffer; its length is the `maxevents` argument.
     buf: Vec<libc::epoll_event>,
+    /// Per fd number, the mask the kernel was given, trigger bits included
+    /// (0: none; `EPOLLONESHOT` alone: a one-shot registration disarmed by
+    /// its report). The loop's view, kept here so that reports can be
+    /// checked and the instance rebuilt; never shrunk but by `reinit`.
+    masks: Vec<u32>,
+    /// Per fd number, what `poll` checks reports against (derived from
+    /// `masks`, same length).
+    pass: Vec<Pass>,
+    /// The kernel may hold a registration the table does not (a `DEL` or a
+    /// `MOD` missed it): rebuild before the next wait.
+    rebuild: bool,
+    /// fds whose stray report a `MOD` answered since the loop last changed
+    /// them (almost always empty).
+    fixed: Vec<RawFd>,
     clock: Clock,
+}
+
+/// What a report may carry for `poll` to pass it on unchecked, as two
+/// complemented masks: a report passes if it has none of the bits of one
+/// of them, which is one `test` each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pass {
+    /// `!EPOLLIN` for a level or edge registration that asked for
+    /// readable: the most common report, `EPOLLIN` alone, then passes with
+    /// one `test` that also tells its readiness.
+    quick: u32,
+    /// Everything but the mask and `EPOLLHUP | EPOLLERR` (which the kernel
+    /// adds to every registration), for level and edge. For one-shot, every
+    /// bit: a report disarms the fd, which `sift` records.
+    stray: u32,
+}
+
+const IN: u32 = libc::EPOLLIN as u32;
+const IN_OUT: u32 = (libc::EPOLLIN | libc::EPOLLOUT) as u32;
+/// What the kernel adds to every registration.
+const ALWAYS: u32 = (libc::EPOLLHUP | libc::EPOLLERR) as u32;
+const ONESHOT: u32 = libc::EPOLLONESHOT as u32;
+
+impl Pass {
+    /// Nothing passes: the fd is not registered (or is one-shot).
+    const NONE: Pass = Pass {
+        quick: !0,
+        stray: !0,
+    };
+
+    fn of(mask: u32) -> Pass {
+        if mask & IN_OUT == 0 || mask & ONESHOT != 0 {
+            return Pass::NONE;
+        }
+        let quick = if mask & IN != 0 { !IN } else { !0 };
+        Pass {
+            quick,
+            stray: !(mask | ALWAYS),
+        }
+    }
+}
+
+/// Whether a report of `got` for an fd registered with `mask` is one the
+/// loop asked for.
+fn wanted(mask: u32, got: u32) -> bool {
+    mask & IN_OUT != 0 && got & !(mask | ALWAYS) == 0
 }
 
 impl std::fmt::Debug for Epoll {
@@ -73,6 +150,7 @@ impl std::fmt::Debug for Epoll {
         f.debug_struct("Epoll")
             .field("epfd", &self.epfd.as_raw_fd())
             .field("max_events", &self.buf.len())
+            .field("rebuild", &self.rebuild)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +169,10 @@ impl Epoll {
         Ok(Epoll {
             epfd: create()?,
             buf: vec![libc::epoll_event { events: 0, u64: 0 }; INITIAL_EVENTS],
+            masks: Vec::new(),
+            pass: Vec::new(),
+            rebuild: false,
+            fixed: Vec::new(),
             clock: Clock::new(),
         })
     }
@@ -111,6 +193,135 @@ impl Epoll {
         } else {
             Ok(())
         }
+    }
+
+    /// The table's mask for fd number `idx` (0: none).
+    fn held(&self, idx: usize) -> u32 {
+        self.masks.get(idx).copied().unwrap_or(0)
+    }
+
+    /// Records `mask` as what the kernel holds for fd number `idx`.
+    fn set(&mut self, idx: usize, mask: u32) {
+        if idx >= self.masks.len() {
+            if mask == 0 {
+                return;
+            }
+            self.masks.resize(idx + 1, 0);
+            self.pass.resize(idx + 1, Pass::NONE);
+        }
+        self.masks[idx] = mask;
+        self.pass[idx] = Pass::of(mask);
+    }
+
+    /// A wait filled `buf`: more may be waiting. Report more per call from
+    /// now on.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let zero = libc::epoll_event { events: 0, u64: 0 };
+        self.buf.resize(self.buf.len() * 2, zero);
+    }
+
+    /// The slow path of `poll`, for a wait with a report that did not pass
+    /// (or a one-shot one): `events[from..]` are the wait's reports, in
+    /// `buf`'s order. A report the loop asked for is kept (a one-shot fd's
+    /// is recorded as disarming it); any other is dropped, and the kernel's
+    /// registration fixed, or the instance rebuilt.
+    #[cold]
+    #[inline(never)]
+    fn sift(&mut self, events: &mut Vec<PollEvent>, from: usize) {
+        let mut kept = from;
+        let mut broken = false;
+        for i in 0..events.len() - from {
+            let (got, data) = (self.buf[i].events, self.buf[i].u64);
+            let idx = data as usize;
+            let mask = self.held(idx);
+            if wanted(mask, got) {
+                if mask & ONESHOT != 0 {
+                    self.set(idx, ONESHOT);
+                }
+                events[kept] = events[from + i];
+                kept += 1;
+            } else if !broken {
+                // Once broken, the rebuild below fixes the rest too.
+                broken = !self.fix(data as RawFd, idx, mask);
+            }
+        }
+        events.truncate(kept);
+        if broken {
+            // Failing, the flag stays set: the next poll retries, and
+            // reports the error if it fails again.
+            self.rebuild = true;
+            let _ = self.rebuild(events, from);
+        }
+    }
+
+    /// Makes the kernel's registration of `fd`, which reported what the
+    /// table does not explain, match the table's `mask` (libev's answer):
+    /// a `MOD`, or a `DEL` if the fd is not armed. False if that failed
+    /// (the number is closed, or names another file than the one that
+    /// reported: `EBADF`, `ENOENT`), and for a second `MOD` of one fd: the
+    /// first reached the file the number names now, the report came from
+    /// another.
+    fn fix(&mut self, fd: RawFd, idx: usize, mask: u32) -> bool {
+        if mask & IN_OUT == 0 {
+            let deleted = self.ctl(libc::EPOLL_CTL_DEL, fd, 0).is_ok();
+            if deleted {
+                self.set(idx, 0);
+            }
+            return deleted;
+        }
+        if self.fixed.contains(&fd) || self.ctl(libc::EPOLL_CTL_MOD, fd, mask).is_err() {
+            return false;
+        }
+        self.fixed.push(fd);
+        true
+    }
+
+    /// Replaces the epoll instance with a new one holding the table's
+    /// registrations: the only way to drop a registration whose file lives
+    /// on (through a dup, here or in a child) under a number that was
+    /// closed or reused, which no `epoll_ctl` can name any more.
+    ///
+    /// - Disarmed one-shot fds are left out of both: the loop's next
+    ///   `modify` of them adds them again.
+    /// - An fd that cannot be added again (its number was closed: `EBADF`)
+    ///   leaves the table and is reported as [`Ready::INVALID`]: the table
+    ///   holds only fds the loop watches, so the loop must hear that this
+    ///   one is gone (it stops its watchers with [`Ready::ERROR`]). One
+    ///   among this call's reports (`events[from..]`) gets it in place, to
+    ///   appear once.
+    /// - An edge-triggered fd that is ready reports once more (`ADD` checks
+    ///   readiness). Harmless: edge watchers read until `EAGAIN` anyway.
+    fn rebuild(&mut self, events: &mut Vec<PollEvent>, from: usize) -> io::Result<()> {
+        // The old instance, and every registration in it, is closed here.
+        self.epfd = create()?;
+        self.rebuild = false;
+        self.fixed.clear();
+        let reported = events.len();
+        for idx in 0..self.masks.len() {
+            let mask = self.masks[idx];
+            if mask == 0 {
+                continue;
+            }
+            let fd = idx as RawFd;
+            if mask & IN_OUT != 0 && self.ctl(libc::EPOLL_CTL_ADD, fd, mask).is_ok() {
+                continue;
+            }
+            self.set(idx, 0);
+            if mask & IN_OUT == 0 {
+                continue; // disarmed
+            }
+            let invalid = PollEvent {
+                fd,
+                ready: Ready::INVALID,
+            };
+            match events[from..reported].iter_mut().find(|e| e.fd == fd) {
+                Some(e) => *e = invalid,
+                None => events.push(invalid),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -185,42 +396,74 @@ impl Backend for Epoll {
         }
     }
 
-    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+    fn modify(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {
+        let Ok(idx) = usize::try_from(fd) else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
+        // The table, not `old`, says whether the kernel holds the fd: a
+        // rebuild leaves out disarmed one-shot fds that the loop counts.
+        let held = self.held(idx);
+        if !self.fixed.is_empty() {
+            self.fixed.retain(|&f| f != fd);
+        }
         if new.is_empty() {
+            if held == 0 {
+                return Ok(()); // never added, or left out by a rebuild
+            }
+            self.set(idx, 0);
             return match self.ctl(libc::EPOLL_CTL_DEL, fd, 0) {
-                // Already gone from the kernel's set (closed, or never added).
-                Err(e) if is_errno(&e, libc::ENOENT) || is_errno(&e, libc::EBADF) => Ok(()),
-                r => r,
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    // The number was closed (`EBADF`), or names another
+                    // file now (`ENOENT`). If the file registered under it
+                    // lives on through a dup, so does its registration, out
+                    // of reach of `epoll_ctl`, and its events would end
+                    // every wait: rebuild. At the next poll, before it
+                    // waits: not here, so that one rebuild serves all the
+                    // removals of an iteration; not at the first stray
+                    // report, for the number may name a new file by then,
+                    // whose reports the table cannot tell from the old
+                    // one's.
+                    self.rebuild = true;
+                    if is_errno(&e, libc::ENOENT) || is_errno(&e, libc::EBADF) {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                }
             };
         }
         let events = epoll_events(new);
-        // `NONE` is a new fd; `NONE` with the one-shot trigger is an fd the
-        // kernel still holds, disarmed after a one-shot report.
-        let known = old != Interest::NONE;
-        let (first, second) = if known {
+        let (first, second) = if held != 0 {
             (libc::EPOLL_CTL_MOD, libc::EPOLL_CTL_ADD)
         } else {
             (libc::EPOLL_CTL_ADD, libc::EPOLL_CTL_MOD)
         };
         let result = match self.ctl(first, fd, events) {
             Err(e) if is_errno(&e, libc::EEXIST) || is_errno(&e, libc::ENOENT) => {
+                if first == libc::EPOLL_CTL_MOD {
+                    // ENOENT: the number was closed and reused; the old
+                    // file's registration may live on, as above.
+                    self.rebuild = true;
+                }
                 self.ctl(second, fd, events)
             }
             r => r,
         };
-        result.map_err(|e| {
-            if is_errno(&e, libc::EPERM) {
-                io::Error::new(
-                    e.kind(),
-                    format!(
-                        "epoll cannot watch fd {fd}: it is a regular file or a directory \
-                         (always ready; no backend watches those) ({e})"
-                    ),
-                )
-            } else {
-                e
+        match result {
+            Ok(()) => {
+                self.set(idx, events);
+                Ok(())
             }
-        })
+            Err(e) if is_errno(&e, libc::EPERM) => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "epoll cannot watch fd {fd}: it is a regular file or a directory \
+                     (always ready; no backend watches those) ({e})"
+                ),
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
@@ -232,6 +475,15 @@ impl Backend for Epoll {
         timeout: Option<Duration>,
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
+        let mut timeout = timeout;
+        if self.rebuild {
+            let start = events.len();
+            self.rebuild(events, start)?;
+            if events.len() > start {
+                // fds the rebuild found gone are news: tell them now.
+                timeout = Some(Duration::ZERO);
+            }
+        }
         let deadline = Deadline::new(timeout);
         let n = loop {
             let max = self.buf.len().min(libc::c_int::MAX as usize) as libc::c_int;
@@ -254,19 +506,43 @@ impl Backend for Epoll {
                 return Err(err);
             }
         };
-        // `extend` over an exact-size iterator: one capacity check per call.
-        events.extend(self.buf[..n].iter().map(|ev| {
+        // Every report is checked against the table on the way: a
+        // bounds-checked `test` (after a fork the instance may hold a
+        // child's registrations, of numbers the table never saw), and a
+        // second one unless it is the common report, readable alone. A
+        // report that fails both sends the wait to `sift`. Written into
+        // the spare capacity: `extend` leaves the loop out of line here,
+        // which costs about half an instruction per event.
+        let from = events.len();
+        events.reserve(n);
+        let pass = &self.pass[..];
+        let mut doubt = false;
+        let slots = &mut events.spare_capacity_mut()[..n];
+        for (slot, ev) in slots.iter_mut().zip(&self.buf[..n]) {
             // Copy the fields out: the struct is packed on x86_64.
-            let (mask, data) = (ev.events, ev.u64);
-            PollEvent {
+            // (`as usize`, not `as u32`: a zero-extension less.)
+            let (got, data) = (ev.events, ev.u64);
+            let ready = match pass.get(data as usize) {
+                Some(p) if got & p.quick == 0 => Ready::READABLE,
+                Some(p) if got & p.stray == 0 => ready(got),
+                _ => {
+                    doubt = true;
+                    ready(got)
+                }
+            };
+            slot.write(PollEvent {
                 fd: data as RawFd,
-                ready: ready(mask),
-            }
-        }));
+                ready,
+            });
+        }
+        // SAFETY: `reserve` made room for `n` more, and the loop wrote the
+        // first `n` spare slots.
+        unsafe { events.set_len(from + n) };
+        if doubt {
+            self.sift(events, from);
+        }
         if n == self.buf.len() && n < MAX_EVENTS {
-            // Full: more may be waiting. Report more per call from now on.
-            let zero = libc::epoll_event { events: 0, u64: 0 };
-            self.buf.resize(n * 2, zero);
+            self.grow();
         }
         Ok(PollStatus::Done)
     }
@@ -276,8 +552,13 @@ impl Backend for Epoll {
     }
 
     fn reinit(&mut self) -> io::Result<()> {
-        // The old fd is closed when replaced; the loop re-adds every fd.
+        // The old fd is closed when replaced; the loop re-adds every fd
+        // (`old == NONE`) to the new, empty instance.
         self.epfd = create()?;
+        self.masks.clear();
+        self.pass.clear();
+        self.fixed.clear();
+        self.rebuild = false;
         Ok(())
     }
 }
@@ -285,6 +566,11 @@ impl Backend for Epoll {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::{AsFd, BorrowedFd};
+    use std::os::unix::net::UnixStream;
+    use std::sync::{mpsc, Mutex};
+    use std::time::Instant;
 
     #[test]
     fn masks() {
@@ -303,5 +589,332 @@ mod tests {
             Ready::ERROR | Ready::READABLE | Ready::WRITABLE
         );
         assert_eq!(ready(libc::EPOLLOUT as u32), Ready::WRITABLE);
+    }
+
+    #[test]
+    fn table_entries() {
+        let (i, o, hup, err, rdhup) = (
+            libc::EPOLLIN as u32,
+            libc::EPOLLOUT as u32,
+            libc::EPOLLHUP as u32,
+            libc::EPOLLERR as u32,
+            libc::EPOLLRDHUP as u32,
+        );
+        let passes = |p: Pass, got: u32| got & p.quick == 0 || got & p.stray == 0;
+        let all = [i, i | rdhup, hup, err, i | hup | err, o, i | o, o | err];
+        for interest in [Interest::READABLE, Interest::WRITABLE, Interest::BOTH] {
+            for trigger in [Trigger::Level, Trigger::Edge, Trigger::Oneshot] {
+                let mask = epoll_events(interest.with_trigger(trigger));
+                let p = Pass::of(mask);
+                for got in all {
+                    // Only what the loop asked for passes unchecked; the
+                    // quick test only `EPOLLIN` alone.
+                    assert!(!passes(p, got) || wanted(mask, got), "{mask:#x} {got:#x}");
+                    assert!(got & p.quick != 0 || got == i, "{mask:#x} {got:#x}");
+                    // Nothing one-shot passes: its report must be recorded.
+                    let checked = trigger == Trigger::Oneshot;
+                    assert_eq!(passes(p, got), wanted(mask, got) && !checked);
+                }
+            }
+        }
+        let r = epoll_events(Interest::READABLE);
+        assert!(wanted(r, i | rdhup) && wanted(r, hup | err) && !wanted(r, o));
+        let w = epoll_events(Interest::WRITABLE);
+        assert!(wanted(w, o) && wanted(w, err) && !wanted(w, i) && !wanted(w, rdhup));
+        assert!(!wanted(ONESHOT, i) && !wanted(ONESHOT, hup), "disarmed");
+        assert!(!wanted(0, i) && !wanted(0, err), "not registered");
+        assert_eq!(Pass::of(0), Pass::NONE);
+        assert_eq!(Pass::of(ONESHOT), Pass::NONE);
+    }
+
+    /// Runs `body` on a thread of its own and fails if it has not finished
+    /// within five seconds, so that a spin or a hang fails fast.
+    fn watchdog(body: impl FnOnce() + Send + 'static) {
+        let (done, finished) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            body();
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(Duration::from_secs(5)) {
+            // Disconnected: the body panicked; join passes the panic on.
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                if let Err(panic) = thread.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                panic!("not finished after 5 s: the backend spins or hangs")
+            }
+        }
+    }
+
+    /// One poll's reports (the loop clears the buffer before each).
+    fn poll(ep: &mut Epoll, timeout: Duration) -> Vec<PollEvent> {
+        let mut events = Vec::new();
+        ep.poll(Some(timeout), &mut events).unwrap();
+        events
+    }
+
+    const LONG: Duration = Duration::from_secs(5);
+
+    /// Three polls of 50 ms: none may report anything, and each must block
+    /// for its timeout. (A lower bound on a blocking wait cannot flake on a
+    /// loaded machine; a spin returns at once.)
+    fn assert_waits(ep: &mut Epoll) {
+        for _ in 0..3 {
+            let t = Instant::now();
+            let events = poll(ep, Duration::from_millis(50));
+            let took = t.elapsed();
+            assert_eq!(events, [], "after {took:?}");
+            assert!(took >= Duration::from_millis(45), "returned after {took:?}");
+        }
+    }
+
+    /// Keeps the numbers from `HIGH` up for one test at a time.
+    static HIGH_FDS: Mutex<()> = Mutex::new(());
+    /// Above what the other tests' files get (the lowest free numbers), so
+    /// that a number closed by a test is not reused meanwhile.
+    const HIGH: RawFd = 700;
+
+    /// A duplicate of `fd` from `HIGH` up (hold `HIGH_FDS`).
+    fn dup_high(fd: BorrowedFd<'_>) -> OwnedFd {
+        // SAFETY: duplicates an open fd into a new one, owned by no one.
+        let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, HIGH) };
+        assert!(high >= HIGH, "F_DUPFD: {}", io::Error::last_os_error());
+        // SAFETY: `high` was just created and is owned by no one.
+        unsafe { OwnedFd::from_raw_fd(high) }
+    }
+
+    const READABLE_ONCE: Interest = Interest::READABLE.with_trigger(Trigger::Oneshot);
+    const DISARMED: Interest = Interest::NONE.with_trigger(Trigger::Oneshot);
+
+    /// Arms the rebuild flag the way the loop would: a removed watcher
+    /// whose fd was closed while a dup keeps its socket (and its
+    /// registration) alive. Returns what keeps it alive.
+    fn remove_closed_with_dup_alive(ep: &mut Epoll) -> (UnixStream, UnixStream) {
+        let (a, mut peer) = UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        ep.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+        let dup = a.try_clone().unwrap();
+        drop(a);
+        peer.write_all(b"x").unwrap();
+        ep.modify(fd, Interest::READABLE, Interest::NONE).unwrap();
+        (dup, peer)
+    }
+
+    /// The point of the table: a watcher removed after its fd was closed
+    /// behind the loop's back, while a dup keeps the socket open. The
+    /// `DEL` fails (`EBADF`, or `ENOENT` if the number was reused
+    /// meanwhile), the kernel keeps the registration, and before the
+    /// table every wait returned at once with the removed fd.
+    #[test]
+    fn removed_fd_closed_with_a_dup_alive_does_not_spin() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let _alive = remove_closed_with_dup_alive(&mut ep);
+            assert_waits(&mut ep);
+        });
+    }
+
+    /// A number closed and reused behind the backend's back (the old
+    /// socket kept open by a dup), then changed by the loop: the `MOD`
+    /// finds no registration for the new file (`ENOENT`) and adds one; the
+    /// old file's lives on under the same number, and its reports carry
+    /// bits the new registration asked for, so no check of a report could
+    /// tell them apart. Only a rebuild before the next wait gets rid of it.
+    #[test]
+    fn reused_number_then_changed_does_not_report_the_old_file() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let (a, mut old_peer) = UnixStream::pair().unwrap();
+            let (b, _b_peer) = UnixStream::pair().unwrap();
+            let n = a.as_raw_fd();
+            ep.modify(n, Interest::NONE, Interest::READABLE).unwrap();
+            let _old_alive = a.try_clone().unwrap();
+            // SAFETY: `n` is owned by `a`, which closes it at the end
+            // whatever it names by then; `b`'s socket gets a second
+            // descriptor, `n`, and nothing else uses the number.
+            assert_eq!(unsafe { libc::dup2(b.as_raw_fd(), n) }, n);
+            old_peer.write_all(b"old").unwrap();
+            let edge = Interest::READABLE.with_trigger(Trigger::Edge);
+            ep.modify(n, Interest::READABLE, edge).unwrap();
+            assert_waits(&mut ep);
+        });
+    }
+
+    /// A report for an fd the table does not hold is dropped, and a `DEL`
+    /// that works is the whole repair (no rebuild).
+    #[test]
+    fn stray_report_is_dropped_and_deleted() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let (a, mut peer) = UnixStream::pair().unwrap();
+            // Registered behind the table's back.
+            ep.ctl(libc::EPOLL_CTL_ADD, a.as_raw_fd(), libc::EPOLLIN as u32)
+                .unwrap();
+            peer.write_all(b"x").unwrap();
+            let epfd = ep.epfd.as_raw_fd();
+            assert_eq!(poll(&mut ep, LONG), [], "reported at once, dropped");
+            assert_waits(&mut ep);
+            assert_eq!(ep.epfd.as_raw_fd(), epfd, "no rebuild");
+        });
+    }
+
+    /// Bits outside the registered mask: a `MOD` back to the table's mask.
+    /// A second stray report of the fd means the `MOD` did not reach the
+    /// registration that reports (here a second registration under the
+    /// same number, as a child sharing the instance could add): rebuild.
+    #[test]
+    fn stray_bits_are_dropped_then_rebuilt_away() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let (mut a, mut peer) = UnixStream::pair().unwrap();
+            let fd = a.as_raw_fd();
+            ep.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+            let (other, _other_peer) = UnixStream::pair().unwrap();
+            let epfd = ep.epfd.as_raw_fd();
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLOUT as u32,
+                u64: fd as u64,
+            };
+            // SAFETY: `ev` is a valid epoll_event; both fds are open.
+            let r = unsafe {
+                libc::epoll_ctl(
+                    ep.epfd.as_raw_fd(),
+                    libc::EPOLL_CTL_ADD,
+                    other.as_raw_fd(),
+                    &mut ev,
+                )
+            };
+            assert_eq!(r, 0, "{}", io::Error::last_os_error());
+            for _ in 0..2 {
+                // Writable under `fd`, which asked for readable only.
+                assert_eq!(poll(&mut ep, LONG), []);
+            }
+            assert_ne!(ep.epfd.as_raw_fd(), epfd, "rebuilt");
+            assert_waits(&mut ep);
+            // `fd` is still registered, in the new instance.
+            peer.write_all(b"y").unwrap();
+            let want = PollEvent {
+                fd,
+                ready: Ready::READABLE,
+            };
+            assert_eq!(poll(&mut ep, LONG), [want]);
+            a.read_exact(&mut [0]).unwrap();
+            ep.modify(fd, Interest::READABLE, Interest::NONE).unwrap();
+        });
+    }
+
+    /// A stray report whose `DEL` fails (the number is closed, the file
+    /// lives on through a dup) rebuilds the instance, in the same poll: the
+    /// fds the loop watches stay registered and their reports are kept; a
+    /// watched fd whose number is closed for good cannot be added again and
+    /// is reported `INVALID`, once.
+    #[test]
+    fn unrepairable_stray_report_rebuilds() {
+        watchdog(|| {
+            let _high = HIGH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ep = Epoll::new().unwrap();
+            let (a, mut pa) = UnixStream::pair().unwrap();
+            let (mut b, mut pb) = UnixStream::pair().unwrap();
+            let (c, _pc) = UnixStream::pair().unwrap();
+            let c = dup_high(c.as_fd());
+            let (bfd, cfd) = (b.as_raw_fd(), c.as_raw_fd());
+            ep.modify(bfd, Interest::NONE, Interest::READABLE).unwrap();
+            ep.modify(cfd, Interest::NONE, Interest::READABLE).unwrap();
+            // Registered behind the table's back, then closed with a dup
+            // alive: only a new instance gets rid of it.
+            ep.ctl(libc::EPOLL_CTL_ADD, a.as_raw_fd(), libc::EPOLLIN as u32)
+                .unwrap();
+            let _a_alive = a.try_clone().unwrap();
+            drop(a);
+            // The last descriptor of its socket: the kernel forgets it.
+            drop(c);
+            pa.write_all(b"x").unwrap();
+            pb.write_all(b"y").unwrap();
+            let mut events = poll(&mut ep, LONG);
+            events.sort_by_key(|e| e.fd);
+            let b_ready = PollEvent {
+                fd: bfd,
+                ready: Ready::READABLE,
+            };
+            let c_gone = PollEvent {
+                fd: cfd,
+                ready: Ready::INVALID,
+            };
+            assert_eq!(events, [b_ready, c_gone]);
+            // What the loop does with INVALID: forget the fd.
+            ep.modify(cfd, Interest::READABLE, Interest::NONE).unwrap();
+            b.read_exact(&mut [0]).unwrap();
+            assert_waits(&mut ep);
+            pb.write_all(b"z").unwrap();
+            assert_eq!(poll(&mut ep, LONG), [b_ready]);
+        });
+    }
+
+    /// One-shot: a report is passed on (and disarms the fd); a rebuild
+    /// leaves a disarmed fd out and re-adds an armed one; the loop's re-arm
+    /// from `NONE.with_trigger(Oneshot)` then works.
+    #[test]
+    fn oneshot_through_a_rebuild() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let (mut x, mut px) = UnixStream::pair().unwrap();
+            let (mut y, mut py) = UnixStream::pair().unwrap();
+            let (xfd, yfd) = (x.as_raw_fd(), y.as_raw_fd());
+            ep.modify(xfd, Interest::NONE, READABLE_ONCE).unwrap();
+            ep.modify(yfd, Interest::NONE, READABLE_ONCE).unwrap();
+            px.write_all(b"x").unwrap();
+            let x_ready = PollEvent {
+                fd: xfd,
+                ready: Ready::READABLE,
+            };
+            assert_eq!(poll(&mut ep, LONG), [x_ready]);
+            assert_waits(&mut ep); // disarmed, though still readable
+
+            let _alive = remove_closed_with_dup_alive(&mut ep);
+            assert_waits(&mut ep); // rebuilt, x left out
+            py.write_all(b"y").unwrap();
+            let y_ready = PollEvent {
+                fd: yfd,
+                ready: Ready::READABLE,
+            };
+            assert_eq!(poll(&mut ep, LONG), [y_ready]); // armed: re-added
+
+            ep.modify(xfd, DISARMED, READABLE_ONCE).unwrap();
+            assert!(!ep.rebuild, "the table knew x was out: an ADD");
+            assert_eq!(poll(&mut ep, LONG), [x_ready]);
+            x.read_exact(&mut [0]).unwrap();
+            y.read_exact(&mut [0]).unwrap();
+            ep.modify(xfd, DISARMED, Interest::NONE).unwrap();
+            ep.modify(yfd, DISARMED, READABLE_ONCE).unwrap();
+            assert_waits(&mut ep);
+            assert!(
+                !ep.rebuild,
+                "every change found the kernel as the table says"
+            );
+        });
+    }
+
+    /// After `reinit` the instance is empty and the loop adds every fd
+    /// again with `old == NONE`: the table starts over too.
+    #[test]
+    fn reinit_starts_the_table_over() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let (a, mut peer) = UnixStream::pair().unwrap();
+            let fd = a.as_raw_fd();
+            ep.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+            ep.reinit().unwrap();
+            assert_waits(&mut ep);
+            ep.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+            assert!(!ep.rebuild, "an ADD, as the table said");
+            peer.write_all(b"x").unwrap();
+            let a_ready = PollEvent {
+                fd,
+                ready: Ready::READABLE,
+            };
+            assert_eq!(poll(&mut ep, LONG), [a_ready]);
+        });
     }
 }
