@@ -181,7 +181,7 @@ fn stop_all<H: Handle>(lp: &mut Loop<'static>, handles: &[H], order: Order) {
 }
 
 /// One iteration that tells the backend about every changed fd.
-fn reify(lp: &mut Loop<'static>) {
+fn apply_registrations(lp: &mut Loop<'static>) {
     let outcome = lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(outcome, RunOutcome::IterationDone);
 }
@@ -214,26 +214,26 @@ fn start_stop(mut inp: Input, row: Row, n: usize, order: Order) -> Input {
                 .into_iter()
                 .map(|s| lp.io(s, Interest::READABLE, io_nop).unwrap())
                 .collect();
-            reify(lp);
+            apply_registrations(lp);
             stop_all(lp, &hs, order);
-            reify(lp);
+            apply_registrations(lp);
         }
         (Row::IoOs(_), Work::Os(fds)) => {
             let hs: Vec<_> = fds
                 .into_iter()
                 .map(|fd| lp.io(fd, Interest::READABLE, io_nop).unwrap())
                 .collect();
-            reify(lp);
+            apply_registrations(lp);
             stop_all(lp, &hs, order);
-            reify(lp);
+            apply_registrations(lp);
         }
         (Row::IoSimOneFd, Work::OneFd(fd)) => {
             let hs: Vec<_> = (0..n)
                 .map(|_| lp.io(SameFd(fd), Interest::READABLE, io_nop).unwrap())
                 .collect();
-            reify(lp);
+            apply_registrations(lp);
             stop_all(lp, &hs, order);
-            reify(lp);
+            apply_registrations(lp);
         }
         _ => unreachable!("setup made the work of another row"),
     }

@@ -1,33 +1,24 @@
-//! The loop itself: its state, one iteration's phases, and dispatch.
+//! The loop: its components, the phases of one iteration, and dispatch.
 //!
-//! See `docs/architecture.md` for the phases and why each structure exists.
+//! `Loop` holds one component per concern (the registry, the fd table,
+//! the poll results, the timers, the idle lists, the prepare and check
+//! lists, the pending queues) and orchestrates them; each owns its state
+//! and its invariants. What a phase does is here; how a component does its
+//! part is in its file. `docs/architecture.md` maps both.
 
-use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::registry::Registry;
 use tracing::trace;
 
-use crate::fd_table::{FdTable, NOT_SINGLE};
-use crate::pending::{Pending, PendingQueues, NOT_PENDING, NUM_PRIORITIES};
-use crate::slot_list::{Link, SlotList};
-use crate::timer_heap::{clock_ns, from_ns, TimerHeap, NEVER};
-use crate::watcher::{BoxedCallback, Entry, Key, Kind};
-use crate::{
-    Backend, Capabilities, Error, Interest, PollEvent, PollStatus, Ready, Result, Trigger,
-};
-
-/// The lowest priority a watcher can have.
-///
-/// ```
-/// assert_eq!((evloop::MIN_PRIORITY, evloop::MAX_PRIORITY), (-2, 2));
-/// ```
-pub const MIN_PRIORITY: i32 = -2;
-/// The highest priority a watcher can have (see [`MIN_PRIORITY`]).
-pub const MAX_PRIORITY: i32 = 2;
-
-/// The pending queue of priority 0, every watcher's initial priority.
-pub(crate) const DEFAULT_QUEUE: u8 = (0 - MIN_PRIORITY) as u8;
+use crate::direct_batch::PollResults;
+use crate::fd_table::FdTable;
+use crate::handle::{Handle, Key};
+use crate::idles::Idles;
+use crate::pending::{PendingQueues, Priority};
+use crate::registry::{Entry, Kind, Registry};
+use crate::slot_list::{Slot, SlotList};
+use crate::timers::Timers;
+use crate::{Backend, Capabilities, Error, PollStatus, Ready, Result};
 
 /// How [`Loop::run`] runs.
 ///
@@ -89,6 +80,25 @@ pub enum RunOutcome {
     Stalled,
 }
 
+/// A watcher's callback, type-erased: one trait object per watcher, so
+/// that invoking any kind of watcher is a single indirect call. The kinds'
+/// adaptors (an io callback with its source, a plain callback with its
+/// handle) are in `watchers/`.
+pub(crate) trait Dispatch<'s, S> {
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready);
+    /// The source's type, if the callback owns an io source.
+    fn owned_type(&self) -> Option<std::any::TypeId> {
+        None
+    }
+    /// The owned io source, for handing back.
+    fn into_source(self: Box<Self>) -> Option<Box<dyn std::any::Any>> {
+        None
+    }
+}
+
+/// What a watcher's callback is stored as.
+pub(crate) type BoxedCallback<'s, S> = Box<dyn Dispatch<'s, S> + 's>;
+
 /// A libev-style event loop.
 ///
 /// `'s` is how long borrowed io sources ([`Loop::io_borrowed`]) and the
@@ -115,57 +125,34 @@ pub enum RunOutcome {
 pub struct Loop<'s, S = ()> {
     pub(crate) backend: Box<dyn Backend + 's>,
     pub(crate) caps: Capabilities,
-    pub(crate) watchers: Registry<'s, S>,
+    /// Every watcher, and the counts the loop relies on.
+    pub(crate) watchers: Registry<BoxedCallback<'s, S>>,
+    /// Per-fd state and the changes to send to the backend.
     pub(crate) fds: FdTable,
-    pub(crate) pending: PendingQueues,
-    pub(crate) timers: TimerHeap,
-    pub(crate) timer_seq: u64,
-    /// Active idle watchers, one list per priority (the idle rule picks
-    /// one priority level per iteration), in start order; and their number.
-    pub(crate) idles: [SlotList; NUM_PRIORITIES],
-    pub(crate) idle_count: usize,
-    /// Active prepare and check watchers, in start order.
+    /// The last poll's results, and the direct batch among them.
+    pub(crate) poll: PollResults,
+    /// The clock and the timers.
+    pub(crate) timers: Timers,
+    pub(crate) idles: Idles,
     pub(crate) prepares: SlotList,
     pub(crate) checks: SlotList,
-    pub(crate) events: Vec<PollEvent>,
-    /// The cached loop time, in nanoseconds (what the timer heap keys on).
-    pub(crate) now_ns: u64,
-    pub(crate) active_refs: usize,
-    iteration: u64,
-    depth: u32,
-    break_req: Option<Break>,
+    pub(crate) pending: PendingQueues,
+    pub(crate) run: RunState,
     /// Whether the backend wants [`Backend::dispatched`] calls.
-    trace_dispatch: bool,
-    /// Watchers holding an event that arrived while their callback ran
-    /// (counted as pending).
-    pub(crate) deferred_count: usize,
-    /// `events[batch_pos..batch_end]` are io events being dispatched
-    /// directly, without pending entries (io_batch.rs).
-    pub(crate) batch_pos: usize,
-    pub(crate) batch_end: usize,
-    /// Active io watchers that rule out direct dispatch
-    /// ([`Entry::blocks_direct_dispatch`]: a priority other than the
-    /// default, or one-shot).
-    pub(crate) io_blocking_direct: usize,
-    /// Whether direct dispatch may be used ([`Loop::set_direct_dispatch`]).
-    pub(crate) direct_dispatch: bool,
-    /// Scratch space for materialising a batch (kept for its capacity).
-    pub(crate) requeue_buf: Vec<Pending>,
+    report_dispatch: bool,
+}
+
+/// Where the loop is in its runs.
+#[derive(Default)]
+pub(crate) struct RunState {
+    /// Iterations so far (polls).
+    pub iteration: u64,
+    /// `run` calls executing (nested ones count).
+    pub depth: u32,
+    pub break_req: Option<Break>,
 }
 
 impl<'s, S> Loop<'s, S> {
-    /// A loop on the given backend (any [`Backend`], including one defined
-    /// outside this crate).
-    ///
-    /// ```
-    /// use evloop::{Loop, Sim};
-    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert_eq!(lp.backend_name(), "sim");
-    /// ```
-    pub fn with_backend(backend: impl Backend + 's) -> Self {
-        Self::from_boxed(Box::new(backend))
-    }
-
     /// A loop on an already boxed backend (what [`Builder`](crate::Builder)
     /// produces).
     ///
@@ -177,195 +164,22 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
         let caps = backend.capabilities();
-        let now_ns = clock_ns(backend.now());
-        let trace_dispatch = backend.wants_dispatch();
+        let timers = Timers::new(backend.now());
+        let report_dispatch = backend.wants_dispatch();
         Loop {
             backend,
             caps,
             watchers: Registry::default(),
             fds: FdTable::default(),
-            pending: PendingQueues::default(),
-            timers: TimerHeap::default(),
-            timer_seq: 0,
-            idles: Default::default(),
-            idle_count: 0,
+            poll: PollResults::default(),
+            timers,
+            idles: Idles::default(),
             prepares: SlotList::default(),
             checks: SlotList::default(),
-            events: Vec::with_capacity(64),
-            now_ns,
-            active_refs: 0,
-            iteration: 0,
-            depth: 0,
-            break_req: None,
-            trace_dispatch,
-            deferred_count: 0,
-            batch_pos: 0,
-            batch_end: 0,
-            io_blocking_direct: 0,
-            direct_dispatch: true,
-            requeue_buf: Vec::new(),
+            pending: PendingQueues::default(),
+            run: RunState::default(),
+            report_dispatch,
         }
-    }
-
-    /// The backend's name ("epoll", "poll", "select", "kqueue", "sim", ...).
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert_eq!(lp.backend_name(), "sim");
-    /// ```
-    pub fn backend_name(&self) -> &'static str {
-        self.backend.name()
-    }
-
-    /// What the backend supports.
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert!(lp.capabilities().virtual_fds);
-    /// ```
-    pub fn capabilities(&self) -> Capabilities {
-        self.caps
-    }
-
-    /// The loop time: cached at the start of each iteration (after the
-    /// backend poll), so every callback of one iteration sees the same value.
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert_eq!(lp.now(), std::time::Duration::ZERO);
-    /// ```
-    pub fn now(&self) -> Duration {
-        from_ns(self.now_ns)
-    }
-
-    /// Refreshes the cached loop time from the backend's clock (useful after
-    /// a long computation in a callback, before starting a timer).
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.update_now();
-    /// ```
-    pub fn update_now(&mut self) {
-        self.now_ns = clock_ns(self.backend.now());
-    }
-
-    /// How many callbacks are queued and not yet invoked.
-    ///
-    /// ```
-    /// # use evloop::{Loop, Ready, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
-    /// lp.feed_event(idle, Ready::EMPTY).unwrap();
-    /// assert_eq!(lp.pending_count(), 1);
-    /// ```
-    pub fn pending_count(&self) -> usize {
-        self.pending.len() + self.deferred_count + self.batch_pending_count()
-    }
-
-    /// Turns direct dispatch of io events on (the default) or off.
-    ///
-    /// When every active io watcher has the default priority and none is
-    /// one-shot, the loop invokes io callbacks straight from the backend's
-    /// poll results instead of queuing a pending entry for each first;
-    /// anything that could observe the difference makes it queue the rest
-    /// first, so the order of callbacks and every pending-state query are
-    /// the same either way (`docs/architecture.md`, "Direct dispatch"). The
-    /// switch exists to check exactly that: the tests run programs both
-    /// ways and compare. Turning it off costs speed, nothing else.
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.set_direct_dispatch(false); // every io event becomes a pending entry first
-    /// ```
-    pub fn set_direct_dispatch(&mut self, on: bool) {
-        self.settle_batch();
-        self.direct_dispatch = on;
-    }
-
-    /// How many iterations ran (the backend was polled this many times).
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert_eq!(lp.iteration(), 0);
-    /// ```
-    pub fn iteration(&self) -> u64 {
-        self.iteration
-    }
-
-    /// How many [`Loop::run`] calls are executing (nested runs count).
-    ///
-    /// ```
-    /// # use evloop::{Loop, RunMode, Sim};
-    /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// lp.idle(|lp, seen, me| { *seen = lp.depth(); lp.remove(me).unwrap(); }).unwrap();
-    /// let mut seen = 0;
-    /// lp.run(RunMode::Default, &mut seen).unwrap();
-    /// assert_eq!((seen, lp.depth()), (1, 0));
-    /// ```
-    pub fn depth(&self) -> u32 {
-        self.depth
-    }
-
-    /// How many watchers are active and referenced (what keeps
-    /// [`RunMode::Default`] running).
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
-    /// assert_eq!(lp.active_count(), 1);
-    /// lp.set_ref(idle, false).unwrap();
-    /// assert_eq!(lp.active_count(), 0);
-    /// ```
-    pub fn active_count(&self) -> usize {
-        self.active_refs
-    }
-
-    /// Asks the running [`Loop::run`] (or all nested ones) to return once the
-    /// callbacks already pending in this iteration have run. Has no effect
-    /// outside `run`.
-    ///
-    /// ```
-    /// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.idle(|lp, _, _| lp.break_loop(Break::All)).unwrap();
-    /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
-    /// ```
-    pub fn break_loop(&mut self, how: Break) {
-        if self.depth > 0 && self.break_req != Some(Break::All) {
-            self.break_req = Some(how);
-        }
-    }
-
-    /// Re-creates the backend's kernel object after `fork()` and registers
-    /// every watched fd again (libev's `ev_loop_fork`). Call it in the child
-    /// before running the loop there.
-    ///
-    /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.reinit_after_fork().unwrap();
-    /// ```
-    pub fn reinit_after_fork(&mut self) -> Result<()> {
-        self.settle_batch();
-        let name = self.backend.name();
-        self.backend.reinit().map_err(|source| Error::Backend {
-            backend: name,
-            op: "re-create its kernel object after fork",
-            source,
-        })?;
-        let fds: Vec<RawFd> = self.fds.registered_fds().collect();
-        for fd in fds {
-            self.fds.get_mut(fd).registered = Interest::NONE;
-            self.fds.mark_changed(fd);
-        }
-        Ok(())
     }
 
     /// Runs the loop (see [`RunMode`]) and says why it returned.
@@ -418,12 +232,12 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
         // A nested run invokes what its caller's iteration left pending.
-        self.settle_batch();
+        self.materialise_batch();
         if self.out_of_work() {
             return Ok(RunOutcome::NoActiveWatchers);
         }
-        self.depth += 1;
-        self.break_req = None;
+        self.run.depth += 1;
+        self.run.break_req = None;
         // Restores the depth even if a callback panics.
         let guard = RunGuard(self);
         guard.0.run_iterations(mode, state)
@@ -435,14 +249,14 @@ impl<'s, S> Loop<'s, S> {
     /// do not count: this `run` cannot deliver them.
     #[inline]
     fn out_of_work(&self) -> bool {
-        self.active_refs == 0 && self.pending.is_empty()
+        self.watchers.active_referenced() == 0 && self.pending.is_empty()
     }
 
     fn run_iterations(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
         // Callbacks fed before `run` (or left by a nested run) go first.
         self.invoke_pending(state);
         loop {
-            if self.break_req.is_some() {
+            if self.run.break_req.is_some() {
                 return Ok(RunOutcome::Broken);
             }
             // Checked after every phase that runs callbacks: the last
@@ -450,13 +264,17 @@ impl<'s, S> Loop<'s, S> {
             if self.out_of_work() {
                 return Ok(RunOutcome::NoActiveWatchers);
             }
-            self.iteration += 1;
-            trace!(iteration = self.iteration, depth = self.depth, "iteration");
+            self.run.iteration += 1;
+            trace!(
+                iteration = self.run.iteration,
+                depth = self.run.depth,
+                "iteration"
+            );
 
             if !self.prepares.is_empty() {
-                queue_list(&mut self.watchers, &mut self.pending, self.prepares);
+                self.watchers.queue_list(&mut self.pending, self.prepares);
                 self.invoke_pending(state);
-                if self.break_req.is_some() {
+                if self.run.break_req.is_some() {
                     return Ok(RunOutcome::Broken);
                 }
                 if self.out_of_work() {
@@ -464,56 +282,45 @@ impl<'s, S> Loop<'s, S> {
                 }
             }
 
-            self.reify();
+            self.fds.flush_changes(
+                &mut self.watchers,
+                &mut self.pending,
+                &mut *self.backend,
+                self.caps.oneshot,
+            );
 
-            let status = loop {
-                let timeout = self.block_time(mode);
-                self.events.clear();
-                let status = self
-                    .backend
-                    .poll(timeout, &mut self.events)
-                    .map_err(|source| Error::Backend {
-                        backend: self.backend.name(),
-                        op: "poll",
-                        source,
-                    })?;
-                self.update_now();
-                trace!(ready = self.events.len(), ?timeout, "poll");
-                let timed_out = status == PollStatus::Done
-                    && self.events.is_empty()
-                    && timeout.is_some_and(|t| !t.is_zero());
-                if timed_out && self.woke_for_a_moved_timer() {
-                    // The timer that bounded the wait was restarted later
-                    // meanwhile (a lazy `again`): nothing is due; wait on.
-                    continue;
-                }
-                break status;
-            };
-            if status == PollStatus::Stalled {
+            if self.poll_backend(mode)? == PollStatus::Stalled {
                 return Ok(RunOutcome::Stalled);
             }
 
-            if self.can_dispatch_directly() {
-                (self.batch_pos, self.batch_end) = (0, self.events.len());
-            } else {
-                self.queue_io_events_from(0);
+            if !self.poll.open(&self.watchers, &self.pending) {
+                self.fds.queue_events(
+                    self.poll.all(),
+                    &mut self.watchers,
+                    &mut self.pending,
+                    &mut *self.backend,
+                );
             }
             // Decided before this iteration's check watchers are queued
             // (they do not hold idles back, as in libev), completed once
             // the expired timers are known.
-            let idle_level = self.idle_level();
+            let (poll, fds, watchers) = (&self.poll, &self.fds, &self.watchers);
+            let idle_level = self
+                .idles
+                .level(&self.pending, || poll.has_invocations(fds, watchers));
             if !self.checks.is_empty() {
-                queue_list(&mut self.watchers, &mut self.pending, self.checks);
+                self.watchers.queue_list(&mut self.pending, self.checks);
             }
-            let timers_up_to = self.expire_timers();
-            if let Some(q) = idle_level {
-                if timers_up_to.map_or(true, |t| t < q) {
-                    queue_list(&mut self.watchers, &mut self.pending, self.idles[q]);
+            let timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
+            if let Some(p) = idle_level {
+                if timers_up_to.map_or(true, |t| t < p) {
+                    self.watchers
+                        .queue_list(&mut self.pending, self.idles.list(p));
                 }
             }
             self.invoke_pending(state);
 
-            if self.break_req.is_some() {
+            if self.run.break_req.is_some() {
                 return Ok(RunOutcome::Broken);
             }
             if mode != RunMode::Default {
@@ -522,263 +329,51 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// libev's idle rule: the idle watchers of the highest priority that
-    /// has any are queued, unless something is pending at that priority or
-    /// above. One priority level per iteration, so an idle watcher of a
-    /// high priority runs while lower work is pending, and a low one waits
-    /// for everything above it. Returns that priority's queue, unless what
-    /// is pending now holds it back (the caller checks the expired timers).
-    fn idle_level(&self) -> Option<usize> {
-        if self.idle_count == 0 {
-            return None;
+    /// Polls the backend for as long as the loop may block, and caches
+    /// the time after it.
+    fn poll_backend(&mut self, mode: RunMode) -> Result<PollStatus> {
+        loop {
+            let timeout = self.block_time(mode);
+            let status = self
+                .backend
+                .poll(timeout, self.poll.buffer())
+                .map_err(|source| Error::Backend {
+                    backend: self.backend.name(),
+                    op: "poll",
+                    source,
+                })?;
+            self.timers.set_now(self.backend.now());
+            trace!(ready = self.poll.all().len(), ?timeout, "poll");
+            let timed_out = status == PollStatus::Done
+                && self.poll.all().is_empty()
+                && timeout.is_some_and(|t| !t.is_zero());
+            if timed_out && self.timers.woke_early() {
+                // The timer that bounded the wait was restarted later
+                // meanwhile (a lazy `again`): nothing is due; wait on.
+                continue;
+            }
+            return Ok(status);
         }
-        let q = (0..NUM_PRIORITIES)
-            .rev()
-            .find(|&q| !self.idles[q].is_empty())?;
-        // Io events still in a direct batch are pending at the default
-        // priority.
-        let batch_blocks = q <= DEFAULT_QUEUE as usize && self.batch_has_pending();
-        (!batch_blocks && !self.pending.has_live_at_or_above(q)).then_some(q)
     }
 
     /// How long the next poll may block.
     fn block_time(&mut self, mode: RunMode) -> Option<Duration> {
-        if mode == RunMode::NoWait || self.idle_count > 0 || !self.pending.is_empty() {
+        if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
             return Some(Duration::ZERO);
         }
-        if self.timers.earliest_bound()? == NEVER {
-            // Only timers beyond the end of the clock: nothing to wait for.
-            return None;
-        }
-        // Account for the time the callbacks took (as libev does).
-        self.update_now();
-        let now = self.now_ns;
-        let mut next = self.timers.earliest_bound()?;
-        if next <= now {
-            // Due or stale: settle lazily restarted timers before deciding
-            // not to block.
-            next = self.timers.peek()?.at;
-        }
-        if next == NEVER {
-            return None;
-        }
-        Some(from_ns(next.saturating_sub(now)))
-    }
-
-    /// Whether the wait ended at a timer bound that turned out stale: the
-    /// top timer was lazily restarted to a later time, which settling (it
-    /// sifts such timers down) reveals.
-    fn woke_for_a_moved_timer(&mut self) -> bool {
-        let now = self.now_ns;
-        if !self.timers.earliest_bound().is_some_and(|at| at <= now) {
-            return false;
-        }
-        self.timers.peek().is_some_and(|top| top.at > now)
-    }
-
-    /// Sends each changed fd's new interest union to the backend, once.
-    fn reify(&mut self) {
-        if !self.fds.has_changes() {
-            return;
-        }
-        let changes = self.fds.take_changes();
-        for &fd in &changes {
-            let anfd = self.fds.get_mut(fd);
-            anfd.changed = false;
-            let mut want = Interest::NONE;
-            for w in anfd.watchers().iter(&self.watchers) {
-                if let Kind::Io { interest, .. } = self.watchers[w].kind {
-                    want |= interest;
-                }
-            }
-            if want.is_empty() {
-                want = Interest::NONE;
-            } else if want.trigger() == Trigger::Oneshot && !self.caps.oneshot {
-                want = want.events();
-            }
-            let old = anfd.registered;
-            if want == old {
-                continue;
-            }
-            trace!(fd, %old, new = %want, "backend modify");
-            match self.backend.modify(fd, old, want) {
-                Ok(()) => self.fds.get_mut(fd).registered = want,
-                Err(err) => {
-                    tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
-                    self.kill_fd(fd);
-                }
-            }
-        }
-        self.fds.restore_changes(changes);
-    }
-
-    /// The fd is unusable: every io watcher on it is stopped and receives
-    /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
-    pub(crate) fn kill_fd(&mut self, fd: RawFd) {
-        let anfd = self.fds.get_mut(fd);
-        let old = std::mem::replace(&mut anfd.registered, Interest::NONE);
-        if old != Interest::NONE {
-            // Best effort: poll/select keep tables that must drop the fd.
-            let _ = self.backend.modify(fd, old, Interest::NONE);
-        }
-        let Loop {
-            fds,
-            watchers,
-            pending,
-            active_refs,
-            io_blocking_direct,
-            ..
-        } = self;
-        fds.get_mut(fd).drain_watchers(watchers, |watchers, idx| {
-            let e = &mut watchers[idx];
-            e.active = false;
-            if e.keepalive {
-                *active_refs -= 1;
-            }
-            if e.blocks_direct_dispatch() {
-                *io_blocking_direct -= 1;
-            }
-            let interest = match e.kind {
-                Kind::Io { interest, .. } => interest,
-                _ => Interest::NONE,
-            };
-            queue_entry(
-                e,
-                pending,
-                idx,
-                Ready::ERROR | Ready::from_interest(interest),
-            );
-        });
-    }
-
-    /// Turns the backend's readiness reports, from `events[from]` on, into
-    /// pending io callbacks.
-    pub(crate) fn queue_io_events_from(&mut self, mut from: usize) {
-        loop {
-            let stop = self.queue_io_events_fast(from);
-            let Some(&PollEvent { fd, ready }) = self.events.get(stop) else {
-                return;
-            };
-            self.queue_io_event_slow(fd, ready);
-            from = stop + 1;
-        }
-    }
-
-    /// Queues the events from index `from` on, up to the first one that
-    /// needs [`Loop::queue_io_event_slow`] (an invalid fd or a one-shot
-    /// registration), whose index it returns (`events.len()` if none).
-    /// Split out, and kept out of `run`, so that the common case compiles
-    /// to a tight loop with everything in registers.
-    #[inline(never)]
-    fn queue_io_events_fast(&mut self, from: usize) -> usize {
-        let Loop {
-            events,
-            fds,
-            watchers,
-            pending,
-            ..
-        } = self;
-        let rest = events.get(from..).unwrap_or_default();
-        for (off, &PollEvent { fd, ready }) in rest.iter().enumerate() {
-            let Some(anfd) = fds.get(fd) else {
-                continue;
-            };
-            // Not one-shot, so reify (which ran just before the poll) left
-            // the registration matching the watchers' shared mode.
-            if anfd.oneshot || ready.is_invalid() {
-                return from + off;
-            }
-            if anfd.single != NOT_SINGLE {
-                queue_io(watchers, pending, anfd.single, ready);
-            } else {
-                anfd.watchers().for_each(watchers, |watchers, idx| {
-                    queue_io(watchers, pending, idx, ready)
-                });
-            }
-        }
-        events.len()
-    }
-
-    /// Invalid fds and one-shot registrations.
-    #[cold]
-    fn queue_io_event_slow(&mut self, fd: RawFd, ready: Ready) {
-        if ready.is_invalid() {
-            self.kill_fd(fd);
-            return;
-        }
-        if self.fds.get_mut(fd).registered.trigger() == Trigger::Oneshot {
-            // The kernel disarmed the fd (native one-shot): re-arm or
-            // forget it at the next reify.
-            self.fds.get_mut(fd).registered = Interest::NONE.with_trigger(Trigger::Oneshot);
-            self.fds.mark_changed(fd);
-        }
-        let Some(anfd) = self.fds.get(fd) else {
-            return;
-        };
-        let mut cur = anfd.watchers().first();
-        while let Some(idx) = cur {
-            // Read before `deactivate` unlinks `idx`.
-            cur = SlotList::next(&self.watchers, idx);
-            let interest = match self.watchers[idx].kind {
-                Kind::Io { interest, .. } => interest,
-                _ => unreachable!("non-io watcher on an fd"),
-            };
-            let r = ready.filter(interest);
-            if r.is_empty() {
-                continue;
-            }
-            queue(&mut self.watchers, &mut self.pending, idx, r);
-            if interest.trigger() == Trigger::Oneshot {
-                // Disarmed until started again; removes it from the list.
-                self.deactivate(idx);
-            }
-        }
-    }
-
-    /// Makes expired timers pending; repeating ones are rescheduled.
-    /// Returns the highest priority queue among them, if any expired (the
-    /// idle rule needs it).
-    fn expire_timers(&mut self) -> Option<usize> {
-        let now = self.now_ns;
-        // `now` is below NEVER, so timers parked there never come up.
-        debug_assert!(now < NEVER);
-        let mut highest = None;
-        // Settle (sift lazily restarted timers) only once the bound is due.
-        while self.timers.earliest_bound().is_some_and(|at| at <= now) {
-            let Some(top) = self.timers.peek() else { break };
-            if top.at > now {
-                break;
-            }
-            let Kind::Timer { repeat, .. } = self.watchers[top.idx].kind else {
-                unreachable!("non-timer in the timer heap")
-            };
-            if repeat > 0 {
-                // A late repeating timer fires once and is rescheduled from
-                // now, like libev: it does not replay every missed period.
-                // Past the end of the clock it is parked at NEVER, so that
-                // it cannot come up again in this loop.
-                let next = top.at.saturating_add(repeat).max(now);
-                self.timer_seq += 1;
-                self.timers.reschedule(top.idx, next, self.timer_seq);
-            } else {
-                self.deactivate(top.idx);
-            }
-            let e = &mut self.watchers[top.idx];
-            highest = highest.max(Some(e.queue as usize));
-            queue_entry(e, &mut self.pending, top.idx, Ready::EMPTY);
-        }
-        highest
+        let backend = &mut self.backend;
+        self.timers.wait_bound(|| backend.now())
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.
     pub(crate) fn invoke_pending(&mut self, state: &mut S) {
         // Whether each dispatch must be reported (to the backend or to a
         // `tracing` subscriber): decided once per call, not per event.
-        let observed = self.trace_dispatch || tracing::level_enabled!(tracing::Level::TRACE);
+        let observed = self.report_dispatch || tracing::level_enabled!(tracing::Level::TRACE);
         loop {
             // Directly dispatched io events come after every queue above the
             // default priority and before the default queue.
-            if self.batch_active() && !self.pending.has_above(DEFAULT_QUEUE as usize) {
+            if self.poll.is_open() && !self.pending.has_above(Priority::DEFAULT) {
                 if observed {
                     self.run_batch::<true>(state);
                 } else {
@@ -786,12 +381,12 @@ impl<'s, S> Loop<'s, S> {
                 }
                 continue;
             }
-            let Some(q) = self.pending.highest() else {
+            let Some(p) = self.pending.highest() else {
                 break;
             };
-            while let Some(p) = self.pending.next_in(q) {
-                self.invoke::<true>(p.idx, p.ready, observed, state);
-                if self.pending.has_above(q) {
+            while let Some((slot, ready)) = self.pending.next_in(p) {
+                self.invoke::<true>(slot, ready, observed, state);
+                if self.pending.has_above(p) {
                     // A callback queued something more urgent.
                     break;
                 }
@@ -799,229 +394,174 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
+    /// Invokes the direct batch's results in order until they run out, a
+    /// callback queues something more urgent than the default priority, or
+    /// a result needs the queued path (then the rest is materialised).
+    /// `OBSERVED` (dispatches are reported): a constant, so that the common
+    /// unobserved loop does not test it per event.
+    #[inline(never)]
+    fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
+        while let Some(ev) = self.poll.next() {
+            let Some(fd) = self.fds.get(ev.fd) else {
+                continue;
+            };
+            // Ruled out when the batch opened, and nothing changes an fd's
+            // watchers during a batch without materialising it first.
+            debug_assert!(!ev.ready.is_invalid() && !fd.is_oneshot());
+            let Some(slot) = fd.single() else {
+                if fd.watchers().is_empty() {
+                    continue;
+                }
+                // Several watchers on the fd: the queued path from here on.
+                self.poll.unread();
+                self.materialise_batch();
+                return;
+            };
+            let e = &mut self.watchers[slot];
+            let r = ev.ready & e.receives;
+            if r.is_empty() {
+                continue;
+            }
+            // Nothing queues an io watcher while a batch is open: feeding or
+            // re-prioritising one materialises the batch first.
+            debug_assert!(
+                e.pending.is_none(),
+                "io watcher queued during a direct batch"
+            );
+            self.invoke::<false>(slot, r, OBSERVED, state);
+            if self.pending.has_above(Priority::DEFAULT) {
+                return;
+            }
+        }
+    }
+
+    /// Materialises the direct batch, if one is open: see direct_batch.rs.
+    #[inline]
+    pub(crate) fn materialise_batch(&mut self) {
+        if self.poll.is_open() {
+            self.poll.materialise(
+                &mut self.fds,
+                &mut self.watchers,
+                &mut self.pending,
+                &mut *self.backend,
+            );
+        }
+    }
+
     /// Runs one watcher's callback: from a pending entry (`QUEUED`: the
-    /// watcher forgets its slot; a live entry names a live watcher, since
-    /// stop and remove cancel it) or from a direct batch (io_batch.rs).
+    /// watcher forgets its queue position; a live entry names a live
+    /// watcher, since stop and remove cancel it) or from a direct batch.
     /// Always inlined: it is the body of both dispatch loops.
     #[inline(always)]
-    pub(crate) fn invoke<const QUEUED: bool>(
+    fn invoke<const QUEUED: bool>(
         &mut self,
-        idx: u32,
+        slot: Slot,
         ready: Ready,
         observed: bool,
         state: &mut S,
     ) {
-        let e = &mut self.watchers[idx];
+        let e = &mut self.watchers[slot];
         if QUEUED {
-            e.pending = NOT_PENDING;
+            e.pending = None;
         }
         let gen = e.gen;
         let Some(cb) = e.cb.take() else {
-            self.defer(idx, ready);
+            // Its callback is running further up the stack (a nested
+            // `run`): the event is delivered once it returns, rather than
+            // recursing or being dropped.
+            self.watchers.defer(slot, ready);
             return;
         };
         if observed {
-            self.observe_dispatch(idx, ready);
+            self.observe_dispatch(slot, ready);
         }
         // The guard puts the callback back when it returns, and also if it
         // panics: the watcher and its io source survive the unwinding.
         let mut running = Running {
             lp: self,
-            idx,
+            slot,
             gen,
             cb: Some(cb),
         };
         if let Some(cb) = running.cb.as_mut() {
-            cb.call(running.lp, state, Key { idx, gen }, ready);
-        }
-    }
-
-    /// The watcher's callback is running further up the stack (a nested
-    /// `run`): the event is delivered once it returns, rather than
-    /// recursing or being dropped.
-    #[cold]
-    fn defer(&mut self, idx: u32, ready: Ready) {
-        let e = &mut self.watchers[idx];
-        match &mut e.deferred {
-            Some(held) => *held |= ready,
-            None => {
-                e.deferred = Some(ready);
-                self.deferred_count += 1;
-            }
-        }
-    }
-
-    /// Queues the event a watcher received while its callback ran.
-    #[cold]
-    fn requeue_deferred(&mut self, idx: u32) {
-        if let Some(ready) = self.watchers[idx].deferred.take() {
-            self.deferred_count -= 1;
-            self.queue(idx, ready);
+            cb.call(running.lp, state, Key { slot, gen }, ready);
         }
     }
 
     /// Tells the backend (if it asked, as the simulator does to record its
     /// trace) and `tracing` about a dispatch.
     #[cold]
-    fn observe_dispatch(&mut self, idx: u32, ready: Ready) {
-        if self.trace_dispatch {
-            if let Kind::Io { fd, .. } = self.watchers[idx].kind {
+    fn observe_dispatch(&mut self, slot: Slot, ready: Ready) {
+        if self.report_dispatch {
+            if let Kind::Io { fd, .. } = self.watchers[slot].kind() {
                 self.backend.dispatched(fd, ready);
             }
         }
-        trace!(watcher = idx, ready = %ready, "dispatch");
+        trace!(watcher = slot.index(), ready = %ready, "dispatch");
     }
 
-    /// Takes a watcher out of its active structure (fd list, heap, list).
-    /// Does not touch a pending invocation.
-    pub(crate) fn deactivate(&mut self, idx: u32) {
-        let e = &mut self.watchers[idx];
-        if !e.active {
+    /// Starts a watcher: marks it active (the registry keeps the counts)
+    /// and puts it where its kind's phase finds it. With
+    /// [`Loop::deactivate`], the one place that knows where each kind goes.
+    pub(crate) fn activate(&mut self, slot: Slot) {
+        if !self.watchers.activate(slot) {
             return;
         }
-        e.active = false;
-        if e.keepalive {
-            self.active_refs -= 1;
-        }
-        match e.kind {
-            Kind::Io { fd, .. } => {
-                if e.blocks_direct_dispatch() {
-                    self.io_blocking_direct -= 1;
-                }
-                self.fds.get_mut(fd).remove_watcher(&mut self.watchers, idx);
-                self.fds.mark_changed(fd);
-            }
-            Kind::Timer { .. } => self.timers.remove(idx),
-            Kind::Idle => {
-                let q = e.queue as usize;
-                self.idles[q].remove(&mut self.watchers, idx);
-                self.idle_count -= 1;
-            }
-            Kind::Prepare => self.prepares.remove(&mut self.watchers, idx),
-            Kind::Check => self.checks.remove(&mut self.watchers, idx),
+        let priority = self.watchers[slot].priority();
+        match self.watchers[slot].kind() {
+            Kind::Io { fd, .. } => self.fds.attach(&mut self.watchers, fd, slot),
+            Kind::Timer => self.timers.start(slot),
+            Kind::Idle => self.idles.add(&mut self.watchers, slot, priority),
+            Kind::Prepare => self.prepares.push(&mut self.watchers, slot),
+            Kind::Check => self.checks.push(&mut self.watchers, slot),
         }
     }
 
-    /// Puts a watcher into its active structure. The caller has checked that
-    /// this cannot fail (trigger conflicts).
-    pub(crate) fn activate(&mut self, idx: u32) {
-        let now = self.now_ns;
-        let e = &mut self.watchers[idx];
-        if e.active {
+    /// Stops a watcher: takes it out of its kind's structure. Does not
+    /// touch a pending invocation.
+    pub(crate) fn deactivate(&mut self, slot: Slot) {
+        if !self.watchers.deactivate(slot) {
             return;
         }
-        e.active = true;
-        if e.keepalive {
-            self.active_refs += 1;
-        }
-        if e.blocks_direct_dispatch() {
-            self.io_blocking_direct += 1;
-        }
-        match e.kind {
-            Kind::Io { fd, interest } => {
-                let anfd = self.fds.get_mut(fd);
-                anfd.push_watcher(&mut self.watchers, idx, interest.trigger());
-                self.fds.mark_changed(fd);
-            }
-            Kind::Timer { after, .. } => {
-                self.timer_seq += 1;
-                let at = now.saturating_add(after);
-                self.timers.insert(idx, at, self.timer_seq);
-            }
-            Kind::Idle => {
-                let q = e.queue as usize;
-                self.idles[q].push(&mut self.watchers, idx);
-                self.idle_count += 1;
-            }
-            Kind::Prepare => self.prepares.push(&mut self.watchers, idx),
-            Kind::Check => self.checks.push(&mut self.watchers, idx),
+        let priority = self.watchers[slot].priority();
+        match self.watchers[slot].kind() {
+            Kind::Io { fd, .. } => self.fds.detach(&mut self.watchers, fd, slot),
+            Kind::Timer => self.timers.stop(slot),
+            Kind::Idle => self.idles.remove(&mut self.watchers, slot, priority),
+            Kind::Prepare => self.prepares.remove(&mut self.watchers, slot),
+            Kind::Check => self.checks.remove(&mut self.watchers, slot),
         }
     }
 
-    /// Registers a new, inactive watcher.
-    pub(crate) fn insert(&mut self, kind: Kind, cb: BoxedCallback<'s, S>) -> Key {
-        let gen = self.watchers.new_generation();
-        let idx = self.watchers.insert(Entry {
-            gen,
-            queue: DEFAULT_QUEUE,
-            active: false,
-            keepalive: true,
-            pending: NOT_PENDING,
-            io_mask: match kind {
-                Kind::Io { interest, .. } => Ready::receive_mask(interest),
-                _ => Ready::EMPTY,
-            },
-            deferred: None,
-            cb: Some(cb),
-            link: Link::UNLINKED,
-            kind,
-        });
-        Key { idx, gen }
+    /// The watcher `h` names, for an operation that a direct batch could
+    /// tell from queued events: for an io handle, the batch is
+    /// materialised first. Every handle operation goes through here or
+    /// [`Loop::entry`], so that a new one cannot forget; the only
+    /// exceptions, stop and remove, say why.
+    #[inline]
+    pub(crate) fn entry_mut<H: Handle>(
+        &mut self,
+        h: &H,
+    ) -> Result<&mut Entry<BoxedCallback<'s, S>>> {
+        if H::IO {
+            self.materialise_batch();
+        }
+        self.watchers.lookup_mut(h.key(), h.kind())
     }
 
-    /// Queues an invocation of `idx` with `ready`.
-    pub(crate) fn queue(&mut self, idx: u32, ready: Ready) {
-        queue(&mut self.watchers, &mut self.pending, idx, ready);
+    /// The watcher `h` names, for a query (queries take `&self`, so they
+    /// count a direct batch's results instead of materialising it).
+    #[inline]
+    pub(crate) fn entry<H: Handle>(&self, h: &H) -> Result<&Entry<BoxedCallback<'s, S>>> {
+        self.watchers.lookup(h.key(), h.kind())
     }
-}
-
-impl<'s, S> std::fmt::Debug for Loop<'s, S> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loop")
-            .field("backend", &self.backend.name())
-            .field("watchers", &self.watchers.len())
-            .field("active", &self.active_refs)
-            .field("pending", &self.pending.len())
-            .field("timers", &self.timers.len())
-            .field("iteration", &self.iteration)
-            .field("depth", &self.depth)
-            .field("now", &self.now())
-            .finish()
-    }
-}
-
-/// Queues an invocation, merging with one already queued (libev ORs the
-/// events into the existing pending entry the same way).
-#[inline]
-fn queue<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
-    queue_entry(&mut watchers[idx], pending, idx, ready)
-}
-
-/// Queues an io event for one watcher, if its interest lets it through.
-#[inline]
-fn queue_io<S>(
-    watchers: &mut Registry<'_, S>,
-    pending: &mut PendingQueues,
-    idx: u32,
-    ready: Ready,
-) {
-    let e = &mut watchers[idx];
-    let r = ready & e.io_mask;
-    if !r.is_empty() {
-        queue_entry(e, pending, idx, r);
-    }
-}
-
-#[inline]
-fn queue_entry<S>(e: &mut Entry<'_, S>, pending: &mut PendingQueues, idx: u32, ready: Ready) {
-    if e.pending == NOT_PENDING {
-        e.pending = pending.push(e.queue, idx, ready);
-    } else {
-        pending.merge(e.queue, e.pending, ready);
-    }
-}
-
-fn queue_list<S>(watchers: &mut Registry<'_, S>, pending: &mut PendingQueues, list: SlotList) {
-    list.for_each(watchers, |watchers, idx| {
-        queue_entry(&mut watchers[idx], pending, idx, Ready::EMPTY)
-    });
 }
 
 /// A callback taken out of its entry to run; dropping this puts it back
 /// (see [`Loop::invoke`]), whether the callback returned or panicked.
 struct Running<'a, 's, S> {
     lp: &'a mut Loop<'s, S>,
-    idx: u32,
+    slot: Slot,
     gen: u64,
     cb: Option<BoxedCallback<'s, S>>,
 }
@@ -1032,18 +572,28 @@ impl<S> Drop for Running<'_, '_, S> {
         let Some(cb) = self.cb.take() else { return };
         // Put the callback back unless the watcher was removed meanwhile
         // (then the callback, and an owned source, are dropped here).
-        match self.lp.watchers.get_mut(self.idx) {
+        match self.lp.watchers.get_mut(self.slot) {
             Some(e) if e.gen == self.gen => {
                 // The slot is empty: the callback was taken out above and
                 // only this frame puts it back. So there is nothing to drop;
                 // forgetting the `None` saves testing it on every event.
                 debug_assert!(e.cb.is_none());
                 std::mem::forget(e.cb.replace(cb));
-                if e.deferred.is_some() {
-                    self.lp.requeue_deferred(self.idx);
+                if e.deferred().is_some() {
+                    self.lp.requeue_deferred(self.slot);
                 }
             }
             _ => drop(cb),
+        }
+    }
+}
+
+impl<S> Loop<'_, S> {
+    /// Queues the events a watcher received while its callback ran.
+    #[cold]
+    fn requeue_deferred(&mut self, slot: Slot) {
+        if let Some(ready) = self.watchers.take_deferred(slot) {
+            self.watchers.queue(&mut self.pending, slot, ready);
         }
     }
 }
@@ -1054,10 +604,10 @@ struct RunGuard<'a, 's, S>(&'a mut Loop<'s, S>);
 
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
-        let lp = &mut *self.0;
-        lp.depth -= 1;
-        if lp.break_req == Some(Break::One) || lp.depth == 0 {
-            lp.break_req = None;
+        let run = &mut self.0.run;
+        run.depth -= 1;
+        if run.break_req == Some(Break::One) || run.depth == 0 {
+            run.break_req = None;
         }
     }
 }

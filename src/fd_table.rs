@@ -1,158 +1,319 @@
-//! Per-fd state (libev's `anfds`) and the list of fds changed since the
-//! last poll (libev's `fdchanges`).
+//! The io component: per-fd state (libev's `anfds`), the list of fds
+//! changed since the last poll (libev's `fdchanges`) and its flush to the
+//! backend, turning poll results into pending io callbacks, and killing an
+//! fd that cannot be watched.
 //!
 //! Starting, stopping or re-targeting an io watcher only marks its fd as
-//! changed. Before polling, [`FdTable::take_changes`] hands the loop each
-//! changed fd once; the loop computes the union of the fd's active watchers'
-//! interests and calls the backend only if it differs from what the backend
-//! was last told. Many start/stop calls on one fd in one iteration therefore
-//! cost at most one backend call, and none when they cancel out.
+//! changed. Before polling, [`FdTable::flush_changes`] (libev's
+//! `fd_reify`) computes each changed fd's union of its active watchers'
+//! interests and calls the backend only if it differs from what the
+//! backend was last told: many changes in one iteration cost at most one
+//! backend call, and none when they cancel out.
 
 use std::os::fd::RawFd;
 
-use crate::slot_list::{LinkStore, SlotList};
-use crate::{Interest, Trigger};
+use crate::pending::PendingQueues;
+use crate::registry::Registry;
+use crate::slot_list::{Slot, SlotList};
+use crate::{Backend, Interest, PollEvent, Ready, Trigger};
 
-/// [`Anfd::single`] when the fd has no watcher or more than one.
-pub(crate) const NOT_SINGLE: u32 = u32::MAX;
-
-pub(crate) struct Anfd {
+/// What the loop knows about one fd.
+#[derive(Default)]
+pub(crate) struct FdState {
     /// The active io watchers on this fd, in start order. Changed only
-    /// through the methods below, which keep `single` and `trigger` in step.
+    /// through [`FdTable`], which keeps `single` and `trigger` in step.
     watchers: SlotList,
     /// The only watcher, when there is exactly one (the common case, which
-    /// dispatch handles without walking the list); else [`NOT_SINGLE`].
-    pub single: u32,
+    /// dispatch handles without walking the list).
+    single: Option<Slot>,
     /// What the backend was last told for this fd.
-    pub registered: Interest,
+    registered: Interest,
     /// Whether the fd is already in the change list.
-    pub changed: bool,
-    /// Whether its watchers are one-shot (all watchers on an fd share one
-    /// trigger mode), so that dispatch can test the fd, not each watcher.
-    pub oneshot: bool,
-    /// The trigger mode its watchers share (meaningful while it has any).
+    changed: bool,
+    /// The trigger mode its watchers share (kernels keep one registration
+    /// per fd); meaningful while it has watchers.
     trigger: Trigger,
 }
 
-impl Default for Anfd {
-    fn default() -> Self {
-        Anfd {
-            watchers: SlotList::default(),
-            single: NOT_SINGLE,
-            registered: Interest::NONE,
-            changed: false,
-            oneshot: false,
-            trigger: Trigger::Level,
-        }
-    }
-}
-
-impl Anfd {
+impl FdState {
     /// The active watchers, in start order.
     #[inline]
     pub fn watchers(&self) -> SlotList {
         self.watchers
     }
 
-    /// The trigger mode of its active watchers, if it has any.
-    pub fn trigger(&self) -> Option<Trigger> {
-        (!self.watchers.is_empty()).then_some(self.trigger)
+    /// The only active watcher, if there is exactly one.
+    #[inline]
+    pub fn single(&self) -> Option<Slot> {
+        self.single
     }
 
-    /// Adds an active watcher with trigger mode `trigger` at the end.
-    pub fn push_watcher(&mut self, links: &mut impl LinkStore, idx: u32, trigger: Trigger) {
-        self.watchers.push(links, idx);
-        self.set_trigger(trigger);
-        self.sync_single();
-    }
-
-    /// Removes an active watcher.
-    pub fn remove_watcher(&mut self, links: &mut impl LinkStore, idx: u32) {
-        self.watchers.remove(links, idx);
-        self.sync_single();
-    }
-
-    /// The watchers' shared trigger mode changed (`set_interest`).
-    pub fn set_trigger(&mut self, trigger: Trigger) {
-        self.trigger = trigger;
-        self.oneshot = trigger == Trigger::Oneshot;
-    }
-
-    /// Empties the list, calling `f` on each watcher (already unlinked).
-    pub fn drain_watchers<L: LinkStore>(&mut self, links: &mut L, mut f: impl FnMut(&mut L, u32)) {
-        let list = std::mem::take(&mut self.watchers);
-        self.single = NOT_SINGLE;
-        let mut all = list;
-        list.for_each(links, |links, idx| {
-            all.remove(links, idx);
-            f(links, idx);
-        });
+    /// Whether its watchers are (or, once all stopped, were last) one-shot,
+    /// so that dispatch can test the fd, not each watcher.
+    #[inline]
+    pub fn is_oneshot(&self) -> bool {
+        self.trigger == Trigger::Oneshot
     }
 
     fn sync_single(&mut self) {
-        self.single = self.watchers.only().unwrap_or(NOT_SINGLE);
+        self.single = self.watchers.only();
     }
 }
 
 #[derive(Default)]
 pub(crate) struct FdTable {
-    fds: Vec<Anfd>,
+    fds: Vec<FdState>,
     changes: Vec<RawFd>,
 }
 
 impl FdTable {
     /// The state of `fd`, created on first use.
-    pub fn get_mut(&mut self, fd: RawFd) -> &mut Anfd {
+    fn state_mut(&mut self, fd: RawFd) -> &mut FdState {
         let i = fd as usize;
         if i >= self.fds.len() {
-            self.fds.resize_with(i + 1, Anfd::default);
+            self.fds.resize_with(i + 1, FdState::default);
         }
         &mut self.fds[i]
     }
 
     /// The state of `fd`, if it was ever used.
     #[inline]
-    pub fn get(&self, fd: RawFd) -> Option<&Anfd> {
+    pub fn get(&self, fd: RawFd) -> Option<&FdState> {
         self.fds.get(fd as usize)
     }
 
     /// Marks `fd` as needing a backend update before the next poll.
-    pub fn mark_changed(&mut self, fd: RawFd) {
-        let anfd = self.get_mut(fd);
-        if !anfd.changed {
-            anfd.changed = true;
+    fn mark_changed(&mut self, fd: RawFd) {
+        let state = self.state_mut(fd);
+        if !state.changed {
+            state.changed = true;
             self.changes.push(fd);
         }
     }
 
-    /// Moves the change list out (the caller gives it back with
-    /// [`FdTable::restore_changes`] to keep its capacity).
-    pub fn take_changes(&mut self) -> Vec<RawFd> {
-        std::mem::take(&mut self.changes)
+    /// Adds an active watcher to `fd`'s list (the registry has marked it
+    /// active).
+    pub fn attach<C>(&mut self, registry: &mut Registry<C>, fd: RawFd, slot: Slot) {
+        let trigger = registry[slot].interest().trigger();
+        let state = self.state_mut(fd);
+        state.watchers.push(registry, slot);
+        state.trigger = trigger;
+        state.sync_single();
+        self.mark_changed(fd);
     }
 
-    /// Returns the (emptied) change list buffer.
-    pub fn restore_changes(&mut self, mut buf: Vec<RawFd>) {
-        buf.clear();
+    /// Removes a watcher from `fd`'s list (the registry has marked it
+    /// inactive).
+    pub fn detach<C>(&mut self, registry: &mut Registry<C>, fd: RawFd, slot: Slot) {
+        let state = self.state_mut(fd);
+        state.watchers.remove(registry, slot);
+        state.sync_single();
+        self.mark_changed(fd);
+    }
+
+    /// An active watcher on `fd` changed its interest to `interest`.
+    pub fn interest_changed(&mut self, fd: RawFd, interest: Interest) {
+        self.state_mut(fd).trigger = interest.trigger();
+        self.mark_changed(fd);
+    }
+
+    /// Whether a watcher with trigger mode `trigger` may join `fd`: the
+    /// fd's watchers (other than `except`) share one mode, which the fd
+    /// records, so this is O(1) however many watchers share it. Returns
+    /// the mode in the way.
+    pub fn trigger_conflict(
+        &self,
+        fd: RawFd,
+        trigger: Trigger,
+        except: Option<Slot>,
+    ) -> Option<Trigger> {
+        let state = self.get(fd)?;
+        // Only `except` itself (being changed) is on the fd: no one to agree with.
+        let alone = except.is_some() && state.single == except;
+        let others = !state.watchers.is_empty() && !alone;
+        (others && state.trigger != trigger).then_some(state.trigger)
+    }
+
+    /// Sends each changed fd's interest union to the backend, once
+    /// (libev's `fd_reify`). An fd the backend refuses is killed.
+    pub fn flush_changes<C>(
+        &mut self,
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+        native_oneshot: bool,
+    ) {
         if self.changes.is_empty() {
-            self.changes = buf;
-        } else {
-            // Changes made while reifying (a kill) stay queued.
-            self.changes.append(&mut buf);
+            return;
+        }
+        let mut changes = std::mem::take(&mut self.changes);
+        for &fd in &changes {
+            let state = self.state_mut(fd);
+            state.changed = false;
+            let mut want = Interest::NONE;
+            for slot in state.watchers.iter(registry) {
+                want |= registry[slot].interest();
+            }
+            if want.is_empty() {
+                want = Interest::NONE;
+            } else if want.trigger() == Trigger::Oneshot && !native_oneshot {
+                // The loop emulates one-shot: the backend sees level.
+                want = want.events();
+            }
+            let old = state.registered;
+            if want == old {
+                continue;
+            }
+            tracing::trace!(fd, %old, new = %want, "backend modify");
+            match backend.modify(fd, old, want) {
+                Ok(()) => self.state_mut(fd).registered = want,
+                Err(err) => {
+                    tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
+                    self.kill(fd, registry, pending, backend);
+                }
+            }
+        }
+        changes.clear();
+        if self.changes.is_empty() {
+            // Keep the allocation.
+            self.changes = changes;
         }
     }
 
-    /// Whether any fd is waiting for a backend update.
-    pub fn has_changes(&self) -> bool {
-        !self.changes.is_empty()
+    /// The fd is unusable: every io watcher on it is stopped and receives
+    /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
+    pub fn kill<C>(
+        &mut self,
+        fd: RawFd,
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        let state = self.state_mut(fd);
+        let old = std::mem::replace(&mut state.registered, Interest::NONE);
+        if old != Interest::NONE {
+            // Best effort: poll/select keep tables that must drop the fd.
+            let _ = backend.modify(fd, old, Interest::NONE);
+        }
+        state.single = None;
+        state.watchers.drain(registry, |registry, slot| {
+            registry.deactivate(slot);
+            let ready = Ready::ERROR | Ready::from_interest(registry[slot].interest());
+            registry.queue(pending, slot, ready);
+        });
     }
 
-    /// Every fd the backend currently knows about.
-    pub fn registered_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
-        self.fds
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| a.registered != Interest::NONE)
-            .map(|(fd, _)| fd as RawFd)
+    /// After an io watcher is removed: if no active watcher is left on its
+    /// fd, tells the backend now, before the source is closed and its
+    /// number can be reused (mio asks its users to do this by hand).
+    pub fn forget_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
+        let state = self.state_mut(fd);
+        if state.watchers.is_empty() && state.registered != Interest::NONE {
+            let old = std::mem::replace(&mut state.registered, Interest::NONE);
+            if let Err(err) = backend.modify(fd, old, Interest::NONE) {
+                tracing::debug!(fd, %err, "backend failed to forget a removed fd");
+            }
+        }
+    }
+
+    /// After the backend was re-created (fork): every fd it knew is new to
+    /// it, and is registered again at the next flush.
+    pub fn reregister_all(&mut self) {
+        for fd in 0..self.fds.len() {
+            if self.fds[fd].registered != Interest::NONE {
+                self.fds[fd].registered = Interest::NONE;
+                self.mark_changed(fd as RawFd);
+            }
+        }
+    }
+
+    /// Turns poll results into pending io callbacks (filtered per watcher
+    /// by what it receives). Invalid fds are killed; a one-shot watcher is
+    /// disarmed (stopped) as its event is queued.
+    pub fn queue_events<C>(
+        &mut self,
+        events: &[PollEvent],
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        let mut from = 0;
+        loop {
+            from += self.queue_common(&events[from..], registry, pending);
+            let Some(&PollEvent { fd, ready }) = events.get(from) else {
+                return;
+            };
+            self.queue_rare(fd, ready, registry, pending, backend);
+            from += 1;
+        }
+    }
+
+    /// Queues events up to the first one that needs
+    /// [`FdTable::queue_rare`] (an invalid fd or a one-shot registration),
+    /// whose index it returns (`events.len()` if none). Kept out of line
+    /// so that the common case compiles to a tight loop.
+    #[inline(never)]
+    fn queue_common<C>(
+        &self,
+        events: &[PollEvent],
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+    ) -> usize {
+        for (i, &PollEvent { fd, ready }) in events.iter().enumerate() {
+            let Some(state) = self.get(fd) else {
+                continue;
+            };
+            // Not one-shot, so the flush (which ran just before the poll)
+            // left the registration matching the watchers' shared mode.
+            if state.is_oneshot() || ready.is_invalid() {
+                return i;
+            }
+            match state.single {
+                Some(slot) => registry.queue_received(pending, slot, ready),
+                None => state.watchers.for_each(registry, |registry, slot| {
+                    registry.queue_received(pending, slot, ready)
+                }),
+            }
+        }
+        events.len()
+    }
+
+    /// Invalid fds and one-shot registrations.
+    #[cold]
+    fn queue_rare<C>(
+        &mut self,
+        fd: RawFd,
+        ready: Ready,
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        if ready.is_invalid() {
+            self.kill(fd, registry, pending, backend);
+            return;
+        }
+        let state = self.state_mut(fd);
+        if state.registered.trigger() == Trigger::Oneshot {
+            // The kernel disarmed the fd (native one-shot): re-arm or
+            // forget it at the next flush. Backend contract: the next
+            // `modify` starts from "registered, disarmed".
+            state.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+            self.mark_changed(fd);
+        }
+        let list = self.state_mut(fd).watchers;
+        list.for_each(registry, |registry, slot| {
+            let e = &registry[slot];
+            let r = ready & e.receives;
+            if r.is_empty() {
+                return;
+            }
+            let oneshot = e.interest().is_oneshot();
+            registry.queue(pending, slot, r);
+            if oneshot {
+                // Disarmed until started again.
+                registry.deactivate(slot);
+                self.detach(registry, fd, slot);
+            }
+        });
     }
 }

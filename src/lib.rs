@@ -37,18 +37,21 @@
 
 mod backend;
 mod builder;
+mod direct_batch;
 mod error;
 mod event_loop;
 mod fd_table;
+mod handle;
+mod idles;
 mod interest;
-mod io_batch;
+mod loop_controls;
 mod pending;
 mod registry;
 mod slot_list;
 mod source;
 mod timer_heap;
-mod watch;
-mod watcher;
+mod timers;
+mod watchers;
 
 #[path = "../backends/mod.rs"]
 pub mod backends;
@@ -57,10 +60,16 @@ pub use backend::{Backend, Capabilities, PollEvent, PollStatus};
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
 pub use builder::Builder;
 pub use error::{Error, Result};
-pub use event_loop::{Break, Loop, RunMode, RunOutcome, MAX_PRIORITY, MIN_PRIORITY};
+pub use event_loop::{Break, Loop, RunMode, RunOutcome};
+pub use handle::Handle;
 pub use interest::{Interest, Ready, Trigger};
+pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
 pub use source::{Source, SourceFd, VirtualFd};
-pub use watcher::{Check, Handle, Idle, Io, IoEvent, Prepare, Timer};
+pub use watchers::check::Check;
+pub use watchers::idle::Idle;
+pub use watchers::io::{Io, IoEvent};
+pub use watchers::prepare::Prepare;
+pub use watchers::timer::Timer;
 
 /// The README's example, compiled and run as a doc test.
 #[doc = include_str!("../README.md")]

@@ -1,31 +1,38 @@
-//! The watcher registry: every watcher of every kind, in one `Vec`.
+//! The watcher registry: every watcher of every kind in one `Vec`, the
+//! handle lookup, and the one place where a watcher's state that others
+//! count is changed (active, referenced, priority, io interest, deferred
+//! events), so that the counts the loop relies on are kept here and only
+//! here.
 //!
 //! Like a slab, with one difference that matters on the dispatch path: a
 //! free slot holds a real (vacant) [`Entry`] whose generation is 0, which no
 //! handle carries. Looking up a handle is therefore one bounds check and
-//! one generation compare, and indexing with a trusted index (from a
+//! one generation compare, and indexing with a trusted slot (from a
 //! pending entry, an fd's watcher list or the timer heap, which only ever
 //! name live watchers) is one bounds check, with no vacant/occupied
 //! discriminant to test.
-
 //!
 //! Generations are unique in the whole process, not only in one loop: each
 //! loop draws blocks of 2^32 generations from a process-wide counter, so a
 //! handle of one loop never matches a watcher of another, at the cost of
 //! one atomic operation per 2^32 watchers created. The block a generation
 //! came from tells a foreign handle from a stale one, for the error.
+//!
+//! The callback type is a parameter (`C`), so that this module does not
+//! depend on the loop that calls the callbacks.
 
 use std::ops::{Index, IndexMut};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::pending::NOT_PENDING;
-use crate::slot_list::{Link, LinkStore};
-use crate::watcher::{Entry, Kind};
-use crate::Ready;
+use crate::handle::Key;
+use crate::pending::{PendingQueues, Priority, QueuePos};
+use crate::slot_list::{Link, LinkStore, Slot, SlotList};
+use crate::{Error, Interest, Ready};
 
 /// The generation of a free slot; live watchers never have it (block 0 is
 /// never handed out).
-pub(crate) const VACANT: u64 = 0;
+const VACANT: u64 = 0;
 
 /// Generations per block: the low 32 bits count within a block.
 const BLOCK_BITS: u32 = 32;
@@ -37,52 +44,164 @@ fn new_block() -> u64 {
     NEXT_BLOCK.fetch_add(1, Ordering::Relaxed)
 }
 
-pub(crate) struct Registry<'s, S> {
-    entries: Vec<Entry<'s, S>>,
+/// What kind of watcher an entry is, with the state that the registry
+/// itself needs (an io watcher's fd and interest: its interest decides
+/// what it receives and whether it rules out direct dispatch). The rest of
+/// a kind's state lives in its component (a timer's delay and period in
+/// timers.rs, an fd's watchers in fd_table.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Io { fd: RawFd, interest: Interest },
+    Timer,
+    Idle,
+    Prepare,
+    Check,
+}
+
+/// One watcher.
+pub(crate) struct Entry<C> {
+    /// Matched against the handle's; [`VACANT`] for a free slot.
+    pub gen: u64,
+    priority: Priority,
+    active: bool,
+    /// Whether, while active, it keeps `run` going (libuv's ref/unref).
+    referenced: bool,
+    /// Where its invocation is queued (in its priority's queue), if it is.
+    pub pending: Option<QueuePos>,
+    /// For an io watcher, the readiness it receives
+    /// ([`Ready::receive_mask`] of its interest); empty for other kinds.
+    pub receives: Ready,
+    /// Events that arrived while its callback was running further up the
+    /// stack (a nested `run`); queued when the callback returns.
+    deferred: Option<Ready>,
+    /// `None` while the callback runs.
+    pub cb: Option<C>,
+    /// Its place in the list of active watchers it is in (its fd's, or its
+    /// kind's): slot_list.rs.
+    pub link: Link,
+    kind: Kind,
+}
+
+impl<C> Entry<C> {
+    fn vacant() -> Entry<C> {
+        Entry {
+            gen: VACANT,
+            priority: Priority::DEFAULT,
+            active: false,
+            referenced: false,
+            pending: None,
+            receives: Ready::EMPTY,
+            deferred: None,
+            cb: None,
+            link: Link::default(),
+            kind: Kind::Idle,
+        }
+    }
+
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
+    #[inline]
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// Events held for it while its callback runs, if any.
+    #[inline]
+    pub fn deferred(&self) -> Option<Ready> {
+        self.deferred
+    }
+
+    /// An io watcher's interest (`Interest::NONE` for other kinds).
+    #[inline]
+    pub fn interest(&self) -> Interest {
+        match self.kind {
+            Kind::Io { interest, .. } => interest,
+            _ => Interest::NONE,
+        }
+    }
+
+    /// Whether this watcher, while active, rules out dispatching io events
+    /// straight from the poll results (direct_batch.rs): an io watcher with
+    /// a priority other than the default (its events must be ordered
+    /// against other priorities) or one-shot (it is disarmed when its event
+    /// is queued, which must happen before any callback runs).
+    fn blocks_direct_dispatch(&self) -> bool {
+        match self.kind {
+            Kind::Io { interest, .. } => {
+                self.priority != Priority::DEFAULT || interest.is_oneshot()
+            }
+            _ => false,
+        }
+    }
+}
+
+pub(crate) struct Registry<C> {
+    entries: Vec<Entry<C>>,
     /// Free slots, reused last-freed first.
-    free: Vec<u32>,
+    free: Vec<Slot>,
     /// The next generation to hand out.
     next_gen: u64,
     /// Every block this registry has drawn generations from (one, unless
     /// it created more than 2^32 watchers).
     blocks: Vec<u64>,
+    /// Active, referenced watchers: what keeps `run` going.
+    active_referenced: usize,
+    /// Active watchers that rule out direct dispatch.
+    blocking_direct: usize,
+    /// Watchers holding deferred events (they count as pending).
+    deferred: usize,
 }
 
-impl<'s, S> Default for Registry<'s, S> {
+impl<C> Default for Registry<C> {
     fn default() -> Self {
         let block = new_block();
         Registry {
-            entries: Vec::new(),
+            // Index 0 stays vacant: no slot names it.
+            entries: vec![Entry::vacant()],
             free: Vec::new(),
             next_gen: (block << BLOCK_BITS) | 1,
             blocks: vec![block],
+            active_referenced: 0,
+            blocking_direct: 0,
+            deferred: 0,
         }
     }
 }
 
-fn vacant<'s, S>() -> Entry<'s, S> {
-    Entry {
-        gen: VACANT,
-        queue: 0,
-        active: false,
-        keepalive: false,
-        pending: NOT_PENDING,
-        io_mask: Ready::EMPTY,
-        deferred: None,
-        cb: None,
-        link: Link::UNLINKED,
-        kind: Kind::Idle,
-    }
-}
-
-impl<'s, S> Registry<'s, S> {
+impl<C> Registry<C> {
     /// Number of live watchers.
     pub fn len(&self) -> usize {
-        self.entries.len() - self.free.len()
+        self.entries.len() - 1 - self.free.len()
+    }
+
+    /// Active, referenced watchers.
+    #[inline]
+    pub fn active_referenced(&self) -> usize {
+        self.active_referenced
+    }
+
+    /// Active io watchers that rule out direct dispatch.
+    #[inline]
+    pub fn blocking_direct(&self) -> usize {
+        self.blocking_direct
+    }
+
+    /// Watchers holding deferred events.
+    #[inline]
+    pub fn deferred_count(&self) -> usize {
+        self.deferred
     }
 
     /// A generation no watcher of any loop in this process has had.
-    pub fn new_generation(&mut self) -> u64 {
+    fn new_generation(&mut self) -> u64 {
         let gen = self.next_gen;
         if gen as u32 == u32::MAX {
             // The block is used up (2^32 - 1 watchers): take another.
@@ -95,84 +214,239 @@ impl<'s, S> Registry<'s, S> {
         gen
     }
 
-    /// Whether `gen` was handed out by this registry (a handle that does
-    /// not match its slot is then stale, else it belongs to another loop).
-    pub fn issued(&self, gen: u64) -> bool {
-        self.blocks.contains(&(gen >> BLOCK_BITS))
-    }
-
-    /// Stores a new watcher (whose generation is not [`VACANT`]) and returns
-    /// its index.
-    pub fn insert(&mut self, entry: Entry<'s, S>) -> u32 {
-        debug_assert_ne!(entry.gen, VACANT);
-        match self.free.pop() {
-            Some(idx) => {
-                self.entries[idx as usize] = entry;
-                idx
+    /// Registers a new, inactive, referenced watcher at the default
+    /// priority.
+    pub fn insert(&mut self, kind: Kind, cb: C) -> Key {
+        let gen = self.new_generation();
+        let entry = Entry {
+            gen,
+            receives: match kind {
+                Kind::Io { interest, .. } => Ready::receive_mask(interest),
+                _ => Ready::EMPTY,
+            },
+            referenced: true,
+            cb: Some(cb),
+            kind,
+            ..Entry::vacant()
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot.index()] = entry;
+                slot
             }
             None => {
-                let idx = u32::try_from(self.entries.len()).expect("more than 2^32 watchers");
                 self.entries.push(entry);
-                idx
+                Slot::new(self.entries.len() - 1)
             }
-        }
+        };
+        Key { slot, gen }
     }
 
-    /// Takes the live watcher at `idx` out, freeing its slot.
-    pub fn remove(&mut self, idx: u32) -> Entry<'s, S> {
-        let entry = std::mem::replace(&mut self.entries[idx as usize], vacant());
+    /// Takes the watcher at `slot` out, freeing the slot. It must be
+    /// inactive and not queued (stop it first).
+    pub fn remove(&mut self, slot: Slot) -> Entry<C> {
+        let entry = std::mem::replace(&mut self.entries[slot.index()], Entry::vacant());
         debug_assert_ne!(entry.gen, VACANT, "removing a free slot");
-        self.free.push(idx);
+        debug_assert!(!entry.active && entry.pending.is_none() && entry.deferred.is_none());
+        self.free.push(slot);
         entry
     }
 
-    /// The entry at `idx`, live or vacant (compare its generation).
+    /// The live watcher `key` names, or why there is none: it was removed
+    /// ([`Error::StaleHandle`]) or it is another loop's
+    /// ([`Error::ForeignHandle`]). `kind` is the handle's, for the error.
     #[inline]
-    pub fn get(&self, idx: u32) -> Option<&Entry<'s, S>> {
-        self.entries.get(idx as usize)
-    }
-
-    /// The live watcher at `idx` with generation `gen`, or, if there is
-    /// none, whether `gen` was issued here (see [`Registry::issued`]): one
-    /// bounds check and one compare on the way to a live entry.
-    #[inline]
-    pub fn get_live_mut(&mut self, idx: u32, gen: u64) -> Result<&mut Entry<'s, S>, bool> {
-        match self.entries.get_mut(idx as usize) {
-            Some(e) if e.gen == gen => Ok(e),
-            _ => Err(self.blocks.contains(&(gen >> BLOCK_BITS))),
+    pub fn lookup(&self, key: Key, kind: &'static str) -> Result<&Entry<C>, Error> {
+        match self.entries.get(key.slot.index()) {
+            Some(e) if e.gen == key.gen => Ok(e),
+            _ => Err(self.refusal(key, kind)),
         }
     }
 
-    /// Mutable [`Registry::get`].
+    /// Mutable [`Registry::lookup`].
     #[inline]
-    pub fn get_mut(&mut self, idx: u32) -> Option<&mut Entry<'s, S>> {
-        self.entries.get_mut(idx as usize)
+    pub fn lookup_mut(&mut self, key: Key, kind: &'static str) -> Result<&mut Entry<C>, Error> {
+        let blocks = &self.blocks;
+        match self.entries.get_mut(key.slot.index()) {
+            Some(e) if e.gen == key.gen => Ok(e),
+            _ => Err(refused(blocks.contains(&(key.gen >> BLOCK_BITS)), kind)),
+        }
+    }
+
+    #[cold]
+    fn refusal(&self, key: Key, kind: &'static str) -> Error {
+        refused(self.blocks.contains(&(key.gen >> BLOCK_BITS)), kind)
+    }
+
+    /// The entry at `slot`, if that slot exists (it may be vacant: compare
+    /// the generation).
+    #[inline]
+    pub fn get_mut(&mut self, slot: Slot) -> Option<&mut Entry<C>> {
+        self.entries.get_mut(slot.index())
+    }
+
+    /// Marks a watcher active; false if it already was.
+    pub fn activate(&mut self, slot: Slot) -> bool {
+        let e = &mut self.entries[slot.index()];
+        if e.active {
+            return false;
+        }
+        e.active = true;
+        self.active_referenced += e.referenced as usize;
+        self.blocking_direct += e.blocks_direct_dispatch() as usize;
+        true
+    }
+
+    /// Marks a watcher inactive; false if it already was.
+    pub fn deactivate(&mut self, slot: Slot) -> bool {
+        let e = &mut self.entries[slot.index()];
+        if !e.active {
+            return false;
+        }
+        e.active = false;
+        self.active_referenced -= e.referenced as usize;
+        self.blocking_direct -= e.blocks_direct_dispatch() as usize;
+        true
+    }
+
+    /// Whether the watcher keeps `run` going while active.
+    pub fn set_referenced(&mut self, slot: Slot, referenced: bool) {
+        let e = &mut self.entries[slot.index()];
+        if e.referenced != referenced && e.active {
+            if referenced {
+                self.active_referenced += 1;
+            } else {
+                self.active_referenced -= 1;
+            }
+        }
+        e.referenced = referenced;
+    }
+
+    /// Changes a watcher's priority (the caller moves a queued entry).
+    pub fn set_priority(&mut self, slot: Slot, priority: Priority) {
+        self.recount(slot, |e| e.priority = priority);
+    }
+
+    /// Changes an io watcher's interest, and so what it receives.
+    pub fn set_interest(&mut self, slot: Slot, new: Interest) {
+        self.recount(slot, |e| {
+            if let Kind::Io { interest, .. } = &mut e.kind {
+                *interest = new;
+            }
+            e.receives = Ready::receive_mask(new);
+        });
+    }
+
+    /// Applies a change that may make an active watcher start or stop
+    /// ruling out direct dispatch, keeping the count.
+    fn recount(&mut self, slot: Slot, change: impl FnOnce(&mut Entry<C>)) {
+        let e = &mut self.entries[slot.index()];
+        let before = e.active && e.blocks_direct_dispatch();
+        change(e);
+        let after = e.active && e.blocks_direct_dispatch();
+        self.blocking_direct = self.blocking_direct + after as usize - before as usize;
+    }
+
+    /// Queues an invocation of `slot` with `ready`, merging with one
+    /// already queued (libev ORs events into a pending watcher).
+    #[inline]
+    pub fn queue(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready) {
+        let e = &mut self.entries[slot.index()];
+        pending.queue(&mut e.pending, e.priority, slot, ready);
+    }
+
+    /// Queues an io event for `slot`, if what it receives lets it through.
+    #[inline(always)]
+    pub fn queue_received(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready) {
+        let e = &mut self.entries[slot.index()];
+        let r = ready & e.receives;
+        if !r.is_empty() {
+            pending.queue(&mut e.pending, e.priority, slot, r);
+        }
+    }
+
+    /// Queues every watcher of `list` (prepare, check, idle), in order.
+    pub fn queue_list(&mut self, pending: &mut PendingQueues, list: SlotList) {
+        list.for_each(self, |registry, slot| {
+            registry.queue(pending, slot, Ready::EMPTY)
+        });
+    }
+
+    /// Cancels the watcher's queued invocation and deferred events, if
+    /// any, and returns the events they carried: after this its callback
+    /// is not called for them.
+    pub fn cancel(&mut self, pending: &mut PendingQueues, slot: Slot) -> Ready {
+        let deferred = self.take_deferred(slot).unwrap_or(Ready::EMPTY);
+        let e = &mut self.entries[slot.index()];
+        match e.pending.take() {
+            Some(pos) => pending.cancel(e.priority, pos) | deferred,
+            None => deferred,
+        }
+    }
+
+    /// Holds `ready` for a watcher whose callback is running further up
+    /// the stack.
+    pub fn defer(&mut self, slot: Slot, ready: Ready) {
+        let e = &mut self.entries[slot.index()];
+        match &mut e.deferred {
+            Some(held) => *held |= ready,
+            None => {
+                e.deferred = Some(ready);
+                self.deferred += 1;
+            }
+        }
+    }
+
+    /// Takes a watcher's deferred events.
+    pub fn take_deferred(&mut self, slot: Slot) -> Option<Ready> {
+        let held = self.entries[slot.index()].deferred.take();
+        self.deferred -= held.is_some() as usize;
+        held
+    }
+
+    /// Keeps only the deferred events in `mask` (dropping them if none is
+    /// left).
+    pub fn restrict_deferred(&mut self, slot: Slot, mask: Ready) {
+        if let Some(held) = self.take_deferred(slot) {
+            if !(held & mask).is_empty() {
+                self.defer(slot, held & mask);
+            }
+        }
     }
 }
 
-impl<S> LinkStore for Registry<'_, S> {
-    #[inline]
-    fn link(&self, idx: u32) -> Link {
-        self.entries[idx as usize].link
-    }
-    #[inline]
-    fn link_mut(&mut self, idx: u32) -> &mut Link {
-        &mut self.entries[idx as usize].link
+#[cold]
+fn refused(issued_here: bool, kind: &'static str) -> Error {
+    if issued_here {
+        Error::StaleHandle { kind }
+    } else {
+        Error::ForeignHandle { kind }
     }
 }
 
-impl<'s, S> Index<u32> for Registry<'s, S> {
-    type Output = Entry<'s, S>;
+impl<C> LinkStore for Registry<C> {
     #[inline]
-    fn index(&self, idx: u32) -> &Entry<'s, S> {
-        &self.entries[idx as usize]
+    fn link(&self, slot: Slot) -> Link {
+        self.entries[slot.index()].link
+    }
+    #[inline]
+    fn link_mut(&mut self, slot: Slot) -> &mut Link {
+        &mut self.entries[slot.index()].link
     }
 }
 
-impl<'s, S> IndexMut<u32> for Registry<'s, S> {
+impl<C> Index<Slot> for Registry<C> {
+    type Output = Entry<C>;
     #[inline]
-    fn index_mut(&mut self, idx: u32) -> &mut Entry<'s, S> {
-        &mut self.entries[idx as usize]
+    fn index(&self, slot: Slot) -> &Entry<C> {
+        &self.entries[slot.index()]
+    }
+}
+
+impl<C> IndexMut<Slot> for Registry<C> {
+    #[inline]
+    fn index_mut(&mut self, slot: Slot) -> &mut Entry<C> {
+        &mut self.entries[slot.index()]
     }
 }
 
@@ -180,40 +454,87 @@ impl<'s, S> IndexMut<u32> for Registry<'s, S> {
 mod tests {
     use super::*;
 
-    fn live(gen: u64) -> Entry<'static, ()> {
-        Entry { gen, ..vacant() }
+    fn slot(key: Key) -> usize {
+        key.slot.index()
     }
 
     #[test]
     fn slots_are_reused_last_freed_first_and_free_slots_read_as_vacant() {
         let mut r: Registry<()> = Registry::default();
-        assert_eq!(
-            (r.insert(live(1)), r.insert(live(2)), r.insert(live(3))),
-            (0, 1, 2)
+        let (a, b, c) = (
+            r.insert(Kind::Idle, ()),
+            r.insert(Kind::Idle, ()),
+            r.insert(Kind::Idle, ()),
         );
-        assert_eq!(r.remove(0).gen, 1);
-        assert_eq!(r.remove(2).gen, 3);
+        assert_eq!((slot(a), slot(b), slot(c)), (1, 2, 3));
+        r.remove(a.slot);
+        r.remove(c.slot);
         assert_eq!(r.len(), 1);
-        assert_eq!(r.get(2).map(|e| e.gen), Some(VACANT));
-        assert!(r.get(3).is_none());
-        assert_eq!(r.insert(live(4)), 2);
-        assert_eq!(r.insert(live(5)), 0);
-        assert_eq!((r[0].gen, r[1].gen, r[2].gen, r.len()), (5, 2, 4, 3));
+        assert_eq!(r.get_mut(c.slot).map(|e| e.gen), Some(VACANT));
+        assert!(matches!(
+            r.lookup(c, "idle"),
+            Err(Error::StaleHandle { kind: "idle" })
+        ));
+        let (d, e) = (r.insert(Kind::Idle, ()), r.insert(Kind::Idle, ()));
+        assert_eq!((slot(d), slot(e), r.len()), (3, 1, 3));
+        assert!(r.lookup(b, "idle").is_ok() && r.lookup(a, "idle").is_err());
     }
 
     #[test]
     fn generations_are_unique_across_registries_and_blocks() {
         let mut a: Registry<()> = Registry::default();
         let mut b: Registry<()> = Registry::default();
-        let (ga, gb) = (a.new_generation(), b.new_generation());
-        assert_ne!(ga, gb);
-        assert!(a.issued(ga) && !a.issued(gb) && b.issued(gb) && !b.issued(ga));
-        assert!(!a.issued(VACANT));
+        let (ka, kb) = (a.insert(Kind::Idle, ()), b.insert(Kind::Idle, ()));
+        assert_eq!(ka.slot, kb.slot);
+        assert_ne!(ka.gen, kb.gen);
+        assert!(matches!(
+            a.lookup(kb, "idle"),
+            Err(Error::ForeignHandle { .. })
+        ));
+        assert!(matches!(
+            b.lookup_mut(ka, "idle"),
+            Err(Error::ForeignHandle { .. })
+        ));
         // The end of a block moves on to a fresh one, still ours.
         a.next_gen |= u32::MAX as u64;
         let last = a.new_generation();
         let next = a.new_generation();
-        assert!(a.issued(last) && a.issued(next) && next >> 32 != last >> 32);
+        assert!(next >> 32 != last >> 32);
         assert_eq!(a.blocks.len(), 2);
+        assert!(a.blocks.contains(&(last >> 32)) && a.blocks.contains(&(next >> 32)));
+    }
+
+    #[test]
+    fn counts_follow_every_change() {
+        let mut r: Registry<()> = Registry::default();
+        let io = r.insert(
+            Kind::Io {
+                fd: 3,
+                interest: Interest::READABLE,
+            },
+            (),
+        );
+        assert!(r.activate(io.slot) && !r.activate(io.slot));
+        assert_eq!((r.active_referenced(), r.blocking_direct()), (1, 0));
+        r.set_priority(io.slot, Priority::from_user(1).unwrap());
+        assert_eq!(r.blocking_direct(), 1);
+        r.set_interest(
+            io.slot,
+            Interest::READABLE.with_trigger(crate::Trigger::Oneshot),
+        );
+        r.set_priority(io.slot, Priority::DEFAULT);
+        assert_eq!(r.blocking_direct(), 1, "still one-shot");
+        r.set_referenced(io.slot, false);
+        assert_eq!(r.active_referenced(), 0);
+        assert!(r.deactivate(io.slot));
+        assert_eq!((r.active_referenced(), r.blocking_direct()), (0, 0));
+        r.set_referenced(io.slot, true);
+        assert_eq!(r.active_referenced(), 0, "inactive");
+        r.defer(io.slot, Ready::READABLE);
+        r.defer(io.slot, Ready::WRITABLE);
+        assert_eq!(r.deferred_count(), 1);
+        r.restrict_deferred(io.slot, Ready::WRITABLE);
+        assert_eq!(r.take_deferred(io.slot), Some(Ready::WRITABLE));
+        assert_eq!(r.deferred_count(), 0);
     }
 }

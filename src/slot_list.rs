@@ -1,52 +1,64 @@
-//! Ordered lists of watcher slots with O(1) push and O(1) removal.
+//! Watcher slots, and ordered lists of them with O(1) push and removal.
 //!
-//! The idle, prepare and check watchers of a loop, and the io watchers of
-//! one fd, are kept in start order, and any one of them can be stopped at
-//! any time. A `Vec` with a linear search made stopping N watchers cost
-//! O(N^2) (100,000 idle watchers took seconds). Instead each list is
-//! threaded through a [`Link`] stored in the watcher's registry entry: a
-//! watcher is in at most one list at a time (the one of its kind, priority
-//! or fd, while it is active), so one link per watcher is enough.
+//! A [`Slot`] is where a watcher lives in the registry. The idle, prepare
+//! and check watchers of a loop, and the io watchers of one fd, are kept
+//! in start order, and any one of them can be stopped at any time: each
+//! list is threaded through a [`Link`] in the watcher's registry entry (a
+//! watcher is in at most one list at a time, the one of its kind, priority
+//! or fd, while it is active), so push and removal are O(1) wherever the
+//! watcher sits.
 
-/// Marks the end of a list (no slot).
-pub(crate) const NIL: u32 = u32::MAX;
+use std::num::NonZeroU32;
 
-/// A watcher's place in the list it is in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Link {
-    pub prev: u32,
-    pub next: u32,
+/// Where a watcher lives in the registry: its index there, never 0 (the
+/// registry keeps index 0 vacant), so that `Option<Slot>` takes four bytes
+/// and "no slot" needs no sentinel, at no cost per use.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Slot(NonZeroU32);
+
+impl Slot {
+    /// The slot of registry index `index` (not 0).
+    #[inline]
+    pub fn new(index: usize) -> Slot {
+        u32::try_from(index)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .map(Slot)
+            .expect("a slot index is in 1..2^32")
+    }
+
+    /// The registry index.
+    #[inline(always)]
+    pub fn index(self) -> usize {
+        self.0.get() as usize
+    }
 }
 
-impl Link {
-    pub const UNLINKED: Link = Link {
-        prev: NIL,
-        next: NIL,
-    };
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.index())
+    }
+}
+
+/// A watcher's place in the list it is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct Link {
+    pub prev: Option<Slot>,
+    pub next: Option<Slot>,
 }
 
 /// Where the links live (the registry's entries).
 pub(crate) trait LinkStore {
-    fn link(&self, idx: u32) -> Link;
-    fn link_mut(&mut self, idx: u32) -> &mut Link;
+    fn link(&self, slot: Slot) -> Link;
+    fn link_mut(&mut self, slot: Slot) -> &mut Link;
 }
 
 /// A list of slots in push order.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SlotList {
-    head: u32,
-    tail: u32,
+    head: Option<Slot>,
+    tail: Option<Slot>,
     len: u32,
-}
-
-impl Default for SlotList {
-    fn default() -> Self {
-        SlotList {
-            head: NIL,
-            tail: NIL,
-            len: 0,
-        }
-    }
 }
 
 impl SlotList {
@@ -56,51 +68,48 @@ impl SlotList {
     }
 
     /// The first slot, if any.
-    #[inline]
-    pub fn first(&self) -> Option<u32> {
-        (self.head != NIL).then_some(self.head)
+    #[cfg(test)]
+    pub fn first(&self) -> Option<Slot> {
+        self.head
     }
 
     /// The only slot, when the list holds exactly one.
     #[inline]
-    pub fn only(&self) -> Option<u32> {
-        (self.len == 1).then_some(self.head)
+    pub fn only(&self) -> Option<Slot> {
+        if self.len == 1 {
+            self.head
+        } else {
+            None
+        }
     }
 
-    /// Appends `idx`, which must not be in any list.
-    pub fn push(&mut self, store: &mut impl LinkStore, idx: u32) {
-        debug_assert_eq!(store.link(idx), Link::UNLINKED, "slot {idx} is in a list");
-        *store.link_mut(idx) = Link {
+    /// Appends `slot`, which must not be in any list.
+    pub fn push(&mut self, store: &mut impl LinkStore, slot: Slot) {
+        debug_assert_eq!(store.link(slot), Link::default(), "{slot:?} is in a list");
+        *store.link_mut(slot) = Link {
             prev: self.tail,
-            next: NIL,
+            next: None,
         };
         match self.tail {
-            NIL => self.head = idx,
-            t => store.link_mut(t).next = idx,
+            None => self.head = Some(slot),
+            Some(t) => store.link_mut(t).next = Some(slot),
         }
-        self.tail = idx;
+        self.tail = Some(slot);
         self.len += 1;
     }
 
-    /// Unlinks `idx`, which must be in this list.
-    pub fn remove(&mut self, store: &mut impl LinkStore, idx: u32) {
-        let Link { prev, next } = std::mem::replace(store.link_mut(idx), Link::UNLINKED);
+    /// Unlinks `slot`, which must be in this list.
+    pub fn remove(&mut self, store: &mut impl LinkStore, slot: Slot) {
+        let Link { prev, next } = std::mem::take(store.link_mut(slot));
         match prev {
-            NIL => self.head = next,
-            p => store.link_mut(p).next = next,
+            None => self.head = next,
+            Some(p) => store.link_mut(p).next = next,
         }
         match next {
-            NIL => self.tail = prev,
-            n => store.link_mut(n).prev = prev,
+            None => self.tail = prev,
+            Some(n) => store.link_mut(n).prev = prev,
         }
         self.len -= 1;
-    }
-
-    /// The slot after `idx` (which is in a list).
-    #[inline]
-    pub fn next(store: &impl LinkStore, idx: u32) -> Option<u32> {
-        let n = store.link(idx).next;
-        (n != NIL).then_some(n)
     }
 
     /// The slots in order.
@@ -115,36 +124,37 @@ impl SlotList {
     /// Calls `f` on every slot in order. The slot after the current one is
     /// read before `f` runs, so `f` may unlink the current slot (and only
     /// that one).
-    pub fn for_each<L: LinkStore>(&self, store: &mut L, mut f: impl FnMut(&mut L, u32)) {
+    pub fn for_each<L: LinkStore>(&self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
         let mut cur = self.head;
-        while cur != NIL {
-            let next = store.link(cur).next;
-            f(store, cur);
-            cur = next;
+        while let Some(slot) = cur {
+            cur = store.link(slot).next;
+            f(store, slot);
         }
     }
 
-    /// Every slot in order, collected (tests only).
-    #[cfg(test)]
-    pub fn to_vec(self, store: &impl LinkStore) -> Vec<u32> {
-        self.iter(store).collect()
+    /// Empties the list, calling `f` on each slot once it is unlinked.
+    pub fn drain<L: LinkStore>(&mut self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
+        let mut cur = self.head.take();
+        self.tail = None;
+        self.len = 0;
+        while let Some(slot) = cur {
+            cur = std::mem::take(store.link_mut(slot)).next;
+            f(store, slot);
+        }
     }
 }
 
 /// [`SlotList::iter`].
 pub(crate) struct Iter<'a, L> {
     store: &'a L,
-    cur: u32,
+    cur: Option<Slot>,
 }
 
 impl<L: LinkStore> Iterator for Iter<'_, L> {
-    type Item = u32;
+    type Item = Slot;
     #[inline]
-    fn next(&mut self) -> Option<u32> {
-        let cur = self.cur;
-        if cur == NIL {
-            return None;
-        }
+    fn next(&mut self) -> Option<Slot> {
+        let cur = self.cur?;
         self.cur = self.store.link(cur).next;
         Some(cur)
     }
@@ -156,53 +166,75 @@ mod tests {
 
     struct Links(Vec<Link>);
     impl LinkStore for Links {
-        fn link(&self, idx: u32) -> Link {
-            self.0[idx as usize]
+        fn link(&self, slot: Slot) -> Link {
+            self.0[slot.index() - 1]
         }
-        fn link_mut(&mut self, idx: u32) -> &mut Link {
-            &mut self.0[idx as usize]
+        fn link_mut(&mut self, slot: Slot) -> &mut Link {
+            &mut self.0[slot.index() - 1]
         }
+    }
+
+    fn s(i: usize) -> Slot {
+        Slot::new(i + 1)
+    }
+
+    fn order(l: &SlotList, store: &Links) -> Vec<usize> {
+        l.iter(store).map(|s| s.index() - 1).collect()
     }
 
     #[test]
     fn push_remove_anywhere_keeps_order() {
-        let mut s = Links(vec![Link::UNLINKED; 8]);
+        let mut st = Links(vec![Link::default(); 8]);
         let mut l = SlotList::default();
         for i in [3, 1, 4, 5, 2] {
-            l.push(&mut s, i);
+            l.push(&mut st, s(i));
         }
-        assert_eq!(l.to_vec(&s), [3, 1, 4, 5, 2]);
-        l.remove(&mut s, 3); // head
-        l.remove(&mut s, 5); // middle
-        l.remove(&mut s, 2); // tail
-        assert_eq!((l.to_vec(&s), l.len), (vec![1, 4], 2));
-        l.push(&mut s, 3);
-        assert_eq!(l.to_vec(&s), [1, 4, 3]);
+        assert_eq!(order(&l, &st), [3, 1, 4, 5, 2]);
+        l.remove(&mut st, s(3)); // head
+        l.remove(&mut st, s(5)); // middle
+        l.remove(&mut st, s(2)); // tail
+        assert_eq!((order(&l, &st), l.len), (vec![1, 4], 2));
+        l.push(&mut st, s(3));
+        assert_eq!(order(&l, &st), [1, 4, 3]);
         assert_eq!(l.only(), None);
-        l.remove(&mut s, 1);
-        l.remove(&mut s, 4);
-        assert_eq!((l.only(), l.first()), (Some(3), Some(3)));
-        l.remove(&mut s, 3);
+        l.remove(&mut st, s(1));
+        l.remove(&mut st, s(4));
+        assert_eq!((l.only(), l.first()), (Some(s(3)), Some(s(3))));
+        l.remove(&mut st, s(3));
         assert!(l.is_empty() && l.first().is_none());
-        assert!(s.0.iter().all(|&k| k == Link::UNLINKED));
+        assert!(st.0.iter().all(|&k| k == Link::default()));
     }
 
     #[test]
-    fn for_each_may_unlink_the_current_slot() {
-        let mut s = Links(vec![Link::UNLINKED; 6]);
+    fn for_each_may_unlink_the_current_slot_and_drain_unlinks_all() {
+        let mut st = Links(vec![Link::default(); 6]);
         let mut l = SlotList::default();
         for i in 0..6 {
-            l.push(&mut s, i);
+            l.push(&mut st, s(i));
         }
         let mut seen = vec![];
         let mut list = l;
-        l.for_each(&mut s, |s, i| {
-            seen.push(i);
-            if i % 2 == 0 {
-                list.remove(s, i);
+        l.for_each(&mut st, |st, slot| {
+            seen.push(slot.index() - 1);
+            if (slot.index() - 1) % 2 == 0 {
+                list.remove(st, slot);
             }
         });
         assert_eq!(seen, [0, 1, 2, 3, 4, 5]);
-        assert_eq!(list.to_vec(&s), [1, 3, 5]);
+        assert_eq!(order(&list, &st), [1, 3, 5]);
+        let mut drained = vec![];
+        list.drain(&mut st, |st, slot| {
+            assert_eq!(st.link(slot), Link::default());
+            drained.push(slot.index() - 1);
+        });
+        assert_eq!(drained, [1, 3, 5]);
+        assert!(list.is_empty() && st.0.iter().all(|&k| k == Link::default()));
+    }
+
+    #[test]
+    fn an_optional_slot_is_four_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 4);
+        assert_eq!(Slot::new(1).index(), 1);
+        assert_eq!(Slot::new(u32::MAX as usize).index(), u32::MAX as usize);
     }
 }

@@ -19,37 +19,9 @@
 //! place first (libev's documentation calls this being smart about
 //! timeouts). A restart to an *earlier* expiry moves the node up at once.
 
-use std::time::Duration;
+use crate::slot_list::Slot;
 
 const D: usize = 4;
-
-/// Loop time as integer nanoseconds (584 years of range).
-#[inline]
-pub(crate) fn to_ns(d: Duration) -> u64 {
-    d.as_secs()
-        .saturating_mul(1_000_000_000)
-        .saturating_add(d.subsec_nanos() as u64)
-}
-
-/// The expiry of an armed timer that can never fire: its deadline lies
-/// beyond the end of the loop's clock, which counts `u64` nanoseconds from
-/// the backend's origin (about 584 years). Such a timer stays active (and
-/// keeps `run` going, if referenced) but bounds no wait.
-pub(crate) const NEVER: u64 = u64::MAX;
-
-/// The loop time of a backend clock reading: nanoseconds, saturated just
-/// below [`NEVER`], so that a deadline computed from it can reach `NEVER`
-/// only by lying beyond the clock's range.
-#[inline]
-pub(crate) fn clock_ns(d: Duration) -> u64 {
-    to_ns(d).min(NEVER - 1)
-}
-
-/// The inverse of [`to_ns`].
-#[inline]
-pub(crate) fn from_ns(ns: u64) -> Duration {
-    Duration::from_nanos(ns)
-}
 
 /// One timer in the heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +30,8 @@ pub(crate) struct Node {
     pub at: u64,
     /// Start order, to keep equal expiries FIFO.
     pub seq: u64,
-    /// Slab index of the timer watcher.
-    pub idx: u32,
+    /// The timer watcher.
+    pub slot: Slot,
 }
 
 impl Node {
@@ -78,25 +50,29 @@ impl Node {
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     nodes: Vec<Node>,
-    /// `slots[idx]` describes the timer in slab slot `idx` (meaningful only
+    /// `slots[i]` describes the timer in registry slot `i` (meaningful only
     /// while that timer is in the heap): one table, so a restart costs one
     /// bounds check.
-    slots: Vec<Slot>,
+    slots: Vec<Place>,
 }
 
-/// Per-timer bookkeeping, indexed by slab slot.
+/// Per-timer bookkeeping, indexed by registry slot.
 #[derive(Clone, Copy, Default)]
-struct Slot {
+struct Place {
     /// The true expiry and sequence of the timer; its node's key may be
     /// earlier (a lazy restart), never later.
     at: u64,
     seq: u64,
     /// The expiry its node carries (`at`, or earlier after a lazy
     /// restart): kept here so that a restart compares without touching
-    /// the node. (It also makes a slot 32 bytes, cheap to index.)
+    /// the node.
     node_at: u64,
     /// The heap index of its node.
     pos: u32,
+    /// The timer's delay (for a start) and period (zero: one-shot), in
+    /// nanoseconds: kept with the rest, so that a restart reads one record.
+    after: u64,
+    repeat: u64,
 }
 
 impl TimerHeap {
@@ -119,36 +95,55 @@ impl TimerHeap {
     pub fn peek(&mut self) -> Option<Node> {
         loop {
             let top = *self.nodes.first()?;
-            let Slot { at, seq, .. } = self.slots[top.idx as usize];
+            let Place { at, seq, .. } = self.slots[top.slot.index()];
             if (at, seq) == (top.at, top.seq) {
                 return Some(top);
             }
             self.nodes[0].at = at;
             self.nodes[0].seq = seq;
-            self.slots[top.idx as usize].node_at = at;
+            self.slots[top.slot.index()].node_at = at;
             self.sift_down(0);
         }
     }
 
-    /// The expiry of the timer in slot `idx`, which must be in the heap.
-    pub fn expiry(&self, idx: u32) -> u64 {
-        self.slots[idx as usize].at
+    /// The expiry of the timer in `slot`, which must be in the heap.
+    pub fn expiry(&self, slot: Slot) -> u64 {
+        self.slots[slot.index()].at
     }
 
-    /// Inserts the timer in slot `idx` (not already in the heap).
-    pub fn insert(&mut self, idx: u32, at: u64, seq: u64) {
-        if idx as usize >= self.slots.len() {
-            self.slots.resize(idx as usize + 1, Slot::default());
+    /// Sets the delay and period of the timer in `slot` (which need not
+    /// be in the heap; its expiry is unchanged).
+    pub fn configure(&mut self, slot: Slot, after: u64, repeat: u64) {
+        if slot.index() >= self.slots.len() {
+            self.slots.resize(slot.index() + 1, Place::default());
         }
-        let slot = &mut self.slots[idx as usize];
-        (slot.at, slot.seq, slot.node_at) = (at, seq, at);
-        self.nodes.push(Node { at, seq, idx });
+        let place = &mut self.slots[slot.index()];
+        (place.after, place.repeat) = (after, repeat);
+    }
+
+    /// The delay of the timer in `slot` (configured).
+    #[inline]
+    pub fn after(&self, slot: Slot) -> u64 {
+        self.slots[slot.index()].after
+    }
+
+    /// The period of the timer in `slot` (configured).
+    #[inline]
+    pub fn repeat(&self, slot: Slot) -> u64 {
+        self.slots[slot.index()].repeat
+    }
+
+    /// Inserts the timer in `slot` (configured, not already in the heap).
+    pub fn insert(&mut self, slot: Slot, at: u64, seq: u64) {
+        let place = &mut self.slots[slot.index()];
+        (place.at, place.seq, place.node_at) = (at, seq, at);
+        self.nodes.push(Node { at, seq, slot });
         self.sift_up(self.nodes.len() - 1);
     }
 
-    /// Removes the timer in slot `idx`, which must be in the heap.
-    pub fn remove(&mut self, idx: u32) {
-        let p = self.slots[idx as usize].pos as usize;
+    /// Removes the timer in `slot`, which must be in the heap.
+    pub fn remove(&mut self, slot: Slot) {
+        let p = self.slots[slot.index()].pos as usize;
         let last = self.nodes.pop().expect("removing from an empty timer heap");
         if p < self.nodes.len() {
             self.nodes[p] = last;
@@ -156,20 +151,46 @@ impl TimerHeap {
         }
     }
 
-    /// Gives the timer in slot `idx` (in the heap) a new expiry and
+    /// libev's `ev_timer_again`: a repeating timer in `slot` gets the
+    /// expiry `now + repeat` and sequence `seq`, moved if it is in the heap
+    /// (`armed`: see [`TimerHeap::reschedule`]) or inserted. False, and
+    /// nothing done, for a one-shot timer. One read of the timer's record.
+    #[inline]
+    pub fn again(&mut self, slot: Slot, now: u64, seq: u64, armed: bool) -> bool {
+        let place = &mut self.slots[slot.index()];
+        if place.repeat == 0 {
+            return false;
+        }
+        let at = now.saturating_add(place.repeat);
+        if !armed {
+            self.insert(slot, at, seq);
+            return true;
+        }
+        // `reschedule`, on the record already at hand.
+        debug_assert!(seq > place.seq, "timer sequences must increase");
+        (place.at, place.seq) = (at, seq);
+        if at < place.node_at {
+            place.node_at = at;
+            let p = place.pos as usize;
+            self.move_up(p, at, seq);
+        }
+        true
+    }
+
+    /// Gives the timer in `slot` (in the heap) a new expiry and
     /// sequence, `seq` being larger than every sequence given before (the
     /// loop's counter). Later than its node's key: recorded only (O(1));
     /// earlier: the node moves up now.
     #[inline]
-    pub fn reschedule(&mut self, idx: u32, at: u64, seq: u64) {
-        let slot = &mut self.slots[idx as usize];
-        debug_assert!(seq > slot.seq, "timer sequences must increase");
-        (slot.at, slot.seq) = (at, seq);
+    pub fn reschedule(&mut self, slot: Slot, at: u64, seq: u64) {
+        let place = &mut self.slots[slot.index()];
+        debug_assert!(seq > place.seq, "timer sequences must increase");
+        (place.at, place.seq) = (at, seq);
         // With a larger sequence, the new key is earlier only if the
         // expiry is.
-        if at < slot.node_at {
-            slot.node_at = at;
-            let p = slot.pos as usize;
+        if at < place.node_at {
+            place.node_at = at;
+            let p = place.pos as usize;
             self.move_up(p, at, seq);
         }
     }
@@ -200,11 +221,11 @@ impl TimerHeap {
                 break;
             }
             self.nodes[p] = up;
-            self.slots[up.idx as usize].pos = p as u32;
+            self.slots[up.slot.index()].pos = p as u32;
             p = parent;
         }
         self.nodes[p] = node;
-        self.slots[node.idx as usize].pos = p as u32;
+        self.slots[node.slot.index()].pos = p as u32;
     }
 
     fn sift_down(&mut self, mut p: usize) {
@@ -240,11 +261,11 @@ impl TimerHeap {
             }
             let moved = self.nodes[min];
             self.nodes[p] = moved;
-            self.slots[moved.idx as usize].pos = p as u32;
+            self.slots[moved.slot.index()].pos = p as u32;
             p = min;
         }
         self.nodes[p] = node;
-        self.slots[node.idx as usize].pos = p as u32;
+        self.slots[node.slot.index()].pos = p as u32;
     }
 
     /// Checks the heap property and the position table (tests only).
@@ -252,14 +273,16 @@ impl TimerHeap {
     pub fn check(&self) {
         for (i, n) in self.nodes.iter().enumerate() {
             assert_eq!(
-                self.slots[n.idx as usize].pos as usize, i,
-                "position of timer {} is stale",
-                n.idx
+                self.slots[n.slot.index()].pos as usize,
+                i,
+                "position of timer {:?} is stale",
+                n.slot
             );
             assert_eq!(
-                self.slots[n.idx as usize].node_at, n.at,
-                "cached node expiry of timer {} is stale",
-                n.idx
+                self.slots[n.slot.index()].node_at,
+                n.at,
+                "cached node expiry of timer {:?} is stale",
+                n.slot
             );
             if i > 0 {
                 assert!(
@@ -275,6 +298,10 @@ impl TimerHeap {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn sl(id: u32) -> Slot {
+        Slot::new(id as usize + 1)
+    }
     use std::collections::{BTreeSet, HashMap};
 
     #[derive(Debug, Clone)]
@@ -309,17 +336,18 @@ mod tests {
                     if let Some(old) = key_of.insert(id, (at, seq)) {
                         // "again" on an active timer: move it.
                         model.remove(&(old.0, old.1, id));
-                        heap.reschedule(id, at, seq);
+                        heap.reschedule(sl(id), at, seq);
                     } else {
-                        heap.insert(id, at, seq);
+                        heap.configure(sl(id), 0, 0);
+                        heap.insert(sl(id), at, seq);
                     }
                     model.insert((at, seq, id));
                 }
                 Op::Stop(id) => {
                     if let Some(old) = key_of.remove(&id) {
                         model.remove(&(old.0, old.1, id));
-                        assert_eq!(heap.expiry(id), old.0);
-                        heap.remove(id);
+                        assert_eq!(heap.expiry(sl(id)), old.0);
+                        heap.remove(sl(id));
                     }
                 }
                 Op::PopDue(dt) => {
@@ -330,19 +358,20 @@ mod tests {
                         }
                         let first = *model.iter().next().unwrap();
                         assert_eq!(
-                            (top.at, top.seq, top.idx),
+                            (top.at, top.seq, top.slot.index() as u32 - 1),
                             first,
                             "heap and model disagree on the earliest timer"
                         );
                         model.remove(&first);
-                        key_of.remove(&top.idx);
-                        heap.remove(top.idx);
+                        key_of.remove(&(top.slot.index() as u32 - 1));
+                        heap.remove(top.slot);
                     }
                 }
             }
             assert_eq!(heap.len(), model.len());
             assert_eq!(
-                heap.peek().map(|n| (n.at, n.seq, n.idx)),
+                heap.peek()
+                    .map(|n| (n.at, n.seq, n.slot.index() as u32 - 1)),
                 model.iter().next().copied()
             );
             // Sifting in peek keeps the heap valid.
@@ -357,12 +386,5 @@ mod tests {
         fn heap_matches_model(ops in proptest::collection::vec(op(), 1000)) {
             run_ops(&ops);
         }
-    }
-
-    #[test]
-    fn nanosecond_conversion_round_trips() {
-        let d = Duration::new(3, 141_592_653);
-        assert_eq!(from_ns(to_ns(d)), d);
-        assert_eq!(to_ns(Duration::MAX), u64::MAX);
     }
 }

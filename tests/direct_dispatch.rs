@@ -1,4 +1,4 @@
-//! Direct dispatch of io events (src/io_batch.rs) must be invisible: random
+//! Direct dispatch of io events (src/direct_batch.rs) must be invisible: random
 //! programs on the simulator, run once with it and once without
 //! (`Loop::set_direct_dispatch(false)`, every io event queued first), must
 //! produce the same callbacks in the same order with the same readiness,

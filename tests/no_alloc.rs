@@ -127,7 +127,7 @@ fn steady_state_iterations_allocate_nothing() {
     steady_state(true);
     // All at the default priority: io events are dispatched straight from
     // the poll results, and each callback's `set_interest` turns the rest
-    // of the batch into pending entries (src/io_batch.rs) every iteration.
+    // of the batch into pending entries (src/direct_batch.rs) every iteration.
     steady_state(false);
 }
 

@@ -738,7 +738,7 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
     );
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
     assert_eq!(sim.poll_count(), 1);
-    // Restarting on a dead fd fails again at the next reify, visibly.
+    // Restarting on a dead fd fails again at the next flush of fd changes, visibly.
     lp.start(r).unwrap();
     lp.run(RunMode::Default, &mut log).unwrap();
     assert_eq!(log.last().unwrap(), "r r|err active=false");

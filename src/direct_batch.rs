@@ -1,0 +1,185 @@
+//! The poll results of an iteration, and the part of them that is being
+//! dispatched directly: io callbacks invoked straight from the results,
+//! with no pending entry per event, when nothing could tell the
+//! difference. `docs/architecture.md` ("Direct dispatch") has the rule and
+//! why it is exact; in short, the batch is *materialised* (its unread
+//! results turned into the pending entries the queued path would have
+//! made) before anything could observe it.
+
+use std::os::fd::RawFd;
+
+use crate::fd_table::FdTable;
+use crate::pending::{Pending, PendingQueues, Priority};
+use crate::registry::Registry;
+use crate::{Backend, PollEvent, Ready};
+
+pub(crate) struct PollResults {
+    /// What the last poll reported.
+    events: Vec<PollEvent>,
+    /// `events[next..end]` is the direct batch: results not yet invoked
+    /// nor queued. Empty when none is open.
+    next: usize,
+    end: usize,
+    /// Whether direct dispatch may be used (tests compare both ways).
+    enabled: bool,
+    /// Scratch space for materialising (kept for its capacity).
+    requeue: Vec<Pending>,
+}
+
+impl Default for PollResults {
+    fn default() -> Self {
+        PollResults {
+            events: Vec::with_capacity(64),
+            next: 0,
+            end: 0,
+            enabled: true,
+            requeue: Vec::new(),
+        }
+    }
+}
+
+impl PollResults {
+    /// The buffer for the next poll, emptied.
+    pub fn buffer(&mut self) -> &mut Vec<PollEvent> {
+        debug_assert!(!self.is_open(), "polling with a direct batch open");
+        self.events.clear();
+        &mut self.events
+    }
+
+    /// What the last poll reported.
+    pub fn all(&self) -> &[PollEvent] {
+        &self.events
+    }
+
+    /// Allows or forbids direct dispatch (from the next poll on).
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    /// Opens a direct batch over all the results, if nothing could tell it
+    /// from queued events: direct dispatch is on, no active io watcher has
+    /// a priority other than the default or is one-shot (the registry
+    /// counts them), nothing is queued at the default priority yet, and no
+    /// result reports an invalid fd (killing it stops watchers, which must
+    /// happen before any callback runs). Returns whether it opened one.
+    #[inline]
+    pub fn open<C>(&mut self, registry: &Registry<C>, pending: &PendingQueues) -> bool {
+        let direct = self.enabled
+            && registry.blocking_direct() == 0
+            && !pending.has_entries_in(Priority::DEFAULT)
+            // An OR over all of them, which compiles to a branch-free loop.
+            && !self
+                .events
+                .iter()
+                .fold(Ready::EMPTY, |all, ev| all | ev.ready)
+                .is_invalid();
+        if direct {
+            (self.next, self.end) = (0, self.events.len());
+        }
+        direct
+    }
+
+    /// Whether a direct batch has unread results.
+    #[inline]
+    pub fn is_open(&self) -> bool {
+        self.next < self.end
+    }
+
+    /// The next unread result of the direct batch, now read.
+    #[inline]
+    pub fn next(&mut self) -> Option<PollEvent> {
+        if self.next < self.end {
+            self.next += 1;
+            Some(self.events[self.next - 1])
+        } else {
+            None
+        }
+    }
+
+    /// Makes the result just read unread again (it needs the queued path).
+    pub fn unread(&mut self) {
+        self.next -= 1;
+    }
+
+    /// Turns the unread results into ordinary pending entries, ahead of
+    /// what was queued at the default priority since the poll, exactly
+    /// where the queued path would have put them, and closes the batch.
+    #[cold]
+    pub fn materialise<C>(
+        &mut self,
+        fds: &mut FdTable,
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        let from = self.next;
+        (self.next, self.end) = (0, 0);
+        let mut later = std::mem::take(&mut self.requeue);
+        pending.take_unread(Priority::DEFAULT, &mut later);
+        for p in &later {
+            if let Some(slot) = p.slot {
+                registry[slot].pending = None;
+            }
+        }
+        fds.queue_events(&self.events[from..], registry, pending, backend);
+        for p in later.drain(..) {
+            if let Some(slot) = p.slot {
+                // If an io event was queued for the same watcher just now,
+                // the queued path would have merged this entry into it.
+                registry.queue(pending, slot, p.ready);
+            }
+        }
+        self.requeue = later;
+    }
+
+    /// The unread results of the batch.
+    fn unread_results(&self) -> &[PollEvent] {
+        if self.is_open() {
+            &self.events[self.next..self.end]
+        } else {
+            &[]
+        }
+    }
+
+    /// Whether the batch holds an event for an io watcher on `fd` that
+    /// receives `receives` (what the queued path would have queued for it).
+    pub fn holds(&self, fd: RawFd, receives: Ready) -> bool {
+        self.unread_results()
+            .iter()
+            .any(|ev| ev.fd == fd && reaches(ev.ready, receives))
+    }
+
+    /// How many invocations the batch stands for (what the queued path
+    /// would have queued).
+    pub fn invocations<C>(&self, fds: &FdTable, registry: &Registry<C>) -> usize {
+        self.invocation_iter(fds, registry).count()
+    }
+
+    /// Whether the batch stands for any invocation.
+    pub fn has_invocations<C>(&self, fds: &FdTable, registry: &Registry<C>) -> bool {
+        self.invocation_iter(fds, registry).next().is_some()
+    }
+
+    fn invocation_iter<'a, C>(
+        &'a self,
+        fds: &'a FdTable,
+        registry: &'a Registry<C>,
+    ) -> impl Iterator<Item = ()> + 'a {
+        self.unread_results()
+            .iter()
+            .filter_map(move |ev| Some((ev.ready, fds.get(ev.fd)?)))
+            .flat_map(move |(ready, state)| {
+                state
+                    .watchers()
+                    .iter(registry)
+                    .filter(move |&slot| reaches(ready, registry[slot].receives))
+                    .map(|_| ())
+            })
+    }
+}
+
+/// Whether a result with `ready` makes an invocation of a watcher that
+/// receives `receives` (an invalid fd reaches every watcher on it).
+fn reaches(ready: Ready, receives: Ready) -> bool {
+    ready.is_invalid() || !(ready & receives).is_empty()
+}

@@ -1,0 +1,191 @@
+//! The loop's own queries and controls, outside any iteration: its
+//! backend, its clock, how much is pending or active, breaking out of
+//! `run`, and starting over after `fork()`.
+
+use std::time::Duration;
+
+use crate::timers::from_ns;
+use crate::{Backend, Break, Capabilities, Error, Loop, Result};
+
+impl<'s, S> Loop<'s, S> {
+    /// A loop on the given backend (any [`Backend`], including one defined
+    /// outside this crate).
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn with_backend(backend: impl Backend + 's) -> Self {
+        Self::from_boxed(Box::new(backend))
+    }
+
+    /// The backend's name ("epoll", "poll", "select", "kqueue", "sim", ...).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    /// What the backend supports.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(lp.capabilities().virtual_fds);
+    /// ```
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The loop time: cached at the start of each iteration (after the
+    /// backend poll), so every callback of one iteration sees the same value.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.now(), std::time::Duration::ZERO);
+    /// ```
+    pub fn now(&self) -> Duration {
+        from_ns(self.timers.now())
+    }
+
+    /// Refreshes the cached loop time from the backend's clock (useful after
+    /// a long computation in a callback, before starting a timer).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.update_now();
+    /// ```
+    pub fn update_now(&mut self) {
+        self.timers.set_now(self.backend.now());
+    }
+
+    /// How many callbacks are queued and not yet invoked.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Ready, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// lp.feed_event(idle, Ready::EMPTY).unwrap();
+    /// assert_eq!(lp.pending_count(), 1);
+    /// ```
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+            + self.watchers.deferred_count()
+            + self.poll.invocations(&self.fds, &self.watchers)
+    }
+
+    /// Turns direct dispatch of io events on (the default) or off. A test
+    /// switch, not part of the supported API: the differential test runs
+    /// programs both ways and compares (`docs/architecture.md`, "Direct
+    /// dispatch"). Turning it off costs speed, nothing else.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.set_direct_dispatch(false); // every io event becomes a pending entry first
+    /// ```
+    #[doc(hidden)]
+    pub fn set_direct_dispatch(&mut self, on: bool) {
+        self.materialise_batch();
+        self.poll.set_enabled(on);
+    }
+
+    /// How many iterations ran (the backend was polled this many times).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.iteration(), 0);
+    /// ```
+    pub fn iteration(&self) -> u64 {
+        self.run.iteration
+    }
+
+    /// How many [`Loop::run`] calls are executing (nested runs count).
+    ///
+    /// ```
+    /// # use evloop::{Loop, RunMode, Sim};
+    /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+    /// lp.idle(|lp, seen, me| { *seen = lp.depth(); lp.remove(me).unwrap(); }).unwrap();
+    /// let mut seen = 0;
+    /// lp.run(RunMode::Default, &mut seen).unwrap();
+    /// assert_eq!((seen, lp.depth()), (1, 0));
+    /// ```
+    pub fn depth(&self) -> u32 {
+        self.run.depth
+    }
+
+    /// How many watchers are active and referenced (what keeps
+    /// [`RunMode::Default`](crate::RunMode::Default) running).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// assert_eq!(lp.active_count(), 1);
+    /// lp.set_ref(idle, false).unwrap();
+    /// assert_eq!(lp.active_count(), 0);
+    /// ```
+    pub fn active_count(&self) -> usize {
+        self.watchers.active_referenced()
+    }
+
+    /// Asks the running [`Loop::run`] (or all nested ones) to return once the
+    /// callbacks already pending in this iteration have run. Has no effect
+    /// outside `run`.
+    ///
+    /// ```
+    /// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.idle(|lp, _, _| lp.break_loop(Break::All)).unwrap();
+    /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
+    /// ```
+    pub fn break_loop(&mut self, how: Break) {
+        if self.run.depth > 0 && self.run.break_req != Some(Break::All) {
+            self.run.break_req = Some(how);
+        }
+    }
+
+    /// Re-creates the backend's kernel object after `fork()` and registers
+    /// every watched fd again (libev's `ev_loop_fork`). Call it in the child
+    /// before running the loop there.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.reinit_after_fork().unwrap();
+    /// ```
+    pub fn reinit_after_fork(&mut self) -> Result<()> {
+        self.materialise_batch();
+        let name = self.backend.name();
+        self.backend.reinit().map_err(|source| Error::Backend {
+            backend: name,
+            op: "re-create its kernel object after fork",
+            source,
+        })?;
+        self.fds.reregister_all();
+        Ok(())
+    }
+}
+
+impl<'s, S> std::fmt::Debug for Loop<'s, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loop")
+            .field("backend", &self.backend.name())
+            .field("watchers", &self.watchers.len())
+            .field("active", &self.watchers.active_referenced())
+            .field("pending", &self.pending.len())
+            .field("timers", &self.timers.len())
+            .field("iteration", &self.run.iteration)
+            .field("depth", &self.run.depth)
+            .field("now", &self.now())
+            .finish()
+    }
+}

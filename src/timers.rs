@@ -1,0 +1,205 @@
+//! The timer component: the loop's clock, each timer's delay and period,
+//! the heap of armed timers (timer_heap.rs), their expiry, and how long
+//! the next poll may wait for them.
+//!
+//! Loop time is `u64` nanoseconds from the backend's origin (about 584
+//! years), saturated one nanosecond before [`NEVER`]: a deadline that would
+//! lie beyond the clock is `NEVER`, which never expires and bounds no
+//! wait.
+
+use std::time::Duration;
+
+use crate::pending::{PendingQueues, Priority};
+use crate::registry::Registry;
+use crate::slot_list::Slot;
+use crate::timer_heap::TimerHeap;
+use crate::Ready;
+
+/// The expiry of an armed timer that can never fire: its deadline lies
+/// beyond the end of the loop's clock. Such a timer stays active (and
+/// keeps `run` going, if referenced) but bounds no wait.
+pub(crate) const NEVER: u64 = u64::MAX;
+
+/// A duration as integer nanoseconds, saturating.
+#[inline]
+pub(crate) fn to_ns(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(d.subsec_nanos() as u64)
+}
+
+/// The inverse of [`to_ns`].
+#[inline]
+pub(crate) fn from_ns(ns: u64) -> Duration {
+    Duration::from_nanos(ns)
+}
+
+pub(crate) struct Timers {
+    heap: TimerHeap,
+    /// Start order: timers due at the same instant fire in the order they
+    /// were (re)started.
+    seq: u64,
+    /// The cached loop time.
+    now: u64,
+}
+
+impl Timers {
+    /// Timers on a clock that reads `now`.
+    pub fn new(now: Duration) -> Timers {
+        Timers {
+            heap: TimerHeap::default(),
+            seq: 0,
+            now: clock_ns(now),
+        }
+    }
+
+    /// The cached loop time, in nanoseconds.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// Caches a new reading of the backend's clock.
+    #[inline]
+    pub fn set_now(&mut self, reading: Duration) {
+        self.now = clock_ns(reading);
+    }
+
+    /// Armed timers.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Sets the delay and period of the timer watcher in `slot` (a new one,
+    /// or `set_timer`); an active timer keeps its expiry until restarted.
+    pub fn configure(&mut self, slot: Slot, after: Duration, repeat: Duration) {
+        self.heap.configure(slot, to_ns(after), to_ns(repeat));
+    }
+
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Arms a timer `after` from now.
+    pub fn start(&mut self, slot: Slot) {
+        let at = self.now.saturating_add(self.heap.after(slot));
+        let seq = self.next_seq();
+        self.heap.insert(slot, at, seq);
+    }
+
+    /// Disarms a timer.
+    pub fn stop(&mut self, slot: Slot) {
+        self.heap.remove(slot);
+    }
+
+    /// libev's `ev_timer_again`: a repeating timer is due `repeat` from
+    /// now, moved if it is armed (lazily, when later: timer_heap.rs) or
+    /// armed. False, and nothing done, for a one-shot timer.
+    #[inline]
+    pub fn again(&mut self, slot: Slot, armed: bool) -> bool {
+        // Drawn even if unused: only the order of sequences matters.
+        let seq = self.next_seq();
+        self.heap.again(slot, self.now, seq, armed)
+    }
+
+    /// Time until an armed timer fires; `Duration::MAX` for never.
+    pub fn remaining(&self, slot: Slot) -> Duration {
+        match self.heap.expiry(slot) {
+            NEVER => Duration::MAX,
+            at => from_ns(at.saturating_sub(self.now)),
+        }
+    }
+
+    /// Queues every timer due by now, in deadline order; repeating ones
+    /// are rescheduled, the others stopped. Returns the highest priority
+    /// among them, if any expired (the idle rule needs it).
+    pub fn expire<C>(
+        &mut self,
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+    ) -> Option<Priority> {
+        let now = self.now;
+        // `now` is below NEVER, so timers parked there never come up.
+        debug_assert!(now < NEVER);
+        let mut highest = None;
+        // Settle (sift lazily restarted timers) only once the bound is due.
+        while self.heap.earliest_bound().is_some_and(|at| at <= now) {
+            let Some(top) = self.heap.peek() else { break };
+            if top.at > now {
+                break;
+            }
+            let repeat = self.heap.repeat(top.slot);
+            if repeat > 0 {
+                // A late repeating timer fires once and is rescheduled from
+                // now, like libev: it does not replay every missed period.
+                // Past the end of the clock it is parked at NEVER, so that
+                // it cannot come up again.
+                let next = top.at.saturating_add(repeat).max(now);
+                let seq = self.next_seq();
+                self.heap.reschedule(top.slot, next, seq);
+            } else {
+                registry.deactivate(top.slot);
+                self.heap.remove(top.slot);
+            }
+            highest = highest.max(Some(registry[top.slot].priority()));
+            registry.queue(pending, top.slot, Ready::EMPTY);
+        }
+        highest
+    }
+
+    /// How long a poll may wait for the earliest timer, given a fresh
+    /// reading of the clock (`refresh`, called only when a timer is armed:
+    /// the time the callbacks took counts, as in libev); `None` if no
+    /// timer bounds the wait.
+    pub fn wait_bound(&mut self, refresh: impl FnOnce() -> Duration) -> Option<Duration> {
+        if self.heap.earliest_bound()? == NEVER {
+            // Only timers beyond the end of the clock: nothing to wait for.
+            return None;
+        }
+        self.set_now(refresh());
+        let now = self.now;
+        let mut next = self.heap.earliest_bound()?;
+        if next <= now {
+            // Due or stale: settle lazily restarted timers before deciding
+            // not to block.
+            next = self.heap.peek()?.at;
+        }
+        if next == NEVER {
+            return None;
+        }
+        Some(from_ns(next.saturating_sub(now)))
+    }
+
+    /// Whether a wait ended at a timer bound that turned out stale: the
+    /// top timer was lazily restarted to a later time, which settling (it
+    /// sifts such timers down) reveals. Nothing is due: wait on.
+    pub fn woke_early(&mut self) -> bool {
+        let now = self.now;
+        if !self.heap.earliest_bound().is_some_and(|at| at <= now) {
+            return false;
+        }
+        self.heap.peek().is_some_and(|top| top.at > now)
+    }
+}
+
+/// The loop time of a backend clock reading: nanoseconds, saturated just
+/// below [`NEVER`], so that a deadline computed from it can reach `NEVER`
+/// only by lying beyond the clock's range.
+#[inline]
+fn clock_ns(d: Duration) -> u64 {
+    to_ns(d).min(NEVER - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nanosecond_conversion_round_trips_and_saturates() {
+        let d = Duration::new(3, 141_592_653);
+        assert_eq!(from_ns(to_ns(d)), d);
+        assert_eq!(to_ns(Duration::MAX), u64::MAX);
+        assert_eq!(clock_ns(Duration::MAX), NEVER - 1);
+    }
+}

@@ -1,0 +1,384 @@
+//! Io watchers: the handle, what a callback receives ([`IoEvent`]), the
+//! callback adaptors that own or borrow the source, and the `Loop`
+//! methods. Per-fd state, the flush to the backend and the queuing of poll
+//! results are the io component, fd_table.rs.
+
+use std::any::{Any, TypeId};
+use std::os::fd::{AsRawFd, RawFd};
+
+use crate::event_loop::Dispatch;
+use crate::handle::{handle, Key};
+use crate::registry::{Entry, Kind};
+use crate::slot_list::Slot;
+use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd, Trigger};
+
+handle!(
+    /// Handle to an io watcher, returned by [`Loop::io`] and
+    /// [`Loop::io_borrowed`].
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("a", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.interest(io).unwrap(), Interest::READABLE);
+    /// ```
+    Io,
+    "io",
+    true
+);
+
+/// What an io callback receives.
+///
+/// ```
+/// use evloop::{Interest, Loop, RunMode, Sim};
+/// use std::io::Read;
+/// use std::time::Duration;
+/// let sim = Sim::new();
+/// let sock = sim.socket("client", 0);
+/// sim.deliver(Duration::from_millis(1), &sock, b"hi");
+/// let mut lp: Loop<Vec<u8>> = Loop::with_backend(sim.backend());
+/// lp.io(sock, Interest::READABLE, |lp, got, ev| {
+///     let mut buf = [0; 16];
+///     let n = ev.source.read(&mut buf).unwrap();
+///     got.extend_from_slice(&buf[..n]);
+///     lp.remove(ev.watcher).unwrap();
+/// }).unwrap();
+/// let mut got = Vec::new();
+/// lp.run(RunMode::Default, &mut got).unwrap();
+/// assert_eq!(got, b"hi");
+/// ```
+pub struct IoEvent<'a, T: ?Sized> {
+    /// The watcher being invoked.
+    pub watcher: Io,
+    /// What is ready (filtered by the watcher's interest; `HUP` and `ERROR`
+    /// are always passed on).
+    pub ready: Ready,
+    /// The watcher's source, for reading and writing.
+    pub source: &'a mut T,
+}
+
+/// An io callback that owns its source (handed back by `into_source`).
+struct OwnedIo<T, F> {
+    source: T,
+    cb: F,
+}
+
+impl<'s, S, T, F> Dispatch<'s, S> for OwnedIo<T, F>
+where
+    T: Source + 'static,
+    F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+        let ev = IoEvent {
+            watcher: Io(key),
+            ready,
+            source: &mut self.source,
+        };
+        (self.cb)(lp, state, ev)
+    }
+    fn owned_type(&self) -> Option<TypeId> {
+        Some(TypeId::of::<T>())
+    }
+    fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
+        Some(Box::new(self.source))
+    }
+}
+
+/// An io callback that borrows its source for the loop's lifetime.
+struct BorrowedIo<'s, T: ?Sized, F> {
+    source: &'s T,
+    cb: F,
+}
+
+impl<'s, S, T, F> Dispatch<'s, S> for BorrowedIo<'s, T, F>
+where
+    T: Source + ?Sized,
+    F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+        let ev = IoEvent {
+            watcher: Io(key),
+            ready,
+            source: &mut self.source,
+        };
+        (self.cb)(lp, state, ev)
+    }
+}
+
+/// The fd of an io watcher's entry (an io handle names nothing else).
+fn fd_of<C>(e: &Entry<C>) -> RawFd {
+    match e.kind() {
+        Kind::Io { fd, .. } => fd,
+        _ => unreachable!("an io handle names an io watcher"),
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts an io watcher that owns `source` (any [`AsFd`]
+    /// type, or a simulated socket). The source is closed when the watcher
+    /// is removed, after the backend has forgotten it, or handed back by
+    /// [`Loop::into_source`].
+    ///
+    /// Several watchers may watch one fd; the backend is told the union of
+    /// their interests. Errors: the source kind does not match the backend
+    /// (virtual vs OS), the fd is too large (select), the fd cannot be
+    /// watched ([`Error::InvalidFd`]: not open, or a regular file or a
+    /// directory, which would always be ready), the trigger mode is
+    /// unsupported, or it conflicts with another watcher's on the same fd.
+    /// On error the source is dropped. Checking the fd costs one `fstat`
+    /// per watcher created on the OS backends.
+    ///
+    /// [`AsFd`]: std::os::fd::AsFd
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode, Sim};
+    /// use std::io::Write;
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let sock = sim.socket("peer", 64);
+    /// let fd = sock.fd();
+    /// lp.io(sock, Interest::WRITABLE, |lp, _, ev| {
+    ///     ev.source.write_all(b"hello").unwrap();
+    ///     lp.remove(ev.watcher).unwrap();
+    /// }).unwrap();
+    /// lp.run(RunMode::Default, &mut ()).unwrap();
+    /// assert_eq!(sim.sent(fd), b"hello");
+    /// ```
+    pub fn io<T, F>(&mut self, source: T, interest: Interest, callback: F) -> Result<Io>
+    where
+        T: Source + 'static,
+        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>) + 's,
+    {
+        let fd = self.check_source(source.source_fd())?;
+        self.check_interest(fd, interest, None)?;
+        let cb = Box::new(OwnedIo {
+            source,
+            cb: callback,
+        });
+        Ok(Io(self.new_io(fd, interest, cb)))
+    }
+
+    /// Creates and starts an io watcher that borrows `source` for the life
+    /// of the loop (`'s`): the compiler keeps the source open, and in place,
+    /// for as long as the loop may use it.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode, Sim};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("s", 0);
+    /// sim.deliver(Duration::ZERO, &sock, b"x");
+    /// {
+    ///     let mut lp: Loop<usize> = Loop::with_backend(sim.backend());
+    ///     lp.io_borrowed(&sock, Interest::READABLE, |lp, n, ev| {
+    ///         let mut buf = [0; 4];
+    ///         *n += ev.source.read(&mut buf).unwrap();
+    ///         lp.stop(ev.watcher).unwrap();
+    ///     }).unwrap();
+    ///     let mut n = 0;
+    ///     lp.run(RunMode::Default, &mut n).unwrap();
+    ///     assert_eq!(n, 1);
+    /// }
+    /// drop(sock); // allowed only once the loop is gone
+    /// ```
+    pub fn io_borrowed<T, F>(
+        &mut self,
+        source: &'s T,
+        interest: Interest,
+        callback: F,
+    ) -> Result<Io>
+    where
+        T: Source + ?Sized,
+        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
+    {
+        let fd = self.check_source(source.source_fd())?;
+        self.check_interest(fd, interest, None)?;
+        let cb = Box::new(BorrowedIo {
+            source,
+            cb: callback,
+        });
+        Ok(Io(self.new_io(fd, interest, cb)))
+    }
+
+    /// Registers and starts a checked io watcher.
+    fn new_io(
+        &mut self,
+        fd: RawFd,
+        interest: Interest,
+        cb: crate::event_loop::BoxedCallback<'s, S>,
+    ) -> Key {
+        // A new watcher on an fd: a direct batch must not skip it.
+        self.materialise_batch();
+        let key = self.watchers.insert(Kind::Io { fd, interest }, cb);
+        self.activate(key.slot);
+        key
+    }
+
+    /// Removes an io watcher and hands back the source it owned. Fails with
+    /// [`Error::SourceType`] (the watcher is kept) if `T` is not the source's
+    /// type or the source was borrowed, and with [`Error::Busy`] from inside
+    /// the watcher's own callback.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim, SimSocket};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("a", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// let sock: SimSocket = lp.into_source(io).unwrap();
+    /// assert_eq!(sock.name(), "a");
+    /// ```
+    pub fn into_source<T: 'static>(&mut self, io: Io) -> Result<T> {
+        let e = self.entry(&io)?;
+        match &e.cb {
+            None => return Err(Error::Busy),
+            Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
+            Some(_) => return Err(Error::SourceType),
+        }
+        let fd = fd_of(e);
+        self.stop(io)?;
+        let e = self.watchers.remove(io.0.slot);
+        self.fds.forget_if_unwatched(fd, &mut *self.backend);
+        let Some(cb) = e.cb else {
+            unreachable!("checked above")
+        };
+        let any = cb.into_source().ok_or(Error::SourceType)?;
+        any.downcast::<T>()
+            .map(|b| *b)
+            .map_err(|_| Error::SourceType)
+    }
+
+    /// Changes what an io watcher waits for; takes effect before the next
+    /// poll (one backend call for all changes to the fd in this iteration).
+    ///
+    /// ```
+    /// # use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// lp.set_interest(io, Interest::BOTH).unwrap();
+    /// assert_eq!(lp.interest(io).unwrap(), Interest::BOTH);
+    /// ```
+    pub fn set_interest(&mut self, io: Io, interest: Interest) -> Result<()> {
+        let e = self.entry_mut(&io)?;
+        let (fd, active) = (fd_of(e), e.is_active());
+        if e.interest() == interest {
+            return Ok(());
+        }
+        let slot = io.0.slot;
+        self.check_interest(fd, interest, Some(slot))?;
+        self.watchers.set_interest(slot, interest);
+        if active {
+            self.fds.interest_changed(fd, interest);
+        }
+        // An event queued (or deferred) before the change carries what the
+        // old interest let through: deliver only what the new one does.
+        let mask = Ready::receive_mask(interest);
+        self.watchers.restrict_deferred(slot, mask);
+        let e = &mut self.watchers[slot];
+        if let Some(pos) = e.pending {
+            if (self.pending.get(e.priority(), pos) & mask).is_empty() {
+                e.pending = None;
+                self.pending.cancel(e.priority(), pos);
+            } else {
+                self.pending.restrict(e.priority(), pos, mask);
+            }
+        }
+        Ok(())
+    }
+
+    /// What an io watcher waits for.
+    ///
+    /// ```
+    /// # use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("s", 0), Interest::WRITABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.interest(io).unwrap(), Interest::WRITABLE);
+    /// ```
+    pub fn interest(&self, io: Io) -> Result<Interest> {
+        Ok(self.entry(&io)?.interest())
+    }
+
+    /// The fd an io watcher watches.
+    ///
+    /// ```
+    /// # use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let sock = sim.socket("s", 0);
+    /// let fd = sock.fd();
+    /// let io = lp.io(sock, Interest::READABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.fd(io).unwrap(), fd);
+    /// ```
+    pub fn fd(&self, io: Io) -> Result<RawFd> {
+        Ok(fd_of(self.entry(&io)?))
+    }
+
+    /// Validates a source against the backend and returns its fd number.
+    fn check_source(&self, src: SourceFd<'_>) -> Result<RawFd> {
+        let backend = self.backend.name();
+        let fd = match src {
+            SourceFd::Os(fd) if !self.caps.virtual_fds => fd.as_raw_fd(),
+            SourceFd::Virtual(v) if self.caps.virtual_fds => v.get(),
+            SourceFd::Os(_) => {
+                return Err(Error::WrongSourceKind {
+                    backend,
+                    virtual_source: false,
+                })
+            }
+            SourceFd::Virtual(_) => {
+                return Err(Error::WrongSourceKind {
+                    backend,
+                    virtual_source: true,
+                })
+            }
+        };
+        if fd < 0 {
+            return Err(Error::InvalidFd {
+                fd,
+                reason: "negative descriptor number".into(),
+            });
+        }
+        if let Some(max) = self.caps.max_fd {
+            if fd > max {
+                return Err(Error::FdTooLarge { fd, max, backend });
+            }
+        }
+        // Closed, or never watchable (a regular file): say so now, at the
+        // call that caused it, not later as a silent ERROR callback.
+        self.backend.check_fd(fd).map_err(|err| Error::InvalidFd {
+            fd,
+            reason: err.to_string(),
+        })?;
+        Ok(fd)
+    }
+
+    /// Checks that the backend offers the trigger mode and that it agrees
+    /// with the other active watchers on the fd (`except` excluded).
+    pub(crate) fn check_interest(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        except: Option<Slot>,
+    ) -> Result<()> {
+        let trigger = interest.trigger();
+        if trigger == Trigger::Edge && !self.caps.edge {
+            return Err(Error::UnsupportedTrigger {
+                trigger,
+                backend: self.backend.name(),
+            });
+        }
+        match self.fds.trigger_conflict(fd, trigger, except) {
+            Some(existing) => Err(Error::TriggerConflict {
+                fd,
+                existing,
+                requested: trigger,
+            }),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The watcher API: one file per kind (its handle type, its callback
+//! adaptor if it needs one, and the `Loop` methods that create and change
+//! it), and here the operations every kind shares.
+//!
+//! These are thin: each checks the handle, then asks the registry (flags
+//! and counts), the pending queues, and the loop's activation hooks
+//! (`Loop::activate` / `Loop::deactivate` in event_loop.rs) to do the
+//! work. The handle is checked through `Loop::entry_mut` or `Loop::entry`,
+//! which materialise (or count) a direct dispatch batch for io handles.
+
+pub(crate) mod check;
+pub(crate) mod idle;
+pub(crate) mod io;
+pub(crate) mod plain;
+pub(crate) mod prepare;
+pub(crate) mod timer;
+
+use crate::handle::Handle;
+use crate::pending::Priority;
+use crate::registry::Kind;
+use crate::{Error, Loop, Ready, Result};
+
+impl<'s, S> Loop<'s, S> {
+    /// Starts a stopped watcher (no effect if it is active). A timer starts
+    /// counting its `after` delay from [`Loop::now`].
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// lp.stop(idle).unwrap();
+    /// lp.start(idle).unwrap();
+    /// assert!(lp.is_active(idle).unwrap());
+    /// ```
+    pub fn start(&mut self, h: impl Handle) -> Result<()> {
+        let e = self.entry_mut(&h)?;
+        if e.is_active() {
+            return Ok(());
+        }
+        if let Kind::Io { fd, interest } = e.kind() {
+            self.check_interest(fd, interest, None)?;
+        }
+        self.activate(h.key().slot);
+        Ok(())
+    }
+
+    /// Stops a watcher: it leaves the backend, heap or list, and a pending
+    /// invocation is cancelled: after `stop` its callback is not called
+    /// (until it is started again, or fed an event).
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+    /// let late = lp.timer(Duration::from_millis(5), Duration::ZERO, |_, n, _| *n += 1).unwrap();
+    /// let stopper = lp.timer(Duration::from_millis(5), Duration::ZERO, move |lp, _, _| {
+    ///     lp.stop(late).unwrap(); // `late` is already pending in this iteration
+    /// }).unwrap();
+    /// lp.set_priority(stopper, 1).unwrap(); // so that it runs first
+    /// let mut n = 0;
+    /// lp.run(RunMode::Default, &mut n).unwrap();
+    /// assert_eq!(n, 0);
+    /// ```
+    pub fn stop(&mut self, h: impl Handle) -> Result<()> {
+        // Not `entry_mut`: a direct batch need not be materialised. It finds
+        // an fd's watchers when it reaches the fd, so a stopped one is
+        // skipped just as its cancelled entry would have been.
+        self.watchers.lookup(h.key(), h.kind())?;
+        let slot = h.key().slot;
+        self.watchers.cancel(&mut self.pending, slot);
+        self.deactivate(slot);
+        Ok(())
+    }
+
+    /// Stops and removes a watcher; its handle becomes stale. An owned io
+    /// source is deregistered from the backend right away (so a new fd with
+    /// the same number starts clean) and then closed. Removing a watcher
+    /// from inside its own callback is allowed.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim, Error};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// lp.remove(idle).unwrap();
+    /// assert!(matches!(lp.remove(idle), Err(Error::StaleHandle { kind: "idle" })));
+    /// ```
+    pub fn remove(&mut self, h: impl Handle) -> Result<()> {
+        self.stop(h)?;
+        let e = self.watchers.remove(h.key().slot);
+        if let Kind::Io { fd, .. } = e.kind() {
+            self.fds.forget_if_unwatched(fd, &mut *self.backend);
+        }
+        drop(e);
+        Ok(())
+    }
+
+    /// Whether the watcher is active (started and not stopped).
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// assert!(lp.is_active(c).unwrap());
+    /// ```
+    pub fn is_active(&self, h: impl Handle) -> Result<bool> {
+        Ok(self.entry(&h)?.is_active())
+    }
+
+    /// Whether the watcher has an invocation queued.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Ready, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// lp.feed_event(c, Ready::EMPTY).unwrap();
+    /// assert!(lp.is_pending(c).unwrap());
+    /// ```
+    pub fn is_pending(&self, h: impl Handle) -> Result<bool> {
+        let e = self.entry(&h)?;
+        // An io event not yet queued because it is dispatched directly is
+        // pending all the same.
+        let in_batch = match e.kind() {
+            Kind::Io { fd, .. } if e.is_active() => self.poll.holds(fd, e.receives),
+            _ => false,
+        };
+        Ok(e.pending.is_some() || e.deferred().is_some() || in_batch)
+    }
+
+    /// Sets the priority, from [`MIN_PRIORITY`](crate::MIN_PRIORITY) to [`MAX_PRIORITY`](crate::MAX_PRIORITY)
+    /// (default 0). Higher priorities are invoked first within an iteration.
+    /// A pending invocation moves to the end of its new priority's queue.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim, Error};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// lp.set_priority(c, 2).unwrap();
+    /// assert_eq!(lp.priority(c).unwrap(), 2);
+    /// assert!(matches!(lp.set_priority(c, 3), Err(Error::InvalidPriority(3))));
+    /// ```
+    pub fn set_priority(&mut self, h: impl Handle, priority: i32) -> Result<()> {
+        let Some(new) = Priority::from_user(priority) else {
+            return Err(Error::InvalidPriority(priority));
+        };
+        let e = self.entry_mut(&h)?;
+        let old = e.priority();
+        if old == new {
+            return Ok(());
+        }
+        let moves_idle_list = e.is_active() && e.kind() == Kind::Idle;
+        let slot = h.key().slot;
+        self.watchers.set_priority(slot, new);
+        if moves_idle_list {
+            self.idles.moved(&mut self.watchers, slot, old, new);
+        }
+        if let Some(pos) = self.watchers[slot].pending.take() {
+            let ready = self.pending.cancel(old, pos);
+            self.watchers.queue(&mut self.pending, slot, ready);
+        }
+        Ok(())
+    }
+
+    /// The watcher's priority.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// assert_eq!(lp.priority(c).unwrap(), 0);
+    /// ```
+    pub fn priority(&self, h: impl Handle) -> Result<i32> {
+        Ok(self.entry(&h)?.priority().user())
+    }
+
+    /// Whether an active watcher keeps [`RunMode::Default`](crate::RunMode)
+    /// running (default true). An unreferenced watcher still works, but the
+    /// loop may return while it is active: libuv's `uv_unref`, and libev's
+    /// idiom of `ev_unref` after starting a watcher.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// lp.set_ref(t, false).unwrap();
+    /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
+    /// ```
+    pub fn set_ref(&mut self, h: impl Handle, referenced: bool) -> Result<()> {
+        self.entry_mut(&h)?;
+        self.watchers.set_referenced(h.key().slot, referenced);
+        Ok(())
+    }
+
+    /// Queues an invocation of the watcher as if the event had happened
+    /// (libev's `ev_feed_event`); the callback runs in this iteration's
+    /// invoke phase, or the next one's.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Ready, RunMode, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sim.socket("s", 0), Interest::READABLE, |lp, log, ev| {
+    ///     log.push(ev.ready.to_string());
+    ///     lp.remove(ev.watcher).unwrap();
+    /// }).unwrap();
+    /// lp.feed_event(io, Ready::READABLE).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, ["r"]);
+    /// ```
+    pub fn feed_event(&mut self, h: impl Handle, ready: Ready) -> Result<()> {
+        self.entry_mut(&h)?;
+        self.watchers.queue(&mut self.pending, h.key().slot, ready);
+        Ok(())
+    }
+
+    /// Cancels the watcher's queued invocation, if any, and returns the
+    /// events it carried (libev's `ev_clear_pending`); the watcher stays
+    /// active.
+    ///
+    /// ```
+    /// use evloop::{Loop, Ready, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// lp.feed_event(c, Ready::READABLE).unwrap();
+    /// assert_eq!(lp.clear_pending(c).unwrap(), Ready::READABLE);
+    /// assert_eq!(lp.pending_count(), 0);
+    /// assert!(lp.is_active(c).unwrap());
+    /// ```
+    pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
+        self.entry_mut(&h)?;
+        Ok(self.watchers.cancel(&mut self.pending, h.key().slot))
+    }
+}

@@ -1,0 +1,34 @@
+//! The callback adaptor of every kind whose callback receives only its
+//! own handle (timer, idle, prepare, check).
+
+use std::marker::PhantomData;
+
+use crate::event_loop::Dispatch;
+use crate::handle::{sealed::Sealed, Key};
+use crate::{Loop, Ready};
+
+/// A callback `FnMut(&mut Loop, &mut S, H)`, stored as a [`Dispatch`].
+pub(crate) struct Plain<H, F> {
+    cb: F,
+    handle: PhantomData<fn() -> H>,
+}
+
+impl<H, F> Plain<H, F> {
+    pub fn boxed(cb: F) -> Box<Self> {
+        Box::new(Plain {
+            cb,
+            handle: PhantomData,
+        })
+    }
+}
+
+impl<'s, S, H, F> Dispatch<'s, S> for Plain<H, F>
+where
+    H: Sealed,
+    F: FnMut(&mut Loop<'s, S>, &mut S, H),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+        (self.cb)(lp, state, H::from_key(key))
+    }
+}

@@ -1,0 +1,138 @@
+//! Timer watchers: the handle and the `Loop` methods. The timers
+//! themselves (clock, heap, expiry) are the timer component, timers.rs.
+
+use std::time::Duration;
+
+use crate::handle::handle;
+use crate::registry::Kind;
+use crate::watchers::plain::Plain;
+use crate::{Loop, Result};
+
+handle!(
+    /// Handle to a timer watcher, returned by [`Loop::timer`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(1));
+    /// ```
+    Timer,
+    "timer",
+    false
+);
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts a timer that fires `after` from the loop time
+    /// ([`Loop::now`]) and then every `repeat` (zero: once). A one-shot
+    /// timer is stopped before its callback runs.
+    ///
+    /// The loop's clock counts nanoseconds in a `u64` from the backend's
+    /// origin, about 584 years; a deadline beyond that (`Duration::MAX`,
+    /// say) never comes: the timer stays active but never fires, and a
+    /// repeating timer that would be rescheduled past it is parked there.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(Sim::new().backend());
+    /// lp.timer(Duration::from_millis(20), Duration::ZERO, |lp, log, _| {
+    ///     log.push(lp.now().as_millis() as u64)
+    /// }).unwrap();
+    /// lp.timer(Duration::from_millis(10), Duration::ZERO, |lp, log, _| {
+    ///     log.push(lp.now().as_millis() as u64)
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, [10, 20]);
+    /// ```
+    pub fn timer<F>(&mut self, after: Duration, repeat: Duration, callback: F) -> Result<Timer>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
+    {
+        let key = self
+            .watchers
+            .insert(Kind::Timer, Plain::<Timer, F>::boxed(callback));
+        self.timers.configure(key.slot, after, repeat);
+        self.activate(key.slot);
+        Ok(Timer(key))
+    }
+
+    /// Changes a timer's delay and period. An active timer is restarted with
+    /// the new values from [`Loop::now`]; a stopped one keeps them for its
+    /// next [`Loop::start`].
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// # use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// lp.set_timer(t, Duration::from_secs(5), Duration::from_secs(1)).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(5));
+    /// ```
+    pub fn set_timer(&mut self, t: Timer, after: Duration, repeat: Duration) -> Result<()> {
+        let active = self.entry(&t)?.is_active();
+        let slot = t.0.slot;
+        self.timers.configure(slot, after, repeat);
+        if active {
+            self.deactivate(slot);
+            self.activate(slot);
+        }
+        Ok(())
+    }
+
+    /// libev's `ev_timer_again`: a repeating timer is (re)started to fire
+    /// `repeat` from now, whether it was active or not; a timer without a
+    /// period is stopped. The classic use is an inactivity timeout that is
+    /// pushed back on every read, in O(log n) and without allocation.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::ZERO, Duration::from_secs(30), |_, _, _| {}).unwrap();
+    /// lp.again(t).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(30));
+    /// ```
+    #[inline]
+    pub fn again(&mut self, t: Timer) -> Result<()> {
+        let e = self.entry(&t)?;
+        let (active, queued) = (e.is_active(), e.pending.is_some() || e.deferred().is_some());
+        let slot = t.0.slot;
+        if queued {
+            self.watchers.cancel(&mut self.pending, slot);
+        }
+        // Armed at `repeat` from now (not at its `after`, as a start
+        // would); a timer without a period is stopped.
+        match (self.timers.again(slot, active), active) {
+            (true, false) => {
+                self.watchers.activate(slot);
+            }
+            (false, true) => self.deactivate(slot),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Time until an active timer fires (zero if it is due or inactive),
+    /// relative to [`Loop::now`]; `Duration::MAX` if it never will (its
+    /// deadline lies beyond the end of the loop's clock, about 584 years
+    /// after the backend's origin).
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_millis(1500), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_millis(1500));
+    /// lp.stop(t).unwrap();
+    /// assert_eq!(lp.remaining(t).unwrap(), Duration::ZERO);
+    /// ```
+    pub fn remaining(&self, t: Timer) -> Result<Duration> {
+        if !self.entry(&t)?.is_active() {
+            return Ok(Duration::ZERO);
+        }
+        Ok(self.timers.remaining(t.0.slot))
+    }
+}
