@@ -382,6 +382,12 @@ fn is_errno(err: &io::Error, errno: libc::c_int) -> bool {
     err.raw_os_error() == Some(errno)
 }
 
+/// This backend, for the platform's list (backends/mod.rs).
+pub(super) const OFFERED: super::Offered = super::Offered {
+    name: "epoll",
+    open: || Ok(Box::new(Epoll::new()?)),
+};
+
 impl Backend for Epoll {
     fn name(&self) -> &'static str {
         "epoll"

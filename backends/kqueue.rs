@@ -416,6 +416,12 @@ fn timespec(d: Duration) -> libc::timespec {
     }
 }
 
+/// This backend, for the platform's list (backends/mod.rs).
+pub(super) const OFFERED: super::Offered = super::Offered {
+    name: "kqueue",
+    open: || Ok(Box::new(Kqueue::new()?)),
+};
+
 impl Backend for Kqueue {
     fn name(&self) -> &'static str {
         "kqueue"

@@ -25,12 +25,6 @@ use crate::{Backend, Error};
 
 pub mod sim;
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub mod epoll;
-
-#[cfg(unix)]
-pub mod fd_io;
-
 // What the Unix backends share: the clock, the deadline of a wait, the
 // check that an fd can be watched at all.
 #[cfg(unix)]
@@ -39,25 +33,33 @@ pub(crate) mod unix;
 pub(crate) use unix::{Clock, Deadline};
 
 #[cfg(unix)]
+pub mod fd_io;
+#[cfg(unix)]
 pub mod poll;
-
 #[cfg(unix)]
 pub mod select;
 
-// The platform's backends. kqueue is written against `kqueue_sys`: the
-// kernel's interface (through libc), or, for running it on Linux in tests,
-// an emulation on top of epoll.
+/// An OS backend this platform offers: its name, and how to create it.
+/// Each backend's file defines its own (`OFFERED`).
+struct Offered {
+    name: &'static str,
+    open: fn() -> std::io::Result<Box<dyn Backend>>,
+}
+
+// Each platform's backends, best first: named here once. kqueue is written
+// against `kqueue_sys`: the kernel's interface (through libc), or, for
+// running it on Linux in tests, an emulation on top of epoll.
 cfg_if::cfg_if! {
     if #[cfg(all(feature = "emulated-kqueue", target_os = "linux"))] {
         // Test builds only: the kqueue backend over an emulated kqueue.
+        pub mod epoll;
         pub mod kqueue;
         mod kqueue_emulated;
         use kqueue_emulated as kqueue_sys;
-        const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select", "kqueue"];
-        const PLATFORM_DEFAULT: &str = "epoll";
+        const PLATFORM: [Offered; 4] = [epoll::OFFERED, poll::OFFERED, select::OFFERED, kqueue::OFFERED];
     } else if #[cfg(any(target_os = "linux", target_os = "android"))] {
-        const PLATFORM_AVAILABLE: &[&str] = &["epoll", "poll", "select"];
-        const PLATFORM_DEFAULT: &str = "epoll";
+        pub mod epoll;
+        const PLATFORM: [Offered; 3] = [epoll::OFFERED, poll::OFFERED, select::OFFERED];
     } else if #[cfg(any(
         target_os = "macos",
         target_os = "ios",
@@ -68,17 +70,27 @@ cfg_if::cfg_if! {
     ))] {
         pub mod kqueue;
         use libc as kqueue_sys;
-        const PLATFORM_AVAILABLE: &[&str] = &["kqueue", "poll", "select"];
-        const PLATFORM_DEFAULT: &str = "kqueue";
+        const PLATFORM: [Offered; 3] = [kqueue::OFFERED, poll::OFFERED, select::OFFERED];
     } else if #[cfg(unix)] {
-        const PLATFORM_AVAILABLE: &[&str] = &["poll", "select"];
-        const PLATFORM_DEFAULT: &str = "poll";
+        const PLATFORM: [Offered; 2] = [poll::OFFERED, select::OFFERED];
     } else {
         // No OS backend: only the simulator (and custom backends) remain.
-        const PLATFORM_AVAILABLE: &[&str] = &[];
-        const PLATFORM_DEFAULT: &str = "none";
+        const PLATFORM: [Offered; 0] = [];
     }
 }
+
+/// The names of [`PLATFORM`], for [`AVAILABLE`].
+const fn names<const N: usize>(offered: &[Offered; N]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = offered[i].name;
+        i += 1;
+    }
+    out
+}
+
+const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
 
 /// The OS backends [`open`] can create on this platform, best first:
 /// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
@@ -91,7 +103,7 @@ cfg_if::cfg_if! {
 /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
 /// assert_eq!(names, ["epoll", "poll", "select"]);
 /// ```
-pub const AVAILABLE: &[&str] = PLATFORM_AVAILABLE;
+pub const AVAILABLE: &[&str] = &PLATFORM_NAMES;
 
 /// The backend a loop uses when nothing else is asked for: `epoll` on Linux,
 /// `kqueue` on macOS and the BSDs, `poll` on other Unix systems (and
@@ -104,7 +116,10 @@ pub const AVAILABLE: &[&str] = PLATFORM_AVAILABLE;
 /// assert_eq!(name, "epoll");
 /// ```
 pub fn default_name() -> &'static str {
-    PLATFORM_DEFAULT
+    match AVAILABLE.first() {
+        Some(best) => best,
+        None => "none",
+    }
 }
 
 /// Creates the OS backend called `name` (one of [`AVAILABLE`]; exact,
@@ -126,42 +141,18 @@ pub fn default_name() -> &'static str {
 /// assert!(err.to_string().contains("\"iocp\""));
 /// ```
 pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
-    fn created<B: Backend + 'static>(
-        backend: &'static str,
-        made: std::io::Result<B>,
-    ) -> Result<Box<dyn Backend>, Error> {
-        match made {
-            Ok(b) => Ok(Box::new(b)),
-            Err(source) => Err(Error::Backend {
-                backend,
-                op: "create",
-                source,
-            }),
-        }
-    }
-    match name {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        "epoll" => created("epoll", epoll::Epoll::new()),
-        #[cfg(any(
-            target_os = "macos",
-            target_os = "ios",
-            target_os = "freebsd",
-            target_os = "netbsd",
-            target_os = "openbsd",
-            target_os = "dragonfly",
-            all(feature = "emulated-kqueue", target_os = "linux")
-        ))]
-        "kqueue" => created("kqueue", kqueue::Kqueue::new()),
-        #[cfg(unix)]
-        "poll" => Ok(Box::new(poll::Poll::new())),
-        #[cfg(unix)]
-        "select" => Ok(Box::new(select::Select::new())),
-        _ => Err(Error::UnknownBackend {
+    let Some(offered) = PLATFORM.iter().find(|o| o.name == name) else {
+        return Err(Error::UnknownBackend {
             name: name.to_string(),
             available: AVAILABLE,
             env_var: None,
-        }),
-    }
+        });
+    };
+    (offered.open)().map_err(|source| Error::Backend {
+        backend: offered.name,
+        op: "create",
+        source,
+    })
 }
 
 #[cfg(test)]

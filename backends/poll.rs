@@ -128,6 +128,12 @@ fn ready(revents: libc::c_short) -> Ready {
     r
 }
 
+/// This backend, for the platform's list (backends/mod.rs).
+pub(super) const OFFERED: super::Offered = super::Offered {
+    name: "poll",
+    open: || Ok(Box::new(Poll::new())),
+};
+
 impl Backend for Poll {
     fn name(&self) -> &'static str {
         "poll"

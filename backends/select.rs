@@ -174,6 +174,12 @@ impl Select {
     }
 }
 
+/// This backend, for the platform's list (backends/mod.rs).
+pub(super) const OFFERED: super::Offered = super::Offered {
+    name: "select",
+    open: || Ok(Box::new(Select::new())),
+};
+
 impl Backend for Select {
     fn name(&self) -> &'static str {
         "select"
