@@ -150,6 +150,9 @@ pub(crate) struct RunState {
     /// `run` calls executing (nested ones count).
     pub depth: u32,
     pub break_req: Option<Break>,
+    /// Per `run` in progress (innermost last): the watchers whose callbacks
+    /// were running when it started (empty for a top-level run).
+    pub suspended: Vec<Vec<Slot>>,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -208,7 +211,10 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// Whenever a phase that ran callbacks leaves no active, referenced
     /// watcher and nothing pending, `run` returns
-    /// [`RunOutcome::NoActiveWatchers`] rather than block on nothing.
+    /// [`RunOutcome::NoActiveWatchers`] rather than block on nothing. A
+    /// nested `run` (called from a callback) does not count the watchers
+    /// whose callbacks are running further up the stack: it cannot deliver
+    /// their events, which wait until those callbacks return.
     ///
     /// # Panics
     ///
@@ -233,7 +239,19 @@ impl<'s, S> Loop<'s, S> {
     pub fn run(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
         // A nested run invokes what its caller's iteration left pending.
         self.materialise_batch();
+        // Inside a callback: the watchers whose callbacks are running
+        // further up the stack cannot be served by this run (their events
+        // wait until those callbacks return), so they do not keep it going.
+        // Found by a scan, once per nested run: nothing on the hot path
+        // keeps track of them.
+        let suspended = if self.run.depth > 0 {
+            self.watchers.running()
+        } else {
+            Vec::new()
+        };
+        self.run.suspended.push(suspended);
         if self.out_of_work() {
+            self.run.suspended.pop();
             return Ok(RunOutcome::NoActiveWatchers);
         }
         self.run.depth += 1;
@@ -243,13 +261,21 @@ impl<'s, S> Loop<'s, S> {
         guard.0.run_iterations(mode, state)
     }
 
-    /// Whether nothing referenced is active and nothing is queued: waiting
-    /// would block forever (a simulator says `Stalled`; a kernel hangs).
-    /// Events deferred for a callback that is running further up the stack
-    /// do not count: this `run` cannot deliver them.
+    /// Whether nothing this run can serve is active and referenced, and
+    /// nothing is queued: waiting would block forever (a simulator says
+    /// `Stalled`; a kernel hangs). Events deferred for a callback that is
+    /// running further up the stack do not count either: this `run`
+    /// cannot deliver them.
     #[inline]
     fn out_of_work(&self) -> bool {
-        self.watchers.active_referenced() == 0 && self.pending.is_empty()
+        let mut serving = self.watchers.active_referenced();
+        if let Some(suspended) = self.run.suspended.last() {
+            serving -= suspended
+                .iter()
+                .filter(|&&slot| self.watchers.is_active_referenced(slot))
+                .count();
+        }
+        serving == 0 && self.pending.is_empty()
     }
 
     fn run_iterations(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {
@@ -605,6 +631,7 @@ struct RunGuard<'a, 's, S>(&'a mut Loop<'s, S>);
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
         let run = &mut self.0.run;
+        run.suspended.pop();
         run.depth -= 1;
         if run.break_req == Some(Break::One) || run.depth == 0 {
             run.break_req = None;

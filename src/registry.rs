@@ -285,6 +285,22 @@ impl<C> Registry<C> {
         self.entries.get_mut(slot.index())
     }
 
+    /// Whether the watcher at `slot` is active and referenced.
+    #[inline]
+    pub fn is_active_referenced(&self, slot: Slot) -> bool {
+        let e = &self.entries[slot.index()];
+        e.active && e.referenced
+    }
+
+    /// The watchers whose callbacks are out of their entries, running
+    /// further up the stack (a scan: for nested runs only).
+    pub fn running(&self) -> Vec<Slot> {
+        (1..self.entries.len())
+            .filter(|&i| self.entries[i].gen != VACANT && self.entries[i].cb.is_none())
+            .map(Slot::new)
+            .collect()
+    }
+
     /// Marks a watcher active; false if it already was.
     pub fn activate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];

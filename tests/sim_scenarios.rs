@@ -792,8 +792,13 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
         }
     })
     .unwrap();
+    // Something else for the nested runs to wait for: a nested run does
+    // not count the watcher whose callback is running (it cannot serve it).
+    lp.timer(ms(2), Duration::ZERO, |_, log, _| log.push("timer".into()))
+        .unwrap();
     let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let outcome = lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(outcome, RunOutcome::NoActiveWatchers);
     assert_eq!(
         log,
         [
@@ -803,10 +808,36 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
             "read 2",
             // ...and it was delivered once the outer callback returned.
             "enter depth=1",
+            "timer",
             "nested returned, pending=0",
             "read 0",
         ]
     );
+}
+
+#[test]
+fn a_nested_run_with_only_its_callers_watcher_active_returns_at_once() {
+    let sim = Sim::new();
+    let sock = sim.socket("s", 0);
+    sim.deliver(ms(1), &sock, b"x");
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    lp.io(sock, Interest::READABLE, |lp, log, ev| {
+        // Only this watcher is active, and a nested run cannot serve it.
+        let outcome = lp.run(RunMode::Default, log).unwrap();
+        log.push(format!(
+            "nested: {outcome:?}, iterations so far {}",
+            lp.iteration()
+        ));
+        drain(ev.source);
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(log, ["nested: NoActiveWatchers, iterations so far 1"]);
 }
 
 /// The slot index in a handle's debug form (`Idle(Key { idx: 0, gen: 1 })`).
