@@ -13,13 +13,16 @@ use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::{Backend, PollEvent, Ready};
 
+/// The cursor of a closed batch: past any results.
+const CLOSED: usize = usize::MAX;
+
 pub(crate) struct PollResults {
     /// What the last poll reported.
     events: Vec<PollEvent>,
-    /// `events[next..end]` is the direct batch: results not yet invoked
-    /// nor queued. Empty when none is open.
+    /// `events[next..]` is the direct batch: results not yet invoked nor
+    /// queued. [`CLOSED`] (or `events.len()`, once all are read) when none
+    /// is open: one bounds check per read then tells both.
     next: usize,
-    end: usize,
     /// Whether direct dispatch may be used (tests compare both ways).
     enabled: bool,
     /// Scratch space for materialising (kept for its capacity).
@@ -30,8 +33,7 @@ impl Default for PollResults {
     fn default() -> Self {
         PollResults {
             events: Vec::with_capacity(64),
-            next: 0,
-            end: 0,
+            next: CLOSED,
             enabled: true,
             requeue: Vec::new(),
         }
@@ -42,6 +44,7 @@ impl PollResults {
     /// The buffer for the next poll, emptied.
     pub fn buffer(&mut self) -> &mut Vec<PollEvent> {
         debug_assert!(!self.is_open(), "polling with a direct batch open");
+        self.next = CLOSED;
         self.events.clear();
         &mut self.events
     }
@@ -74,7 +77,7 @@ impl PollResults {
                 .fold(Ready::EMPTY, |all, ev| all | ev.ready)
                 .is_invalid();
         if direct {
-            (self.next, self.end) = (0, self.events.len());
+            self.next = 0;
         }
         direct
     }
@@ -82,18 +85,15 @@ impl PollResults {
     /// Whether a direct batch has unread results.
     #[inline]
     pub fn is_open(&self) -> bool {
-        self.next < self.end
+        self.next < self.events.len()
     }
 
     /// The next unread result of the direct batch, now read.
     #[inline]
     pub fn next(&mut self) -> Option<PollEvent> {
-        if self.next < self.end {
-            self.next += 1;
-            Some(self.events[self.next - 1])
-        } else {
-            None
-        }
+        let ev = *self.events.get(self.next)?;
+        self.next += 1;
+        Some(ev)
     }
 
     /// Makes the result just read unread again (it needs the queued path).
@@ -113,7 +113,7 @@ impl PollResults {
         backend: &mut dyn Backend,
     ) {
         let from = self.next;
-        (self.next, self.end) = (0, 0);
+        self.next = CLOSED;
         let mut later = std::mem::take(&mut self.requeue);
         pending.take_unread(Priority::DEFAULT, &mut later);
         for p in &later {
@@ -134,11 +134,7 @@ impl PollResults {
 
     /// The unread results of the batch.
     fn unread_results(&self) -> &[PollEvent] {
-        if self.is_open() {
-            &self.events[self.next..self.end]
-        } else {
-            &[]
-        }
+        self.events.get(self.next..).unwrap_or_default()
     }
 
     /// Whether the batch holds an event for an io watcher on `fd` that
