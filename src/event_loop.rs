@@ -150,8 +150,8 @@ pub(crate) struct RunState {
     /// `run` calls executing (nested ones count).
     pub depth: u32,
     pub break_req: Option<Break>,
-    /// Per `run` in progress (innermost last): the watchers whose callbacks
-    /// were running when it started (empty for a top-level run).
+    /// Per nested `run` in progress (innermost last): the watchers whose
+    /// callbacks were running when it started.
     pub suspended: Vec<Vec<Slot>>,
 }
 
@@ -244,21 +244,22 @@ impl<'s, S> Loop<'s, S> {
         // wait until those callbacks return), so they do not keep it going.
         // Found by a scan, once per nested run: nothing on the hot path
         // keeps track of them.
-        let suspended = if self.run.depth > 0 {
-            self.watchers.running()
-        } else {
-            Vec::new()
-        };
-        self.run.suspended.push(suspended);
+        let nested = self.run.depth > 0;
+        if nested {
+            let suspended = self.watchers.running();
+            self.run.suspended.push(suspended);
+        }
         if self.out_of_work() {
-            self.run.suspended.pop();
+            if nested {
+                self.run.suspended.pop();
+            }
             return Ok(RunOutcome::NoActiveWatchers);
         }
         self.run.depth += 1;
         self.run.break_req = None;
         // Restores the depth even if a callback panics.
-        let guard = RunGuard(self);
-        guard.0.run_iterations(mode, state)
+        let guard = RunGuard { lp: self, nested };
+        guard.lp.run_iterations(mode, state)
     }
 
     /// Whether nothing this run can serve is active and referenced, and
@@ -626,12 +627,18 @@ impl<S> Loop<'_, S> {
 
 /// Restores the depth (and the break request) when a `run` ends, whether
 /// it returns or a callback panics.
-struct RunGuard<'a, 's, S>(&'a mut Loop<'s, S>);
+struct RunGuard<'a, 's, S> {
+    lp: &'a mut Loop<'s, S>,
+    /// Whether it is a nested run (which pushed its suspended watchers).
+    nested: bool,
+}
 
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
-        let run = &mut self.0.run;
-        run.suspended.pop();
+        let run = &mut self.lp.run;
+        if self.nested {
+            run.suspended.pop();
+        }
         run.depth -= 1;
         if run.break_req == Some(Break::One) || run.depth == 0 {
             run.break_req = None;
