@@ -74,9 +74,12 @@ pub enum RunOutcome {
     Broken,
     /// The single iteration of [`RunMode::Once`] or [`RunMode::NoWait`] ended.
     IterationDone,
-    /// The backend says nothing can ever happen (only a simulated backend can
-    /// know this): io watchers are active, no timer is armed and no event is
-    /// scheduled. Blocking would hang forever, so `run` returns instead.
+    /// Nothing can ever happen, so waiting would hang forever and `run`
+    /// returns instead: either no active watcher can produce an event (only
+    /// prepare and check watchers are left, which run around iterations and
+    /// cause none: `run` returns after an iteration that runs them without
+    /// waiting), or the backend knows it (a simulator: io watchers are
+    /// active, no timer is armed and no event is scheduled).
     Stalled,
 }
 
@@ -316,7 +319,8 @@ impl<'s, S> Loop<'s, S> {
                 self.caps.oneshot,
             );
 
-            if self.poll_backend(mode)? == PollStatus::Stalled {
+            let (status, nothing_to_wait_for) = self.poll_backend(mode)?;
+            if status == PollStatus::Stalled {
                 return Ok(RunOutcome::Stalled);
             }
 
@@ -350,6 +354,12 @@ impl<'s, S> Loop<'s, S> {
             if self.run.break_req.is_some() {
                 return Ok(RunOutcome::Broken);
             }
+            if nothing_to_wait_for && !self.out_of_work() && self.nothing_can_happen() {
+                // Only prepare and check watchers (or timers beyond the end
+                // of the clock) are left: the iteration ran them without
+                // waiting, and waiting for another would hang forever.
+                return Ok(RunOutcome::Stalled);
+            }
             if mode != RunMode::Default {
                 return Ok(RunOutcome::IterationDone);
             }
@@ -357,10 +367,11 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Polls the backend for as long as the loop may block, and caches
-    /// the time after it.
-    fn poll_backend(&mut self, mode: RunMode) -> Result<PollStatus> {
+    /// the time after it. Also says whether the poll did not block only
+    /// because nothing could have ended the wait.
+    fn poll_backend(&mut self, mode: RunMode) -> Result<(PollStatus, bool)> {
         loop {
-            let timeout = self.block_time(mode);
+            let (timeout, nothing_to_wait_for) = self.block_time(mode);
             let status = self
                 .backend
                 .poll(timeout, self.poll.buffer())
@@ -379,17 +390,36 @@ impl<'s, S> Loop<'s, S> {
                 // meanwhile (a lazy `again`): nothing is due; wait on.
                 continue;
             }
-            return Ok(status);
+            return Ok((status, nothing_to_wait_for));
         }
     }
 
     /// How long the next poll may block.
-    fn block_time(&mut self, mode: RunMode) -> Option<Duration> {
+    /// How long the next poll may block, and whether it may not block only
+    /// because nothing could end the wait.
+    fn block_time(&mut self, mode: RunMode) -> (Option<Duration>, bool) {
         if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
-            return Some(Duration::ZERO);
+            return (Some(Duration::ZERO), false);
         }
         let backend = &mut self.backend;
-        self.timers.wait_bound(|| backend.now())
+        match self.timers.wait_bound(|| backend.now()) {
+            // Nothing could end the wait: poll without blocking, so that
+            // the iteration's check watchers run, and stop after it.
+            None if self.watchers.active_sources() == 0 => (Some(Duration::ZERO), true),
+            wait => (wait, false),
+        }
+    }
+
+    /// Whether nothing could ever end a wait: nothing is pending, no idle
+    /// watcher is active (it would keep the loop iterating), and no active
+    /// watcher can produce an event (no io watcher, no timer due within
+    /// the clock's range). Prepare and check watchers run around
+    /// iterations and cause none.
+    fn nothing_can_happen(&mut self) -> bool {
+        self.pending.is_empty()
+            && self.idles.is_empty()
+            && self.watchers.active_sources() == 0
+            && !self.timers.has_deadline()
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.

@@ -58,6 +58,17 @@ pub(crate) enum Kind {
     Check,
 }
 
+impl Kind {
+    /// Whether a watcher of this kind produces events of its own (io
+    /// readiness, an expiry), as opposed to running around iterations
+    /// (prepare, check) or whenever the loop is idle. Timers are counted
+    /// by the timer component (a timer beyond the end of the clock never
+    /// expires).
+    fn is_source(&self) -> bool {
+        matches!(self, Kind::Io { .. })
+    }
+}
+
 /// One watcher.
 pub(crate) struct Entry<C> {
     /// Matched against the handle's; [`VACANT`] for a free slot.
@@ -158,6 +169,9 @@ pub(crate) struct Registry<C> {
     blocking_direct: usize,
     /// Watchers holding deferred events (they count as pending).
     deferred: usize,
+    /// Active watchers that can produce events ([`Kind::is_source`]),
+    /// referenced or not: while there are none, a wait could never end.
+    active_sources: usize,
 }
 
 impl<C> Default for Registry<C> {
@@ -172,6 +186,7 @@ impl<C> Default for Registry<C> {
             active_referenced: 0,
             blocking_direct: 0,
             deferred: 0,
+            active_sources: 0,
         }
     }
 }
@@ -198,6 +213,12 @@ impl<C> Registry<C> {
     #[inline]
     pub fn deferred_count(&self) -> usize {
         self.deferred
+    }
+
+    /// Active watchers that can produce events.
+    #[inline]
+    pub fn active_sources(&self) -> usize {
+        self.active_sources
     }
 
     /// A generation no watcher of any loop in this process has had.
@@ -310,6 +331,7 @@ impl<C> Registry<C> {
         e.active = true;
         self.active_referenced += e.referenced as usize;
         self.blocking_direct += e.blocks_direct_dispatch() as usize;
+        self.active_sources += e.kind.is_source() as usize;
         true
     }
 
@@ -322,6 +344,7 @@ impl<C> Registry<C> {
         e.active = false;
         self.active_referenced -= e.referenced as usize;
         self.blocking_direct -= e.blocks_direct_dispatch() as usize;
+        self.active_sources -= e.kind.is_source() as usize;
         true
     }
 

@@ -70,6 +70,17 @@ impl Timers {
         self.heap.len()
     }
 
+    /// Whether an armed timer will expire (within the clock's range).
+    pub fn has_deadline(&mut self) -> bool {
+        match self.heap.earliest_bound() {
+            None => false,
+            Some(NEVER) => false,
+            // A lazily restarted timer's bound may be earlier than its
+            // true expiry: look at the true one.
+            Some(_) => self.heap.peek().is_some_and(|top| top.at != NEVER),
+        }
+    }
+
     /// Sets the delay and period of the timer watcher in `slot` (a new one,
     /// or `set_timer`); an active timer keeps its expiry until restarted.
     pub fn configure(&mut self, slot: Slot, after: Duration, repeat: Duration) {

@@ -138,6 +138,56 @@ fn the_simulator_stalls_only_with_active_watchers_left() {
     );
 }
 
+/// A loop with only prepare and check watchers has nothing that could end
+/// a wait: `run` runs one iteration without waiting (so they run), then
+/// says `Stalled` instead of waiting forever; a check watcher that removes
+/// itself there ends the run as usual.
+#[test]
+fn with_only_prepare_and_check_watchers_run_iterates_once_then_stalls() {
+    on_every_backend("hooks only", |name| {
+        for mode in [RunMode::Default, RunMode::Once] {
+            let mut lp: Loop<(u32, u32)> = World::new(name).new_loop();
+            lp.prepare(|_, n, _| n.0 += 1).unwrap();
+            lp.check(|_, n, _| n.1 += 1).unwrap();
+            let mut n = (0, 0);
+            let outcome = lp.run(mode, &mut n).unwrap();
+            assert_eq!(
+                (outcome, n),
+                (RunOutcome::Stalled, (1, 1)),
+                "{name} {mode:?}"
+            );
+            // Each run serves one more iteration.
+            lp.run(mode, &mut n).unwrap();
+            assert_eq!(n, (2, 2), "{name} {mode:?}");
+        }
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        lp.check(|lp, n, me| {
+            *n += 1;
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        let mut n = 0;
+        let outcome = lp.run(RunMode::Default, &mut n).unwrap();
+        assert_eq!((outcome, n), (RunOutcome::NoActiveWatchers, 1), "{name}");
+        // A timer started from a check watcher gives the loop something to
+        // wait for: no stall.
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        lp.check(|lp, n, me| {
+            *n += 1;
+            if *n == 1 {
+                lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
+                    .unwrap();
+            } else {
+                lp.remove(me).unwrap();
+            }
+        })
+        .unwrap();
+        let mut n = 0;
+        let outcome = lp.run(RunMode::Default, &mut n).unwrap();
+        assert_eq!((outcome, n), (RunOutcome::NoActiveWatchers, 2), "{name}");
+    });
+}
+
 // ---- idle watchers by priority (libev's rule) -----------------------------
 
 /// An io watcher that stays readable (the data is never read) and logs,

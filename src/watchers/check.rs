@@ -26,6 +26,12 @@ impl<'s, S> Loop<'s, S> {
     /// watchers; within one priority it runs in that order (libuv's and
     /// Node's: `setImmediate` before `setTimeout(0)`).
     ///
+    /// It keeps the loop alive (as in libev and libuv) but causes no
+    /// iteration itself: with only prepare and check watchers active, `run`
+    /// runs one iteration without waiting and returns
+    /// [`RunOutcome::Stalled`](crate::RunOutcome::Stalled) rather than wait
+    /// forever for an event nothing can produce.
+    ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());

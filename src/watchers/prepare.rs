@@ -24,6 +24,12 @@ impl<'s, S> Loop<'s, S> {
     /// Creates and starts a prepare watcher: invoked at the start of every
     /// iteration, before fd changes reach the backend and before blocking.
     ///
+    /// It keeps the loop alive (as in libev and libuv) but causes no
+    /// iteration itself: with only prepare and check watchers active, `run`
+    /// runs one iteration without waiting and returns
+    /// [`RunOutcome::Stalled`](crate::RunOutcome::Stalled) rather than wait
+    /// forever for an event nothing can produce.
+    ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
