@@ -107,6 +107,7 @@ impl World {
 }
 
 /// The watched end of a connection, on either kind of backend.
+#[derive(Debug)]
 pub enum Conn {
     Sim(SimSocket),
     Os(UnixStream),
@@ -130,6 +131,17 @@ impl Read for Conn {
     }
 }
 
+/// For watchers on a borrowed connection (`Loop::io_borrowed`), whose
+/// callbacks get `&Conn`.
+impl Read for &Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Sim(s) => (&*s).read(buf),
+            Conn::Os(s) => (&*s).read(buf),
+        }
+    }
+}
+
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
@@ -145,6 +157,7 @@ impl Write for Conn {
 /// The other end of a [`Conn`]: the test writes to it to make the watched
 /// end readable. On the simulator the bytes arrive at once (virtual time
 /// does not move while the loop is not blocked).
+#[derive(Debug)]
 pub enum Peer {
     Sim(SimSocket),
     Os(UnixStream),
@@ -156,6 +169,20 @@ impl Peer {
         match self {
             Peer::Sim(s) => s.write_all(bytes).unwrap(),
             Peer::Os(s) => s.write_all(bytes).unwrap(),
+        }
+    }
+
+    /// Reads what the watched end has sent so far, without blocking (from
+    /// a callback, say: the loop's thread must never wait on the peer).
+    pub fn receive(&mut self) -> Vec<u8> {
+        match self {
+            Peer::Sim(s) => drain(s),
+            Peer::Os(s) => {
+                s.set_nonblocking(true).unwrap();
+                let got = drain(s);
+                s.set_nonblocking(false).unwrap();
+                got
+            }
         }
     }
 }
