@@ -517,29 +517,36 @@ fn stale_handle_after_slot_reuse_is_refused_and_harmless() {
     });
 }
 
-/// `event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns`.
-/// The second nested run is `NoWait`: on a kernel a nested `Once` waits for
-/// the next event of the (active) watcher, and none comes, where the
-/// simulator says `Stalled` and returns.
+/// `event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns`,
+/// with a quiet watcher that keeps the first nested run going (a nested run
+/// does not count the watcher whose callback is running), fed an event so
+/// that nothing waits on a clock.
 #[test]
 fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() {
     on_every_backend("event for a running callback", |name| {
         let w = World::new(name);
         let (conn, mut peer) = w.pair();
         peer.send(b"xy");
+        let (silent, _silent_peer) = w.pair();
         let mut lp: Loop<Vec<String>> = w.new_loop();
+        let quiet = lp
+            .io(silent, Interest::READABLE, |lp, log, ev| {
+                log.push("quiet".into());
+                lp.remove(ev.watcher).unwrap();
+            })
+            .unwrap();
         let mut calls = 0;
         lp.io(conn, Interest::READABLE, move |lp, log, ev| {
             calls += 1;
             log.push(format!("enter depth={}", lp.depth()));
             if lp.depth() == 1 {
-                let mode = if calls == 1 {
-                    RunMode::Once
-                } else {
-                    RunMode::NoWait
-                };
-                lp.run(mode, log).unwrap();
+                // Still readable: the nested iteration reports the fd again
+                // while this callback runs; it must not recurse.
+                lp.run(RunMode::Once, log).unwrap();
                 log.push(format!("nested returned, pending={}", lp.pending_count()));
+                if calls == 1 {
+                    lp.feed_event(quiet, Ready::READABLE).unwrap();
+                }
             } else {
                 log.push("recursed!".into());
             }
@@ -560,9 +567,14 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
             log,
             [
                 "enter depth=1",
+                // The nested run saw the event, parked it (no recursion)...
                 "nested returned, pending=1",
                 "read 2",
+                // ...and it was queued once the outer callback returned,
+                // behind the event fed meanwhile.
+                "quiet",
                 "enter depth=1",
+                // Nothing else to serve: the nested run returns at once.
                 "nested returned, pending=0",
                 "read 0",
             ],
@@ -1203,17 +1215,14 @@ fn iteration_poll_and_dispatch_are_traced() {
     });
 }
 
-// ---- findings ---------------------------------------------------------------
+// ---- hangs these mirrors found on kernels (fixed) ----------------------------
 
 /// A nested `run` from the callback of the loop's only watcher can deliver
 /// nothing (an event for a watcher whose callback is running is deferred
-/// until it returns), yet on a kernel it waits for that watcher, forever.
-/// The simulator says `Stalled` and returns, which is why
-/// `event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns`
-/// passes there as written (its second nested `Once` is this case). Kernels
-/// first, so that the failure names the one that hangs.
+/// until it returns); it used to wait for that watcher, forever, on a
+/// kernel, while the simulator said `Stalled`. Now the nested run does not
+/// count it. Kernels first, so that a failure names the one that hangs.
 #[test]
-#[ignore = "finding: a nested run whose only active watcher is the one whose callback is running blocks forever on every OS backend (the simulator says Stalled)"]
 fn a_nested_run_from_the_only_watchers_callback_returns() {
     for name in evloop::backends::AVAILABLE.iter().copied().chain(["sim"]) {
         let what = format!("nested run from the only watcher's callback on {name}");
@@ -1242,13 +1251,10 @@ fn a_nested_run_from_the_only_watchers_callback_returns() {
 
 /// A loop whose only watchers are prepare and check watchers has nothing
 /// that can end a wait, yet check watchers run only after one: on a kernel
-/// the first poll waits forever (no timeout), so the check watcher below
-/// never runs and never removes itself; the simulator says `Stalled` (with
-/// the check not run either), and the `Loop::check` example uses `NoWait`.
-/// libev bounds every wait (`MAX_BLOCKTIME`, about 60 s); whatever the
-/// remedy, the run should not hang.
+/// the first poll used to wait forever (no timeout), so the check watcher
+/// below never ran; the simulator said `Stalled` with the check not run
+/// either. Now the poll does not block when nothing could end it.
 #[test]
-#[ignore = "finding: with only prepare/check watchers active, a Default run polls with no timeout and blocks forever on every OS backend (the simulator says Stalled)"]
 fn a_check_watcher_alone_runs_and_the_run_ends() {
     for name in evloop::backends::AVAILABLE.iter().copied().chain(["sim"]) {
         let what = format!("check watcher alone on {name}");
