@@ -23,6 +23,8 @@
 
 use crate::{Backend, Error};
 
+pub use crate::backend::unsupported;
+
 pub mod sim;
 
 // What the Unix backends share: the clock, the deadline of a wait, the

@@ -4,11 +4,15 @@
 //! it, per fd, the old and new union of interests ([`Backend::modify`]) at
 //! most once per fd per iteration, asks it to wait ([`Backend::poll`]) and
 //! reads the clock through it ([`Backend::now`]), so that a simulated backend
-//! can run the loop on virtual time. `docs/porting.md` walks through writing
-//! one.
+//! can run the loop on virtual time. Signals, child exits and cross-thread
+//! wake-ups come through it too ([`Backend::watch_signal`],
+//! [`Backend::watch_child`], [`Backend::waker`], collected after each poll
+//! by [`Backend::take_notices`]): the loop itself makes no system call.
+//! `docs/porting.md` walks through writing one.
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{Interest, Ready};
@@ -66,6 +70,223 @@ pub enum PollStatus {
     /// block forever. Only a simulated backend can know this; the loop stops
     /// and returns [`RunOutcome::Stalled`](crate::RunOutcome::Stalled).
     Stalled,
+}
+
+/// How a child process ended, as its watcher receives it.
+///
+/// ```
+/// use evloop::ExitStatus;
+/// let ok = ExitStatus::Exited(0);
+/// assert!(ok.success());
+/// let killed = ExitStatus::Signaled { signal: libc::SIGKILL, core_dumped: false };
+/// assert!(!killed.success());
+/// assert_eq!(killed.to_string(), "killed by signal 9");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExitStatus {
+    /// It called `exit` (or returned from `main`) with this code.
+    Exited(i32),
+    /// A signal ended it.
+    Signaled {
+        /// The signal's number.
+        signal: i32,
+        /// Whether it dumped core.
+        core_dumped: bool,
+    },
+}
+
+impl ExitStatus {
+    /// Whether it exited with code 0.
+    pub fn success(self) -> bool {
+        self == ExitStatus::Exited(0)
+    }
+}
+
+impl std::fmt::Display for ExitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitStatus::Exited(code) => write!(f, "exited with code {code}"),
+            ExitStatus::Signaled {
+                signal,
+                core_dumped,
+            } => {
+                write!(f, "killed by signal {signal}")?;
+                if *core_dumped {
+                    f.write_str(" (core dumped)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A watched child that exited, as a backend reports it.
+///
+/// ```
+/// use evloop::{ChildExit, ExitStatus};
+/// let e = ChildExit { pid: 4242, status: ExitStatus::Exited(3) };
+/// assert_eq!(e.status, ExitStatus::Exited(3));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChildExit {
+    /// The child's process id.
+    pub pid: u32,
+    /// How it ended.
+    pub status: ExitStatus,
+}
+
+/// A set of signal numbers, 1 to 64 (bit `n - 1` for signal `n`).
+///
+/// ```
+/// use evloop::SignalSet;
+/// let mut s = SignalSet::EMPTY;
+/// assert!(s.insert(libc::SIGINT) && s.insert(libc::SIGTERM));
+/// assert!(!s.insert(0) && !s.insert(65));
+/// assert!(s.contains(libc::SIGINT));
+/// assert_eq!(s.iter().collect::<Vec<_>>(), [libc::SIGINT, libc::SIGTERM]);
+/// assert_eq!(s.take(), SignalSet::from_bits((1 << 1) | (1 << 14)));
+/// assert!(s.is_empty());
+/// ```
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SignalSet(u64);
+
+impl SignalSet {
+    /// No signal.
+    pub const EMPTY: SignalSet = SignalSet(0);
+
+    /// The set with these bits (bit `n - 1` for signal `n`).
+    pub const fn from_bits(bits: u64) -> SignalSet {
+        SignalSet(bits)
+    }
+
+    /// The bits (bit `n - 1` for signal `n`).
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Adds `signal`; false if it is outside 1..=64.
+    pub fn insert(&mut self, signal: i32) -> bool {
+        match Self::bit(signal) {
+            Some(bit) => {
+                self.0 |= bit;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `signal` is in the set.
+    pub fn contains(self, signal: i32) -> bool {
+        Self::bit(signal).is_some_and(|bit| self.0 & bit != 0)
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Empties the set, returning what it held.
+    pub fn take(&mut self) -> SignalSet {
+        std::mem::take(self)
+    }
+
+    /// The signals in the set, lowest first.
+    pub fn iter(self) -> impl Iterator<Item = i32> {
+        (1..=64).filter(move |&s| self.contains(s))
+    }
+
+    fn bit(signal: i32) -> Option<u64> {
+        (1..=64).contains(&signal).then(|| 1u64 << (signal - 1))
+    }
+}
+
+impl std::ops::BitOrAssign for SignalSet {
+    fn bitor_assign(&mut self, rhs: SignalSet) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl std::fmt::Debug for SignalSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// What a backend noticed besides fd readiness, handed to the loop by
+/// [`Backend::take_notices`] after each poll: signals that arrived,
+/// watched children that exited, and whether its [`Backend::waker`] was
+/// used. The loop keeps one and clears it after use, so that steady state
+/// allocates nothing.
+///
+/// ```
+/// use evloop::{ChildExit, ExitStatus, Notices};
+/// let mut n = Notices::default();
+/// n.signals.insert(libc::SIGTERM);
+/// n.exits.push(ChildExit { pid: 7, status: ExitStatus::Exited(0) });
+/// n.woken = true;
+/// assert!(!n.is_empty());
+/// n.clear();
+/// assert!(n.is_empty());
+/// ```
+#[derive(Default, Debug)]
+pub struct Notices {
+    /// Signals that arrived (each once, however many times it arrived).
+    pub signals: SignalSet,
+    /// Watched children that exited (each reported once, then forgotten).
+    pub exits: Vec<ChildExit>,
+    /// Whether the backend's waker was used.
+    pub woken: bool,
+}
+
+impl Notices {
+    /// Whether nothing was noticed.
+    pub fn is_empty(&self) -> bool {
+        self.signals.is_empty() && self.exits.is_empty() && !self.woken
+    }
+
+    /// Forgets everything (keeping the allocation).
+    pub fn clear(&mut self) {
+        self.signals = SignalSet::EMPTY;
+        self.exits.clear();
+        self.woken = false;
+    }
+}
+
+/// Ends a backend's wait from any thread: what an async watcher's sender
+/// uses ([`Backend::waker`]).
+///
+/// ```
+/// use evloop::Wake;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// struct Flag(AtomicBool);
+/// impl Wake for Flag {
+///     fn wake(&self) { self.0.store(true, Ordering::Release) }
+/// }
+/// let f = Flag(AtomicBool::new(false));
+/// f.wake();
+/// assert!(f.0.load(Ordering::Acquire));
+/// ```
+pub trait Wake: Send + Sync {
+    /// Makes the backend's current poll return soon, or its next one not
+    /// block, and report [`Notices::woken`]. Safe to call from any thread,
+    /// at any time, any number of times, even after the backend is gone
+    /// (then it does nothing harmful).
+    fn wake(&self);
+}
+
+/// The error of a [`Backend`] hook that it does not provide (what the
+/// defaults return).
+///
+/// ```
+/// let err = evloop::backends::unsupported("clockwork", "signal watching");
+/// assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
+/// assert!(err.to_string().contains("clockwork"));
+/// ```
+pub fn unsupported(backend: &str, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("the {backend} backend does not provide {what}"),
+    )
 }
 
 /// An I/O readiness multiplexer the loop runs on.
@@ -176,9 +397,64 @@ pub trait Backend {
         false
     }
 
-    /// Re-creates the kernel object after `fork()` (epoll and kqueue handles
-    /// are shared with the parent). The loop then re-registers every fd with
-    /// `old == Interest::NONE`. The default does nothing.
+    /// Starts reporting arrivals of `signal` (a number from 1 to the
+    /// platform's last; the loop has refused `SIGKILL` and `SIGSTOP`) in
+    /// [`Notices::signals`]. The loop calls it when its first watcher of
+    /// that signal starts, and [`Backend::unwatch_signal`] when its last
+    /// stops. Any number of loops, in any threads, may watch one signal:
+    /// each hears every arrival. The OS backends share a process-wide hub
+    /// that installs a handler while some loop watches the signal and
+    /// restores the previous disposition after. The default refuses
+    /// ([`unsupported`]).
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        let _ = signal;
+        Err(unsupported(self.name(), "signal watching"))
+    }
+
+    /// Stops reporting `signal` (see [`Backend::watch_signal`]).
+    fn unwatch_signal(&mut self, signal: i32) {
+        let _ = signal;
+    }
+
+    /// Starts watching the child process `pid`: when it exits, the backend
+    /// reaps it (only it: never another child, never `waitpid(-1)`) and
+    /// reports it once in [`Notices::exits`], then forgets it. A child that
+    /// exited before this call is reported too. Errors: `pid` is not an
+    /// unreaped child of this process. The default refuses
+    /// ([`unsupported`]).
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        let _ = pid;
+        Err(unsupported(self.name(), "child watching"))
+    }
+
+    /// Stops watching `pid` without reaping it.
+    fn unwatch_child(&mut self, pid: u32) {
+        let _ = pid;
+    }
+
+    /// Something other threads can use to end this backend's wait
+    /// ([`Wake`]); each call may return the same one. The loop asks for it
+    /// when its first async watcher is created. The default refuses
+    /// ([`unsupported`]).
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        Err(unsupported(self.name(), "a waker"))
+    }
+
+    /// Moves what the backend noticed besides fd readiness since the last
+    /// call into `notices` (OR-ing signals and `woken`, appending exits).
+    /// The loop calls it after each poll while it watches a signal or a
+    /// child, or has asked for a waker. The default notices nothing.
+    fn take_notices(&mut self, notices: &mut Notices) {
+        let _ = notices;
+    }
+
+    /// Re-creates the kernel objects after `fork()` (epoll and kqueue
+    /// handles, the wake fd are shared with the parent; wakers already
+    /// handed out must wake the child's loop from now on). The loop then
+    /// re-registers every fd with `old == Interest::NONE`, watches its
+    /// signals again, and stops its child watchers (the children are the
+    /// parent's): the backend forgets every watched child and signal here.
+    /// The default does nothing.
     fn reinit(&mut self) -> io::Result<()> {
         Ok(())
     }

@@ -56,7 +56,9 @@ mod watchers;
 #[path = "../backends/mod.rs"]
 pub mod backends;
 
-pub use backend::{Backend, Capabilities, PollEvent, PollStatus};
+pub use backend::{
+    Backend, Capabilities, ChildExit, ExitStatus, Notices, PollEvent, PollStatus, SignalSet, Wake,
+};
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
 pub use builder::Builder;
 pub use error::{Error, Result};
