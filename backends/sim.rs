@@ -24,11 +24,17 @@ use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{
-    Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Source, SourceFd, VirtualFd,
+    Backend, Capabilities, ChildExit, ExitStatus, Interest, Notices, PollEvent, PollStatus, Ready,
+    SignalSet, Source, SourceFd, VirtualFd, Wake,
 };
+
+/// The first simulated pid handed out.
+const FIRST_PID: u32 = 1000;
 
 /// The first virtual fd number handed out (0-2 look like stdio).
 const FIRST_FD: RawFd = 3;
@@ -95,6 +101,27 @@ struct World {
     trace: Vec<Step>,
     modify_calls: u64,
     poll_calls: u64,
+    /// Signals the loop watches, and those that arrived since it last
+    /// took its notices.
+    watched_signals: SignalSet,
+    arrived_signals: SignalSet,
+    /// Simulated child processes, by pid.
+    children: HashMap<u32, SimChild>,
+    /// Watched children that exited, not yet taken by the loop.
+    exits: Vec<ChildExit>,
+    /// Set by the waker (from any thread); taken by `poll`.
+    woken: Arc<AtomicBool>,
+    /// The loop was woken, not yet told.
+    woken_untold: bool,
+}
+
+/// A simulated child process.
+struct SimChild {
+    name: String,
+    exited: Option<ExitStatus>,
+    watched: bool,
+    /// Reaped (reported to a watcher): gone for good.
+    reaped: bool,
 }
 
 struct Socket {
@@ -149,6 +176,9 @@ enum Action {
     ClosePeer(RawFd),
     Invalidate(RawFd),
     SpuriousWakeup,
+    Raise(i32),
+    Exit(u32, ExitStatus),
+    Call(Box<dyn FnOnce()>),
 }
 
 /// One step of the simulator's trace.
@@ -210,6 +240,27 @@ pub enum StepKind {
     Spurious,
     /// Nothing could ever become ready and no timeout was given.
     Stalled,
+    /// A signal arrived ([`Sim::raise`]); `watched`: the loop watches it
+    /// (an unwatched one is ignored, where a real process might die).
+    Signal {
+        /// The signal.
+        signal: i32,
+        /// Whether the loop watched it.
+        watched: bool,
+    },
+    /// A simulated child exited ([`Sim::exit`]).
+    ChildExit {
+        /// Its pid.
+        pid: u32,
+        /// How.
+        status: ExitStatus,
+        /// Whether the loop watched it (then it was reaped and reported).
+        watched: bool,
+    },
+    /// A scheduled call ran ([`Sim::call_at`]).
+    Call,
+    /// The loop's waker was used (an async send while it waited).
+    Woken,
 }
 
 impl fmt::Display for Step {
@@ -242,6 +293,26 @@ impl fmt::Display for Step {
             StepKind::Idle { until } => write!(f, "idle until t={until:?}"),
             StepKind::Spurious => f.write_str("spurious wakeup"),
             StepKind::Stalled => f.write_str("stalled"),
+            StepKind::Signal { signal, watched } => {
+                write!(f, "signal {signal}")?;
+                if !*watched {
+                    f.write_str(" (not watched)")?;
+                }
+                Ok(())
+            }
+            StepKind::ChildExit {
+                pid,
+                status,
+                watched,
+            } => {
+                write!(f, "child {pid} {status}")?;
+                if !*watched {
+                    f.write_str(" (not watched)")?;
+                }
+                Ok(())
+            }
+            StepKind::Call => f.write_str("call"),
+            StepKind::Woken => f.write_str("woken"),
         }
     }
 }
@@ -444,6 +515,114 @@ impl Sim {
             .fail_modify
             .entry(fd.sim_fd())
             .or_default() += 1;
+    }
+
+    /// A signal arrives at `at`: the loop's watchers of it are invoked
+    /// (an unwatched signal is recorded and ignored).
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.raise(Duration::from_millis(1), libc::SIGHUP);
+    /// let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+    /// lp.signal(libc::SIGHUP, |lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
+    /// let mut n = 0;
+    /// lp.run(RunMode::Default, &mut n).unwrap();
+    /// assert_eq!(n, 1);
+    /// assert!(sim.trace_lines().contains(&"t=1ms signal 1".to_string()));
+    /// ```
+    pub fn raise(&self, at: Duration, signal: i32) {
+        self.schedule(at, Action::Raise(signal));
+    }
+
+    /// A new simulated child process (running until [`Sim::exit`]); its pid.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let (a, b) = (sim.spawn("a"), sim.spawn("b"));
+    /// assert_ne!(a, b);
+    /// ```
+    pub fn spawn(&self, name: &str) -> u32 {
+        let mut w = self.world.borrow_mut();
+        let pid = FIRST_PID + w.children.len() as u32;
+        w.children.insert(
+            pid,
+            SimChild {
+                name: name.to_string(),
+                exited: None,
+                watched: false,
+                reaped: false,
+            },
+        );
+        pid
+    }
+
+    /// The simulated child `pid` exits at `at` with `status`: reaped and
+    /// reported if watched then, else when a watcher starts.
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let pid = sim.spawn("job");
+    /// sim.exit(Duration::from_secs(1), pid, ExitStatus::Exited(2));
+    /// ```
+    pub fn exit(&self, at: Duration, pid: u32, status: ExitStatus) {
+        self.schedule(at, Action::Exit(pid, status));
+    }
+
+    /// Runs `f` at virtual time `at`, while the loop waits: for example an
+    /// [`AsyncSender::send`](crate::AsyncSender::send), as another thread
+    /// would, but at a time the trace can show. `f` must not use the `Sim`
+    /// itself (it is busy running the schedule).
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    /// let (_, sender) = lp.async_watcher(|lp, log, me| {
+    ///     log.push(format!("woken at {:?}", lp.now()));
+    ///     lp.remove(me).unwrap();
+    /// }).unwrap();
+    /// sim.call_at(Duration::from_millis(7), move || sender.send().unwrap());
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, ["woken at 7ms"]);
+    /// ```
+    pub fn call_at(&self, at: Duration, f: impl FnOnce() + 'static) {
+        self.schedule(at, Action::Call(Box::new(f)));
+    }
+
+    /// The signals the loop asked the simulator to watch.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let s = lp.signal(libc::SIGUSR1, |_, _, _| {}).unwrap();
+    /// assert!(sim.watched_signals().contains(libc::SIGUSR1));
+    /// lp.remove(s).unwrap();
+    /// assert!(sim.watched_signals().is_empty());
+    /// ```
+    pub fn watched_signals(&self) -> SignalSet {
+        self.world.borrow().watched_signals
+    }
+
+    /// The name a simulated child was spawned with.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// let pid = sim.spawn("worker");
+    /// assert_eq!(sim.child_name(pid).as_deref(), Some("worker"));
+    /// ```
+    pub fn child_name(&self, pid: u32) -> Option<String> {
+        self.world
+            .borrow()
+            .children
+            .get(&pid)
+            .map(|c| c.name.clone())
     }
 
     fn schedule(&self, at: Duration, action: Action) {
@@ -677,8 +856,45 @@ impl World {
                     }
                 }
                 Action::SpuriousWakeup => self.spurious = true,
+                Action::Raise(signal) => {
+                    let watched = self.watched_signals.contains(signal);
+                    if watched {
+                        self.arrived_signals.insert(signal);
+                    }
+                    self.step(StepKind::Signal { signal, watched });
+                }
+                Action::Exit(pid, status) => {
+                    let Some(child) = self.children.get_mut(&pid) else {
+                        continue;
+                    };
+                    child.exited = Some(status);
+                    let watched = child.watched;
+                    if watched {
+                        child.reaped = true;
+                        child.watched = false;
+                        self.exits.push(ChildExit { pid, status });
+                    }
+                    self.step(StepKind::ChildExit {
+                        pid,
+                        status,
+                        watched,
+                    });
+                }
+                Action::Call(f) => {
+                    self.step(StepKind::Call);
+                    f();
+                }
             }
         }
+        if self.woken.swap(false, AtomicOrdering::AcqRel) {
+            self.woken_untold = true;
+            self.step(StepKind::Woken);
+        }
+    }
+
+    /// Whether the loop has notices to take (which end a wait).
+    fn has_notices(&self) -> bool {
+        !self.arrived_signals.is_empty() || !self.exits.is_empty() || self.woken_untold
     }
 
     fn next_scheduled(&self) -> Option<Duration> {
@@ -828,7 +1044,7 @@ impl Backend for SimBackend {
                 return Ok(PollStatus::Done);
             }
             w.collect(events);
-            if !events.is_empty() || deadline == Some(w.now) {
+            if !events.is_empty() || deadline == Some(w.now) || w.has_notices() {
                 let step = StepKind::Poll(events.clone());
                 w.step(step);
                 return Ok(PollStatus::Done);
@@ -860,6 +1076,80 @@ impl Backend for SimBackend {
 
     fn wants_dispatch(&self) -> bool {
         true
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.world.borrow_mut().watched_signals.insert(signal);
+        Ok(())
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        let mut w = self.world.borrow_mut();
+        let mut still = SignalSet::EMPTY;
+        for s in w.watched_signals.iter().filter(|&s| s != signal) {
+            still.insert(s);
+        }
+        w.watched_signals = still;
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        let mut w = self.world.borrow_mut();
+        let child = match w.children.get_mut(&pid) {
+            Some(c) if !c.reaped => c,
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("pid {pid} is not an unreaped child of this simulation"),
+                ))
+            }
+        };
+        match child.exited {
+            // Exited before it was watched: reported at once.
+            Some(status) => {
+                child.reaped = true;
+                w.exits.push(ChildExit { pid, status });
+            }
+            None => child.watched = true,
+        }
+        Ok(())
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        if let Some(c) = self.world.borrow_mut().children.get_mut(&pid) {
+            c.watched = false;
+        }
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        Ok(Arc::new(SimWaker(self.world.borrow().woken.clone())))
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        let mut w = self.world.borrow_mut();
+        notices.signals |= w.arrived_signals.take();
+        notices.exits.append(&mut w.exits);
+        notices.woken |= std::mem::take(&mut w.woken_untold);
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        // As after fork(): the backend forgets what it watched.
+        let mut w = self.world.borrow_mut();
+        w.watched_signals = SignalSet::EMPTY;
+        w.arrived_signals = SignalSet::EMPTY;
+        for c in w.children.values_mut() {
+            c.watched = false;
+        }
+        Ok(())
+    }
+}
+
+/// The simulator's waker: a flag its next poll notices (any thread may set
+/// it; the simulation itself never blocks).
+struct SimWaker(Arc<AtomicBool>);
+
+impl Wake for SimWaker {
+    fn wake(&self) {
+        self.0.store(true, AtomicOrdering::Release);
     }
 }
 

@@ -88,6 +88,29 @@ pub enum Error {
     /// The operation is not possible while the watcher's own callback is
     /// running (taking back an io source from inside its callback).
     Busy,
+    /// A signal that cannot be watched: out of range (signals are numbered
+    /// from 1 to the platform's last, at most 64), or one that cannot be
+    /// caught (`SIGKILL`, `SIGSTOP`).
+    InvalidSignal {
+        /// The signal number given.
+        signal: i32,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A child process that cannot be watched (not a child of this
+    /// process, already reaped), or a backend without child watching.
+    Child {
+        /// The process id given.
+        pid: u32,
+        /// What the backend said.
+        source: io::Error,
+    },
+    /// An async watcher's sender was used after the watcher was removed or
+    /// its loop was dropped: the send did nothing.
+    WatcherGone {
+        /// The kind of watcher ("async").
+        kind: &'static str,
+    },
     /// No backend of that name exists on this platform.
     UnknownBackend {
         /// The requested name.
@@ -153,6 +176,16 @@ impl fmt::Display for Error {
             Error::Busy => f.write_str(
                 "the watcher's callback is running; its source can be taken back only after it returns",
             ),
+            Error::InvalidSignal { signal, reason } => {
+                write!(f, "signal {signal} cannot be watched: {reason}")
+            }
+            Error::Child { pid, source } => {
+                write!(f, "cannot watch child process {pid}: {source}")
+            }
+            Error::WatcherGone { kind } => write!(
+                f,
+                "the {kind} watcher is gone (removed, or its loop dropped): nothing was sent"
+            ),
             Error::UnknownBackend { name, available, env_var } => {
                 write!(f, "unknown or unavailable backend {name:?}")?;
                 if let Some(var) = env_var {
@@ -170,7 +203,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Backend { source, .. } => Some(source),
+            Error::Backend { source, .. } | Error::Child { source, .. } => Some(source),
             _ => None,
         }
     }

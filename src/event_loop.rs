@@ -10,15 +10,18 @@ use std::time::Duration;
 
 use tracing::trace;
 
+use crate::asyncs::Asyncs;
+use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
 use crate::idles::Idles;
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::{Entry, Kind, Registry};
+use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::timers::Timers;
-use crate::{Backend, Capabilities, Error, PollStatus, Ready, Result};
+use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
 
 /// How [`Loop::run`] runs.
 ///
@@ -97,6 +100,11 @@ pub(crate) trait Dispatch<'s, S> {
     fn into_source(self: Box<Self>) -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// Runs a cleanup watcher's callback as the loop is dropped (no user
+    /// state is at hand then); other kinds do nothing.
+    fn cleanup(self: Box<Self>, lp: &mut Loop<'s, S>) {
+        let _ = lp;
+    }
 }
 
 /// What a watcher's callback is stored as.
@@ -139,6 +147,14 @@ pub struct Loop<'s, S = ()> {
     pub(crate) idles: Idles,
     pub(crate) prepares: SlotList,
     pub(crate) checks: SlotList,
+    pub(crate) signals: Signals,
+    pub(crate) children: Children,
+    pub(crate) asyncs: Asyncs,
+    pub(crate) forks: SlotList,
+    pub(crate) cleanups: SlotList,
+    /// What the backend noticed besides fd readiness (kept for its
+    /// capacity).
+    notices: Notices,
     pub(crate) pending: PendingQueues,
     pub(crate) run: RunState,
     /// Whether the backend wants [`Backend::dispatched`] calls.
@@ -182,6 +198,12 @@ impl<'s, S> Loop<'s, S> {
             idles: Idles::default(),
             prepares: SlotList::default(),
             checks: SlotList::default(),
+            signals: Signals::default(),
+            children: Children::default(),
+            asyncs: Asyncs::default(),
+            forks: SlotList::default(),
+            cleanups: SlotList::default(),
+            notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),
             report_dispatch,
@@ -332,6 +354,9 @@ impl<'s, S> Loop<'s, S> {
                     &mut *self.backend,
                 );
             }
+            if self.uses_notices() {
+                self.queue_notices();
+            }
             // Decided before this iteration's check watchers are queued
             // (they do not hold idles back, as in libev), completed once
             // the expired timers are known.
@@ -366,20 +391,52 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
+    /// Whether the backend may have notices for this loop: it watches a
+    /// signal or a child for it, or async watchers are active.
+    #[inline]
+    fn uses_notices(&self) -> bool {
+        !self.signals.watched().is_empty() || self.children.any() || !self.asyncs.is_empty()
+    }
+
+    /// Queues what the backend noticed besides fd readiness, after the io
+    /// events: signal watchers (by signal number), child watchers (in
+    /// exit order), then async watchers sent to (in start order).
+    fn queue_notices(&mut self) {
+        let mut notices = std::mem::take(&mut self.notices);
+        self.backend.take_notices(&mut notices);
+        for signal in notices.signals.iter() {
+            if self.signals.watched().contains(signal) {
+                self.watchers
+                    .queue_list(&mut self.pending, self.signals.list(signal));
+            }
+        }
+        for exit in notices.exits.drain(..) {
+            self.children
+                .exited(exit, &mut self.watchers, &mut self.pending);
+        }
+        self.asyncs.collect(&mut self.watchers, &mut self.pending);
+        notices.clear();
+        self.notices = notices;
+    }
+
     /// Polls the backend for as long as the loop may block, and caches
     /// the time after it. Also says whether the poll did not block only
     /// because nothing could have ended the wait.
     fn poll_backend(&mut self, mode: RunMode) -> Result<(PollStatus, bool)> {
         loop {
-            let (timeout, nothing_to_wait_for) = self.block_time(mode);
-            let status = self
-                .backend
-                .poll(timeout, self.poll.buffer())
-                .map_err(|source| Error::Backend {
-                    backend: self.backend.name(),
-                    op: "poll",
-                    source,
-                })?;
+            let (mut timeout, nothing_to_wait_for) = self.block_time(mode);
+            // From here a send to an async watcher wakes the backend; one
+            // made already means the poll must not block.
+            if timeout != Some(Duration::ZERO) && self.asyncs.sleep() {
+                timeout = Some(Duration::ZERO);
+            }
+            let polled = self.backend.poll(timeout, self.poll.buffer());
+            self.asyncs.wake_up();
+            let status = polled.map_err(|source| Error::Backend {
+                backend: self.backend.name(),
+                op: "poll",
+                source,
+            })?;
             self.timers.set_now(self.backend.now());
             trace!(ready = self.poll.all().len(), ?timeout, "poll");
             let timed_out = status == PollStatus::Done
@@ -555,39 +612,6 @@ impl<'s, S> Loop<'s, S> {
             }
         }
         trace!(watcher = slot.index(), ready = %ready, "dispatch");
-    }
-
-    /// Starts a watcher: marks it active (the registry keeps the counts)
-    /// and puts it where its kind's phase finds it. With
-    /// [`Loop::deactivate`], the one place that knows where each kind goes.
-    pub(crate) fn activate(&mut self, slot: Slot) {
-        if !self.watchers.activate(slot) {
-            return;
-        }
-        let priority = self.watchers[slot].priority();
-        match self.watchers[slot].kind() {
-            Kind::Io { fd, .. } => self.fds.attach(&mut self.watchers, fd, slot),
-            Kind::Timer => self.timers.start(slot),
-            Kind::Idle => self.idles.add(&mut self.watchers, slot, priority),
-            Kind::Prepare => self.prepares.push(&mut self.watchers, slot),
-            Kind::Check => self.checks.push(&mut self.watchers, slot),
-        }
-    }
-
-    /// Stops a watcher: takes it out of its kind's structure. Does not
-    /// touch a pending invocation.
-    pub(crate) fn deactivate(&mut self, slot: Slot) {
-        if !self.watchers.deactivate(slot) {
-            return;
-        }
-        let priority = self.watchers[slot].priority();
-        match self.watchers[slot].kind() {
-            Kind::Io { fd, .. } => self.fds.detach(&mut self.watchers, fd, slot),
-            Kind::Timer => self.timers.stop(slot),
-            Kind::Idle => self.idles.remove(&mut self.watchers, slot, priority),
-            Kind::Prepare => self.prepares.remove(&mut self.watchers, slot),
-            Kind::Check => self.checks.remove(&mut self.watchers, slot),
-        }
     }
 
     /// The watcher `h` names, for an operation that a direct batch could

@@ -35,18 +35,22 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod asyncs;
 mod backend;
 mod builder;
+mod children;
 mod direct_batch;
 mod error;
 mod event_loop;
 mod fd_table;
 mod handle;
+mod hooks;
 mod idles;
 mod interest;
 mod loop_controls;
 mod pending;
 mod registry;
+mod signals;
 mod slot_list;
 mod source;
 mod timer_heap;
@@ -56,6 +60,7 @@ mod watchers;
 #[path = "../backends/mod.rs"]
 pub mod backends;
 
+pub use asyncs::AsyncSender;
 pub use backend::{
     Backend, Capabilities, ChildExit, ExitStatus, Notices, PollEvent, PollStatus, SignalSet, Wake,
 };
@@ -67,10 +72,15 @@ pub use handle::Handle;
 pub use interest::{Interest, Ready, Trigger};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
 pub use source::{Source, SourceFd, VirtualFd};
+pub use watchers::async_watcher::Async;
 pub use watchers::check::Check;
+pub use watchers::child::{Child, ChildEvent};
+pub use watchers::cleanup::Cleanup;
+pub use watchers::fork::Fork;
 pub use watchers::idle::Idle;
 pub use watchers::io::{Io, IoEvent};
 pub use watchers::prepare::Prepare;
+pub use watchers::signal::Signal;
 pub use watchers::timer::Timer;
 
 /// The README's example, compiled and run as a doc test.

@@ -153,9 +153,12 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// Re-creates the backend's kernel object after `fork()` and registers
+    /// Re-creates the backend's kernel objects after `fork()` and registers
     /// every watched fd again (libev's `ev_loop_fork`). Call it in the child
-    /// before running the loop there.
+    /// before running the loop there. Signal watchers keep working (in the
+    /// child: the child's signals wake the child's loop), child watchers are
+    /// stopped (their children are the parent's), async senders wake the
+    /// child's loop, and fork watchers run at the start of the next `run`.
     ///
     /// ```
     /// # use evloop::{Loop, Sim};
@@ -171,7 +174,44 @@ impl<'s, S> Loop<'s, S> {
             source,
         })?;
         self.fds.reregister_all();
+        // The backend forgot the signals and children it watched: watch
+        // the signals again; the children are the parent's, so their
+        // watchers stop.
+        for signal in self.signals.forget_watched().iter() {
+            if !self.signals.list(signal).is_empty() {
+                self.backend
+                    .watch_signal(signal)
+                    .map_err(|source| Error::Backend {
+                        backend: name,
+                        op: "watch a signal again after fork",
+                        source,
+                    })?;
+                self.signals.watching(signal);
+            }
+        }
+        for mut list in self.children.take_all() {
+            list.drain(&mut self.watchers, |watchers, slot| {
+                watchers.deactivate(slot);
+                watchers.cancel(&mut self.pending, slot);
+            });
+        }
+        // Fork watchers run first thing in the next `run`.
+        self.watchers.queue_list(&mut self.pending, self.forks);
         Ok(())
+    }
+}
+
+impl<'s, S> Drop for Loop<'s, S> {
+    /// Runs the cleanup watchers (in start order, each once), then tells
+    /// the async watchers' senders that the loop is gone.
+    fn drop(&mut self) {
+        while let Some(slot) = self.cleanups.first() {
+            self.deactivate(slot);
+            if let Some(cb) = self.watchers[slot].cb.take() {
+                cb.cleanup(self);
+            }
+        }
+        self.asyncs.close_all();
     }
 }
 

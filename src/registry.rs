@@ -56,6 +56,11 @@ pub(crate) enum Kind {
     Idle,
     Prepare,
     Check,
+    Signal { signal: i32 },
+    Child { pid: u32 },
+    Async,
+    Fork,
+    Cleanup,
 }
 
 impl Kind {
@@ -65,7 +70,16 @@ impl Kind {
     /// by the timer component (a timer beyond the end of the clock never
     /// expires).
     fn is_source(&self) -> bool {
-        matches!(self, Kind::Io { .. })
+        matches!(
+            self,
+            Kind::Io { .. } | Kind::Signal { .. } | Kind::Child { .. } | Kind::Async
+        )
+    }
+
+    /// Whether an active, referenced watcher of this kind keeps `run`
+    /// going: all but cleanup watchers, which only wait for the loop's end.
+    fn can_keep_alive(&self) -> bool {
+        !matches!(self, Kind::Cleanup)
     }
 }
 
@@ -235,8 +249,8 @@ impl<C> Registry<C> {
         gen
     }
 
-    /// Registers a new, inactive, referenced watcher at the default
-    /// priority.
+    /// Registers a new, inactive watcher at the default priority,
+    /// referenced unless its kind cannot keep the loop alive.
     pub fn insert(&mut self, kind: Kind, cb: C) -> Key {
         let gen = self.new_generation();
         let entry = Entry {
@@ -245,7 +259,7 @@ impl<C> Registry<C> {
                 Kind::Io { interest, .. } => Ready::receive_mask(interest),
                 _ => Ready::EMPTY,
             },
-            referenced: true,
+            referenced: kind.can_keep_alive(),
             cb: Some(cb),
             kind,
             ..Entry::vacant()
@@ -351,6 +365,7 @@ impl<C> Registry<C> {
     /// Whether the watcher keeps `run` going while active.
     pub fn set_referenced(&mut self, slot: Slot, referenced: bool) {
         let e = &mut self.entries[slot.index()];
+        let referenced = referenced && e.kind.can_keep_alive();
         if e.referenced != referenced && e.active {
             if referenced {
                 self.active_referenced += 1;

@@ -68,7 +68,7 @@ impl SlotList {
     }
 
     /// The first slot, if any.
-    #[cfg(test)]
+    #[inline]
     pub fn first(&self) -> Option<Slot> {
         self.head
     }

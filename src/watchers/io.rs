@@ -9,8 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use crate::event_loop::Dispatch;
 use crate::handle::{handle, Key};
 use crate::registry::{Entry, Kind};
-use crate::slot_list::Slot;
-use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd, Trigger};
+use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd};
 
 handle!(
     /// Handle to an io watcher, returned by [`Loop::io`] and
@@ -238,10 +237,9 @@ impl<'s, S> Loop<'s, S> {
             Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
             Some(_) => return Err(Error::SourceType),
         }
-        let fd = fd_of(e);
         self.stop(io)?;
         let e = self.watchers.remove(io.0.slot);
-        self.fds.forget_if_unwatched(fd, &mut *self.backend);
+        self.released(io.0.slot, e.kind());
         let Some(cb) = e.cb else {
             unreachable!("checked above")
         };
@@ -355,30 +353,5 @@ impl<'s, S> Loop<'s, S> {
             reason: err.to_string(),
         })?;
         Ok(fd)
-    }
-
-    /// Checks that the backend offers the trigger mode and that it agrees
-    /// with the other active watchers on the fd (`except` excluded).
-    pub(crate) fn check_interest(
-        &self,
-        fd: RawFd,
-        interest: Interest,
-        except: Option<Slot>,
-    ) -> Result<()> {
-        let trigger = interest.trigger();
-        if trigger == Trigger::Edge && !self.caps.edge {
-            return Err(Error::UnsupportedTrigger {
-                trigger,
-                backend: self.backend.name(),
-            });
-        }
-        match self.fds.trigger_conflict(fd, trigger, except) {
-            Some(existing) => Err(Error::TriggerConflict {
-                fd,
-                existing,
-                requested: trigger,
-            }),
-            None => Ok(()),
-        }
     }
 }

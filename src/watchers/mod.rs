@@ -8,11 +8,16 @@
 //! work. The handle is checked through `Loop::entry_mut` or `Loop::entry`,
 //! which materialise (or count) a direct dispatch batch for io handles.
 
+pub(crate) mod async_watcher;
 pub(crate) mod check;
+pub(crate) mod child;
+pub(crate) mod cleanup;
+pub(crate) mod fork;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod plain;
 pub(crate) mod prepare;
+pub(crate) mod signal;
 pub(crate) mod timer;
 
 use crate::handle::Handle;
@@ -33,14 +38,12 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(idle).unwrap());
     /// ```
     pub fn start(&mut self, h: impl Handle) -> Result<()> {
-        let e = self.entry_mut(&h)?;
-        if e.is_active() {
+        if self.entry_mut(&h)?.is_active() {
             return Ok(());
         }
-        if let Kind::Io { fd, interest } = e.kind() {
-            self.check_interest(fd, interest, None)?;
-        }
-        self.activate(h.key().slot);
+        let slot = h.key().slot;
+        self.can_start(slot)?;
+        self.activate(slot);
         Ok(())
     }
 
@@ -86,10 +89,9 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn remove(&mut self, h: impl Handle) -> Result<()> {
         self.stop(h)?;
-        let e = self.watchers.remove(h.key().slot);
-        if let Kind::Io { fd, .. } = e.kind() {
-            self.fds.forget_if_unwatched(fd, &mut *self.backend);
-        }
+        let slot = h.key().slot;
+        let e = self.watchers.remove(slot);
+        self.released(slot, e.kind());
         drop(e);
         Ok(())
     }

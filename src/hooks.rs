@@ -1,0 +1,131 @@
+//! The activation hooks: the one place that knows where each kind of
+//! watcher goes when it starts ([`Loop::activate`], after
+//! [`Loop::can_start`] said it may), when it stops
+//! ([`Loop::deactivate`]) and when it leaves the registry
+//! ([`Loop::released`]). A new kind adds an arm to each `match` here (the
+//! compiler points at them) and its component's calls.
+
+use std::os::fd::RawFd;
+
+use crate::registry::Kind;
+use crate::slot_list::Slot;
+use crate::{Error, Interest, Loop, Result, Trigger};
+
+impl<'s, S> Loop<'s, S> {
+    /// Starts a watcher: marks it active (the registry keeps the counts)
+    /// and puts it where its kind's phase finds it. With
+    /// [`Loop::deactivate`], the one place that knows where each kind goes.
+    pub(crate) fn activate(&mut self, slot: Slot) {
+        if !self.watchers.activate(slot) {
+            return;
+        }
+        let priority = self.watchers[slot].priority();
+        let w = &mut self.watchers;
+        match w[slot].kind() {
+            Kind::Io { fd, .. } => self.fds.attach(w, fd, slot),
+            Kind::Timer => self.timers.start(slot),
+            Kind::Idle => self.idles.add(w, slot, priority),
+            Kind::Prepare => self.prepares.push(w, slot),
+            Kind::Check => self.checks.push(w, slot),
+            Kind::Signal { signal } => self.signals.add(w, slot, signal),
+            Kind::Child { pid } => self.children.add(w, slot, pid),
+            Kind::Async => self.asyncs.add(w, slot),
+            Kind::Fork => self.forks.push(w, slot),
+            Kind::Cleanup => self.cleanups.push(w, slot),
+        }
+    }
+
+    /// What must hold before the watcher in `slot` starts: an io watcher's
+    /// trigger mode must suit the backend and its fd; the backend must
+    /// watch a signal watcher's signal and a child watcher's pid (asked
+    /// here, as that can fail and activation cannot).
+    pub(crate) fn can_start(&mut self, slot: Slot) -> Result<()> {
+        match self.watchers[slot].kind() {
+            Kind::Io { fd, interest } => self.check_interest(fd, interest, None),
+            Kind::Signal { signal } if self.signals.needs_watch(signal) => {
+                let backend = self.backend.name();
+                self.backend
+                    .watch_signal(signal)
+                    .map_err(|source| Error::Backend {
+                        backend,
+                        op: "watch a signal",
+                        source,
+                    })?;
+                self.signals.watching(signal);
+                Ok(())
+            }
+            Kind::Child { pid } if !self.children.is_watched(pid) => self
+                .backend
+                .watch_child(pid)
+                .map_err(|source| Error::Child { pid, source }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks that the backend offers the trigger mode and that it agrees
+    /// with the other active watchers on the fd (`except` excluded).
+    pub(crate) fn check_interest(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        except: Option<Slot>,
+    ) -> Result<()> {
+        let trigger = interest.trigger();
+        if trigger == Trigger::Edge && !self.caps.edge {
+            return Err(Error::UnsupportedTrigger {
+                trigger,
+                backend: self.backend.name(),
+            });
+        }
+        match self.fds.trigger_conflict(fd, trigger, except) {
+            Some(existing) => Err(Error::TriggerConflict {
+                fd,
+                existing,
+                requested: trigger,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// A watcher left the registry (removed): what its kind kept for it
+    /// goes too.
+    pub(crate) fn released(&mut self, slot: Slot, kind: Kind) {
+        match kind {
+            // Before the source is closed and its number can be reused.
+            Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
+            Kind::Child { .. } => self.children.forget(slot),
+            Kind::Async => self.asyncs.forget(slot),
+            _ => {}
+        }
+    }
+
+    /// Stops a watcher: takes it out of its kind's structure. Does not
+    /// touch a pending invocation.
+    pub(crate) fn deactivate(&mut self, slot: Slot) {
+        if !self.watchers.deactivate(slot) {
+            return;
+        }
+        let priority = self.watchers[slot].priority();
+        let w = &mut self.watchers;
+        match w[slot].kind() {
+            Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
+            Kind::Timer => self.timers.stop(slot),
+            Kind::Idle => self.idles.remove(w, slot, priority),
+            Kind::Prepare => self.prepares.remove(w, slot),
+            Kind::Check => self.checks.remove(w, slot),
+            Kind::Signal { signal } => {
+                if self.signals.remove(w, slot, signal) {
+                    self.backend.unwatch_signal(signal);
+                }
+            }
+            Kind::Child { pid } => {
+                if self.children.remove(w, slot, pid) {
+                    self.backend.unwatch_child(pid);
+                }
+            }
+            Kind::Async => self.asyncs.remove(w, slot),
+            Kind::Fork => self.forks.remove(w, slot),
+            Kind::Cleanup => self.cleanups.remove(w, slot),
+        }
+    }
+}

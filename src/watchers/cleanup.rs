@@ -1,0 +1,73 @@
+//! Cleanup watchers: run once when the loop is dropped (the loop's
+//! `cleanups` list; `Drop for Loop` in loop_controls.rs).
+
+use crate::event_loop::Dispatch;
+use crate::handle::{handle, Key};
+use crate::registry::Kind;
+use crate::{Loop, Ready, Result};
+
+handle!(
+    /// Handle to a cleanup watcher, returned by [`Loop::cleanup`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.cleanup(|_| {}).unwrap();
+    /// lp.stop(c).unwrap(); // it will not run
+    /// ```
+    Cleanup,
+    "cleanup",
+    false
+);
+
+/// A cleanup callback, stored as a [`Dispatch`]: run at most once.
+struct CleanupCallback<F>(Option<F>);
+
+impl<'s, S, F> Dispatch<'s, S> for CleanupCallback<F>
+where
+    F: FnOnce(&mut Loop<'s, S>),
+{
+    /// Fed an event: it runs now, and not again.
+    fn call(&mut self, lp: &mut Loop<'s, S>, _state: &mut S, _key: Key, _ready: Ready) {
+        if let Some(f) = self.0.take() {
+            f(lp)
+        }
+    }
+    fn cleanup(mut self: Box<Self>, lp: &mut Loop<'s, S>) {
+        if let Some(f) = self.0.take() {
+            f(lp)
+        }
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts a cleanup watcher: its callback runs once, when
+    /// the loop is dropped, with the loop (the user state is not at hand
+    /// then), before any watcher or source is dropped: the place to stop
+    /// what the loop owns in an orderly way (libev's `ev_cleanup`). A
+    /// cleanup watcher never keeps `run` going. Cleanup watchers run in
+    /// start order; one stopped is not run.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// use std::rc::Rc;
+    /// use std::cell::Cell;
+    /// let ran = Rc::new(Cell::new(false));
+    /// let seen = ran.clone();
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.cleanup(move |_| seen.set(true)).unwrap();
+    /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
+    /// assert!(!ran.get());
+    /// drop(lp);
+    /// assert!(ran.get());
+    /// ```
+    pub fn cleanup<F>(&mut self, callback: F) -> Result<Cleanup>
+    where
+        F: FnOnce(&mut Loop<'s, S>) + 's,
+    {
+        let cb = Box::new(CleanupCallback(Some(callback)));
+        let key = self.watchers.insert(Kind::Cleanup, cb);
+        self.activate(key.slot);
+        Ok(Cleanup(key))
+    }
+}

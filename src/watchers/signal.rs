@@ -1,0 +1,102 @@
+//! Signal watchers: the handle and the `Loop` methods. The watchers of
+//! each signal are the signal component's (signals.rs); the process-wide
+//! handler is the backend's (backends/unix/ on the OS backends).
+
+use crate::handle::handle;
+use crate::registry::Kind;
+use crate::watchers::plain::Plain;
+use crate::{Error, Loop, Result};
+
+handle!(
+    /// Handle to a signal watcher, returned by [`Loop::signal`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let s = lp.signal(libc::SIGTERM, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.signal_number(s).unwrap(), libc::SIGTERM);
+    /// ```
+    Signal,
+    "signal",
+    false
+);
+
+/// The highest signal number this platform has (and a signal set holds).
+#[cfg(any(target_os = "macos", target_os = "ios"))]
+const LAST_SIGNAL: i32 = 31;
+#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+const LAST_SIGNAL: i32 = 64;
+
+/// Refuses what no signal watcher can watch.
+fn check_signal(signal: i32) -> Result<()> {
+    let reason = if !(1..=LAST_SIGNAL).contains(&signal) {
+        "signals are numbered from 1 to the platform's last"
+    } else if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+        "SIGKILL and SIGSTOP cannot be caught"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidSignal { signal, reason })
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts a signal watcher: its callback runs, in the
+    /// loop's thread, after `signal` arrived (once per iteration however
+    /// often it arrived in between, as libev coalesces).
+    ///
+    /// Any number of watchers may watch one signal, in any number of loops
+    /// in the process, each in its own thread: every one is called. While
+    /// some loop of the process watches a signal, its handler replaces the
+    /// previous disposition; when the last watcher of it in the process
+    /// stops, the previous disposition comes back (so a second Ctrl-C after
+    /// shutdown is not swallowed).
+    ///
+    /// Errors: [`Error::InvalidSignal`] (out of range, `SIGKILL`,
+    /// `SIGSTOP`); [`Error::Backend`] if the backend cannot watch signals.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.raise(Duration::from_millis(5), libc::SIGTERM);
+    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    /// lp.signal(libc::SIGTERM, |lp, log, me| {
+    ///     log.push(format!("SIGTERM at {:?}", lp.now()));
+    ///     lp.remove(me).unwrap(); // shut down
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, ["SIGTERM at 5ms"]);
+    /// ```
+    pub fn signal<F>(&mut self, signal: i32, callback: F) -> Result<Signal>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, Signal) + 's,
+    {
+        check_signal(signal)?;
+        let key = self
+            .watchers
+            .insert(Kind::Signal { signal }, Plain::<Signal, F>::boxed(callback));
+        let started = self.can_start(key.slot);
+        if let Err(err) = started {
+            self.watchers.remove(key.slot);
+            return Err(err);
+        }
+        self.activate(key.slot);
+        Ok(Signal(key))
+    }
+
+    /// The signal a signal watcher watches.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let s = lp.signal(libc::SIGHUP, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.signal_number(s).unwrap(), libc::SIGHUP);
+    /// ```
+    pub fn signal_number(&self, s: Signal) -> Result<i32> {
+        match self.entry(&s)?.kind() {
+            Kind::Signal { signal } => Ok(signal),
+            _ => unreachable!("a signal handle names a signal watcher"),
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! Signal, child, async, fork and cleanup watchers on the simulator, with
+//! exact traces: signal arrivals, child exits and async sends scheduled at
+//! virtual times. (The same behaviour on the kernels is in
+//! `tests/process_watchers.rs`.)
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// ---- signals -----------------------------------------------------------------
+
+#[test]
+fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
+    let sim = Sim::new();
+    // Three arrivals of SIGTERM at 1ms coalesce; the one at 4ms is another.
+    for _ in 0..3 {
+        sim.raise(ms(1), libc::SIGTERM);
+    }
+    sim.raise(ms(1), libc::SIGHUP);
+    sim.raise(ms(4), libc::SIGTERM);
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    let mut handles = vec![];
+    for name in ["a", "b"] {
+        let h = lp
+            .signal(libc::SIGTERM, move |lp, log, _| {
+                log.push(format!("{name}: TERM at {:?}", lp.now()))
+            })
+            .unwrap();
+        handles.push(h);
+    }
+    let hup = lp
+        .signal(libc::SIGHUP, |lp, log, _| {
+            log.push(format!("HUP at {:?}", lp.now()))
+        })
+        .unwrap();
+    handles.push(hup);
+    // Ends the test at 10ms.
+    lp.timer(ms(10), Duration::ZERO, move |lp, _, _| {
+        for &h in &handles {
+            lp.remove(h).unwrap();
+        }
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(
+        log,
+        [
+            // By signal number (SIGHUP is 1), then in start order.
+            "HUP at 1ms",
+            "a: TERM at 1ms",
+            "b: TERM at 1ms",
+            "a: TERM at 4ms",
+            "b: TERM at 4ms",
+        ]
+    );
+    assert!(sim.watched_signals().is_empty(), "the last stop unwatches");
+    let lines = sim.trace_lines();
+    assert_eq!(lines.iter().filter(|l| l.ends_with("signal 15")).count(), 4);
+}
+
+#[test]
+fn signals_that_cannot_be_watched_are_refused() {
+    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    for (signal, why) in [
+        (libc::SIGKILL, "cannot be caught"),
+        (libc::SIGSTOP, "cannot be caught"),
+        (0, "numbered from 1"),
+        (65, "numbered from 1"),
+        (-1, "numbered from 1"),
+    ] {
+        let err = lp.signal(signal, |_, _, _| {}).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidSignal { signal: s, .. } if s == signal),
+            "{err}"
+        );
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    assert_eq!(lp.active_count(), 0);
+}
+
+#[test]
+fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
+    let sim = Sim::new();
+    let sock = sim.socket("s", 0);
+    sim.deliver(ms(2), &sock, b"x");
+    sim.raise(ms(2), libc::SIGUSR1);
+    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
+    lp.io(sock, Interest::READABLE, |lp, log, ev| {
+        log.push("io");
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    let usr1 = lp
+        .signal(libc::SIGUSR1, |lp, log, me| {
+            log.push("usr1");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+    lp.set_priority(usr1, 1).unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(log, ["usr1", "io"]);
+}
+
+#[test]
+fn at_the_default_priority_signals_come_after_io_and_before_checks() {
+    let sim = Sim::new();
+    let sock = sim.socket("s", 0);
+    sim.deliver(ms(2), &sock, b"x");
+    sim.raise(ms(2), libc::SIGUSR2);
+    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
+    lp.io(sock, Interest::READABLE, |lp, log, ev| {
+        log.push("io");
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    lp.signal(libc::SIGUSR2, |lp, log, me| {
+        log.push("usr2");
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    let check = lp.check(|_, log, _| log.push("check")).unwrap();
+    lp.set_ref(check, false).unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(log, ["io", "usr2", "check"]);
+}
+
+// ---- children ----------------------------------------------------------------
+
+#[test]
+fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
+    let sim = Sim::new();
+    let early = sim.spawn("early");
+    let late = sim.spawn("late");
+    let killed = sim.spawn("killed");
+    sim.exit(Duration::ZERO, early, ExitStatus::Exited(3));
+    sim.exit(ms(5), late, ExitStatus::Exited(0));
+    sim.exit(
+        ms(6),
+        killed,
+        ExitStatus::Signaled {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        },
+    );
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    // Let `early` exit before anyone watches it.
+    lp.timer(ms(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    lp.run(RunMode::Default, &mut vec![]).unwrap();
+    let mut watchers = vec![];
+    for pid in [early, late, killed] {
+        let w = lp
+            .child(pid, move |lp, log, ev| {
+                assert_eq!(ev.pid, pid);
+                assert!(
+                    !lp.is_active(ev.watcher).unwrap(),
+                    "stopped: the child is gone"
+                );
+                log.push(format!(
+                    "{} {} at {:?}",
+                    sim_name(pid),
+                    ev.status.unwrap(),
+                    lp.now()
+                ));
+            })
+            .unwrap();
+        watchers.push(w);
+    }
+    // A second watcher of the same child hears it too.
+    lp.child(late, |_, log, ev| {
+        log.push(format!("again: {}", ev.status.unwrap()))
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(
+        log,
+        [
+            "early exited with code 3 at 1ms",
+            "late exited with code 0 at 5ms",
+            "again: exited with code 0",
+            "killed killed by signal 9 at 6ms",
+        ]
+    );
+    // Reaped: it cannot be watched again.
+    let err = lp.start(watchers[0]).unwrap_err();
+    assert!(
+        matches!(err, Error::Child { pid, .. } if pid == early),
+        "{err}"
+    );
+
+    fn sim_name(pid: u32) -> &'static str {
+        match pid % 1000 {
+            0 => "early",
+            1 => "late",
+            _ => "killed",
+        }
+    }
+}
+
+#[test]
+fn a_pid_that_is_not_a_child_is_refused() {
+    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    let err = lp.child(4242, |_, _, _| {}).unwrap_err();
+    assert!(matches!(err, Error::Child { pid: 4242, .. }), "{err}");
+    assert!(err.to_string().contains("4242"), "{err}");
+    assert_eq!(lp.active_count(), 0);
+}
+
+#[test]
+fn a_hundred_children_exiting_at_once_are_each_reported_once() {
+    let sim = Sim::new();
+    let pids: Vec<u32> = (0..100).map(|i| sim.spawn(&format!("c{i}"))).collect();
+    for (i, &pid) in pids.iter().enumerate() {
+        sim.exit(ms(3), pid, ExitStatus::Exited(i as i32));
+    }
+    let mut lp: Loop<Vec<(u32, ExitStatus)>> = Loop::with_backend(sim.backend());
+    for &pid in &pids {
+        lp.child(pid, |_, got, ev| got.push((ev.pid, ev.status.unwrap())))
+            .unwrap();
+    }
+    let mut got = vec![];
+    lp.run(RunMode::Default, &mut got).unwrap();
+    let want: Vec<_> = pids
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| (p, ExitStatus::Exited(i as i32)))
+        .collect();
+    assert_eq!(got, want);
+}
+
+// ---- async ---------------------------------------------------------------------
+
+#[test]
+fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
+    let sim = Sim::new();
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    let mut calls = 0;
+    let (_, sender) = lp
+        .async_watcher(move |lp, log, me| {
+            calls += 1;
+            log.push(format!("call {calls} at {:?}", lp.now()));
+            match calls {
+                // Sent again from inside: runs again, next iteration.
+                1 => lp.async_sender(me).unwrap().send().unwrap(),
+                2 => {}
+                _ => lp.remove(me).unwrap(),
+            }
+        })
+        .unwrap();
+    let s = sender.clone();
+    sim.call_at(ms(5), move || {
+        for _ in 0..3 {
+            s.send().unwrap();
+        }
+    });
+    let s = sender.clone();
+    sim.call_at(ms(9), move || s.send().unwrap());
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(log, ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]);
+    let lines = sim.trace_lines();
+    assert!(lines.contains(&"t=5ms woken".to_string()), "{lines:?}");
+    assert!(matches!(
+        sender.send(),
+        Err(Error::WatcherGone { kind: "async" })
+    ));
+}
+
+#[test]
+fn a_stopped_async_watcher_drops_sends_and_a_dropped_loop_is_reported() {
+    let sim = Sim::new();
+    let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+    let (a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+    lp.stop(a).unwrap();
+    sender.send().unwrap();
+    lp.start(a).unwrap();
+    let mut n = 0;
+    lp.run(RunMode::NoWait, &mut n).unwrap();
+    assert_eq!(n, 0, "sent while stopped: dropped");
+    sender.send().unwrap();
+    lp.run(RunMode::NoWait, &mut n).unwrap();
+    assert_eq!(n, 1);
+    drop(lp);
+    assert!(matches!(sender.send(), Err(Error::WatcherGone { .. })));
+}
+
+// ---- fork and cleanup ----------------------------------------------------------
+
+#[test]
+fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
+    let sim = Sim::new();
+    let pid = sim.spawn("parent's child");
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    let child = lp.child(pid, |_, log, _| log.push("child".into())).unwrap();
+    lp.signal(libc::SIGTERM, |lp, log, me| {
+        log.push("TERM".into());
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    lp.fork(|lp, log, me| {
+        log.push("fork".into());
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    lp.prepare(|lp, log, me| {
+        log.push("prepare".into());
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    lp.reinit_after_fork().unwrap();
+    assert!(
+        !lp.is_active(child).unwrap(),
+        "the parent's child is not ours"
+    );
+    assert!(
+        sim.watched_signals().contains(libc::SIGTERM),
+        "watched again"
+    );
+    sim.raise(ms(1), libc::SIGTERM);
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(log, ["fork", "prepare", "TERM"]);
+}
+
+#[test]
+fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
+    let log = Rc::new(RefCell::new(Vec::<String>::new()));
+    let sim = Sim::new();
+    let mut lp: Loop = Loop::with_backend(sim.backend());
+    let keep = lp.idle(|_, _, _| {}).unwrap();
+    lp.stop(keep).unwrap();
+    for name in ["first", "second", "stopped"] {
+        let log = log.clone();
+        let c = lp
+            .cleanup(move |lp| {
+                log.borrow_mut().push(name.to_string());
+                // The loop is usable: remove another watcher.
+                if name == "first" {
+                    lp.remove(keep).unwrap();
+                }
+            })
+            .unwrap();
+        if name == "stopped" {
+            lp.stop(c).unwrap();
+        }
+    }
+    assert_eq!(
+        lp.active_count(),
+        0,
+        "cleanup watchers never keep the loop alive"
+    );
+    assert_eq!(
+        lp.run(RunMode::Default, &mut ()).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert!(log.borrow().is_empty());
+    drop(lp);
+    assert_eq!(*log.borrow(), ["first", "second"]);
+}
+
+#[test]
+fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
+    let runs = Rc::new(RefCell::new(0));
+    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    let r = runs.clone();
+    let c = lp.cleanup(move |_| *r.borrow_mut() += 1).unwrap();
+    lp.set_ref(c, true).unwrap(); // ignored: cleanup watchers never keep it alive
+    assert_eq!(lp.active_count(), 0);
+    lp.feed_event(c, Ready::EMPTY).unwrap();
+    lp.run(RunMode::NoWait, &mut ()).unwrap();
+    assert_eq!(*runs.borrow(), 1);
+    drop(lp);
+    assert_eq!(*runs.borrow(), 1);
+}
