@@ -451,10 +451,9 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// How long the next poll may block.
     /// How long the next poll may block, and whether it may not block only
     /// because nothing could end the wait.
-    fn block_time(&mut self, mode: RunMode) -> (Option<Duration>, bool) {
+    pub(crate) fn block_time(&mut self, mode: RunMode) -> (Option<Duration>, bool) {
         if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
             return (Some(Duration::ZERO), false);
         }

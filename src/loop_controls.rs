@@ -81,6 +81,28 @@ impl<'s, S> Loop<'s, S> {
             + self.poll.invocations(&self.fds, &self.watchers)
     }
 
+    /// How long the next poll would block if `run` were called now
+    /// (libuv's `uv_backend_timeout`): zero if something is pending or an
+    /// idle watcher is active, the time to the earliest timer, or `None`
+    /// for "until an event arrives". It reads the clock, as the loop does
+    /// before it blocks.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Ready, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.backend_timeout(), None);
+    /// let t = lp.timer(Duration::from_millis(250), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.backend_timeout(), Some(Duration::from_millis(250)));
+    /// lp.feed_event(t, Ready::EMPTY).unwrap();
+    /// assert_eq!(lp.backend_timeout(), Some(Duration::ZERO));
+    /// ```
+    pub fn backend_timeout(&mut self) -> Option<Duration> {
+        self.block_time(crate::RunMode::Default).0
+    }
+
     /// Turns direct dispatch of io events on (the default) or off. A test
     /// switch, not part of the supported API: the differential test runs
     /// programs both ways and compares (`docs/architecture.md`, "Direct

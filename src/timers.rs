@@ -87,6 +87,17 @@ impl Timers {
         self.heap.configure(slot, to_ns(after), to_ns(repeat));
     }
 
+    /// The timer's period.
+    pub fn repeat_of(&self, slot: Slot) -> Duration {
+        from_ns(self.heap.repeat(slot))
+    }
+
+    /// Sets the timer's period, keeping its expiry.
+    pub fn set_repeat(&mut self, slot: Slot, repeat: Duration) {
+        let after = self.heap.after(slot);
+        self.heap.configure(slot, after, to_ns(repeat));
+    }
+
     fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq

@@ -115,6 +115,50 @@ impl<'s, S> Loop<'s, S> {
         Ok(())
     }
 
+    /// A timer's period (zero for a one-shot timer): libev's `repeat`
+    /// field, libuv's `uv_timer_get_repeat`.
+    ///
+    /// ```
+    /// # use evloop::{Loop, Sim};
+    /// # use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let t = lp.timer(Duration::from_secs(1), Duration::from_secs(2), |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.repeat(t).unwrap(), Duration::from_secs(2));
+    /// ```
+    pub fn repeat(&self, t: Timer) -> Result<Duration> {
+        self.entry(&t)?;
+        Ok(self.timers.repeat_of(t.0.slot))
+    }
+
+    /// Sets a timer's period without restarting it (libuv's
+    /// `uv_timer_set_repeat`): it takes effect the next time the timer
+    /// expires (or at the next [`Loop::again`]); setting zero makes an
+    /// active repeating timer fire once more and stop.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<u128>> = Loop::with_backend(Sim::new().backend());
+    /// lp.timer(Duration::from_millis(10), Duration::from_millis(10), |lp, log, me| {
+    ///     log.push(lp.now().as_millis());
+    ///     if log.len() == 2 {
+    ///         lp.set_repeat(me, Duration::from_millis(50)).unwrap(); // from the next expiry on
+    ///     }
+    ///     if log.len() == 4 {
+    ///         lp.stop(me).unwrap();
+    ///     }
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// // The tick after the change was already scheduled 10 ms on.
+    /// assert_eq!(log, [10, 20, 30, 80]);
+    /// ```
+    pub fn set_repeat(&mut self, t: Timer, repeat: Duration) -> Result<()> {
+        self.entry(&t)?;
+        self.timers.set_repeat(t.0.slot, repeat);
+        Ok(())
+    }
+
     /// Time until an active timer fires (zero if it is due or inactive),
     /// relative to [`Loop::now`]; `Duration::MAX` if it never will (its
     /// deadline lies beyond the end of the loop's clock, about 584 years
