@@ -16,6 +16,7 @@ use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
 use crate::idles::Idles;
+use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::{Entry, Kind, Registry};
 use crate::signals::Signals;
@@ -100,6 +101,11 @@ pub(crate) trait Dispatch<'s, S> {
     fn into_source(self: Box<Self>) -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// Runs a [`Loop::once`](crate::Loop::once)'s callback when its
+    /// timeout came first; other kinds do nothing.
+    fn timed_out(self: Box<Self>, lp: &mut Loop<'s, S>, state: &mut S) {
+        let _ = (lp, state);
+    }
     /// Runs a cleanup watcher's callback as the loop is dropped (no user
     /// state is at hand then); other kinds do nothing.
     fn cleanup(self: Box<Self>, lp: &mut Loop<'s, S>) {
@@ -152,6 +158,7 @@ pub struct Loop<'s, S = ()> {
     pub(crate) asyncs: Asyncs,
     pub(crate) forks: SlotList,
     pub(crate) cleanups: SlotList,
+    pub(crate) onces: Onces,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
     notices: Notices,
@@ -203,6 +210,7 @@ impl<'s, S> Loop<'s, S> {
             asyncs: Asyncs::default(),
             forks: SlotList::default(),
             cleanups: SlotList::default(),
+            onces: Onces::default(),
             notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),

@@ -204,7 +204,7 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Registers and starts a checked io watcher.
-    fn new_io(
+    pub(crate) fn new_io(
         &mut self,
         fd: RawFd,
         interest: Interest,
@@ -317,7 +317,7 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Validates a source against the backend and returns its fd number.
-    fn check_source(&self, src: SourceFd<'_>) -> Result<RawFd> {
+    pub(crate) fn check_source(&self, src: SourceFd<'_>) -> Result<RawFd> {
         let backend = self.backend.name();
         let fd = match src {
             SourceFd::Os(fd) if !self.caps.virtual_fds => fd.as_raw_fd(),

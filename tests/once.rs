@@ -1,0 +1,89 @@
+//! `Loop::once` on the simulator and every OS backend, under a watchdog:
+//! readiness first, timeout first, no timeout, nothing at all; in each case
+//! the callback runs once, the source comes back, and nothing is left.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{drain, on_every_backend, World};
+use evloop::{Interest, Loop, Once, RunMode, RunOutcome};
+
+#[test]
+fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
+    on_every_backend("once ready", |name| {
+        let w = World::new(name);
+        let (conn, mut peer) = w.pair();
+        peer.send(b"hi");
+        let mut lp: Loop<Vec<String>> = w.new_loop();
+        lp.once(
+            Some((conn, Interest::READABLE)),
+            Some(Duration::from_secs(3600)),
+            |lp, log, what| match what {
+                Once::Ready { ready, mut source } => {
+                    log.push(format!("ready {ready}: {:?}", drain(&mut source)));
+                    assert_eq!(lp.active_count(), 0, "the timeout went too");
+                }
+                Once::TimedOut { .. } => log.push("timed out".into()),
+            },
+        )
+        .unwrap();
+        let mut log = vec![];
+        let outcome = lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
+        assert_eq!(log, [format!("ready r: {:?}", b"hi".to_vec())], "{name}");
+    });
+}
+
+#[test]
+fn the_timeout_first_hands_the_source_back_too() {
+    on_every_backend("once timed out", |name| {
+        let w = World::new(name);
+        let (conn, _peer) = w.pair();
+        let mut lp: Loop<Vec<String>> = w.new_loop();
+        lp.update_now();
+        let start = lp.now();
+        lp.once(
+            Some((conn, Interest::READABLE)),
+            Some(Duration::from_millis(5)),
+            move |lp, log, what| match what {
+                Once::Ready { .. } => log.push("ready".into()),
+                Once::TimedOut { source } => {
+                    assert!(lp.now() - start >= Duration::from_millis(5));
+                    log.push(format!("timed out, source back: {}", source.is_some()));
+                }
+            },
+        )
+        .unwrap();
+        let mut log = vec![];
+        let outcome = lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
+        assert_eq!(log, ["timed out, source back: true"], "{name}");
+    });
+}
+
+#[test]
+fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_once() {
+    on_every_backend("once, io only / nothing", |name| {
+        let w = World::new(name);
+        let (conn, mut peer) = w.pair();
+        peer.send(b"x");
+        let mut lp: Loop<Vec<&'static str>> = w.new_loop();
+        lp.once(Some((conn, Interest::READABLE)), None, |_, log, what| {
+            log.push(match what {
+                Once::Ready { .. } => "ready",
+                Once::TimedOut { .. } => "timed out",
+            })
+        })
+        .unwrap();
+        lp.once(None::<(common::Conn, Interest)>, None, |_, log, what| {
+            assert!(matches!(what, Once::TimedOut { source: None }));
+            log.push("nothing to wait for");
+        })
+        .unwrap();
+        let mut log = vec![];
+        let outcome = lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
+        assert_eq!(log, ["ready", "nothing to wait for"], "{name}");
+    });
+}
