@@ -26,7 +26,7 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::{
     Backend, Capabilities, ChildExit, ExitStatus, Interest, Notices, PollEvent, PollStatus, Ready,
@@ -113,6 +113,13 @@ struct World {
     woken: Arc<AtomicBool>,
     /// The loop was woken, not yet told.
     woken_untold: bool,
+    /// The wall clock: nanoseconds since the epoch at virtual time zero,
+    /// moved by steps.
+    wall_origin: i128,
+    /// Whether the backend reports wall-clock steps (as a timerfd would),
+    /// and whether one is untold.
+    no_step_reports: bool,
+    stepped_untold: bool,
 }
 
 /// A simulated child process.
@@ -179,6 +186,7 @@ enum Action {
     Raise(i32),
     Exit(u32, ExitStatus),
     Call(Box<dyn FnOnce()>),
+    StepWall(i128),
 }
 
 /// One step of the simulator's trace.
@@ -259,6 +267,12 @@ pub enum StepKind {
     },
     /// A scheduled call ran ([`Sim::call_at`]).
     Call,
+    /// The wall clock was stepped by this many nanoseconds (negative:
+    /// back).
+    WallStep {
+        /// The step.
+        by_ns: i128,
+    },
     /// The loop's waker was used (an async send while it waited).
     Woken,
 }
@@ -312,6 +326,14 @@ impl fmt::Display for Step {
                 Ok(())
             }
             StepKind::Call => f.write_str("call"),
+            StepKind::WallStep { by_ns } => {
+                let (sign, by) = if *by_ns < 0 {
+                    ("-", -by_ns)
+                } else {
+                    ("+", *by_ns)
+                };
+                write!(f, "wall clock {sign}{:?}", Duration::from_nanos(by as u64))
+            }
             StepKind::Woken => f.write_str("woken"),
         }
     }
@@ -593,6 +615,72 @@ impl Sim {
     /// ```
     pub fn call_at(&self, at: Duration, f: impl FnOnce() + 'static) {
         self.schedule(at, Action::Call(Box::new(f)));
+    }
+
+    /// Sets the wall clock to read `t` now (it then advances with virtual
+    /// time; by default it reads the epoch at virtual time zero).
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(7));
+    /// assert_eq!(sim.wall_clock(), SystemTime::UNIX_EPOCH + Duration::from_secs(7));
+    /// ```
+    pub fn set_wall_clock(&self, t: SystemTime) {
+        let mut w = self.world.borrow_mut();
+        let want = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as i128;
+        w.wall_origin = want - w.now.as_nanos() as i128;
+    }
+
+    /// The wall clock now.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// assert_eq!(sim.wall_clock(), std::time::SystemTime::UNIX_EPOCH);
+    /// ```
+    pub fn wall_clock(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + self.world.borrow().wall_now()
+    }
+
+    /// The wall clock is stepped forward by `by` at virtual time `at` (the
+    /// monotonic clock is not).
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.step_wall_clock_forward(Duration::from_secs(1), Duration::from_secs(3600));
+    /// ```
+    pub fn step_wall_clock_forward(&self, at: Duration, by: Duration) {
+        self.schedule(at, Action::StepWall(by.as_nanos() as i128));
+    }
+
+    /// The wall clock is stepped back by `by` at virtual time `at`.
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.step_wall_clock_back(Duration::from_secs(1), Duration::from_secs(3600));
+    /// ```
+    pub fn step_wall_clock_back(&self, at: Duration, by: Duration) {
+        self.schedule(at, Action::StepWall(-(by.as_nanos() as i128)));
+    }
+
+    /// Whether the simulated backend reports wall-clock steps (as a
+    /// timerfd does on Linux; the default) or leaves the loop to notice
+    /// them, as on systems without such a timer.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// sim.report_clock_steps(false);
+    /// ```
+    pub fn report_clock_steps(&self, on: bool) {
+        self.world.borrow_mut().no_step_reports = !on;
     }
 
     /// The signals the loop asked the simulator to watch.
@@ -884,6 +972,11 @@ impl World {
                     self.step(StepKind::Call);
                     f();
                 }
+                Action::StepWall(by_ns) => {
+                    self.wall_origin += by_ns;
+                    self.stepped_untold = !self.no_step_reports;
+                    self.step(StepKind::WallStep { by_ns });
+                }
             }
         }
         if self.woken.swap(false, AtomicOrdering::AcqRel) {
@@ -894,7 +987,15 @@ impl World {
 
     /// Whether the loop has notices to take (which end a wait).
     fn has_notices(&self) -> bool {
-        !self.arrived_signals.is_empty() || !self.exits.is_empty() || self.woken_untold
+        !self.arrived_signals.is_empty()
+            || !self.exits.is_empty()
+            || self.woken_untold
+            || self.stepped_untold
+    }
+
+    fn wall_now(&self) -> Duration {
+        let ns = self.wall_origin + self.now.as_nanos() as i128;
+        Duration::from_nanos(ns.clamp(0, u64::MAX as i128) as u64)
     }
 
     fn next_scheduled(&self) -> Option<Duration> {
@@ -1129,6 +1230,15 @@ impl Backend for SimBackend {
         notices.signals |= w.arrived_signals.take();
         notices.exits.append(&mut w.exits);
         notices.woken |= std::mem::take(&mut w.woken_untold);
+        notices.clock_stepped |= std::mem::take(&mut w.stepped_untold);
+    }
+
+    fn wall_now(&mut self) -> Duration {
+        self.world.borrow().wall_now()
+    }
+
+    fn watch_clock_steps(&mut self) -> bool {
+        !self.world.borrow().no_step_reports
     }
 
     fn reinit(&mut self) -> io::Result<()> {

@@ -12,8 +12,9 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::{Interest, Ready};
 
@@ -236,12 +237,23 @@ pub struct Notices {
     pub exits: Vec<ChildExit>,
     /// Whether the backend's waker was used.
     pub woken: bool,
+    /// Whether the wall clock was stepped (set, not slewed) since the
+    /// last take: only from a backend that said it reports steps
+    /// ([`Backend::watch_clock_steps`]).
+    pub clock_stepped: bool,
+    /// The tokens of watched paths ([`Backend::watch_path`]) that may have
+    /// changed: a hint to look at them now.
+    pub paths: Vec<u64>,
 }
 
 impl Notices {
     /// Whether nothing was noticed.
     pub fn is_empty(&self) -> bool {
-        self.signals.is_empty() && self.exits.is_empty() && !self.woken
+        self.signals.is_empty()
+            && self.exits.is_empty()
+            && !self.woken
+            && !self.clock_stepped
+            && self.paths.is_empty()
     }
 
     /// Forgets everything (keeping the allocation).
@@ -249,6 +261,76 @@ impl Notices {
         self.signals = SignalSet::EMPTY;
         self.exits.clear();
         self.woken = false;
+        self.clock_stepped = false;
+        self.paths.clear();
+    }
+}
+
+/// A file's attributes, as a stat watcher sees them
+/// ([`Loop::stat`](crate::Loop::stat)). A missing (or unreadable) file is
+/// a state like any other: `exists` is false, the link count 0, the rest
+/// zero, so that creation and deletion are changes.
+///
+/// ```
+/// use evloop::FileStat;
+/// let gone = FileStat::MISSING;
+/// assert!(!gone.exists && gone.links == 0);
+/// let here = FileStat { exists: true, size: 3, links: 1, ..FileStat::MISSING };
+/// assert_ne!(gone, here);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FileStat {
+    /// Whether the path names a file (following symbolic links).
+    pub exists: bool,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, with nanoseconds (the epoch when missing).
+    pub modified: SystemTime,
+    /// Inode number: a file saved by renaming a new one over it has a new
+    /// one.
+    pub inode: u64,
+    /// Device number.
+    pub device: u64,
+    /// Hard link count (0 when missing).
+    pub links: u64,
+    /// Type and permission bits (`st_mode`).
+    pub mode: u32,
+}
+
+impl FileStat {
+    /// A path that names no file.
+    pub const MISSING: FileStat = FileStat {
+        exists: false,
+        size: 0,
+        modified: SystemTime::UNIX_EPOCH,
+        inode: 0,
+        device: 0,
+        links: 0,
+        mode: 0,
+    };
+
+    /// The attributes of `path` through the standard library (following
+    /// symbolic links): what the OS backends use.
+    ///
+    /// ```
+    /// use evloop::FileStat;
+    /// assert!(FileStat::of(std::path::Path::new("Cargo.toml")).exists);
+    /// assert_eq!(FileStat::of(std::path::Path::new("/no/such/file")), FileStat::MISSING);
+    /// ```
+    pub fn of(path: &Path) -> FileStat {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(path) {
+            Ok(m) => FileStat {
+                exists: true,
+                size: m.size(),
+                modified: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                inode: m.ino(),
+                device: m.dev(),
+                links: m.nlink(),
+                mode: m.mode(),
+            },
+            Err(_) => FileStat::MISSING,
+        }
     }
 }
 
@@ -446,6 +528,49 @@ pub trait Backend {
     /// child, or has asked for a waker. The default notices nothing.
     fn take_notices(&mut self, notices: &mut Notices) {
         let _ = notices;
+    }
+
+    /// The wall clock (`CLOCK_REALTIME`): the time since the Unix epoch,
+    /// for periodic watchers. It may be stepped (NTP, an administrator,
+    /// resume from suspend). The default reads `SystemTime::now()`.
+    fn wall_now(&mut self) -> Duration {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Starts reporting steps of the wall clock in
+    /// [`Notices::clock_stepped`]; false if the backend cannot (the
+    /// default), and the loop then looks for steps itself, comparing the
+    /// wall and monotonic clocks each iteration and waking at least once a
+    /// minute. Asked when the first periodic watcher starts.
+    fn watch_clock_steps(&mut self) -> bool {
+        false
+    }
+
+    /// Stops reporting wall-clock steps (the last periodic watcher
+    /// stopped).
+    fn unwatch_clock_steps(&mut self) {}
+
+    /// The attributes of `path`, for stat watchers. The default reads them
+    /// through the standard library ([`FileStat::of`]).
+    fn stat(&mut self, path: &Path) -> FileStat {
+        FileStat::of(path)
+    }
+
+    /// Starts hinting at changes of `path` (and of the directory holding
+    /// it, so that a save by rename or a delete and re-create is caught)
+    /// by reporting `token` in [`Notices::paths`]; the loop then looks at
+    /// the path at once instead of at its next polling interval. The
+    /// default refuses ([`unsupported`]): stat watchers then poll only.
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        let _ = (path, token);
+        Err(unsupported(self.name(), "path change hints"))
+    }
+
+    /// Stops hinting for `token`.
+    fn unwatch_path(&mut self, token: u64) {
+        let _ = token;
     }
 
     /// Re-creates the kernel objects after `fork()` (epoll and kqueue

@@ -105,6 +105,12 @@ pub enum Error {
         /// What the backend said.
         source: io::Error,
     },
+    /// A periodic watcher's schedule that cannot be kept (an interval of
+    /// zero).
+    InvalidSchedule {
+        /// Why.
+        reason: &'static str,
+    },
     /// An async watcher's sender was used after the watcher was removed or
     /// its loop was dropped: the send did nothing.
     WatcherGone {
@@ -182,6 +188,7 @@ impl fmt::Display for Error {
             Error::Child { pid, source } => {
                 write!(f, "cannot watch child process {pid}: {source}")
             }
+            Error::InvalidSchedule { reason } => write!(f, "invalid periodic schedule: {reason}"),
             Error::WatcherGone { kind } => write!(
                 f,
                 "the {kind} watcher is gone (removed, or its loop dropped): nothing was sent"

@@ -18,6 +18,7 @@ use crate::handle::{Handle, Key};
 use crate::idles::Idles;
 use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
+use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
@@ -159,6 +160,7 @@ pub struct Loop<'s, S = ()> {
     pub(crate) forks: SlotList,
     pub(crate) cleanups: SlotList,
     pub(crate) onces: Onces,
+    pub(crate) periodics: Periodics<'s>,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
     notices: Notices,
@@ -211,6 +213,7 @@ impl<'s, S> Loop<'s, S> {
             forks: SlotList::default(),
             cleanups: SlotList::default(),
             onces: Onces::default(),
+            periodics: Periodics::default(),
             notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),
@@ -375,7 +378,10 @@ impl<'s, S> Loop<'s, S> {
             if !self.checks.is_empty() {
                 self.watchers.queue_list(&mut self.pending, self.checks);
             }
-            let timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
+            let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
+            if !self.periodics.is_empty() {
+                timers_up_to = timers_up_to.max(self.expire_periodics());
+            }
             if let Some(p) = idle_level {
                 if timers_up_to.map_or(true, |t| t < p) {
                     self.watchers
@@ -399,11 +405,32 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
+    /// Queues the periodic watchers due by the wall clock (after the
+    /// timers, earliest first), having looked for a step of the clock if
+    /// the backend does not report them. Returns the highest priority
+    /// among them.
+    fn expire_periodics(&mut self) -> Option<Priority> {
+        let wall = crate::timers::to_ns(self.backend.wall_now());
+        if !self.periodics.steps_reported() {
+            self.periodics.notice_step(wall, self.timers.now());
+        }
+        let highest = self
+            .periodics
+            .expire(wall, &mut self.watchers, &mut self.pending);
+        if self.periodics.done_with_steps() {
+            self.backend.unwatch_clock_steps();
+        }
+        highest
+    }
+
     /// Whether the backend may have notices for this loop: it watches a
     /// signal or a child for it, or async watchers are active.
     #[inline]
     fn uses_notices(&self) -> bool {
-        !self.signals.watched().is_empty() || self.children.any() || !self.asyncs.is_empty()
+        !self.signals.watched().is_empty()
+            || self.children.any()
+            || !self.asyncs.is_empty()
+            || (!self.periodics.is_empty() && self.periodics.steps_reported())
     }
 
     /// Queues what the backend noticed besides fd readiness, after the io
@@ -423,6 +450,9 @@ impl<'s, S> Loop<'s, S> {
                 .exited(exit, &mut self.watchers, &mut self.pending);
         }
         self.asyncs.collect(&mut self.watchers, &mut self.pending);
+        if notices.clock_stepped {
+            self.periodics.step_reported();
+        }
         notices.clear();
         self.notices = notices;
     }
@@ -466,7 +496,21 @@ impl<'s, S> Loop<'s, S> {
             return (Some(Duration::ZERO), false);
         }
         let backend = &mut self.backend;
-        match self.timers.wait_bound(|| backend.now()) {
+        let mut wait = self.timers.wait_bound(|| backend.now());
+        if !self.periodics.is_empty() {
+            let wall = crate::timers::to_ns(self.backend.wall_now());
+            let mut bound = self.periodics.wait(wall);
+            if !self.periodics.steps_reported() {
+                // Look for a wall-clock step at least this often.
+                let cap = Some(MAX_WAIT_WITHOUT_STEP_REPORTS);
+                bound = bound.min(cap).or(cap);
+            }
+            wait = match (wait, bound) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        match wait {
             // Nothing could end the wait: poll without blocking, so that
             // the iteration's check watchers run, and stop after it.
             None if self.watchers.active_sources() == 0 => (Some(Duration::ZERO), true),
@@ -484,6 +528,7 @@ impl<'s, S> Loop<'s, S> {
             && self.idles.is_empty()
             && self.watchers.active_sources() == 0
             && !self.timers.has_deadline()
+            && !self.periodics.has_deadline()
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.

@@ -9,6 +9,7 @@ use std::os::fd::RawFd;
 
 use crate::registry::Kind;
 use crate::slot_list::Slot;
+use crate::timers::to_ns;
 use crate::{Error, Interest, Loop, Result, Trigger};
 
 impl<'s, S> Loop<'s, S> {
@@ -32,6 +33,20 @@ impl<'s, S> Loop<'s, S> {
             Kind::Async => self.asyncs.add(w, slot),
             Kind::Fork => self.forks.push(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
+            Kind::Periodic => {
+                if self.periodics.is_empty() {
+                    let reported = self.backend.watch_clock_steps();
+                    self.periodics.first_started(reported);
+                }
+                let now = to_ns(self.backend.wall_now());
+                if !self.periodics.start(slot, now) {
+                    // Its custom schedule gave no time: it stays stopped.
+                    self.watchers.deactivate(slot);
+                    if self.periodics.done_with_steps() {
+                        self.backend.unwatch_clock_steps();
+                    }
+                }
+            }
         }
     }
 
@@ -95,6 +110,7 @@ impl<'s, S> Loop<'s, S> {
             Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
             Kind::Child { .. } => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
+            Kind::Periodic => self.periodics.forget(slot),
             _ => {}
         }
     }
@@ -126,6 +142,12 @@ impl<'s, S> Loop<'s, S> {
             Kind::Async => self.asyncs.remove(w, slot),
             Kind::Fork => self.forks.remove(w, slot),
             Kind::Cleanup => self.cleanups.remove(w, slot),
+            Kind::Periodic => {
+                self.periodics.stop(slot);
+                if self.periodics.done_with_steps() {
+                    self.backend.unwatch_clock_steps();
+                }
+            }
         }
     }
 }

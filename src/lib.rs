@@ -50,6 +50,7 @@ mod interest;
 mod loop_controls;
 mod onces;
 mod pending;
+mod periodics;
 mod registry;
 mod signals;
 mod slot_list;
@@ -63,7 +64,8 @@ pub mod backends;
 
 pub use asyncs::AsyncSender;
 pub use backend::{
-    Backend, Capabilities, ChildExit, ExitStatus, Notices, PollEvent, PollStatus, SignalSet, Wake,
+    Backend, Capabilities, ChildExit, ExitStatus, FileStat, Notices, PollEvent, PollStatus,
+    SignalSet, Wake,
 };
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
 pub use builder::Builder;
@@ -72,6 +74,7 @@ pub use event_loop::{Break, Loop, RunMode, RunOutcome};
 pub use handle::Handle;
 pub use interest::{Interest, Ready, Trigger};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
+pub use periodics::Schedule;
 pub use source::{Source, SourceFd, VirtualFd};
 pub use watchers::async_watcher::Async;
 pub use watchers::check::Check;
@@ -81,6 +84,7 @@ pub use watchers::fork::Fork;
 pub use watchers::idle::Idle;
 pub use watchers::io::{Io, IoEvent};
 pub use watchers::once::Once;
+pub use watchers::periodic::Periodic;
 pub use watchers::prepare::Prepare;
 pub use watchers::signal::Signal;
 pub use watchers::timer::Timer;

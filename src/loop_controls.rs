@@ -54,6 +54,21 @@ impl<'s, S> Loop<'s, S> {
         from_ns(self.timers.now())
     }
 
+    /// The wall clock, as the backend reads it (what periodic watchers
+    /// follow); not cached, unlike [`Loop::now`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(42));
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// assert_eq!(lp.wall_now(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
+    /// ```
+    pub fn wall_now(&mut self) -> std::time::SystemTime {
+        std::time::SystemTime::UNIX_EPOCH + self.backend.wall_now()
+    }
+
     /// Refreshes the cached loop time from the backend's clock (useful after
     /// a long computation in a callback, before starting a timer).
     ///

@@ -61,6 +61,7 @@ pub(crate) enum Kind {
     Async,
     Fork,
     Cleanup,
+    Periodic,
 }
 
 impl Kind {

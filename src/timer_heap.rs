@@ -106,6 +106,14 @@ impl TimerHeap {
         }
     }
 
+    /// Whether the timer in `slot` is in the heap.
+    pub fn contains(&self, slot: Slot) -> bool {
+        self.slots
+            .get(slot.index())
+            .and_then(|p| self.nodes.get(p.pos as usize))
+            .is_some_and(|n| n.slot == slot)
+    }
+
     /// The expiry of the timer in `slot`, which must be in the heap.
     pub fn expiry(&self, slot: Slot) -> u64 {
         self.slots[slot.index()].at

@@ -16,6 +16,7 @@ pub(crate) mod fork;
 pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod once;
+pub(crate) mod periodic;
 pub(crate) mod plain;
 pub(crate) mod prepare;
 pub(crate) mod signal;

@@ -1,0 +1,94 @@
+//! Periodic watchers: the handle and the `Loop` methods. Schedules, the
+//! wall-clock heap and what a clock step does are the periodic
+//! component's (periodics.rs).
+
+use std::time::SystemTime;
+
+use crate::handle::handle;
+use crate::registry::Kind;
+use crate::watchers::plain::Plain;
+use crate::{Error, Loop, Result, Schedule};
+
+handle!(
+    /// Handle to a periodic watcher, returned by [`Loop::periodic`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Schedule, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// assert!(lp.is_active(p).unwrap());
+    /// ```
+    Periodic,
+    "periodic",
+    false
+);
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts a periodic watcher: a timer on the wall clock
+    /// (libev's `ev_periodic`). See [`Schedule`] for its three forms: an
+    /// absolute time, `offset + k * interval` (an hourly watcher fires on
+    /// the hour whatever the clock did), or a callback computing the next
+    /// time.
+    ///
+    /// When the wall clock is stepped (NTP, an administrator, resume from
+    /// suspend), an absolute periodic never fires early, interval and
+    /// custom ones are realigned to the new clock, and a tick that was
+    /// missed fires once, not once per missed interval. Periodic watchers
+    /// that are due expire together with the timers, after them.
+    ///
+    /// Errors: [`Error::InvalidSchedule`] for an interval of zero.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// // The simulator's wall clock starts at the epoch plus one hour.
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(3600));
+    /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(sim.backend());
+    /// // Every 10 minutes, at 5 minutes past: 1:05, 1:15, 1:25.
+    /// let every = Schedule::every_from(Duration::from_secs(300), Duration::from_secs(600));
+    /// lp.periodic(every, |lp, log, me| {
+    ///     let t = lp.wall_now().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    ///     log.push(t.as_secs() / 60);
+    ///     if log.len() == 3 {
+    ///         lp.stop(me).unwrap();
+    ///     }
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, [65, 75, 85]);
+    /// ```
+    pub fn periodic<F>(&mut self, schedule: Schedule<'s>, callback: F) -> Result<Periodic>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, Periodic) + 's,
+    {
+        let key = self
+            .watchers
+            .insert(Kind::Periodic, Plain::<Periodic, F>::boxed(callback));
+        if let Err(reason) = self.periodics.configure(key.slot, schedule) {
+            self.watchers.remove(key.slot);
+            return Err(Error::InvalidSchedule { reason });
+        }
+        self.activate(key.slot);
+        Ok(Periodic(key))
+    }
+
+    /// The wall-clock time an active periodic watcher fires next (libev's
+    /// `ev_periodic_at`); `None` if it is stopped.
+    ///
+    /// ```
+    /// use evloop::{Loop, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// let at = lp.periodic_at(p).unwrap().unwrap();
+    /// assert_eq!(at, SystemTime::UNIX_EPOCH + Duration::from_secs(120));
+    /// ```
+    pub fn periodic_at(&self, p: Periodic) -> Result<Option<SystemTime>> {
+        let active = self.entry(&p)?.is_active();
+        Ok(active.then(|| self.periodics.next_at(p.0.slot)))
+    }
+}

@@ -1,0 +1,278 @@
+//! Periodic watchers across wall-clock steps of plus and minus one hour,
+//! for the three schedules: an absolute time never fires early; interval
+//! and custom schedules are realigned; a missed tick fires once; a custom
+//! schedule is asked once per firing (and once per realignment).
+//!
+//! On the simulator (exact virtual times), both with the backend reporting
+//! steps (as a Linux timerfd does) and without (the loop notices them,
+//! waking at least once a minute); and on every OS backend through a
+//! wrapper that shifts its wall clock (a test cannot step the machine's).
+
+mod common;
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use evloop::{
+    Backend, Capabilities, Interest, Loop, Notices, PollEvent, PollStatus, Ready, RunMode,
+    Schedule, Sim,
+};
+
+const MIN: u64 = 60;
+const HOUR: u64 = 3600;
+
+fn at(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+fn secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// A simulated world whose wall clock reads 10:00:00 (on day 0) at start.
+fn ten_oclock(report_steps: bool) -> Sim {
+    let sim = Sim::new();
+    sim.set_wall_clock(at(10 * HOUR));
+    sim.report_clock_steps(report_steps);
+    sim
+}
+
+/// Runs until the watcher in `log` fired `n` times; the log holds
+/// (monotonic minutes, wall-clock minutes of the day) per firing.
+type Log = Vec<(u64, u64)>;
+
+fn record(lp: &mut Loop<'_, Log>, log: &mut Log) {
+    let wall = secs(lp.wall_now());
+    log.push((lp.now().as_secs() / 60, wall / 60));
+}
+
+#[test]
+fn an_absolute_periodic_never_fires_early_and_fires_once_when_stepped_over() {
+    for report in [true, false] {
+        // Step back: due at 10:30 wall; at 10:10 the clock goes back to
+        // 9:10, so 10:30 comes 80 minutes later, at monotonic 90 min.
+        let sim = ten_oclock(report);
+        sim.step_wall_clock_back(Duration::from_secs(10 * MIN), Duration::from_secs(HOUR));
+        let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+        lp.periodic(Schedule::At(at(10 * HOUR + 30 * MIN)), |lp, log, _| {
+            record(lp, log)
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, [(90, 10 * 60 + 30)], "report={report}");
+
+        // Step forward over it: fires at once, late, once.
+        let sim = ten_oclock(report);
+        sim.step_wall_clock_forward(Duration::from_secs(10 * MIN), Duration::from_secs(HOUR));
+        let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+        lp.periodic(Schedule::At(at(10 * HOUR + 30 * MIN)), |lp, log, _| {
+            record(lp, log)
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        let (mono, wall) = log[0];
+        assert_eq!(log.len(), 1, "report={report}");
+        assert!(
+            wall >= 11 * 60 + 10 && mono <= 11,
+            "report={report}: {log:?}"
+        );
+    }
+}
+
+#[test]
+fn an_interval_periodic_is_realigned_after_a_step_back() {
+    for report in [true, false] {
+        // Hourly on the hour, started at 10:05: next 11:00. At 10:15 the
+        // clock goes back to 9:15: realigned, the next tick is 10:00 (45
+        // minutes on, monotonic 60), then 11:00 (without the realignment
+        // the first would come at 11:00 wall, monotonic 120).
+        let sim = ten_oclock(report);
+        sim.step_wall_clock_back(Duration::from_secs(15 * MIN), Duration::from_secs(HOUR));
+        let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+        lp.timer(Duration::from_secs(5 * MIN), Duration::ZERO, |lp, _, _| {
+            lp.periodic(Schedule::every(Duration::from_secs(HOUR)), |lp, log, me| {
+                record(lp, log);
+                if log.len() == 2 {
+                    lp.stop(me).unwrap();
+                }
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, [(60, 10 * 60), (120, 11 * 60)], "report={report}");
+    }
+}
+
+#[test]
+fn an_interval_periodic_fires_a_missed_tick_once_after_a_step_forward() {
+    for report in [true, false] {
+        // Hourly, started at 10:05. At 10:15 the clock jumps 3 hours to
+        // 13:15: the 11:00, 12:00 and 13:00 ticks were missed; one fires
+        // now, and the next is 14:00.
+        let sim = ten_oclock(report);
+        sim.step_wall_clock_forward(Duration::from_secs(15 * MIN), Duration::from_secs(3 * HOUR));
+        let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+        lp.timer(Duration::from_secs(5 * MIN), Duration::ZERO, |lp, _, _| {
+            lp.periodic(Schedule::every(Duration::from_secs(HOUR)), |lp, log, me| {
+                record(lp, log);
+                if log.len() == 2 {
+                    lp.stop(me).unwrap();
+                }
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log.len(), 2, "report={report}: {log:?}");
+        let (first_mono, first_wall) = log[0];
+        // At the step (reported) or within a minute of it (noticed).
+        assert!((15..=16).contains(&first_mono), "report={report}: {log:?}");
+        assert!(
+            (13 * 60 + 15..=13 * 60 + 16).contains(&first_wall),
+            "{log:?}"
+        );
+        assert_eq!(log[1].1, 14 * 60, "report={report}: {log:?}");
+    }
+}
+
+#[test]
+fn a_custom_schedule_is_asked_once_per_firing_and_once_per_realignment() {
+    for report in [true, false] {
+        let sim = ten_oclock(report);
+        // Back one hour at 10:25, while the next firing (10:30) waits.
+        sim.step_wall_clock_back(Duration::from_secs(25 * MIN), Duration::from_secs(HOUR));
+        let asked = Rc::new(Cell::new(0));
+        let count = asked.clone();
+        let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+        let every_ten = Schedule::custom(move |now| {
+            count.set(count.get() + 1);
+            now + Duration::from_secs(10 * MIN)
+        });
+        lp.periodic(every_ten, |lp, log, me| {
+            record(lp, log);
+            if log.len() == 3 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        // 10:10 and 10:20 as planned; then the step at 10:25 (to 9:25)
+        // realigns to 9:35: never early, never lost.
+        assert_eq!(
+            log[..2],
+            [(10, 10 * 60 + 10), (20, 10 * 60 + 20)],
+            "report={report}"
+        );
+        let (mono, wall) = log[2];
+        if report {
+            assert_eq!((mono, wall), (35, 9 * 60 + 35));
+            // Once at the start, once per firing, once for the realignment.
+            assert_eq!(asked.get(), 1 + 3 + 1);
+        } else {
+            // Noticed within a minute, then realigned from that moment.
+            assert!((35..=36).contains(&mono), "{log:?}");
+        }
+    }
+}
+
+#[test]
+fn a_custom_schedule_that_returns_the_past_stops_the_watcher() {
+    let sim = ten_oclock(true);
+    let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+    let p = lp
+        .periodic(Schedule::custom(|now| now), |lp, log, _| record(lp, log))
+        .unwrap();
+    assert!(!lp.is_active(p).unwrap());
+    assert_eq!(lp.periodic_at(p).unwrap(), None);
+    let zero = lp.periodic(Schedule::every(Duration::ZERO), |_, _, _| {});
+    assert!(matches!(zero, Err(evloop::Error::InvalidSchedule { .. })));
+}
+
+// ---- on the kernels ---------------------------------------------------------
+
+/// A kernel backend whose wall clock is shifted by a step the test makes.
+struct Shifted {
+    inner: Box<dyn Backend>,
+    shift_ns: Arc<AtomicI64>,
+}
+
+impl Backend for Shifted {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        self.inner.modify(fd, old, new)
+    }
+    fn poll(&mut self, t: Option<Duration>, ev: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
+        self.inner.poll(t, ev)
+    }
+    fn now(&mut self) -> Duration {
+        self.inner.now()
+    }
+    fn wall_now(&mut self) -> Duration {
+        let real = self.inner.wall_now().as_nanos() as i64;
+        Duration::from_nanos((real + self.shift_ns.load(Ordering::Relaxed)) as u64)
+    }
+    fn take_notices(&mut self, n: &mut Notices) {
+        self.inner.take_notices(n)
+    }
+    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
+        self.inner.dispatched(fd, ready)
+    }
+}
+
+#[test]
+fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
+    for &name in evloop::backends::AVAILABLE {
+        common::watchdog(
+            &format!("periodic on {name}"),
+            common::WATCHDOG,
+            move || {
+                let shift = Arc::new(AtomicI64::new(0));
+                let backend = Shifted {
+                    inner: evloop::backends::open(name).unwrap(),
+                    shift_ns: shift.clone(),
+                };
+                let mut lp: Loop<Vec<&str>> = Loop::with_backend(backend);
+                let due = lp.wall_now() + Duration::from_millis(200);
+                lp.periodic(Schedule::At(due), move |lp, log, _| {
+                    assert!(lp.wall_now() >= due, "early");
+                    log.push("fired");
+                })
+                .unwrap();
+                // 20 ms in, the wall clock goes back 150 ms: the periodic must
+                // wait for the wall clock, 150 ms longer than planned.
+                let step = shift.clone();
+                lp.timer(
+                    Duration::from_millis(20),
+                    Duration::ZERO,
+                    move |_, log, _| {
+                        step.store(-150_000_000, Ordering::Relaxed);
+                        log.push("stepped back");
+                    },
+                )
+                .unwrap();
+                lp.update_now();
+                let start = lp.now();
+                let mut log = vec![];
+                lp.run(RunMode::Default, &mut log).unwrap();
+                assert_eq!(log, ["stepped back", "fired"], "{name}");
+                assert!(lp.now() - start >= Duration::from_millis(350), "{name}");
+            },
+        );
+    }
+}
