@@ -23,14 +23,15 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::{
-    Backend, Capabilities, ChildExit, ExitStatus, Interest, Notices, PollEvent, PollStatus, Ready,
-    SignalSet, Source, SourceFd, VirtualFd, Wake,
+    Backend, Capabilities, ChildExit, ExitStatus, FileStat, Interest, Notices, PollEvent,
+    PollStatus, Ready, SignalSet, Source, SourceFd, VirtualFd, Wake,
 };
 
 /// The first simulated pid handed out.
@@ -120,6 +121,23 @@ struct World {
     /// and whether one is untold.
     no_step_reports: bool,
     stepped_untold: bool,
+    /// Simulated files, by path.
+    files: HashMap<PathBuf, SimFile>,
+    next_inode: u64,
+    /// Paths the loop asked for hints about, by token; whether hints are
+    /// given (as inotify would); tokens hinted at, not yet told.
+    watched_paths: HashMap<u64, PathBuf>,
+    no_path_hints: bool,
+    hinted: Vec<u64>,
+}
+
+/// A simulated file.
+#[derive(Clone, Copy)]
+struct SimFile {
+    size: u64,
+    /// Wall-clock nanoseconds of the last write.
+    modified: u64,
+    inode: u64,
 }
 
 /// A simulated child process.
@@ -187,6 +205,9 @@ enum Action {
     Exit(u32, ExitStatus),
     Call(Box<dyn FnOnce()>),
     StepWall(i128),
+    WriteFile(PathBuf, u64),
+    RenameFile(PathBuf, PathBuf),
+    RemoveFile(PathBuf),
 }
 
 /// One step of the simulator's trace.
@@ -267,6 +288,25 @@ pub enum StepKind {
     },
     /// A scheduled call ran ([`Sim::call_at`]).
     Call,
+    /// A simulated file was written (created if new) with this size.
+    WriteFile {
+        /// The path.
+        path: PathBuf,
+        /// Its new size.
+        size: u64,
+    },
+    /// A simulated file was renamed over another path.
+    RenameFile {
+        /// From.
+        from: PathBuf,
+        /// To (replaced if it existed).
+        to: PathBuf,
+    },
+    /// A simulated file was removed.
+    RemoveFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// The wall clock was stepped by this many nanoseconds (negative:
     /// back).
     WallStep {
@@ -326,6 +366,13 @@ impl fmt::Display for Step {
                 Ok(())
             }
             StepKind::Call => f.write_str("call"),
+            StepKind::WriteFile { path, size } => {
+                write!(f, "write {} ({size} bytes)", path.display())
+            }
+            StepKind::RenameFile { from, to } => {
+                write!(f, "rename {} -> {}", from.display(), to.display())
+            }
+            StepKind::RemoveFile { path } => write!(f, "remove {}", path.display()),
             StepKind::WallStep { by_ns } => {
                 let (sign, by) = if *by_ns < 0 {
                     ("-", -by_ns)
@@ -683,6 +730,58 @@ impl Sim {
         self.world.borrow_mut().no_step_reports = !on;
     }
 
+    /// At `at`, writes a simulated file of `size` bytes at `path` (creating
+    /// it, or modifying it in place: same inode), stamped with the wall
+    /// clock to the nanosecond.
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.write_file(Duration::from_millis(1), "/etc/app.conf", 100);
+    /// ```
+    pub fn write_file(&self, at: Duration, path: impl AsRef<Path>, size: u64) {
+        self.schedule(at, Action::WriteFile(path.as_ref().to_path_buf(), size));
+    }
+
+    /// At `at`, renames the simulated file `from` over `to` (how editors
+    /// save: `to` gets `from`'s inode).
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.write_file(Duration::ZERO, "/etc/app.conf.new", 100);
+    /// sim.rename_file(Duration::from_millis(1), "/etc/app.conf.new", "/etc/app.conf");
+    /// ```
+    pub fn rename_file(&self, at: Duration, from: impl AsRef<Path>, to: impl AsRef<Path>) {
+        let (from, to) = (from.as_ref().to_path_buf(), to.as_ref().to_path_buf());
+        self.schedule(at, Action::RenameFile(from, to));
+    }
+
+    /// At `at`, removes the simulated file `path`.
+    ///
+    /// ```
+    /// use evloop::Sim;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.remove_file(Duration::from_secs(1), "/tmp/lock");
+    /// ```
+    pub fn remove_file(&self, at: Duration, path: impl AsRef<Path>) {
+        self.schedule(at, Action::RemoveFile(path.as_ref().to_path_buf()));
+    }
+
+    /// Whether the simulated backend hints at file changes (as inotify
+    /// does; the default) or refuses, so that stat watchers poll.
+    ///
+    /// ```
+    /// let sim = evloop::Sim::new();
+    /// sim.path_hints(false);
+    /// ```
+    pub fn path_hints(&self, on: bool) {
+        self.world.borrow_mut().no_path_hints = !on;
+    }
+
     /// The signals the loop asked the simulator to watch.
     ///
     /// ```
@@ -972,6 +1071,39 @@ impl World {
                     self.step(StepKind::Call);
                     f();
                 }
+                Action::WriteFile(path, size) => {
+                    let modified = self.wall_now().as_nanos() as u64;
+                    let inode = match self.files.get(&path) {
+                        Some(f) => f.inode,
+                        None => {
+                            self.next_inode += 1;
+                            self.next_inode
+                        }
+                    };
+                    self.files.insert(
+                        path.clone(),
+                        SimFile {
+                            size,
+                            modified,
+                            inode,
+                        },
+                    );
+                    self.hint_at(&path);
+                    self.step(StepKind::WriteFile { path, size });
+                }
+                Action::RenameFile(from, to) => {
+                    if let Some(f) = self.files.remove(&from) {
+                        self.files.insert(to.clone(), f);
+                    }
+                    self.hint_at(&from);
+                    self.hint_at(&to);
+                    self.step(StepKind::RenameFile { from, to });
+                }
+                Action::RemoveFile(path) => {
+                    self.files.remove(&path);
+                    self.hint_at(&path);
+                    self.step(StepKind::RemoveFile { path });
+                }
                 Action::StepWall(by_ns) => {
                     self.wall_origin += by_ns;
                     self.stepped_untold = !self.no_step_reports;
@@ -991,6 +1123,21 @@ impl World {
             || !self.exits.is_empty()
             || self.woken_untold
             || self.stepped_untold
+            || !self.hinted.is_empty()
+    }
+
+    /// A change at `path`: hints at every watched path there or in the
+    /// same directory (as an inotify watch on the file and its directory).
+    fn hint_at(&mut self, path: &Path) {
+        if self.no_path_hints {
+            return;
+        }
+        let dir = path.parent();
+        for (&token, watched) in &self.watched_paths {
+            if watched == path || (dir.is_some() && watched.parent() == dir) {
+                self.hinted.push(token);
+            }
+        }
     }
 
     fn wall_now(&self) -> Duration {
@@ -1231,6 +1378,38 @@ impl Backend for SimBackend {
         notices.exits.append(&mut w.exits);
         notices.woken |= std::mem::take(&mut w.woken_untold);
         notices.clock_stepped |= std::mem::take(&mut w.stepped_untold);
+        notices.paths.append(&mut w.hinted);
+    }
+
+    fn stat(&mut self, path: &Path) -> FileStat {
+        match self.world.borrow().files.get(path) {
+            Some(f) => FileStat {
+                exists: true,
+                size: f.size,
+                modified: SystemTime::UNIX_EPOCH + Duration::from_nanos(f.modified),
+                inode: f.inode,
+                device: 1,
+                links: 1,
+                mode: 0o100644,
+            },
+            None => FileStat::MISSING,
+        }
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        let mut w = self.world.borrow_mut();
+        if w.no_path_hints {
+            return Err(crate::backends::unsupported(
+                "sim",
+                "path change hints (turned off)",
+            ));
+        }
+        w.watched_paths.insert(token, path.to_path_buf());
+        Ok(())
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.world.borrow_mut().watched_paths.remove(&token);
     }
 
     fn wall_now(&mut self) -> Duration {

@@ -22,6 +22,7 @@ use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
+use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
 
@@ -161,6 +162,7 @@ pub struct Loop<'s, S = ()> {
     pub(crate) cleanups: SlotList,
     pub(crate) onces: Onces,
     pub(crate) periodics: Periodics<'s>,
+    pub(crate) stats: Stats,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
     notices: Notices,
@@ -214,6 +216,7 @@ impl<'s, S> Loop<'s, S> {
             cleanups: SlotList::default(),
             onces: Onces::default(),
             periodics: Periodics::default(),
+            stats: Stats::default(),
             notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),
@@ -382,6 +385,9 @@ impl<'s, S> Loop<'s, S> {
             if !self.periodics.is_empty() {
                 timers_up_to = timers_up_to.max(self.expire_periodics());
             }
+            if !self.stats.is_empty() {
+                timers_up_to = timers_up_to.max(self.look_at_paths());
+            }
             if let Some(p) = idle_level {
                 if timers_up_to.map_or(true, |t| t < p) {
                     self.watchers
@@ -423,6 +429,27 @@ impl<'s, S> Loop<'s, S> {
         highest
     }
 
+    /// Looks at the paths of the stat watchers hinted at or due, and
+    /// queues those that changed (after the timers and periodics). Returns
+    /// the highest priority among them.
+    fn look_at_paths(&mut self) -> Option<Priority> {
+        let now = self.timers.now();
+        let slots = self.stats.take_due(now);
+        let mut highest = None;
+        for &slot in &slots {
+            let Some(w) = self.stats.get(slot) else {
+                continue;
+            };
+            let seen = self.backend.stat(&w.path);
+            let p = self
+                .stats
+                .looked(slot, seen, now, &mut self.watchers, &mut self.pending);
+            highest = highest.max(p);
+        }
+        self.stats.done_looking(slots);
+        highest
+    }
+
     /// Whether the backend may have notices for this loop: it watches a
     /// signal or a child for it, or async watchers are active.
     #[inline]
@@ -431,6 +458,7 @@ impl<'s, S> Loop<'s, S> {
             || self.children.any()
             || !self.asyncs.is_empty()
             || (!self.periodics.is_empty() && self.periodics.steps_reported())
+            || !self.stats.is_empty()
     }
 
     /// Queues what the backend noticed besides fd readiness, after the io
@@ -453,6 +481,7 @@ impl<'s, S> Loop<'s, S> {
         if notices.clock_stepped {
             self.periodics.step_reported();
         }
+        self.stats.hint(&notices.paths);
         notices.clear();
         self.notices = notices;
     }
@@ -497,6 +526,13 @@ impl<'s, S> Loop<'s, S> {
         }
         let backend = &mut self.backend;
         let mut wait = self.timers.wait_bound(|| backend.now());
+        if !self.stats.is_empty() {
+            let bound = self.stats.wait(self.timers.now());
+            wait = match (wait, bound) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
         if !self.periodics.is_empty() {
             let wall = crate::timers::to_ns(self.backend.wall_now());
             let mut bound = self.periodics.wait(wall);
@@ -529,6 +565,7 @@ impl<'s, S> Loop<'s, S> {
             && self.watchers.active_sources() == 0
             && !self.timers.has_deadline()
             && !self.periodics.has_deadline()
+            && self.stats.is_empty()
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.

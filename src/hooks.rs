@@ -47,6 +47,16 @@ impl<'s, S> Loop<'s, S> {
                     }
                 }
             }
+            Kind::Stat => {
+                let Some(w) = self.stats.get(slot) else {
+                    return;
+                };
+                let (path, token) = (w.path.clone(), self.stats.token(slot).unwrap_or(0));
+                // A hint is welcome, not needed: without one, polling.
+                let _ = self.backend.watch_path(&path, token);
+                let seen = self.backend.stat(&path);
+                self.stats.start(slot, self.timers.now(), seen);
+            }
         }
     }
 
@@ -111,6 +121,9 @@ impl<'s, S> Loop<'s, S> {
             Kind::Child { .. } => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
             Kind::Periodic => self.periodics.forget(slot),
+            Kind::Stat => {
+                self.stats.forget(slot);
+            }
             _ => {}
         }
     }
@@ -146,6 +159,12 @@ impl<'s, S> Loop<'s, S> {
                 self.periodics.stop(slot);
                 if self.periodics.done_with_steps() {
                     self.backend.unwatch_clock_steps();
+                }
+            }
+            Kind::Stat => {
+                self.stats.stop(slot);
+                if let Some(token) = self.stats.token(slot) {
+                    self.backend.unwatch_path(token);
                 }
             }
         }

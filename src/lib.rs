@@ -55,6 +55,7 @@ mod registry;
 mod signals;
 mod slot_list;
 mod source;
+mod stats;
 mod timer_heap;
 mod timers;
 mod watchers;
@@ -87,6 +88,7 @@ pub use watchers::once::Once;
 pub use watchers::periodic::Periodic;
 pub use watchers::prepare::Prepare;
 pub use watchers::signal::Signal;
+pub use watchers::stat::{Stat, StatEvent};
 pub use watchers::timer::Timer;
 
 /// The README's example, compiled and run as a doc test.

@@ -62,6 +62,7 @@ pub(crate) enum Kind {
     Fork,
     Cleanup,
     Periodic,
+    Stat,
 }
 
 impl Kind {

@@ -20,6 +20,7 @@ pub(crate) mod periodic;
 pub(crate) mod plain;
 pub(crate) mod prepare;
 pub(crate) mod signal;
+pub(crate) mod stat;
 pub(crate) mod timer;
 
 use crate::handle::Handle;

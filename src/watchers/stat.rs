@@ -1,0 +1,145 @@
+//! Stat watchers: the handle, what a callback receives ([`StatEvent`]) and
+//! the `Loop` methods. Polling, hints and the comparison are the stat
+//! component's (stats.rs).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::event_loop::Dispatch;
+use crate::handle::{handle, Key};
+use crate::registry::Kind;
+use crate::{FileStat, Loop, Ready, Result};
+
+handle!(
+    /// Handle to a stat watcher, returned by [`Loop::stat`].
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let s = lp.stat("/etc/motd", Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert!(!lp.file_stat(s).unwrap().exists); // no such file in the simulation
+    /// ```
+    Stat,
+    "stat",
+    false
+);
+
+/// What a stat watcher's callback receives: the attributes before and
+/// after the change.
+///
+/// ```
+/// use evloop::{FileStat, Loop, RunMode, Sim};
+/// use std::time::Duration;
+/// let sim = Sim::new();
+/// sim.write_file(Duration::from_millis(3), "/tmp/app.conf", 12);
+/// let mut lp: Loop<Vec<(bool, bool)>> = Loop::with_backend(sim.backend());
+/// lp.stat("/tmp/app.conf", Duration::from_secs(1), |lp, log, ev| {
+///     log.push((ev.previous.exists, ev.current.exists));
+///     lp.stop(ev.watcher).unwrap();
+/// }).unwrap();
+/// let mut log = vec![];
+/// lp.run(RunMode::Default, &mut log).unwrap();
+/// assert_eq!(log, [(false, true)]); // created
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatEvent {
+    /// The watcher being invoked.
+    pub watcher: Stat,
+    /// What the path was seen as before.
+    pub previous: FileStat,
+    /// What it is now.
+    pub current: FileStat,
+}
+
+struct StatCallback<F>(F);
+
+impl<'s, S, F> Dispatch<'s, S> for StatCallback<F>
+where
+    F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent),
+{
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+        let (previous, current) = match lp.stats.get(key.slot) {
+            Some(w) => (w.previous, w.current),
+            None => (FileStat::MISSING, FileStat::MISSING),
+        };
+        let ev = StatEvent {
+            watcher: Stat(key),
+            previous,
+            current,
+        };
+        (self.0)(lp, state, ev)
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts a stat watcher (libev's `ev_stat`): its callback
+    /// runs when the attributes of `path` change (existence, size,
+    /// modification time to the nanosecond, inode, device, link count,
+    /// mode), with the attributes before and after. A missing file is a
+    /// state like any other, so creation and deletion are changes; a save
+    /// by rename (what editors do) changes the inode.
+    ///
+    /// It is correct on its own by polling every `interval` (zero: 5 s,
+    /// libev's default; at least 0.1 s), and quick where the backend hints
+    /// at changes (inotify on Linux, kqueue's `EVFILT_VNODE`, watching the
+    /// directory too, so that renames and re-creations are seen). Where no
+    /// hint is possible (network file systems, inotify's limit reached) it
+    /// polls alone.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// sim.write_file(Duration::ZERO, "/srv/data", 10);
+    /// sim.write_file(Duration::from_millis(500), "/srv/data", 20);
+    /// sim.remove_file(Duration::from_millis(900), "/srv/data");
+    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    /// lp.timer(Duration::from_millis(1), Duration::ZERO, |lp, _, _| {
+    ///     lp.stat("/srv/data", Duration::from_secs(1), |lp, log, ev| {
+    ///         log.push(format!("{} -> {} at {:?}", ev.previous.size, ev.current.size, lp.now()));
+    ///         if !ev.current.exists {
+    ///             lp.remove(ev.watcher).unwrap();
+    ///         }
+    ///     }).unwrap();
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, ["10 -> 20 at 500ms", "20 -> 0 at 900ms"]);
+    /// ```
+    pub fn stat<F>(
+        &mut self,
+        path: impl AsRef<Path>,
+        interval: Duration,
+        callback: F,
+    ) -> Result<Stat>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent) + 's,
+    {
+        let key = self
+            .watchers
+            .insert(Kind::Stat, Box::new(StatCallback(callback)));
+        self.stats
+            .configure(key.slot, path.as_ref().to_path_buf(), interval);
+        self.activate(key.slot);
+        Ok(Stat(key))
+    }
+
+    /// What a stat watcher last saw its path as.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let s = lp.stat("/nothing/here", Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.file_stat(s).unwrap(), evloop::FileStat::MISSING);
+    /// ```
+    pub fn file_stat(&self, s: Stat) -> Result<FileStat> {
+        self.entry(&s)?;
+        Ok(self
+            .stats
+            .get(s.0.slot)
+            .map_or(FileStat::MISSING, |w| w.current))
+    }
+}
