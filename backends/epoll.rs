@@ -44,19 +44,33 @@
 //! - After `fork()`, [`Backend::reinit`] closes the inherited epoll fd (the
 //!   kernel object is shared with the parent) and creates a new one, with
 //!   an empty table: the loop adds every fd again.
+//! - Signals, child exits and wake-ups come from the shared Unix notifier
+//!   (`backends/unix/`): its wake fd and its pidfds are *internal* fds in
+//!   the epoll set, tagged with [`INTERNAL`] in `epoll_event.u64`. No table
+//!   entry matches a tagged report, so it takes the slow path that unknown
+//!   fds already take (`sift`), which routes it to the notifier instead of
+//!   the loop: the per-event path is unchanged.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::{
+    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
+};
 
 /// Initial number of events one `epoll_wait` can return.
 const INITIAL_EVENTS: usize = 64;
 /// The buffer stops growing at this many events.
 const MAX_EVENTS: usize = 4096;
+/// The tag of an internal fd's `epoll_event.u64` (with the fd in the low
+/// bits). Bit 31, so that even a 32-bit `usize` of it is beyond any fd
+/// table (fd numbers stay below 2^30 on Linux).
+const INTERNAL: u64 = 1 << 31;
 
 /// The `epoll` backend (Linux).
 ///
@@ -97,6 +111,38 @@ pub struct Epoll {
     /// them (almost always empty).
     fixed: Vec<RawFd>,
     clock: Clock,
+    /// Signals, children, the waker: internal fds in the same instance.
+    notifier: Notifier,
+}
+
+/// The epoll instance as the notifier sees it.
+struct Kernel<'a>(&'a OwnedFd);
+
+impl InternalFds for Kernel<'_> {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        let data = INTERNAL | fd as u64;
+        ctl(self.0, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, data)
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        // Fails only if it is not there (a new instance): nothing to remove.
+        let _ = ctl(self.0, libc::EPOLL_CTL_DEL, fd, 0, 0);
+    }
+}
+
+/// One `epoll_ctl` call, with `data` as the event's `u64`.
+fn ctl(epfd: &OwnedFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events, u64: data };
+    // SAFETY: `epfd` is an open epoll fd, and `ev` is a valid epoll_event
+    // that outlives the call (the kernel copies it; for EPOLL_CTL_DEL it is
+    // ignored). An invalid `fd` is reported as an error, not undefined
+    // behaviour.
+    let r = unsafe { libc::epoll_ctl(epfd.as_raw_fd(), op, fd, &mut ev) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// What a report may carry for `poll` to pass it on unchecked, as two
@@ -174,25 +220,25 @@ impl Epoll {
             rebuild: false,
             fixed: Vec::new(),
             clock: Clock::new(),
+            notifier: Notifier::new("epoll"),
         })
     }
 
-    /// One `epoll_ctl` call.
+    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
+    /// pidfds, for tests of that path. Not part of the API.
+    ///
+    /// ```
+    /// let mut ep = evloop::backends::epoll::Epoll::new().unwrap();
+    /// ep.force_sigchld_fallback();
+    /// ```
+    #[doc(hidden)]
+    pub fn force_sigchld_fallback(&mut self) {
+        self.notifier.force_sigchld_fallback();
+    }
+
+    /// One `epoll_ctl` call for a fd of the loop's.
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events,
-            u64: fd as u64,
-        };
-        // SAFETY: `epfd` is an open epoll fd owned by `self`, and `ev` is a
-        // valid epoll_event that outlives the call (the kernel copies it;
-        // for EPOLL_CTL_DEL it is ignored). An invalid `fd` is reported as
-        // an error, not undefined behaviour.
-        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), op, fd, &mut ev) };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        ctl(&self.epfd, op, fd, events, fd as u64)
     }
 
     /// The table's mask for fd number `idx` (0: none).
@@ -234,6 +280,11 @@ impl Epoll {
         let mut broken = false;
         for i in 0..events.len() - from {
             let (got, data) = (self.buf[i].events, self.buf[i].u64);
+            if data & INTERNAL != 0 {
+                let fd = (data & !INTERNAL) as RawFd;
+                self.notifier.ready(fd, &mut Kernel(&self.epfd));
+                continue;
+            }
             let idx = data as usize;
             let mask = self.held(idx);
             if wanted(mask, got) {
@@ -319,6 +370,12 @@ impl Epoll {
             match events[from..reported].iter_mut().find(|e| e.fd == fd) {
                 Some(e) => *e = invalid,
                 None => events.push(invalid),
+            }
+        }
+        for fd in self.notifier.internal_fds() {
+            if let Err(err) = Kernel(&self.epfd).add(fd) {
+                self.rebuild = true; // try again at the next poll
+                return Err(err);
             }
         }
         Ok(())
@@ -565,7 +622,31 @@ impl Backend for Epoll {
         self.pass.clear();
         self.fixed.clear();
         self.rebuild = false;
-        Ok(())
+        self.notifier.reinit(&mut Kernel(&self.epfd))
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.notifier.watch_signal(signal, &mut Kernel(&self.epfd))
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.notifier.unwatch_signal(signal);
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        self.notifier.watch_child(pid, &mut Kernel(&self.epfd))
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        self.notifier.unwatch_child(pid, &mut Kernel(&self.epfd));
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        self.notifier.waker(&mut Kernel(&self.epfd))
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        self.notifier.take_notices(notices);
     }
 }
 

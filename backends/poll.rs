@@ -17,14 +17,22 @@
 //! - Timeouts are rounded up to whole milliseconds, so timers never fire
 //!   early and a sub-millisecond remainder never turns into a busy loop; a
 //!   wait interrupted by a signal is resumed with the time left.
+//! - Signals, child exits and wake-ups come from the shared Unix notifier
+//!   (`backends/unix/`): its internal fds (the wake fd, pidfds on Linux)
+//!   sit at the front of the `pollfd` array, before the loop's, and their
+//!   readiness goes to the notifier, never to the loop.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::{
+    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
+};
 
 /// `slot` value of an fd that is not registered.
 const NO_SLOT: usize = usize::MAX;
@@ -48,18 +56,72 @@ const NO_SLOT: usize = usize::MAX;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Poll {
-    /// The array handed to `poll(2)`, one entry per registered fd.
-    fds: Vec<libc::pollfd>,
-    /// `slot[fd]` is the fd's index in `fds`, or `NO_SLOT`.
-    slot: Vec<usize>,
+    set: Set,
     clock: Clock,
+    notifier: Notifier,
+    /// The internal fds found ready by the last wait (reused).
+    ready_internal: Vec<RawFd>,
+}
+
+/// The registrations.
+struct Set {
+    /// The array handed to `poll(2)`, one entry per registered fd: the
+    /// notifier's `internal` ones first, then the loop's.
+    fds: Vec<libc::pollfd>,
+    /// How many entries at the front of `fds` are internal.
+    internal: usize,
+    /// `slot[fd]` is the index in `fds` of a loop's fd, or `NO_SLOT`.
+    slot: Vec<usize>,
 }
 
 impl std::fmt::Debug for Poll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Poll")
-            .field("registered", &self.fds.len())
+            .field("registered", &(self.set.fds.len() - self.set.internal))
+            .field("internal", &self.set.internal)
             .finish_non_exhaustive()
+    }
+}
+
+impl Set {
+    /// Records that the loop's entry now at `s` is there.
+    fn moved(&mut self, s: usize) {
+        if let Some(moved) = self.fds.get(s) {
+            self.slot[moved.fd as usize] = s;
+        }
+    }
+}
+
+impl InternalFds for Set {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        // At the end of the internal section: the loop's first entry, if
+        // any, moves to the end of the array.
+        self.fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let at = self.internal;
+        let last = self.fds.len() - 1;
+        self.fds.swap(at, last);
+        self.internal += 1;
+        if last != at {
+            self.moved(last);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        let Some(i) = self.fds[..self.internal].iter().position(|p| p.fd == fd) else {
+            return;
+        };
+        // Swap it to the end of the internal section, then swap-remove it:
+        // the loop's last entry fills the hole.
+        let end = self.internal - 1;
+        self.fds.swap(i, end);
+        self.fds.swap_remove(end);
+        self.internal -= 1;
+        self.moved(end);
     }
 }
 
@@ -82,16 +144,33 @@ impl Poll {
     /// ```
     pub fn new() -> Poll {
         Poll {
-            fds: Vec::new(),
-            slot: Vec::new(),
+            set: Set {
+                fds: Vec::new(),
+                internal: 0,
+                slot: Vec::new(),
+            },
             clock: Clock::new(),
+            notifier: Notifier::new("poll"),
+            ready_internal: Vec::new(),
         }
+    }
+
+    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
+    /// pidfds, for tests of that path. Not part of the API.
+    ///
+    /// ```
+    /// let mut p = evloop::backends::poll::Poll::new();
+    /// p.force_sigchld_fallback();
+    /// ```
+    #[doc(hidden)]
+    pub fn force_sigchld_fallback(&mut self) {
+        self.notifier.force_sigchld_fallback();
     }
 
     /// The slot of `fd` in `fds`, if registered.
     fn slot_of(&self, fd: RawFd) -> Option<usize> {
         let i = usize::try_from(fd).ok()?;
-        self.slot.get(i).copied().filter(|&s| s != NO_SLOT)
+        self.set.slot.get(i).copied().filter(|&s| s != NO_SLOT)
     }
 }
 
@@ -156,11 +235,9 @@ impl Backend for Poll {
             // Forget: swap-remove the slot and fix the index of the fd moved
             // into it. Forgetting an unknown fd succeeds.
             if let Some(s) = self.slot_of(fd) {
-                self.fds.swap_remove(s);
-                self.slot[i] = NO_SLOT;
-                if let Some(moved) = self.fds.get(s) {
-                    self.slot[moved.fd as usize] = s;
-                }
+                self.set.fds.swap_remove(s);
+                self.set.slot[i] = NO_SLOT;
+                self.set.moved(s);
             }
             return Ok(());
         }
@@ -172,14 +249,15 @@ impl Backend for Poll {
         }
         let events = poll_events(new);
         match self.slot_of(fd) {
-            Some(s) => self.fds[s].events = events,
+            Some(s) => self.set.fds[s].events = events,
             None => {
                 super::unix::refuse_files("poll", fd)?;
-                if i >= self.slot.len() {
-                    self.slot.resize(i + 1, NO_SLOT);
+                let set = &mut self.set;
+                if i >= set.slot.len() {
+                    set.slot.resize(i + 1, NO_SLOT);
                 }
-                self.slot[i] = self.fds.len();
-                self.fds.push(libc::pollfd {
+                set.slot[i] = set.fds.len();
+                set.fds.push(libc::pollfd {
                     fd,
                     events,
                     revents: 0,
@@ -204,8 +282,8 @@ impl Backend for Poll {
             // pollfds, which the kernel reads and whose `revents` it writes.
             let n = unsafe {
                 libc::poll(
-                    self.fds.as_mut_ptr(),
-                    self.fds.len() as libc::nfds_t,
+                    self.set.fds.as_mut_ptr(),
+                    self.set.fds.len() as libc::nfds_t,
                     deadline.millis(),
                 )
             };
@@ -217,7 +295,14 @@ impl Backend for Poll {
                 return Err(err);
             }
         };
-        for pfd in &self.fds {
+        let (internal, user) = self.set.fds.split_at(self.set.internal);
+        for pfd in internal {
+            if pfd.revents != 0 {
+                n -= 1;
+                self.ready_internal.push(pfd.fd);
+            }
+        }
+        for pfd in user {
             if n == 0 {
                 break;
             }
@@ -229,11 +314,44 @@ impl Backend for Poll {
                 });
             }
         }
+        // After the loop's reports: routing may take a pidfd out of `fds`.
+        for fd in self.ready_internal.drain(..) {
+            self.notifier.ready(fd, &mut self.set);
+        }
         Ok(PollStatus::Done)
     }
 
     fn now(&mut self) -> Duration {
         self.clock.now()
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.notifier.watch_signal(signal, &mut self.set)
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.notifier.unwatch_signal(signal);
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        self.notifier.watch_child(pid, &mut self.set)
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        self.notifier.unwatch_child(pid, &mut self.set);
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        self.notifier.waker(&mut self.set)
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        self.notifier.take_notices(notices);
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        // No kernel object to re-create; the notifier's fds change.
+        self.notifier.reinit(&mut self.set)
     }
 }
 
@@ -242,7 +360,7 @@ mod tests {
     use super::*;
 
     fn table(p: &Poll) -> Vec<(RawFd, libc::c_short)> {
-        p.fds.iter().map(|f| (f.fd, f.events)).collect()
+        p.set.fds.iter().map(|f| (f.fd, f.events)).collect()
     }
 
     #[test]

@@ -20,15 +20,24 @@
 //!   them (see the poll backend).
 //! - Timeouts are rounded up to whole microseconds; a wait interrupted by a
 //!   signal is resumed with the time left.
+//! - Signals, child exits and wake-ups come from the shared Unix notifier
+//!   (`backends/unix/`): its internal fds (the wake fd, pidfds on Linux) are
+//!   in the read set too, and in a set of their own that tells them apart;
+//!   they must be below `FD_SETSIZE` like any other (the hook that needs
+//!   one fails otherwise).
 #![allow(unsafe_code)]
 
 use std::io;
 use std::mem;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::{
+    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
+};
 
 /// One more than the largest fd an `fd_set` can hold.
 const SETSIZE: RawFd = libc::FD_SETSIZE as RawFd;
@@ -58,18 +67,70 @@ const MAX_WAIT_SECS: u64 = 100_000_000;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Select {
+    set: Set,
+    clock: Clock,
+    notifier: Notifier,
+    /// The internal fds found ready by the last wait (reused).
+    ready_internal: Vec<RawFd>,
+}
+
+/// The master sets.
+struct Set {
     read: libc::fd_set,
     write: libc::fd_set,
+    /// The notifier's fds (also in `read`).
+    internal: libc::fd_set,
     /// The largest registered fd, or -1.
     max_fd: RawFd,
-    clock: Clock,
 }
 
 impl std::fmt::Debug for Select {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Select")
-            .field("max_fd", &self.max_fd)
+            .field("max_fd", &self.set.max_fd)
             .finish_non_exhaustive()
+    }
+}
+
+impl Set {
+    /// Whether `fd` is in either master set.
+    fn registered(&self, fd: RawFd) -> bool {
+        is_set(fd, &self.read) || is_set(fd, &self.write)
+    }
+
+    /// `fd` left the sets: lowers `max_fd` past the fds no longer there.
+    fn lower_max(&mut self, fd: RawFd) {
+        if fd == self.max_fd {
+            while self.max_fd >= 0 && !self.registered(self.max_fd) {
+                self.max_fd -= 1;
+            }
+        }
+    }
+}
+
+impl InternalFds for Set {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        if !(0..SETSIZE).contains(&fd) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the select backend cannot watch its internal fd {fd}: outside 0..{SETSIZE} \
+                     (FD_SETSIZE)"
+                ),
+            ));
+        }
+        put(fd, &mut self.read, true);
+        put(fd, &mut self.internal, true);
+        self.max_fd = self.max_fd.max(fd);
+        Ok(())
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        if (0..SETSIZE).contains(&fd) && is_set(fd, &self.internal) {
+            put(fd, &mut self.read, false);
+            put(fd, &mut self.internal, false);
+            self.lower_max(fd);
+        }
     }
 }
 
@@ -146,24 +207,36 @@ impl Select {
     /// ```
     pub fn new() -> Select {
         Select {
-            read: empty_set(),
-            write: empty_set(),
-            max_fd: -1,
+            set: Set {
+                read: empty_set(),
+                write: empty_set(),
+                internal: empty_set(),
+                max_fd: -1,
+            },
             clock: Clock::new(),
+            notifier: Notifier::new("select"),
+            ready_internal: Vec::new(),
         }
     }
 
-    /// Whether `fd` is in either master set.
-    fn registered(&self, fd: RawFd) -> bool {
-        is_set(fd, &self.read) || is_set(fd, &self.write)
+    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
+    /// pidfds, for tests of that path. Not part of the API.
+    ///
+    /// ```
+    /// let mut s = evloop::backends::select::Select::new();
+    /// s.force_sigchld_fallback();
+    /// ```
+    #[doc(hidden)]
+    pub fn force_sigchld_fallback(&mut self) {
+        self.notifier.force_sigchld_fallback();
     }
 
     /// After `select` failed with `EBADF`: reports the registered fds that
     /// are no longer open. Returns how many it found.
     fn report_invalid(&self, events: &mut Vec<PollEvent>) -> usize {
         let before = events.len();
-        for fd in 0..=self.max_fd {
-            if self.registered(fd) && !is_open(fd) {
+        for fd in 0..=self.set.max_fd {
+            if self.set.registered(fd) && !is_open(fd) {
                 events.push(PollEvent {
                     fd,
                     ready: Ready::INVALID,
@@ -211,17 +284,16 @@ impl Backend for Select {
                 "the select backend supports only level-triggered registrations",
             ));
         }
-        if !new.is_empty() && !self.registered(fd) {
+        let set = &mut self.set;
+        if !new.is_empty() && !set.registered(fd) {
             super::unix::refuse_files("select", fd)?;
         }
-        put(fd, &mut self.read, new.is_readable());
-        put(fd, &mut self.write, new.is_writable());
+        put(fd, &mut set.read, new.is_readable());
+        put(fd, &mut set.write, new.is_writable());
         if !new.is_empty() {
-            self.max_fd = self.max_fd.max(fd);
-        } else if fd == self.max_fd {
-            while self.max_fd >= 0 && !self.registered(self.max_fd) {
-                self.max_fd -= 1;
-            }
+            set.max_fd = set.max_fd.max(fd);
+        } else {
+            set.lower_max(fd);
         }
         Ok(())
     }
@@ -236,8 +308,8 @@ impl Backend for Select {
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
         let deadline = Deadline::new(timeout);
-        let (mut n, read, write) = loop {
-            let (mut read, mut write) = (self.read, self.write);
+        let (mut n, mut read, write) = loop {
+            let (mut read, mut write) = (self.set.read, self.set.write);
             let mut tv = deadline.remaining().map(timeval);
             let tv_ptr = tv
                 .as_mut()
@@ -247,7 +319,7 @@ impl Backend for Select {
             // to a live timeval. The kernel writes only within them.
             let n = unsafe {
                 libc::select(
-                    self.max_fd + 1,
+                    self.set.max_fd + 1,
                     &mut read,
                     &mut write,
                     std::ptr::null_mut(),
@@ -266,8 +338,15 @@ impl Backend for Select {
                 _ => return Err(err),
             }
         };
+        for fd in self.notifier.internal_fds() {
+            if is_set(fd, &read) {
+                put(fd, &mut read, false);
+                n -= 1;
+                self.ready_internal.push(fd);
+            }
+        }
         let mut fd = 0;
-        while n > 0 && fd <= self.max_fd {
+        while n > 0 && fd <= self.set.max_fd {
             let mut r = Ready::EMPTY;
             if is_set(fd, &read) {
                 r |= Ready::READABLE;
@@ -282,11 +361,43 @@ impl Backend for Select {
             }
             fd += 1;
         }
+        for fd in self.ready_internal.drain(..) {
+            self.notifier.ready(fd, &mut self.set);
+        }
         Ok(PollStatus::Done)
     }
 
     fn now(&mut self) -> Duration {
         self.clock.now()
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.notifier.watch_signal(signal, &mut self.set)
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.notifier.unwatch_signal(signal);
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        self.notifier.watch_child(pid, &mut self.set)
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        self.notifier.unwatch_child(pid, &mut self.set);
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        self.notifier.waker(&mut self.set)
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        self.notifier.take_notices(notices);
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        // No kernel object to re-create; the notifier's fds change.
+        self.notifier.reinit(&mut self.set)
     }
 }
 
@@ -310,11 +421,11 @@ mod tests {
         let r = Interest::READABLE;
         s.modify(5, Interest::NONE, r).unwrap();
         s.modify(9, Interest::NONE, Interest::WRITABLE).unwrap();
-        assert_eq!(s.max_fd, 9);
+        assert_eq!(s.set.max_fd, 9);
         s.modify(9, Interest::WRITABLE, Interest::NONE).unwrap();
-        assert_eq!(s.max_fd, 5);
+        assert_eq!(s.set.max_fd, 5);
         s.modify(5, r, Interest::NONE).unwrap();
-        assert_eq!(s.max_fd, -1);
+        assert_eq!(s.set.max_fd, -1);
         assert!(s.modify(SETSIZE, Interest::NONE, r).is_err());
         assert!(s.modify(-1, Interest::NONE, r).is_err());
         assert!(s.modify(SETSIZE, r, Interest::NONE).is_ok());

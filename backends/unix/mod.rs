@@ -1,7 +1,23 @@
 //! What the Unix backends share: their clock, the deadline of a wait
-//! (resumed after `EINTR` with the time left, rounded up), and the check
-//! that an fd can be watched at all.
+//! (resumed after `EINTR` with the time left, rounded up), the check that
+//! an fd can be watched at all, and (in the submodules) signals, child
+//! exits and wake-ups:
+//!
+//! - `hub`: the process-wide signal hub and the per-backend slots its
+//!   handler writes to;
+//! - `wake`: the wake fd (an eventfd, or a pipe);
+//! - `children`: reaping watched children (pidfds on Linux, `SIGCHLD`
+//!   elsewhere);
+//! - `notifier`: what a backend embeds to use them ([`Notifier`],
+//!   [`Wakeup`]), with [`InternalFds`], how it lends them its kernel set.
 #![allow(unsafe_code)]
+
+pub(crate) mod children;
+pub(crate) mod hub;
+pub(crate) mod notifier;
+mod wake;
+
+pub(crate) use notifier::{InternalFds, Notifier};
 
 use std::io;
 use std::os::fd::RawFd;

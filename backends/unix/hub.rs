@@ -1,0 +1,604 @@
+//! The process-wide signal hub, and the slots that tie each backend to it.
+//!
+//! # Slots
+//!
+//! Each backend that uses signals, children or a waker claims one [`Slot`]:
+//! a few atomics that the signal handler and [`Wake`] read without locks.
+//! Slots live in chunks of [`CHUNK`], linked from [`HEAD`]; a chunk is
+//! allocated (by the claiming thread, never by the handler), fully
+//! initialised, and then published by a compare-and-swap on `HEAD`. Chunks
+//! are never freed and a published chunk's `next` never changes, so the
+//! handler can walk the list at any moment.
+//!
+//! A slot owns its wake fd (see `wake.rs`) for the life of the process.
+//! When its backend is dropped the slot is released, drained and handed to
+//! the next backend that claims one, with the same fd: a handler or waker
+//! that raced the teardown writes into a descriptor that is still open
+//! (the new owner sees at worst one spurious wake-up), never into a closed
+//! number that may have been reused for someone else's file. The only time
+//! a slot's pair is replaced (and the old one closed) is in a forked child,
+//! for a slot whose `owner` is not the child's pid: no handler or waker of
+//! the child can pass the owner check for it, so none can be writing the
+//! old pair (and the child must not share its parent's eventfd).
+//!
+//! # The handler
+//!
+//! Async-signal-safe: it saves and restores `errno`, calls only `getpid`
+//! and `write` (both on POSIX's list), takes no lock, allocates nothing and
+//! cannot panic. For each slot of this process (`owner == getpid()`, so
+//! that a forked child never writes its parent's descriptors) that watches
+//! the signal, it sets the signal's bit in `pending` and writes the slot's
+//! wake fd.
+//!
+//! # Memory orderings
+//!
+//! - `HEAD`: `Release` on publication, `Acquire` on every load, so a walker
+//!   that sees a chunk sees its initialised slots and its `next`.
+//! - `used`: a claim is `compare_exchange(false, true, Acquire, _)` and a
+//!   release `store(false, Release)`, so each claimer sees the slot as its
+//!   previous owner left it (fields cleared).
+//! - `owner`: stored with `Release` after `read`, `write`, `generation`,
+//!   `pending` and `woke` are set up; the handler and wakers load it with
+//!   `Acquire` before reading the others (`Relaxed`), so an owner they
+//!   recognise comes with that owner's descriptors and generation.
+//! - `pending` and `woke`: set (`fetch_or` / `store`, `Release`) *before*
+//!   the write to the wake fd; the backend drains the fd and then takes
+//!   them (`Acquire` load, `swap` if set). The write and the read of the fd
+//!   order the two sides in practice (both are system calls, opaque to the
+//!   compiler, and the kernel's lock on the eventfd or pipe is a full
+//!   barrier), so a wait that ended because of a write sees the bit set
+//!   before it; a bit seen without its write only costs a spurious wake-up.
+//! - `watched`: changed only under the hub's lock (`fetch_or` /
+//!   `fetch_and`, `Release`; read `Acquire` by the handler). An arrival
+//!   that races a watch or an unwatch may be heard or not, as with any
+//!   signal handler being installed.
+//!
+//! # Installing and restoring
+//!
+//! The hub's [`Mutex`] (never touched by the handler) guards every change
+//! of a slot's `watched` mask and every `sigaction` call. The first watcher
+//! of a signal in the process installs the handler (`SA_RESTART`, every
+//! signal blocked while it runs) and keeps the previous action; when no
+//! slot of this process watches the signal any more, the previous action
+//! is put back as it was (handler, flags, mask), unless someone else
+//! replaced ours meanwhile. The count is the slots' `watched` bits
+//! themselves (of this process's slots only), so a forked child does not
+//! count its parent's loops.
+//!
+//! One limit: a `fork` while another thread holds the hub's lock (inside a
+//! watch or unwatch) leaves the child's copy locked, as with any mutex; a
+//! child that then watches a signal waits forever.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::os::fd::RawFd;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use super::wake;
+
+/// Slots per chunk.
+const CHUNK: usize = 16;
+
+/// One backend's link to the hub; see the module documentation.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// Claimed by a backend.
+    used: AtomicBool,
+    /// The pid of the process whose backend owns the slot; 0 while free.
+    owner: AtomicI32,
+    /// The wake fd's read end (-1 before the first claim).
+    read: AtomicI32,
+    /// Its write end (the same descriptor for an eventfd).
+    write: AtomicI32,
+    /// The process that created `read` and `write`.
+    fd_pid: AtomicI32,
+    /// Bumped by every claim: a waker of an earlier owner does nothing.
+    generation: AtomicU64,
+    /// Bit `n - 1`: signal `n` is watched by this slot's backend.
+    watched: AtomicU64,
+    /// Bit `n - 1`: signal `n` arrived since the backend last looked.
+    pending: AtomicU64,
+    /// The backend's waker was used since it last looked.
+    woke: AtomicBool,
+}
+
+struct Chunk {
+    slots: [Slot; CHUNK],
+    /// The chunk published before this one; set before publication, then
+    /// never changed.
+    next: *const Chunk,
+}
+
+/// The most recently published chunk.
+static HEAD: AtomicPtr<Chunk> = AtomicPtr::new(ptr::null_mut());
+
+fn getpid() -> libc::pid_t {
+    // SAFETY: no arguments; async-signal-safe.
+    unsafe { libc::getpid() }
+}
+
+/// Every slot ever published (for code outside the handler).
+fn slots() -> impl Iterator<Item = &'static Slot> {
+    let mut chunk = HEAD.load(Ordering::Acquire) as *const Chunk;
+    std::iter::from_fn(move || {
+        // SAFETY: published chunks are initialised and never freed.
+        let c: &'static Chunk = unsafe { chunk.as_ref()? };
+        chunk = c.next;
+        Some(&c.slots)
+    })
+    .flatten()
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            used: AtomicBool::new(false),
+            owner: AtomicI32::new(0),
+            read: AtomicI32::new(-1),
+            write: AtomicI32::new(-1),
+            fd_pid: AtomicI32::new(0),
+            generation: AtomicU64::new(0),
+            watched: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            woke: AtomicBool::new(false),
+        }
+    }
+
+    fn try_take(&self) -> bool {
+        !self.used.load(Ordering::Relaxed)
+            && self
+                .used
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Makes a slot just taken ready for its new owner, this process.
+    fn prepare(&self) -> io::Result<()> {
+        let me = getpid();
+        if self.fd_pid.load(Ordering::Relaxed) != me {
+            // A fresh slot, or one a forked child inherited: not ours to
+            // share. Nothing of this process writes the old pair (its
+            // owner is another process, or none).
+            self.replace_fds(me)?;
+        } else {
+            wake::drain(self.read.load(Ordering::Relaxed));
+        }
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.pending.store(0, Ordering::Relaxed);
+        self.woke.store(false, Ordering::Relaxed);
+        self.owner.store(me, Ordering::Release);
+        Ok(())
+    }
+
+    /// A new wake fd for this process; the old pair, if any, is closed.
+    /// Only for a slot whose `owner` is not this process.
+    fn replace_fds(&self, me: libc::pid_t) -> io::Result<()> {
+        let (read, write) = wake::create()?;
+        let old_read = self.read.swap(read, Ordering::Relaxed);
+        let old_write = self.write.swap(write, Ordering::Relaxed);
+        if old_read >= 0 {
+            wake::close(old_read, old_write);
+        }
+        self.fd_pid.store(me, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The wake fd's read end, which the backend watches.
+    pub(crate) fn read_fd(&self) -> RawFd {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// The current owner's generation, for its wakers.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
+    /// The signals that arrived since the last call (bit `n - 1` for
+    /// signal `n`), cleared.
+    pub(crate) fn take_pending(&self) -> u64 {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        self.pending.swap(0, Ordering::Acquire)
+    }
+
+    /// Whether a waker was used since the last call, cleared.
+    pub(crate) fn take_woke(&self) -> bool {
+        self.woke.load(Ordering::Acquire) && self.woke.swap(false, Ordering::Acquire)
+    }
+
+    /// Makes the owner's next wait return, without a notice of its own
+    /// (the owner has news to deliver after it, such as an exit it found).
+    pub(crate) fn poke(&self) {
+        wake::poke(self.write.load(Ordering::Relaxed));
+    }
+
+    /// [`Wake::wake`](crate::Wake::wake) for the owner of `generation`:
+    /// nothing if the slot has changed hands (or process) since.
+    pub(crate) fn wake(&self, generation: u64) {
+        if self.owner.load(Ordering::Acquire) != getpid()
+            || self.generation.load(Ordering::Relaxed) != generation
+        {
+            return;
+        }
+        self.woke.store(true, Ordering::Release);
+        wake::poke(self.write.load(Ordering::Relaxed));
+    }
+}
+
+/// Claims a slot for a new backend of this process, with a drained wake fd
+/// and no signal watched.
+pub(crate) fn claim() -> io::Result<&'static Slot> {
+    let slot = match slots().find(|s| s.try_take()) {
+        Some(slot) => slot,
+        None => publish_chunk(),
+    };
+    if let Err(err) = slot.prepare() {
+        slot.used.store(false, Ordering::Release);
+        return Err(err);
+    }
+    Ok(slot)
+}
+
+/// Allocates and publishes a chunk, and returns its first slot, already
+/// taken by the caller.
+fn publish_chunk() -> &'static Slot {
+    let chunk = Box::into_raw(Box::new(Chunk {
+        slots: std::array::from_fn(|_| Slot::new()),
+        next: ptr::null(),
+    }));
+    // SAFETY: `chunk` is a valid allocation that nobody else can see yet.
+    unsafe { (*chunk).slots[0].used.store(true, Ordering::Relaxed) };
+    let mut head = HEAD.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: still unpublished: this thread is its only user.
+        unsafe { (*chunk).next = head };
+        match HEAD.compare_exchange_weak(head, chunk, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(now) => head = now,
+        }
+    }
+    // SAFETY: published chunks are never freed or moved, and from here on
+    // only shared references to them exist.
+    unsafe { &(*chunk).slots[0] }
+}
+
+/// Gives a slot back: every signal it watched is unwatched (restoring the
+/// previous disposition of those no other slot of this process watches),
+/// and the slot is free for the next claim, its wake fd kept open.
+pub(crate) fn release(slot: &'static Slot) {
+    let mut hub = lock();
+    let bits = slot.watched.swap(0, Ordering::Release);
+    for signal in signals_of(bits) {
+        hub.settle(signal);
+    }
+    drop(hub);
+    slot.owner.store(0, Ordering::Release);
+    slot.used.store(false, Ordering::Release);
+}
+
+/// After `fork()`, in the child: the slot gets a wake fd of the child's
+/// own (the inherited one is shared with the parent's backend) and
+/// forgets its signals, whose handlers stay installed: the loop watches
+/// them again at once, and an arrival in between must not take the
+/// default action. Nothing to do in the process that claimed the slot
+/// (a `reinit` without a fork).
+pub(crate) fn reinit(slot: &Slot) -> io::Result<()> {
+    let me = getpid();
+    {
+        let _hub = lock();
+        slot.watched.store(0, Ordering::Release);
+    }
+    if slot.owner.load(Ordering::Relaxed) == me {
+        return Ok(());
+    }
+    slot.replace_fds(me)?;
+    slot.pending.store(0, Ordering::Relaxed);
+    slot.woke.store(false, Ordering::Relaxed);
+    slot.owner.store(me, Ordering::Release);
+    Ok(())
+}
+
+/// Starts delivering `signal` to `slot`, installing the hub's handler if
+/// no slot of this process had it.
+pub(crate) fn watch(slot: &Slot, signal: i32) -> io::Result<()> {
+    let bit = bit(signal).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot watch signal {signal}: not a signal number (1 to 64)"),
+        )
+    })?;
+    let mut hub = lock();
+    if slot.watched.load(Ordering::Relaxed) & bit != 0 {
+        return Ok(());
+    }
+    // An arrival from before this watch is not news.
+    slot.pending.fetch_and(!bit, Ordering::Relaxed);
+    slot.watched.fetch_or(bit, Ordering::Release);
+    if let Err(err) = hub.install(signal) {
+        slot.watched.fetch_and(!bit, Ordering::Release);
+        return Err(io::Error::new(
+            err.kind(),
+            format!("cannot watch signal {signal}: sigaction failed ({err})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Stops delivering `signal` to `slot`; the previous disposition comes
+/// back when no slot of this process watches it any more.
+pub(crate) fn unwatch(slot: &Slot, signal: i32) {
+    let Some(bit) = bit(signal) else { return };
+    let mut hub = lock();
+    if slot.watched.fetch_and(!bit, Ordering::Release) & bit != 0 {
+        slot.pending.fetch_and(!bit, Ordering::Relaxed);
+        hub.settle(signal);
+    }
+}
+
+/// Bit `n - 1` for signal `n` in 1..=64.
+pub(crate) fn bit(signal: i32) -> Option<u64> {
+    (1..=64).contains(&signal).then(|| 1u64 << (signal - 1))
+}
+
+fn signals_of(bits: u64) -> impl Iterator<Item = i32> {
+    (1..=64).filter(move |s| bits & (1u64 << (s - 1)) != 0)
+}
+
+/// What the hub's lock guards besides the slots' `watched` masks.
+struct Hub {
+    /// Per signal number, the action that was in place before the hub's
+    /// handler was installed (`None`: not installed by the hub).
+    previous: [Option<libc::sigaction>; 65],
+}
+
+// SAFETY: `sigaction` is plain data (a handler address, flags, a mask);
+// the raw pointers some platforms declare in it are never dereferenced.
+unsafe impl Send for Hub {}
+
+const NOT_INSTALLED: Option<libc::sigaction> = None;
+static HUB: Mutex<Hub> = Mutex::new(Hub {
+    previous: [NOT_INSTALLED; 65],
+});
+
+fn lock() -> MutexGuard<'static, Hub> {
+    // The guarded state is consistent after any panic (each change is one
+    // assignment), so a poisoned lock is still usable.
+    HUB.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Hub {
+    /// Installs the handler for `signal` unless it already is.
+    fn install(&mut self, signal: i32) -> io::Result<()> {
+        let entry = &mut self.previous[signal as usize];
+        if entry.is_some() {
+            return Ok(());
+        }
+        // SAFETY: all-zero is a valid sigaction (no handler, no flags, an
+        // empty mask), and the fields that matter are set below.
+        let mut action: libc::sigaction = unsafe { mem::zeroed() };
+        action.sa_sigaction = handler as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: `sa_mask` is a valid sigset_t to fill; `old` is written
+        // by sigaction on success.
+        let mut old: libc::sigaction = unsafe { mem::zeroed() };
+        let r = unsafe {
+            libc::sigfillset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, &mut old)
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        *entry = Some(old);
+        Ok(())
+    }
+
+    /// Restores `signal`'s previous action if no slot of this process
+    /// watches it any more.
+    fn settle(&mut self, signal: i32) {
+        let me = getpid();
+        let Some(bit) = bit(signal) else { return };
+        let watched = slots().any(|s| {
+            s.owner.load(Ordering::Relaxed) == me && s.watched.load(Ordering::Relaxed) & bit != 0
+        });
+        if watched {
+            return;
+        }
+        let Some(previous) = self.previous[signal as usize].take() else {
+            return;
+        };
+        // SAFETY: `now` is written by sigaction; `previous` is the action
+        // sigaction handed back when the hub installed its own.
+        unsafe {
+            let mut now: libc::sigaction = mem::zeroed();
+            if libc::sigaction(signal, ptr::null(), &mut now) == 0 && now.sa_sigaction != ours() {
+                // Someone replaced the hub's handler: theirs stays.
+                return;
+            }
+            libc::sigaction(signal, &previous, ptr::null_mut());
+        }
+    }
+}
+
+fn ours() -> libc::sighandler_t {
+    handler as extern "C" fn(libc::c_int) as libc::sighandler_t
+}
+
+/// A pointer to the calling thread's `errno`.
+fn errno_location() -> *mut libc::c_int {
+    cfg_if::cfg_if! {
+        if #[cfg(target_os = "linux")] {
+            // SAFETY: returns the calling thread's errno; async-signal-safe.
+            unsafe { libc::__errno_location() }
+        } else if #[cfg(any(target_os = "android", target_os = "netbsd", target_os = "openbsd"))] {
+            // SAFETY: as above.
+            unsafe { libc::__errno() }
+        } else {
+            // macOS, iOS, FreeBSD, DragonFly.
+            // SAFETY: as above.
+            unsafe { libc::__error() }
+        }
+    }
+}
+
+/// The hub's signal handler; see the module documentation.
+extern "C" fn handler(signal: libc::c_int) {
+    let errno = errno_location();
+    // SAFETY: `errno` points to this thread's errno, valid for the
+    // thread's life.
+    let saved = unsafe { *errno };
+    if (1..=64).contains(&signal) {
+        let bit = 1u64 << (signal - 1);
+        let me = getpid();
+        let mut chunk = HEAD.load(Ordering::Acquire) as *const Chunk;
+        // SAFETY: published chunks are initialised and never freed.
+        while let Some(c) = unsafe { chunk.as_ref() } {
+            for slot in &c.slots {
+                if slot.owner.load(Ordering::Acquire) == me
+                    && slot.watched.load(Ordering::Acquire) & bit != 0
+                {
+                    slot.pending.fetch_or(bit, Ordering::Release);
+                    wake::poke(slot.write.load(Ordering::Relaxed));
+                }
+            }
+            chunk = c.next;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { *errno = saved };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The action in place for `signal`.
+    fn current(signal: i32) -> libc::sigaction {
+        // SAFETY: `now` is written by sigaction.
+        unsafe {
+            let mut now: libc::sigaction = mem::zeroed();
+            assert_eq!(libc::sigaction(signal, ptr::null(), &mut now), 0);
+            now
+        }
+    }
+
+    fn installed(signal: i32) -> bool {
+        lock().previous[signal as usize].is_some()
+    }
+
+    /// A signal no other unit test uses (each test its own).
+    fn test_signal(n: i32) -> i32 {
+        if cfg!(any(target_os = "linux", target_os = "android")) {
+            libc::SIGRTMIN() + 20 + n
+        } else {
+            [libc::SIGUSR1, libc::SIGUSR2, libc::SIGWINCH][n as usize]
+        }
+    }
+
+    #[test]
+    fn counting_and_restore() {
+        let signal = test_signal(0);
+        // A previous disposition to come back: ignored, with a flag.
+        // SAFETY: zeroed is a valid sigaction; SIG_IGN needs no handler.
+        unsafe {
+            let mut ign: libc::sigaction = mem::zeroed();
+            ign.sa_sigaction = libc::SIG_IGN;
+            ign.sa_flags = libc::SA_NODEFER;
+            assert_eq!(libc::sigaction(signal, &ign, ptr::null_mut()), 0);
+        }
+        let (a, b) = (claim().unwrap(), claim().unwrap());
+        assert!(!ptr::eq(a, b));
+        watch(a, signal).unwrap();
+        assert!(installed(signal));
+        assert_eq!(current(signal).sa_sigaction, ours());
+        assert_ne!(current(signal).sa_flags & libc::SA_RESTART, 0);
+        watch(b, signal).unwrap();
+        watch(b, signal).unwrap(); // idempotent
+        unwatch(a, signal);
+        assert_eq!(current(signal).sa_sigaction, ours(), "b still watches");
+        unwatch(a, signal); // not watched: no effect
+        assert_eq!(current(signal).sa_sigaction, ours());
+        watch(a, signal).unwrap();
+        unwatch(b, signal);
+        assert_eq!(current(signal).sa_sigaction, ours(), "a watches again");
+        release(a); // releasing unwatches
+        let now = current(signal);
+        assert_eq!(now.sa_sigaction, libc::SIG_IGN, "previous disposition back");
+        assert_ne!(now.sa_flags & libc::SA_NODEFER, 0, "with its flags");
+        assert!(!installed(signal));
+        release(b);
+        // SAFETY: back to the default for the other tests' sake.
+        unsafe { libc::signal(signal, libc::SIG_DFL) };
+    }
+
+    #[test]
+    fn arrivals_reach_every_watching_slot_and_coalesce() {
+        let signal = test_signal(1);
+        let (a, b, c) = (claim().unwrap(), claim().unwrap(), claim().unwrap());
+        watch(a, signal).unwrap();
+        watch(b, signal).unwrap();
+        let sbit = bit(signal).unwrap();
+        for _ in 0..3 {
+            // SAFETY: the hub's handler is installed for `signal`.
+            unsafe { libc::raise(signal) };
+        }
+        assert_eq!(a.take_pending(), sbit, "three arrivals, one bit");
+        assert_eq!(b.take_pending(), sbit);
+        assert_eq!(c.take_pending(), 0, "c does not watch it");
+        assert_eq!(a.take_pending(), 0, "taken");
+        // Unwatched: an arrival is no longer recorded (b still installs).
+        unwatch(a, signal);
+        // SAFETY: as above.
+        unsafe { libc::raise(signal) };
+        assert_eq!((a.take_pending(), b.take_pending()), (0, sbit));
+        for s in [a, b, c] {
+            release(s);
+        }
+        assert!(!installed(signal));
+    }
+
+    #[test]
+    fn a_released_slot_is_reused_with_its_fd_and_old_wakers_do_nothing() {
+        let a = claim().unwrap();
+        let (fd, generation) = (a.read_fd(), a.generation());
+        a.wake(generation);
+        assert!(a.take_woke());
+        release(a);
+        // Another test may take it first; claim until it comes back (or
+        // give up: a test holding it for long proves nothing wrong).
+        let mut held = Vec::new();
+        let mut again = None;
+        for _ in 0..1000 {
+            let s = claim().unwrap();
+            if ptr::eq(s, a) {
+                again = Some(s);
+                break;
+            }
+            held.push(s);
+        }
+        for s in held {
+            release(s);
+        }
+        let Some(again) = again else { return };
+        assert_eq!(again.read_fd(), fd, "the slot keeps its descriptor");
+        assert_ne!(again.generation(), generation);
+        again.wake(generation); // a waker of the previous owner
+        assert!(!again.take_woke());
+        again.wake(again.generation());
+        assert!(again.take_woke());
+        release(again);
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_signal() {
+        let a = claim().unwrap();
+        assert!(watch(a, 0).is_err() && watch(a, 65).is_err());
+        let err = watch(a, libc::SIGKILL).unwrap_err();
+        assert!(err.to_string().contains("sigaction"), "{err}");
+        assert!(!installed(libc::SIGKILL));
+        release(a);
+    }
+}

@@ -1,0 +1,363 @@
+//! What a Unix backend embeds to provide signals, child exits and
+//! wake-ups: [`Wakeup`] (its hub slot and wake fd, the signals it watches,
+//! its waker) and, for backends without `EVFILT_PROC`, [`Notifier`]
+//! (a `Wakeup` plus the table of watched children). The backend only puts
+//! their internal fds in its kernel set ([`InternalFds`]), never reports
+//! them to the loop, and routes their readiness back here.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+
+use super::children::{self, Added, Children};
+use super::hub::{self, Slot};
+use crate::{Notices, SignalSet, Wake};
+
+/// A backend's kernel set, as the notifier sees it: where its internal
+/// fds (the wake fd, pidfds) are watched for readability.
+pub(crate) trait InternalFds {
+    /// Watches `fd` for readability.
+    fn add(&mut self, fd: RawFd) -> io::Result<()>;
+    /// Stops watching `fd` (it is about to be closed, or belongs to a
+    /// kernel set being replaced); never fails.
+    fn remove(&mut self, fd: RawFd);
+}
+
+const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
+
+/// A backend's hub slot, claimed when first needed, and what it watches.
+#[derive(Debug)]
+pub(crate) struct Wakeup {
+    backend: &'static str,
+    slot: Option<&'static Slot>,
+    /// The slot's read end, while it is in the kernel set.
+    registered: Option<RawFd>,
+    /// The signals the loop watches.
+    user: u64,
+    /// The signals the backend itself watches (`SIGCHLD` for children
+    /// without pidfds).
+    internal: u64,
+    /// The waker handed out, if any (one per backend).
+    waker: Option<Arc<SlotWaker>>,
+}
+
+impl Wakeup {
+    pub(crate) fn new(backend: &'static str) -> Wakeup {
+        Wakeup {
+            backend,
+            slot: None,
+            registered: None,
+            user: 0,
+            internal: 0,
+            waker: None,
+        }
+    }
+
+    /// The slot, claimed and its read end in the kernel set.
+    fn ensure(&mut self, set: &mut impl InternalFds) -> io::Result<&'static Slot> {
+        let slot = match self.slot {
+            Some(slot) => slot,
+            None => {
+                let slot = hub::claim().map_err(|err| {
+                    io::Error::new(
+                        err.kind(),
+                        format!(
+                            "the {} backend cannot create its wake fd: {err}",
+                            self.backend
+                        ),
+                    )
+                })?;
+                self.slot = Some(slot);
+                slot
+            }
+        };
+        if self.registered.is_none() {
+            set.add(slot.read_fd())?;
+            self.registered = Some(slot.read_fd());
+        }
+        Ok(slot)
+    }
+
+    /// Whether `fd` is the wake fd in the kernel set.
+    pub(crate) fn is_wake_fd(&self, fd: RawFd) -> bool {
+        self.registered == Some(fd)
+    }
+
+    /// The wake fd in the kernel set, if any.
+    pub(crate) fn wake_fd(&self) -> Option<RawFd> {
+        self.registered
+    }
+
+    /// The wake fd was reported readable: empty it.
+    pub(crate) fn drain(&self) {
+        if let Some(fd) = self.registered {
+            super::wake::drain(fd);
+        }
+    }
+
+    /// Makes the next wait return (there is news to deliver after it).
+    pub(crate) fn poke(&self) {
+        if let Some(slot) = self.slot {
+            slot.poke();
+        }
+    }
+
+    pub(crate) fn watch_signal(
+        &mut self,
+        signal: i32,
+        set: &mut impl InternalFds,
+    ) -> io::Result<()> {
+        let bit = self.bit(signal)?;
+        self.watch_bit(signal, bit, set)?;
+        self.user |= bit;
+        Ok(())
+    }
+
+    pub(crate) fn unwatch_signal(&mut self, signal: i32) {
+        let Some(bit) = hub::bit(signal) else { return };
+        if self.user & bit != 0 {
+            self.user &= !bit;
+            self.unwatch_bit(signal, bit);
+        }
+    }
+
+    /// `SIGCHLD` for the backend's own use.
+    pub(crate) fn watch_sigchld(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+        self.watch_bit(libc::SIGCHLD, SIGCHLD_BIT, set)?;
+        self.internal |= SIGCHLD_BIT;
+        Ok(())
+    }
+
+    pub(crate) fn unwatch_sigchld(&mut self) {
+        if self.internal & SIGCHLD_BIT != 0 {
+            self.internal &= !SIGCHLD_BIT;
+            self.unwatch_bit(libc::SIGCHLD, SIGCHLD_BIT);
+        }
+    }
+
+    fn bit(&self, signal: i32) -> io::Result<u64> {
+        hub::bit(signal).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the {} backend cannot watch signal {signal}: not a signal number (1 to 64)",
+                    self.backend
+                ),
+            )
+        })
+    }
+
+    fn watch_bit(&mut self, signal: i32, bit: u64, set: &mut impl InternalFds) -> io::Result<()> {
+        let slot = self.ensure(set)?;
+        if (self.user | self.internal) & bit == 0 {
+            hub::watch(slot, signal).map_err(|err| {
+                io::Error::new(err.kind(), format!("the {} backend: {err}", self.backend))
+            })?;
+        }
+        Ok(())
+    }
+
+    fn unwatch_bit(&mut self, signal: i32, bit: u64) {
+        if let Some(slot) = self.slot {
+            if (self.user | self.internal) & bit == 0 {
+                hub::unwatch(slot, signal);
+            }
+        }
+    }
+
+    pub(crate) fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+        let slot = self.ensure(set)?;
+        let waker = self.waker.get_or_insert_with(|| {
+            Arc::new(SlotWaker {
+                slot,
+                generation: slot.generation(),
+            })
+        });
+        Ok(waker.clone())
+    }
+
+    /// Moves the loop's signals and the waker's use into `notices`;
+    /// returns every signal bit that arrived (the backend's own included).
+    pub(crate) fn take(&mut self, notices: &mut Notices) -> u64 {
+        let Some(slot) = self.slot else { return 0 };
+        let bits = slot.take_pending();
+        notices.signals |= SignalSet::from_bits(bits & self.user);
+        if slot.take_woke() {
+            notices.woken = true;
+        }
+        bits
+    }
+
+    /// After `fork()` in the child (or a plain re-creation of the kernel
+    /// set): the wake fd, the child's own, goes into the new set; every
+    /// signal is forgotten (the loop watches its own again).
+    pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+        let Some(slot) = self.slot else { return Ok(()) };
+        if let Some(fd) = self.registered.take() {
+            set.remove(fd);
+        }
+        self.user = 0;
+        self.internal = 0;
+        hub::reinit(slot)?;
+        self.ensure(set).map(|_| ())
+    }
+}
+
+impl Drop for Wakeup {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot {
+            hub::release(slot);
+        }
+    }
+}
+
+/// What [`Wakeup::waker`] hands out: the slot and its owner's generation,
+/// so that it stays harmless after the backend is gone (the slot and its
+/// fd live on) and wakes the child's loop after a fork (the child's slot
+/// has the child's fd).
+#[derive(Debug)]
+struct SlotWaker {
+    slot: &'static Slot,
+    generation: u64,
+}
+
+impl Wake for SlotWaker {
+    fn wake(&self) {
+        self.slot.wake(self.generation);
+    }
+}
+
+/// A [`Wakeup`] and the table of watched children: everything but fd
+/// readiness, for the epoll, poll and select backends.
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    pub(crate) wakeup: Wakeup,
+    children: Children,
+    /// A child watched through `SIGCHLD` had exited before `watch_child`:
+    /// the next `take_notices` reaps without waiting for a `SIGCHLD`.
+    scan_due: bool,
+}
+
+impl Notifier {
+    pub(crate) fn new(backend: &'static str) -> Notifier {
+        Notifier {
+            wakeup: Wakeup::new(backend),
+            children: Children::default(),
+            scan_due: false,
+        }
+    }
+
+    /// For tests: child exits through `SIGCHLD` even where pidfds work.
+    pub(crate) fn force_sigchld_fallback(&mut self) {
+        self.children.force_sigchld();
+    }
+
+    /// Every internal fd the kernel set must hold.
+    pub(crate) fn internal_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+        self.wakeup
+            .wake_fd()
+            .into_iter()
+            .chain(self.children.pidfds())
+    }
+
+    pub(crate) fn watch_child(&mut self, pid: u32, set: &mut impl InternalFds) -> io::Result<()> {
+        let backend = self.wakeup.backend;
+        let pid = children::check_child(backend, pid)?;
+        if self.children.is_watched(pid) {
+            return Ok(());
+        }
+        match self.children.add(backend, pid)? {
+            Added::Pidfd(fd) => {
+                // An exited child's pidfd is readable at once: the next
+                // wait returns and reaps it.
+                if let Err(err) = set.add(fd) {
+                    self.children.remove(pid);
+                    return Err(err);
+                }
+            }
+            Added::Sigchld => {
+                if let Err(err) = self.wakeup.watch_sigchld(set) {
+                    self.children.remove(pid);
+                    self.settle_sigchld();
+                    return Err(err);
+                }
+                // Checked after SIGCHLD is watched: an exit before that
+                // brought no SIGCHLD of ours, an exit after it does.
+                if children::has_exited(pid) {
+                    // Reaped by the next `take_notices`, after a wait that
+                    // must not block. (Not here: `unwatch_child` must be
+                    // able to leave it unreaped.)
+                    self.scan_due = true;
+                    self.wakeup.poke();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn unwatch_child(&mut self, pid: u32, set: &mut impl InternalFds) {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return;
+        };
+        if let Some(pidfd) = self.children.remove(pid) {
+            if let Some(fd) = pidfd {
+                set.remove(fd.as_raw_fd());
+            }
+            self.settle_sigchld();
+        }
+    }
+
+    /// Stops the internal `SIGCHLD` watch once no child needs it.
+    fn settle_sigchld(&mut self) {
+        if !self.children.uses_sigchld() {
+            self.wakeup.unwatch_sigchld();
+        }
+    }
+
+    /// An internal fd was reported readable.
+    pub(crate) fn ready(&mut self, fd: RawFd, set: &mut impl InternalFds) {
+        if self.wakeup.is_wake_fd(fd) {
+            self.wakeup.drain();
+        } else if let Some(pidfd) = self.children.pidfd_ready(fd) {
+            set.remove(pidfd.as_raw_fd());
+        }
+    }
+
+    pub(crate) fn take_notices(&mut self, notices: &mut Notices) {
+        let bits = self.wakeup.take(notices);
+        let due = std::mem::take(&mut self.scan_due);
+        if (due || bits & SIGCHLD_BIT != 0) && self.children.uses_sigchld() {
+            self.children.scan();
+            self.settle_sigchld();
+        }
+        self.children.take_exits(&mut notices.exits);
+    }
+
+    /// After `fork()` in the child, once the backend has its new kernel
+    /// set: the children are the parent's (their pidfds closed here), the
+    /// signals forgotten, the wake fd the child's own.
+    pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+        for fd in self.children.pidfds() {
+            set.remove(fd);
+        }
+        self.children.clear();
+        self.scan_due = false;
+        self.wakeup.reinit(set)
+    }
+
+    pub(crate) fn watch_signal(
+        &mut self,
+        signal: i32,
+        set: &mut impl InternalFds,
+    ) -> io::Result<()> {
+        self.wakeup.watch_signal(signal, set)
+    }
+
+    pub(crate) fn unwatch_signal(&mut self, signal: i32) {
+        self.wakeup.unwatch_signal(signal);
+    }
+
+    pub(crate) fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+        self.wakeup.waker(set)
+    }
+}
