@@ -104,6 +104,27 @@
 //! (`cargo test --features emulated-kqueue`). That checks this file's
 //! logic against the man page's semantics, not against a real kernel.
 //!
+//! # Signals, children, wake-ups
+//!
+//! - Signals and wakers use the shared Unix hub (`backends/unix/`): the
+//!   read end of this backend's wake fd (a pipe; an eventfd over the
+//!   emulation) is registered with `EVFILT_READ` and the tag `UD_WAKE`,
+//!   drained when it reports and never passed to the loop. Not
+//!   `EVFILT_USER` or `EVFILT_SIGNAL`: the hub's signal handler must wake
+//!   every loop that watches a signal, and `kevent(2)` is not
+//!   async-signal-safe per POSIX, while `write(2)` is.
+//! - A watched child is an `EVFILT_PROC` filter with `NOTE_EXIT` (ident:
+//!   the pid, tag `UD_PROC`). When it fires, `waitpid(pid)` reaps that
+//!   child and gives its status (blocking: it has exited, and the kernel
+//!   may post the note a moment before the zombie can be reaped). A child
+//!   that has already exited is reported too: FreeBSD fires the filter at
+//!   once for a zombie, other kernels refuse it with `ESRCH`, and then the
+//!   backend reaps it at once and makes the next wait return.
+//! - These registrations are made at once, each with its own `kevent`
+//!   call with no room for events, so that a refusal is the hook's error
+//!   (they are rare), rather than queued with the loop's changes.
+//! - Only watched pids are reaped: never `waitpid(-1)`.
+//!
 //! # Allocation
 //!
 //! The changelist and the event list are reused across calls; nothing is
@@ -154,11 +175,17 @@ use std::io;
 use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::kqueue_sys as sys;
+use super::unix::notifier::Wakeup;
+use super::unix::{children, InternalFds};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::{
+    Backend, Capabilities, ChildExit, Interest, Notices, PollEvent, PollStatus, Ready, Trigger,
+    Wake,
+};
 
 /// Room for events in the first waits (on top of room for change errors).
 const INITIAL_EVENTS: usize = 64;
@@ -181,6 +208,11 @@ const UD_READ: usize = 0x1;
 const UD_WRITE: usize = 0x2;
 /// In a registration's tag: the registration is one-shot (`EV_ONESHOT`).
 const UD_ONESHOT: usize = 0x4;
+/// The tag of the wake fd's `EVFILT_READ` filter (internal: never
+/// reported to the loop).
+const UD_WAKE: usize = 0x1000;
+/// The tag of a watched child's `EVFILT_PROC` filter.
+const UD_PROC: usize = 0x2000;
 
 /// One of the two filters this backend uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,6 +290,72 @@ pub struct Kqueue {
     /// `reported[fd]`: the `wait_seq` of the last `poll` that reported the
     /// fd, and where in `events` (see [`Kqueue::report`]).
     reported: Vec<(u64, usize)>,
+    /// The hub slot and wake fd: signals and the waker.
+    wakeup: Wakeup,
+    /// The watched children (each an `EVFILT_PROC` filter).
+    procs: Vec<libc::pid_t>,
+    /// Exits reaped but not yet taken by the loop.
+    exits: Vec<ChildExit>,
+}
+
+/// The kqueue as the notifier sees it: its filters are changed at once.
+struct Kernel(RawFd);
+
+impl InternalFds for Kernel {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        let mut kev = zeroed_kevent();
+        kev.ident = fd as sys::uintptr_t;
+        kev.filter = sys::EVFILT_READ;
+        kev.flags = sys::EV_ADD | sys::EV_ENABLE;
+        kev.udata = UD_WAKE as _;
+        apply_now(self.0, &kev)
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        let mut kev = zeroed_kevent();
+        kev.ident = fd as sys::uintptr_t;
+        kev.filter = sys::EVFILT_READ;
+        kev.flags = sys::EV_DELETE;
+        // Fails only if it is not there (a new kqueue).
+        let _ = apply_now(self.0, &kev);
+    }
+}
+
+/// A change record for the `EVFILT_PROC` filter of `pid`.
+fn proc_record(pid: libc::pid_t, flags: u16) -> sys::kevent {
+    let mut kev = zeroed_kevent();
+    kev.ident = pid as sys::uintptr_t;
+    kev.filter = sys::EVFILT_PROC;
+    kev.flags = flags;
+    kev.fflags = sys::NOTE_EXIT;
+    kev.udata = UD_PROC as _;
+    kev
+}
+
+fn zeroed_kevent() -> sys::kevent {
+    // SAFETY: as in `record`: all-zero bytes are a valid `kevent`.
+    unsafe { mem::zeroed() }
+}
+
+/// Applies one change now, with no room for events: a refusal is the
+/// call's error.
+fn apply_now(kq: RawFd, change: &sys::kevent) -> io::Result<()> {
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: one readable change record; no event list (0 records may be
+    // written, so a null pointer is never written through); a valid
+    // timeout that outlives the call.
+    let n = unsafe { sys::kevent(kq, change, 1, ptr::null_mut(), 0, &zero) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        // EINTR: "all changes ... have been applied".
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(())
 }
 
 impl Kqueue {
@@ -280,7 +378,36 @@ impl Kqueue {
             clock: Clock::new(),
             wait_seq: 0,
             reported: Vec::new(),
+            wakeup: Wakeup::new("kqueue"),
+            procs: Vec::new(),
+            exits: Vec::new(),
         })
+    }
+
+    fn kernel(&self) -> Kernel {
+        Kernel(self.kq.as_raw_fd())
+    }
+
+    /// A watched child's `NOTE_EXIT`: reaps it.
+    fn proc_exited(&mut self, pid: libc::pid_t) {
+        let Some(i) = self.procs.iter().position(|&p| p == pid) else {
+            return;
+        };
+        self.procs.swap_remove(i);
+        // The kernel deleted the filter when it reported the exit.
+        self.reap(pid);
+    }
+
+    /// Reaps `pid`, which has exited, and keeps its exit for the loop.
+    fn reap(&mut self, pid: libc::pid_t) {
+        match children::reap(pid, true) {
+            Ok(Some(status)) => self.exits.push(ChildExit {
+                pid: pid as u32,
+                status,
+            }),
+            Ok(None) => {}
+            Err(err) => tracing::debug!(pid, %err, "a watched child was reaped elsewhere"),
+        }
     }
 
     /// Queues one change record.
@@ -353,11 +480,11 @@ fn tag(new: Interest) -> usize {
 
 /// A change record.
 fn record(fd: RawFd, filter: Filter, action: Action) -> sys::kevent {
-    // SAFETY: `kevent` is a plain C struct of integers and a raw pointer
-    // (plus, on FreeBSD 12 and later, an array of integers): all-zero bytes
-    // are a valid value (a null `udata`). Zeroing also clears the fields
-    // that differ between systems, which is why no struct literal is used.
-    let mut kev: sys::kevent = unsafe { mem::zeroed() };
+    // `kevent` is a plain C struct of integers and a raw pointer (plus, on
+    // FreeBSD 12 and later, an array of integers): all-zero bytes are a
+    // valid value (a null `udata`). Zeroing also clears the fields that
+    // differ between systems, which is why no struct literal is used.
+    let mut kev = zeroed_kevent();
     kev.ident = fd as sys::uintptr_t;
     kev.filter = match filter {
         Filter::Read => sys::EVFILT_READ,
@@ -464,6 +591,13 @@ impl Backend for Kqueue {
         timeout: Option<Duration>,
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
+        // Exits found outside a wait (a child gone before `watch_child`)
+        // are news: do not block.
+        let timeout = if self.exits.is_empty() {
+            timeout
+        } else {
+            Some(Duration::ZERO)
+        };
         let deadline = Deadline::new(timeout);
         self.wait_seq += 1;
         loop {
@@ -518,6 +652,7 @@ impl Backend for Kqueue {
 
             let before = events.len();
             let mut ignored = false;
+            let mut noticed = false;
             for i in 0..n {
                 let ev = self.out[i];
                 let fd = ev.ident as RawFd;
@@ -539,6 +674,18 @@ impl Backend for Kqueue {
                     );
                     // Both filters of an fd usually fail together: one report.
                     self.report(events, fd, Ready::INVALID);
+                    continue;
+                }
+                if udata == UD_WAKE {
+                    self.wakeup.drain();
+                    noticed = true;
+                    continue;
+                }
+                if ev.filter == sys::EVFILT_PROC {
+                    if ev.fflags & sys::NOTE_EXIT != 0 {
+                        self.proc_exited(ev.ident as libc::pid_t);
+                        noticed = true;
+                    }
                     continue;
                 }
                 let filter = if ev.filter == sys::EVFILT_READ {
@@ -582,7 +729,7 @@ impl Backend for Kqueue {
                 // (the buffer itself grows at the next call).
                 self.room = (self.room * 2).min(MAX_EVENTS);
             }
-            if events.len() == before && ignored {
+            if events.len() == before && ignored && !noticed {
                 // The call returned early only because of errors we ignore
                 // (kevent neither waits nor collects events when a change
                 // fails): the changes are applied, so wait again for the
@@ -611,7 +758,66 @@ impl Backend for Kqueue {
         self.owner = me;
         // They were meant for the old kqueue; the loop re-registers every fd.
         self.changes.clear();
+        // The children are the parent's; their filters went with the old
+        // kqueue.
+        self.procs.clear();
+        self.exits.clear();
+        let mut kernel = self.kernel();
+        self.wakeup.reinit(&mut kernel)
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        let mut kernel = self.kernel();
+        self.wakeup.watch_signal(signal, &mut kernel)
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.wakeup.unwatch_signal(signal);
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        let pid = children::check_child("kqueue", pid)?;
+        if self.procs.contains(&pid) {
+            return Ok(());
+        }
+        let add = proc_record(pid, sys::EV_ADD | sys::EV_ENABLE);
+        match apply_now(self.kq.as_raw_fd(), &add) {
+            Ok(()) => self.procs.push(pid),
+            // A zombie, on kernels that do not attach to one: it has
+            // exited, so reap it now (`poll` then does not block).
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => self.reap(pid),
+            Err(err) => {
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "the kqueue backend cannot watch pid {pid}: EVFILT_PROC refused ({err})"
+                    ),
+                ))
+            }
+        }
         Ok(())
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return;
+        };
+        // An exit reaped but not yet taken: the loop no longer asks.
+        self.exits.retain(|e| e.pid != pid as u32);
+        if let Some(i) = self.procs.iter().position(|&p| p == pid) {
+            self.procs.swap_remove(i);
+            let _ = apply_now(self.kq.as_raw_fd(), &proc_record(pid, sys::EV_DELETE));
+        }
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        let mut kernel = self.kernel();
+        self.wakeup.waker(&mut kernel)
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        self.wakeup.take(notices);
+        notices.exits.append(&mut self.exits);
     }
 }
 

@@ -39,10 +39,21 @@
 //!   were applied. The timeout is rounded up to whole milliseconds.
 //! - A kqueue is not inherited by a child process: there, every `kevent`
 //!   call on it fails with `EBADF` (the real kernel closes it in the child).
+//! - `EVFILT_PROC` with `NOTE_EXIT` ("the process has exited; the exit
+//!   status will be stored in data"): the ident is a pid, watched through a
+//!   pidfd (`pidfd_open`) in a third inner epoll instance, so any process
+//!   the caller can see, child or not. A pid that does not exist fails with
+//!   `ESRCH`; an exited, unreaped child (a zombie) fires at once, as
+//!   FreeBSD's filter does. The event carries `NOTE_EXIT` in `fflags` and,
+//!   as FreeBSD's `filt_proc` sets them (the man page does not say),
+//!   `EV_EOF | EV_ONESHOT` in `flags`: the knote is deleted once reported.
+//!   For a child of the caller `data` is its status in `wait(2)`'s format,
+//!   read without reaping it (`waitid(.., WNOWAIT)`); 0 for another
+//!   process. Other `NOTE_*` events are refused (`EINVAL`).
 //!
 //! Not emulated (the backend does not use them): filters other than
-//! these two, `EV_DISABLE` and `EV_DISPATCH`; the `data` of an event is
-//! always 0 (no byte counts). Regular files are refused by epoll
+//! these three, `EV_DISABLE` and `EV_DISPATCH`; the `data` of a read or
+//! write event is always 0 (no byte counts). Regular files are refused by epoll
 //! (`EPERM`) where a kqueue accepts them; the backend refuses them before
 //! they get here.
 //!
@@ -83,6 +94,10 @@ pub struct kevent {
 pub const EVFILT_READ: i16 = -1;
 /// The write filter.
 pub const EVFILT_WRITE: i16 = -2;
+/// The process filter (ident: a pid).
+pub const EVFILT_PROC: i16 = -5;
+/// `EVFILT_PROC`: the process has exited.
+pub const NOTE_EXIT: u32 = 0x8000_0000;
 /// Add the filter (or update an existing one).
 pub const EV_ADD: u16 = 0x0001;
 /// Delete the filter.
@@ -135,10 +150,14 @@ struct Queue {
     owner: u32,
     /// The descriptor `kqueue()` returned (owned by the caller).
     outer: RawFd,
-    /// The inner epoll instances, for `EVFILT_READ` and `EVFILT_WRITE`.
+    /// The inner epoll instances, for `EVFILT_READ`, `EVFILT_WRITE` and
+    /// `EVFILT_PROC` (whose pidfds are registered under the pid).
     read: OwnedFd,
     write: OwnedFd,
+    procs: OwnedFd,
     knotes: HashMap<(RawFd, i16), Knote>,
+    /// The pidfd of each `EVFILT_PROC` knote, by pid.
+    pidfds: HashMap<RawFd, OwnedFd>,
     /// The serial of the next registration.
     next_serial: u32,
     /// `epoll_wait`'s buffer, reused.
@@ -206,7 +225,8 @@ pub unsafe fn kqueue() -> libc::c_int {
         let outer = epoll_create(0)?;
         let read = epoll_create(libc::EPOLL_CLOEXEC)?;
         let write = epoll_create(libc::EPOLL_CLOEXEC)?;
-        for inner in [&read, &write] {
+        let procs = epoll_create(libc::EPOLL_CLOEXEC)?;
+        for inner in [&read, &write, &procs] {
             let fd = inner.as_raw_fd();
             ctl(
                 outer.as_raw_fd(),
@@ -222,7 +242,9 @@ pub unsafe fn kqueue() -> libc::c_int {
             outer: outer.as_raw_fd(),
             read,
             write,
+            procs,
             knotes: HashMap::new(),
+            pidfds: HashMap::new(),
             next_serial: 0,
             scratch: Vec::new(),
         };
@@ -251,9 +273,121 @@ impl Queue {
         }
     }
 
+    /// Applies one `EVFILT_PROC` change.
+    fn apply_proc(&mut self, change: &kevent) -> Result<(), i32> {
+        let Ok(pid) = libc::pid_t::try_from(change.ident) else {
+            return Err(libc::ESRCH);
+        };
+        let key = (pid, EVFILT_PROC);
+        let udata = change.udata as usize;
+        if change.flags & EV_DELETE != 0 {
+            self.knotes.remove(&key).ok_or(libc::ENOENT)?;
+            // Closing the pidfd takes it out of the inner instance.
+            self.pidfds.remove(&pid);
+            return Ok(());
+        }
+        if change.flags & EV_ADD == 0 {
+            return Err(libc::EINVAL);
+        }
+        if change.fflags != NOTE_EXIT {
+            return Err(libc::EINVAL); // the other notes are not emulated
+        }
+        if let Some(knote) = self.knotes.get_mut(&key) {
+            knote.udata = udata;
+            return Ok(());
+        }
+        if pid <= 0 {
+            return Err(libc::ESRCH);
+        }
+        // SAFETY: plain system call with integer arguments.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ESRCH));
+        }
+        // SAFETY: a new descriptor, owned by nobody else.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let serial = self.next_serial;
+        self.next_serial = serial.wrapping_add(1);
+        // Registered under the pid, which `collect_procs` reads back.
+        let data = (serial as u64) << 32 | pid as u32 as u64;
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: data,
+        };
+        // SAFETY: `ev` is valid for the call; both descriptors are open.
+        if unsafe {
+            libc::epoll_ctl(
+                self.procs.as_raw_fd(),
+                libc::EPOLL_CTL_ADD,
+                pidfd.as_raw_fd(),
+                &mut ev,
+            )
+        } < 0
+        {
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ENOMEM));
+        }
+        let knote = Knote {
+            udata,
+            mode: EV_ONESHOT,
+            serial,
+            file: (0, 0),
+        };
+        self.knotes.insert(key, knote);
+        self.pidfds.insert(pid, pidfd);
+        Ok(())
+    }
+
+    /// Moves the exits of watched processes into `out` while it has room.
+    fn collect_procs(&mut self, out: &mut Out<'_>) {
+        let room = out.room();
+        if room == 0 {
+            return;
+        }
+        if self.scratch.len() < room {
+            self.scratch
+                .resize(room, libc::epoll_event { events: 0, u64: 0 });
+        }
+        // SAFETY: `scratch` holds at least `room` writable epoll_events;
+        // zero timeout.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.procs.as_raw_fd(),
+                self.scratch.as_mut_ptr(),
+                room.min(libc::c_int::MAX as usize) as libc::c_int,
+                0,
+            )
+        };
+        for i in 0..n.max(0) as usize {
+            let data = self.scratch[i].u64;
+            let (pid, serial) = (data as u32 as libc::pid_t, (data >> 32) as u32);
+            let key = (pid, EVFILT_PROC);
+            let knote = match self.knotes.get(&key) {
+                Some(k) if k.serial == serial => *k,
+                _ => continue,
+            };
+            let pidfd = self.pidfds.remove(&pid);
+            self.knotes.remove(&key);
+            out.push(kevent {
+                ident: pid as uintptr_t,
+                filter: EVFILT_PROC,
+                flags: EV_ADD | EV_EOF | EV_ONESHOT,
+                fflags: NOTE_EXIT,
+                data: pidfd.map_or(0, |fd| wait_status(fd.as_raw_fd())),
+                udata: knote.udata as *mut libc::c_void,
+            });
+        }
+    }
+
     /// Applies one change; `Err(errno)` if it fails.
     fn apply(&mut self, change: &kevent) -> Result<(), i32> {
         let filter = change.filter;
+        if filter == EVFILT_PROC {
+            return self.apply_proc(change);
+        }
         if filter != EVFILT_READ && filter != EVFILT_WRITE {
             return Err(libc::EINVAL);
         }
@@ -261,8 +395,10 @@ impl Queue {
             return Err(libc::EBADF);
         };
         if !is_open(fd) {
-            // Closing a descriptor drops its knotes.
-            self.knotes.retain(|&(f, _), _| f != fd);
+            // Closing a descriptor drops its knotes (not a process's that
+            // has the same number).
+            self.knotes
+                .retain(|&(f, filter), _| f != fd || filter == EVFILT_PROC);
             return Err(libc::EBADF);
         }
         let inner = self.inner(filter);
@@ -435,6 +571,33 @@ impl Queue {
     }
 }
 
+/// The exit status of the exited process behind `pidfd`, in `wait(2)`'s
+/// format, if it is the caller's child (not reaped: `WNOWAIT`); 0 if not.
+fn wait_status(pidfd: RawFd) -> isize {
+    // SAFETY: all-zero is a valid siginfo_t, which waitid fills.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `info` is writable; `pidfd` is open.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PIDFD,
+            pidfd as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: filled by waitid (or left zero).
+    let status = unsafe { info.si_status() };
+    if r < 0 {
+        return 0;
+    }
+    (match info.si_code {
+        libc::CLD_EXITED => (status & 0xff) << 8,
+        libc::CLD_KILLED => status & 0x7f,
+        libc::CLD_DUMPED => (status & 0x7f) | 0x80,
+        _ => 0,
+    }) as isize
+}
+
 /// The epoll events that stand for `filter` in `mode` (`EV_CLEAR`,
 /// `EV_ONESHOT`).
 fn epoll_events(filter: i16, mode: u16) -> u32 {
@@ -561,10 +724,10 @@ pub unsafe fn kevent(
                         .min(libc::c_int::MAX as u128) as libc::c_int
                 }
             };
-            let mut ready = [libc::epoll_event { events: 0, u64: 0 }; 2];
+            let mut ready = [libc::epoll_event { events: 0, u64: 0 }; 3];
             // Outside the lock, so that other threads' kqueues go on.
-            // SAFETY: `ready` holds 2 writable epoll_events.
-            let n = unsafe { libc::epoll_wait(kq, ready.as_mut_ptr(), 2, ms) };
+            // SAFETY: `ready` holds 3 writable epoll_events.
+            let n = unsafe { libc::epoll_wait(kq, ready.as_mut_ptr(), 3, ms) };
             if n < 0 {
                 // EINTR included: the changes are applied.
                 return Err(io::Error::last_os_error()
@@ -575,6 +738,7 @@ pub unsafe fn kevent(
             let queue = queue_of(&mut guard, kq)?;
             queue.collect(EVFILT_READ, &mut out);
             queue.collect(EVFILT_WRITE, &mut out);
+            queue.collect_procs(&mut out);
             // An inner instance can look ready and then yield nothing (a
             // one-shot knote deleted meanwhile): a kernel would go on
             // waiting.
