@@ -1,0 +1,587 @@
+//! Signals, child exits and wake-ups at the backend level, on every OS
+//! backend of the host (`evloop::backends::AVAILABLE`, kqueue included
+//! with `--features emulated-kqueue`): `watch_signal`, `watch_child`,
+//! `waker`, `take_notices`, `reinit` after a fork.
+//!
+//! Signals are process-wide and the tests of one binary run in parallel,
+//! so every signal test lives in this binary, each with a signal of its
+//! own, and a signal whose default action ends the process is raised only
+//! while a watcher of it is installed. The fork test takes [`FORK`] for
+//! writing, so that no other test is inside a backend (or holds the hub's
+//! lock) when it forks; every other test holds it for reading. Anything
+//! that waits runs under a watchdog.
+#![cfg(unix)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::time::{Duration, Instant};
+
+use common::watchdog;
+use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, PollEvent, Wake};
+
+/// Held for writing by the fork test, for reading by every other one.
+static FORK: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    FORK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How long a scenario may take.
+const LIMIT: Duration = Duration::from_secs(20);
+/// How long a wait that must end early may last before it counts as stuck.
+const LONG: Duration = Duration::from_secs(5);
+
+/// Runs `body(backend)` for every OS backend, each under the watchdog.
+fn on_every_backend(test: &str, body: fn(&'static str)) {
+    let _shared = shared();
+    for &name in backends::AVAILABLE {
+        watchdog(&format!("{test} on {name}"), LIMIT, move || body(name));
+    }
+}
+
+fn open(name: &str) -> Box<dyn Backend> {
+    backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
+}
+
+/// A signal for one test (each test its own: they run in parallel).
+fn sig(n: usize) -> i32 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        libc::SIGRTMIN() + n as i32
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        [libc::SIGURG, libc::SIGIO, libc::SIGINFO, libc::SIGPROF][n - 3]
+    }
+}
+
+fn kill_self(signal: i32) {
+    // SAFETY: sends a signal to this process; every caller has a watcher
+    // of it installed (or a disposition that does not end the process).
+    assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
+}
+
+/// Polls `b` and gathers its notices, as the loop does (a poll, then
+/// `take_notices`), until `done` holds or `limit` has passed. No poll may
+/// report an fd: none is registered, and the backends' internal fds are
+/// never reported.
+fn gather(b: &mut dyn Backend, limit: Duration, done: impl Fn(&Notices) -> bool) -> Notices {
+    let mut all = Notices::default();
+    let deadline = Instant::now() + limit;
+    let mut events: Vec<PollEvent> = Vec::new();
+    loop {
+        events.clear();
+        let left = deadline.saturating_duration_since(Instant::now());
+        b.poll(Some(left), &mut events).unwrap();
+        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
+        b.take_notices(&mut all);
+        if done(&all) || Instant::now() >= deadline {
+            return all;
+        }
+    }
+}
+
+/// One poll of `timeout`: how long it took, and the notices after it.
+fn poll_once(b: &mut dyn Backend, timeout: Duration) -> (Duration, Notices) {
+    let mut events = Vec::new();
+    let t = Instant::now();
+    b.poll(Some(timeout), &mut events).unwrap();
+    let took = t.elapsed();
+    assert_eq!(events, [], "{}: an internal fd was reported", b.name());
+    let mut notices = Notices::default();
+    b.take_notices(&mut notices);
+    (took, notices)
+}
+
+/// The poll blocks for its whole timeout and notices nothing.
+fn assert_quiet(b: &mut dyn Backend) {
+    let (took, notices) = poll_once(b, Duration::from_millis(60));
+    assert!(notices.is_empty(), "{}: {notices:?}", b.name());
+    assert!(
+        took >= Duration::from_millis(50),
+        "{}: returned after {took:?}",
+        b.name()
+    );
+}
+
+/// Raises `signal` from another thread after `delay`.
+fn raise_later(signal: i32, delay: Duration) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        kill_self(signal);
+    })
+}
+
+#[test]
+fn a_signal_is_reported_and_wakes_a_blocked_poll() {
+    on_every_backend("signal", |name| {
+        let signal = libc::SIGUSR1;
+        let mut b = open(name);
+        b.watch_signal(signal).unwrap();
+        let t = Instant::now();
+        let raiser = raise_later(signal, Duration::from_millis(50));
+        let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+        raiser.join().unwrap();
+        assert!(t.elapsed() < LONG, "{name}: the poll was not woken");
+        assert_eq!(got.signals.iter().collect::<Vec<_>>(), [signal], "{name}");
+        assert!(got.exits.is_empty() && !got.woken, "{name}: {got:?}");
+        // Drained: the next poll blocks again.
+        assert_quiet(&mut *b);
+        b.unwatch_signal(signal);
+    });
+}
+
+#[test]
+fn every_backend_watching_a_signal_hears_each_arrival() {
+    let _shared = shared();
+    watchdog("two and more backends", LIMIT, || {
+        let signal = libc::SIGUSR2;
+        // Every backend of the host, two of the default one, in one process.
+        let mut all: Vec<Box<dyn Backend>> = backends::AVAILABLE.iter().map(|n| open(n)).collect();
+        all.push(open(backends::default_name()));
+        for b in &mut all {
+            b.watch_signal(signal).unwrap();
+        }
+        for round in 0..2 {
+            kill_self(signal);
+            for b in &mut all {
+                let got = gather(&mut **b, LONG, |n| !n.signals.is_empty());
+                assert!(got.signals.contains(signal), "{} round {round}", b.name());
+            }
+        }
+        for b in &mut all {
+            b.unwatch_signal(signal);
+        }
+    });
+}
+
+#[test]
+fn arrivals_between_two_takes_coalesce() {
+    on_every_backend("coalescing", |name| {
+        // SIGWINCH: ignored by default, harmless if it came late.
+        let signal = libc::SIGWINCH;
+        let mut b = open(name);
+        b.watch_signal(signal).unwrap();
+        for _ in 0..5 {
+            // SAFETY: the hub's handler is installed; raise runs it on
+            // this thread before returning.
+            assert_eq!(unsafe { libc::raise(signal) }, 0);
+        }
+        let (_, got) = poll_once(&mut *b, Duration::ZERO);
+        assert_eq!(
+            got.signals,
+            evloop::SignalSet::from_bits(1 << (signal - 1)),
+            "{name}"
+        );
+        // Five arrivals, one notice: nothing left for the next take.
+        assert_quiet(&mut *b);
+        b.unwatch_signal(signal);
+    });
+}
+
+static MARKS: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn marker(_: libc::c_int) {
+    MARKS.fetch_add(1, Ordering::SeqCst);
+}
+
+fn action(signal: i32) -> libc::sigaction {
+    // SAFETY: sigaction writes the current action to `now`.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
+        now
+    }
+}
+
+/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
+fn install_marker(signal: i32) {
+    // SAFETY: a valid action with a handler that only counts.
+    unsafe {
+        let mut mine: libc::sigaction = std::mem::zeroed();
+        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        mine.sa_flags = libc::SA_NODEFER;
+        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
+    }
+}
+
+fn is_marker(a: &libc::sigaction) -> bool {
+    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
+        && a.sa_flags & libc::SA_NODEFER != 0
+}
+
+#[test]
+fn the_last_unwatch_restores_the_previous_disposition() {
+    on_every_backend("restore", |name| {
+        let signal = sig(3);
+        install_marker(signal);
+        let (mut a, mut b) = (open(name), open(name));
+        a.watch_signal(signal).unwrap();
+        assert!(
+            !is_marker(&action(signal)),
+            "{name}: the hub's handler is in"
+        );
+        b.watch_signal(signal).unwrap();
+        a.unwatch_signal(signal);
+        assert!(!is_marker(&action(signal)), "{name}: b still watches");
+        let before = MARKS.load(Ordering::SeqCst);
+        kill_self(signal);
+        assert!(gather(&mut *b, LONG, |n| !n.signals.is_empty())
+            .signals
+            .contains(signal));
+        assert_eq!(
+            MARKS.load(Ordering::SeqCst),
+            before,
+            "{name}: the hub had it"
+        );
+        b.unwatch_signal(signal);
+        assert!(
+            is_marker(&action(signal)),
+            "{name}: previous action, flags included"
+        );
+        // The next arrival is not swallowed: it reaches the old handler.
+        // SAFETY: the marker is installed; raise runs it before returning.
+        assert_eq!(unsafe { libc::raise(signal) }, 0);
+        assert_eq!(MARKS.load(Ordering::SeqCst), before + 1, "{name}");
+    });
+}
+
+#[test]
+fn dropping_a_backend_unwatches_its_signals() {
+    on_every_backend("drop", |name| {
+        let signal = sig(4);
+        install_marker(signal);
+        let mut b = open(name);
+        b.watch_signal(signal).unwrap();
+        let waker = b.waker().unwrap();
+        assert!(!is_marker(&action(signal)), "{name}");
+        drop(b);
+        assert!(is_marker(&action(signal)), "{name}: restored by the drop");
+        // A waker that outlives its backend is harmless.
+        waker.wake();
+        // The slot is reused by the next backend: at worst a spurious
+        // wake-up, never a notice of the old owner's.
+        let mut c = open(name);
+        c.watch_signal(signal).unwrap();
+        waker.wake();
+        let (_, got) = poll_once(&mut *c, Duration::from_millis(10));
+        assert!(!got.woken && got.signals.is_empty(), "{name}: {got:?}");
+        c.unwatch_signal(signal);
+    });
+}
+
+#[test]
+fn a_waker_ends_a_blocked_poll_from_another_thread() {
+    on_every_backend("waker", |name| {
+        let mut b = open(name);
+        let waker = b.waker().unwrap();
+        let wake_later = |waker: Arc<dyn Wake>| {
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                waker.wake();
+            })
+        };
+        let t = Instant::now();
+        let thread = wake_later(waker.clone());
+        let got = gather(&mut *b, LONG, |n| n.woken);
+        thread.join().unwrap();
+        assert!(got.woken && t.elapsed() < LONG, "{name}: not woken");
+        assert!(got.signals.is_empty() && got.exits.is_empty(), "{name}");
+        assert_quiet(&mut *b);
+        // Woken before the poll: it does not block; many wakes, one notice.
+        for _ in 0..1000 {
+            waker.wake();
+        }
+        let (took, got) = poll_once(&mut *b, LONG);
+        assert!(got.woken && took < LONG, "{name}");
+        assert_quiet(&mut *b);
+        // After a reinit in the same process the waker still works.
+        b.reinit().unwrap();
+        let thread = wake_later(waker);
+        assert!(
+            gather(&mut *b, LONG, |n| n.woken).woken,
+            "{name}: after reinit"
+        );
+        thread.join().unwrap();
+    });
+}
+
+/// Spawns `sh -c script`; the returned pid is for the backend to reap.
+fn spawn(script: &str) -> u32 {
+    // Dropping a `Child` neither waits nor kills: the backend reaps it.
+    Command::new("sh").args(["-c", script]).spawn().unwrap().id()
+}
+
+/// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
+fn wait_exited(pid: u32) {
+    // SAFETY: `info` is written by waitid; the child is left unreaped.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        );
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Reaps `pid` ourselves: its status, or the error if someone else did.
+fn reap_myself(pid: u32) -> std::io::Result<libc::c_int> {
+    let mut status = 0;
+    // SAFETY: `status` is writable.
+    let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(status)
+}
+
+/// Watches each child of `pids` and gathers their exits, checking that
+/// each is reported exactly once (and nothing else).
+fn exits_of(b: &mut dyn Backend, pids: &[u32]) -> HashMap<u32, ExitStatus> {
+    for &pid in pids {
+        b.watch_child(pid).unwrap();
+    }
+    let got = gather(b, LIMIT / 2, |n| n.exits.len() >= pids.len());
+    let mut by_pid = HashMap::new();
+    for ChildExit { pid, status } in &got.exits {
+        assert!(
+            by_pid.insert(*pid, *status).is_none(),
+            "{}: pid {pid} twice",
+            b.name()
+        );
+    }
+    assert_eq!(by_pid.len(), pids.len(), "{}: {:?}", b.name(), got.exits);
+    assert!(got.signals.is_empty(), "{}: {got:?}", b.name());
+    // No late duplicates, and nothing left to wake the next poll.
+    assert_quiet(b);
+    by_pid
+}
+
+fn exit_code_and_signal(b: &mut dyn Backend) {
+    let code3 = spawn("exit 3");
+    let killed = spawn("kill -KILL $$");
+    let got = exits_of(b, &[code3, killed]);
+    assert_eq!(got[&code3], ExitStatus::Exited(3), "{}", b.name());
+    let signaled = ExitStatus::Signaled {
+        signal: libc::SIGKILL,
+        core_dumped: false,
+    };
+    assert_eq!(got[&killed], signaled, "{}", b.name());
+}
+
+fn exited_before_watch(b: &mut dyn Backend) {
+    let pid = spawn("exit 7");
+    wait_exited(pid);
+    let t = Instant::now();
+    let got = exits_of(b, &[pid]);
+    assert_eq!(got[&pid], ExitStatus::Exited(7), "{}", b.name());
+    assert!(t.elapsed() < LONG, "{}", b.name());
+}
+
+fn hundred_at_once(b: &mut dyn Backend) {
+    let pids: Vec<u32> = (0..100)
+        .map(|_| Command::new("true").spawn().unwrap().id())
+        .collect();
+    let got = exits_of(b, &pids);
+    assert!(got.values().all(|s| s.success()), "{}: {got:?}", b.name());
+}
+
+fn unwatch_leaves_it_unreaped(b: &mut dyn Backend) {
+    // Running when unwatched...
+    let pid = spawn("sleep 0.1; exit 5");
+    b.watch_child(pid).unwrap();
+    b.unwatch_child(pid);
+    // ...and exited when unwatched, its exit not yet taken.
+    let gone = spawn("exit 6");
+    wait_exited(gone);
+    b.watch_child(gone).unwrap();
+    b.unwatch_child(gone);
+    let got = gather(b, Duration::from_millis(300), |_| false);
+    assert!(got.exits.is_empty(), "{}: {:?}", b.name(), got.exits);
+    for (pid, code) in [(pid, 5), (gone, 6)] {
+        let status = reap_myself(pid).unwrap_or_else(|e| panic!("{}: reaped: {e}", b.name()));
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == code);
+    }
+}
+
+#[test]
+fn child_exits_are_reported_with_their_status() {
+    on_every_backend("exit status", |name| exit_code_and_signal(&mut *open(name)));
+}
+
+#[test]
+fn a_child_that_exited_before_watch_child_is_reported() {
+    on_every_backend("exited before", |name| {
+        exited_before_watch(&mut *open(name))
+    });
+}
+
+#[test]
+fn a_hundred_children_exiting_at_once_are_each_reported_once() {
+    on_every_backend("hundred", |name| hundred_at_once(&mut *open(name)));
+}
+
+#[test]
+fn unwatch_child_does_not_reap() {
+    on_every_backend("unwatch", |name| {
+        unwatch_leaves_it_unreaped(&mut *open(name))
+    });
+}
+
+#[test]
+fn watch_child_refuses_what_is_not_an_unreaped_child() {
+    on_every_backend("not a child", |name| {
+        let mut b = open(name);
+        let not_mine = [1, std::process::id()];
+        for pid in not_mine {
+            let err = b.watch_child(pid).unwrap_err().to_string();
+            assert!(err.contains("not an unreaped child"), "{name}: {err}");
+            assert!(err.contains(&format!("pid {pid}")), "{name}: {err}");
+        }
+        let mut child = Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let err = b.watch_child(child.id()).unwrap_err().to_string();
+        assert!(err.contains("not an unreaped child"), "{name}: {err}");
+        assert!(b.watch_child(0).is_err());
+    });
+}
+
+/// The backends with a `SIGCHLD` fallback (all but kqueue), forced onto it.
+fn fallback(name: &str) -> Option<Box<dyn Backend>> {
+    match name {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        "epoll" => {
+            let mut b = backends::epoll::Epoll::new().unwrap();
+            b.force_sigchld_fallback();
+            Some(Box::new(b))
+        }
+        "poll" => {
+            let mut b = backends::poll::Poll::new();
+            b.force_sigchld_fallback();
+            Some(Box::new(b))
+        }
+        "select" => {
+            let mut b = backends::select::Select::new();
+            b.force_sigchld_fallback();
+            Some(Box::new(b))
+        }
+        _ => None, // kqueue: EVFILT_PROC, no fallback
+    }
+}
+
+#[test]
+fn the_sigchld_fallback_reports_the_same() {
+    on_every_backend("sigchld fallback", |name| {
+        let Some(mut b) = fallback(name) else { return };
+        exit_code_and_signal(&mut *b);
+        exited_before_watch(&mut *b);
+        hundred_at_once(&mut *b);
+        unwatch_leaves_it_unreaped(&mut *b);
+        // The loop's own SIGCHLD watch sees the arrivals the fallback uses
+        // (and keeps seeing them after the fallback stops needing them).
+        b.watch_signal(libc::SIGCHLD).unwrap();
+        let pid = spawn("exit 4");
+        b.watch_child(pid).unwrap();
+        let got = gather(&mut *b, LONG, |n| {
+            !n.exits.is_empty() && !n.signals.is_empty()
+        });
+        assert_eq!(
+            got.exits,
+            [ChildExit {
+                pid,
+                status: ExitStatus::Exited(4)
+            }],
+            "{name}"
+        );
+        assert!(got.signals.contains(libc::SIGCHLD), "{name}");
+        let mut other = Command::new("true").spawn().unwrap();
+        let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+        assert!(got.signals.contains(libc::SIGCHLD), "{name}");
+        other.wait().unwrap();
+        b.unwatch_signal(libc::SIGCHLD);
+    });
+}
+
+/// The forked child's exit statuses.
+const CHILD_OK: i32 = 0;
+const CHILD_REINIT: i32 = 10;
+const CHILD_WATCH: i32 = 11;
+const CHILD_NO_SIGNAL: i32 = 12;
+const CHILD_NO_WAKE: i32 = 13;
+const CHILD_PANIC: i32 = 14;
+
+/// In the forked child: the backend inherited from the parent, after
+/// `reinit`, hears the child's signal and the waker inherited with it.
+fn in_child(b: &mut dyn Backend, signal: i32, waker: &dyn Wake) -> i32 {
+    if b.reinit().is_err() {
+        return CHILD_REINIT;
+    }
+    if b.watch_signal(signal).is_err() {
+        return CHILD_WATCH;
+    }
+    kill_self(signal);
+    if !gather(b, Duration::from_secs(2), |n| !n.signals.is_empty())
+        .signals
+        .contains(signal)
+    {
+        return CHILD_NO_SIGNAL;
+    }
+    waker.wake();
+    if !gather(b, Duration::from_secs(2), |n| n.woken).woken {
+        return CHILD_NO_WAKE;
+    }
+    // Left undrained: had the child kept the parent's wake fd, the
+    // parent's next wait would end.
+    waker.wake();
+    kill_self(signal);
+    CHILD_OK
+}
+
+#[test]
+fn reinit_in_a_forked_child_gives_the_child_its_own_wakeups() {
+    // No other test runs while this one forks.
+    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    for &name in backends::AVAILABLE {
+        watchdog(&format!("fork on {name}"), LIMIT, move || {
+            let signal = sig(5);
+            let mut b = open(name);
+            b.watch_signal(signal).unwrap();
+            let waker = b.waker().unwrap();
+            // SAFETY: the child only runs the backend's code and leaves
+            // with `_exit`, never returning into the test harness.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+            if pid == 0 {
+                let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    in_child(&mut *b, signal, &*waker)
+                }))
+                .unwrap_or(CHILD_PANIC);
+                // SAFETY: ends the child without running the harness.
+                unsafe { libc::_exit(code) };
+            }
+            let status = reap_myself(pid as u32).unwrap();
+            assert!(
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == CHILD_OK,
+                "{name}: the child failed with status {status:#x} (codes: 10 reinit, \
+                 11 watch, 12 no signal, 13 no wake-up, 14 panic)"
+            );
+            // The child's signal and wake-up went to the child's own wake
+            // fd, not to the one it inherited from us.
+            assert_quiet(&mut *b);
+            // And ours still work.
+            waker.wake();
+            assert!(gather(&mut *b, LONG, |n| n.woken).woken, "{name}");
+            kill_self(signal);
+            let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+            assert!(got.signals.contains(signal), "{name}");
+            b.unwatch_signal(signal);
+        });
+    }
+}
