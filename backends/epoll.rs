@@ -983,6 +983,28 @@ mod tests {
         });
     }
 
+    /// The waker's fd is internal: never reported, and added again by a
+    /// rebuild of the instance.
+    #[test]
+    fn internal_fds_survive_a_rebuild_and_are_never_reported() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            let waker = ep.waker().unwrap();
+            let _alive = remove_closed_with_dup_alive(&mut ep);
+            let epfd = ep.epfd.as_raw_fd();
+            assert_waits(&mut ep); // rebuilt, nothing reported
+            assert_ne!(ep.epfd.as_raw_fd(), epfd);
+            waker.wake();
+            let t = Instant::now();
+            assert_eq!(poll(&mut ep, LONG), []);
+            assert!(t.elapsed() < LONG, "the wake fd was left out");
+            let mut notices = crate::Notices::default();
+            ep.take_notices(&mut notices);
+            assert!(notices.woken);
+            assert_waits(&mut ep); // drained
+        });
+    }
+
     /// After `reinit` the instance is empty and the loop adds every fd
     /// again with `old == NONE`: the table starts over too.
     #[test]

@@ -898,6 +898,54 @@ mod tests {
         drop(keep);
     }
 
+    fn proc_change(pid: u32, flags: u16) -> kevent {
+        kevent {
+            fflags: NOTE_EXIT,
+            ..change(pid as RawFd, EVFILT_PROC, flags)
+        }
+    }
+
+    #[test]
+    fn proc_exit_fires_once_with_the_status_and_does_not_reap() {
+        let kq = new_kqueue();
+        let child = std::process::Command::new("sh")
+            .args(["-c", "exit 9"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (n, out) = call(kq.as_raw_fd(), &[proc_change(pid, EV_ADD)], 8, 5000);
+        assert_eq!(n, 1);
+        let ev = out[0];
+        assert_eq!(
+            (ev.ident, ev.filter, ev.fflags),
+            (pid as usize, EVFILT_PROC, NOTE_EXIT)
+        );
+        assert_eq!(ev.flags & (EV_EOF | EV_ONESHOT), EV_EOF | EV_ONESHOT);
+        assert_eq!((ev.data, ev.udata as usize), (9 << 8, 7), "wait(2) status");
+        // Deleted once reported.
+        let (n, out) = call(kq.as_raw_fd(), &[proc_change(pid, EV_DELETE)], 8, 0);
+        assert_eq!((n, out[0].data), (1, libc::ENOENT as isize));
+        // A zombie fires at once (still unreaped: the filter only looks).
+        let (n, out) = call(kq.as_raw_fd(), &[proc_change(pid, EV_ADD)], 8, 5000);
+        assert_eq!((n, out[0].data), (1, 9 << 8));
+        let mut child = child;
+        assert_eq!(child.wait().unwrap().code(), Some(9));
+        // Reaped: no such process any more.
+        let (n, out) = call(kq.as_raw_fd(), &[proc_change(pid, EV_ADD)], 8, 0);
+        assert_eq!(
+            (n, out[0].flags, out[0].data),
+            (1, EV_ERROR, libc::ESRCH as isize)
+        );
+        let other = kevent {
+            fflags: 0x4000_0000, // NOTE_FORK: not emulated
+            ..proc_change(std::process::id(), EV_ADD)
+        };
+        assert_eq!(
+            call(kq.as_raw_fd(), &[other], 8, 0).1[0].data,
+            libc::EINVAL as isize
+        );
+    }
+
     #[test]
     fn not_inherited_by_a_child_and_null_timeout_waits() {
         let kq = new_kqueue();

@@ -313,7 +313,11 @@ fn a_waker_ends_a_blocked_poll_from_another_thread() {
 /// Spawns `sh -c script`; the returned pid is for the backend to reap.
 fn spawn(script: &str) -> u32 {
     // Dropping a `Child` neither waits nor kills: the backend reaps it.
-    Command::new("sh").args(["-c", script]).spawn().unwrap().id()
+    Command::new("sh")
+        .args(["-c", script])
+        .spawn()
+        .unwrap()
+        .id()
 }
 
 /// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
