@@ -46,10 +46,10 @@
 //!   an empty table: the loop adds every fd again.
 //! - Signals, child exits and wake-ups come from the shared Unix notifier
 //!   (`backends/unix/`): its wake fd and its pidfds are *internal* fds in
-//!   the epoll set, tagged with [`INTERNAL`] in `epoll_event.u64`. No table
-//!   entry matches a tagged report, so it takes the slow path that unknown
-//!   fds already take (`sift`), which routes it to the notifier instead of
-//!   the loop: the per-event path is unchanged.
+//!   the epoll set, tagged with a high bit (`INTERNAL`) in
+//!   `epoll_event.u64`. No table entry matches a tagged report, so it takes
+//!   the slow path that unknown fds already take (`sift`), which routes it
+//!   to the notifier instead of the loop: the per-event path is unchanged.
 #![allow(unsafe_code)]
 
 use std::io;
