@@ -118,6 +118,7 @@ impl<'s, S> Loop<'s, S> {
         match kind {
             // Before the source is closed and its number can be reused.
             Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
+            Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
             Kind::Periodic => self.periodics.forget(slot),

@@ -152,7 +152,6 @@ impl Rule<'_> {
 #[derive(Default)]
 pub(crate) struct Periodics<'s> {
     heap: TimerHeap,
-    seq: u64,
     rules: HashMap<Slot, Rule<'s>>,
     /// Active periodic watchers.
     active: usize,
@@ -195,7 +194,7 @@ impl<'s> Periodics<'s> {
 
     /// Whether an active periodic is due at some time.
     pub fn has_deadline(&self) -> bool {
-        self.heap.earliest_bound().is_some()
+        self.heap.len() > 0
     }
 
     /// The first periodic starts: whether the backend reports steps.
@@ -211,8 +210,7 @@ impl<'s> Periodics<'s> {
         let Some(at) = self.rules.get_mut(&slot).and_then(|r| r.first(now)) else {
             return false;
         };
-        self.seq += 1;
-        self.heap.insert(slot, at, self.seq);
+        self.heap.arm(slot, at);
         self.active += 1;
         true
     }
@@ -236,6 +234,7 @@ impl<'s> Periodics<'s> {
 
     /// The watcher was removed.
     pub fn forget(&mut self, slot: Slot) {
+        self.heap.discard(slot);
         self.rules.remove(&slot);
     }
 
@@ -281,13 +280,11 @@ impl<'s> Periodics<'s> {
                 break;
             }
             match self.rules.get_mut(&top.slot).and_then(|r| r.after(now)) {
-                Some(next) => {
-                    self.seq += 1;
-                    self.heap.reschedule(top.slot, next, self.seq);
-                }
+                Some(next) => self.heap.arm(top.slot, next),
                 None => {
                     registry.deactivate(top.slot);
-                    self.stop(top.slot);
+                    self.heap.pop();
+                    self.active -= 1;
                 }
             }
             highest = highest.max(Some(registry[top.slot].priority()));
@@ -299,9 +296,7 @@ impl<'s> Periodics<'s> {
     /// After a step: interval and custom periodics not yet due are moved
     /// to their first time from `now` (absolute ones keep theirs).
     fn realign(&mut self, now: u64) {
-        let Periodics {
-            heap, seq, rules, ..
-        } = self;
+        let Periodics { heap, rules, .. } = self;
         for (&slot, rule) in rules.iter_mut() {
             if matches!(rule, Rule::At(_)) || !heap.contains(slot) {
                 continue;
@@ -310,9 +305,7 @@ impl<'s> Periodics<'s> {
                 continue; // due: fires first, then is rescheduled
             }
             if let Some(at) = rule.first(now) {
-                *seq += 1;
-                heap.remove(slot);
-                heap.insert(slot, at, *seq);
+                heap.arm(slot, at);
             }
         }
     }

@@ -38,7 +38,6 @@ pub(crate) struct Watched {
 #[derive(Default)]
 pub(crate) struct Stats {
     heap: TimerHeap,
-    seq: u64,
     watched: HashMap<Slot, Watched>,
     by_token: HashMap<u64, Slot>,
     next_token: u64,
@@ -92,9 +91,7 @@ impl Stats {
         };
         w.current = seen;
         w.previous = seen;
-        self.seq += 1;
-        self.heap
-            .insert(slot, now.saturating_add(w.interval), self.seq);
+        self.heap.arm(slot, now.saturating_add(w.interval));
         self.active += 1;
     }
 
@@ -105,6 +102,7 @@ impl Stats {
 
     /// The watcher was removed; its token, for the backend.
     pub fn forget(&mut self, slot: Slot) -> Option<u64> {
+        self.heap.discard(slot);
         let w = self.watched.remove(&slot)?;
         self.by_token.remove(&w.token);
         Some(w.token)
@@ -173,10 +171,7 @@ impl Stats {
         let Some(w) = self.watched.get(&slot) else {
             return;
         };
-        self.seq += 1;
-        let at = now.saturating_add(w.interval);
-        self.heap.remove(slot);
-        self.heap.insert(slot, at, self.seq);
+        self.heap.arm(slot, now.saturating_add(w.interval));
     }
 
     /// The path of watcher `slot` looks like `seen` now (at `now`): if that

@@ -1,23 +1,33 @@
 //! A 4-ary min-heap of timers, ordered by (expiry, start sequence).
 //!
-//! As in libev, each node caches the expiry time (here as integer
-//! nanoseconds, one compare) so that sifting touches only the heap array,
-//! and every timer knows its heap index, so stop and restart are O(log n)
-//! without a search. The index lives in a table owned by the heap (indexed
-//! by the watcher's slab slot), so a move is one store. A 4-ary heap is
-//! shallower than a binary one and its four children sit next to each
-//! other in memory, which is what makes it faster in practice (fewer
-//! levels, one cache line per sift step).
+//! As in libev, each node caches the expiry time (integer nanoseconds) so
+//! that sifting touches only the heap array, and every timer knows its
+//! node's position, so stop and restart need no search. The positions live
+//! in a table of per-timer records owned by the heap (indexed by the
+//! watcher's registry slot). A 4-ary heap is shallower than a binary one and
+//! its four children sit next to each other in memory: fewer levels, one
+//! cache line per sift step. Nodes are 16 bytes, records 32.
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
-//! the order they were (re)started.
+//! the order they were (re)started. It is 32 bits in the node; when it
+//! would wrap, the live sequences are renumbered in order (once per 2^32
+//! starts), so the order is kept exactly.
 //!
-//! Restarting a timer to a *later* expiry (the `again` of an inactivity
-//! timeout, on every read) is O(1): only the timer's true key is recorded,
-//! and its node keeps the earlier key, which still respects heap order. When
-//! such a node reaches the top, [`TimerHeap::peek`] moves it down to its true
-//! place first (libev's documentation calls this being smart about
-//! timeouts). A restart to an *earlier* expiry moves the node up at once.
+//! Two operations are lazy, which is what makes restarting cheap:
+//!
+//! - Moving a timer *later* (the inactivity timeout pushed back on every
+//!   read, a new timeout further away) only records its true key; its node
+//!   keeps the earlier key, which still respects heap order. When such a
+//!   node reaches the top, [`TimerHeap::peek`] moves it down to its true
+//!   place first (libev's documentation calls this being smart about
+//!   timeouts). Moving it *earlier* sifts the node up at once.
+//! - Stopping a timer only marks it; its node stays until it reaches the top
+//!   (then it is dropped) or the timer starts again (then the node is
+//!   reused, moved like a restart). So stop-then-start with a new timeout
+//!   costs no more than a restart. [`TimerHeap::discard`] removes a node for
+//!   good (the watcher is gone).
+
+use std::num::NonZeroU32;
 
 use crate::slot_list::Slot;
 
@@ -26,10 +36,11 @@ const D: usize = 4;
 /// One timer in the heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
-    /// When the timer expires, in loop nanoseconds.
+    /// When the timer expires, in loop nanoseconds (for a lazily moved or
+    /// stopped timer: no later than its true expiry).
     pub at: u64,
     /// Start order, to keep equal expiries FIFO.
-    pub seq: u64,
+    seq: u32,
     /// The timer watcher.
     pub slot: Slot,
 }
@@ -38,89 +49,112 @@ impl Node {
     /// Expiry then sequence, as one integer: a single branch-free compare.
     #[inline(always)]
     fn key(&self) -> u128 {
-        ((self.at as u128) << 64) | self.seq as u128
+        ((self.at as u128) << 32) | self.seq as u128
+    }
+}
+
+/// Where a timer's node is, and whether the timer is stopped.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+struct Node32(Option<NonZeroU32>);
+
+/// Per-timer record, indexed by registry slot.
+#[derive(Clone, Copy, Default)]
+struct Place {
+    /// The true expiry; the node's may be earlier (lazily moved).
+    at: u64,
+    /// The timer's delay (for a start) and period (zero: one-shot), in
+    /// nanoseconds: kept with the rest, so that a restart reads one record.
+    after: u64,
+    repeat: u64,
+    /// The true sequence.
+    seq: u32,
+    /// The node's position plus one (no node: `None`), with the top bit
+    /// set while the timer is stopped (its node waits to be dropped or
+    /// reused).
+    node: Node32,
+}
+
+const STOPPED: u32 = 1 << 31;
+
+impl Place {
+    /// The position of its node, whether it is armed or stopped.
+    #[inline(always)]
+    fn pos(&self) -> Option<usize> {
+        self.node.0.map(|n| ((n.get() & !STOPPED) - 1) as usize)
     }
 
     #[inline(always)]
-    fn before(&self, other: &Node) -> bool {
-        self.key() < other.key()
+    fn is_stopped(&self) -> bool {
+        self.node.0.is_some_and(|n| n.get() & STOPPED != 0)
+    }
+
+    #[inline(always)]
+    fn set_pos(&mut self, pos: usize, stopped: bool) {
+        let bits = (pos as u32 + 1) | if stopped { STOPPED } else { 0 };
+        self.node = Node32(NonZeroU32::new(bits));
     }
 }
 
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     nodes: Vec<Node>,
-    /// `slots[i]` describes the timer in registry slot `i` (meaningful only
-    /// while that timer is in the heap): one table, so a restart costs one
-    /// bounds check.
     slots: Vec<Place>,
-}
-
-/// Per-timer bookkeeping, indexed by registry slot.
-#[derive(Clone, Copy, Default)]
-struct Place {
-    /// The true expiry and sequence of the timer; its node's key may be
-    /// earlier (a lazy restart), never later.
-    at: u64,
-    seq: u64,
-    /// The expiry its node carries (`at`, or earlier after a lazy
-    /// restart): kept here so that a restart compares without touching
-    /// the node.
-    node_at: u64,
-    /// The heap index of its node.
-    pos: u32,
-    /// The timer's delay (for a start) and period (zero: one-shot), in
-    /// nanoseconds: kept with the rest, so that a restart reads one record.
-    after: u64,
-    repeat: u64,
+    /// The last sequence handed out.
+    seq: u32,
+    /// Armed (not stopped) timers.
+    armed: usize,
 }
 
 impl TimerHeap {
-    /// Number of timers in the heap.
+    /// Number of armed timers.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.armed
     }
 
     /// A lower bound of the earliest expiry: the top node's key, which a
-    /// lazy restart may have left earlier than the truth. Good enough for a
-    /// wake-up time (waking early only costs a settle), and free.
+    /// lazy move or a stop may have left earlier than any armed timer's.
+    /// Good enough for a wake-up time (waking early only costs a settle),
+    /// and free.
     #[inline]
     pub fn earliest_bound(&self) -> Option<u64> {
         self.nodes.first().map(|n| n.at)
     }
 
-    /// The earliest timer, with its true key (lazily restarted timers that
-    /// reached the top are moved to their true place first).
+    /// The earliest armed timer, with its true key (lazily moved timers
+    /// that reached the top are moved to their true place first, stopped
+    /// ones dropped).
     #[inline]
     pub fn peek(&mut self) -> Option<Node> {
         loop {
             let top = *self.nodes.first()?;
-            let Place { at, seq, .. } = self.slots[top.slot.index()];
-            if (at, seq) == (top.at, top.seq) {
+            let place = self.slots[top.slot.index()];
+            if place.is_stopped() {
+                self.drop_node(0);
+                continue;
+            }
+            if (place.at, place.seq) == (top.at, top.seq) {
                 return Some(top);
             }
-            self.nodes[0].at = at;
-            self.nodes[0].seq = seq;
-            self.slots[top.slot.index()].node_at = at;
+            self.nodes[0].at = place.at;
+            self.nodes[0].seq = place.seq;
             self.sift_down(0);
         }
     }
 
-    /// Whether the timer in `slot` is in the heap.
+    /// Whether the timer in `slot` is armed.
     pub fn contains(&self, slot: Slot) -> bool {
         self.slots
             .get(slot.index())
-            .and_then(|p| self.nodes.get(p.pos as usize))
-            .is_some_and(|n| n.slot == slot)
+            .is_some_and(|p| p.pos().is_some() && !p.is_stopped())
     }
 
-    /// The expiry of the timer in `slot`, which must be in the heap.
+    /// The expiry of the timer in `slot`, which must be armed.
     pub fn expiry(&self, slot: Slot) -> u64 {
         self.slots[slot.index()].at
     }
 
     /// Sets the delay and period of the timer in `slot` (which need not
-    /// be in the heap; its expiry is unchanged).
+    /// be armed; its expiry is unchanged).
     pub fn configure(&mut self, slot: Slot, after: u64, repeat: u64) {
         if slot.index() >= self.slots.len() {
             self.slots.resize(slot.index() + 1, Place::default());
@@ -141,99 +175,177 @@ impl TimerHeap {
         self.slots[slot.index()].repeat
     }
 
-    /// Inserts the timer in `slot` (configured, not already in the heap).
-    pub fn insert(&mut self, slot: Slot, at: u64, seq: u64) {
-        let place = &mut self.slots[slot.index()];
-        (place.at, place.seq, place.node_at) = (at, seq, at);
-        self.nodes.push(Node { at, seq, slot });
-        self.sift_up(self.nodes.len() - 1);
+    /// Arms the timer in `slot` (configured) to expire at `at`: moved if
+    /// it is armed (lazily, when later), its node reused if a stop left
+    /// one, else inserted.
+    #[inline]
+    pub fn arm(&mut self, slot: Slot, at: u64) {
+        self.arm_with(slot, |_| at);
     }
 
-    /// Removes the timer in `slot`, which must be in the heap.
+    /// [`TimerHeap::arm`] at the expiry `at_of` reads off the timer's
+    /// record. The hot case (an armed timer moved later) is a handful of
+    /// instructions with one bounds check per array; every other case is
+    /// a tail call.
+    #[inline(always)]
+    fn arm_with(&mut self, slot: Slot, at_of: impl FnOnce(&mut Place) -> u64) {
+        let TimerHeap {
+            nodes, slots, seq, ..
+        } = self;
+        let place = &mut slots[slot.index()];
+        let at = at_of(place);
+        *seq = seq.wrapping_add(1);
+        if *seq == 0 {
+            return self.arm_renumbered(slot, at);
+        }
+        let seq = *seq;
+        (place.at, place.seq) = (at, seq);
+        match place.node.0 {
+            // Armed (the restart of an active timer): only an earlier
+            // expiry moves the node.
+            Some(n) if n.get() & STOPPED == 0 => {
+                let p = (n.get() - 1) as usize;
+                if at < nodes[p].at {
+                    self.move_up(p, at, seq);
+                }
+            }
+            _ => self.arm_stopped(slot, at, seq),
+        }
+    }
+
+    /// [`TimerHeap::arm`] when the sequences wrapped (`seq` is 0).
+    #[cold]
+    #[inline(never)]
+    fn arm_renumbered(&mut self, slot: Slot, at: u64) {
+        self.seq = u32::MAX;
+        self.renumber();
+        self.arm(slot, at);
+    }
+
+    /// [`TimerHeap::arm`] for a timer that is not armed: its node, if a
+    /// stop left one, is reused; else a node is added.
+    #[inline(never)]
+    fn arm_stopped(&mut self, slot: Slot, at: u64, seq: u32) {
+        self.armed += 1;
+        let place = &mut self.slots[slot.index()];
+        match place.pos() {
+            Some(p) => {
+                place.set_pos(p, false);
+                if at < self.nodes[p].at {
+                    self.move_up(p, at, seq);
+                }
+            }
+            None => {
+                self.nodes.push(Node { at, seq, slot });
+                self.sift_up(self.nodes.len() - 1);
+            }
+        }
+    }
+
+    /// Disarms the timer in `slot` (armed): lazily, see the module
+    /// documentation.
     pub fn remove(&mut self, slot: Slot) {
-        let p = self.slots[slot.index()].pos as usize;
-        let last = self.nodes.pop().expect("removing from an empty timer heap");
+        let place = &mut self.slots[slot.index()];
+        if let Some(p) = place.pos() {
+            place.set_pos(p, true);
+            self.armed -= 1;
+        }
+    }
+
+    /// Disarms the top timer, just returned by [`TimerHeap::peek`] (it
+    /// expired): its node goes at once.
+    #[inline]
+    pub fn pop(&mut self) {
+        self.armed -= 1;
+        self.drop_node(0);
+    }
+
+    /// Removes the node of the timer in `slot`, if it has one (armed or
+    /// stopped): the watcher is gone, and its slot may be reused by
+    /// another kind.
+    pub fn discard(&mut self, slot: Slot) {
+        let Some(place) = self.slots.get(slot.index()) else {
+            return;
+        };
+        if let Some(p) = place.pos() {
+            if !place.is_stopped() {
+                self.armed -= 1;
+            }
+            self.drop_node(p);
+        }
+    }
+
+    /// Takes the node at `p` out of the heap, and its timer's record off it.
+    fn drop_node(&mut self, p: usize) {
+        let gone = self.nodes[p].slot;
+        self.slots[gone.index()].node = Node32::default();
+        let last = self.nodes.pop().expect("a node to drop");
         if p < self.nodes.len() {
             self.nodes[p] = last;
-            self.restore(p);
+            if p > 0 && self.nodes[p].key() < self.nodes[(p - 1) / D].key() {
+                self.sift_up(p);
+            } else {
+                self.sift_down(p);
+            }
         }
     }
 
     /// libev's `ev_timer_again`: a repeating timer in `slot` gets the
-    /// expiry `now + repeat` and sequence `seq`, moved if it is in the heap
-    /// (`armed`: see [`TimerHeap::reschedule`]) or inserted. False, and
+    /// expiry `now + repeat`, moved if it is armed or armed. False, and
     /// nothing done, for a one-shot timer. One read of the timer's record.
-    #[inline]
-    pub fn again(&mut self, slot: Slot, now: u64, seq: u64, armed: bool) -> bool {
-        let place = &mut self.slots[slot.index()];
-        if place.repeat == 0 {
+    #[inline(always)]
+    pub fn again(&mut self, slot: Slot, now: u64) -> bool {
+        if self.slots[slot.index()].repeat == 0 {
             return false;
         }
-        let at = now.saturating_add(place.repeat);
-        if !armed {
-            self.insert(slot, at, seq);
-            return true;
-        }
-        // `reschedule`, on the record already at hand.
-        debug_assert!(seq > place.seq, "timer sequences must increase");
-        (place.at, place.seq) = (at, seq);
-        if at < place.node_at {
-            place.node_at = at;
-            let p = place.pos as usize;
-            self.move_up(p, at, seq);
-        }
+        self.arm_with(slot, |p| now.saturating_add(p.repeat));
         true
     }
 
-    /// Gives the timer in `slot` (in the heap) a new expiry and
-    /// sequence, `seq` being larger than every sequence given before (the
-    /// loop's counter). Later than its node's key: recorded only (O(1));
-    /// earlier: the node moves up now.
+    /// Gives the armed timer in `slot` a new delay and period and
+    /// restarts it at `now` plus the delay, in place: `set_timer` on an
+    /// active timer (libev's stop, set, start) in one read of its record.
     #[inline]
-    pub fn reschedule(&mut self, slot: Slot, at: u64, seq: u64) {
-        let place = &mut self.slots[slot.index()];
-        debug_assert!(seq > place.seq, "timer sequences must increase");
-        (place.at, place.seq) = (at, seq);
-        // With a larger sequence, the new key is earlier only if the
-        // expiry is.
-        if at < place.node_at {
-            place.node_at = at;
-            let p = place.pos as usize;
-            self.move_up(p, at, seq);
-        }
+    pub fn reset(&mut self, slot: Slot, after: u64, repeat: u64, now: u64) {
+        self.arm_with(slot, |p| {
+            (p.after, p.repeat) = (after, repeat);
+            now.saturating_add(after)
+        });
     }
 
+    /// Restarts the timer in `slot` at `now` plus its delay (libev's
+    /// stop-set-start, in place).
+    #[inline]
+    pub fn restart(&mut self, slot: Slot, now: u64) {
+        self.arm_with(slot, |p| now.saturating_add(p.after));
+    }
+
+    /// The node at `p` gets an earlier key (a true key has a larger
+    /// sequence than its node's, so it is earlier only if its expiry is,
+    /// and only then must the node move: up).
     #[inline(never)]
-    fn move_up(&mut self, p: usize, at: u64, seq: u64) {
+    fn move_up(&mut self, p: usize, at: u64, seq: u32) {
         let node = &mut self.nodes[p];
         node.at = at;
         node.seq = seq;
         self.sift_up(p);
     }
 
-    #[inline]
-    fn restore(&mut self, p: usize) {
-        if p > 0 && self.nodes[p].before(&self.nodes[(p - 1) / D]) {
-            self.sift_up(p);
-        } else {
-            self.sift_down(p);
-        }
-    }
-
     fn sift_up(&mut self, mut p: usize) {
         let node = self.nodes[p];
+        let key = node.key();
         while p > 0 {
             let parent = (p - 1) / D;
             let up = self.nodes[parent];
-            if !node.before(&up) {
+            if key >= up.key() {
                 break;
             }
             self.nodes[p] = up;
-            self.slots[up.slot.index()].pos = p as u32;
+            self.set_pos(up.slot, p);
             p = parent;
         }
         self.nodes[p] = node;
-        self.slots[node.slot.index()].pos = p as u32;
+        self.set_pos(node.slot, p);
     }
 
     fn sift_down(&mut self, mut p: usize) {
@@ -269,36 +381,74 @@ impl TimerHeap {
             }
             let moved = self.nodes[min];
             self.nodes[p] = moved;
-            self.slots[moved.slot.index()].pos = p as u32;
+            self.set_pos(moved.slot, p);
             p = min;
         }
         self.nodes[p] = node;
-        self.slots[node.slot.index()].pos = p as u32;
+        self.set_pos(node.slot, p);
     }
 
-    /// Checks the heap property and the position table (tests only).
+    /// Records that the node of `slot` is now at `p` (keeping its stopped
+    /// mark).
+    #[inline(always)]
+    fn set_pos(&mut self, slot: Slot, p: usize) {
+        let place = &mut self.slots[slot.index()];
+        let stopped = place.is_stopped();
+        place.set_pos(p, stopped);
+    }
+
+    /// The sequences are about to wrap: renumbers every sequence in use
+    /// (nodes' and records', which may differ after a lazy move) from 1,
+    /// in order. Once per 2^32 starts.
+    #[cold]
+    fn renumber(&mut self) {
+        let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq).collect();
+        for n in &self.nodes {
+            used.push(self.slots[n.slot.index()].seq);
+        }
+        used.sort_unstable();
+        used.dedup();
+        let rank = |s: u32| used.binary_search(&s).map_or(0, |i| i as u32 + 1);
+        for i in 0..self.nodes.len() {
+            let slot = self.nodes[i].slot;
+            self.nodes[i].seq = rank(self.nodes[i].seq);
+            let place = &mut self.slots[slot.index()];
+            place.seq = rank(place.seq);
+        }
+        self.seq = used.len() as u32;
+    }
+
+    /// Checks the heap property and the positions (tests only).
     #[cfg(test)]
     pub fn check(&self) {
         for (i, n) in self.nodes.iter().enumerate() {
+            let place = &self.slots[n.slot.index()];
             assert_eq!(
-                self.slots[n.slot.index()].pos as usize,
-                i,
+                place.pos(),
+                Some(i),
                 "position of timer {:?} is stale",
                 n.slot
             );
-            assert_eq!(
-                self.slots[n.slot.index()].node_at,
-                n.at,
-                "cached node expiry of timer {:?} is stale",
-                n.slot
-            );
+            if !place.is_stopped() {
+                assert!(
+                    (n.at, n.seq) <= (place.at, place.seq),
+                    "node of {:?} later than its true key",
+                    n.slot
+                );
+            }
             if i > 0 {
                 assert!(
-                    !n.before(&self.nodes[(i - 1) / D]),
+                    n.key() >= self.nodes[(i - 1) / D].key(),
                     "heap order broken at {i}"
                 );
             }
         }
+        let armed = self
+            .nodes
+            .iter()
+            .filter(|n| !self.slots[n.slot.index()].is_stopped())
+            .count();
+        assert_eq!(armed, self.armed);
     }
 }
 
@@ -306,17 +456,18 @@ impl TimerHeap {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::{BTreeSet, HashMap};
 
     fn sl(id: u32) -> Slot {
         Slot::new(id as usize + 1)
     }
-    use std::collections::{BTreeSet, HashMap};
 
     #[derive(Debug, Clone)]
     enum Op {
         Start(u32, u16),
         Stop(u32),
         Again(u32, u16),
+        Discard(u32),
         PopDue(u16),
     }
 
@@ -325,37 +476,46 @@ mod tests {
             (0u32..64, 0u16..50).prop_map(|(t, a)| Op::Start(t, a)),
             (0u32..64).prop_map(Op::Stop),
             (0u32..64, 0u16..50).prop_map(|(t, a)| Op::Again(t, a)),
+            (0u32..64).prop_map(Op::Discard),
             (0u16..10).prop_map(Op::PopDue),
         ]
     }
 
-    /// The model: an ordered set of (at, seq, id).
-    fn run_ops(ops: &[Op]) {
-        let mut heap = TimerHeap::default();
+    /// The model: an ordered set of (at, order, id), `order` counting
+    /// starts and restarts.
+    fn run_ops(ops: &[Op], start_seq: u32) {
+        let mut heap = TimerHeap {
+            seq: start_seq,
+            ..TimerHeap::default()
+        };
         let mut model: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
         let mut key_of: HashMap<u32, (u64, u64)> = HashMap::new();
-        let mut now = 0u64;
-        let mut seq = 0u64;
+        let (mut now, mut order) = (0u64, 0u64);
+        for id in 0..64 {
+            heap.configure(sl(id), 0, 0);
+        }
         for op in ops {
             match *op {
                 Op::Start(id, after) | Op::Again(id, after) => {
-                    seq += 1;
+                    order += 1;
                     let at = now + after as u64;
-                    if let Some(old) = key_of.insert(id, (at, seq)) {
-                        // "again" on an active timer: move it.
+                    if let Some(old) = key_of.insert(id, (at, order)) {
                         model.remove(&(old.0, old.1, id));
-                        heap.reschedule(sl(id), at, seq);
-                    } else {
-                        heap.configure(sl(id), 0, 0);
-                        heap.insert(sl(id), at, seq);
                     }
-                    model.insert((at, seq, id));
+                    heap.arm(sl(id), at);
+                    model.insert((at, order, id));
                 }
-                Op::Stop(id) => {
-                    if let Some(old) = key_of.remove(&id) {
+                Op::Stop(id) | Op::Discard(id) => {
+                    let armed = key_of.remove(&id);
+                    if let Some(old) = armed {
                         model.remove(&(old.0, old.1, id));
                         assert_eq!(heap.expiry(sl(id)), old.0);
-                        heap.remove(sl(id));
+                    }
+                    match op {
+                        // Armed or stopped or without a node: all fine.
+                        Op::Discard(_) => heap.discard(sl(id)),
+                        _ if armed.is_some() => heap.remove(sl(id)),
+                        _ => {}
                     }
                 }
                 Op::PopDue(dt) => {
@@ -365,24 +525,22 @@ mod tests {
                             break;
                         }
                         let first = *model.iter().next().unwrap();
-                        assert_eq!(
-                            (top.at, top.seq, top.slot.index() as u32 - 1),
-                            first,
-                            "heap and model disagree on the earliest timer"
-                        );
+                        let id = top.slot.index() as u32 - 1;
+                        assert_eq!((top.at, id), (first.0, first.2), "heap and model disagree");
                         model.remove(&first);
-                        key_of.remove(&(top.slot.index() as u32 - 1));
-                        heap.remove(top.slot);
+                        key_of.remove(&id);
+                        heap.pop();
                     }
                 }
             }
             assert_eq!(heap.len(), model.len());
             assert_eq!(
-                heap.peek()
-                    .map(|n| (n.at, n.seq, n.slot.index() as u32 - 1)),
-                model.iter().next().copied()
+                heap.peek().map(|n| (n.at, n.slot.index() as u32 - 1)),
+                model.iter().next().map(|&(at, _, id)| (at, id))
             );
-            // Sifting in peek keeps the heap valid.
+            for id in 0..64 {
+                assert_eq!(heap.contains(sl(id)), key_of.contains_key(&id));
+            }
             heap.check();
         }
     }
@@ -392,7 +550,19 @@ mod tests {
         /// 100 cases of 1,000 operations: 100k operations against the model.
         #[test]
         fn heap_matches_model(ops in proptest::collection::vec(op(), 1000)) {
-            run_ops(&ops);
+            run_ops(&ops, 0);
         }
+
+        /// The same across the renumbering of sequences near their wrap.
+        #[test]
+        fn heap_matches_model_across_the_sequence_wrap(ops in proptest::collection::vec(op(), 300)) {
+            run_ops(&ops, u32::MAX - 100);
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(std::mem::size_of::<Node>(), 16);
+        assert_eq!(std::mem::size_of::<Place>(), 32);
     }
 }

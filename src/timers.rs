@@ -36,9 +36,6 @@ pub(crate) fn from_ns(ns: u64) -> Duration {
 
 pub(crate) struct Timers {
     heap: TimerHeap,
-    /// Start order: timers due at the same instant fire in the order they
-    /// were (re)started.
-    seq: u64,
     /// The cached loop time.
     now: u64,
 }
@@ -48,7 +45,6 @@ impl Timers {
     pub fn new(now: Duration) -> Timers {
         Timers {
             heap: TimerHeap::default(),
-            seq: 0,
             now: clock_ns(now),
         }
     }
@@ -72,6 +68,9 @@ impl Timers {
 
     /// Whether an armed timer will expire (within the clock's range).
     pub fn has_deadline(&mut self) -> bool {
+        if self.heap.len() == 0 {
+            return false;
+        }
         match self.heap.earliest_bound() {
             None => false,
             Some(NEVER) => false,
@@ -87,6 +86,13 @@ impl Timers {
         self.heap.configure(slot, to_ns(after), to_ns(repeat));
     }
 
+    /// Gives an active timer a new delay and period and restarts it from
+    /// now, in place (`set_timer`).
+    #[inline]
+    pub fn reset(&mut self, slot: Slot, after: Duration, repeat: Duration) {
+        self.heap.reset(slot, to_ns(after), to_ns(repeat), self.now);
+    }
+
     /// The timer's period.
     pub fn repeat_of(&self, slot: Slot) -> Duration {
         from_ns(self.heap.repeat(slot))
@@ -98,31 +104,29 @@ impl Timers {
         self.heap.configure(slot, after, to_ns(repeat));
     }
 
-    fn next_seq(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
-    }
-
     /// Arms a timer `after` from now.
+    #[inline]
     pub fn start(&mut self, slot: Slot) {
-        let at = self.now.saturating_add(self.heap.after(slot));
-        let seq = self.next_seq();
-        self.heap.insert(slot, at, seq);
+        self.heap.restart(slot, self.now);
     }
 
-    /// Disarms a timer.
+    /// Disarms a timer (lazily: timer_heap.rs).
+    #[inline]
     pub fn stop(&mut self, slot: Slot) {
         self.heap.remove(slot);
+    }
+
+    /// The timer watcher was removed: its node leaves the heap.
+    pub fn forget(&mut self, slot: Slot) {
+        self.heap.discard(slot);
     }
 
     /// libev's `ev_timer_again`: a repeating timer is due `repeat` from
     /// now, moved if it is armed (lazily, when later: timer_heap.rs) or
     /// armed. False, and nothing done, for a one-shot timer.
-    #[inline]
-    pub fn again(&mut self, slot: Slot, armed: bool) -> bool {
-        // Drawn even if unused: only the order of sequences matters.
-        let seq = self.next_seq();
-        self.heap.again(slot, self.now, seq, armed)
+    #[inline(always)]
+    pub fn again(&mut self, slot: Slot) -> bool {
+        self.heap.again(slot, self.now)
     }
 
     /// Time until an armed timer fires; `Duration::MAX` for never.
@@ -158,11 +162,10 @@ impl Timers {
                 // Past the end of the clock it is parked at NEVER, so that
                 // it cannot come up again.
                 let next = top.at.saturating_add(repeat).max(now);
-                let seq = self.next_seq();
-                self.heap.reschedule(top.slot, next, seq);
+                self.heap.arm(top.slot, next);
             } else {
                 registry.deactivate(top.slot);
-                self.heap.remove(top.slot);
+                self.heap.pop();
             }
             highest = highest.max(Some(registry[top.slot].priority()));
             registry.queue(pending, top.slot, Ready::EMPTY);
@@ -175,7 +178,7 @@ impl Timers {
     /// the time the callbacks took counts, as in libev); `None` if no
     /// timer bounds the wait.
     pub fn wait_bound(&mut self, refresh: impl FnOnce() -> Duration) -> Option<Duration> {
-        if self.heap.earliest_bound()? == NEVER {
+        if self.heap.len() == 0 || self.heap.earliest_bound()? == NEVER {
             // Only timers beyond the end of the clock: nothing to wait for.
             return None;
         }

@@ -72,12 +72,13 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(5));
     /// ```
     pub fn set_timer(&mut self, t: Timer, after: Duration, repeat: Duration) -> Result<()> {
-        let active = self.entry(&t)?.is_active();
         let slot = t.0.slot;
-        self.timers.configure(slot, after, repeat);
-        if active {
-            self.deactivate(slot);
-            self.activate(slot);
+        if self.entry(&t)?.is_active() {
+            // Moved in place (a new start order, as a stop and start would
+            // give): at most one heap move, none if the expiry is later.
+            self.timers.reset(slot, after, repeat);
+        } else {
+            self.timers.configure(slot, after, repeat);
         }
         Ok(())
     }
@@ -105,7 +106,7 @@ impl<'s, S> Loop<'s, S> {
         }
         // Armed at `repeat` from now (not at its `after`, as a start
         // would); a timer without a period is stopped.
-        match (self.timers.again(slot, active), active) {
+        match (self.timers.again(slot), active) {
             (true, false) => {
                 self.watchers.activate(slot);
             }
