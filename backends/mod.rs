@@ -37,6 +37,8 @@ pub(crate) use unix::{Clock, Deadline};
 #[cfg(unix)]
 pub mod fd_io;
 #[cfg(unix)]
+pub(crate) mod net_sys;
+#[cfg(unix)]
 pub mod poll;
 #[cfg(unix)]
 pub mod select;

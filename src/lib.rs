@@ -48,6 +48,7 @@ mod hooks;
 mod idles;
 mod interest;
 mod loop_controls;
+pub mod net;
 mod onces;
 mod pending;
 mod periodics;

@@ -1,0 +1,87 @@
+//! The few syscalls the `net` helpers need that `std` and `socket2` do not
+//! offer safely: `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC` (one call
+//! where `std` makes two), and the descriptor limit (`RLIMIT_NOFILE`).
+//!
+//! Everything here is reached through `evloop::net`; nothing is public from
+//! this module itself.
+
+#![allow(unsafe_code)]
+
+use std::io;
+use std::net::{TcpListener, TcpStream};
+
+/// Accepts one connection: the new socket is non-blocking and
+/// close-on-exec, in one `accept4(2)` call. The peer's address is not
+/// asked for (`TcpStream::peer_addr` gets it when wanted).
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+))]
+pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: the listener is borrowed, so its fd stays open for the call;
+    // accept4(2) allows a null address and length (no address wanted).
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            flags,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    Ok(unsafe { TcpStream::from_raw_fd(fd) })
+}
+
+/// Accepts one connection where there is no `accept4` (macOS): `std`'s
+/// accept (close-on-exec set by `std`), then non-blocking.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "freebsd",
+    target_os = "netbsd",
+    target_os = "openbsd",
+    target_os = "dragonfly"
+)))]
+pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+    let (stream, _) = listener.accept()?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
+/// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`).
+pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live, writable rlimit for the call to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // rlim_t is u64 on Linux and macOS, i64 on some BSDs.
+    #[allow(clippy::unnecessary_cast)]
+    Ok((lim.rlim_cur as u64, lim.rlim_max as u64))
+}
+
+/// Sets the soft limit on open descriptors (at most the hard limit).
+pub(crate) fn set_fd_soft_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = fd_limits()?;
+    let lim = libc::rlimit {
+        rlim_cur: soft.min(hard) as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: `lim` is a live rlimit, only read by the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

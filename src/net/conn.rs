@@ -1,0 +1,1244 @@
+//! Buffered connections: the [`Conns`] component (a slab of [`Conn`]s kept
+//! in the loop's user state), each driven by one io watcher that owns its
+//! stream and, when asked for, one timer.
+//!
+//! The state of every connection lives in `Conns`, inside the user's state
+//! `S` (`S: AsMut<Conns<C>>`), so any callback can reach any connection
+//! (`conns[id].write(lp, ..)`); the stream lives in the connection's io
+//! watcher, so only that watcher's callback touches the socket. A write
+//! made elsewhere queues the bytes and feeds the watcher an event
+//! ([`Loop::feed_event`]), so they go out in the same iteration.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::ops::{Index, IndexMut};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer};
+
+/// A byte stream a [`Conn`] can drive: readable, writable, watchable, and
+/// able to shut down its writing side (the half-close of a graceful close).
+///
+/// ```
+/// use evloop::net::Stream;
+/// let (mut a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// a.shutdown_write().unwrap();
+/// ```
+pub trait Stream: Read + Write + Source + 'static {
+    /// Shuts down the writing side: the peer reads end of file once it has
+    /// read everything sent before.
+    fn shutdown_write(&mut self) -> io::Result<()>;
+}
+
+impl Stream for TcpStream {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
+    }
+}
+
+impl Stream for UnixStream {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        self.shutdown(std::net::Shutdown::Write)
+    }
+}
+
+/// The simulator's sockets have no half-close: the call does nothing (a
+/// test sees the graceful close in the connection's events instead).
+impl Stream for SimSocket {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Names a connection in its [`Conns`]; stale once the connection is gone
+/// (its slot is reused under another generation).
+///
+/// ```
+/// use evloop::net::{ConnEvent, ConnOptions, Conns};
+/// use evloop::{Loop, Sim};
+/// let sim = Sim::new();
+/// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+/// let mut conns = Conns::new();
+/// let id = conns.open(&mut lp, sim.socket("c", 64), ConnOptions::new(), (), |_, _, _, _| {}).unwrap();
+/// assert!(conns.contains(id));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId {
+    index: u32,
+    generation: u32,
+}
+
+/// Why a connection ended (the last event it gets, [`ConnEvent::Closed`]).
+///
+/// ```
+/// use evloop::net::CloseReason;
+/// assert!(CloseReason::Graceful.is_clean());
+/// assert!(!CloseReason::IdleTimeout.is_clean());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// [`Conn::close`] finished: everything queued was sent, the writing
+    /// side was shut down, and the peer closed its side too (or did not
+    /// within the linger time).
+    Graceful,
+    /// [`Conn::abort`]: closed at once, unsent data dropped.
+    Aborted,
+    /// Nothing was read or written for the idle timeout (or a graceful
+    /// close could not flush within it): closed, unsent data dropped.
+    IdleTimeout,
+    /// The socket failed (reset by the peer, broken pipe, hung up with
+    /// data still to send...).
+    Error(io::Error),
+}
+
+impl CloseReason {
+    /// Whether everything queued was delivered to the peer's kernel.
+    ///
+    /// ```
+    /// use evloop::net::CloseReason;
+    /// assert!(!CloseReason::Aborted.is_clean());
+    /// ```
+    pub fn is_clean(&self) -> bool {
+        matches!(self, CloseReason::Graceful)
+    }
+}
+
+/// What a connection's handler is told.
+///
+/// ```
+/// use evloop::net::{CloseReason, ConnEvent};
+/// let ev = ConnEvent::Closed(CloseReason::Graceful);
+/// assert!(matches!(ev, ConnEvent::Closed(r) if r.is_clean()));
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnEvent {
+    /// New bytes are in [`Conn::input`]. What the handler does not
+    /// [`Conn::consume`] stays there for the next time.
+    Data,
+    /// The peer shut down its writing side: no more input will come.
+    /// Writing is still possible; a server usually answers what it has
+    /// and calls [`Conn::close`].
+    Eof,
+    /// The write queue fell to the low watermark after it had passed the
+    /// high one: a producer that stopped because of
+    /// [`Conn::is_congested`] can go on.
+    Drained,
+    /// The connection is gone, for the reason given: its last event. Its
+    /// entry ([`Conns`]`[id]`, with the user's data) is still there during
+    /// this call and removed right after.
+    Closed(CloseReason),
+}
+
+/// The settings of a connection.
+///
+/// ```
+/// use evloop::net::ConnOptions;
+/// use std::time::Duration;
+/// let opts = ConnOptions::new()
+///     .read_buffer(4096)
+///     .watermarks(16 * 1024, 64 * 1024)
+///     .idle_timeout(Some(Duration::from_secs(30)));
+/// assert_eq!(opts.read_buffer_len(), 4096);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ConnOptions {
+    read_buffer: usize,
+    low: usize,
+    high: usize,
+    idle: Option<Duration>,
+    linger: Duration,
+}
+
+impl Default for ConnOptions {
+    fn default() -> Self {
+        ConnOptions::new()
+    }
+}
+
+impl ConnOptions {
+    /// The defaults: a 16 KiB read buffer, watermarks of 64 KiB (low) and
+    /// 256 KiB (high), no idle timeout, a linger of 5 s.
+    ///
+    /// ```
+    /// let o = evloop::net::ConnOptions::new();
+    /// assert_eq!(o.read_buffer_len(), 16 * 1024);
+    /// ```
+    pub const fn new() -> Self {
+        ConnOptions {
+            read_buffer: 16 * 1024,
+            low: 64 * 1024,
+            high: 256 * 1024,
+            idle: None,
+            linger: Duration::from_secs(5),
+        }
+    }
+
+    /// The size of the input buffer (at least 1), allocated once per
+    /// connection and reused. When it is full of unconsumed input, reading
+    /// stops until the handler consumes some.
+    ///
+    /// ```
+    /// let o = evloop::net::ConnOptions::new().read_buffer(1 << 20);
+    /// assert_eq!(o.read_buffer_len(), 1 << 20);
+    /// ```
+    pub const fn read_buffer(mut self, bytes: usize) -> Self {
+        self.read_buffer = if bytes == 0 { 1 } else { bytes };
+        self
+    }
+
+    /// The input buffer's size.
+    ///
+    /// ```
+    /// assert_eq!(evloop::net::ConnOptions::new().read_buffer(10).read_buffer_len(), 10);
+    /// ```
+    pub const fn read_buffer_len(&self) -> usize {
+        self.read_buffer
+    }
+
+    /// Backpressure: when more than `high` bytes wait to be sent, the
+    /// connection stops reading (the peer is slow to read what it is sent,
+    /// so do not take more work from it); it reads again, and the handler
+    /// gets [`ConnEvent::Drained`], once no more than `low` wait. `low` is
+    /// capped at `high`.
+    ///
+    /// ```
+    /// let o = evloop::net::ConnOptions::new().watermarks(0, 1024);
+    /// assert_eq!(o.watermark_levels(), (0, 1024));
+    /// ```
+    pub const fn watermarks(mut self, low: usize, high: usize) -> Self {
+        self.low = if low > high { high } else { low };
+        self.high = high;
+        self
+    }
+
+    /// The (low, high) watermarks.
+    ///
+    /// ```
+    /// assert_eq!(evloop::net::ConnOptions::new().watermark_levels(), (64 * 1024, 256 * 1024));
+    /// ```
+    pub const fn watermark_levels(&self) -> (usize, usize) {
+        (self.low, self.high)
+    }
+
+    /// Close the connection ([`CloseReason::IdleTimeout`]) when nothing was
+    /// read or written for this long (`None`, the default: never). Costs
+    /// one timer per connection, pushed back with [`Loop::again`] when
+    /// bytes move.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = evloop::net::ConnOptions::new().idle_timeout(Some(Duration::from_secs(10)));
+    /// assert_eq!(o.idle_timeout_len(), Some(Duration::from_secs(10)));
+    /// ```
+    pub const fn idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle = timeout;
+        self
+    }
+
+    /// The idle timeout.
+    ///
+    /// ```
+    /// assert_eq!(evloop::net::ConnOptions::new().idle_timeout_len(), None);
+    /// ```
+    pub const fn idle_timeout_len(&self) -> Option<Duration> {
+        self.idle
+    }
+
+    /// How long a graceful close waits, after its half-close, for the peer
+    /// to close its side (reading and discarding what it still sends, so
+    /// that closing does not reset the connection and destroy the reply in
+    /// flight) before closing anyway (default 5 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = evloop::net::ConnOptions::new().linger(Duration::from_secs(1));
+    /// assert_eq!(o.linger_len(), Duration::from_secs(1));
+    /// ```
+    pub const fn linger(mut self, wait: Duration) -> Self {
+        self.linger = wait;
+        self
+    }
+
+    /// The linger time.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert_eq!(evloop::net::ConnOptions::new().linger_len(), Duration::from_secs(5));
+    /// ```
+    pub const fn linger_len(&self) -> Duration {
+        self.linger
+    }
+}
+
+/// One buffered connection: its input, its write queue, its state and the
+/// user's data. Reached through [`Conns`] (`conns[id]`).
+///
+/// ```
+/// use evloop::net::{ConnEvent, ConnOptions, Conns};
+/// use evloop::{Loop, RunMode, Sim};
+/// use std::time::Duration;
+///
+/// let sim = Sim::new();
+/// let sock = sim.socket("c", 1024);
+/// let fd = sock.fd();
+/// sim.deliver(Duration::from_millis(1), &sock, b"ping\n");
+/// let mut lp: Loop<Conns<u32>> = Loop::with_backend(sim.backend());
+/// let mut conns = Conns::new();
+/// conns.open(&mut lp, sock, ConnOptions::new(), 0, |lp, conns, id, ev| {
+///     if let ConnEvent::Data = ev {
+///         let c = &mut conns[id];
+///         c.data += c.input().len() as u32; // the user's data: a byte count
+///         c.consume(c.input().len());
+///         c.write(lp, b"pong\n");
+///         c.close(lp);
+///     }
+/// })?;
+/// lp.run(RunMode::Default, &mut conns)?;
+/// assert_eq!(sim.sent(fd), b"pong\n");
+/// # Ok::<(), evloop::Error>(())
+/// ```
+pub struct Conn<C> {
+    /// The user's data for this connection.
+    pub data: C,
+    io: Io,
+    timer: Option<Timer>,
+    opts: ConnOptions,
+    input: Box<[u8]>,
+    start: usize,
+    end: usize,
+    out: Vec<u8>,
+    sent: usize,
+    /// What the io watcher is registered for.
+    interest: Interest,
+    /// The connection's own io callback is running (it flushes and
+    /// updates the interest when the handler returns).
+    in_callback: bool,
+    /// An event was fed to the io watcher and has not run yet.
+    fed: bool,
+    eof: bool,
+    read_paused: bool,
+    congested: bool,
+    closing: bool,
+    shut: bool,
+    abort: Option<CloseReason>,
+}
+
+impl<C> std::fmt::Debug for Conn<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("io", &self.io)
+            .field("input", &(self.end - self.start))
+            .field("queued", &self.queued())
+            .field("eof", &self.eof)
+            .field("closing", &self.closing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C> Conn<C> {
+    /// The bytes read and not yet consumed.
+    ///
+    /// See [`Conn`] for an example.
+    pub fn input(&self) -> &[u8] {
+        &self.input[self.start..self.end]
+    }
+
+    /// Drops the first `n` bytes of [`Conn::input`] (all of it if `n` is
+    /// larger). Consuming outside the connection's own events does not
+    /// restart reading that stopped on a full buffer: call
+    /// [`Conn::resume_reading`] then.
+    ///
+    /// See [`Conn`] for an example.
+    pub fn consume(&mut self, n: usize) {
+        self.start += n.min(self.end - self.start);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Queues `bytes` to be sent. Inside the connection's own handler they
+    /// are written when the handler returns; from anywhere else (another
+    /// connection's handler, a timer) the connection's watcher is fed an
+    /// event and writes them in this iteration. `WRITABLE` is watched only
+    /// while something is left unsent. Ignored once the connection is
+    /// closing ([`Conn::close`], [`Conn::abort`]).
+    ///
+    /// The queue has no limit: a producer checks [`Conn::is_congested`]
+    /// (or [`Conn::queued`]) and waits for [`ConnEvent::Drained`].
+    ///
+    /// See [`Conn`] for an example.
+    pub fn write<S>(&mut self, lp: &mut Loop<'_, S>, bytes: &[u8]) {
+        if self.closing || self.abort.is_some() || bytes.is_empty() {
+            return;
+        }
+        self.out.extend_from_slice(bytes);
+        self.note_queued();
+        self.wake(lp);
+    }
+
+    /// Queues the first `n` bytes of the input as output and consumes them
+    /// (an echo, without a copy to a buffer of one's own).
+    ///
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd();
+    /// sim.deliver(Duration::from_millis(1), &sock, b"echo me");
+    /// sim.close_peer(Duration::from_millis(2), &sock);
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// conns.open(&mut lp, sock, ConnOptions::new(), (), |lp, conns, id, ev| match ev {
+    ///     ConnEvent::Data => {
+    ///         let n = conns[id].input().len();
+    ///         conns[id].write_from_input(lp, n);
+    ///     }
+    ///     ConnEvent::Eof => conns[id].close(lp),
+    ///     _ => {}
+    /// })?;
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert_eq!(sim.sent(fd), b"echo me");
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn write_from_input<S>(&mut self, lp: &mut Loop<'_, S>, n: usize) {
+        let n = n.min(self.end - self.start);
+        if !(self.closing || self.abort.is_some()) && n > 0 {
+            self.out
+                .extend_from_slice(&self.input[self.start..self.start + n]);
+            self.note_queued();
+            self.wake(lp);
+        }
+        self.consume(n);
+    }
+
+    /// Bytes queued and not yet sent.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].write(&mut lp, b"12345");
+    /// assert_eq!(conns[id].queued(), 5); // sent when the loop runs
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn queued(&self) -> usize {
+        self.out.len() - self.sent
+    }
+
+    /// Whether more than the high watermark is queued (and no more than
+    /// the low one was queued since): reading is stopped meanwhile.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let opts = ConnOptions::new().watermarks(1, 4);
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), opts, (), |_, _, _, _| {})?;
+    /// conns[id].write(&mut lp, b"12345");
+    /// assert!(conns[id].is_congested());
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn is_congested(&self) -> bool {
+        self.congested
+    }
+
+    /// Whether the peer shut down its writing side ([`ConnEvent::Eof`]
+    /// was delivered).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// # let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// assert!(!conns[id].is_eof());
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn is_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Whether [`Conn::close`] or [`Conn::abort`] was called (or the idle
+    /// timeout struck): the connection takes no more writes.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// # let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].close(&mut lp);
+    /// assert!(conns[id].is_closing());
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn is_closing(&self) -> bool {
+        self.closing || self.abort.is_some()
+    }
+
+    /// The connection's io watcher (for [`Loop::set_priority`], say; its
+    /// interest is the connection's to manage).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Interest, Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// # let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::READABLE);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn watcher(&self) -> Io {
+        self.io
+    }
+
+    /// Graceful close: stop reading (input is discarded from now on),
+    /// send everything queued, shut down the writing side (the peer reads
+    /// end of file), wait up to the linger time for the peer to close its
+    /// side, then close. The handler then gets
+    /// [`ConnEvent::Closed`]`(`[`CloseReason::Graceful`]`)`. The idle
+    /// timeout, if any, still applies while queued data is sent.
+    ///
+    /// See [`Conn`] for an example.
+    pub fn close<S>(&mut self, lp: &mut Loop<'_, S>) {
+        if self.closing || self.abort.is_some() {
+            return;
+        }
+        self.closing = true;
+        self.start = 0;
+        self.end = 0;
+        self.wake(lp);
+    }
+
+    /// Closes at once, dropping what is queued; the handler gets
+    /// [`ConnEvent::Closed`]`(`[`CloseReason::Aborted`]`)`.
+    ///
+    /// ```
+    /// use evloop::net::{CloseReason, ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<bool>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), false, |_, conns, id, ev| {
+    ///     if let ConnEvent::Closed(CloseReason::Aborted) = ev {
+    ///         conns[id].data = true; // still there during its last event
+    ///     }
+    /// })?;
+    /// conns[id].abort(&mut lp);
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert!(conns.is_empty());
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn abort<S>(&mut self, lp: &mut Loop<'_, S>) {
+        if self.abort.is_none() {
+            self.abort = Some(CloseReason::Aborted);
+        }
+        self.wake(lp);
+    }
+
+    /// Stops reading (until [`Conn::resume_reading`]), whatever the write
+    /// queue holds: for a server that must finish something else first.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Interest, Loop, RunMode, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// # let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].pause_reading(&mut lp);
+    /// lp.run(RunMode::NoWait, &mut conns)?;
+    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::NONE);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn pause_reading<S>(&mut self, lp: &mut Loop<'_, S>) {
+        if !self.read_paused {
+            self.read_paused = true;
+            self.wake(lp);
+        }
+    }
+
+    /// Reads again after [`Conn::pause_reading`] (or after input was
+    /// consumed outside the connection's events).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Interest, Loop, RunMode, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// # let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].pause_reading(&mut lp);
+    /// conns[id].resume_reading(&mut lp);
+    /// lp.run(RunMode::NoWait, &mut conns)?;
+    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::READABLE);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn resume_reading<S>(&mut self, lp: &mut Loop<'_, S>) {
+        self.read_paused = false;
+        self.wake(lp);
+    }
+
+    /// After bytes were queued: passed the high watermark?
+    fn note_queued(&mut self) {
+        if self.queued() > self.opts.high {
+            self.congested = true;
+        }
+    }
+
+    /// Makes the io callback run soon: at once if it is running (it looks
+    /// at the state when the handler returns), else by a fed event, once.
+    fn wake<S>(&mut self, lp: &mut Loop<'_, S>) {
+        if !self.in_callback && !self.fed {
+            self.fed = true;
+            let _ = lp.feed_event(self.io, Ready::WRITABLE);
+        }
+    }
+
+    /// Room left in the input buffer (moving the unconsumed bytes to the
+    /// front when that makes room).
+    fn room(&mut self) -> usize {
+        if self.end == self.input.len() && self.start > 0 {
+            self.input.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        self.input.len() - self.end
+    }
+
+    fn can_read(&self) -> bool {
+        !self.eof
+            && self.abort.is_none()
+            && (self.closing
+                || (!self.read_paused
+                    && !self.congested
+                    && self.end - self.start < self.input.len()))
+    }
+
+    fn wanted(&self) -> Interest {
+        match (self.can_read(), self.queued() > 0) {
+            (true, true) => Interest::BOTH,
+            (true, false) => Interest::READABLE,
+            (false, true) => Interest::WRITABLE,
+            (false, false) => Interest::NONE,
+        }
+    }
+
+    /// Writes what is queued until done or `WouldBlock`; whether any byte
+    /// went out. Keeps the queue's allocation.
+    fn flush(&mut self, stream: &mut impl Write) -> io::Result<bool> {
+        let mut progress = false;
+        while self.sent < self.out.len() {
+            match stream.write(&self.out[self.sent..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.sent += n;
+                    progress = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.sent == self.out.len() {
+            self.out.clear();
+            self.sent = 0;
+        } else if self.sent > self.out.len() / 2 {
+            self.out.drain(..self.sent);
+            self.sent = 0;
+        }
+        Ok(progress)
+    }
+}
+
+/// The buffered connections of a loop, kept in the loop's user state: a
+/// slab of [`Conn`]s indexed by [`ConnId`]. The loop's state type `S`
+/// gives access to it with `AsMut<Conns<C>>` (implemented for `Conns`
+/// itself, for a loop whose whole state is its connections).
+///
+/// ```
+/// use evloop::net::{ConnEvent, ConnOptions, Conns};
+/// use evloop::{Loop, RunMode, Sim};
+/// use std::time::Duration;
+///
+/// // A server with more state than its connections.
+/// #[derive(Default)]
+/// struct Server { conns: Conns<()>, lines: usize }
+/// impl AsMut<Conns<()>> for Server {
+///     fn as_mut(&mut self) -> &mut Conns<()> { &mut self.conns }
+/// }
+///
+/// let sim = Sim::new();
+/// let sock = sim.socket("c", 1024);
+/// sim.deliver(Duration::from_millis(1), &sock, b"a\nb\n");
+/// sim.close_peer(Duration::from_millis(2), &sock);
+/// let mut lp: Loop<Server> = Loop::with_backend(sim.backend());
+/// let mut server = Server::default();
+/// server.conns.open(&mut lp, sock, ConnOptions::new(), (), |lp, server: &mut Server, id, ev| {
+///     match ev {
+///         ConnEvent::Data => {
+///             let c = &mut server.conns[id];
+///             server.lines += c.input().iter().filter(|&&b| b == b'\n').count();
+///             c.consume(c.input().len());
+///         }
+///         ConnEvent::Eof => server.conns[id].close(lp),
+///         _ => {}
+///     }
+/// })?;
+/// lp.run(RunMode::Default, &mut server)?;
+/// assert_eq!(server.lines, 2);
+/// assert!(server.conns.is_empty());
+/// # Ok::<(), evloop::Error>(())
+/// ```
+pub struct Conns<C> {
+    slots: Vec<Slot<C>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+struct Slot<C> {
+    generation: u32,
+    conn: Option<Conn<C>>,
+}
+
+impl<C> Default for Conns<C> {
+    fn default() -> Self {
+        Conns::new()
+    }
+}
+
+impl<C> AsMut<Conns<C>> for Conns<C> {
+    fn as_mut(&mut self) -> &mut Conns<C> {
+        self
+    }
+}
+
+impl<C> std::fmt::Debug for Conns<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conns").field("len", &self.len).finish()
+    }
+}
+
+impl<C> Index<ConnId> for Conns<C> {
+    type Output = Conn<C>;
+    fn index(&self, id: ConnId) -> &Conn<C> {
+        self.get(id).expect("no such connection (closed?)")
+    }
+}
+
+impl<C> IndexMut<ConnId> for Conns<C> {
+    fn index_mut(&mut self, id: ConnId) -> &mut Conn<C> {
+        self.get_mut(id).expect("no such connection (closed?)")
+    }
+}
+
+impl<C> Conns<C> {
+    /// No connections.
+    ///
+    /// ```
+    /// let conns: evloop::net::Conns<()> = evloop::net::Conns::new();
+    /// assert_eq!(conns.len(), 0);
+    /// ```
+    pub const fn new() -> Self {
+        Conns {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// How many connections are open (closing ones included).
+    ///
+    /// See [`Conns`] for an example.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is none.
+    ///
+    /// See [`Conns`] for an example.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `id` names an open connection.
+    ///
+    /// See [`ConnId`] for an example.
+    pub fn contains(&self, id: ConnId) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// The connection `id`, if it is open.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<u8>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), 7, |_, _, _, _| {})?;
+    /// assert_eq!(conns.get(id).map(|c| c.data), Some(7));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn get(&self, id: ConnId) -> Option<&Conn<C>> {
+        let slot = self.slots.get(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        slot.conn.as_ref()
+    }
+
+    /// The connection `id`, if it is open, to change.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<u8>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), 7, |_, _, _, _| {})?;
+    /// conns.get_mut(id).unwrap().data += 1;
+    /// assert_eq!(conns[id].data, 8);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn get_mut(&mut self, id: ConnId) -> Option<&mut Conn<C>> {
+        let slot = self.slots.get_mut(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        slot.conn.as_mut()
+    }
+
+    /// Every open connection, with its id (in slot order).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<u8>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// for n in 0..3 {
+    ///     conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), n, |_, _, _, _| {})?;
+    /// }
+    /// let data: Vec<u8> = conns.iter().map(|(_, c)| c.data).collect();
+    /// assert_eq!(data, [0, 1, 2]);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (ConnId, &Conn<C>)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            let id = ConnId {
+                index: i as u32,
+                generation: s.generation,
+            };
+            s.conn.as_ref().map(|c| (id, c))
+        })
+    }
+
+    /// Every open connection, with its id, to change: to write to all of
+    /// them (a chat's broadcast), say.
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let a = conns.open(&mut lp, sim.socket("a", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// let b = conns.open(&mut lp, sim.socket("b", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// for (id, c) in conns.iter_mut() {
+    ///     if id != a {
+    ///         c.write(&mut lp, b"to everyone but a\n");
+    ///     }
+    /// }
+    /// assert_eq!((conns[a].queued(), conns[b].queued()), (0, 18));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (ConnId, &mut Conn<C>)> + '_ {
+        self.slots.iter_mut().enumerate().filter_map(|(i, s)| {
+            let id = ConnId {
+                index: i as u32,
+                generation: s.generation,
+            };
+            s.conn.as_mut().map(|c| (id, c))
+        })
+    }
+
+    /// [`Conn::close`] on every connection: the shutdown of a server
+    /// (after it stopped accepting).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// for _ in 0..3 {
+    ///     conns.open(&mut lp, sim.socket("c", 64), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// }
+    /// conns.close_all(&mut lp);
+    /// // The simulated peers never close: each closes after its linger.
+    /// assert_eq!(lp.run(RunMode::Default, &mut conns)?, RunOutcome::NoActiveWatchers);
+    /// assert!(conns.is_empty());
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn close_all<S>(&mut self, lp: &mut Loop<'_, S>) {
+        for (_, c) in self.iter_mut() {
+            c.close(lp);
+        }
+    }
+
+    /// Adds a connection: an io watcher that owns `stream` (non-blocking),
+    /// and a timer if `options` has an idle timeout. `handler` gets the
+    /// connection's [`ConnEvent`]s; it finds the connection as
+    /// `state.as_mut()[id]`. The loop's state `S` must lead to this
+    /// `Conns` (`AsMut`), since the watchers look their connection up
+    /// there.
+    ///
+    /// Errors: those of [`Loop::io`] and [`Loop::timer`] (nothing is added
+    /// then, and the stream is closed).
+    ///
+    /// See [`Conns`] and [`Conn`] for examples.
+    pub fn open<'s, S, T, F>(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        stream: T,
+        options: ConnOptions,
+        data: C,
+        handler: F,
+    ) -> Result<ConnId>
+    where
+        S: AsMut<Conns<C>>,
+        C: 's,
+        T: Stream,
+        F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent) + 's,
+    {
+        let id = self.reserve();
+        let mut handler = handler;
+        let io = lp.io(stream, Interest::READABLE, move |lp, state, ev| {
+            drive::<S, C, T, F>(lp, state, ev, id, &mut handler)
+        });
+        let io = match io {
+            Ok(io) => io,
+            Err(e) => {
+                self.release(id);
+                return Err(e);
+            }
+        };
+        let timer = match options.idle {
+            None => None,
+            Some(idle) => match new_timer::<S, C>(lp, id, idle, idle) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    let _ = lp.remove(io);
+                    self.release(id);
+                    return Err(e);
+                }
+            },
+        };
+        let conn = Conn {
+            data,
+            io,
+            timer,
+            opts: options,
+            input: vec![0; options.read_buffer].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            out: Vec::new(),
+            sent: 0,
+            interest: Interest::READABLE,
+            in_callback: false,
+            fed: false,
+            eof: false,
+            read_paused: false,
+            congested: false,
+            closing: false,
+            shut: false,
+            abort: None,
+        };
+        self.slots[id.index as usize].conn = Some(conn);
+        self.len += 1;
+        Ok(id)
+    }
+
+    /// A free slot, with no connection in it yet.
+    fn reserve(&mut self) -> ConnId {
+        match self.free.pop() {
+            Some(index) => ConnId {
+                index,
+                generation: self.slots[index as usize].generation,
+            },
+            None => {
+                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 connections");
+                self.slots.push(Slot {
+                    generation: 1,
+                    conn: None,
+                });
+                ConnId {
+                    index,
+                    generation: 1,
+                }
+            }
+        }
+    }
+
+    /// Frees a slot: its id goes stale.
+    fn release(&mut self, id: ConnId) -> Option<Conn<C>> {
+        let slot = &mut self.slots[id.index as usize];
+        let conn = slot.conn.take();
+        slot.generation = slot.generation.wrapping_add(1).max(1);
+        self.free.push(id.index);
+        if conn.is_some() {
+            self.len -= 1;
+        }
+        conn
+    }
+}
+
+/// A connection's timer: its idle timeout, then its linger. Its callback
+/// marks the connection and wakes its io watcher, which closes it.
+fn new_timer<'s, S, C>(
+    lp: &mut Loop<'s, S>,
+    id: ConnId,
+    after: Duration,
+    repeat: Duration,
+) -> Result<Timer>
+where
+    S: AsMut<Conns<C>>,
+    C: 's,
+{
+    lp.timer(after, repeat, move |lp, state: &mut S, t| {
+        match state.as_mut().get_mut(id) {
+            Some(c) => {
+                if c.abort.is_none() {
+                    // After the half-close, the peer just did not close
+                    // its side in time: everything was sent.
+                    c.abort = Some(if c.shut {
+                        CloseReason::Graceful
+                    } else {
+                        CloseReason::IdleTimeout
+                    });
+                }
+                c.wake(lp);
+            }
+            None => {
+                let _ = lp.remove(t);
+            }
+        }
+    })
+}
+
+/// How many times one io event may read a full buffer and hand it over
+/// before the watcher yields to the others.
+const MAX_ROUNDS: usize = 4;
+
+/// The connection's io callback: flush, half-close, read, hand over, and
+/// set the interest for what is left.
+fn drive<'s, S, C, T, F>(
+    lp: &mut Loop<'s, S>,
+    state: &mut S,
+    ev: IoEvent<'_, T>,
+    id: ConnId,
+    handler: &mut F,
+) where
+    S: AsMut<Conns<C>>,
+    C: 's,
+    T: Stream,
+    F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
+{
+    let (me, ready, stream) = (ev.watcher, ev.ready, ev.source);
+    // The connection, looked up again after every handler call (the
+    // handler has the whole state); gone only if the user replaced it.
+    macro_rules! conn {
+        () => {
+            match state.as_mut().get_mut(id) {
+                Some(c) => c,
+                None => {
+                    let _ = lp.remove(me);
+                    return;
+                }
+            }
+        };
+    }
+    macro_rules! finish {
+        ($reason:expr) => {{
+            let reason = $reason;
+            return finish::<S, C, F>(lp, state, id, me, handler, reason);
+        }};
+    }
+
+    let c = conn!();
+    c.fed = false;
+    c.in_callback = true;
+    let mut progress = false;
+    let mut read_more = ready.is_readable() || ready.is_hup() || ready.is_error();
+    let mut rounds = 0;
+    loop {
+        // Write what is queued; half-close once a graceful close has
+        // nothing left to send; end it once the peer has closed too.
+        let c = conn!();
+        if let Some(reason) = c.abort.take() {
+            finish!(reason);
+        }
+        match c.flush(stream) {
+            Ok(p) => progress |= p,
+            Err(e) => finish!(CloseReason::Error(e)),
+        }
+        if c.closing && !c.shut && c.queued() == 0 {
+            // Errors (the peer is gone already) change nothing: the
+            // connection is closed soon either way.
+            let _ = stream.shutdown_write();
+            c.shut = true;
+            if c.eof {
+                finish!(CloseReason::Graceful);
+            }
+            // The timer now counts the linger.
+            let linger = c.opts.linger;
+            match c.timer {
+                Some(t) => {
+                    let _ = lp.set_timer(t, linger, Duration::ZERO);
+                }
+                None => match new_timer::<S, C>(lp, id, linger, Duration::ZERO) {
+                    Ok(t) => c.timer = Some(t),
+                    Err(e) => finish!(CloseReason::Error(io::Error::other(e.to_string()))),
+                },
+            }
+        }
+        if rounds == MAX_ROUNDS {
+            break;
+        }
+        rounds += 1;
+        let c = conn!();
+        if c.congested && c.queued() <= c.opts.low {
+            c.congested = false;
+            if !c.closing {
+                handler(lp, state, id, ConnEvent::Drained);
+                continue; // flush what it wrote
+            }
+        }
+
+        // Read until WouldBlock, end of file, or a full buffer.
+        let c = conn!();
+        let mut got = false;
+        let mut full = false;
+        let mut new_eof = false;
+        if read_more && c.can_read() {
+            loop {
+                let room = c.room();
+                if room == 0 {
+                    if c.closing {
+                        c.start = 0;
+                        c.end = 0;
+                        continue;
+                    }
+                    full = true;
+                    break;
+                }
+                let end = c.end;
+                match stream.read(&mut c.input[end..]) {
+                    Ok(0) => {
+                        c.eof = true;
+                        new_eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        c.end += n;
+                        got = true;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => finish!(CloseReason::Error(e)),
+                }
+            }
+            progress |= got;
+            if c.closing {
+                // Lingering: what the peer still sends is dropped.
+                c.start = 0;
+                c.end = 0;
+                if c.eof && c.shut {
+                    finish!(CloseReason::Graceful);
+                }
+                if new_eof {
+                    continue; // flush and half-close, then finish
+                }
+                break;
+            }
+        } else if (ready.is_hup() || ready.is_error()) && c.queued() == 0 && !c.can_read() {
+            // Hung up, with nothing to read and nothing to send: the peer
+            // is gone (and a level-triggered HUP would come back forever).
+            finish!(CloseReason::Error(io::Error::new(
+                io::ErrorKind::ConnectionReset,
+                "the peer hung up",
+            )));
+        }
+        read_more = full;
+        let before = c.end - c.start;
+        if got {
+            handler(lp, state, id, ConnEvent::Data);
+        }
+        if new_eof {
+            handler(lp, state, id, ConnEvent::Eof);
+        }
+        if !(got || new_eof) {
+            break;
+        }
+        // Something was handed over: the next round flushes what the
+        // handler wrote, and reads again only if the buffer was full and
+        // the handler made room.
+        let c = conn!();
+        if c.end - c.start >= before {
+            read_more = false;
+        }
+    }
+    let c = conn!();
+    if progress && !c.shut {
+        if let Some(t) = c.timer {
+            let _ = lp.again(t);
+        }
+    }
+    let want = c.wanted();
+    if want != c.interest {
+        c.interest = want;
+        let _ = lp.set_interest(me, want);
+    }
+    c.in_callback = false;
+}
+
+/// The connection's last event, then its removal: the entry, its timer,
+/// and its io watcher (the stream is closed when the callback returns).
+fn finish<'s, S, C, F>(
+    lp: &mut Loop<'s, S>,
+    state: &mut S,
+    id: ConnId,
+    me: Io,
+    handler: &mut F,
+    reason: CloseReason,
+) where
+    S: AsMut<Conns<C>>,
+    F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
+{
+    if let Some(c) = state.as_mut().get_mut(id) {
+        c.in_callback = true;
+        c.closing = true;
+        c.abort = None;
+    }
+    handler(lp, state, id, ConnEvent::Closed(reason));
+    if let Some(c) = state.as_mut().release(id) {
+        if let Some(t) = c.timer {
+            let _ = lp.remove(t);
+        }
+    }
+    let _ = lp.remove(me);
+}
