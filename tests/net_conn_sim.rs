@@ -1,0 +1,415 @@
+//! The buffered connection's logic on the simulator, with exact times and
+//! backend traces: WRITABLE watched only while output is queued, the
+//! watermarks, the graceful close (flush, half-close, linger), the idle
+//! timeout, abort, a full input buffer, writes from another connection's
+//! handler, and a shutdown on SIGTERM.
+
+use std::time::Duration;
+
+use evloop::net::{CloseReason, ConnEvent, ConnId, ConnOptions, Conns};
+use evloop::{Interest, Loop, RunMode, RunOutcome, Sim};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[derive(Default)]
+struct World {
+    conns: Conns<&'static str>,
+    log: Vec<String>,
+}
+
+impl AsMut<Conns<&'static str>> for World {
+    fn as_mut(&mut self) -> &mut Conns<&'static str> {
+        &mut self.conns
+    }
+}
+
+/// "t=5ms a Data(3)" etc.: what the handler saw, when.
+fn note(lp: &Loop<World>, w: &mut World, id: ConnId, ev: &ConnEvent) {
+    let c = &w.conns[id];
+    let what = match ev {
+        ConnEvent::Data => format!("data {:?}", String::from_utf8_lossy(c.input())),
+        ConnEvent::Eof => "eof".to_string(),
+        ConnEvent::Drained => format!("drained ({} queued)", c.queued()),
+        ConnEvent::Closed(CloseReason::Error(e)) => format!("closed: error {:?}", e.kind()),
+        ConnEvent::Closed(r) => format!("closed: {r:?}"),
+        _ => format!("{ev:?}"),
+    };
+    let line = format!("t={:?} {} {what}", lp.now(), c.data);
+    w.log.push(line);
+}
+
+fn run(lp: &mut Loop<World>, w: &mut World) -> RunOutcome {
+    lp.run(RunMode::Default, w).unwrap()
+}
+
+#[test]
+fn writable_is_watched_only_while_output_is_queued() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 4); // room for 4 bytes
+    let fd = sock.fd();
+    sim.deliver(ms(1), &sock, b"hello world");
+    sim.free_send(ms(2), &sock, 4);
+    sim.free_send(ms(3), &sock, 4);
+    sim.close_peer(ms(10), &sock);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    w.conns
+        .open(
+            &mut lp,
+            sock,
+            ConnOptions::new(),
+            "c",
+            |lp, w: &mut World, id, ev| {
+                note(lp, w, id, &ev);
+                if let ConnEvent::Data = ev {
+                    let n = w.conns[id].input().len();
+                    w.conns[id].write_from_input(lp, n);
+                }
+            },
+        )
+        .unwrap();
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(sim.sent(fd), b"hello world");
+    let modifies: Vec<String> = sim
+        .trace_lines()
+        .into_iter()
+        .filter(|l| l.contains("modify"))
+        .collect();
+    assert_eq!(
+        modifies,
+        [
+            "t=0ns modify fd3 - => r",
+            "t=1ms modify fd3 r => rw", // 7 bytes left unsent
+            "t=3ms modify fd3 rw => r", // drained: back to reading only
+            "t=10ms modify fd3 r => -", // removed after the hang-up
+        ]
+    );
+    assert_eq!(
+        w.log,
+        [
+            "t=1ms c data \"hello world\"",
+            "t=10ms c eof",
+            // Left half-open by the handler; the peer then hung up fully.
+            "t=10ms c closed: error ConnectionReset",
+        ]
+    );
+}
+
+#[test]
+fn above_the_high_watermark_reading_stops_until_the_low_one() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 0); // the peer reads nothing yet
+    let fd = sock.fd();
+    sim.deliver(ms(1), &sock, b"0123456789");
+    sim.deliver(ms(2), &sock, b"abcdefghij"); // arrives while congested
+    sim.free_send(ms(5), &sock, 6); // 4 left: not yet at the low mark
+    sim.free_send(ms(6), &sock, 2); // 2 left: at the low mark, read again
+    sim.free_send(ms(7), &sock, 100);
+    sim.close_peer(ms(20), &sock);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().watermarks(2, 8);
+    w.conns
+        .open(&mut lp, sock, opts, "c", |lp, w: &mut World, id, ev| {
+            note(lp, w, id, &ev);
+            if let ConnEvent::Data = ev {
+                let n = w.conns[id].input().len();
+                w.conns[id].write_from_input(lp, n);
+                let congested = w.conns[id].is_congested();
+                w.log.push(format!("  congested: {congested}"));
+            }
+        })
+        .unwrap();
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(sim.sent(fd), b"0123456789abcdefghij");
+    assert_eq!(
+        w.log,
+        [
+            "t=1ms c data \"0123456789\"",
+            "  congested: true",
+            // 2 ms: the second chunk is not read: only WRITABLE is watched.
+            "t=6ms c drained (2 queued)",
+            "t=6ms c data \"abcdefghij\"",
+            "  congested: true",
+            "t=7ms c drained (0 queued)",
+            "t=20ms c eof",
+            "t=20ms c closed: error ConnectionReset",
+        ]
+    );
+    let modifies: Vec<String> = sim
+        .trace_lines()
+        .into_iter()
+        .filter(|l| l.contains("modify"))
+        .collect();
+    assert_eq!(
+        modifies,
+        [
+            "t=0ns modify fd3 - => r",
+            "t=1ms modify fd3 r => w",
+            "t=6ms modify fd3 w => rw", // read again, still 2 bytes to send
+            "t=6ms modify fd3 rw => w", // the second chunk congests it again
+            "t=7ms modify fd3 w => r",
+            "t=20ms modify fd3 r => -",
+        ]
+    );
+}
+
+#[test]
+fn graceful_close_flushes_everything_then_lingers_until_the_peer_closes() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 1000);
+    let fd = sock.fd();
+    for i in 1..=9 {
+        sim.free_send(ms(i), &sock, 1000);
+    }
+    sim.deliver(ms(12), &sock, b"late request"); // discarded: closing
+    sim.close_peer(ms(15), &sock);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let id = w
+        .conns
+        .open(
+            &mut lp,
+            sock,
+            ConnOptions::new(),
+            "c",
+            |lp, w: &mut World, id, ev| note(lp, w, id, &ev),
+        )
+        .unwrap();
+    let reply: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
+    w.conns[id].write(&mut lp, &reply);
+    w.conns[id].close(&mut lp);
+    w.conns[id].write(&mut lp, b"ignored: closing");
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(sim.sent(fd), reply);
+    assert_eq!(w.log, ["t=15ms c closed: Graceful"]);
+    assert!(w.conns.is_empty());
+}
+
+#[test]
+fn a_peer_that_never_closes_is_closed_after_the_linger() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 1000);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().linger(ms(300));
+    let id = w
+        .conns
+        .open(&mut lp, sock, opts, "c", |lp, w: &mut World, id, ev| {
+            note(lp, w, id, &ev)
+        })
+        .unwrap();
+    w.conns[id].write(&mut lp, b"bye");
+    w.conns[id].close(&mut lp);
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(w.log, ["t=300ms c closed: Graceful"]);
+}
+
+#[test]
+fn the_idle_timeout_is_pushed_back_by_traffic() {
+    let sim = Sim::new();
+    let quiet = sim.socket("quiet", 100);
+    let busy = sim.socket("busy", 100);
+    sim.deliver(ms(300), &busy, b"a");
+    sim.deliver(ms(700), &busy, b"b");
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().idle_timeout(Some(ms(500)));
+    for (sock, name) in [(quiet, "quiet"), (busy, "busy")] {
+        w.conns
+            .open(&mut lp, sock, opts, name, |lp, w: &mut World, id, ev| {
+                note(lp, w, id, &ev);
+                if let ConnEvent::Data = ev {
+                    let n = w.conns[id].input().len();
+                    w.conns[id].consume(n);
+                }
+            })
+            .unwrap();
+    }
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        w.log,
+        [
+            "t=300ms busy data \"a\"",
+            "t=500ms quiet closed: IdleTimeout",
+            "t=700ms busy data \"b\"",
+            "t=1.2s busy closed: IdleTimeout",
+        ]
+    );
+}
+
+#[test]
+fn a_flush_the_peer_does_not_take_ends_at_the_idle_timeout() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 2);
+    let fd = sock.fd();
+    sim.free_send(ms(100), &sock, 2); // progress: the timeout moves
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().idle_timeout(Some(ms(500)));
+    let id = w
+        .conns
+        .open(&mut lp, sock, opts, "c", |lp, w: &mut World, id, ev| {
+            note(lp, w, id, &ev)
+        })
+        .unwrap();
+    w.conns[id].write(&mut lp, b"abcdefgh");
+    w.conns[id].close(&mut lp);
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(sim.sent(fd), b"abcd");
+    assert_eq!(w.log, ["t=600ms c closed: IdleTimeout"]);
+}
+
+#[test]
+fn abort_drops_what_is_queued() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 0);
+    let fd = sock.fd();
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let id = w
+        .conns
+        .open(
+            &mut lp,
+            sock,
+            ConnOptions::new(),
+            "c",
+            |lp, w: &mut World, id, ev| note(lp, w, id, &ev),
+        )
+        .unwrap();
+    w.conns[id].write(&mut lp, b"never sent");
+    w.conns[id].abort(&mut lp);
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(sim.sent(fd), b"");
+    assert_eq!(w.log, ["t=0ns c closed: Aborted"]);
+    assert!(!w.conns.contains(id));
+}
+
+#[test]
+fn a_full_input_buffer_stops_reading_until_consumed() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 100);
+    let fd = sock.fd();
+    sim.deliver(ms(1), &sock, b"0123456789");
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().read_buffer(4);
+    // Consumes only when 4 bytes are there: a 4-byte "frame" parser.
+    let id = w
+        .conns
+        .open(&mut lp, sock, opts, "c", |lp, w: &mut World, id, ev| {
+            note(lp, w, id, &ev);
+            if w.conns[id].input().len() == 4 && w.log.len() < 2 {
+                w.conns[id].consume(4);
+            }
+        })
+        .unwrap();
+    // Stalled: 4 bytes read and kept, and nothing left to wait for.
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::Stalled);
+    assert_eq!(w.log, ["t=1ms c data \"0123\"", "t=1ms c data \"4567\""]);
+    assert_eq!(lp.interest(w.conns[id].watcher()).unwrap(), Interest::NONE);
+    assert_eq!(sim.buffered(fd), 2); // never read
+}
+
+#[test]
+fn a_write_from_another_handler_goes_out_in_the_same_iteration() {
+    let sim = Sim::new();
+    let (a, mut a_peer) = sim.pair("a", 1 << 16);
+    let (b, mut b_peer) = sim.pair("b", 1 << 16);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    for (sock, name) in [(a, "a"), (b, "b")] {
+        w.conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                name,
+                |lp, w: &mut World, id, ev| {
+                    if let ConnEvent::Data = ev {
+                        // Relay to every other connection, in one pass.
+                        let line = w.conns[id].input().to_vec();
+                        w.conns[id].consume(line.len());
+                        for (other, c) in w.conns.iter_mut() {
+                            if other != id {
+                                c.write(lp, &line);
+                            }
+                        }
+                    }
+                },
+            )
+            .unwrap();
+    }
+    use std::io::{Read, Write};
+    a_peer.write_all(b"from a").unwrap();
+    let polls = sim.poll_count();
+    lp.run(RunMode::Once, &mut w).unwrap();
+    assert_eq!(sim.poll_count(), polls + 1, "one iteration, one poll");
+    let mut buf = [0u8; 16];
+    assert_eq!(b_peer.read(&mut buf).unwrap(), 6);
+    assert_eq!(&buf[..6], b"from a");
+    assert!(a_peer.read(&mut buf).is_err()); // WouldBlock: nothing for a
+    assert!(w.log.is_empty());
+}
+
+#[test]
+fn sigterm_stops_and_every_connection_closes_gracefully() {
+    let sim = Sim::new();
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let mut peers = vec![];
+    for name in ["a", "b", "c"] {
+        let (mine, peer) = sim.pair(name, 1 << 16);
+        // The peers close once told (the connections' half-close is a
+        // no-op on the simulator): at 8 ms.
+        sim.close_peer(ms(8), &mine);
+        peers.push(peer);
+        w.conns
+            .open(
+                &mut lp,
+                mine,
+                ConnOptions::new(),
+                name,
+                |lp, w: &mut World, id, ev| note(lp, w, id, &ev),
+            )
+            .unwrap();
+    }
+    let a = w.conns.iter().next().unwrap().0;
+    w.conns[a].write(&mut lp, b"in flight");
+    sim.raise(ms(5), libc::SIGTERM);
+    lp.signal(libc::SIGTERM, |lp, w: &mut World, me| {
+        w.log.push(format!("t={:?} SIGTERM", lp.now()));
+        w.conns.close_all(lp);
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
+    assert_eq!(
+        w.log,
+        [
+            "t=5ms SIGTERM",
+            "t=8ms a closed: Graceful",
+            "t=8ms b closed: Graceful",
+            "t=8ms c closed: Graceful",
+        ]
+    );
+    // Everything queued reached the peer before the close.
+    let mut got = evloop_drain(&mut peers[0]);
+    got.truncate(9);
+    assert_eq!(got, b"in flight");
+}
+
+fn evloop_drain(s: &mut evloop::SimSocket) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = vec![];
+    let mut buf = [0u8; 64];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
