@@ -1,155 +1,108 @@
-//! A TCP echo server on the platform's default backend: an accept watcher,
-//! one io watcher per connection with write backpressure (Writable is
-//! watched only while output is queued), and an inactivity timeout per
-//! connection pushed back with `again` on every read.
+//! A TCP echo server on `evloop::net`: the acceptor (which backs off
+//! instead of spinning when the process is out of descriptors),
+//! buffered connections with backpressure (reading stops while the peer
+//! is slow to take its echo), an idle timeout, a graceful close at the
+//! peer's half-close, and a clean shutdown on SIGTERM or SIGINT: stop
+//! accepting, close every connection (flushing what is queued), exit 0.
 //!
-//! To keep the example self-contained it also starts a few clients on
-//! another thread (loopback only), waits for their echoes, and stops.
-//!
-//! Run with: `cargo run --example echo_server`
-//! (`EVLOOP_BACKEND=poll cargo run --example echo_server` for another backend)
+//! Run with: `cargo run --example echo_server [ADDR]` (default
+//! `127.0.0.1:7878`; `EVLOOP_BACKEND=poll` for another backend), then
+//! `nc 127.0.0.1 7878`.
 
-use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use evloop::{Break, Interest, Io, Loop, RunMode, Timer};
+use evloop::net::{Acceptor, ConnEvent, ConnId, ConnOptions, Conns, ListenOptions};
+use evloop::{Loop, RunMode, Signal};
 
-/// Server state shared by all callbacks.
+/// The server: its connections, its acceptor while it accepts, and its
+/// signal watchers.
 #[derive(Default)]
-struct Server {
-    conns: HashMap<Io, Conn>,
-    served: usize,
-    expected: usize,
+pub struct Server {
+    pub conns: Conns<()>,
+    acceptor: Option<Acceptor>,
+    signals: Vec<Signal>,
+    pub served: u64,
 }
 
-struct Conn {
-    unsent: Vec<u8>,
-    timeout: Timer,
+impl AsMut<Conns<()>> for Server {
+    fn as_mut(&mut self) -> &mut Conns<()> {
+        &mut self.conns
+    }
 }
 
-const CLIENTS: usize = 8;
-const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
-
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-
-    let mut lp: Loop<Server> = Loop::new()?;
-    println!("echo server on {addr}, backend {}", lp.backend_name());
-
-    lp.io(listener, Interest::READABLE, |lp, server, ev| loop {
-        match ev.source.accept() {
-            Ok((stream, peer)) => {
-                stream.set_nonblocking(true).unwrap();
-                accept(lp, server, stream);
-                println!("  accepted {peer}");
+/// Starts accepting on `listener`.
+pub fn start(
+    lp: &mut Loop<Server>,
+    server: &mut Server,
+    listener: TcpListener,
+) -> evloop::Result<()> {
+    let opts = ConnOptions::new()
+        .watermarks(64 * 1024, 256 * 1024)
+        .idle_timeout(Some(Duration::from_secs(60)));
+    let acceptor = Acceptor::start(lp, listener, move |lp, server: &mut Server, accepted| {
+        match accepted {
+            Ok(stream) => {
+                if let Err(e) = server.conns.open(lp, stream, opts, (), on_event) {
+                    eprintln!("connection refused by the loop: {e}");
+                }
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => panic!("accept: {e}"),
+            // Once per episode; the acceptor retries by itself.
+            Err(e) => eprintln!("accept: {e} (backing off)"),
         }
     })?;
-
-    // Clients: each sends a message, reads the echo, and closes.
-    let clients = std::thread::spawn(move || {
-        let mut echoed = 0;
-        for i in 0..CLIENTS {
-            let mut s = TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let msg = format!("hello from client {i} ").repeat(1000);
-            s.write_all(msg.as_bytes()).unwrap();
-            s.shutdown(std::net::Shutdown::Write).unwrap();
-            let mut back = Vec::new();
-            s.read_to_end(&mut back).unwrap();
-            assert_eq!(back, msg.as_bytes());
-            echoed += back.len();
-        }
-        echoed
-    });
-
-    let mut server = Server {
-        expected: CLIENTS,
-        ..Server::default()
-    };
-    lp.run(RunMode::Default, &mut server)?;
-    let echoed = clients.join().unwrap();
-    println!(
-        "served {} connections, {echoed} bytes echoed, {} iterations",
-        server.served,
-        lp.iteration()
-    );
+    server.acceptor = Some(acceptor);
     Ok(())
 }
 
-fn accept(lp: &mut Loop<Server>, server: &mut Server, stream: TcpStream) {
-    let io = lp.io(stream, Interest::READABLE, on_conn).unwrap();
-    let timeout = lp
-        .timer(Duration::ZERO, IDLE_TIMEOUT, move |lp, server, _| {
-            println!("  connection idle for {IDLE_TIMEOUT:?}: closing");
-            close(lp, server, io);
-        })
-        .unwrap();
-    lp.again(timeout).unwrap();
-    server.conns.insert(
-        io,
-        Conn {
-            unsent: Vec::new(),
-            timeout,
-        },
-    );
+fn on_event(lp: &mut Loop<Server>, server: &mut Server, id: ConnId, ev: ConnEvent) {
+    let c = &mut server.conns[id];
+    match ev {
+        ConnEvent::Data => {
+            let n = c.input().len();
+            c.write_from_input(lp, n);
+        }
+        ConnEvent::Eof => c.close(lp), // echo what is queued, then close
+        ConnEvent::Closed(_) => server.served += 1,
+        _ => {}
+    }
 }
 
-fn on_conn(lp: &mut Loop<Server>, server: &mut Server, ev: evloop::IoEvent<'_, TcpStream>) {
-    let conn = server.conns.get_mut(&ev.watcher).expect("known connection");
-    let mut eof = false;
-    if ev.ready.is_readable() {
-        lp.again(conn.timeout).unwrap();
-        let mut buf = [0u8; 4096];
-        // Read until WouldBlock (or until enough is queued: backpressure).
-        while conn.unsent.len() < 64 * 1024 {
-            match ev.source.read(&mut buf) {
-                Ok(0) => {
-                    eof = true;
-                    break;
-                }
-                Ok(n) => conn.unsent.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) => panic!("read: {e}"),
-            }
-        }
+/// Stops accepting and closes every connection gracefully; once they are
+/// closed the loop has nothing left and `run` returns.
+pub fn shutdown(lp: &mut Loop<Server>, server: &mut Server) {
+    if let Some(acceptor) = server.acceptor.take() {
+        let _ = acceptor.close(lp);
     }
-    while !conn.unsent.is_empty() {
-        match ev.source.write(&conn.unsent) {
-            Ok(n) => {
-                conn.unsent.drain(..n);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) => panic!("write: {e}"),
-        }
+    server.conns.close_all(lp);
+    for s in server.signals.drain(..) {
+        let _ = lp.remove(s);
     }
-    if eof && conn.unsent.is_empty() {
-        close(lp, server, ev.watcher);
-        return;
-    }
-    // Watch Writable only while output is queued; otherwise the loop
-    // would wake on every iteration for a socket that is always writable.
-    let want = match (conn.unsent.is_empty(), eof) {
-        (true, _) => Interest::READABLE,
-        (false, true) => Interest::WRITABLE,
-        (false, false) => Interest::BOTH,
-    };
-    lp.set_interest(ev.watcher, want).unwrap();
 }
 
-fn close(lp: &mut Loop<Server>, server: &mut Server, io: Io) {
-    if let Some(conn) = server.conns.remove(&io) {
-        lp.remove(conn.timeout).unwrap();
-        lp.remove(io).unwrap(); // deregisters, then closes the socket
-        server.served += 1;
-        if server.served == server.expected {
-            lp.break_loop(Break::All);
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let addr: SocketAddr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:7878".into())
+        .parse()?;
+    evloop::net::raise_fd_limit()?;
+    let listener = ListenOptions::new().backlog(4096).bind(addr)?;
+    let addr = listener.local_addr()?;
+    let mut lp: Loop<Server> = Loop::new()?;
+    let mut server = Server::default();
+    start(&mut lp, &mut server, listener)?;
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        match lp.signal(signal, |lp, server: &mut Server, _| {
+            eprintln!("signal: shutting down");
+            shutdown(lp, server);
+        }) {
+            Ok(s) => server.signals.push(s),
+            Err(e) => eprintln!("no shutdown on signal {signal}: {e}"),
         }
     }
+    // Tests read this line for the address.
+    println!("echo on {addr} (backend {})", lp.backend_name());
+    lp.run(RunMode::Default, &mut server)?;
+    eprintln!("served {} connections", server.served);
+    Ok(())
 }
