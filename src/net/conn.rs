@@ -341,7 +341,27 @@ impl<C> std::fmt::Debug for Conn<C> {
 impl<C> Conn<C> {
     /// The bytes read and not yet consumed.
     ///
-    /// See [`Conn`] for an example.
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd();
+    /// sim.deliver(Duration::from_millis(1), &sock, b"GET /\r\n");
+    /// let mut lp: Loop<Conns<usize>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sock, ConnOptions::new(), 0, |lp, conns, id, ev| {
+    ///     if let ConnEvent::Data = ev {
+    ///         assert_eq!(conns[id].input(), b"GET /\r\n"); // what has arrived
+    ///         conns[id].data += 1;
+    ///         lp.break_loop(evloop::Break::One);
+    ///     }
+    /// })?;
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert_eq!((conns[id].data, conns[id].input().len(), sim.sent(fd).len()), (1, 7, 0));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn input(&self) -> &[u8] {
         &self.input[self.start..self.end]
     }
@@ -351,7 +371,31 @@ impl<C> Conn<C> {
     /// restart reading that stopped on a full buffer: call
     /// [`Conn::resume_reading`] then.
     ///
-    /// See [`Conn`] for an example.
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd();
+    /// sim.deliver(Duration::from_millis(1), &sock, b"ab");
+    /// sim.deliver(Duration::from_millis(2), &sock, b"cd");
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// conns.open(&mut lp, sock, ConnOptions::new(), (), |lp, conns, id, ev| {
+    ///     if let ConnEvent::Data = ev {
+    ///         let c = &mut conns[id];
+    ///         if c.input().len() == 4 {
+    ///             c.write(lp, c.input().to_ascii_uppercase().as_slice());
+    ///             c.consume(4);
+    ///             c.close(lp);
+    ///         } // else: keep the 2 bytes, wait for the rest
+    ///     }
+    /// })?;
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert_eq!(sim.sent(fd), b"ABCD");
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn consume(&mut self, n: usize) {
         self.start += n.min(self.end - self.start);
         if self.start == self.end {
@@ -370,7 +414,22 @@ impl<C> Conn<C> {
     /// The queue has no limit: a producer checks [`Conn::is_congested`]
     /// (or [`Conn::queued`]) and waits for [`ConnEvent::Drained`].
     ///
-    /// See [`Conn`] for an example.
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sock, ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].write(&mut lp, b"hello"); // from outside: a fed event sends it
+    /// lp.run(RunMode::NoWait, &mut conns)?;
+    /// assert_eq!(sim.sent(fd), b"hello");
+    /// assert_eq!(conns[id].queued(), 0);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn write<S>(&mut self, lp: &mut Loop<'_, S>, bytes: &[u8]) {
         if self.closing || self.abort.is_some() || bytes.is_empty() {
             return;
@@ -512,7 +571,28 @@ impl<C> Conn<C> {
     /// [`ConnEvent::Closed`]`(`[`CloseReason::Graceful`]`)`. The idle
     /// timeout, if any, still applies while queued data is sent.
     ///
-    /// See [`Conn`] for an example.
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd();
+    /// sim.close_peer(Duration::from_millis(3), &sock); // the peer closes too
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sock, ConnOptions::new(), (), |lp, _, _, ev| {
+    ///     if let ConnEvent::Closed(reason) = ev {
+    ///         assert!(reason.is_clean());
+    ///         assert_eq!(lp.now(), Duration::from_millis(3));
+    ///     }
+    /// })?;
+    /// conns[id].write(&mut lp, b"last words");
+    /// conns[id].close(&mut lp);
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert_eq!(sim.sent(fd), b"last words");
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn close<S>(&mut self, lp: &mut Loop<'_, S>) {
         if self.closing || self.abort.is_some() {
             return;
@@ -762,21 +842,54 @@ impl<C> Conns<C> {
 
     /// How many connections are open (closing ones included).
     ///
-    /// See [`Conns`] for an example.
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// assert!(conns.is_empty());
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// assert_eq!(conns.len(), 1);
+    /// assert!(conns.contains(id));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there is none.
     ///
-    /// See [`Conns`] for an example.
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// assert!(conns.is_empty());
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// assert_eq!(conns.len(), 1);
+    /// assert!(conns.contains(id));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Whether `id` names an open connection.
     ///
-    /// See [`ConnId`] for an example.
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// assert!(conns.is_empty());
+    /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// assert_eq!(conns.len(), 1);
+    /// assert!(conns.contains(id));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
     pub fn contains(&self, id: ConnId) -> bool {
         self.get(id).is_some()
     }
@@ -910,7 +1023,31 @@ impl<C> Conns<C> {
     /// Errors: those of [`Loop::io`] and [`Loop::timer`] (nothing is added
     /// then, and the stream is closed).
     ///
-    /// See [`Conns`] and [`Conn`] for examples.
+    /// ```
+    /// use evloop::net::{ConnEvent, ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode};
+    /// use std::io::{Read, Write};
+    /// use std::os::unix::net::UnixStream;
+    /// let (mine, mut peer) = UnixStream::pair().unwrap();
+    /// mine.set_nonblocking(true).unwrap();
+    /// let mut lp: Loop<Conns<()>> = Loop::new()?;
+    /// let mut conns = Conns::new();
+    /// conns.open(&mut lp, mine, ConnOptions::new(), (), |lp, conns, id, ev| match ev {
+    ///     ConnEvent::Data => {
+    ///         let n = conns[id].input().len();
+    ///         conns[id].write_from_input(lp, n);
+    ///     }
+    ///     ConnEvent::Eof => conns[id].close(lp),
+    ///     _ => {}
+    /// })?;
+    /// peer.write_all(b"over a socket pair")?;
+    /// peer.shutdown(std::net::Shutdown::Write)?;
+    /// lp.run(RunMode::Default, &mut conns)?; // until the connection is done
+    /// let mut back = String::new();
+    /// peer.read_to_string(&mut back)?;
+    /// assert_eq!(back, "over a socket pair");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open<'s, S, T, F>(
         &mut self,
         lp: &mut Loop<'s, S>,
