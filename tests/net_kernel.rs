@@ -2,14 +2,13 @@
 //! backend, each under a watchdog: the echo server with 1,000 concurrent
 //! clients, every byte checked; replies queued before a half-close are
 //! not lost (pipelined HTTP requests then FIN); the acceptor accepts a
-//! burst until WouldBlock; the echo example shuts down on SIGTERM.
+//! burst until WouldBlock; the echo example shuts down on SIGTERM and
+//! SIGINT and exits 0.
 
 mod common;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::watchdog;
@@ -117,32 +116,27 @@ fn run_clients(addr: SocketAddr, clients: usize, per_client: usize) -> usize {
 fn echo_many(backend: &'static str, clients: usize, per_client: usize) -> u64 {
     let l = listener();
     let addr = l.local_addr().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_server = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
     let server = std::thread::spawn(move || {
         let mut lp: Loop<echo_server::Server> = kernel_loop(backend);
         let mut server = echo_server::Server::default();
         echo_server::start(&mut lp, &mut server, l).unwrap();
-        // How the test tells the server to shut down: a flag looked at
-        // every 10 ms (async senders are not on the kernel backends yet).
-        lp.timer(
-            Duration::ZERO,
-            Duration::from_millis(10),
-            move |lp, s, t| {
-                if stop_server.load(Ordering::Relaxed) {
-                    echo_server::shutdown(lp, s);
-                    lp.remove(t).unwrap();
-                }
-            },
-        )
-        .unwrap();
+        // How the test tells the server to shut down: an async watcher.
+        let (_, stop) = lp
+            .async_watcher(|lp, s: &mut echo_server::Server, me| {
+                echo_server::shutdown(lp, s);
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        tx.send(stop).unwrap();
         lp.run(RunMode::Default, &mut server).unwrap();
         assert!(server.conns.is_empty());
         server.served
     });
+    let stop = rx.recv().unwrap();
     let done = run_clients(addr, clients, per_client);
     assert_eq!(done, clients);
-    stop.store(true, Ordering::Relaxed);
+    stop.send().unwrap();
     server.join().unwrap()
 }
 
@@ -316,7 +310,13 @@ fn example(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn the_echo_example_exits_0_on_sigterm_after_closing_its_connections() {
+fn the_echo_example_exits_0_on_sigterm_or_sigint_after_closing_its_connections() {
+    for signal in ["-TERM", "-INT"] {
+        shutdown_on(signal);
+    }
+}
+
+fn shutdown_on(signal: &'static str) {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
     let mut child = Command::new(example("echo_server"))
@@ -336,36 +336,35 @@ fn the_echo_example_exits_0_on_sigterm_after_closing_its_connections() {
         .expect("echo on ADDR")
         .parse()
         .unwrap();
-    let result = watchdog("echo example SIGTERM", common::WATCHDOG, move || {
-        let mut errors = String::new();
-        // Before the signal: a connection with an echo in flight.
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"still there?").unwrap();
-        let mut buf = [0u8; 12];
-        c.read_exact(&mut buf).unwrap();
-        let status = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        // The server closes our connection (gracefully: EOF, no reset).
-        let mut rest = Vec::new();
-        c.read_to_end(&mut rest).unwrap();
-        drop(c);
-        let exit = child.wait().unwrap();
-        std::io::BufReader::new(stderr)
-            .read_to_string(&mut errors)
-            .unwrap();
-        (buf, rest, exit, errors)
-    });
+    let result = watchdog(
+        &format!("echo example, kill {signal}"),
+        common::WATCHDOG,
+        move || {
+            let mut errors = String::new();
+            // Before the signal: a connection with an echo in flight.
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"still there?").unwrap();
+            let mut buf = [0u8; 12];
+            c.read_exact(&mut buf).unwrap();
+            let status = Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            // The server closes our connection (gracefully: EOF, no reset).
+            let mut rest = Vec::new();
+            c.read_to_end(&mut rest).unwrap();
+            drop(c);
+            let exit = child.wait().unwrap();
+            std::io::BufReader::new(stderr)
+                .read_to_string(&mut errors)
+                .unwrap();
+            (buf, rest, exit, errors)
+        },
+    );
     let (buf, rest, exit, errors) = result;
     assert_eq!(&buf, b"still there?");
-    if errors.contains("no shutdown on signal") {
-        // The kernel backends' signal support is not on this branch yet.
-        eprintln!("SKIPPED the shutdown check: {errors}");
-        return;
-    }
     assert!(rest.is_empty());
-    assert!(exit.success(), "{exit:?}; stderr: {errors}");
+    assert!(exit.success(), "{signal}: {exit:?}; stderr: {errors}");
     assert!(errors.contains("served 1 connections"), "{errors}");
 }
