@@ -17,7 +17,7 @@
 //! EOF), writable while it has send capacity. `HUP` is reported regardless
 //! of interest, as epoll does.
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
@@ -643,8 +643,9 @@ impl Sim {
 
     /// Runs `f` at virtual time `at`, while the loop waits: for example an
     /// [`AsyncSender::send`](crate::AsyncSender::send), as another thread
-    /// would, but at a time the trace can show. `f` must not use the `Sim`
-    /// itself (it is busy running the schedule).
+    /// would, but at a time the trace can show. `f` may use the `Sim`
+    /// (deliver bytes, close or drop a socket), as a peer acting at that
+    /// moment would.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
@@ -1015,8 +1016,11 @@ impl World {
         self.registered = list;
     }
 
-    /// Applies every scheduled action due by now, in (time, schedule) order.
-    fn apply_due(&mut self) {
+    /// Applies the scheduled actions due by now, in (time, schedule) order,
+    /// up to the first call ([`Sim::call_at`]), which it returns for the
+    /// caller to run with the world released.
+    #[must_use]
+    fn apply_due(&mut self) -> Option<Box<dyn FnOnce()>> {
         while self.schedule.peek().is_some_and(|s| s.0.at <= self.now) {
             let Some(Reverse(due)) = self.schedule.pop() else {
                 unreachable!("peeked above")
@@ -1069,7 +1073,7 @@ impl World {
                 }
                 Action::Call(f) => {
                     self.step(StepKind::Call);
-                    f();
+                    return Some(f);
                 }
                 Action::WriteFile(path, size) => {
                     let modified = self.wall_now().as_nanos() as u64;
@@ -1115,6 +1119,7 @@ impl World {
             self.woken_untold = true;
             self.step(StepKind::Woken);
         }
+        None
     }
 
     /// Whether the loop has notices to take (which end a wait).
@@ -1202,6 +1207,20 @@ pub struct SimBackend {
     world: Rc<RefCell<World>>,
 }
 
+impl SimBackend {
+    /// Applies the actions due by now; each call ([`Sim::call_at`]) runs
+    /// with the world released, so that it may use the `Sim` (deliver,
+    /// close or drop a socket) as a peer would.
+    fn run_due<'w>(&'w self, mut w: RefMut<'w, World>) -> RefMut<'w, World> {
+        while let Some(call) = w.apply_due() {
+            drop(w);
+            call();
+            w = self.world.borrow_mut();
+        }
+        w
+    }
+}
+
 impl fmt::Debug for SimBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SimBackend")
@@ -1283,7 +1302,7 @@ impl Backend for SimBackend {
     ) -> io::Result<PollStatus> {
         let mut w = self.world.borrow_mut();
         w.poll_calls += 1;
-        w.apply_due();
+        w = self.run_due(w);
         let deadline = timeout.map(|t| w.now + t);
         loop {
             if w.spurious {
@@ -1308,7 +1327,7 @@ impl Backend for SimBackend {
             };
             w.step(StepKind::Idle { until });
             w.now = until;
-            w.apply_due();
+            w = self.run_due(w);
         }
     }
 

@@ -413,3 +413,66 @@ fn evloop_drain(s: &mut evloop::SimSocket) -> Vec<u8> {
     }
     out
 }
+
+#[test]
+fn a_panicking_handler_leaves_the_connection_usable() {
+    use std::io::{Read, Write};
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let sim = Sim::new();
+    let (a, mut a_peer) = sim.pair("a", 1 << 16);
+    let (b, mut b_peer) = sim.pair("b", 1 << 16);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let a_id = w
+        .conns
+        .open(
+            &mut lp,
+            a,
+            ConnOptions::new(),
+            "a",
+            |_, w: &mut World, id, ev| {
+                if let ConnEvent::Data = ev {
+                    let n = w.conns[id].input().len();
+                    w.conns[id].consume(n);
+                    panic!("handler of a");
+                }
+            },
+        )
+        .unwrap();
+    let b_id = w
+        .conns
+        .open(
+            &mut lp,
+            b,
+            ConnOptions::new(),
+            "b",
+            |lp, w: &mut World, id, ev| {
+                if let ConnEvent::Data = ev {
+                    // Relays to a: its handler panicked before.
+                    let line = w.conns[id].input().to_vec();
+                    w.conns[id].consume(line.len());
+                    for (other, c) in w.conns.iter_mut() {
+                        if other != id {
+                            c.write(lp, &line);
+                        }
+                    }
+                }
+            },
+        )
+        .unwrap();
+    a_peer.write_all(b"boom").unwrap();
+    let unwound = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut w)));
+    assert!(
+        unwound.is_err(),
+        "the handler's panic reaches the caller of run"
+    );
+    assert!(w.conns.contains(a_id) && w.conns.contains(b_id));
+
+    // A write from b's handler must still wake a's watcher and go out in
+    // the same iteration.
+    b_peer.write_all(b"relayed").unwrap();
+    lp.run(RunMode::Once, &mut w).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(a_peer.read(&mut buf).unwrap(), 7);
+    assert_eq!(&buf[..7], b"relayed");
+}

@@ -876,3 +876,31 @@ fn a_callback_that_removes_itself_and_reuses_its_slot_leaves_the_new_watcher_int
         Err(Error::StaleHandle { .. })
     ));
 }
+
+/// A scheduled call may act on the simulator as a peer would: here it
+/// writes to and then drops its end of a pair, and the waiting loop sees
+/// the bytes and then the end of file at that virtual time.
+#[test]
+fn a_scheduled_call_may_write_and_drop_a_peer() {
+    let sim = Sim::new();
+    let (mine, mut peer) = sim.pair("conn", 1024);
+    sim.call_at(ms(7), move || {
+        peer.write_all(b"bye").unwrap();
+        drop(peer);
+    });
+    let mut lp: Loop<Vec<(u64, Vec<u8>, bool)>> = Loop::with_backend(sim.backend());
+    lp.io(mine, Interest::READABLE, |lp, log, ev| {
+        let (bytes, eof) = drain(ev.source);
+        log.push((lp.now().as_millis() as u64, bytes, eof));
+        if eof {
+            lp.remove(ev.watcher).unwrap();
+        }
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(log, [(7, b"bye".to_vec(), true)]);
+}

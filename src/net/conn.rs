@@ -13,6 +13,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::ops::{Index, IndexMut};
 use std::os::unix::net::UnixStream;
+use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer};
@@ -1065,7 +1066,18 @@ impl<C> Conns<C> {
         let id = self.reserve();
         let mut handler = handler;
         let io = lp.io(stream, Interest::READABLE, move |lp, state, ev| {
-            drive::<S, C, T, F>(lp, state, ev, id, &mut handler)
+            let driven = panic::catch_unwind(AssertUnwindSafe(|| {
+                drive::<S, C, T, F>(lp, state, ev, id, &mut handler)
+            }));
+            if let Err(payload) = driven {
+                // The handler panicked: the connection's own callback is
+                // no longer running, so a write from outside must wake it
+                // again. The panic goes on to the caller of `run`.
+                if let Some(c) = state.as_mut().get_mut(id) {
+                    c.in_callback = false;
+                }
+                panic::resume_unwind(payload);
+            }
         });
         let io = match io {
             Ok(io) => io,
@@ -1371,11 +1383,17 @@ fn finish<'s, S, C, F>(
         c.closing = true;
         c.abort = None;
     }
-    handler(lp, state, id, ConnEvent::Closed(reason));
+    // The connection goes even if the handler panics on its last event.
+    let told = panic::catch_unwind(AssertUnwindSafe(|| {
+        handler(lp, state, id, ConnEvent::Closed(reason))
+    }));
     if let Some(c) = state.as_mut().release(id) {
         if let Some(t) = c.timer {
             let _ = lp.remove(t);
         }
     }
     let _ = lp.remove(me);
+    if let Err(payload) = told {
+        panic::resume_unwind(payload);
+    }
 }
