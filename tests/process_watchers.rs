@@ -1,0 +1,1562 @@
+//! Signal, child, async, fork and cleanup watchers through the `Loop` API
+//! on every OS backend of the host (kqueue too, with
+//! `--features emulated-kqueue`), each scenario under the watchdog: the
+//! scenarios of `tests/process_watchers_sim.rs` with real signals, real
+//! child processes, real threads and a real `fork()`. (The backend layer
+//! alone is tested in `tests/backend_notices.rs`.)
+//!
+//! The tests of this binary share one process and run in parallel:
+//! - Signals are process-wide, so each test watches a signal of its own
+//!   ([`own_signals`]) and raises it only while a watcher of it is active
+//!   (the default action of most signals ends the process).
+//! - Other tests' children exit at any moment. A loop on the `SIGCHLD`
+//!   fallback ([`child_kernels`]) may be woken by each of those exits, so
+//!   only loops that do not watch `SIGCHLD` are checked for waiting
+//!   quietly ([`waits_for_a_timer`]).
+//! - The fork test takes [`FORK`] for writing, so that no other test is
+//!   inside a backend (or holds a lock a backend takes) when it forks;
+//!   every other test holds it for reading.
+//!
+//! Nothing waits on a sleep: the tests synchronise through channels,
+//! joined threads and the loop's own callbacks; a thread that must act
+//! while the loop is blocked waits until the loop thread sleeps in the
+//! kernel ([`wait_until_blocked`]). Timers only bound what is observed.
+#![cfg(unix)]
+
+mod common;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
+
+use common::{drain, watchdog, World, WATCHDOG};
+use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+// ---- sharing the process -----------------------------------------------------
+
+/// Held for writing by the fork test, for reading by every other test.
+static FORK: RwLock<()> = RwLock::new(());
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    FORK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `scenario(backend)` on every OS backend, each under the watchdog.
+fn on_each_kernel(what: &str, scenario: fn(&'static str)) {
+    let _shared = shared();
+    for &name in backends::AVAILABLE {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(name)
+        });
+    }
+}
+
+/// As [`on_each_kernel`], with signals of the test's own (`ns`: see
+/// [`own_signals`]).
+fn on_each_kernel_with<const N: usize>(
+    what: &str,
+    ns: [usize; N],
+    scenario: fn(&'static str, [i32; N]),
+) {
+    let _shared = shared();
+    let _own = own_signals(&ns);
+    let signals = ns.map(test_signal);
+    for &name in backends::AVAILABLE {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(name, signals)
+        });
+    }
+}
+
+/// The backends a child scenario runs on: every OS backend, then the
+/// backends with a `SIGCHLD` fallback forced onto it (what they do on a
+/// kernel without pidfds; elsewhere than Linux they use it anyway).
+fn child_kernels() -> Vec<&'static str> {
+    let mut all = backends::AVAILABLE.to_vec();
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    all.push("epoll+sigchld");
+    all.extend(["poll+sigchld", "select+sigchld"]);
+    all
+}
+
+/// A loop on one of [`child_kernels`].
+fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
+    match name {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        "epoll+sigchld" => {
+            let mut b = backends::epoll::Epoll::new().unwrap();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        "poll+sigchld" => {
+            let mut b = backends::poll::Poll::new();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        "select+sigchld" => {
+            let mut b = backends::select::Select::new();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        _ => World::new(name).new_loop(),
+    }
+}
+
+/// Runs `scenario(backend)` on each of [`child_kernels`], under the
+/// watchdog.
+fn on_each_child_kernel(what: &str, scenario: fn(&'static str)) {
+    let _shared = shared();
+    for name in child_kernels() {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(name)
+        });
+    }
+}
+
+// ---- signals of one's own ----------------------------------------------------
+
+/// Signal `n` of the tests: a real-time signal on Linux (each test has its
+/// own); elsewhere one of a few signals (tests that draw the same one take
+/// turns, through [`own_signals`]).
+fn test_signal(n: usize) -> i32 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let s = libc::SIGRTMIN() + n as i32;
+        assert!(
+            s <= libc::SIGRTMAX(),
+            "signal {n}: too few real-time signals"
+        );
+        s
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        const SOME: [i32; 8] = [
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGURG,
+            libc::SIGWINCH,
+            libc::SIGIO,
+            libc::SIGPROF,
+            libc::SIGVTALRM,
+            libc::SIGHUP,
+        ];
+        SOME[n % SOME.len()]
+    }
+}
+
+/// The signals claimed by running tests (bit `s - 1` for signal `s`).
+static CLAIMED: Mutex<u64> = Mutex::new(0);
+static RELEASED: Condvar = Condvar::new();
+
+/// Signals this test alone uses until the guard is dropped.
+struct OwnSignals {
+    bits: u64,
+}
+
+impl Drop for OwnSignals {
+    fn drop(&mut self) {
+        let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+        *claimed &= !self.bits;
+        RELEASED.notify_all();
+    }
+}
+
+/// Claims [`test_signal`]`(n)` for each of `ns`, all at once, waiting
+/// while another test has any of them. Taken after [`FORK`], always.
+fn own_signals(ns: &[usize]) -> OwnSignals {
+    let bits = ns
+        .iter()
+        .fold(0, |bits, &n| bits | 1u64 << (test_signal(n) - 1));
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|e| e.into_inner());
+    while *claimed & bits != 0 {
+        claimed = RELEASED.wait(claimed).unwrap_or_else(|e| e.into_inner());
+    }
+    *claimed |= bits;
+    OwnSignals { bits }
+}
+
+/// Raises `signal` in the calling thread: its handler has run when this
+/// returns. Only while a watcher of it is active (or a harmless handler
+/// installed).
+fn raise_here(signal: i32) {
+    // SAFETY: sends a signal to the calling thread; see above.
+    assert_eq!(unsafe { libc::raise(signal) }, 0);
+}
+
+/// Sends `signal` to the process: any thread that does not block it runs
+/// the handler, soon. Only while a watcher of it is active.
+fn kill_process(signal: i32) {
+    // SAFETY: sends a signal to this process; see above.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
+}
+
+/// The action in place for `signal`.
+fn action(signal: i32) -> libc::sigaction {
+    // SAFETY: sigaction writes the current action to `now`.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
+        now
+    }
+}
+
+fn handler_of(signal: i32) -> libc::sighandler_t {
+    action(signal).sa_sigaction
+}
+
+static MARKS: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn marker(_: libc::c_int) {
+    MARKS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
+fn install_marker(signal: i32) {
+    // SAFETY: a valid action whose handler only counts.
+    unsafe {
+        let mut mine: libc::sigaction = std::mem::zeroed();
+        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        mine.sa_flags = libc::SA_NODEFER;
+        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
+    }
+}
+
+fn is_marker(a: &libc::sigaction) -> bool {
+    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
+        && a.sa_flags & libc::SA_NODEFER != 0
+}
+
+fn set_default(signal: i32) {
+    // SAFETY: the default action; nothing raises the signal afterwards.
+    unsafe { libc::signal(signal, libc::SIG_DFL) };
+}
+
+/// Blocks `signal` in the calling thread while it lives, so that the
+/// process's arrivals are handled by another thread.
+struct BlockedHere {
+    old: libc::sigset_t,
+}
+
+impl BlockedHere {
+    fn new(signal: i32) -> BlockedHere {
+        // SAFETY: valid sigsets, filled by the calls.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, signal);
+            assert_eq!(libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old), 0);
+            BlockedHere { old }
+        }
+    }
+}
+
+impl Drop for BlockedHere {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+// ---- the loop thread, blocked --------------------------------------------------
+
+/// The calling thread's id in the kernel (`/proc/self/task/<id>`).
+type Tid = i64;
+
+fn kernel_tid() -> Tid {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: no arguments.
+        unsafe { libc::gettid() as Tid }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        0
+    }
+}
+
+/// Waits until thread `tid` of this process sleeps in the kernel (state
+/// `S` in `/proc`): the loop thread blocked in its poll. Fails if it never
+/// does (a loop that spins). Without `/proc`, returns at once: the send
+/// that follows may then reach the loop before it blocks, which it must
+/// handle too.
+fn wait_until_blocked(tid: Tid) {
+    let path = format!("/proc/self/task/{tid}/stat");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let Ok(stat) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        // "pid (comm) S ...": the state follows the last parenthesis.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.trim_start().chars().next());
+        if state == Some('S') {
+            return;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "thread {tid} never blocked: {stat}"
+        );
+        thread::yield_now();
+    }
+}
+
+/// A prepare watcher that sends the loop thread's id to `tx` just before
+/// the loop's next poll, then removes itself.
+fn tell_before_polling<S>(lp: &mut Loop<'_, S>, tx: mpsc::Sender<Tid>) {
+    lp.prepare(move |lp, _, me| {
+        let _ = tx.send(kernel_tid());
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+}
+
+/// The loop's next iteration waits for a 20 ms timer and runs it: nothing
+/// was left over to end its wait early (a wake fd left readable, an
+/// arrival not taken). The caller checks that no other callback ran.
+fn waits_for_a_timer<S>(lp: &mut Loop<'_, S>, state: &mut S, name: &str) {
+    let fired = Rc::new(RefCell::new(false));
+    let f = fired.clone();
+    let t = lp
+        .timer(ms(20), Duration::ZERO, move |_, _, _| {
+            *f.borrow_mut() = true
+        })
+        .unwrap();
+    let start = Instant::now();
+    assert_eq!(
+        lp.run(RunMode::Once, state).unwrap(),
+        RunOutcome::IterationDone
+    );
+    assert!(
+        *fired.borrow(),
+        "{name}: the wait ended after {:?}, before its timer: something was left over",
+        start.elapsed()
+    );
+    lp.remove(t).unwrap();
+}
+
+// ---- signals -------------------------------------------------------------------
+
+#[test]
+fn a_burst_of_arrivals_runs_each_watcher_once_lower_signals_first_then_in_start_order() {
+    on_each_kernel_with("burst", [0, 1], |name, [low, high]| {
+        let here = thread::current().id();
+        let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
+        let mut watchers = vec![];
+        // The higher signal's watcher first: signals go by number.
+        for (who, signal) in [("high", high), ("a", low), ("b", low)] {
+            let w = lp
+                .signal(signal, move |lp, log, me| {
+                    assert_eq!(thread::current().id(), here, "on the loop's thread");
+                    assert_eq!(lp.signal_number(me).unwrap(), signal);
+                    log.push(who.to_string());
+                })
+                .unwrap();
+            watchers.push(w);
+        }
+        for _ in 0..5 {
+            raise_here(high);
+            raise_here(low);
+        }
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Once, &mut log).unwrap(),
+            RunOutcome::IterationDone
+        );
+        assert_eq!(
+            log,
+            ["a", "b", "high"],
+            "{name}: ten arrivals, one call each"
+        );
+        // Nothing left: the next iteration waits.
+        waits_for_a_timer(&mut lp, &mut log, name);
+        assert_eq!(log.len(), 3, "{name}: {log:?}");
+        // Another burst, another call each.
+        for _ in 0..3 {
+            raise_here(low);
+        }
+        log.clear();
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["a", "b"], "{name}");
+        for w in watchers {
+            lp.remove(w).unwrap();
+        }
+        assert_eq!(lp.active_count(), 0, "{name}");
+        for s in [low, high] {
+            assert_eq!(handler_of(s), libc::SIG_DFL, "{name}: not restored");
+        }
+    });
+}
+
+#[test]
+fn a_signal_sent_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_thread() {
+    on_each_kernel_with("kill from a thread", [2], |name, [signal]| {
+        let here = thread::current().id();
+        // The handler runs in some other thread: this one blocks the
+        // signal.
+        let _blocked = BlockedHere::new(signal);
+        let mut lp: Loop<Vec<ThreadId>> = World::new(name).new_loop();
+        lp.signal(signal, |lp, seen, me| {
+            seen.push(thread::current().id());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        tell_before_polling(&mut lp, tx);
+        let killer = thread::spawn(move || {
+            wait_until_blocked(rx.recv().unwrap());
+            kill_process(signal);
+        });
+        let mut seen = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut seen).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        killer.join().unwrap();
+        assert_eq!(seen, [here], "{name}: once, on the loop's thread");
+    });
+}
+
+/// evloop, unlike libev (where a signal may be watched by one loop only),
+/// lets any number of loops, in any threads, watch one signal: each hears
+/// every arrival (`Loop::signal`). The hub's handler stays while any loop
+/// of the process watches the signal.
+#[test]
+fn every_loop_watching_a_signal_hears_each_arrival_until_the_last_one_stops() {
+    let _shared = shared();
+    let _own = own_signals(&[3]);
+    let signal = test_signal(3);
+    watchdog("loops in threads", WATCHDOG, move || {
+        // Every OS backend, and the default one twice, a thread each.
+        let mut names: Vec<&'static str> = backends::AVAILABLE.to_vec();
+        names.push(backends::default_name());
+        let (heard_tx, heard) = mpsc::channel::<(usize, u32)>();
+        let mut threads = vec![];
+        let mut blocked = vec![];
+        for (i, &name) in names.iter().enumerate() {
+            let heard_tx = heard_tx.clone();
+            let (tx, rx) = mpsc::channel();
+            blocked.push(rx);
+            threads.push(thread::spawn(move || {
+                let mut lp: Loop<u32> = World::new(name).new_loop();
+                lp.signal(signal, move |lp, calls, me| {
+                    *calls += 1;
+                    heard_tx.send((i, *calls)).unwrap();
+                    // The first loop leaves after one arrival, the others
+                    // after two.
+                    if i == 0 || *calls == 2 {
+                        lp.remove(me).unwrap();
+                    }
+                })
+                .unwrap();
+                tell_before_polling(&mut lp, tx);
+                let mut calls = 0;
+                let outcome = lp.run(RunMode::Default, &mut calls).unwrap();
+                assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
+                calls
+            }));
+        }
+        for rx in &blocked {
+            wait_until_blocked(rx.recv().unwrap());
+        }
+        let hear = |n: usize, call: u32| {
+            let mut who: Vec<usize> = (0..n)
+                .map(|_| {
+                    let (i, calls) = heard.recv().unwrap();
+                    assert_eq!(calls, call, "loop {i} ({})", names[i]);
+                    i
+                })
+                .collect();
+            who.sort();
+            who
+        };
+        kill_process(signal);
+        let all: Vec<usize> = (0..names.len()).collect();
+        assert_eq!(hear(names.len(), 1), all, "one arrival, every loop");
+        assert_eq!(threads.remove(0).join().unwrap(), 1);
+        assert_ne!(
+            handler_of(signal),
+            libc::SIG_DFL,
+            "the other loops still watch it"
+        );
+        kill_process(signal);
+        assert_eq!(hear(names.len() - 1, 2), all[1..], "the others hear it");
+        for t in threads {
+            assert_eq!(t.join().unwrap(), 2);
+        }
+        assert_eq!(
+            handler_of(signal),
+            libc::SIG_DFL,
+            "the last watcher of the process stopped: the default is back"
+        );
+    });
+}
+
+#[test]
+fn the_last_stop_of_a_signal_restores_the_previous_disposition() {
+    on_each_kernel_with("restore", [4], |name, [signal]| {
+        install_marker(signal);
+        let marks = || MARKS.load(Ordering::SeqCst);
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        let w1 = lp.signal(signal, |_, log, _| log.push("w1")).unwrap();
+        let w2 = lp.signal(signal, |_, log, _| log.push("w2")).unwrap();
+        assert!(!is_marker(&action(signal)), "{name}: the loop's is in");
+        lp.stop(w1).unwrap();
+        assert!(!is_marker(&action(signal)), "{name}: w2 still watches");
+        let before = marks();
+        raise_here(signal);
+        let mut log = vec![];
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["w2"], "{name}");
+        assert_eq!(marks(), before, "{name}: the loop had it");
+        lp.stop(w2).unwrap();
+        assert!(
+            is_marker(&action(signal)),
+            "{name}: the previous action is back, with its flags"
+        );
+        // The next arrival is not swallowed: the old handler has it.
+        raise_here(signal);
+        assert_eq!(marks(), before + 1, "{name}");
+        lp.run(RunMode::NoWait, &mut log).unwrap();
+        assert_eq!(log, ["w2"], "{name}: no watcher heard it");
+        // Started again, the loop's handler is in again; removed, out.
+        lp.start(w1).unwrap();
+        assert!(!is_marker(&action(signal)), "{name}");
+        raise_here(signal);
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!((log.as_slice(), marks()), (&["w2", "w1"][..], before + 1));
+        lp.remove(w1).unwrap();
+        assert!(is_marker(&action(signal)), "{name}: removed");
+        // Dropping a loop unwatches its signals too; the last of two
+        // loops restores.
+        lp.start(w2).unwrap();
+        let mut other: Loop = World::new(name).new_loop();
+        other.signal(signal, |_, _, _| {}).unwrap();
+        drop(lp);
+        assert!(
+            !is_marker(&action(signal)),
+            "{name}: the other still watches"
+        );
+        drop(other);
+        assert!(is_marker(&action(signal)), "{name}: dropped: restored");
+        set_default(signal);
+    });
+}
+
+#[test]
+fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
+    on_each_kernel_with("refused signals", [5], |name, [fine]| {
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        for (signal, why) in [
+            (libc::SIGKILL, "cannot be caught"),
+            (libc::SIGSTOP, "cannot be caught"),
+            (0, "numbered from 1"),
+            (-1, "numbered from 1"),
+            (65, "numbered from 1"),
+            (i32::MAX, "numbered from 1"),
+            (i32::MIN, "numbered from 1"),
+        ] {
+            let err = lp.signal(signal, |_, _, _| {}).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidSignal { signal: s, .. } if s == signal),
+                "{name}: {err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains(why), "{name}: {text}");
+            assert!(
+                text.contains(&format!("signal {signal} ")),
+                "{name}: {text}"
+            );
+        }
+        // Nothing was left behind: the run has nothing to do...
+        assert_eq!(lp.active_count(), 0, "{name}");
+        assert_eq!(
+            lp.run(RunMode::Default, &mut 0).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(lp.iteration(), 0, "{name}");
+        // ...and a signal that can be watched still is.
+        lp.signal(fine, |lp, n, me| {
+            *n += 1;
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        raise_here(fine);
+        let mut n = 0;
+        lp.run(RunMode::Default, &mut n).unwrap();
+        assert_eq!(n, 1, "{name}");
+    });
+}
+
+#[test]
+fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_before_checks() {
+    on_each_kernel_with("signal order", [6, 7], |name, [urgent, plain]| {
+        let (conn, mut peer) = UnixStream::pair().unwrap();
+        conn.set_nonblocking(true).unwrap();
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        lp.io(conn, Interest::READABLE, |lp, log, ev| {
+            drain(ev.source);
+            log.push("io");
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        let hi = lp
+            .signal(urgent, |lp, log, me| {
+                log.push("urgent signal");
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        lp.set_priority(hi, 1).unwrap();
+        lp.signal(plain, |lp, log, me| {
+            log.push("signal");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        let check = lp.check(|_, log, _| log.push("check")).unwrap();
+        lp.set_ref(check, false).unwrap();
+        // All three ready before the loop's first poll.
+        peer.write_all(b"x").unwrap();
+        raise_here(plain);
+        raise_here(urgent);
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(log, ["urgent signal", "io", "signal", "check"], "{name}");
+    });
+}
+
+#[test]
+fn a_panicking_signal_callback_leaves_the_loop_usable() {
+    on_each_kernel_with("panic in a signal callback", [8], |name, [signal]| {
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        let mut first = true;
+        let a = lp
+            .signal(signal, move |_, log, _| {
+                log.push("a");
+                if std::mem::take(&mut first) {
+                    panic!("a's first call");
+                }
+            })
+            .unwrap();
+        let b = lp.signal(signal, |_, log, _| log.push("b")).unwrap();
+        raise_here(signal);
+        let mut log = vec![];
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut log)));
+        assert!(caught.is_err(), "{name}: the panic propagates");
+        assert_eq!((log.clone(), lp.pending_count()), (vec!["a"], 1), "{name}");
+        assert!(
+            lp.is_active(a).unwrap() && lp.is_active(b).unwrap(),
+            "{name}"
+        );
+        assert_eq!(lp.depth(), 0, "{name}");
+        // b, interrupted, runs in the next run; the next arrival reaches
+        // both.
+        lp.run(RunMode::NoWait, &mut log).unwrap();
+        assert_eq!(log, ["a", "b"], "{name}");
+        raise_here(signal);
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["a", "b", "a", "b"], "{name}");
+        waits_for_a_timer(&mut lp, &mut log, name);
+        assert_eq!(log.len(), 4, "{name}");
+        lp.remove(a).unwrap();
+        lp.remove(b).unwrap();
+        assert_eq!(handler_of(signal), libc::SIG_DFL, "{name}");
+    });
+}
+
+// ---- children --------------------------------------------------------------------
+
+/// Spawns `sh -c script`; the returned pid is for a loop to reap.
+fn spawn(script: &str) -> u32 {
+    // Dropping a `Child` neither waits nor kills: the loop reaps it.
+    Command::new("sh")
+        .args(["-c", script])
+        .spawn()
+        .unwrap()
+        .id()
+}
+
+/// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
+fn wait_exited(pid: u32) {
+    // SAFETY: `info` is written by waitid; the child is left unreaped.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        );
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+    }
+}
+
+type Exits = Vec<(u32, ExitStatus, &'static str)>;
+
+#[test]
+fn child_watchers_report_an_exit_code_or_a_signal_once_then_stop() {
+    on_each_child_kernel("exit statuses", |name| {
+        let mut lp: Loop<Exits> = kernel_loop(name);
+        let code3 = spawn("exit 3");
+        let killed = spawn("kill -KILL $$");
+        let fine = spawn("exit 0");
+        let mut watchers = vec![];
+        for pid in [code3, killed, fine] {
+            let w = lp
+                .child(pid, move |lp, got, ev| {
+                    assert_eq!(ev.pid, pid);
+                    assert!(
+                        !lp.is_active(ev.watcher).unwrap(),
+                        "stopped: its child is gone"
+                    );
+                    got.push((ev.pid, ev.status.expect("an exit"), "first"));
+                })
+                .unwrap();
+            watchers.push(w);
+        }
+        // A second watcher of one child hears it too, after the first.
+        lp.child(code3, |_, got, ev| {
+            got.push((ev.pid, ev.status.unwrap(), "second"))
+        })
+        .unwrap();
+        assert_eq!(lp.active_count(), 4, "{name}");
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        let of = |pid: u32| -> Vec<(ExitStatus, &str)> {
+            got.iter()
+                .filter(|e| e.0 == pid)
+                .map(|e| (e.1, e.2))
+                .collect()
+        };
+        let by_kill = ExitStatus::Signaled {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        };
+        assert_eq!(
+            of(code3),
+            [
+                (ExitStatus::Exited(3), "first"),
+                (ExitStatus::Exited(3), "second")
+            ],
+            "{name}"
+        );
+        assert_eq!(of(killed), [(by_kill, "first")], "{name}");
+        assert_eq!(of(fine), [(ExitStatus::Exited(0), "first")], "{name}");
+        assert_eq!(got.len(), 4, "{name}: {got:?}");
+        // Reaped: it cannot be watched again.
+        let err = lp.start(watchers[0]).unwrap_err();
+        assert!(
+            matches!(err, Error::Child { pid, .. } if pid == code3),
+            "{name}: {err}"
+        );
+        assert_eq!(lp.active_count(), 0, "{name}");
+    });
+}
+
+#[test]
+#[allow(clippy::zombie_processes)] // `late` is reaped by the loop
+fn a_child_that_exited_before_its_watcher_started_is_reported() {
+    on_each_child_kernel("exited before", |name| {
+        let mut lp: Loop<Exits> = kernel_loop(name);
+        let early = spawn("exit 7");
+        wait_exited(early);
+        lp.child(early, |_, got, ev| {
+            got.push((ev.pid, ev.status.unwrap(), ""))
+        })
+        .unwrap();
+        // Watched while running, stopped, exited, started again.
+        let mut late = Command::new("sh")
+            .args(["-c", "read _; exit 8"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let w = lp
+            .child(late.id(), |_, got, ev| {
+                got.push((ev.pid, ev.status.unwrap(), ""))
+            })
+            .unwrap();
+        lp.stop(w).unwrap();
+        drop(late.stdin.take());
+        wait_exited(late.id());
+        lp.start(w).unwrap();
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        got.sort_by_key(|e| e.0);
+        let mut want = vec![
+            (early, ExitStatus::Exited(7), ""),
+            (late.id(), ExitStatus::Exited(8), ""),
+        ];
+        want.sort_by_key(|e| e.0);
+        assert_eq!(got, want, "{name}");
+    });
+}
+
+#[test]
+fn fifty_children_exiting_together_are_each_reported_once() {
+    on_each_child_kernel("fifty children", |name| {
+        let mut lp: Loop<HashMap<u32, Vec<ExitStatus>>> = kernel_loop(name);
+        let pids: Vec<u32> = (0..50).map(|i| spawn(&format!("exit {i}"))).collect();
+        for &pid in &pids {
+            lp.child(pid, |_, got, ev| {
+                got.entry(ev.pid).or_default().push(ev.status.unwrap())
+            })
+            .unwrap();
+        }
+        let mut got = HashMap::new();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got.len(), 50, "{name}");
+        for (i, pid) in pids.iter().enumerate() {
+            assert_eq!(
+                got[pid],
+                [ExitStatus::Exited(i as i32)],
+                "{name}: pid {pid}"
+            );
+        }
+    });
+}
+
+/// There is no watcher of "any child" (libev's pid 0): pid 0 is refused
+/// like every pid that is not an unreaped child of this process.
+#[test]
+fn a_pid_that_is_not_an_unreaped_child_is_refused_at_the_call() {
+    on_each_child_kernel("not a child", |name| {
+        let mut lp: Loop = kernel_loop(name);
+        let mut reaped = Command::new("true").spawn().unwrap();
+        reaped.wait().unwrap();
+        for pid in [
+            0,
+            1,
+            std::process::id(),
+            reaped.id(),
+            i32::MAX as u32 + 1,
+            u32::MAX,
+        ] {
+            let err = lp.child(pid, |_, _, _| {}).unwrap_err();
+            assert!(
+                matches!(err, Error::Child { pid: p, .. } if p == pid),
+                "{name}: {err}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("cannot watch child process {pid}:")),
+                "{name}: {text}"
+            );
+        }
+        assert_eq!(lp.active_count(), 0, "{name}");
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}: nothing left behind"
+        );
+    });
+}
+
+#[test]
+fn the_loop_reaps_only_the_children_it_watches() {
+    on_each_child_kernel("only its own", |name| {
+        let mut lp: Loop<Vec<u32>> = kernel_loop(name);
+        // Never watched, and watched but stopped before it exits.
+        let mut unwatched = Command::new("sh").args(["-c", "exit 4"]).spawn().unwrap();
+        let mut stopped = Command::new("sh")
+            .args(["-c", "read _; exit 5"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let w = lp
+            .child(stopped.id(), |_, got, ev| got.push(ev.pid))
+            .unwrap();
+        lp.stop(w).unwrap();
+        drop(stopped.stdin.take());
+        wait_exited(stopped.id());
+        wait_exited(unwatched.id());
+        // One watched child, run to its end.
+        let watched = spawn("exit 6");
+        lp.child(watched, |_, got, ev| got.push(ev.pid)).unwrap();
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(got, [watched], "{name}");
+        // The others are still there for their owners to reap.
+        assert_eq!(unwatched.wait().unwrap().code(), Some(4), "{name}");
+        assert_eq!(stopped.wait().unwrap().code(), Some(5), "{name}");
+    });
+}
+
+/// The loop's own `SIGCHLD` watcher and a child watcher together: on the
+/// `SIGCHLD` fallback the backend watches `SIGCHLD` for itself as well,
+/// and the two must not take each other's arrivals or stop each other's
+/// watch.
+#[test]
+fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
+    on_each_child_kernel("SIGCHLD and children", |name| {
+        #[derive(Default)]
+        struct Seen {
+            sigchld: u32,
+            exits: Vec<ExitStatus>,
+        }
+        let mut lp: Loop<Seen> = kernel_loop(name);
+        let sigchld = lp
+            .signal(libc::SIGCHLD, |_, seen, _| seen.sigchld += 1)
+            .unwrap();
+        let pid = spawn("exit 2");
+        lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
+            .unwrap();
+        // Other tests' children send SIGCHLD too: wait for ours.
+        let mut seen = Seen::default();
+        while seen.exits.is_empty() || seen.sigchld == 0 {
+            lp.run(RunMode::Once, &mut seen).unwrap();
+        }
+        assert_eq!(seen.exits, [ExitStatus::Exited(2)], "{name}");
+        // The SIGCHLD watcher gone, child watchers keep working...
+        lp.remove(sigchld).unwrap();
+        let pid = spawn("exit 3");
+        lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut seen).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(seen.exits[1..], [ExitStatus::Exited(3)], "{name}");
+        // ...and, the children gone, a SIGCHLD watcher still hears exits.
+        let sigchld = lp
+            .signal(libc::SIGCHLD, |_, seen, _| seen.sigchld += 1)
+            .unwrap();
+        let mut mine = Command::new("true").spawn().unwrap();
+        seen.sigchld = 0;
+        while seen.sigchld == 0 {
+            lp.run(RunMode::Once, &mut seen).unwrap();
+        }
+        lp.remove(sigchld).unwrap();
+        assert!(mine.wait().unwrap().success(), "{name}: left to its owner");
+    });
+}
+
+#[test]
+fn a_panicking_child_callback_leaves_the_loop_usable() {
+    on_each_child_kernel("panic in a child callback", |name| {
+        let mut lp: Loop<Vec<&str>> = kernel_loop(name);
+        let pid = spawn("exit 1");
+        let first = lp
+            .child(pid, |_, log, _| {
+                log.push("first");
+                panic!("first");
+            })
+            .unwrap();
+        lp.child(pid, |_, log, _| log.push("second")).unwrap();
+        let mut log = vec![];
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut log)));
+        assert!(caught.is_err(), "{name}: the panic propagates");
+        assert_eq!(
+            (log.clone(), lp.pending_count()),
+            (vec!["first"], 1),
+            "{name}"
+        );
+        assert!(!lp.is_active(first).unwrap(), "{name}: its child is gone");
+        // The second watcher, interrupted, runs in the next run.
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(log, ["first", "second"], "{name}");
+        // And the next child is watched as usual.
+        let next = spawn("exit 2");
+        lp.child(next, |_, log, ev| {
+            assert_eq!(ev.status, Some(ExitStatus::Exited(2)));
+            log.push("next");
+        })
+        .unwrap();
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, ["first", "second", "next"], "{name}");
+    });
+}
+
+// ---- async -------------------------------------------------------------------------
+
+#[test]
+fn a_send_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_thread() {
+    on_each_kernel("async wake-up", |name| {
+        let here = thread::current().id();
+        let mut lp: Loop<Vec<ThreadId>> = World::new(name).new_loop();
+        let (_, sender) = lp
+            .async_watcher(|lp, seen, me| {
+                seen.push(thread::current().id());
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        tell_before_polling(&mut lp, tx);
+        let t = thread::spawn(move || {
+            wait_until_blocked(rx.recv().unwrap());
+            sender.send().unwrap();
+        });
+        let mut seen = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut seen).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        t.join().unwrap();
+        assert_eq!(seen, [here], "{name}");
+    });
+}
+
+#[test]
+fn sends_before_the_callback_runs_coalesce_and_one_from_inside_it_runs_it_again() {
+    on_each_kernel("coalescing sends", |name| {
+        let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
+        let mut calls = 0;
+        let (_, sender) = lp
+            .async_watcher(move |lp, log, me| {
+                calls += 1;
+                log.push(format!("call {calls}"));
+                match calls {
+                    2 => lp.async_sender(me).unwrap().send().unwrap(),
+                    3 => lp.remove(me).unwrap(),
+                    _ => {}
+                }
+            })
+            .unwrap();
+        // A thousand sends from four threads, all before the loop looks.
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = sender.clone();
+                thread::spawn(move || {
+                    for _ in 0..250 {
+                        s.send().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut log = vec![];
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["call 1"], "{name}");
+        waits_for_a_timer(&mut lp, &mut log, name);
+        assert_eq!(log, ["call 1"], "{name}: nothing more");
+        // Sent again: call 2 sends from inside, and call 3 follows
+        // without the loop blocking (or this run would never end).
+        sender.send().unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["call 1", "call 2", "call 3"], "{name}");
+        assert!(matches!(
+            sender.send(),
+            Err(Error::WatcherGone { kind: "async" })
+        ));
+    });
+}
+
+/// Round trips between threads and the loop, through several async
+/// watchers at once: each send waits for the callback of the one before,
+/// so a lost wake-up would hang the run.
+#[test]
+fn round_trips_through_several_async_watchers_lose_no_wake_up() {
+    on_each_kernel("round trips", |name| {
+        const WATCHERS: usize = 3;
+        const ROUNDS: usize = 300;
+        let mut lp: Loop<usize> = World::new(name).new_loop();
+        let mut threads = vec![];
+        for _ in 0..WATCHERS {
+            let (ack, acks) = mpsc::channel::<usize>();
+            let mut n = 0;
+            let (_, sender) = lp
+                .async_watcher(move |lp, done, me| {
+                    n += 1;
+                    ack.send(n).unwrap();
+                    if n == ROUNDS {
+                        *done += 1;
+                        lp.remove(me).unwrap();
+                    }
+                })
+                .unwrap();
+            threads.push(thread::spawn(move || {
+                for round in 1..=ROUNDS {
+                    sender.send().unwrap();
+                    assert_eq!(acks.recv().unwrap(), round, "one call per send");
+                }
+            }));
+        }
+        let mut done = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut done).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(done, WATCHERS, "{name}");
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+}
+
+#[test]
+fn a_send_to_a_stopped_watcher_is_dropped_and_to_a_removed_one_or_a_dropped_loop_refused() {
+    on_each_kernel("async gone", |name| {
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        let (a, sender) = lp.async_watcher(|_, log, _| log.push("a")).unwrap();
+        lp.stop(a).unwrap();
+        sender.send().unwrap();
+        lp.start(a).unwrap();
+        let mut log = vec![];
+        // (The send still ends the next wait early, as libev's does: one
+        // iteration with nothing to run.)
+        lp.run(RunMode::NoWait, &mut log).unwrap();
+        waits_for_a_timer(&mut lp, &mut log, name);
+        assert!(log.is_empty(), "{name}: sent while stopped: dropped");
+        sender.send().unwrap();
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["a"], "{name}");
+        // Removed: every sender of it says so.
+        let (b, first) = lp.async_watcher(|_, log, _| log.push("b")).unwrap();
+        let second = lp.async_sender(b).unwrap();
+        lp.remove(b).unwrap();
+        for s in [&first, &second] {
+            assert!(
+                matches!(s.send(), Err(Error::WatcherGone { kind: "async" })),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            lp.async_sender(b),
+            Err(Error::StaleHandle { kind: "async" })
+        ));
+        // The loop dropped while another thread sends: Ok until it is
+        // gone, then WatcherGone; nothing breaks.
+        let (started, has_started) = mpsc::channel();
+        let s = sender.clone();
+        let t = thread::spawn(move || {
+            let mut oks = 0u64;
+            loop {
+                match s.send() {
+                    Ok(()) => {
+                        oks += 1;
+                        if oks == 1 {
+                            started.send(()).unwrap();
+                        }
+                    }
+                    Err(Error::WatcherGone { kind: "async" }) => return oks,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        has_started.recv().unwrap();
+        drop(lp);
+        assert!(t.join().unwrap() >= 1);
+        let err = sender.send().unwrap_err();
+        assert!(
+            matches!(err, Error::WatcherGone { kind: "async" }),
+            "{name}"
+        );
+        assert!(err.to_string().contains("loop dropped"), "{err}");
+    });
+}
+
+#[test]
+fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
+    on_each_kernel("send from a callback", |name| {
+        let (conn, mut peer) = UnixStream::pair().unwrap();
+        conn.set_nonblocking(true).unwrap();
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        let (_, to_a) = lp
+            .async_watcher(|lp, log, me| {
+                log.push("a");
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        let (_, to_b) = lp
+            .async_watcher(|lp, log, me| {
+                log.push("b");
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        lp.io(conn, Interest::READABLE, move |lp, log, ev| {
+            drain(ev.source);
+            log.push("io");
+            to_a.send().unwrap();
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        lp.timer(ms(5), Duration::ZERO, move |_, log, _| {
+            log.push("timer");
+            to_b.send().unwrap();
+        })
+        .unwrap();
+        peer.write_all(b"x").unwrap();
+        // Each send leaves its watcher the only thing to wait for: had
+        // the loop not seen it, it would block forever.
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["io", "a", "timer", "b"], "{name}");
+    });
+}
+
+#[test]
+fn a_panicking_async_callback_leaves_the_loop_usable() {
+    on_each_kernel("panic in an async callback", |name| {
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        let mut first = true;
+        let (_, a) = lp
+            .async_watcher(move |_, log, _| {
+                log.push("a");
+                if std::mem::take(&mut first) {
+                    panic!("a's first call");
+                }
+            })
+            .unwrap();
+        let (_, b) = lp.async_watcher(|_, log, _| log.push("b")).unwrap();
+        a.send().unwrap();
+        b.send().unwrap();
+        let mut log = vec![];
+        let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut log)));
+        assert!(caught.is_err(), "{name}");
+        assert_eq!((log.clone(), lp.pending_count()), (vec!["a"], 1), "{name}");
+        lp.run(RunMode::NoWait, &mut log).unwrap();
+        assert_eq!(log, ["a", "b"], "{name}");
+        // Sent from another thread: it wakes the loop as before.
+        thread::spawn(move || a.send().unwrap()).join().unwrap();
+        lp.run(RunMode::Once, &mut log).unwrap();
+        assert_eq!(log, ["a", "b", "a"], "{name}");
+        waits_for_a_timer(&mut lp, &mut log, name);
+        assert_eq!(log.len(), 3, "{name}");
+    });
+}
+
+// ---- fork --------------------------------------------------------------------------
+
+/// What a loop saw, in the fork test.
+#[derive(Default, Debug)]
+struct Seen {
+    log: Vec<&'static str>,
+    read: Vec<u8>,
+    exits: Vec<ExitStatus>,
+}
+
+impl Seen {
+    fn count(&self, what: &str) -> usize {
+        self.log.iter().filter(|&&l| l == what).count()
+    }
+}
+
+/// The forked child's exit statuses, and what each means.
+const CHILD_OK: i32 = 0;
+const CHILD_FAILURES: [&str; 10] = [
+    "reinit_after_fork failed",
+    "the parent's child is still watched in the child",
+    "a watcher could not be created in the child",
+    "the async send failed in the child",
+    "run failed in the child",
+    "the child's loop did not see everything within 10 s (fd, signal, async, timer or its own child)",
+    "the fork watcher did not run first, once, before the prepare watcher",
+    "the child's loop saw something twice, or something of the parent's",
+    "removing the io watcher failed in the child",
+    "the child panicked",
+];
+const CHILD_PANICKED: i32 = 10 + CHILD_FAILURES.len() as i32 - 1;
+
+fn explain(code: i32) -> &'static str {
+    usize::try_from(code - 10)
+        .ok()
+        .and_then(|i| CHILD_FAILURES.get(i))
+        .unwrap_or(&"unexpected status")
+}
+
+/// Runs `lp` one iteration at a time until `done` holds (its timers bound
+/// each wait) or `limit` has passed; false if it never held.
+fn run_until<S>(
+    lp: &mut Loop<'_, S>,
+    state: &mut S,
+    limit: Duration,
+    done: impl Fn(&S) -> bool,
+) -> evloop::Result<bool> {
+    let give_up = Instant::now() + limit;
+    while !done(state) {
+        if Instant::now() > give_up {
+            return Ok(false);
+        }
+        lp.run(RunMode::Once, state)?;
+    }
+    Ok(true)
+}
+
+/// What the forked child does with the loop it inherited: reinit, then
+/// io, a signal, an async send, a timer and a child of its own, all
+/// through its own kernel objects; the parent's child is not its own.
+fn in_forked_child(
+    lp: &mut Loop<'static, Seen>,
+    peer: &mut UnixStream,
+    signal: i32,
+    sender: &evloop::AsyncSender,
+    parents_child: evloop::Child,
+    io: evloop::Io,
+) -> i32 {
+    let fail = |i: i32| 10 + i;
+    if lp.reinit_after_fork().is_err() {
+        return fail(0);
+    }
+    if lp.is_active(parents_child).unwrap_or(true) {
+        return fail(1);
+    }
+    let made = lp
+        .prepare(|lp, seen, me| {
+            seen.log.push("prepare");
+            lp.remove(me).unwrap();
+        })
+        .and_then(|_| lp.timer(ms(1), Duration::ZERO, |_, seen, _| seen.log.push("timer")))
+        .and_then(|_| lp.timer(ms(100), ms(100), |_, _, _| {}))
+        .and_then(|_| {
+            lp.child(spawn("exit 4"), |_, seen, ev| {
+                seen.exits.push(ev.status.unwrap())
+            })
+        });
+    if made.is_err() {
+        return fail(2);
+    }
+    peer.write_all(b"child").unwrap();
+    raise_here(signal);
+    if sender.send().is_err() {
+        return fail(3);
+    }
+    let mut seen = Seen::default();
+    let everything = |s: &Seen| {
+        s.read == b"child"
+            && s.count("signal") > 0
+            && s.count("async") > 0
+            && s.count("timer") > 0
+            && !s.exits.is_empty()
+    };
+    match run_until(lp, &mut seen, Duration::from_secs(10), everything) {
+        Err(_) => return fail(4),
+        Ok(false) => return fail(5),
+        Ok(true) => {}
+    }
+    if seen.log[..2] != ["fork", "prepare"] || seen.count("fork") != 1 {
+        return fail(6);
+    }
+    let once = ["signal", "async", "timer"]
+        .iter()
+        .all(|w| seen.count(w) == 1);
+    if !once || seen.exits != [ExitStatus::Exited(4)] {
+        return fail(7);
+    }
+    // A change through a kernel object still shared with the parent would
+    // take the parent's registration away too.
+    if lp.remove(io).is_err() || lp.run(RunMode::NoWait, &mut seen).is_err() {
+        return fail(8);
+    }
+    CHILD_OK
+}
+
+#[allow(clippy::zombie_processes)] // `parents_child` is reaped by the loop
+fn fork_case(name: &'static str, signal: i32) {
+    let (conn, mut peer) = UnixStream::pair().unwrap();
+    conn.set_nonblocking(true).unwrap();
+    let mut parents_child = Command::new("sh")
+        .args(["-c", "read _; exit 9"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lp: Loop<'static, Seen> = World::new(name).new_loop();
+    let io = lp
+        .io(conn, Interest::READABLE, |_, seen, ev| {
+            seen.read.extend(drain(ev.source))
+        })
+        .unwrap();
+    let sig = lp
+        .signal(signal, |_, seen, _| seen.log.push("signal"))
+        .unwrap();
+    let (asy, sender) = lp
+        .async_watcher(|_, seen, _| seen.log.push("async"))
+        .unwrap();
+    let fork = lp.fork(|_, seen, _| seen.log.push("fork")).unwrap();
+    let theirs = lp
+        .child(parents_child.id(), |_, seen, ev| {
+            seen.exits.push(ev.status.unwrap())
+        })
+        .unwrap();
+    // Everything registered with the kernel before the fork.
+    let mut seen = Seen::default();
+    lp.run(RunMode::NoWait, &mut seen).unwrap();
+    assert!(
+        seen.log.is_empty() && seen.read.is_empty(),
+        "{name}: {seen:?}"
+    );
+
+    std::io::stdout().flush().unwrap();
+    std::io::stderr().flush().unwrap();
+    // SAFETY: no other test of this binary runs (the caller holds `FORK`
+    // for writing), so no other thread is inside a backend or holds a
+    // lock the child needs. The child runs the loop and leaves with
+    // `_exit`, never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        let code = catch_unwind(AssertUnwindSafe(|| {
+            in_forked_child(&mut lp, &mut peer, signal, &sender, theirs, io)
+        }))
+        .unwrap_or(CHILD_PANICKED);
+        // SAFETY: ends the child at once, without destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked; `status` is writable.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid, "waitpid: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status),
+        "{name}: the child died: {status:#x}"
+    );
+    let code = libc::WEXITSTATUS(status);
+    assert_eq!(code, CHILD_OK, "{name}: in the child, {}", explain(code));
+
+    // Nothing of the child's reached the parent's loop: its next iteration
+    // waits for its timer, and runs nothing else.
+    waits_for_a_timer(&mut lp, &mut seen, name);
+    assert!(
+        seen.log.is_empty() && seen.read.is_empty() && seen.exits.is_empty(),
+        "{name}: the parent saw the child's: {seen:?}"
+    );
+    assert!(lp.is_active(fork).unwrap() && lp.is_active(theirs).unwrap());
+    // And everything works as before the fork, the parent's child included.
+    peer.write_all(b"parent").unwrap();
+    raise_here(signal);
+    thread::spawn(move || sender.send().unwrap())
+        .join()
+        .unwrap();
+    drop(parents_child.stdin.take());
+    lp.timer(ms(100), ms(100), |_, _, _| {}).unwrap();
+    let everything = |s: &Seen| {
+        s.read == b"parent" && s.count("signal") > 0 && s.count("async") > 0 && !s.exits.is_empty()
+    };
+    let all = run_until(&mut lp, &mut seen, Duration::from_secs(10), everything).unwrap();
+    assert!(all, "{name}: the parent's loop after the fork: {seen:?}");
+    assert_eq!(
+        seen.log.len(),
+        2,
+        "{name}: once each, no fork watcher: {seen:?}"
+    );
+    assert_eq!(seen.exits, [ExitStatus::Exited(9)], "{name}");
+    lp.remove(sig).unwrap();
+    lp.remove(asy).unwrap();
+    assert_eq!(handler_of(signal), libc::SIG_DFL, "{name}");
+}
+
+#[test]
+fn a_forked_child_reinits_its_loop_and_then_both_loops_work_on_their_own() {
+    // No other test runs while this one forks.
+    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _own = own_signals(&[9]);
+    let signal = test_signal(9);
+    for &name in backends::AVAILABLE {
+        watchdog(&format!("fork on {name}"), WATCHDOG, move || {
+            fork_case(name, signal)
+        });
+    }
+}
+
+// ---- cleanup -----------------------------------------------------------------------
+
+#[test]
+fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
+    on_each_kernel_with("cleanup", [10], |name, [signal]| {
+        let (conn, mut peer) = UnixStream::pair().unwrap();
+        conn.set_nonblocking(true).unwrap();
+        let log = Rc::new(RefCell::new(Vec::<String>::new()));
+        let mut lp: Loop = World::new(name).new_loop();
+        let io = lp.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
+        let sig = lp.signal(signal, |_, _, _| {}).unwrap();
+        let (_, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+        let l = log.clone();
+        // The orderly stop: the first removes what the loop owns.
+        lp.cleanup(move |lp| {
+            l.borrow_mut().push("first".into());
+            lp.remove(io).unwrap();
+            lp.remove(sig).unwrap();
+        })
+        .unwrap();
+        let l = log.clone();
+        lp.cleanup(move |lp| {
+            let io = if lp.is_active(io).is_err() {
+                "gone"
+            } else {
+                "there"
+            };
+            l.borrow_mut().push(format!("second: io {io}"));
+        })
+        .unwrap();
+        let l = log.clone();
+        let stopped = lp
+            .cleanup(move |_| l.borrow_mut().push("stopped".into()))
+            .unwrap();
+        lp.stop(stopped).unwrap();
+        let l = log.clone();
+        let fed = lp
+            .cleanup(move |_| l.borrow_mut().push("fed".into()))
+            .unwrap();
+        // Cleanup watchers never keep a run going.
+        assert_eq!(lp.active_count(), 3, "{name}: io, signal, async");
+        // Fed: it runs now, and never again.
+        for _ in 0..2 {
+            lp.feed_event(fed, Ready::EMPTY).unwrap();
+            lp.run(RunMode::NoWait, &mut ()).unwrap();
+        }
+        assert_eq!(*log.borrow(), ["fed"], "{name}");
+        assert!(lp.is_active(fed).unwrap(), "{name}");
+        drop(lp);
+        assert_eq!(*log.borrow(), ["fed", "first", "second: io gone"], "{name}");
+        // Dropped: the signal's disposition is back, the senders know, the
+        // source is closed.
+        assert_eq!(handler_of(signal), libc::SIG_DFL, "{name}");
+        assert!(matches!(sender.send(), Err(Error::WatcherGone { .. })));
+        // (A blocking read: a child another test is spawning may hold a
+        // copy of the fd until its exec closes it.)
+        let mut buf = [0u8; 1];
+        peer.set_read_timeout(Some(WATCHDOG)).unwrap();
+        assert_eq!(peer.read(&mut buf).unwrap(), 0, "{name}: EOF");
+        assert!(matches!(
+            peer.write(b"x").map_err(|e| e.kind()),
+            Err(ErrorKind::BrokenPipe)
+        ));
+    });
+}
