@@ -168,20 +168,20 @@ impl Asyncs {
 /// `Send` and `Sync`.
 ///
 /// ```
-/// use evloop::{Loop, RunMode, Sim};
-/// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-/// let (watcher, sender) = lp.async_watcher(|lp, n, me| {
+/// use evloop::{Loop, RunMode};
+/// let mut lp: Loop<u32> = Loop::new()?;
+/// let (_, sender) = lp.async_watcher(|lp, n, me| {
 ///     *n += 1;
 ///     lp.remove(me).unwrap();
-/// }).unwrap();
+/// })?;
 /// let other = sender.clone();
 /// std::thread::spawn(move || other.send().unwrap()).join().unwrap();
-/// sender.send().unwrap(); // coalesces with the first: one callback
+/// sender.send()?; // before the callback ran: coalesces with the first
 /// let mut n = 0;
-/// lp.run(RunMode::Default, &mut n).unwrap();
+/// lp.run(RunMode::Default, &mut n)?;
 /// assert_eq!(n, 1);
 /// assert!(sender.send().is_err()); // the watcher is gone
-/// # let _ = watcher;
+/// # Ok::<(), evloop::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct AsyncSender {
@@ -204,11 +204,17 @@ impl AsyncSender {
     /// safe: it reaches a watcher about to go, or reports it gone.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let (_, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
-    /// sender.send().unwrap();
+    /// # use evloop::{Loop, RunMode};
+    /// let mut lp: Loop<u32> = Loop::new()?;
+    /// let (a, sender) = lp.async_watcher(|_, n, _| *n += 1)?;
+    /// sender.send()?;
     /// assert_eq!(lp.pending_count(), 0); // queued at the next iteration
+    /// let mut n = 0;
+    /// lp.run(RunMode::NoWait, &mut n)?;
+    /// assert_eq!(n, 1);
+    /// lp.remove(a)?;
+    /// assert!(matches!(sender.send(), Err(evloop::Error::WatcherGone { .. })));
+    /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn send(&self) -> Result<()> {
         let flag = &*self.flag;

@@ -10,6 +10,7 @@
 // - `Loop::check`: a `NoWait` run again (with `Default` it hangs on kernels: see `a_check_watcher_alone_runs_and_the_run_ends` in scenarios_on_kernels.rs).
 // - `Loop::run`: a `Once` run that ends `IterationDone` with its prepare and check watchers still active.
 // - `Sim` and `Step`: they show the simulator's `Stalled` and its trace, which only it has.
+// - `AsyncSender::send`: a `NoWait` run.
 // Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`.
 //
 // The other examples run no loop: `PollEvent`, `Capabilities`, `PollStatus`,
@@ -23,7 +24,9 @@
 // `Loop::is_active`, `Loop::is_pending`, `Loop::set_priority`,
 // `Loop::priority`, `Loop::set_interest`, `Loop::interest`, `Loop::fd`,
 // `Loop::set_timer`, `Loop::again`, `Loop::remaining`, `Loop::clear_pending`,
-// `Handle`, `Io`, `Timer`, `Prepare`, `Check`; the backends' types and
+// `Handle`, `Io`, `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`,
+// `Async`, `Loop::async_sender`, `Fork`, `Cleanup`, `ExitStatus`,
+// `ChildExit`, `SignalSet`, `Notices`, `Wake`, `unsupported`; the backends' types and
 // constructors (`Epoll`, `Poll`, `Select`, `Kqueue` and their `new`: they
 // call `poll` directly or nothing), `backends`, `AVAILABLE`, `default_name`,
 // `open`, `fd_io` with its `read` and `write`; and the simulator's
@@ -32,11 +35,15 @@
 
 mod common;
 
+use std::cell::Cell;
 use std::io::{ErrorKind, Read, Write};
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{on_every_backend, World};
-use evloop::{Break, Interest, Loop, Ready, RunMode, RunOutcome, Trigger};
+use evloop::{Break, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Trigger};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -539,5 +546,228 @@ fn kqueue_module_example() {
             "{name}"
         );
         assert_eq!(got, b"hello", "{name}");
+    });
+}
+
+// ---- signal, child, async, fork and cleanup watchers ---------------------------
+
+/// The simulator's stand-in for a child process: one that exits at once
+/// with `status`, or a real one (`sh -c script`) on a kernel.
+fn child_process(w: &World, script: &str, status: ExitStatus) -> u32 {
+    match &w.sim {
+        Some(sim) => {
+            let pid = sim.spawn(script);
+            sim.exit(Duration::ZERO, pid, status);
+            pid
+        }
+        // Dropping the `Child` neither waits nor kills: the loop reaps it.
+        None => Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .unwrap()
+            .id(),
+    }
+}
+
+/// `Loop::signal`: a SIGTERM sent by another process (a shell, to its
+/// parent) ends the run; on the simulator, raised at 5 ms.
+#[test]
+fn loop_signal_example() {
+    on_every_backend("Loop::signal example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Vec<&str>> = w.new_loop();
+        lp.signal(libc::SIGTERM, |lp, log, me| {
+            log.push("SIGTERM");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        match &w.sim {
+            Some(sim) => sim.raise(ms(5), libc::SIGTERM),
+            None => {
+                let kill = Command::new("sh").args(["-c", "kill -TERM $PPID"]).status();
+                assert!(kill.unwrap().success());
+            }
+        }
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["SIGTERM"], "{name}");
+    });
+}
+
+/// `Child` (the handle type): the run reaps a child that exits at once.
+#[test]
+fn child_example() {
+    on_every_backend("Child example", |name| {
+        let w = World::new(name);
+        let pid = child_process(&w, "exit 0", ExitStatus::Exited(0));
+        let mut lp: Loop = w.new_loop();
+        let c = lp.child(pid, |_, _, _| {}).unwrap();
+        assert!(lp.is_active(c).unwrap(), "{name}");
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(!lp.is_active(c).unwrap(), "{name}");
+    });
+}
+
+/// `ChildEvent`: a child killed by SIGKILL.
+#[test]
+fn child_event_example() {
+    on_every_backend("ChildEvent example", |name| {
+        let w = World::new(name);
+        let killed = ExitStatus::Signaled {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        };
+        let pid = child_process(&w, "kill -KILL $$", killed);
+        let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
+        lp.child(pid, move |_, got, ev| {
+            assert_eq!(ev.pid, pid);
+            *got = ev.status;
+        })
+        .unwrap();
+        let mut got = None;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, Some(killed), "{name}");
+    });
+}
+
+/// `Loop::child`: the run returns once the child has exited with code 3.
+#[test]
+fn loop_child_example() {
+    on_every_backend("Loop::child example", |name| {
+        let w = World::new(name);
+        let pid = child_process(&w, "exit 3", ExitStatus::Exited(3));
+        let mut lp: Loop<Vec<String>> = w.new_loop();
+        lp.child(pid, |_, log, ev| log.push(ev.status.unwrap().to_string()))
+            .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["exited with code 3"], "{name}");
+    });
+}
+
+/// `Loop::async_watcher`: a worker thread hands three results over while
+/// the loop waits (on the simulator, which cannot wait for a thread, the
+/// worker is done before the run).
+#[test]
+fn loop_async_watcher_example() {
+    on_every_backend("Loop::async_watcher example", |name| {
+        let w = World::new(name);
+        let (results, done) = mpsc::channel();
+        let mut lp: Loop<Vec<u64>> = w.new_loop();
+        let (_, sender) = lp
+            .async_watcher(move |lp, got, me| {
+                got.extend(done.try_iter());
+                if got.len() == 3 {
+                    lp.remove(me).unwrap();
+                }
+            })
+            .unwrap();
+        let worker = std::thread::spawn(move || {
+            for n in 1..=3u64 {
+                results.send(n * n).unwrap();
+                sender.send().ok();
+            }
+        });
+        if w.sim.is_some() {
+            worker.join().unwrap();
+        }
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, [1, 4, 9], "{name}");
+    });
+}
+
+/// `AsyncSender`: two sends, one from another thread, coalesce into one
+/// call, which removes the watcher.
+#[test]
+fn async_sender_example() {
+    on_every_backend("AsyncSender example", |name| {
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        let (_, sender) = lp
+            .async_watcher(|lp, n, me| {
+                *n += 1;
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        let other = sender.clone();
+        std::thread::spawn(move || other.send().unwrap())
+            .join()
+            .unwrap();
+        sender.send().unwrap();
+        let mut n = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(n, 1, "{name}");
+        assert!(sender.send().is_err(), "{name}");
+    });
+}
+
+/// `Loop::fork`: after `reinit_after_fork` (in the same process here, as
+/// in the example), the fork watcher runs before the prepare watcher.
+#[test]
+fn loop_fork_example() {
+    on_every_backend("Loop::fork example", |name| {
+        let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
+        lp.fork(|lp, log, me| {
+            log.push("fork");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        lp.prepare(|lp, log, me| {
+            log.push("prepare");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        lp.reinit_after_fork().unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["fork", "prepare"], "{name}");
+    });
+}
+
+/// `Loop::cleanup`: a cleanup watcher keeps no run going, and runs at the
+/// drop.
+#[test]
+fn loop_cleanup_example() {
+    on_every_backend("Loop::cleanup example", |name| {
+        let ran = Rc::new(Cell::new(false));
+        let seen = ran.clone();
+        let mut lp: Loop = World::new(name).new_loop();
+        lp.cleanup(move |_| seen.set(true)).unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(!ran.get(), "{name}");
+        drop(lp);
+        assert!(ran.get(), "{name}");
     });
 }

@@ -11,11 +11,12 @@ handle!(
     /// Handle to an async watcher, returned by [`Loop::async_watcher`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let (a, _sender) = lp.async_watcher(|_, _, _| {}).unwrap();
-    /// let another = lp.async_sender(a).unwrap();
-    /// another.send().unwrap();
+    /// use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let (a, _sender) = lp.async_watcher(|_, _, _| {})?;
+    /// let another = lp.async_sender(a)?;
+    /// another.send()?;
+    /// # Ok::<(), evloop::Error>(())
     /// ```
     Async,
     "async",
@@ -36,16 +37,29 @@ impl<'s, S> Loop<'s, S> {
     /// another thread.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
-    /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// let (_, sender) = lp.async_watcher(|lp, n, me| {
-    ///     *n += 1;
-    ///     lp.remove(me).unwrap(); // done: the loop has nothing left
+    /// use evloop::{Loop, RunMode};
+    /// use std::sync::mpsc;
+    /// let (results, done) = mpsc::channel();
+    /// let mut lp: Loop<Vec<u64>> = Loop::new()?;
+    /// let (_, sender) = lp.async_watcher(move |lp, got, me| {
+    ///     got.extend(done.try_iter()); // what the worker has sent so far
+    ///     if got.len() == 3 {
+    ///         lp.remove(me).unwrap(); // all in: the loop has nothing left
+    ///     }
     /// })?;
-    /// std::thread::spawn(move || sender.send().unwrap()).join().unwrap();
-    /// let mut n = 0;
-    /// lp.run(RunMode::Default, &mut n)?;
-    /// assert_eq!(n, 1);
+    /// // A worker thread hands its results over while the loop waits.
+    /// let worker = std::thread::spawn(move || {
+    ///     for n in 1..=3u64 {
+    ///         results.send(n * n).unwrap();
+    ///         // Wakes the loop. Once it has all three, it removes the
+    ///         // watcher, maybe before the last send: that one then fails.
+    ///         sender.send().ok();
+    ///     }
+    /// });
+    /// let mut got = vec![];
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, [1, 4, 9]);
+    /// worker.join().unwrap();
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn async_watcher<F>(&mut self, callback: F) -> Result<(Async, AsyncSender)>
@@ -72,10 +86,13 @@ impl<'s, S> Loop<'s, S> {
     /// Another sender for an async watcher.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let (a, _) = lp.async_watcher(|_, _, _| {}).unwrap();
+    /// # use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let (a, _) = lp.async_watcher(|_, _, _| {})?;
     /// assert!(lp.async_sender(a).is_ok());
+    /// lp.remove(a)?;
+    /// assert!(lp.async_sender(a).is_err()); // a stale handle
+    /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn async_sender(&self, a: Async) -> Result<AsyncSender> {
         self.entry(&a)?;

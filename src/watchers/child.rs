@@ -12,12 +12,15 @@ handle!(
     /// Handle to a child watcher, returned by [`Loop::child`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
-    /// let sim = Sim::new();
-    /// let pid = sim.spawn("worker");
-    /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let c = lp.child(pid, |_, _, _| {}).unwrap();
-    /// assert!(lp.is_active(c).unwrap());
+    /// use evloop::Loop;
+    /// use std::process::Command;
+    /// let worker = Command::new("true").spawn()?;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let c = lp.child(worker.id(), |_, _, _| {})?;
+    /// assert!(lp.is_active(c)?);
+    /// lp.run(evloop::RunMode::Default, &mut ())?; // reaps it
+    /// assert!(!lp.is_active(c)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     Child,
     "child",
@@ -27,19 +30,18 @@ handle!(
 /// What a child watcher's callback receives.
 ///
 /// ```
-/// use evloop::{ExitStatus, Loop, RunMode, Sim};
-/// use std::time::Duration;
-/// let sim = Sim::new();
-/// let pid = sim.spawn("worker");
-/// sim.exit(Duration::from_millis(3), pid, ExitStatus::Exited(7));
-/// let mut lp: Loop<Option<ExitStatus>> = Loop::with_backend(sim.backend());
+/// use evloop::{ExitStatus, Loop, RunMode};
+/// use std::process::Command;
+/// let pid = Command::new("sh").args(["-c", "kill -KILL $$"]).spawn()?.id();
+/// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
 /// lp.child(pid, move |_, got, ev| {
 ///     assert_eq!(ev.pid, pid);
 ///     *got = ev.status;
-/// }).unwrap();
+/// })?;
 /// let mut got = None;
-/// lp.run(RunMode::Default, &mut got).unwrap();
-/// assert_eq!(got, Some(ExitStatus::Exited(7)));
+/// lp.run(RunMode::Default, &mut got)?;
+/// assert_eq!(got, Some(ExitStatus::Signaled { signal: libc::SIGKILL, core_dumped: false }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildEvent {
@@ -78,25 +80,30 @@ impl<'s, S> Loop<'s, S> {
     /// whoever waits for them), the watcher is stopped and its callback
     /// runs with how the child ended. A child that exited before this call
     /// is reported too. Works on any loop, in any thread; several watchers
-    /// may watch one pid.
+    /// of one loop may watch one pid.
+    ///
+    /// Watch a child from one loop only, and do not wait for it elsewhere
+    /// (`std::process::Child::wait`, `waitpid`): its status can be read
+    /// once, by whoever reaps it first, and a watcher whose child was
+    /// reaped by someone else is never called. There is no watcher of
+    /// "any child" (libev's pid 0): pid 0 is refused like every pid that
+    /// is not a child.
     ///
     /// Errors: [`Error::Child`](crate::Error::Child) if `pid` is not an
     /// unreaped child of this process, or the backend cannot watch
     /// children.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode, Sim};
-    /// use std::time::Duration;
-    /// let sim = Sim::new();
-    /// let pid = sim.spawn("job");
-    /// sim.exit(Duration::from_millis(10), pid, ExitStatus::Exited(0));
-    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    /// lp.child(pid, |lp, log, ev| {
-    ///     log.push(format!("{} {} at {:?}", ev.pid, ev.status.unwrap(), lp.now()));
-    /// }).unwrap();
+    /// use evloop::{Loop, RunMode};
+    /// use std::process::Command;
+    /// let job = Command::new("sh").args(["-c", "exit 3"]).spawn()?;
+    /// let mut lp: Loop<Vec<String>> = Loop::new()?;
+    /// lp.child(job.id(), |_, log, ev| log.push(ev.status.unwrap().to_string()))?;
     /// let mut log = vec![];
-    /// lp.run(RunMode::Default, &mut log).unwrap();
-    /// assert_eq!(log, [format!("{pid} exited with code 0 at 10ms")]);
+    /// // Returns once the child has exited: its watcher stopped, none is left.
+    /// lp.run(RunMode::Default, &mut log)?;
+    /// assert_eq!(log, ["exited with code 3"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn child<F>(&mut self, pid: u32, callback: F) -> Result<Child>
     where

@@ -11,10 +11,11 @@ handle!(
     /// Handle to a signal watcher, returned by [`Loop::signal`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let s = lp.signal(libc::SIGTERM, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.signal_number(s).unwrap(), libc::SIGTERM);
+    /// use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let s = lp.signal(libc::SIGTERM, |_, _, _| {})?;
+    /// assert_eq!(lp.signal_number(s)?, libc::SIGTERM);
+    /// # Ok::<(), evloop::Error>(())
     /// ```
     Signal,
     "signal",
@@ -55,18 +56,19 @@ impl<'s, S> Loop<'s, S> {
     /// `SIGSTOP`); [`Error::Backend`] if the backend cannot watch signals.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
-    /// use std::time::Duration;
-    /// let sim = Sim::new();
-    /// sim.raise(Duration::from_millis(5), libc::SIGTERM);
-    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    /// use evloop::{Loop, RunMode};
+    /// use std::process::Command;
+    /// let mut lp: Loop<Vec<&str>> = Loop::new()?;
     /// lp.signal(libc::SIGTERM, |lp, log, me| {
-    ///     log.push(format!("SIGTERM at {:?}", lp.now()));
-    ///     lp.remove(me).unwrap(); // shut down
-    /// }).unwrap();
+    ///     log.push("SIGTERM");
+    ///     lp.remove(me).unwrap(); // shut down: the run has nothing left
+    /// })?;
+    /// // Another process sends it: here a shell, to its parent (this program).
+    /// Command::new("sh").args(["-c", "kill -TERM $PPID"]).status()?;
     /// let mut log = vec![];
-    /// lp.run(RunMode::Default, &mut log).unwrap();
-    /// assert_eq!(log, ["SIGTERM at 5ms"]);
+    /// lp.run(RunMode::Default, &mut log)?;
+    /// assert_eq!(log, ["SIGTERM"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn signal<F>(&mut self, signal: i32, callback: F) -> Result<Signal>
     where
@@ -88,10 +90,11 @@ impl<'s, S> Loop<'s, S> {
     /// The signal a signal watcher watches.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let s = lp.signal(libc::SIGHUP, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.signal_number(s).unwrap(), libc::SIGHUP);
+    /// # use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let s = lp.signal(libc::SIGHUP, |_, _, _| {})?;
+    /// assert_eq!(lp.signal_number(s)?, libc::SIGHUP);
+    /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn signal_number(&self, s: Signal) -> Result<i32> {
         match self.entry(&s)?.kind() {
