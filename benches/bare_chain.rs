@@ -42,6 +42,7 @@ fn main() {
         active: 100,
         writes,
         timers: false,
+        trigger: evloop::Trigger::Level,
     };
     let outcome = match which {
         "bare" => bare(shape).run(),

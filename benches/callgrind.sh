@@ -9,6 +9,8 @@
 # Usage: benches/callgrind.sh [backend] [timers]
 #   benches/callgrind.sh epoll          # plain
 #   benches/callgrind.sh epoll timers   # each callback also restarts a timer
+#   benches/callgrind.sh epoll edge     # edge-triggered read watchers
+#   benches/callgrind.sh epoll oneshot  # one-shot, re-armed by Loop::start in each callback
 #   benches/callgrind.sh poll|select|sim [timers]
 #   benches/callgrind.sh bare           # no loop: only the reads and writes
 #   benches/callgrind.sh libc           # the same, libc::read/write called directly

@@ -64,6 +64,7 @@ fn chain(c: &mut Criterion) {
                 active,
                 writes: WRITES,
                 timers,
+                trigger: evloop::Trigger::Level,
             };
             let name = format!(
                 "chain_{pairs}x{active}_{}",

@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use evloop::{Break, Interest, Loop, RunMode, Sim, SimSocket, Source, Timer};
+use evloop::{Break, Interest, Loop, RunMode, Sim, SimSocket, Source, Timer, Trigger};
 
 /// Shape of one run.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +25,9 @@ pub struct Shape {
     pub active: usize,
     pub writes: usize,
     pub timers: bool,
+    /// How the read watchers are triggered: level (bench.c), edge, or
+    /// one-shot, re-armed by `Loop::start` in every callback.
+    pub trigger: Trigger,
 }
 
 /// Per-run state handed to every callback.
@@ -83,11 +86,16 @@ impl ChainIo for SimSocket {
     }
 }
 
-fn on_readable<R: ChainIo, W: ChainIo>(
+/// `REARM`: the watcher is one-shot, re-armed first thing (a constant, so
+/// that the other shapes pay nothing for it).
+fn on_readable<R: ChainIo, W: ChainIo, const REARM: bool>(
     next: usize,
     timer: Option<Timer>,
 ) -> impl FnMut(&mut Loop<'_, State<W>>, &mut State<W>, evloop::IoEvent<'_, R>) {
     move |lp, st, ev| {
+        if REARM {
+            lp.start(ev.watcher).unwrap();
+        }
         match ev.source.read_byte() {
             Ok(1) => {}
             Ok(_) => return,
@@ -129,7 +137,12 @@ impl<'s, W: ChainIo + 's> Bench<'s, W> {
                 None
             };
             let next = (i + 1) % shape.pairs;
-            lp.io(reader, Interest::READABLE, on_readable::<R, W>(next, timer))?;
+            let interest = Interest::READABLE.with_trigger(shape.trigger);
+            if shape.trigger == Trigger::Oneshot {
+                lp.io(reader, interest, on_readable::<R, W, true>(next, timer))?;
+            } else {
+                lp.io(reader, interest, on_readable::<R, W, false>(next, timer))?;
+            }
         }
         let state = State {
             writers,

@@ -49,6 +49,7 @@ fn table(shape: Shape, runs: usize) {
             name,
             Shape {
                 timers: true,
+                trigger: evloop::Trigger::Level,
                 ..shape
             },
             runs,
@@ -78,6 +79,7 @@ fn main() {
             active: 20,
             writes,
             timers: false,
+            trigger: evloop::Trigger::Level,
         },
         runs,
     );
@@ -89,6 +91,7 @@ fn main() {
             active: 100,
             writes,
             timers: false,
+            trigger: evloop::Trigger::Level,
         },
         runs,
     );

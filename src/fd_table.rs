@@ -68,12 +68,19 @@ pub(crate) struct FdTable {
 
 impl FdTable {
     /// The state of `fd`, created on first use.
+    #[inline(always)]
     fn state_mut(&mut self, fd: RawFd) -> &mut FdState {
         let i = fd as usize;
         if i >= self.fds.len() {
-            self.fds.resize_with(i + 1, FdState::default);
+            self.grow(i);
         }
         &mut self.fds[i]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.fds.resize_with(i + 1, FdState::default);
     }
 
     /// The state of `fd`, if it was ever used.
@@ -83,6 +90,7 @@ impl FdTable {
     }
 
     /// Marks `fd` as needing a backend update before the next poll.
+    #[inline]
     fn mark_changed(&mut self, fd: RawFd) {
         let state = self.state_mut(fd);
         if !state.changed {
@@ -151,8 +159,13 @@ impl FdTable {
             let state = self.state_mut(fd);
             state.changed = false;
             let mut want = Interest::NONE;
-            for slot in state.watchers.iter(registry) {
-                want |= registry[slot].interest();
+            match state.single {
+                Some(slot) => want = registry[slot].interest(),
+                None => {
+                    for slot in state.watchers.iter(registry) {
+                        want |= registry[slot].interest();
+                    }
+                }
             }
             if want.is_empty() {
                 want = Interest::NONE;
@@ -237,83 +250,70 @@ impl FdTable {
         pending: &mut PendingQueues,
         backend: &mut dyn Backend,
     ) {
-        let mut from = 0;
-        loop {
-            from += self.queue_common(&events[from..], registry, pending);
-            let Some(&PollEvent { fd, ready }) = events.get(from) else {
-                return;
-            };
-            self.queue_rare(fd, ready, registry, pending, backend);
-            from += 1;
-        }
-    }
-
-    /// Queues events up to the first one that needs
-    /// [`FdTable::queue_rare`] (an invalid fd or a one-shot registration),
-    /// whose index it returns (`events.len()` if none). Kept out of line
-    /// so that the common case compiles to a tight loop.
-    #[inline(never)]
-    fn queue_common<C>(
-        &self,
-        events: &[PollEvent],
-        registry: &mut Registry<C>,
-        pending: &mut PendingQueues,
-    ) -> usize {
-        for (i, &PollEvent { fd, ready }) in events.iter().enumerate() {
-            let Some(state) = self.get(fd) else {
+        for &PollEvent { fd, ready } in events {
+            let Some(state) = self.fds.get(fd as usize) else {
                 continue;
             };
+            if ready.is_invalid() {
+                self.kill(fd, registry, pending, backend);
+                continue;
+            }
             // Not one-shot, so the flush (which ran just before the poll)
             // left the registration matching the watchers' shared mode.
-            if state.is_oneshot() || ready.is_invalid() {
-                return i;
+            if !state.is_oneshot() {
+                match state.single {
+                    Some(slot) => registry.queue_received(pending, slot, ready),
+                    None => state.watchers.for_each(registry, |registry, slot| {
+                        registry.queue_received(pending, slot, ready)
+                    }),
+                }
+                continue;
             }
-            match state.single {
-                Some(slot) => registry.queue_received(pending, slot, ready),
-                None => state.watchers.for_each(registry, |registry, slot| {
-                    registry.queue_received(pending, slot, ready)
-                }),
-            }
+            self.queue_oneshot(fd, ready, registry, pending);
         }
-        events.len()
     }
 
-    /// Invalid fds and one-shot registrations.
-    #[cold]
-    fn queue_rare<C>(
+    /// A one-shot fd's event: its watchers (all one-shot: they share the
+    /// fd's mode) are queued and disarmed, and a native registration,
+    /// which the kernel disarmed, is re-armed or forgotten at the next
+    /// flush.
+    fn queue_oneshot<C>(
         &mut self,
         fd: RawFd,
         ready: Ready,
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
-        backend: &mut dyn Backend,
     ) {
-        if ready.is_invalid() {
-            self.kill(fd, registry, pending, backend);
-            return;
-        }
-        let state = self.state_mut(fd);
+        let state = &mut self.fds[fd as usize];
         if state.registered.trigger() == Trigger::Oneshot {
-            // The kernel disarmed the fd (native one-shot): re-arm or
-            // forget it at the next flush. Backend contract: the next
-            // `modify` starts from "registered, disarmed".
+            // Backend contract: the next `modify` starts from
+            // "registered, disarmed".
             state.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
-            self.mark_changed(fd);
         }
-        let list = self.state_mut(fd).watchers;
-        list.for_each(registry, |registry, slot| {
-            let e = &registry[slot];
-            let r = ready & e.receives;
-            if r.is_empty() {
-                return;
-            }
-            let oneshot = e.interest().is_oneshot();
-            registry.queue(pending, slot, r);
-            if oneshot {
-                // Disarmed until started again.
+        if let Some(slot) = state.single {
+            // The common case: one watcher, no list walk.
+            let r = ready & registry[slot].receives;
+            if !r.is_empty() {
+                registry.queue(pending, slot, r);
                 registry.deactivate(slot);
-                self.detach(registry, fd, slot);
+                state.watchers.remove(registry, slot);
+                state.single = None;
             }
-        });
+        } else {
+            let mut list = state.watchers;
+            let walk = list;
+            walk.for_each(registry, |registry, slot| {
+                let r = ready & registry[slot].receives;
+                if !r.is_empty() {
+                    registry.queue(pending, slot, r);
+                    registry.deactivate(slot);
+                    list.remove(registry, slot);
+                }
+            });
+            let state = &mut self.fds[fd as usize];
+            state.watchers = list;
+            state.sync_single();
+        }
+        self.mark_changed(fd);
     }
 }
