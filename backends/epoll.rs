@@ -44,9 +44,10 @@
 //! - After `fork()`, [`Backend::reinit`] closes the inherited epoll fd (the
 //!   kernel object is shared with the parent) and creates a new one, with
 //!   an empty table: the loop adds every fd again.
-//! - Signals, child exits and wake-ups come from the shared Unix notifier
-//!   (`backends/unix/`): its wake fd and its pidfds are *internal* fds in
-//!   the epoll set, tagged with a high bit (`INTERNAL`) in
+//! - Signals, child exits and wake-ups, wall-clock steps and path hints
+//!   come from the shared Unix notifier (`backends/unix/`): its wake fd,
+//!   its pidfds, its clock-step timerfd and its inotify instance are
+//!   *internal* fds in the epoll set, tagged with a high bit (`INTERNAL`) in
 //!   `epoll_event.u64`. No table entry matches a tagged report, so it takes
 //!   the slow path that unknown fds already take (`sift`), which routes it
 //!   to the notifier instead of the loop: the per-event path is unchanged.
@@ -54,6 +55,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -648,6 +650,23 @@ impl Backend for Epoll {
     fn take_notices(&mut self, notices: &mut Notices) {
         self.notifier.take_notices(notices);
     }
+
+    fn watch_clock_steps(&mut self) -> bool {
+        self.notifier.watch_clock_steps(&mut Kernel(&self.epfd))
+    }
+
+    fn unwatch_clock_steps(&mut self) {
+        self.notifier.unwatch_clock_steps(&mut Kernel(&self.epfd));
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        self.notifier
+            .watch_path(path, token, &mut Kernel(&self.epfd))
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.notifier.unwatch_path(token, &mut Kernel(&self.epfd));
+    }
 }
 
 #[cfg(test)]
@@ -1024,6 +1043,52 @@ mod tests {
                 ready: Ready::READABLE,
             };
             assert_eq!(poll(&mut ep, LONG), [a_ready]);
+        });
+    }
+
+    /// The fds the kernel's epoll instance holds (`/proc/self/fdinfo`).
+    fn registered(ep: &Epoll) -> Vec<RawFd> {
+        let info =
+            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", ep.epfd.as_raw_fd())).unwrap();
+        info.lines()
+            .filter_map(|l| l.strip_prefix("tfd:"))
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    }
+
+    /// The clock-step timer and the inotify instance are internal fds of
+    /// the epoll instance while watched, never reported, and gone after
+    /// the unwatch.
+    #[test]
+    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
+        watchdog(|| {
+            let mut ep = Epoll::new().unwrap();
+            assert_eq!(registered(&ep), []);
+            assert!(ep.watch_clock_steps());
+            let timer = ep.notifier.internal_fds().collect::<Vec<_>>();
+            assert_eq!(registered(&ep), timer);
+            let dir =
+                std::env::temp_dir().join(format!("evloop-epoll-internal-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = dir.join("f");
+            std::fs::write(&file, "x").unwrap();
+            ep.watch_path(&file, 1).unwrap();
+            assert_eq!(
+                registered(&ep).len(),
+                2,
+                "the timer and the inotify instance"
+            );
+            std::fs::write(&file, "y").unwrap();
+            assert_eq!(poll(&mut ep, LONG), [], "the hint is not an io event");
+            let mut notices = crate::Notices::default();
+            ep.take_notices(&mut notices);
+            assert_eq!(notices.paths, [1]);
+            assert_waits(&mut ep);
+            ep.unwatch_path(1);
+            ep.unwatch_clock_steps();
+            assert_eq!(registered(&ep), [], "both left the instance");
+            assert_eq!(ep.notifier.internal_fds().count(), 0);
+            std::fs::remove_dir_all(&dir).unwrap();
         });
     }
 }

@@ -17,14 +17,16 @@
 //! - Timeouts are rounded up to whole milliseconds, so timers never fire
 //!   early and a sub-millisecond remainder never turns into a busy loop; a
 //!   wait interrupted by a signal is resumed with the time left.
-//! - Signals, child exits and wake-ups come from the shared Unix notifier
-//!   (`backends/unix/`): its internal fds (the wake fd, pidfds on Linux)
-//!   sit at the front of the `pollfd` array, before the loop's, and their
+//! - Signals, child exits, wake-ups, wall-clock steps and path hints come
+//!   from the shared Unix notifier (`backends/unix/`): its internal fds (the
+//!   wake fd; on Linux pidfds, the clock-step timerfd and the inotify
+//!   instance) sit at the front of the `pollfd` array, before the loop's, and their
 //!   readiness goes to the notifier, never to the loop.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::RawFd;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -349,6 +351,22 @@ impl Backend for Poll {
         self.notifier.take_notices(notices);
     }
 
+    fn watch_clock_steps(&mut self) -> bool {
+        self.notifier.watch_clock_steps(&mut self.set)
+    }
+
+    fn unwatch_clock_steps(&mut self) {
+        self.notifier.unwatch_clock_steps(&mut self.set);
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        self.notifier.watch_path(path, token, &mut self.set)
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.notifier.unwatch_path(token, &mut self.set);
+    }
+
     fn reinit(&mut self) -> io::Result<()> {
         // No kernel object to re-create; the notifier's fds change.
         self.notifier.reinit(&mut self.set)
@@ -389,5 +407,44 @@ mod tests {
             ready(libc::POLLERR),
             Ready::ERROR | Ready::READABLE | Ready::WRITABLE
         );
+    }
+
+    /// The clock-step timer and the inotify instance are internal entries
+    /// of the array while watched, before the loop's, never reported, and
+    /// gone after the unwatch.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
+        use std::os::fd::AsRawFd;
+        let mut p = Poll::new();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        p.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
+            .unwrap();
+        assert!(p.watch_clock_steps());
+        let dir = std::env::temp_dir().join(format!("evloop-poll-internal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, "x").unwrap();
+        p.watch_path(&file, 1).unwrap();
+        assert_eq!(p.set.internal, 2);
+        assert_eq!(p.set.fds.len(), 3);
+        assert_eq!(p.set.fds[2].fd, a.as_raw_fd(), "the loop's fd moved behind");
+        std::fs::write(&file, "y").unwrap();
+        let mut events = Vec::new();
+        p.poll(Some(Duration::from_secs(5)), &mut events).unwrap();
+        let want = PollEvent {
+            fd: a.as_raw_fd(),
+            ready: Ready::WRITABLE,
+        };
+        assert_eq!(events, [want], "only the loop's fd");
+        let mut notices = Notices::default();
+        p.take_notices(&mut notices);
+        assert_eq!(notices.paths, [1]);
+        p.unwatch_clock_steps();
+        p.unwatch_path(1);
+        assert_eq!(p.set.internal, 0);
+        assert_eq!(table(&p), [(a.as_raw_fd(), libc::POLLOUT)]);
+        assert_eq!(p.slot_of(a.as_raw_fd()), Some(0), "its index followed it");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,9 +20,10 @@
 //!   them (see the poll backend).
 //! - Timeouts are rounded up to whole microseconds; a wait interrupted by a
 //!   signal is resumed with the time left.
-//! - Signals, child exits and wake-ups come from the shared Unix notifier
-//!   (`backends/unix/`): its internal fds (the wake fd, pidfds on Linux) are
-//!   in the read set too, and in a set of their own that tells them apart;
+//! - Signals, child exits, wake-ups, wall-clock steps and path hints come
+//!   from the shared Unix notifier (`backends/unix/`): its internal fds (the
+//!   wake fd; on Linux pidfds, the clock-step timerfd and the inotify
+//!   instance) are in the read set too, and in a set of their own that tells them apart;
 //!   they must be below `FD_SETSIZE` like any other (the hook that needs
 //!   one fails otherwise).
 #![allow(unsafe_code)]
@@ -30,6 +31,7 @@
 use std::io;
 use std::mem;
 use std::os::fd::RawFd;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -395,6 +397,22 @@ impl Backend for Select {
         self.notifier.take_notices(notices);
     }
 
+    fn watch_clock_steps(&mut self) -> bool {
+        self.notifier.watch_clock_steps(&mut self.set)
+    }
+
+    fn unwatch_clock_steps(&mut self) {
+        self.notifier.unwatch_clock_steps(&mut self.set);
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        self.notifier.watch_path(path, token, &mut self.set)
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.notifier.unwatch_path(token, &mut self.set);
+    }
+
     fn reinit(&mut self) -> io::Result<()> {
         // No kernel object to re-create; the notifier's fds change.
         self.notifier.reinit(&mut self.set)
@@ -429,5 +447,40 @@ mod tests {
         assert!(s.modify(SETSIZE, Interest::NONE, r).is_err());
         assert!(s.modify(-1, Interest::NONE, r).is_err());
         assert!(s.modify(SETSIZE, r, Interest::NONE).is_ok());
+    }
+
+    /// The clock-step timer and the inotify instance are in the read set
+    /// and the internal set while watched, never reported, and gone after
+    /// the unwatch.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
+        let mut s = Select::new();
+        assert!(s.watch_clock_steps());
+        let dir =
+            std::env::temp_dir().join(format!("evloop-select-internal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, "x").unwrap();
+        s.watch_path(&file, 1).unwrap();
+        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
+        assert_eq!(internal.len(), 2);
+        for &fd in &internal {
+            assert!(is_set(fd, &s.set.internal) && is_set(fd, &s.set.read));
+        }
+        std::fs::write(&file, "y").unwrap();
+        let mut events = Vec::new();
+        s.poll(Some(Duration::from_secs(5)), &mut events).unwrap();
+        assert_eq!(events, [], "the hint is not an io event");
+        let mut notices = Notices::default();
+        s.take_notices(&mut notices);
+        assert_eq!(notices.paths, [1]);
+        s.unwatch_clock_steps();
+        s.unwatch_path(1);
+        for fd in internal {
+            assert!(!is_set(fd, &s.set.internal) && !is_set(fd, &s.set.read));
+        }
+        assert_eq!(s.set.max_fd, -1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,20 +1,26 @@
 //! What the Unix backends share: their clock, the deadline of a wait
 //! (resumed after `EINTR` with the time left, rounded up), the check that
 //! an fd can be watched at all, and (in the submodules) signals, child
-//! exits and wake-ups:
+//! exits, wake-ups, wall-clock steps and path hints:
 //!
 //! - `hub`: the process-wide signal hub and the per-backend slots its
 //!   handler writes to;
 //! - `wake`: the wake fd (an eventfd, or a pipe);
 //! - `children`: reaping watched children (pidfds on Linux, `SIGCHLD`
 //!   elsewhere);
+//! - `clock_steps`: wall-clock step reports (a `CLOCK_REALTIME` timerfd
+//!   on Linux, nothing elsewhere);
+//! - `path_hints`: path change hints for stat watchers (inotify on Linux,
+//!   nothing elsewhere);
 //! - `notifier`: what a backend embeds to use them ([`Notifier`],
 //!   [`Wakeup`]), with [`InternalFds`], how it lends them its kernel set.
 #![allow(unsafe_code)]
 
 pub(crate) mod children;
+pub(crate) mod clock_steps;
 pub(crate) mod hub;
 pub(crate) mod notifier;
+pub(crate) mod path_hints;
 mod wake;
 
 pub(crate) use notifier::{InternalFds, Notifier};

@@ -1,16 +1,20 @@
 //! What a Unix backend embeds to provide signals, child exits and
 //! wake-ups: [`Wakeup`] (its hub slot and wake fd, the signals it watches,
 //! its waker) and, for backends without `EVFILT_PROC`, [`Notifier`]
-//! (a `Wakeup` plus the table of watched children). The backend only puts
-//! their internal fds in its kernel set ([`InternalFds`]), never reports
-//! them to the loop, and routes their readiness back here.
+//! (a `Wakeup` plus the table of watched children, wall-clock step reports
+//! and path change hints). The backend only puts their internal fds in its
+//! kernel set ([`InternalFds`]), never reports them to the loop, and routes
+//! their readiness back here.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::children::{self, Added, Children};
+use super::clock_steps::ClockSteps;
 use super::hub::{self, Slot};
+use super::path_hints::PathHints;
 use crate::{Notices, SignalSet, Wake};
 
 /// A backend's kernel set, as the notifier sees it: where its internal
@@ -227,8 +231,9 @@ impl Wake for SlotWaker {
     }
 }
 
-/// A [`Wakeup`] and the table of watched children: everything but fd
-/// readiness, for the epoll, poll and select backends.
+/// A [`Wakeup`], the table of watched children, the clock-step timer and
+/// the path hints: everything but fd readiness, for the epoll, poll and
+/// select backends.
 #[derive(Debug)]
 pub(crate) struct Notifier {
     pub(crate) wakeup: Wakeup,
@@ -236,6 +241,10 @@ pub(crate) struct Notifier {
     /// A child watched through `SIGCHLD` had exited before `watch_child`:
     /// the next `take_notices` reaps without waiting for a `SIGCHLD`.
     scan_due: bool,
+    /// Wall-clock steps (a timerfd on Linux).
+    clock: ClockSteps,
+    /// Path change hints (inotify on Linux).
+    paths: PathHints,
 }
 
 impl Notifier {
@@ -244,6 +253,8 @@ impl Notifier {
             wakeup: Wakeup::new(backend),
             children: Children::default(),
             scan_due: false,
+            clock: ClockSteps::default(),
+            paths: PathHints::new(backend),
         }
     }
 
@@ -257,6 +268,8 @@ impl Notifier {
         self.wakeup
             .wake_fd()
             .into_iter()
+            .chain(self.clock.fd())
+            .chain(self.paths.fd())
             .chain(self.children.pidfds())
     }
 
@@ -318,6 +331,10 @@ impl Notifier {
     pub(crate) fn ready(&mut self, fd: RawFd, set: &mut impl InternalFds) {
         if self.wakeup.is_wake_fd(fd) {
             self.wakeup.drain();
+        } else if self.clock.fd() == Some(fd) {
+            self.clock.ready();
+        } else if self.paths.fd() == Some(fd) {
+            self.paths.ready();
         } else if let Some(pidfd) = self.children.pidfd_ready(fd) {
             set.remove(pidfd.as_raw_fd());
         }
@@ -331,18 +348,49 @@ impl Notifier {
             self.settle_sigchld();
         }
         self.children.take_exits(&mut notices.exits);
+        notices.clock_stepped |= self.clock.take();
+        self.paths.take(&mut notices.paths);
     }
 
     /// After `fork()` in the child, once the backend has its new kernel
     /// set: the children are the parent's (their pidfds closed here), the
-    /// signals forgotten, the wake fd the child's own.
+    /// signals forgotten, the wake fd the child's own. Clock steps and
+    /// paths stay watched (the loop does not ask again), each through a
+    /// new timer and inotify instance of the child's own.
     pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
         for fd in self.children.pidfds() {
             set.remove(fd);
         }
         self.children.clear();
         self.scan_due = false;
-        self.wakeup.reinit(set)
+        self.wakeup.reinit(set)?;
+        self.clock.reinit(set)?;
+        self.paths.reinit(set)
+    }
+
+    /// Starts reporting wall-clock steps; false where the platform has no
+    /// way (see `clock_steps.rs`).
+    pub(crate) fn watch_clock_steps(&mut self, set: &mut impl InternalFds) -> bool {
+        self.clock.watch(set)
+    }
+
+    pub(crate) fn unwatch_clock_steps(&mut self, set: &mut impl InternalFds) {
+        self.clock.unwatch(set);
+    }
+
+    /// Starts hinting at changes of `path` with `token` (see
+    /// `path_hints.rs`).
+    pub(crate) fn watch_path(
+        &mut self,
+        path: &Path,
+        token: u64,
+        set: &mut impl InternalFds,
+    ) -> io::Result<()> {
+        self.paths.watch(path, token, set)
+    }
+
+    pub(crate) fn unwatch_path(&mut self, token: u64, set: &mut impl InternalFds) {
+        self.paths.unwatch(token, set);
     }
 
     pub(crate) fn watch_signal(
