@@ -125,6 +125,19 @@
 //!   (they are rare), rather than queued with the loop's changes.
 //! - Only watched pids are reaped: never `waitpid(-1)`.
 //!
+//! # Path hints and clock steps
+//!
+//! - A watched path (a stat watcher's) is an `EVFILT_VNODE` filter with
+//!   `EV_CLEAR` on a descriptor of its file and one on a descriptor of its
+//!   directory (tag `UD_VNODE`; never reported to the loop): see
+//!   `kqueue/vnode.rs`. A directory's filter cannot name what changed in
+//!   it, so the backend `stat`s the watched paths in it and hints only at
+//!   those that name another file now (a sibling's creation wakes no one),
+//!   and watches the new file. Registered at once, like `EVFILT_PROC`.
+//! - Wall-clock steps are not reported (`watch_clock_steps` is false): no
+//!   kqueue filter tells of a set of the clock. The loop looks for steps
+//!   itself, waking at least once a minute while periodic watchers run.
+//!
 //! # Allocation
 //!
 //! The changelist and the event list are reused across calls; nothing is
@@ -174,6 +187,7 @@
 use std::io;
 use std::mem::{self, ManuallyDrop};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,6 +227,10 @@ const UD_ONESHOT: usize = 0x4;
 const UD_WAKE: usize = 0x1000;
 /// The tag of a watched child's `EVFILT_PROC` filter.
 const UD_PROC: usize = 0x2000;
+/// The tag of a watched path's (or its directory's) `EVFILT_VNODE` filter.
+const UD_VNODE: usize = 0x4000;
+
+mod vnode;
 
 /// One of the two filters this backend uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +314,8 @@ pub struct Kqueue {
     procs: Vec<libc::pid_t>,
     /// Exits reaped but not yet taken by the loop.
     exits: Vec<ChildExit>,
+    /// The watched paths (`EVFILT_VNODE` filters).
+    vnodes: vnode::Vnodes,
 }
 
 /// The kqueue as the notifier sees it: its filters are changed at once.
@@ -381,6 +401,7 @@ impl Kqueue {
             wakeup: Wakeup::new("kqueue"),
             procs: Vec::new(),
             exits: Vec::new(),
+            vnodes: vnode::Vnodes::default(),
         })
     }
 
@@ -438,6 +459,10 @@ impl Kqueue {
 impl Drop for Kqueue {
     fn drop(&mut self) {
         if std::process::id() == self.owner {
+            // Closing the kqueue drops its filters; deleting the vnode ones
+            // first (a few calls, only with watched paths) lets an
+            // emulation release what feeds them.
+            self.vnodes.release(self.kq.as_raw_fd());
             // SAFETY: `kq` is never used again: this is the destructor.
             unsafe { ManuallyDrop::drop(&mut self.kq) }
         }
@@ -681,6 +706,14 @@ impl Backend for Kqueue {
                     noticed = true;
                     continue;
                 }
+                if ev.filter == sys::EVFILT_VNODE {
+                    if udata == UD_VNODE {
+                        let kq = self.kq.as_raw_fd();
+                        self.vnodes.fired(kq, ev.ident as RawFd, ev.fflags);
+                        noticed = true;
+                    }
+                    continue;
+                }
                 if ev.filter == sys::EVFILT_PROC {
                     if ev.fflags & sys::NOTE_EXIT != 0 {
                         self.proc_exited(ev.ident as libc::pid_t);
@@ -762,6 +795,9 @@ impl Backend for Kqueue {
         // kqueue.
         self.procs.clear();
         self.exits.clear();
+        // The paths stay watched: their descriptors are inherited, their
+        // filters went with the old kqueue.
+        self.vnodes.reinit(self.kq.as_raw_fd());
         let mut kernel = self.kernel();
         self.wakeup.reinit(&mut kernel)
     }
@@ -818,6 +854,24 @@ impl Backend for Kqueue {
     fn take_notices(&mut self, notices: &mut Notices) {
         self.wakeup.take(notices);
         notices.exits.append(&mut self.exits);
+        self.vnodes.take(&mut notices.paths);
+    }
+
+    /// Always false: no kqueue filter reports a step of the wall clock
+    /// (`EVFILT_TIMER` with `NOTE_ABSTIME` is not documented to fire or be
+    /// cancelled when the clock is set; macOS has nothing, FreeBSD a
+    /// timerfd only from 14.0, which a binary for 13 cannot call). The
+    /// loop looks for steps itself, waking at least once a minute.
+    fn watch_clock_steps(&mut self) -> bool {
+        false
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        self.vnodes.watch(self.kq.as_raw_fd(), path, token)
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.vnodes.unwatch(self.kq.as_raw_fd(), token);
     }
 }
 
@@ -1039,5 +1093,44 @@ mod tests {
         let ts = timespec(Duration::new(u64::MAX, 5));
         assert_eq!(ts.tv_sec as u64, MAX_WAIT_SECS);
         assert_eq!(ts.tv_nsec, 5);
+    }
+
+    /// Path hints: watchers of one file and the files of one directory
+    /// share descriptors (and filters); the last unwatch closes them. No
+    /// clock-step reports on kqueue.
+    #[test]
+    fn path_hints_share_descriptors_and_close_them() {
+        let mut kq = Kqueue::new().unwrap();
+        assert!(!kq.watch_clock_steps());
+        let dir = std::env::temp_dir().join(format!(
+            "evloop-kqueue-vnodes-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::write(&a, "a").unwrap();
+        std::fs::write(&b, "b").unwrap();
+        kq.watch_path(&a, 1).unwrap();
+        kq.watch_path(&a, 2).unwrap();
+        kq.watch_path(&b, 3).unwrap();
+        assert_eq!(kq.vnodes.open_nodes(), 3, "a, b and their directory");
+        std::fs::write(&b, "bb").unwrap();
+        assert_eq!(wait(&mut kq, 1000), [], "a hint is not an io event");
+        let mut notices = Notices::default();
+        kq.take_notices(&mut notices);
+        assert_eq!(notices.paths, [3]);
+        kq.unwatch_path(1);
+        assert_eq!(kq.vnodes.open_nodes(), 3);
+        kq.unwatch_path(2);
+        assert_eq!(kq.vnodes.open_nodes(), 2, "a's went");
+        kq.unwatch_path(3);
+        assert_eq!(kq.vnodes.open_nodes(), 0);
+        std::fs::write(&b, "unseen").unwrap();
+        assert_eq!(wait(&mut kq, 20), []);
+        let mut notices = Notices::default();
+        kq.take_notices(&mut notices);
+        assert!(notices.paths.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -50,24 +50,49 @@
 //!   For a child of the caller `data` is its status in `wait(2)`'s format,
 //!   read without reaping it (`waitid(.., WNOWAIT)`); 0 for another
 //!   process. Other `NOTE_*` events are refused (`EINVAL`).
+//! - `EVFILT_VNODE` ("takes a file descriptor as the identifier and the
+//!   events to watch for in `fflags`, and returns when one or more of the
+//!   requested events occurs on the descriptor"; "on return, `fflags`
+//!   contains the events which triggered the filter"): the file the
+//!   descriptor names is watched by an inotify instance of the kqueue's
+//!   (made with its first vnode knote, in the outer instance) through
+//!   `/proc/self/fd/N`, which reaches the inode whatever its path is now.
+//!   inotify's events become `NOTE_DELETE`, `NOTE_WRITE`, `NOTE_EXTEND`,
+//!   `NOTE_ATTRIB`, `NOTE_LINK`, `NOTE_RENAME` and `NOTE_REVOKE` as the man
+//!   page describes them for files and directories (the mapping is at
+//!   `notes`); notes accumulate until the knote is reported, and are
+//!   cleared then with `EV_CLEAR` (or the knote deleted with
+//!   `EV_ONESHOT`); without either the knote stays active, as FreeBSD's
+//!   filter does. A knote belongs to the file it was registered for:
+//!   closing the descriptor drops it. Known gaps: `NOTE_OPEN`,
+//!   `NOTE_CLOSE`, `NOTE_CLOSE_WRITE` and `NOTE_READ` never fire;
+//!   removing a watched *directory* is not seen while the knote's
+//!   descriptor holds it (inotify reports nothing until the last
+//!   descriptor closes), where a kernel posts `NOTE_DELETE`; an inotify
+//!   queue overflow (a kqueue loses nothing) is reported as
+//!   `NOTE_WRITE | NOTE_ATTRIB` on every knote that asked for them.
 //!
 //! Not emulated (the backend does not use them): filters other than
-//! these three, `EV_DISABLE` and `EV_DISPATCH`; the `data` of a read or
-//! write event is always 0 (no byte counts). Regular files are refused by epoll
-//! (`EPERM`) where a kqueue accepts them; the backend refuses them before
-//! they get here.
+//! these four, `EV_DISABLE` and `EV_DISPATCH`; the `data` of a read or
+//! write event is always 0 (no byte counts). Regular files are refused by
+//! epoll (`EPERM`) for the read and write filters, where a kqueue accepts
+//! them; the backend refuses them before they get here.
 //!
 //! What this cannot show is whether a real kernel behaves as the man page
 //! says: it tests the backend's logic (changelist batching, error records,
-//! one-shot siblings, the merging of two filters' reports), not a kernel.
+//! one-shot siblings, the merging of two filters' reports, the path hints'
+//! use of vnode filters), not a kernel.
 #![allow(unsafe_code, non_camel_case_types)]
 
 use std::collections::HashMap;
 use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use super::unix::path_hints::inotify;
 
 /// `uintptr_t`, the type of `kevent::ident`.
 pub type uintptr_t = usize;
@@ -94,8 +119,28 @@ pub struct kevent {
 pub const EVFILT_READ: i16 = -1;
 /// The write filter.
 pub const EVFILT_WRITE: i16 = -2;
+/// The vnode filter (ident: a descriptor of a file or directory).
+pub const EVFILT_VNODE: i16 = -4;
 /// The process filter (ident: a pid).
 pub const EVFILT_PROC: i16 = -5;
+/// `EVFILT_VNODE`: `unlink()` was called on the file.
+pub const NOTE_DELETE: u32 = 0x0001;
+/// `EVFILT_VNODE`: a write occurred on the file (for a directory: an
+/// entry was added or removed).
+pub const NOTE_WRITE: u32 = 0x0002;
+/// `EVFILT_VNODE`: the file was extended (for a directory: an entry was
+/// added or removed by a rename to or from another directory).
+pub const NOTE_EXTEND: u32 = 0x0004;
+/// `EVFILT_VNODE`: the file's attributes changed.
+pub const NOTE_ATTRIB: u32 = 0x0008;
+/// `EVFILT_VNODE`: the link count changed (for a directory: a
+/// subdirectory was created or removed).
+pub const NOTE_LINK: u32 = 0x0010;
+/// `EVFILT_VNODE`: the file was renamed.
+pub const NOTE_RENAME: u32 = 0x0020;
+/// `EVFILT_VNODE`: access to the file was revoked (its file system was
+/// unmounted).
+pub const NOTE_REVOKE: u32 = 0x0040;
 /// `EVFILT_PROC`: the process has exited.
 pub const NOTE_EXIT: u32 = 0x8000_0000;
 /// Add the filter (or update an existing one).
@@ -133,14 +178,18 @@ type FileId = (u64, u64);
 
 /// The identity of the file `fd` names, if it is open.
 fn file_id(fd: RawFd) -> Option<FileId> {
+    fstat(fd).map(|st| (st.st_dev, st.st_ino))
+}
+
+/// `fstat(fd)`, if it is open.
+fn fstat(fd: RawFd) -> Option<libc::stat> {
     let mut st = MaybeUninit::<libc::stat>::uninit();
     // SAFETY: fstat writes a `stat` to the pointer on success.
     if unsafe { libc::fstat(fd, st.as_mut_ptr()) } < 0 {
         return None;
     }
     // SAFETY: initialised by the successful fstat.
-    let st = unsafe { st.assume_init() };
-    Some((st.st_dev, st.st_ino))
+    Some(unsafe { st.assume_init() })
 }
 
 /// One kqueue: the descriptor `kqueue()` returned is `outer`.
@@ -162,6 +211,37 @@ struct Queue {
     next_serial: u32,
     /// `epoll_wait`'s buffer, reused.
     scratch: Vec<libc::epoll_event>,
+    /// `EVFILT_VNODE` knotes by descriptor, and what feeds them: an
+    /// inotify instance (in the outer epoll instance), made with the first
+    /// and closed with the last (instances are few: 128 per user).
+    vnodes: HashMap<RawFd, Vnode>,
+    inotify: Option<OwnedFd>,
+    /// The descriptors whose knotes each inotify watch serves.
+    by_wd: HashMap<i32, Vec<RawFd>>,
+    /// What inotify reads land in.
+    inotify_buf: Vec<u8>,
+}
+
+/// One `EVFILT_VNODE` knote.
+#[derive(Debug, Clone, Copy)]
+struct Vnode {
+    udata: usize,
+    /// `EV_CLEAR` and `EV_ONESHOT`, as registered.
+    mode: u16,
+    /// The notes asked for (`fflags` of the registration).
+    sfflags: u32,
+    /// The notes that happened since the knote was last reported (only
+    /// those asked for), which make it active.
+    fflags: u32,
+    /// The inotify watch of the file (-1 once inotify dropped it).
+    wd: i32,
+    /// The file registered: a knote belongs to it, not to the number.
+    file: FileId,
+    is_dir: bool,
+    /// The size and link count last seen, to tell `NOTE_EXTEND` and
+    /// `NOTE_DELETE` / `NOTE_LINK` from plain writes and attributes.
+    size: i64,
+    links: libc::nlink_t,
 }
 
 /// Every kqueue of the process, by descriptor. An entry outlives the
@@ -247,6 +327,10 @@ pub unsafe fn kqueue() -> libc::c_int {
             pidfds: HashMap::new(),
             next_serial: 0,
             scratch: Vec::new(),
+            vnodes: HashMap::new(),
+            inotify: None,
+            by_wd: HashMap::new(),
+            inotify_buf: Vec::new(),
         };
         Ok((outer, queue))
     })();
@@ -341,6 +425,206 @@ impl Queue {
         Ok(())
     }
 
+    /// Applies one `EVFILT_VNODE` change. The knote's file is watched by
+    /// inotify through `/proc/self/fd/N`, which names the open file (its
+    /// inode) whatever its path is now.
+    fn apply_vnode(&mut self, change: &kevent) -> Result<(), i32> {
+        let Ok(fd) = RawFd::try_from(change.ident) else {
+            return Err(libc::EBADF);
+        };
+        let Some(st) = fstat(fd) else {
+            self.drop_vnode(fd);
+            return Err(libc::EBADF);
+        };
+        let file = (st.st_dev, st.st_ino);
+        if self.vnodes.get(&fd).is_some_and(|v| v.file != file) {
+            // The number was closed (dropping the knote) and reused.
+            self.drop_vnode(fd);
+        }
+        if change.flags & EV_DELETE != 0 {
+            return if self.drop_vnode(fd) {
+                Ok(())
+            } else {
+                Err(libc::ENOENT)
+            };
+        }
+        if change.flags & EV_ADD == 0 {
+            return Err(libc::EINVAL);
+        }
+        if let Some(v) = self.vnodes.get_mut(&fd) {
+            // An existing knote takes the new notes and udata, not a mode.
+            v.udata = change.udata as usize;
+            v.sfflags = change.fflags;
+            return Ok(());
+        }
+        let inotify = match &self.inotify {
+            Some(fd) => fd,
+            None => {
+                let made = inotify::init().map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+                ctl(
+                    self.outer,
+                    libc::EPOLL_CTL_ADD,
+                    made.as_raw_fd(),
+                    libc::EPOLLIN as u32,
+                    0,
+                )?;
+                self.inotify_buf.resize(inotify::BUF, 0);
+                self.inotify.insert(made)
+            }
+        };
+        let proc_path = PathBuf::from(format!("/proc/self/fd/{fd}"));
+        let wd = match inotify::add_watch(inotify, &proc_path, VNODE_MASK) {
+            Ok(wd) => wd,
+            Err(e) => {
+                let errno = e.raw_os_error().unwrap_or(libc::EINVAL);
+                if self.vnodes.is_empty() {
+                    self.inotify = None;
+                }
+                return Err(errno);
+            }
+        };
+        self.vnodes.insert(
+            fd,
+            Vnode {
+                udata: change.udata as usize,
+                mode: change.flags & (EV_CLEAR | EV_ONESHOT),
+                sfflags: change.fflags,
+                fflags: 0,
+                wd,
+                file,
+                is_dir: st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+                size: st.st_size,
+                links: st.st_nlink,
+            },
+        );
+        self.by_wd.entry(wd).or_default().push(fd);
+        Ok(())
+    }
+
+    /// Forgets the vnode knote of `fd`, if any (its inotify watch goes with
+    /// the last knote using it, the instance with the last knote).
+    fn drop_vnode(&mut self, fd: RawFd) -> bool {
+        let Some(v) = self.vnodes.remove(&fd) else {
+            return false;
+        };
+        if let Some(fds) = self.by_wd.get_mut(&v.wd) {
+            fds.retain(|&f| f != fd);
+            if fds.is_empty() {
+                self.by_wd.remove(&v.wd);
+                if let Some(ino) = &self.inotify {
+                    inotify::rm_watch(ino, v.wd);
+                }
+            }
+        }
+        if self.vnodes.is_empty() {
+            // Closing it takes it out of the outer instance.
+            self.inotify = None;
+            self.by_wd.clear();
+        }
+        true
+    }
+
+    /// Whether a vnode knote is active (notes pending): the wait must not
+    /// block.
+    fn vnode_active(&self) -> bool {
+        self.vnodes.values().any(|v| v.fflags != 0)
+    }
+
+    /// Turns what inotify queued into the vnode knotes' notes, then moves
+    /// the active knotes into `out` while it has room.
+    fn collect_vnodes(&mut self, out: &mut Out<'_>) {
+        if let Some(ino) = &self.inotify {
+            let mut stale = Vec::new();
+            loop {
+                let n = match inotify::read(ino, &mut self.inotify_buf) {
+                    Ok(n) if n > 0 => n,
+                    _ => break,
+                };
+                let batch = &self.inotify_buf[..n];
+                // A rename within one directory shows as a pair with one
+                // cookie on one watch: it adds or removes no entry there.
+                let mut moves: HashMap<(i32, u32), u32> = HashMap::new();
+                for e in inotify::events(batch) {
+                    if e.mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO) != 0 {
+                        *moves.entry((e.wd, e.cookie)).or_default() |= e.mask;
+                    }
+                }
+                for e in inotify::events(batch) {
+                    if e.mask & libc::IN_Q_OVERFLOW != 0 {
+                        // Events were lost; a kqueue loses none. Say that
+                        // something happened to each (not what: deletion
+                        // and renaming are not claimed).
+                        for v in self.vnodes.values_mut() {
+                            v.fflags |= v.sfflags & (NOTE_WRITE | NOTE_ATTRIB);
+                        }
+                        continue;
+                    }
+                    let Some(fds) = self.by_wd.get(&e.wd) else {
+                        continue;
+                    };
+                    let within = moves.get(&(e.wd, e.cookie)).is_some_and(|&m| {
+                        m & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO)
+                            == libc::IN_MOVED_FROM | libc::IN_MOVED_TO
+                    });
+                    for &fd in fds {
+                        let Some(v) = self.vnodes.get_mut(&fd) else {
+                            continue;
+                        };
+                        let Some(st) = fstat(fd).filter(|st| (st.st_dev, st.st_ino) == v.file)
+                        else {
+                            // Closed (the kernel would have dropped the
+                            // knote then), perhaps reused.
+                            stale.push(fd);
+                            continue;
+                        };
+                        v.fflags |= v.sfflags & notes(&e, within, v, &st);
+                    }
+                    if e.mask & libc::IN_IGNORED != 0 {
+                        for &fd in fds {
+                            if let Some(v) = self.vnodes.get_mut(&fd) {
+                                v.wd = -1;
+                            }
+                        }
+                        self.by_wd.remove(&e.wd);
+                    }
+                }
+            }
+            for fd in stale {
+                self.drop_vnode(fd);
+            }
+        }
+        let active: Vec<RawFd> = self
+            .vnodes
+            .iter()
+            .filter(|(_, v)| v.fflags != 0)
+            .map(|(&fd, _)| fd)
+            .collect();
+        for fd in active {
+            if out.room() == 0 {
+                return;
+            }
+            let Some(v) = self.vnodes.get_mut(&fd) else {
+                continue;
+            };
+            out.push(kevent {
+                ident: fd as uintptr_t,
+                filter: EVFILT_VNODE,
+                flags: EV_ADD | v.mode,
+                fflags: v.fflags,
+                data: 0,
+                udata: v.udata as *mut libc::c_void,
+            });
+            // Without EV_CLEAR the notes stay, and the knote active, as
+            // FreeBSD's filter keeps them.
+            if v.mode & (EV_CLEAR | EV_ONESHOT) != 0 {
+                v.fflags = 0;
+            }
+            if v.mode & EV_ONESHOT != 0 {
+                self.drop_vnode(fd);
+            }
+        }
+    }
+
     /// Moves the exits of watched processes into `out` while it has room.
     fn collect_procs(&mut self, out: &mut Out<'_>) {
         let room = out.room();
@@ -388,6 +672,9 @@ impl Queue {
         if filter == EVFILT_PROC {
             return self.apply_proc(change);
         }
+        if filter == EVFILT_VNODE {
+            return self.apply_vnode(change);
+        }
         if filter != EVFILT_READ && filter != EVFILT_WRITE {
             return Err(libc::EINVAL);
         }
@@ -399,6 +686,7 @@ impl Queue {
             // has the same number).
             self.knotes
                 .retain(|&(f, filter), _| f != fd || filter == EVFILT_PROC);
+            self.drop_vnode(fd);
             return Err(libc::EBADF);
         }
         let inner = self.inner(filter);
@@ -571,6 +859,78 @@ impl Queue {
     }
 }
 
+/// What inotify is asked to report for a vnode knote's file.
+const VNODE_MASK: u32 = libc::IN_MODIFY
+    | libc::IN_ATTRIB
+    | libc::IN_MOVE_SELF
+    | libc::IN_DELETE_SELF
+    | libc::IN_CREATE
+    | libc::IN_DELETE
+    | libc::IN_MOVED_FROM
+    | libc::IN_MOVED_TO;
+
+/// The notes one inotify event means for the knote `v` (whose file `st`
+/// describes now), following the man page and FreeBSD's VOP hooks:
+///
+/// - about the file itself: a write is `NOTE_WRITE`, with `NOTE_EXTEND`
+///   if it grew; an attribute change is `NOTE_ATTRIB`, unless the link
+///   count fell (an unlink, or a rename over it: `NOTE_DELETE`; inotify
+///   says `IN_DELETE_SELF` only once no descriptor holds the file, and the
+///   knote's own does) or rose (`NOTE_LINK`); a rename is `NOTE_RENAME`,
+///   an unmount `NOTE_REVOKE`;
+/// - about an entry of a directory: created or removed is `NOTE_WRITE`
+///   (and `NOTE_LINK` for a subdirectory); renamed to or from another
+///   directory adds `NOTE_EXTEND` (a rename within it does not). Changes
+///   of the entries' own content or attributes are not the directory's.
+fn notes(e: &inotify::Event<'_>, within: bool, v: &mut Vnode, st: &libc::stat) -> u32 {
+    let mut n = 0;
+    if e.name.is_empty() {
+        if e.mask & libc::IN_MODIFY != 0 {
+            n |= NOTE_WRITE;
+            if st.st_size > v.size {
+                n |= NOTE_EXTEND;
+            }
+        }
+        if e.mask & libc::IN_ATTRIB != 0 {
+            let links = st.st_nlink;
+            n |= match links.cmp(&v.links) {
+                std::cmp::Ordering::Less => NOTE_DELETE,
+                std::cmp::Ordering::Greater => NOTE_LINK,
+                std::cmp::Ordering::Equal => NOTE_ATTRIB,
+            };
+            v.links = links;
+        }
+        if e.mask & libc::IN_MOVE_SELF != 0 {
+            n |= NOTE_RENAME;
+        }
+        if e.mask & libc::IN_DELETE_SELF != 0 {
+            n |= NOTE_DELETE;
+        }
+        if e.mask & libc::IN_UNMOUNT != 0 {
+            n |= NOTE_REVOKE;
+        }
+        v.size = st.st_size;
+    } else if v.is_dir {
+        let subdir = e.mask & libc::IN_ISDIR != 0;
+        if e.mask & (libc::IN_CREATE | libc::IN_DELETE) != 0 {
+            n |= NOTE_WRITE;
+            if subdir {
+                n |= NOTE_LINK;
+            }
+        }
+        if e.mask & (libc::IN_MOVED_FROM | libc::IN_MOVED_TO) != 0 {
+            n |= NOTE_WRITE;
+            if !within {
+                n |= NOTE_EXTEND;
+                if subdir {
+                    n |= NOTE_LINK;
+                }
+            }
+        }
+    }
+    n
+}
+
 /// The exit status of the exited process behind `pidfd`, in `wait(2)`'s
 /// format, if it is the caller's child (not reaped: `WNOWAIT`); 0 if not.
 fn wait_status(pidfd: RawFd) -> isize {
@@ -713,9 +1073,12 @@ pub unsafe fn kevent(
         if errors > 0 || out.room() == 0 {
             return Ok(out.len);
         }
+        // Active vnode knotes (notes kept without EV_CLEAR) end the wait.
+        let mut active = queue.vnode_active();
         drop(guard);
         loop {
             let ms = match deadline {
+                _ if std::mem::take(&mut active) => 0,
                 None => -1,
                 Some(at) => {
                     let left = at.saturating_duration_since(Instant::now());
@@ -724,10 +1087,10 @@ pub unsafe fn kevent(
                         .min(libc::c_int::MAX as u128) as libc::c_int
                 }
             };
-            let mut ready = [libc::epoll_event { events: 0, u64: 0 }; 3];
+            let mut ready = [libc::epoll_event { events: 0, u64: 0 }; 4];
             // Outside the lock, so that other threads' kqueues go on.
-            // SAFETY: `ready` holds 3 writable epoll_events.
-            let n = unsafe { libc::epoll_wait(kq, ready.as_mut_ptr(), 3, ms) };
+            // SAFETY: `ready` holds 4 writable epoll_events.
+            let n = unsafe { libc::epoll_wait(kq, ready.as_mut_ptr(), 4, ms) };
             if n < 0 {
                 // EINTR included: the changes are applied.
                 return Err(io::Error::last_os_error()
@@ -739,6 +1102,7 @@ pub unsafe fn kevent(
             queue.collect(EVFILT_READ, &mut out);
             queue.collect(EVFILT_WRITE, &mut out);
             queue.collect_procs(&mut out);
+            queue.collect_vnodes(&mut out);
             // An inner instance can look ready and then yield nothing (a
             // one-shot knote deleted meanwhile): a kernel would go on
             // waiting.
@@ -943,6 +1307,193 @@ mod tests {
         assert_eq!(
             call(kq.as_raw_fd(), &[other], 8, 0).1[0].data,
             libc::EINVAL as isize
+        );
+    }
+
+    /// A directory of its own under the temporary directory, removed on
+    /// drop.
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(what: &str) -> TempDir {
+            let dir = std::env::temp_dir().join(format!(
+                "evloop-vnode-{what}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn vnode_change(fd: RawFd, flags: u16) -> kevent {
+        kevent {
+            fflags: NOTE_DELETE
+                | NOTE_WRITE
+                | NOTE_EXTEND
+                | NOTE_ATTRIB
+                | NOTE_LINK
+                | NOTE_RENAME
+                | NOTE_REVOKE,
+            ..change(fd, EVFILT_VNODE, flags)
+        }
+    }
+
+    /// The notes of the next report of `fd`'s vnode knote (0: none within
+    /// `ms`).
+    fn notes_of(kq: RawFd, fd: RawFd, ms: i64) -> u32 {
+        let (n, out) = call(kq, &[], 8, ms);
+        assert!(n >= 0, "kevent: {}", io::Error::last_os_error());
+        out.iter()
+            .filter(|e| e.filter == EVFILT_VNODE && e.ident == fd as uintptr_t)
+            .fold(0, |acc, e| acc | e.fflags)
+    }
+
+    #[test]
+    fn vnode_notes_of_a_file() {
+        let kq = new_kqueue();
+        let dir = TempDir::new("file");
+        let (path, other) = (dir.0.join("f"), dir.0.join("g"));
+        std::fs::write(&path, "x").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let fd = file.as_raw_fd();
+        let (n, _) = call(kq.as_raw_fd(), &[vnode_change(fd, EV_ADD | EV_CLEAR)], 8, 0);
+        assert_eq!(n, 0);
+        let q = kq.as_raw_fd();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"more").unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_WRITE | NOTE_EXTEND, "grown");
+        assert_eq!(notes_of(q, fd, 0), 0, "EV_CLEAR: reported once");
+        f.set_len(1).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_WRITE, "shrunk: not extended");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_ATTRIB);
+        std::fs::hard_link(&path, &other).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_LINK);
+        std::fs::remove_file(&other).unwrap();
+        assert_eq!(
+            notes_of(q, fd, 1000),
+            NOTE_DELETE,
+            "unlink() of one of its names"
+        );
+        let moved = dir.0.join("moved");
+        std::fs::rename(&path, &moved).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_RENAME);
+        std::fs::write(&path, "a new file").unwrap();
+        std::fs::rename(&path, &moved).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_DELETE, "renamed over");
+        // Notes not asked for are not reported.
+        let only_rename = kevent {
+            fflags: NOTE_RENAME,
+            ..change(fd, EVFILT_VNODE, EV_ADD)
+        };
+        assert_eq!(call(q, &[only_rename], 8, 0).0, 0);
+        f.write_all(b"unseen").unwrap();
+        assert_eq!(notes_of(q, fd, 50), 0);
+        // Closing the descriptor drops the knote.
+        drop(file);
+        drop(f);
+        let (n, out) = call(q, &[vnode_change(fd, EV_DELETE)], 8, 0);
+        assert_eq!((n, out[0].data), (1, libc::EBADF as isize));
+    }
+
+    #[test]
+    fn vnode_notes_of_a_directory() {
+        let kq = new_kqueue();
+        let (dir, elsewhere) = (TempDir::new("dir"), TempDir::new("elsewhere"));
+        std::fs::write(dir.0.join("child"), "x").unwrap();
+        let d = std::fs::File::open(&dir.0).unwrap();
+        let fd = d.as_raw_fd();
+        let q = kq.as_raw_fd();
+        assert_eq!(call(q, &[vnode_change(fd, EV_ADD | EV_CLEAR)], 8, 0).0, 0);
+        std::fs::write(dir.0.join("child"), "changed").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(dir.0.join("child"), mode).unwrap();
+        assert_eq!(
+            notes_of(q, fd, 50),
+            0,
+            "an entry's content and attributes are its own"
+        );
+        std::fs::write(dir.0.join("new"), "x").unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_WRITE, "an entry added");
+        std::fs::create_dir(dir.0.join("sub")).unwrap();
+        assert_eq!(
+            notes_of(q, fd, 1000),
+            NOTE_WRITE | NOTE_LINK,
+            "a subdirectory"
+        );
+        std::fs::rename(dir.0.join("new"), dir.0.join("renamed")).unwrap();
+        assert_eq!(
+            notes_of(q, fd, 1000),
+            NOTE_WRITE,
+            "renamed within: no NOTE_EXTEND"
+        );
+        std::fs::rename(dir.0.join("renamed"), elsewhere.0.join("gone")).unwrap();
+        assert_eq!(
+            notes_of(q, fd, 1000),
+            NOTE_WRITE | NOTE_EXTEND,
+            "renamed away"
+        );
+        std::fs::remove_file(dir.0.join("child")).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_WRITE, "an entry removed");
+        let (n, _) = call(q, &[vnode_change(fd, EV_DELETE)], 8, 0);
+        assert_eq!(n, 0);
+        let (n, out) = call(q, &[vnode_change(fd, EV_DELETE)], 8, 0);
+        assert_eq!((n, out[0].data), (1, libc::ENOENT as isize));
+    }
+
+    #[test]
+    fn vnode_without_clear_stays_active() {
+        let kq = new_kqueue();
+        let dir = TempDir::new("level");
+        let path = dir.0.join("f");
+        std::fs::write(&path, "x").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let (fd, q) = (file.as_raw_fd(), kq.as_raw_fd());
+        assert_eq!(call(q, &[vnode_change(fd, EV_ADD)], 8, 0).0, 0);
+        assert_eq!(notes_of(q, fd, 20), 0, "nothing happened yet");
+        std::fs::write(&path, "y").unwrap();
+        assert_eq!(notes_of(q, fd, 1000) & NOTE_WRITE, NOTE_WRITE);
+        let t = Instant::now();
+        assert_eq!(
+            notes_of(q, fd, 1000) & NOTE_WRITE,
+            NOTE_WRITE,
+            "still active"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "and reported without waiting"
+        );
+        let once = kevent {
+            fflags: NOTE_WRITE,
+            ..change(fd, EVFILT_VNODE, EV_DELETE)
+        };
+        assert_eq!(call(q, &[once], 8, 0).0, 0);
+        let oneshot = kevent {
+            fflags: NOTE_ATTRIB,
+            ..change(fd, EVFILT_VNODE, EV_ADD | EV_ONESHOT)
+        };
+        assert_eq!(call(q, &[oneshot], 8, 0).0, 0);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(&path, mode).unwrap();
+        assert_eq!(notes_of(q, fd, 1000), NOTE_ATTRIB);
+        let (n, out) = call(q, &[vnode_change(fd, EV_DELETE)], 8, 0);
+        assert_eq!(
+            (n, out[0].data),
+            (1, libc::ENOENT as isize),
+            "one-shot: deleted"
         );
     }
 
