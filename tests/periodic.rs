@@ -276,3 +276,37 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
         );
     }
 }
+
+/// Where the backend reports wall-clock steps (a timerfd on Linux for
+/// epoll, poll and select), the loop needs no once-a-minute wake-up to look
+/// for one: a periodic an hour away lets it block for the hour. Elsewhere
+/// (kqueue) the wait is capped at a minute.
+#[test]
+fn on_every_kernel_the_loop_trusts_reported_steps_with_its_wait() {
+    for &name in evloop::backends::AVAILABLE {
+        let reported = cfg!(any(target_os = "linux", target_os = "android")) && name != "kqueue";
+        let mut lp: Loop<()> = Loop::builder().backend(name).build().unwrap();
+        let p = lp
+            .periodic(
+                Schedule::At(SystemTime::now() + Duration::from_secs(HOUR)),
+                |_, _, _| {},
+            )
+            .unwrap();
+        let wait = lp.backend_timeout().unwrap();
+        if reported {
+            assert!(wait > Duration::from_secs(59 * MIN), "{name}: {wait:?}");
+        } else {
+            assert!(wait <= Duration::from_secs(MIN), "{name}: {wait:?}");
+        }
+        lp.remove(p).unwrap();
+        // The last periodic gone: a timer alone bounds the wait again.
+        let t = lp
+            .timer(Duration::from_secs(2 * HOUR), Duration::ZERO, |_, _, _| {})
+            .unwrap();
+        assert!(
+            lp.backend_timeout().unwrap() > Duration::from_secs(HOUR),
+            "{name}"
+        );
+        lp.remove(t).unwrap();
+    }
+}

@@ -174,3 +174,209 @@ fn the_interval_is_clamped_and_a_missing_path_is_a_state() {
     lp.run(RunMode::Default, &mut log).unwrap();
     assert_eq!(log, ["created, 1 bytes at 100ms"]);
 }
+
+// ---- change hints on the kernels ---------------------------------------------
+
+/// An interval no test waits for: a change seen within [`PROMPTLY`] was
+/// seen through the backend's hint, not by polling.
+const LONG_INTERVAL: Duration = Duration::from_secs(60);
+/// The watchdog of the hint tests: each change is made 10 ms after the
+/// previous one was seen.
+const PROMPTLY: Duration = Duration::from_secs(2);
+
+/// The OS backends that hint at path changes on this host (inotify on
+/// Linux, `EVFILT_VNODE` on kqueue; poll and select elsewhere poll only).
+fn hinting_backends() -> Vec<&'static str> {
+    evloop::backends::AVAILABLE
+        .iter()
+        .copied()
+        .filter(|&name| cfg!(any(target_os = "linux", target_os = "android")) || name == "kqueue")
+        .collect()
+}
+
+/// A directory of its own under the temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str, backend: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "evloop-stat-{test}-{backend}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `scenario(backend)` on every hinting backend under a watchdog of
+/// [`PROMPTLY`].
+fn promptly_on_every_hinting_backend(what: &str, scenario: fn(&'static str)) {
+    for name in hinting_backends() {
+        common::watchdog(&format!("{what} on {name}"), PROMPTLY, move || {
+            scenario(name)
+        });
+    }
+}
+
+/// What changed between two looks, for the hint scenarios.
+fn what_changed(ev: &StatEvent) -> String {
+    let (p, c) = (ev.previous, ev.current);
+    match (p.exists, c.exists) {
+        (false, true) => "created".into(),
+        (true, false) => "deleted".into(),
+        (true, true) if p.inode != c.inode => "replaced".into(),
+        (true, true) if p.mode != c.mode => format!("mode {:o}", c.mode & 0o777),
+        (true, true) if p.size != c.size => format!("{} bytes", c.size),
+        _ => format!("changed: {p:?} -> {c:?}"),
+    }
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn on_every_kernel_backend_hints_make_each_change_seen_at_once() {
+    promptly_on_every_hinting_backend("hinted life", |name| {
+        let dir = TempDir::new("hinted", name);
+        let path = dir.0.join("app.conf");
+        let tmp = dir.0.join("app.conf.new");
+        std::fs::write(&path, "one").unwrap();
+        let mut lp: Loop<Log> = World::new(name).new_loop();
+        let mut step = 0;
+        let change = move |step: usize, path: &PathBuf, tmp: &PathBuf| match step {
+            0 => {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+                f.write_all(b" two").unwrap();
+            }
+            1 => chmod(path, 0o600),
+            2 => {
+                std::fs::write(tmp, "replacement").unwrap();
+                std::fs::rename(tmp, path).unwrap();
+            }
+            3 => std::fs::remove_file(path).unwrap(),
+            4 => std::fs::write(path, "again").unwrap(),
+            5 => chmod(path, 0o640),
+            _ => unreachable!(),
+        };
+        let (p, t) = (path.clone(), tmp.clone());
+        lp.timer(Duration::from_millis(10), Duration::ZERO, move |_, _, _| {
+            change(0, &p, &t)
+        })
+        .unwrap();
+        lp.stat(path.clone(), LONG_INTERVAL, move |lp, log, ev| {
+            log.push(what_changed(&ev));
+            step += 1;
+            if step == 6 {
+                lp.remove(ev.watcher).unwrap();
+                return;
+            }
+            let (p, t) = (path.clone(), tmp.clone());
+            lp.timer(Duration::from_millis(10), Duration::ZERO, move |_, _, _| {
+                change(step, &p, &t)
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(
+            log,
+            ["7 bytes", "mode 600", "replaced", "deleted", "created", "mode 640"],
+            "{name}"
+        );
+    });
+}
+
+#[test]
+fn on_every_kernel_backend_a_siblings_changes_do_not_call_the_watcher() {
+    promptly_on_every_hinting_backend("siblings", |name| {
+        let dir = TempDir::new("siblings", name);
+        let (mine, sibling) = (dir.0.join("mine"), dir.0.join("sibling"));
+        std::fs::write(&mine, "mine").unwrap();
+        std::fs::write(&sibling, "s").unwrap();
+        let mut lp: Loop<Log> = World::new(name).new_loop();
+        let d = dir.0.clone();
+        lp.timer(
+            Duration::from_millis(10),
+            Duration::ZERO,
+            move |_, log, _| {
+                std::fs::write(d.join("sibling"), "changed").unwrap();
+                chmod(&d.join("sibling"), 0o600);
+                std::fs::write(d.join("new"), "x").unwrap();
+                std::fs::rename(d.join("new"), d.join("renamed")).unwrap();
+                std::fs::remove_file(d.join("renamed")).unwrap();
+                log.push("siblings changed".into());
+            },
+        )
+        .unwrap();
+        let m = mine.clone();
+        lp.timer(
+            Duration::from_millis(200),
+            Duration::ZERO,
+            move |_, log, _| {
+                std::fs::write(&m, "mine, changed").unwrap();
+                log.push("mine changed".into());
+            },
+        )
+        .unwrap();
+        lp.stat(mine, LONG_INTERVAL, |lp, log, ev| {
+            log.push(format!("watcher: {}", what_changed(&ev)));
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(
+            log,
+            ["siblings changed", "mine changed", "watcher: 13 bytes"],
+            "{name}"
+        );
+    });
+}
+
+#[test]
+fn on_every_kernel_backend_a_hundred_watchers_in_one_directory() {
+    promptly_on_every_hinting_backend("hundred", |name| {
+        let dir = TempDir::new("hundred", name);
+        let paths: Vec<PathBuf> = (0..100).map(|i| dir.0.join(format!("f{i}"))).collect();
+        for p in &paths {
+            std::fs::write(p, "0").unwrap();
+        }
+        let mut lp: Loop<Log> = World::new(name).new_loop();
+        for (i, p) in paths.iter().enumerate() {
+            lp.stat(p.clone(), LONG_INTERVAL, move |lp, log, ev| {
+                log.push(format!("{i}: {}", what_changed(&ev)));
+                lp.remove(ev.watcher).unwrap();
+            })
+            .unwrap();
+        }
+        lp.timer(Duration::from_millis(10), Duration::ZERO, move |_, _, _| {
+            for (i, p) in paths.iter().enumerate() {
+                std::fs::write(p, "x".repeat(i + 2)).unwrap();
+            }
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        log.sort_by_key(|l| l.split(':').next().unwrap().parse::<usize>().unwrap());
+        let want: Vec<String> = (0..100).map(|i| format!("{i}: {} bytes", i + 2)).collect();
+        assert_eq!(log, want, "{name}");
+    });
+}
