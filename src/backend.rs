@@ -543,7 +543,20 @@ pub trait Backend {
     /// [`Notices::clock_stepped`]; false if the backend cannot (the
     /// default), and the loop then looks for steps itself, comparing the
     /// wall and monotonic clocks each iteration and waking at least once a
-    /// minute. Asked when the first periodic watcher starts.
+    /// minute. Asked when the first periodic watcher starts. A step must
+    /// end a blocked wait. The OS backends: epoll, poll and select on
+    /// Linux report every set of the clock (a `CLOCK_REALTIME` timerfd
+    /// with `TFD_TIMER_CANCEL_ON_SET`); kqueue and the others cannot.
+    ///
+    /// ```
+    /// use evloop::{backends, Backend};
+    /// let mut b = backends::open(backends::default_name()).unwrap();
+    /// let reported = b.watch_clock_steps();
+    /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
+    /// assert!(reported, "a timerfd on Linux");
+    /// b.unwatch_clock_steps();
+    /// # let _ = reported;
+    /// ```
     fn watch_clock_steps(&mut self) -> bool {
         false
     }
@@ -561,8 +574,33 @@ pub trait Backend {
     /// Starts hinting at changes of `path` (and of the directory holding
     /// it, so that a save by rename or a delete and re-create is caught)
     /// by reporting `token` in [`Notices::paths`]; the loop then looks at
-    /// the path at once instead of at its next polling interval. The
-    /// default refuses ([`unsupported`]): stat watchers then poll only.
+    /// the path at once instead of at its next polling interval. Several
+    /// tokens may name one path. A path that does not exist yet is fine
+    /// (its creation is a change). The default refuses ([`unsupported`]):
+    /// stat watchers then poll only. The OS backends: inotify on Linux
+    /// (epoll, poll, select), `EVFILT_VNODE` on kqueue; poll and select
+    /// elsewhere refuse.
+    ///
+    /// ```
+    /// use evloop::{backends, Backend, Notices};
+    /// use std::time::Duration;
+    /// let dir = std::env::temp_dir().join(format!("evloop-doc-watch-path-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("app.conf");
+    /// let mut b = backends::open(backends::default_name()).unwrap();
+    /// if b.watch_path(&path, 7).is_ok() {
+    ///     std::fs::write(&path, "created")?;
+    ///     let mut notices = Notices::default();
+    ///     while notices.paths.is_empty() {
+    ///         b.poll(Some(Duration::from_secs(5)), &mut Vec::new())?;
+    ///         b.take_notices(&mut notices);
+    ///     }
+    ///     assert_eq!(notices.paths, [7]);
+    ///     b.unwatch_path(7);
+    /// }
+    /// std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
         let _ = (path, token);
         Err(unsupported(self.name(), "path change hints"))
@@ -579,7 +617,10 @@ pub trait Backend {
     /// re-registers every fd with `old == Interest::NONE`, watches its
     /// signals again, and stops its child watchers (the children are the
     /// parent's): the backend forgets every watched child and signal here.
-    /// The default does nothing.
+    /// Clock-step reports and watched paths stay on (the loop does not ask
+    /// again), through objects of the child's own (a timerfd or an inotify
+    /// instance inherited from the parent is shared with it). The default
+    /// does nothing.
     fn reinit(&mut self) -> io::Result<()> {
         Ok(())
     }
