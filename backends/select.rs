@@ -437,12 +437,16 @@ mod tests {
     fn max_fd_tracks_the_sets() {
         let mut s = Select::new();
         let r = Interest::READABLE;
-        s.modify(5, Interest::NONE, r).unwrap();
-        s.modify(9, Interest::NONE, Interest::WRITABLE).unwrap();
-        assert_eq!(s.set.max_fd, 9);
-        s.modify(9, Interest::WRITABLE, Interest::NONE).unwrap();
-        assert_eq!(s.set.max_fd, 5);
-        s.modify(5, r, Interest::NONE).unwrap();
+        // Numbers no test opens (a first registration refuses a regular
+        // file or a directory, which another test may have open under a
+        // low number; an fd that is not open is let through).
+        let (low, high) = (1000, 1009);
+        s.modify(low, Interest::NONE, r).unwrap();
+        s.modify(high, Interest::NONE, Interest::WRITABLE).unwrap();
+        assert_eq!(s.set.max_fd, high);
+        s.modify(high, Interest::WRITABLE, Interest::NONE).unwrap();
+        assert_eq!(s.set.max_fd, low);
+        s.modify(low, r, Interest::NONE).unwrap();
         assert_eq!(s.set.max_fd, -1);
         assert!(s.modify(SETSIZE, Interest::NONE, r).is_err());
         assert!(s.modify(-1, Interest::NONE, r).is_err());
