@@ -461,6 +461,18 @@ impl<'s, S> Loop<'s, S> {
             || !self.stats.is_empty()
     }
 
+    /// Whether the backend noticed something besides fd readiness during
+    /// the last poll (a kernel backend has drained its wake fd by then, so
+    /// waiting on would delay it). What it took is kept for
+    /// [`Loop::queue_notices`].
+    fn noticed_anything(&mut self) -> bool {
+        if !self.uses_notices() {
+            return false;
+        }
+        self.backend.take_notices(&mut self.notices);
+        !self.notices.is_empty()
+    }
+
     /// Queues what the backend noticed besides fd readiness, after the io
     /// events: signal watchers (by signal number), child watchers (in
     /// exit order), then async watchers sent to (in start order).
@@ -509,7 +521,7 @@ impl<'s, S> Loop<'s, S> {
             let timed_out = status == PollStatus::Done
                 && self.poll.all().is_empty()
                 && timeout.is_some_and(|t| !t.is_zero());
-            if timed_out && self.timers.woke_early() {
+            if timed_out && self.timers.woke_early() && !self.noticed_anything() {
                 // The timer that bounded the wait was restarted later
                 // meanwhile (a lazy `again`): nothing is due; wait on.
                 continue;

@@ -390,3 +390,80 @@ fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
     drop(lp);
     assert_eq!(*runs.borrow(), 1);
 }
+
+// ---- notices and lazily restarted timers -------------------------------------
+
+/// The simulator as a kernel backend behaves: what a poll noticed (a
+/// signal, a wake-up) is taken out of the kernel at once (the wake fd is
+/// drained), so that a second poll blocks; the loop gets it only from
+/// `take_notices`.
+struct Draining {
+    inner: evloop::SimBackend,
+    held: evloop::Notices,
+}
+
+impl evloop::Backend for Draining {
+    fn name(&self) -> &'static str {
+        "draining-sim"
+    }
+    fn capabilities(&self) -> evloop::Capabilities {
+        self.inner.capabilities()
+    }
+    fn modify(&mut self, fd: i32, old: Interest, new: Interest) -> std::io::Result<()> {
+        self.inner.modify(fd, old, new)
+    }
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<evloop::PollEvent>,
+    ) -> std::io::Result<evloop::PollStatus> {
+        let status = self.inner.poll(timeout, events)?;
+        self.inner.take_notices(&mut self.held);
+        Ok(status)
+    }
+    fn now(&mut self) -> Duration {
+        self.inner.now()
+    }
+    fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
+        self.inner.watch_signal(signal)
+    }
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.inner.unwatch_signal(signal)
+    }
+    fn take_notices(&mut self, notices: &mut evloop::Notices) {
+        notices.signals |= self.held.signals;
+        self.held.clear();
+    }
+}
+
+/// A poll that ends at a lazily restarted timer's old deadline (nothing is
+/// due: the loop waits on) may have been ended by a notice as well: the
+/// loop must take it then, not at the timer's true deadline.
+#[test]
+fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
+    let sim = Sim::new();
+    sim.raise(ms(10), libc::SIGUSR1);
+    let backend = Draining {
+        inner: sim.backend(),
+        held: evloop::Notices::default(),
+    };
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(backend);
+    let t = lp
+        .timer(ms(10), ms(100), |lp, log, _| {
+            log.push(format!("timer at {:?}", lp.now()))
+        })
+        .unwrap();
+    // Pushed back to 100 ms, lazily: its heap node still says 10 ms.
+    lp.again(t).unwrap();
+    lp.signal(libc::SIGUSR1, |lp, log, _| {
+        log.push(format!("signal at {:?}", lp.now()));
+        lp.break_loop(evloop::Break::All);
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::Broken
+    );
+    assert_eq!(log, ["signal at 10ms"]);
+}
