@@ -291,7 +291,10 @@ impl Epoll {
             let mask = self.held(idx);
             if wanted(mask, got) {
                 if mask & ONESHOT != 0 {
-                    self.set(idx, ONESHOT);
+                    // Disarmed by this report (`mask` is not 0, so the
+                    // table covers `idx`).
+                    self.masks[idx] = ONESHOT;
+                    self.pass[idx] = Pass::NONE;
                 }
                 events[kept] = events[from + i];
                 kept += 1;
