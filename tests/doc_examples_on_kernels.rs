@@ -11,39 +11,79 @@
 // - `Loop::run`: a `Once` run that ends `IterationDone` with its prepare and check watchers still active.
 // - `Sim` and `Step`: they show the simulator's `Stalled` and its trace, which only it has.
 // - `AsyncSender::send`: a `NoWait` run.
-// Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`.
+// - `Conn::write`, `Conn::pause_reading`, `Conn::resume_reading`: `NoWait` runs.
+// Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
+// Mirrored on the OS backends only, as the examples themselves run on real sockets (the simulator has no TCP and no half-close): `net`, `Acceptor`, `Conns::open`.
+// Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Loop::periodic`.
 //
 // The other examples run no loop: `PollEvent`, `Capabilities`, `PollStatus`,
 // `Builder`, `Builder::new`, `Builder::backend`, `Builder::backend_name`,
 // `Loop::builder`, `Error`, `Result`, `MIN_PRIORITY`, `Loop::with_backend`,
 // `Loop::from_boxed`, `Loop::backend_name`, `Loop::capabilities`,
-// `Loop::now`, `Loop::update_now`, `Loop::pending_count`,
-// `Loop::set_direct_dispatch`, `Loop::iteration`, `Loop::active_count`,
-// `Loop::reinit_after_fork`, `Interest`, `Trigger`, `Ready`, `SourceFd`,
-// `VirtualFd`, `Source`, `Loop::start`, `Loop::remove`, `Loop::into_source`,
-// `Loop::is_active`, `Loop::is_pending`, `Loop::set_priority`,
-// `Loop::priority`, `Loop::set_interest`, `Loop::interest`, `Loop::fd`,
-// `Loop::set_timer`, `Loop::again`, `Loop::remaining`, `Loop::clear_pending`,
-// `Handle`, `Io`, `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`,
-// `Async`, `Loop::async_sender`, `Fork`, `Cleanup`, `ExitStatus`,
-// `ChildExit`, `SignalSet`, `Notices`, `Wake`, `unsupported`; the backends' types and
-// constructors (`Epoll`, `Poll`, `Select`, `Kqueue` and their `new`: they
-// call `poll` directly or nothing), `backends`, `AVAILABLE`, `default_name`,
-// `open`, `fd_io` with its `read` and `write`; and the simulator's
-// scheduling and inspection calls (`Sim::new` to `Sim::registered`, `SimFd`,
-// `SimBackend`, `SimSocket`, `SimSocket::fd`, `SimSocket::name`, `StepKind`).
+// `Loop::now`, `Loop::wall_now`, `Loop::update_now`, `Loop::pending_count`,
+// `Loop::backend_timeout`, `Loop::set_direct_dispatch`, `Loop::iteration`,
+// `Loop::active_count`, `Loop::reinit_after_fork`, `Interest`, `Trigger`,
+// `Ready`, `SourceFd`, `VirtualFd`, `Source`, `Loop::start`, `Loop::remove`,
+// `Loop::into_source`, `Loop::is_active`, `Loop::is_pending`,
+// `Loop::set_priority`, `Loop::priority`, `Loop::set_interest`,
+// `Loop::interest`, `Loop::fd`, `Loop::set_timer`, `Loop::again`,
+// `Loop::repeat`, `Loop::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
+// `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
+// `Loop::async_sender`, `Fork`, `Cleanup`, `Once`, `Periodic`,
+// `Loop::periodic_at`, `Schedule`, `Stat`, `Loop::file_stat`, `FileStat`,
+// `FileStat::of`, `ExitStatus`, `ChildExit`, `SignalSet`, `Notices`, `Wake`,
+// `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
+// (they call the default backend directly; the second polls it until its
+// path notice comes, which it does on every backend here); the backends'
+// types and constructors (`Epoll`, `Poll`, `Select`, `Kqueue`, their `new`
+// and the first three's `force_sigchld_fallback`: they call `poll` directly
+// or nothing), `backends`, `AVAILABLE`, `default_name`, `open`, `fd_io` with
+// its `read` and `write`; the simulator's scheduling and inspection calls
+// (all but `Sim::raise` and `Sim::call_at`, mirrored above: `Sim::new`,
+// `Sim::backend`, `Sim::socket`, `Sim::pair`, `Sim::deliver`,
+// `Sim::free_send`, `Sim::close_peer`, `Sim::invalidate`,
+// `Sim::spurious_wakeup`, `Sim::fail_next_modify`, `Sim::spawn`,
+// `Sim::exit`, `Sim::set_wall_clock`, `Sim::wall_clock`,
+// `Sim::step_wall_clock_forward`, `Sim::step_wall_clock_back`,
+// `Sim::report_clock_steps`, `Sim::write_file`, `Sim::rename_file`,
+// `Sim::remove_file`, `Sim::path_hints`, `Sim::watched_signals`,
+// `Sim::child_name`, `Sim::now`, `Sim::trace`, `Sim::trace_lines`,
+// `Sim::clear_trace`, `Sim::modify_count`, `Sim::poll_count`, `Sim::sent`,
+// `Sim::buffered`, `Sim::send_capacity`, `Sim::registered`; `SimFd`,
+// `SimBackend`, `SimSocket`, `SimSocket::fd`, `SimSocket::name`,
+// `StepKind`); and in `net`: `ListenOptions` with `new`,
+// `backlog`, `backlog_len`, `reuse_address`, `reuse_port` and `bind`;
+// `fd_limits`, `raise_fd_limit`; `AcceptOptions` with `new`, `backoff` and
+// `backoff_delay`; `Acceptor::start`, `Acceptor::with_options`,
+// `Acceptor::local_addr`, `Acceptor::watcher`, `Acceptor::accepted`,
+// `Acceptor::errors_reported`, `Acceptor::failed_attempts`,
+// `Acceptor::is_backing_off`, `Acceptor::pause`, `Acceptor::resume`,
+// `Acceptor::close`; `Stream`, `ConnId`, `CloseReason`,
+// `CloseReason::is_clean`, `ConnEvent`, `ConnOptions` with `new`,
+// `read_buffer`, `read_buffer_len`, `watermarks`, `watermark_levels`,
+// `idle_timeout`, `idle_timeout_len`, `linger` and `linger_len`;
+// `Conn::queued`, `Conn::is_congested`, `Conn::is_eof`, `Conn::is_closing`,
+// `Conn::watcher`; `Conns::new`, `Conns::len`, `Conns::is_empty`,
+// `Conns::contains`, `Conns::get`, `Conns::get_mut`, `Conns::iter`,
+// `Conns::iter_mut`.
 
 mod common;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::process::Command;
 use std::rc::Rc;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use common::{on_every_backend, World};
-use evloop::{Break, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Trigger};
+use common::{on_every_backend, watchdog, Conn, Peer, World, WATCHDOG};
+use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions, Stream};
+use evloop::{
+    Break, ExitStatus, Interest, Loop, Once, Ready, RunMode, RunOutcome, Schedule, Sim, Trigger,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -769,5 +809,798 @@ fn loop_cleanup_example() {
         assert!(!ran.get(), "{name}");
         drop(lp);
         assert!(ran.get(), "{name}");
+    });
+}
+
+/// `Sim::raise`: a SIGHUP (sent by a shell to its parent on a kernel, after
+/// the watcher exists: unwatched, it would end the test process) is seen
+/// once, and the watcher removes itself.
+#[test]
+fn sim_raise_example() {
+    on_every_backend("Sim::raise example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<u32> = w.new_loop();
+        lp.signal(libc::SIGHUP, |lp, n, me| {
+            *n += 1;
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+        match &w.sim {
+            Some(sim) => sim.raise(ms(1), libc::SIGHUP),
+            None => {
+                let kill = Command::new("sh").args(["-c", "kill -HUP $PPID"]).status();
+                assert!(kill.unwrap().success());
+            }
+        }
+        let mut n = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(n, 1, "{name}");
+    });
+}
+
+/// `Sim::call_at`: an async watcher woken at 7 ms by a send from outside
+/// the loop (on a kernel, a thread that sends 7 ms after it starts; the
+/// loop only waits for the send, whenever it comes).
+#[test]
+fn sim_call_at_example() {
+    on_every_backend("Sim::call_at example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Vec<Duration>> = w.new_loop();
+        let (_, sender) = lp
+            .async_watcher(|lp, log, me| {
+                log.push(lp.now());
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        let worker = match &w.sim {
+            Some(sim) => {
+                sim.call_at(ms(7), move || sender.send().unwrap());
+                None
+            }
+            None => Some(std::thread::spawn(move || {
+                std::thread::sleep(ms(7)); // the scenario's delay, not a synchronisation
+                sender.send().unwrap();
+            })),
+        };
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log.len(), 1, "{name}: {log:?}");
+        assert!(log[0] >= ms(7), "{name}: woken at {:?}", log[0]);
+        if let Some(worker) = worker {
+            worker.join().unwrap();
+        }
+    });
+}
+
+// ---- timers, once, periodic and stat watchers ----------------------------------
+
+/// `Loop::set_repeat`: a 10 ms repeating timer set to 50 ms at its second
+/// tick; the tick after the change was already due 10 ms on.
+#[test]
+fn loop_set_repeat_example() {
+    on_every_backend("Loop::set_repeat example", |name| {
+        let mut lp: Loop<Vec<Duration>> = World::new(name).new_loop();
+        lp.timer(ms(10), ms(10), |lp, log, me| {
+            log.push(lp.now());
+            if log.len() == 2 {
+                lp.set_repeat(me, ms(50)).unwrap();
+            }
+            if log.len() == 4 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log.len(), 4, "{name}");
+        for (at, least) in log.iter().zip([10, 20, 30, 80]) {
+            assert!(*at >= ms(least), "{name}: {log:?}");
+        }
+        if name == "sim" {
+            assert_eq!(log, [ms(10), ms(20), ms(30), ms(80)]);
+        }
+    });
+}
+
+/// `Loop::once`: a quiet socket (its peer stays open and silent) times
+/// out at 20 ms; the source comes back and nothing is left behind.
+#[test]
+fn loop_once_example() {
+    on_every_backend("Loop::once example", |name| {
+        let w = World::new(name);
+        let (quiet, _peer) = w.pair();
+        let mut lp: Loop<Vec<String>> = w.new_loop();
+        lp.once(
+            Some((quiet, Interest::READABLE)),
+            Some(ms(20)),
+            |lp, log, what| match what {
+                Once::Ready { ready, .. } => log.push(format!("ready {ready}")),
+                Once::TimedOut { source } => {
+                    assert!(lp.now() >= ms(20), "timed out at {:?}", lp.now());
+                    log.push(format!("timed out, source back: {}", source.is_some()))
+                }
+            },
+        )
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["timed out, source back: true"], "{name}");
+        assert_eq!(lp.active_count(), 0, "{name}");
+    });
+}
+
+fn since_epoch(t: SystemTime) -> Duration {
+    t.duration_since(SystemTime::UNIX_EPOCH).unwrap()
+}
+
+/// `Loop::periodic`: `Schedule::every_from` (there every 10 minutes at 5
+/// past, here every 20 ms at 5 ms past, on the real wall clock) fires
+/// three times, each at or after its slot: the first slot at or after the
+/// start, then one interval after the other (a late tick fires once, so
+/// the slots never repeat).
+#[test]
+fn loop_periodic_example() {
+    on_every_backend("Loop::periodic example", |name| {
+        let (offset, interval) = (ms(5), ms(20));
+        let w = World::new(name);
+        if let Some(sim) = &w.sim {
+            sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(3600));
+        }
+        let mut lp: Loop<Vec<Duration>> = w.new_loop();
+        let start = since_epoch(lp.wall_now()).as_nanos();
+        let (o, i) = (offset.as_nanos(), interval.as_nanos());
+        let first = o + (start - o).div_ceil(i) * i;
+        lp.periodic(Schedule::every_from(offset, interval), |lp, log, me| {
+            log.push(since_epoch(lp.wall_now()));
+            if log.len() == 3 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log.len(), 3, "{name}");
+        for (k, at) in log.iter().enumerate() {
+            let slot = first + k as u128 * i;
+            assert!(
+                at.as_nanos() >= slot,
+                "{name}: tick {k} at {at:?}, before {slot} ns"
+            );
+        }
+        if name == "sim" {
+            let at = |ms: u64| Duration::from_millis(3_600_000 + ms);
+            assert_eq!(log, [at(5), at(25), at(45)]);
+        }
+    });
+}
+
+/// A file for a stat mirror: a unique name under the temp directory on a
+/// kernel (removed at the drop), the same name in the simulator's files.
+struct Files {
+    sim: Option<Sim>,
+    path: PathBuf,
+}
+
+impl Files {
+    fn new(w: &World, test: &str) -> Files {
+        let file = format!(
+            "evloop-doc-mirror-{test}-{}-{}",
+            std::process::id(),
+            w.backend
+        );
+        let path = std::env::temp_dir().join(file);
+        let _ = std::fs::remove_file(&path);
+        Files {
+            sim: w.sim.clone(),
+            path,
+        }
+    }
+
+    /// Makes the file `size` bytes long, creating it if need be: bytes
+    /// appended in one write (never truncated, so no watcher can see it
+    /// shorter on the way); on the simulator, now.
+    fn grow(&self, size: u64) {
+        match &self.sim {
+            Some(sim) => sim.write_file(sim.now(), &self.path, size),
+            None => {
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)
+                    .unwrap();
+                let have = f.metadata().unwrap().len();
+                f.write_all(&vec![b'x'; (size - have) as usize]).unwrap();
+            }
+        }
+    }
+
+    fn remove(&self) {
+        match &self.sim {
+            Some(sim) => sim.remove_file(sim.now(), &self.path),
+            None => std::fs::remove_file(&self.path).unwrap(),
+        }
+    }
+}
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        if self.sim.is_none() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `Loop::stat`: a 10-byte file, watched from 1 ms on (1 s interval), grows
+/// to 20 bytes at 50 ms (500 ms there) and is removed at 90 ms (900 ms
+/// there) once the growth was seen, all from the loop's own timers; the
+/// watcher sees both changes, no earlier than they were made.
+#[test]
+fn loop_stat_example() {
+    on_every_backend("Loop::stat example", |name| {
+        let w = World::new(name);
+        let files = Rc::new(Files::new(&w, "stat"));
+        files.grow(10);
+        let mut lp: Loop<Vec<String>> = w.new_loop();
+        let f = files.clone();
+        lp.timer(ms(1), Duration::ZERO, move |lp, _, _| {
+            let g = f.clone();
+            lp.stat(&f.path, Duration::from_secs(1), move |lp, log, ev| {
+                let (from, to, at) = (ev.previous.size, ev.current.size, lp.now());
+                log.push(format!("{from} -> {to}"));
+                if ev.current.exists {
+                    assert!(at >= ms(50), "grown at {at:?}");
+                    let g = g.clone();
+                    let after = ms(90).saturating_sub(at);
+                    lp.timer(after, Duration::ZERO, move |_, _, _| g.remove())
+                        .unwrap();
+                } else {
+                    assert!(at >= ms(90), "removed at {at:?}");
+                    lp.remove(ev.watcher).unwrap();
+                }
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let f = files.clone();
+        lp.timer(ms(50), Duration::ZERO, move |_, _, _| f.grow(20))
+            .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["10 -> 20", "20 -> 0"], "{name}");
+    });
+}
+
+/// `StatEvent`: a file created at 3 ms is seen appear (`previous` missing,
+/// `current` there); the watcher then stops itself.
+#[test]
+fn stat_event_example() {
+    on_every_backend("StatEvent example", |name| {
+        let w = World::new(name);
+        let files = Rc::new(Files::new(&w, "stat-event"));
+        let mut lp: Loop<Vec<(bool, bool)>> = w.new_loop();
+        lp.stat(&files.path, Duration::from_secs(1), |lp, log, ev| {
+            assert!(lp.now() >= ms(3), "seen at {:?}", lp.now());
+            log.push((ev.previous.exists, ev.current.exists));
+            lp.stop(ev.watcher).unwrap();
+        })
+        .unwrap();
+        let f = files.clone();
+        lp.timer(ms(3), Duration::ZERO, move |_, _, _| f.grow(12))
+            .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, [(false, true)], "{name}");
+    });
+}
+
+// ---- the net module ------------------------------------------------------------
+
+/// The connection the loop watches, as a `net` stream: the simulator's
+/// sockets have no half-close (as `SimSocket`'s own `Stream`).
+impl Stream for Conn {
+    fn shutdown_write(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Sim(s) => s.shutdown_write(),
+            Conn::Os(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+}
+
+/// A peer driven by a 1 ms repeating timer of the loop (whose thread never
+/// waits on it): every tick it reads what has arrived, then
+/// `script(now, peer, everything received)` may send; once it returns
+/// `false` the peer is dropped (closed) and the timer removed. Returns
+/// what it received.
+fn scripted_peer<'s, S>(
+    lp: &mut Loop<'s, S>,
+    peer: Peer,
+    mut script: impl FnMut(Duration, &mut Peer, &[u8]) -> bool + 's,
+) -> Rc<RefCell<Vec<u8>>> {
+    let received = Rc::new(RefCell::new(Vec::new()));
+    let got = received.clone();
+    let mut peer = Some(peer);
+    lp.timer(ms(1), ms(1), move |lp, _, me| {
+        let p = peer.as_mut().unwrap();
+        got.borrow_mut().extend(p.receive());
+        if !script(lp.now(), p, &got.borrow()) {
+            peer = None;
+            lp.remove(me).unwrap();
+        }
+    })
+    .unwrap();
+    received
+}
+
+/// Runs `scenario(backend)` on every OS backend (not the simulator), each
+/// under the watchdog: for the examples on real TCP sockets or a real
+/// half-close, which the simulator has not.
+fn on_every_os_backend(what: &str, scenario: fn(&'static str)) {
+    for &name in evloop::backends::AVAILABLE {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(name)
+        });
+    }
+}
+
+/// The `net` module's example: a TCP echo server for one client on
+/// loopback (a thread), accepted in a first run (ended `Broken`), served
+/// to the end in a second one once the acceptor is closed.
+#[test]
+fn net_module_example() {
+    on_every_os_backend("net example", |name| {
+        let listener = ListenOptions::new()
+            .bind("127.0.0.1:0".parse().unwrap())
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"hello, echo").unwrap();
+            s.shutdown(Shutdown::Write).unwrap();
+            let mut back = String::new();
+            s.read_to_string(&mut back).unwrap();
+            back
+        });
+        let mut lp: Loop<Conns<()>> = World::new(name).new_loop();
+        let acceptor = Acceptor::start(&mut lp, listener, |lp, conns, accepted| {
+            let stream = accepted.expect("accept");
+            conns
+                .open(
+                    lp,
+                    stream,
+                    ConnOptions::new(),
+                    (),
+                    |lp, conns, id, ev| match ev {
+                        ConnEvent::Data => {
+                            let n = conns[id].input().len();
+                            conns[id].write_from_input(lp, n);
+                        }
+                        ConnEvent::Eof => conns[id].close(lp),
+                        _ => {}
+                    },
+                )
+                .unwrap();
+            lp.break_loop(Break::One);
+        })
+        .unwrap();
+        let mut conns = Conns::new();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::Broken,
+            "{name}"
+        );
+        acceptor.close(&mut lp).unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(client.join().unwrap(), "hello, echo", "{name}");
+        assert!(conns.is_empty(), "{name}");
+    });
+}
+
+/// `Acceptor`: one client connects; the run ends `Broken` once it is
+/// accepted (a `Default` run that must return).
+#[test]
+fn acceptor_example() {
+    on_every_os_backend("Acceptor example", |name| {
+        let listener = ListenOptions::new()
+            .bind("127.0.0.1:0".parse().unwrap())
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut lp: Loop<Vec<TcpStream>> = World::new(name).new_loop();
+        let acceptor = Acceptor::start(&mut lp, listener, |lp, accepted, res| {
+            accepted.push(res.expect("accept"));
+            lp.break_loop(Break::One);
+        })
+        .unwrap();
+        let _client = TcpStream::connect(addr).unwrap();
+        let mut accepted = Vec::new();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut accepted).unwrap(),
+            RunOutcome::Broken,
+            "{name}"
+        );
+        assert_eq!((accepted.len(), acceptor.accepted()), (1, 1), "{name}");
+        acceptor.close(&mut lp).unwrap();
+    });
+}
+
+/// `Conns::open`: an echo over a socket pair whose peer half-closes (so
+/// not on the simulator, whose pairs have no half-close); the run ends
+/// when the connection is done, and the peer reads its echo to the end.
+#[test]
+fn conns_open_example() {
+    on_every_os_backend("Conns::open example", |name| {
+        let (mine, mut peer) = UnixStream::pair().unwrap();
+        mine.set_nonblocking(true).unwrap();
+        let mut lp: Loop<Conns<()>> = World::new(name).new_loop();
+        let mut conns = Conns::new();
+        conns
+            .open(
+                &mut lp,
+                mine,
+                ConnOptions::new(),
+                (),
+                |lp, conns, id, ev| match ev {
+                    ConnEvent::Data => {
+                        let n = conns[id].input().len();
+                        conns[id].write_from_input(lp, n);
+                    }
+                    ConnEvent::Eof => conns[id].close(lp),
+                    _ => {}
+                },
+            )
+            .unwrap();
+        peer.write_all(b"over a socket pair").unwrap();
+        peer.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        let mut back = String::new();
+        peer.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "over a socket pair", "{name}");
+    });
+}
+
+/// `Conn`: "ping" in, "pong" out, then a graceful close. The peer sends at
+/// 1 ms and closes once it has the reply (the simulated one never closed:
+/// its run lasted the 5 s linger).
+#[test]
+fn conn_example() {
+    on_every_backend("Conn example", |name| {
+        let w = World::new(name);
+        let (sock, peer) = w.pair();
+        let mut lp: Loop<Conns<u32>> = w.new_loop();
+        let mut sent = false;
+        let received = scripted_peer(&mut lp, peer, move |_, p, got| {
+            if !std::mem::replace(&mut sent, true) {
+                p.send(b"ping\n");
+            }
+            got != b"pong\n"
+        });
+        let mut conns = Conns::new();
+        conns
+            .open(&mut lp, sock, ConnOptions::new(), 0, |lp, conns, id, ev| {
+                if let ConnEvent::Data = ev {
+                    let c = &mut conns[id];
+                    c.data += c.input().len() as u32;
+                    c.consume(c.input().len());
+                    c.write(lp, b"pong\n");
+                    c.close(lp);
+                }
+            })
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(*received.borrow(), b"pong\n", "{name}");
+        assert!(conns.is_empty(), "{name}");
+    });
+}
+
+/// `Conn::abort`: closed at once, its entry still there for its last event.
+#[test]
+fn conn_abort_example() {
+    on_every_backend("Conn::abort example", |name| {
+        let w = World::new(name);
+        let (sock, _peer) = w.pair();
+        let mut lp: Loop<Conns<bool>> = w.new_loop();
+        let aborted = Rc::new(Cell::new(false));
+        let seen = aborted.clone();
+        let mut conns = Conns::new();
+        let id = conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                false,
+                move |_, conns, id, ev| {
+                    if let ConnEvent::Closed(CloseReason::Aborted) = ev {
+                        conns[id].data = true;
+                        seen.set(true);
+                    }
+                },
+            )
+            .unwrap();
+        conns[id].abort(&mut lp);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(aborted.get(), "{name}");
+        assert!(conns.is_empty(), "{name}");
+    });
+}
+
+/// `Conn::close`: "last words" are flushed before the half-close; the peer
+/// closes too at 3 ms (once it has them), and the close is clean.
+#[test]
+fn conn_close_example() {
+    on_every_backend("Conn::close example", |name| {
+        let w = World::new(name);
+        let (sock, peer) = w.pair();
+        let mut lp: Loop<Conns<()>> = w.new_loop();
+        let received = scripted_peer(&mut lp, peer, |now, _, got| {
+            !(now >= ms(3) && got == b"last words")
+        });
+        let closed = Rc::new(Cell::new(false));
+        let seen = closed.clone();
+        let mut conns = Conns::new();
+        let id = conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                (),
+                move |lp, _, _, ev| {
+                    if let ConnEvent::Closed(reason) = ev {
+                        assert!(reason.is_clean(), "{reason:?}");
+                        assert!(lp.now() >= ms(3), "closed at {:?}", lp.now());
+                        seen.set(true);
+                    }
+                },
+            )
+            .unwrap();
+        conns[id].write(&mut lp, b"last words");
+        conns[id].close(&mut lp);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(closed.get(), "{name}");
+        assert_eq!(*received.borrow(), b"last words", "{name}");
+    });
+}
+
+/// `Conn::consume`: "ab" at 1 ms is kept until "cd" arrives at 2 ms; the
+/// four bytes go back in capitals, then a graceful close (the peer closes
+/// once it has them).
+#[test]
+fn conn_consume_example() {
+    on_every_backend("Conn::consume example", |name| {
+        let w = World::new(name);
+        let (sock, peer) = w.pair();
+        let mut lp: Loop<Conns<()>> = w.new_loop();
+        let mut ticks = 0;
+        let received = scripted_peer(&mut lp, peer, move |_, p, got| {
+            ticks += 1;
+            match ticks {
+                1 => p.send(b"ab"),
+                2 => p.send(b"cd"),
+                _ => {}
+            }
+            got != b"ABCD"
+        });
+        let mut conns = Conns::new();
+        conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                (),
+                |lp, conns, id, ev| {
+                    if let ConnEvent::Data = ev {
+                        let c = &mut conns[id];
+                        if c.input().len() == 4 {
+                            c.write(lp, c.input().to_ascii_uppercase().as_slice());
+                            c.consume(4);
+                            c.close(lp);
+                        }
+                    }
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(*received.borrow(), b"ABCD", "{name}");
+    });
+}
+
+/// `Conn::input`: what has arrived is there; the handler ends the run
+/// (`Broken`: a `Default` run that must return), having sent nothing.
+#[test]
+fn conn_input_example() {
+    on_every_backend("Conn::input example", |name| {
+        let w = World::new(name);
+        let (sock, mut peer) = w.pair();
+        peer.send(b"GET /\r\n");
+        let mut lp: Loop<Conns<usize>> = w.new_loop();
+        let mut conns = Conns::new();
+        let id = conns
+            .open(&mut lp, sock, ConnOptions::new(), 0, |lp, conns, id, ev| {
+                if let ConnEvent::Data = ev {
+                    assert_eq!(conns[id].input(), b"GET /\r\n");
+                    conns[id].data += 1;
+                    lp.break_loop(Break::One);
+                }
+            })
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::Broken,
+            "{name}"
+        );
+        let c = &conns[id];
+        assert_eq!((c.data, c.input().len()), (1, 7), "{name}");
+        assert_eq!(peer.receive(), b"", "{name}");
+    });
+}
+
+/// `Conn::write_from_input`: an echo; the peer closes at 2 ms once it has
+/// it, and the connection closes on its end of file.
+#[test]
+fn conn_write_from_input_example() {
+    on_every_backend("Conn::write_from_input example", |name| {
+        let w = World::new(name);
+        let (sock, peer) = w.pair();
+        let mut lp: Loop<Conns<()>> = w.new_loop();
+        let mut sent = false;
+        let received = scripted_peer(&mut lp, peer, move |now, p, got| {
+            if !std::mem::replace(&mut sent, true) {
+                p.send(b"echo me");
+            }
+            !(now >= ms(2) && got == b"echo me")
+        });
+        let mut conns = Conns::new();
+        conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                (),
+                |lp, conns, id, ev| match ev {
+                    ConnEvent::Data => {
+                        let n = conns[id].input().len();
+                        conns[id].write_from_input(lp, n);
+                    }
+                    ConnEvent::Eof => conns[id].close(lp),
+                    _ => {}
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(*received.borrow(), b"echo me", "{name}");
+        assert!(conns.is_empty(), "{name}");
+    });
+}
+
+/// `Conns`: a server state with more than its connections counts the
+/// lines a peer sends before it closes; the connection closes on its end
+/// of file.
+#[test]
+fn conns_example() {
+    #[derive(Default)]
+    struct Server {
+        conns: Conns<()>,
+        lines: usize,
+    }
+    impl AsMut<Conns<()>> for Server {
+        fn as_mut(&mut self) -> &mut Conns<()> {
+            &mut self.conns
+        }
+    }
+    on_every_backend("Conns example", |name| {
+        let w = World::new(name);
+        let (sock, mut peer) = w.pair();
+        peer.send(b"a\nb\n");
+        drop(peer);
+        let mut lp: Loop<Server> = w.new_loop();
+        let mut server = Server::default();
+        server
+            .conns
+            .open(
+                &mut lp,
+                sock,
+                ConnOptions::new(),
+                (),
+                |lp, server: &mut Server, id, ev| match ev {
+                    ConnEvent::Data => {
+                        let c = &mut server.conns[id];
+                        server.lines += c.input().iter().filter(|&&b| b == b'\n').count();
+                        c.consume(c.input().len());
+                    }
+                    ConnEvent::Eof => server.conns[id].close(lp),
+                    _ => {}
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut server).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(server.lines, 2, "{name}");
+        assert!(server.conns.is_empty(), "{name}");
+    });
+}
+
+/// `Conns::close_all`: three connections whose peers never close each
+/// close after their linger (20 ms here, the default 5 s there).
+#[test]
+fn conns_close_all_example() {
+    on_every_backend("Conns::close_all example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Conns<()>> = w.new_loop();
+        let mut conns = Conns::new();
+        let mut peers = vec![];
+        for _ in 0..3 {
+            let (sock, peer) = w.pair();
+            peers.push(peer);
+            let opts = ConnOptions::new().linger(ms(20));
+            conns
+                .open(&mut lp, sock, opts, (), |_, _, _, _| {})
+                .unwrap();
+        }
+        conns.close_all(&mut lp);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut conns).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(conns.is_empty(), "{name}");
+        assert!(lp.now() >= ms(20), "{name}: {:?}", lp.now());
+        drop(peers);
     });
 }
