@@ -33,24 +33,50 @@ use crate::slot_list::Slot;
 
 const D: usize = 4;
 
-/// One timer in the heap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Node {
-    /// When the timer expires, in loop nanoseconds (for a lazily moved or
-    /// stopped timer: no later than its true expiry).
-    pub at: u64,
-    /// Start order, to keep equal expiries FIFO.
-    seq: u32,
-    /// The timer watcher.
-    pub slot: Slot,
-}
+/// One timer in the heap: its expiry (for a lazily moved or stopped timer,
+/// no later than the true one), its start order (equal expiries fire
+/// FIFO) and its slot, packed as `at << 64 | seq << 32 | slot` so that the
+/// node *is* its key: one 128-bit compare orders two nodes, with no
+/// shifting. (Sequences are unique, so the slot never decides.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Node(u128);
 
 impl Node {
-    /// Expiry then sequence, as one integer: a single branch-free compare.
     #[inline(always)]
-    fn key(&self) -> u128 {
-        ((self.at as u128) << 32) | self.seq as u128
+    fn new(at: u64, seq: u32, slot: usize) -> Node {
+        Node(((at as u128) << 64) | ((seq as u128) << 32) | slot as u128)
     }
+
+    #[inline(always)]
+    fn at(self) -> u64 {
+        (self.0 >> 64) as u64
+    }
+
+    #[inline(always)]
+    fn seq(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    /// The registry index of its timer.
+    #[inline(always)]
+    fn slot(self) -> usize {
+        self.0 as u32 as usize
+    }
+
+    /// The same timer with the key `(at, seq)`.
+    #[inline(always)]
+    fn rekeyed(self, at: u64, seq: u32) -> Node {
+        Node::new(at, seq, self.slot())
+    }
+}
+
+/// The earliest armed timer ([`TimerHeap::peek`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Top {
+    /// Its expiry, in loop nanoseconds.
+    pub at: u64,
+    /// The timer watcher.
+    pub slot: Slot,
 }
 
 /// Where a timer's node is, and whether the timer is stopped.
@@ -117,26 +143,28 @@ impl TimerHeap {
     /// and free.
     #[inline]
     pub fn earliest_bound(&self) -> Option<u64> {
-        self.nodes.first().map(|n| n.at)
+        self.nodes.first().map(|n| n.at())
     }
 
     /// The earliest armed timer, with its true key (lazily moved timers
     /// that reached the top are moved to their true place first, stopped
     /// ones dropped).
     #[inline]
-    pub fn peek(&mut self) -> Option<Node> {
+    pub fn peek(&mut self) -> Option<Top> {
         loop {
             let top = *self.nodes.first()?;
-            let place = self.slots[top.slot.index()];
+            let place = self.slots[top.slot()];
             if place.is_stopped() {
                 self.drop_node(0);
                 continue;
             }
-            if (place.at, place.seq) == (top.at, top.seq) {
-                return Some(top);
+            if (place.at, place.seq) == (top.at(), top.seq()) {
+                return Some(Top {
+                    at: place.at,
+                    slot: Slot::new(top.slot()),
+                });
             }
-            self.nodes[0].at = place.at;
-            self.nodes[0].seq = place.seq;
+            self.nodes[0] = top.rekeyed(place.at, place.seq);
             self.sift_down(0);
         }
     }
@@ -205,7 +233,11 @@ impl TimerHeap {
             // expiry moves the node.
             Some(n) if n.get() & STOPPED == 0 => {
                 let p = (n.get() - 1) as usize;
-                if at < nodes[p].at {
+                // (A later key is only recorded, even at a leaf: the
+                // node keeps the earliest key it had, so that most later
+                // restarts stay O(1); rewriting it would make the next
+                // random restart an upward move half the time.)
+                if at < nodes[p].at() {
                     self.move_up(p, at, seq);
                 }
             }
@@ -231,12 +263,12 @@ impl TimerHeap {
         match place.pos() {
             Some(p) => {
                 place.set_pos(p, false);
-                if at < self.nodes[p].at {
+                if at < self.nodes[p].at() {
                     self.move_up(p, at, seq);
                 }
             }
             None => {
-                self.nodes.push(Node { at, seq, slot });
+                self.nodes.push(Node::new(at, seq, slot.index()));
                 self.sift_up(self.nodes.len() - 1);
             }
         }
@@ -277,12 +309,12 @@ impl TimerHeap {
 
     /// Takes the node at `p` out of the heap, and its timer's record off it.
     fn drop_node(&mut self, p: usize) {
-        let gone = self.nodes[p].slot;
-        self.slots[gone.index()].node = Node32::default();
+        let gone = self.nodes[p].slot();
+        self.slots[gone].node = Node32::default();
         let last = self.nodes.pop().expect("a node to drop");
         if p < self.nodes.len() {
             self.nodes[p] = last;
-            if p > 0 && self.nodes[p].key() < self.nodes[(p - 1) / D].key() {
+            if p > 0 && self.nodes[p] < self.nodes[(p - 1) / D] {
                 self.sift_up(p);
             } else {
                 self.sift_down(p);
@@ -325,74 +357,74 @@ impl TimerHeap {
     /// and only then must the node move: up).
     #[inline(never)]
     fn move_up(&mut self, p: usize, at: u64, seq: u32) {
-        let node = &mut self.nodes[p];
-        node.at = at;
-        node.seq = seq;
+        self.nodes[p] = self.nodes[p].rekeyed(at, seq);
         self.sift_up(p);
     }
 
     fn sift_up(&mut self, mut p: usize) {
         let node = self.nodes[p];
-        let key = node.key();
         while p > 0 {
             let parent = (p - 1) / D;
             let up = self.nodes[parent];
-            if key >= up.key() {
+            if node >= up {
                 break;
             }
             self.nodes[p] = up;
-            self.set_pos(up.slot, p);
+            self.set_pos(up.slot(), p);
             p = parent;
         }
         self.nodes[p] = node;
-        self.set_pos(node.slot, p);
+        self.set_pos(node.slot(), p);
     }
 
     fn sift_down(&mut self, mut p: usize) {
         let node = self.nodes[p];
-        let key = node.key();
         let len = self.nodes.len();
         loop {
             let first = p * D + 1;
-            let (mut min, mut min_key);
+            let (mut min, min_node);
             if first + D <= len {
                 // Fast path: all four children exist (one bounds check).
                 let kids = &self.nodes[first..first + D];
-                let (k0, k1, k2, k3) = (kids[0].key(), kids[1].key(), kids[2].key(), kids[3].key());
-                let (a, ka) = if k1 < k0 { (1, k1) } else { (0, k0) };
-                let (b, kb) = if k3 < k2 { (3, k3) } else { (2, k2) };
-                (min, min_key) = if kb < ka { (b, kb) } else { (a, ka) };
+                let (a, na) = if kids[1] < kids[0] {
+                    (1, kids[1])
+                } else {
+                    (0, kids[0])
+                };
+                let (b, nb) = if kids[3] < kids[2] {
+                    (3, kids[3])
+                } else {
+                    (2, kids[2])
+                };
+                (min, min_node) = if nb < na { (b, nb) } else { (a, na) };
                 min += first;
             } else if first < len {
-                min = first;
-                min_key = self.nodes[first].key();
+                let (mut m, mut mn) = (first, self.nodes[first]);
                 for c in first + 1..len {
-                    let k = self.nodes[c].key();
-                    if k < min_key {
-                        min = c;
-                        min_key = k;
+                    if self.nodes[c] < mn {
+                        (m, mn) = (c, self.nodes[c]);
                     }
                 }
+                (min, min_node) = (m, mn);
             } else {
                 break;
             }
-            if min_key >= key {
+            if min_node >= node {
                 break;
             }
-            let moved = self.nodes[min];
-            self.nodes[p] = moved;
-            self.set_pos(moved.slot, p);
+            self.nodes[p] = min_node;
+            self.set_pos(min_node.slot(), p);
             p = min;
         }
         self.nodes[p] = node;
-        self.set_pos(node.slot, p);
+        self.set_pos(node.slot(), p);
     }
 
     /// Records that the node of `slot` is now at `p` (keeping its stopped
     /// mark).
     #[inline(always)]
-    fn set_pos(&mut self, slot: Slot, p: usize) {
-        let place = &mut self.slots[slot.index()];
+    fn set_pos(&mut self, slot: usize, p: usize) {
+        let place = &mut self.slots[slot];
         let stopped = place.is_stopped();
         place.set_pos(p, stopped);
     }
@@ -402,17 +434,17 @@ impl TimerHeap {
     /// in order. Once per 2^32 starts.
     #[cold]
     fn renumber(&mut self) {
-        let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq).collect();
+        let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq()).collect();
         for n in &self.nodes {
-            used.push(self.slots[n.slot.index()].seq);
+            used.push(self.slots[n.slot()].seq);
         }
         used.sort_unstable();
         used.dedup();
         let rank = |s: u32| used.binary_search(&s).map_or(0, |i| i as u32 + 1);
         for i in 0..self.nodes.len() {
-            let slot = self.nodes[i].slot;
-            self.nodes[i].seq = rank(self.nodes[i].seq);
-            let place = &mut self.slots[slot.index()];
+            let n = self.nodes[i];
+            self.nodes[i] = n.rekeyed(n.at(), rank(n.seq()));
+            let place = &mut self.slots[n.slot()];
             place.seq = rank(place.seq);
         }
         self.seq = used.len() as u32;
@@ -422,31 +454,28 @@ impl TimerHeap {
     #[cfg(test)]
     pub fn check(&self) {
         for (i, n) in self.nodes.iter().enumerate() {
-            let place = &self.slots[n.slot.index()];
+            let place = &self.slots[n.slot()];
             assert_eq!(
                 place.pos(),
                 Some(i),
-                "position of timer {:?} is stale",
-                n.slot
+                "position of timer {} is stale",
+                n.slot()
             );
             if !place.is_stopped() {
                 assert!(
-                    (n.at, n.seq) <= (place.at, place.seq),
-                    "node of {:?} later than its true key",
-                    n.slot
+                    (n.at(), n.seq()) <= (place.at, place.seq),
+                    "node of {} later than its true key",
+                    n.slot()
                 );
             }
             if i > 0 {
-                assert!(
-                    n.key() >= self.nodes[(i - 1) / D].key(),
-                    "heap order broken at {i}"
-                );
+                assert!(*n >= self.nodes[(i - 1) / D], "heap order broken at {i}");
             }
         }
         let armed = self
             .nodes
             .iter()
-            .filter(|n| !self.slots[n.slot.index()].is_stopped())
+            .filter(|n| !self.slots[n.slot()].is_stopped())
             .count();
         assert_eq!(armed, self.armed);
     }

@@ -71,6 +71,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.set_timer(t, Duration::from_secs(5), Duration::from_secs(1)).unwrap();
     /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(5));
     /// ```
+    #[inline(always)]
     pub fn set_timer(&mut self, t: Timer, after: Duration, repeat: Duration) -> Result<()> {
         let slot = t.0.slot;
         if self.entry(&t)?.is_active() {
@@ -96,7 +97,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.again(t).unwrap();
     /// assert_eq!(lp.remaining(t).unwrap(), Duration::from_secs(30));
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn again(&mut self, t: Timer) -> Result<()> {
         let e = self.entry(&t)?;
         let (active, queued) = (e.is_active(), e.pending.is_some() || e.deferred().is_some());
@@ -106,14 +107,23 @@ impl<'s, S> Loop<'s, S> {
         }
         // Armed at `repeat` from now (not at its `after`, as a start
         // would); a timer without a period is stopped.
-        match (self.timers.again(slot), active) {
-            (true, false) => {
-                self.watchers.activate(slot);
-            }
-            (false, true) => self.deactivate(slot),
-            _ => {}
+        let rearmed = self.timers.again(slot);
+        if rearmed != active {
+            self.again_changed_activity(slot, rearmed);
         }
         Ok(())
+    }
+
+    /// [`Loop::again`] started a stopped timer, or stopped one without a
+    /// period.
+    #[cold]
+    #[inline(never)]
+    fn again_changed_activity(&mut self, slot: crate::slot_list::Slot, rearmed: bool) {
+        if rearmed {
+            self.watchers.activate(slot);
+        } else {
+            self.deactivate(slot);
+        }
     }
 
     /// A timer's period (zero for a one-shot timer): libev's `repeat`
