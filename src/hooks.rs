@@ -117,7 +117,14 @@ impl<'s, S> Loop<'s, S> {
     pub(crate) fn released(&mut self, slot: Slot, kind: Kind) {
         match kind {
             // Before the source is closed and its number can be reused.
-            Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
+            Kind::Io { fd, .. } => {
+                self.fds.forget_if_unwatched(fd, &mut *self.backend);
+                // The io side of a `once` removed before it fired (the
+                // once was cancelled): its timeout goes too.
+                if let Some(timeout) = self.onces.take(slot) {
+                    let _ = self.remove(timeout);
+                }
+            }
             Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),

@@ -85,7 +85,7 @@ pub use watchers::cleanup::Cleanup;
 pub use watchers::fork::Fork;
 pub use watchers::idle::Idle;
 pub use watchers::io::{Io, IoEvent};
-pub use watchers::once::Once;
+pub use watchers::once::{Once, OnceWatcher};
 pub use watchers::periodic::Periodic;
 pub use watchers::prepare::Prepare;
 pub use watchers::signal::Signal;

@@ -87,3 +87,45 @@ fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_onc
         assert_eq!(log, ["ready", "nothing to wait for"], "{name}");
     });
 }
+
+/// A once cancelled by `remove` reports nothing, on every backend, and
+/// leaves no watcher behind (its timeout goes with it); one that fired has
+/// a stale handle.
+#[test]
+fn a_removed_once_reports_nothing_and_leaves_nothing() {
+    common::on_every_backend("a removed once", |name| {
+        let w = common::World::new(name);
+        let (mine, _peer) = w.pair();
+        let mut lp: Loop<Vec<&'static str>> = w.new_loop();
+        let once = lp
+            .once(
+                Some((mine, Interest::READABLE)),
+                Some(Duration::from_millis(30)),
+                |_, log, _| log.push("fired"),
+            )
+            .unwrap();
+        assert!(lp.is_active(once).unwrap());
+        lp.remove(once).unwrap();
+        // Nothing left: the run returns at once, without waiting for the
+        // (removed) timeout.
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert!(log.is_empty());
+        assert_eq!(lp.active_count(), 0);
+
+        // A once that fired: its handle is stale.
+        let fired = lp
+            .once(
+                None::<(common::Conn, Interest)>,
+                Some(Duration::ZERO),
+                |_, log, _| log.push("timeout"),
+            )
+            .unwrap();
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, ["timeout"]);
+        assert!(lp.is_active(fired).is_err());
+    });
+}

@@ -6,8 +6,38 @@
 use std::time::Duration;
 
 use crate::event_loop::Dispatch;
-use crate::handle::Key;
+use crate::handle::{handle, Key};
 use crate::{Interest, Loop, Ready, Result, Source, Timer};
+
+handle!(
+    /// Handle to a [`Loop::once`], while it waits. The shared operations
+    /// act on the once as a whole: [`Loop::is_active`] says whether it is
+    /// still waiting, and [`Loop::remove`] cancels it (its callback is
+    /// dropped uncalled, and an owned source with it). [`Loop::stop`]
+    /// stops waiting for readiness; a timeout still comes (and
+    /// [`Loop::start`] waits again). Once it has fired the handle is
+    /// stale, like a removed watcher's.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let quiet = sim.socket("quiet", 0);
+    /// let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+    /// let once = lp
+    ///     .once(Some((quiet, Interest::READABLE)), Some(Duration::from_secs(1)), |_, n, _| *n += 1)
+    ///     .unwrap();
+    /// assert!(lp.is_active(once).unwrap());
+    /// lp.remove(once).unwrap(); // cancelled: neither readiness nor the timeout is reported
+    /// let mut n = 0;
+    /// lp.run(RunMode::Default, &mut n).unwrap();
+    /// assert_eq!((n, lp.active_count()), (0, 0));
+    /// assert!(lp.is_active(once).is_err());
+    /// ```
+    OnceWatcher,
+    "once",
+    true // it may name the once's io watcher
+);
 
 /// What a [`Loop::once`] callback receives.
 ///
@@ -75,7 +105,8 @@ impl<'s, S> Loop<'s, S> {
     /// handed back in the [`Once`] (libev's `ev_once`). With neither a
     /// source nor a timeout, it reports a timeout at the next iteration.
     ///
-    /// Errors: those of [`Loop::io`] for the source.
+    /// Returns a handle to cancel it ([`OnceWatcher`]). Errors: those of
+    /// [`Loop::io`] for the source.
     ///
     /// ```
     /// use evloop::{Interest, Loop, Once, RunMode, Sim};
@@ -101,7 +132,7 @@ impl<'s, S> Loop<'s, S> {
         io: Option<(T, Interest)>,
         timeout: Option<Duration>,
         callback: F,
-    ) -> Result<()>
+    ) -> Result<OnceWatcher>
     where
         T: Source + 'static,
         F: FnOnce(&mut Loop<'s, S>, &mut S, Once<T>) + 's,
@@ -116,8 +147,8 @@ impl<'s, S> Loop<'s, S> {
                 }
             };
             let after = timeout.unwrap_or(Duration::ZERO);
-            self.timer(after, Duration::ZERO, fire)?;
-            return Ok(());
+            let timer = self.timer(after, Duration::ZERO, fire)?;
+            return Ok(OnceWatcher(timer.0));
         };
         let fd = self.check_source(source.source_fd())?;
         self.check_interest(fd, interest, None)?;
@@ -136,7 +167,7 @@ impl<'s, S> Loop<'s, S> {
             let timer = self.timer(after, Duration::ZERO, fire)?;
             self.onces.pair(io_slot, timer);
         }
-        Ok(())
+        Ok(OnceWatcher(key))
     }
 
     /// The timeout of the once whose io watcher is in `slot` came first
