@@ -945,6 +945,35 @@ fn loop_once_example() {
     });
 }
 
+/// `OnceWatcher`: a once cancelled by `remove` reports nothing, and the
+/// run ends at once (its one-second timeout went with it).
+#[test]
+fn once_watcher_example() {
+    on_every_backend("OnceWatcher example", |name| {
+        let w = World::new(name);
+        let (quiet, _peer) = w.pair();
+        let mut lp: Loop<u32> = w.new_loop();
+        let once = lp
+            .once(
+                Some((quiet, Interest::READABLE)),
+                Some(Duration::from_secs(1)),
+                |_, n, _| *n += 1,
+            )
+            .unwrap();
+        assert!(lp.is_active(once).unwrap(), "{name}");
+        lp.remove(once).unwrap();
+        let mut n = 0;
+        let started = Instant::now();
+        lp.run(RunMode::Default, &mut n).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{name}: it waited for the timeout"
+        );
+        assert_eq!((n, lp.active_count()), (0, 0), "{name}");
+        assert!(lp.is_active(once).is_err(), "{name}");
+    });
+}
+
 fn since_epoch(t: SystemTime) -> Duration {
     t.duration_since(SystemTime::UNIX_EPOCH).unwrap()
 }
