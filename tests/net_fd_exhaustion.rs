@@ -149,9 +149,9 @@ fn out_of_descriptors_the_acceptor_backs_off_and_keeps_serving() {
 
         // The CPU-time property, over a fixed wall-clock window: a server
         // spinning on the readable listener uses ~100% of a core; one that
-        // backs off uses almost nothing. The bound (20% of the wall time)
-        // is generous on purpose, so that a loaded 2-core machine cannot
-        // make it flake.
+        // backs off uses almost nothing (0.00% measured here). The bound,
+        // 5% of the wall time, is "a few percent": CPU time is the
+        // server's own, so a loaded machine does not inflate it.
         let (cpu0, wall0) = (cpu_time(pid), Instant::now());
         std::thread::sleep(Duration::from_secs(2));
         let (cpu, wall) = (cpu_time(pid) - cpu0, wall0.elapsed());
@@ -160,7 +160,7 @@ fn out_of_descriptors_the_acceptor_backs_off_and_keeps_serving() {
             100.0 * cpu.as_secs_f64() / wall.as_secs_f64()
         );
         assert!(
-            cpu.as_secs_f64() < 0.2 * wall.as_secs_f64(),
+            cpu.as_secs_f64() < 0.05 * wall.as_secs_f64(),
             "{cpu:?} of CPU in {wall:?}"
         );
         // Reported once, not per attempt: nothing more was said.
