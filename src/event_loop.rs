@@ -286,11 +286,18 @@ impl<'s, S> Loop<'s, S> {
         let nested = self.run.depth > 0;
         if nested {
             let suspended = self.watchers.running();
+            // Their fds leave the backend's set for this run (the flush
+            // leaves running watchers out): a level-triggered fd that
+            // stays ready would otherwise end every wait at once, a spin
+            // for as long as the nested run lasts.
+            self.fds_changed(&suspended);
             self.run.suspended.push(suspended);
         }
         if self.out_of_work() {
             if nested {
-                self.run.suspended.pop();
+                if let Some(suspended) = self.run.suspended.pop() {
+                    self.fds_changed(&suspended);
+                }
             }
             return Ok(RunOutcome::NoActiveWatchers);
         }
@@ -299,6 +306,16 @@ impl<'s, S> Loop<'s, S> {
         // Restores the depth even if a callback panics.
         let guard = RunGuard { lp: self, nested };
         guard.lp.run_iterations(mode, state)
+    }
+
+    /// Marks the fds of the io watchers among `slots` as changed, so that
+    /// the next flush recomputes what the backend is told for them.
+    fn fds_changed(&mut self, slots: &[Slot]) {
+        for &slot in slots {
+            if let Kind::Io { fd, .. } = self.watchers[slot].kind() {
+                self.fds.mark_changed(fd);
+            }
+        }
     }
 
     /// Whether nothing this run can serve is active and referenced, and
@@ -790,10 +807,14 @@ struct RunGuard<'a, 's, S> {
 
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
-        let run = &mut self.lp.run;
         if self.nested {
-            run.suspended.pop();
+            // The suspended watchers' fds go back into the backend's set
+            // at the caller's next flush.
+            if let Some(suspended) = self.lp.run.suspended.pop() {
+                self.lp.fds_changed(&suspended);
+            }
         }
+        let run = &mut self.lp.run;
         run.depth -= 1;
         if run.break_req == Some(Break::One) || run.depth == 0 {
             run.break_req = None;

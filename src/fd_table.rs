@@ -91,7 +91,7 @@ impl FdTable {
 
     /// Marks `fd` as needing a backend update before the next poll.
     #[inline]
-    fn mark_changed(&mut self, fd: RawFd) {
+    pub fn mark_changed(&mut self, fd: RawFd) {
         let state = self.state_mut(fd);
         if !state.changed {
             state.changed = true;
@@ -158,12 +158,18 @@ impl FdTable {
         for &fd in &changes {
             let state = self.state_mut(fd);
             state.changed = false;
+            // A watcher whose callback is running (a nested run is under
+            // way) is left out until it returns: its events could only be
+            // held back meanwhile.
             let mut want = Interest::NONE;
             match state.single {
-                Some(slot) => want = registry[slot].interest(),
+                Some(slot) if registry[slot].cb.is_some() => want = registry[slot].interest(),
+                Some(_) => {}
                 None => {
                     for slot in state.watchers.iter(registry) {
-                        want |= registry[slot].interest();
+                        if registry[slot].cb.is_some() {
+                            want |= registry[slot].interest();
+                        }
                     }
                 }
             }

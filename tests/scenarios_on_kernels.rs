@@ -517,36 +517,31 @@ fn stale_handle_after_slot_reuse_is_refused_and_harmless() {
     });
 }
 
-/// `event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns`,
-/// with a quiet watcher that keeps the first nested run going (a nested run
-/// does not count the watcher whose callback is running), fed an event so
-/// that nothing waits on a clock.
+/// `event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns`:
+/// the nested run does not watch the running callback's fd (still
+/// readable: it would spin), waits for its timer, and the fd is watched
+/// again once the callback returns; the peer, closed by a later timer,
+/// ends it.
 #[test]
 fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() {
     on_every_backend("event for a running callback", |name| {
         let w = World::new(name);
         let (conn, mut peer) = w.pair();
         peer.send(b"xy");
-        let (silent, _silent_peer) = w.pair();
         let mut lp: Loop<Vec<String>> = w.new_loop();
-        let quiet = lp
-            .io(silent, Interest::READABLE, |lp, log, ev| {
-                log.push("quiet".into());
-                lp.remove(ev.watcher).unwrap();
-            })
-            .unwrap();
         let mut calls = 0;
         lp.io(conn, Interest::READABLE, move |lp, log, ev| {
             calls += 1;
             log.push(format!("enter depth={}", lp.depth()));
             if lp.depth() == 1 {
-                // Still readable: the nested iteration reports the fd again
-                // while this callback runs; it must not recurse.
+                if calls == 1 {
+                    lp.timer(Duration::from_millis(5), Duration::ZERO, |_, log, _| {
+                        log.push("timer".into())
+                    })
+                    .unwrap();
+                }
                 lp.run(RunMode::Once, log).unwrap();
                 log.push(format!("nested returned, pending={}", lp.pending_count()));
-                if calls == 1 {
-                    lp.feed_event(quiet, Ready::READABLE).unwrap();
-                }
             } else {
                 log.push("recursed!".into());
             }
@@ -555,6 +550,11 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
             if bytes.is_empty() {
                 lp.remove(ev.watcher).unwrap();
             }
+        })
+        .unwrap();
+        let mut peer = Some(peer);
+        lp.timer(Duration::from_millis(20), Duration::ZERO, move |_, _, _| {
+            peer.take(); // the end of file
         })
         .unwrap();
         let mut log = vec![];
@@ -567,20 +567,16 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
             log,
             [
                 "enter depth=1",
-                // The nested run saw the event, parked it (no recursion)...
-                "nested returned, pending=1",
+                "timer",
+                "nested returned, pending=0",
                 "read 2",
-                // ...and it was queued once the outer callback returned,
-                // behind the event fed meanwhile.
-                "quiet",
                 "enter depth=1",
-                // Nothing else to serve: the nested run returns at once.
+                // The peer's timer is gone: nothing a nested run could serve.
                 "nested returned, pending=0",
                 "read 0",
             ],
             "{name}"
         );
-        drop(peer);
     });
 }
 

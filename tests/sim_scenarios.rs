@@ -769,17 +769,23 @@ fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
     assert_eq!(sim.trace_lines()[0], "t=0ns modify fd3 - => r failed");
 }
 
+/// A nested run run from an io callback does not watch that callback's fd
+/// (it could only hold its events back: a level-triggered fd that stays
+/// ready would end every wait at once, a spin for as long as the nested
+/// run lasts). It waits for what it can serve; the fd is watched again
+/// once the callback returns.
 #[test]
 fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() {
     let sim = Sim::new();
     let sock = sim.socket("s", 0);
     sim.deliver(ms(1), &sock, b"xy");
+    sim.close_peer(ms(3), &sock);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::READABLE, |lp, log, ev| {
-        log.push(format!("enter depth={}", lp.depth()));
+        log.push(format!("enter depth={} at {:?}", lp.depth(), lp.now()));
         if lp.depth() == 1 {
-            // Still readable: the nested iteration reports the fd again
-            // while this callback is running. It must not recurse.
+            // Still readable, but this run does not watch the fd: it
+            // waits for the timer, and never recurses.
             lp.run(RunMode::Once, log).unwrap();
             log.push(format!("nested returned, pending={}", lp.pending_count()));
         } else {
@@ -792,27 +798,33 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns() 
         }
     })
     .unwrap();
-    // Something else for the nested runs to wait for: a nested run does
+    // Something for the first nested run to wait for: a nested run does
     // not count the watcher whose callback is running (it cannot serve it).
-    lp.timer(ms(2), Duration::ZERO, |_, log, _| log.push("timer".into()))
-        .unwrap();
+    lp.timer(ms(2), Duration::ZERO, |lp, log, _| {
+        log.push(format!("timer at {:?}", lp.now()))
+    })
+    .unwrap();
     let mut log = vec![];
     let outcome = lp.run(RunMode::Default, &mut log).unwrap();
     assert_eq!(outcome, RunOutcome::NoActiveWatchers);
     assert_eq!(
         log,
         [
-            "enter depth=1",
-            // The nested run saw the event, parked it (no recursion)...
-            "nested returned, pending=1",
+            "enter depth=1 at 1ms",
+            "timer at 2ms",
+            "nested returned, pending=0",
             "read 2",
-            // ...and it was delivered once the outer callback returned.
-            "enter depth=1",
-            "timer",
+            // The end of file, once the fd is watched again.
+            "enter depth=1 at 3ms",
+            // Nothing a nested run could serve: it returns at once.
             "nested returned, pending=0",
             "read 0",
         ]
     );
+    // The fd left the backend's set for the nested run and came back.
+    let trace = sim.trace_lines().join("\n");
+    assert!(trace.contains("modify fd3 r => -"), "{trace}");
+    assert!(trace.contains("modify fd3 - => r"), "{trace}");
 }
 
 #[test]
