@@ -27,12 +27,15 @@ pub use crate::backend::unsupported;
 
 pub mod sim;
 
-// What the Unix backends share: the clock, the deadline of a wait, the
-// check that an fd can be watched at all.
+// What the Unix backends share: signals, children, wake-ups (`unix/`),
+// and the public helpers (the clock, the deadline of a wait, the check
+// that an fd can be watched at all), for backends outside the crate too.
 #[cfg(unix)]
 pub(crate) mod unix;
 #[cfg(unix)]
-pub(crate) use unix::{Clock, Deadline};
+pub mod util;
+#[cfg(unix)]
+pub(crate) use util::{Clock, Deadline};
 
 #[cfg(unix)]
 pub mod fd_io;

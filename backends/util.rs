@@ -1,0 +1,280 @@
+//! Helpers for writing a backend (Unix): the clock, the deadline of a wait,
+//! and the check that an fd can ever be watched. The crate's own backends
+//! use exactly these; a backend outside the crate should too, rather than
+//! write its own timeout rounding and `EINTR` handling.
+//!
+//! - [`Clock`]: the monotonic clock a backend's [`Backend::now`] reads,
+//!   from a fixed origin that survives `reinit`.
+//! - [`Deadline`]: when a wait must end, so that a wait interrupted by a
+//!   signal (`EINTR`), or woken by something the backend does not report
+//!   (an internal fd, a completion it ignores), is resumed with the time
+//!   that is *left*, rounded up to the kernel's unit, never down.
+//! - [`check_pollable`] and [`refuse_files`]: regular files and
+//!   directories are always "ready", so no backend watches them (`EPERM`,
+//!   as `epoll_ctl` refuses them), and an fd that is not open cannot be
+//!   watched at all.
+//!
+//! A level-triggered `poll(2)` wait with all three:
+//!
+//! ```
+//! use evloop::backends::util::{refuse_files, Clock, Deadline};
+//! use std::io;
+//! use std::os::fd::AsRawFd;
+//! use std::os::unix::net::UnixStream;
+//! use std::time::Duration;
+//!
+//! let clock = Clock::new();
+//! let (a, b) = UnixStream::pair()?;
+//! refuse_files("mine", a.as_raw_fd())?; // a socket: fine
+//! let mut fds = [libc::pollfd { fd: a.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+//! let deadline = Deadline::new(Some(Duration::from_millis(20)));
+//! let n = loop {
+//!     // SAFETY: `fds` is a valid array of one pollfd.
+//!     let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, deadline.millis()) };
+//!     if n >= 0 {
+//!         break n;
+//!     }
+//!     let err = io::Error::last_os_error();
+//!     if err.kind() != io::ErrorKind::Interrupted {
+//!         return Err(err);
+//!     }
+//!     // EINTR: wait again for the time that is left.
+//! };
+//! assert_eq!(n, 0, "nothing to read");
+//! assert!(clock.now() >= Duration::from_millis(20), "never early");
+//! # drop(b);
+//! # Ok::<(), io::Error>(())
+//! ```
+//!
+//! [`Backend::now`]: crate::Backend::now
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+/// The OS backends' clock: monotonic (`CLOCK_MONOTONIC` on Linux, through
+/// [`Instant`]), measured from the moment it was made. Keep the same one
+/// across [`Backend::reinit`](crate::Backend::reinit), so that timers
+/// already scheduled stay valid, and measure the waits' deadlines with the
+/// same clock ([`Deadline`] uses [`Instant`] too), so that after a wait of
+/// `t` rounded up, [`Clock::now`] has advanced by at least `t`.
+///
+/// ```
+/// use evloop::backends::util::Clock;
+/// use std::time::Duration;
+/// let clock = Clock::new();
+/// let t0 = clock.now();
+/// std::thread::sleep(Duration::from_millis(2));
+/// assert!(clock.now() - t0 >= Duration::from_millis(2));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    /// A clock whose origin is now.
+    pub fn new() -> Clock {
+        Clock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// The time since the origin: what [`Backend::now`](crate::Backend::now)
+    /// returns.
+    pub fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::new()
+    }
+}
+
+/// When a wait must end. Make one per [`Backend::poll`](crate::Backend::poll)
+/// call, before the first wait, and ask it for the time left before each
+/// wait: a wait interrupted by a signal (`EINTR`), or ended only by
+/// something the backend does not pass to the loop (its internal fds, a
+/// completion it ignores), then goes on for the time that is left instead
+/// of starting afresh (a wait that never ends under a steady stream of
+/// signals) or returning early (a [`RunMode::Once`](crate::RunMode::Once)
+/// that returns with nothing done).
+///
+/// ```
+/// use evloop::backends::util::Deadline;
+/// use std::time::Duration;
+///
+/// assert_eq!(Deadline::new(None).remaining(), None); // forever
+/// assert_eq!(Deadline::new(None).millis(), -1);
+/// assert_eq!(Deadline::new(Some(Duration::ZERO)).millis(), 0);
+/// // Rounded up: a 0.4 ms remainder is a 1 ms wait, not a busy loop.
+/// assert_eq!(Deadline::new(Some(Duration::from_micros(400))).millis(), 1);
+/// let d = Deadline::new(Some(Duration::from_secs(10)));
+/// assert!(d.remaining().unwrap() <= Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    timeout: Option<Duration>,
+    at: Option<Instant>,
+}
+
+impl Deadline {
+    /// A deadline `timeout` from now (`None`: never).
+    pub fn new(timeout: Option<Duration>) -> Deadline {
+        Deadline {
+            timeout,
+            at: timeout.and_then(|t| Instant::now().checked_add(t)),
+        }
+    }
+
+    /// The time left (`None`: wait forever; zero once it has passed). Pass
+    /// it on with nanosecond precision (`kevent`'s `timespec`), or round it
+    /// up to the kernel's unit (select's microseconds; [`Deadline::millis`]
+    /// for milliseconds).
+    pub fn remaining(&self) -> Option<Duration> {
+        match (self.timeout, self.at) {
+            (None, _) => None,
+            (Some(_), Some(at)) => Some(at.saturating_duration_since(Instant::now())),
+            // So far away that `Instant` cannot represent it.
+            (Some(t), None) => Some(t),
+        }
+    }
+
+    /// The time left in whole milliseconds, rounded up (so that a wait never
+    /// ends before the deadline), clamped to `c_int::MAX` (waking early from
+    /// a clamp is harmless: the loop polls again); -1 for forever. This is
+    /// the timeout argument of `poll(2)` and `epoll_wait(2)`.
+    pub fn millis(&self) -> libc::c_int {
+        match self.remaining() {
+            None => -1,
+            Some(d) => {
+                let ms = d.as_nanos().div_ceil(1_000_000);
+                ms.min(libc::c_int::MAX as u128) as libc::c_int
+            }
+        }
+    }
+}
+
+/// Whether `fd` can ever be watched: it must be open, and neither a
+/// regular file nor a directory (see [`refuse_files`]). Call it from
+/// [`Backend::check_fd`](crate::Backend::check_fd), so that
+/// [`Loop::io`](crate::Loop::io) fails at once with the reason; `backend`
+/// (your backend's name) goes into the error's text.
+///
+/// ```
+/// use evloop::backends::util::check_pollable;
+/// use std::os::fd::AsRawFd;
+///
+/// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+/// assert!(check_pollable("mine", a.as_raw_fd()).is_ok());
+/// let file = std::fs::File::open("Cargo.toml")?;
+/// let err = check_pollable("mine", file.as_raw_fd()).unwrap_err();
+/// assert_eq!(err.raw_os_error(), None); // the text says EPERM and why
+/// assert!(err.to_string().contains("regular file"));
+/// assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+/// let err = check_pollable("mine", 1_000_000).unwrap_err();
+/// assert!(err.to_string().contains("not open"));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
+    match file_type(fd) {
+        Err(err) if err.raw_os_error() == Some(libc::EBADF) => Err(io::Error::new(
+            err.kind(),
+            format!("the {backend} backend cannot watch fd {fd}: it is not open ({err})"),
+        )),
+        _ => refuse_files(backend, fd),
+    }
+}
+
+/// Refuses regular files and directories with `EPERM` (as `epoll_ctl`
+/// does): they are always "ready", so watching one only makes a busy loop,
+/// and every backend refuses them alike (the conformance kit's
+/// `regular_file` scenario). An fd that `fstat` cannot inspect is let
+/// through: the wait reports it. Call it in
+/// [`Backend::modify`](crate::Backend::modify) when an fd is first
+/// registered (the crate's poll, select and kqueue backends do; epoll's
+/// kernel refuses them by itself).
+///
+/// ```
+/// use evloop::backends::util::refuse_files;
+/// use std::os::fd::AsRawFd;
+///
+/// let dir = std::fs::File::open(".")?;
+/// let err = refuse_files("mine", dir.as_raw_fd()).unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+/// assert!(err.to_string().contains("the mine backend does not watch"));
+/// assert!(refuse_files("mine", 1_000_000).is_ok(), "left to the wait");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn refuse_files(backend: &str, fd: RawFd) -> io::Result<()> {
+    let Ok(kind) = file_type(fd) else {
+        return Ok(());
+    };
+    if kind == libc::S_IFREG || kind == libc::S_IFDIR {
+        let err = io::Error::from_raw_os_error(libc::EPERM);
+        return Err(io::Error::new(
+            err.kind(),
+            format!(
+                "the {backend} backend does not watch fd {fd}: it is a regular file or a \
+                 directory, always ready ({err})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `S_IFMT` bits of `fstat(fd)`.
+fn file_type(fd: RawFd) -> io::Result<libc::mode_t> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `st` has room for the stat structure fstat fills in; an
+    // invalid fd makes it fail with EBADF and leave `st` alone.
+    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fstat succeeded, so it initialised `st`.
+    Ok(unsafe { st.assume_init() }.st_mode & libc::S_IFMT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up() {
+        let ms = |timeout: Option<Duration>| Deadline { timeout, at: None }.millis();
+        assert_eq!(ms(None), -1);
+        assert_eq!(ms(Some(Duration::ZERO)), 0);
+        assert_eq!(ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(ms(Some(Duration::from_micros(999))), 1);
+        assert_eq!(ms(Some(Duration::from_millis(1))), 1);
+        assert_eq!(ms(Some(Duration::from_micros(1001))), 2);
+        assert_eq!(ms(Some(Duration::MAX)), libc::c_int::MAX);
+    }
+
+    #[test]
+    fn deadline_counts_down() {
+        let d = Deadline::new(Some(Duration::from_secs(10)));
+        let left = d.remaining().unwrap();
+        assert!(left <= Duration::from_secs(10) && left > Duration::from_secs(9));
+        assert_eq!(Deadline::new(None).remaining(), None);
+        assert!(Deadline::new(Some(Duration::MAX)).remaining().is_some());
+    }
+
+    #[test]
+    fn pollable_fds() {
+        use std::os::fd::AsRawFd;
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(check_pollable("t", a.as_raw_fd()).is_ok());
+        let file = std::fs::File::open("Cargo.toml").unwrap();
+        let err = check_pollable("t", file.as_raw_fd()).unwrap_err();
+        assert!(err.to_string().contains("regular file"), "{err}");
+        let dir = std::fs::File::open(".").unwrap();
+        assert!(check_pollable("t", dir.as_raw_fd()).is_err());
+        // A number far above any open fd (other tests open fds meanwhile).
+        let err = check_pollable("t", 1_000_000).unwrap_err();
+        assert!(err.to_string().contains("not open"), "{err}");
+    }
+}
