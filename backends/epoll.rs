@@ -461,6 +461,8 @@ impl Backend for Epoll {
             oneshot: true,
             virtual_fds: false,
             max_fd: None,
+            hangup: crate::Hangup::Always,
+            closed_fd: crate::ClosedFd::ModifyFails,
         }
     }
 

@@ -585,6 +585,8 @@ impl Backend for Kqueue {
             oneshot: true,
             virtual_fds: false,
             max_fd: None,
+            hangup: crate::Hangup::Always,
+            closed_fd: crate::ClosedFd::InvalidAfterChange,
         }
     }
 

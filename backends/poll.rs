@@ -226,6 +226,8 @@ impl Backend for Poll {
             oneshot: false,
             virtual_fds: false,
             max_fd: None,
+            hangup: crate::Hangup::Always,
+            closed_fd: crate::ClosedFd::AtNextWait,
         }
     }
 

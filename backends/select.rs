@@ -266,6 +266,8 @@ impl Backend for Select {
             oneshot: false,
             virtual_fds: false,
             max_fd: Some(SETSIZE - 1),
+            hangup: crate::Hangup::Never,
+            closed_fd: crate::ClosedFd::AtNextWait,
         }
     }
 

@@ -1238,6 +1238,8 @@ impl Backend for SimBackend {
             oneshot: false,
             virtual_fds: true,
             max_fd: None,
+            hangup: crate::Hangup::Always,
+            closed_fd: crate::ClosedFd::AtNextWait,
         }
     }
 

@@ -33,19 +33,41 @@ pub struct PollEvent {
     pub ready: Ready,
 }
 
-/// What a backend can do; the loop checks it before registering.
+/// What a backend can do, and how it reports what it cannot avoid
+/// reporting differently. The loop reads it once, when it is created, and
+/// uses `edge`, `oneshot`, `virtual_fds` and `max_fd` (it refuses what the
+/// backend cannot do, and emulates one-shot); `hangup` and `closed_fd`
+/// are declarations, which the conformance kit (feature `conformance`)
+/// holds the backend to. Build it from the default, which is a
+/// level-triggered backend of the `poll(2)` kind, so that a field added
+/// later keeps its default:
 ///
 /// ```
-/// use evloop::Capabilities;
+/// use evloop::{Capabilities, ClosedFd, Hangup};
 /// let caps = Capabilities::default();
 /// assert!(!caps.edge && !caps.oneshot && caps.max_fd.is_none());
+/// assert_eq!((caps.hangup, caps.closed_fd), (Hangup::Always, ClosedFd::AtNextWait));
+///
+/// // An io_uring readiness backend without multishot polls: native one-shot,
+/// // no edge; readiness as of the wake-up; a closed fd noticed when its
+/// // poll is next armed.
+/// let uring = Capabilities {
+///     oneshot: true,
+///     hangup: Hangup::AsOfWakeup,
+///     closed_fd: ClosedFd::InvalidAfterChange,
+///     ..Capabilities::default()
+/// };
+/// assert!(uring.oneshot && !uring.edge);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
-    /// Edge-triggered registrations are supported.
+    /// Edge-triggered registrations are supported
+    /// ([`Trigger::Edge`](crate::Trigger::Edge)). When false the loop
+    /// refuses edge watchers ([`Error::UnsupportedTrigger`](crate::Error::UnsupportedTrigger)).
     pub edge: bool,
     /// One-shot registrations are native (the kernel disarms the fd after one
-    /// report). When false the loop emulates one-shot itself.
+    /// report). When false the loop emulates one-shot itself. Independent
+    /// of `edge`: a backend may have either without the other.
     pub oneshot: bool,
     /// The backend watches virtual fds ([`SourceFd::Virtual`](crate::SourceFd))
     /// instead of OS descriptors.
@@ -53,6 +75,70 @@ pub struct Capabilities {
     /// The largest fd the backend can watch, if bounded (select's
     /// `FD_SETSIZE - 1`).
     pub max_fd: Option<RawFd>,
+    /// How a hang-up (the peer closed, the pipe's other end is gone) is
+    /// reported.
+    pub hangup: Hangup,
+    /// When an fd closed behind the loop's back is noticed.
+    pub closed_fd: ClosedFd,
+}
+
+/// How a backend reports a hang-up ([`Capabilities::hangup`]). Whatever it
+/// says, a watcher that reads gets [`Ready::READABLE`] with the hang-up,
+/// reads, and sees EOF.
+///
+/// ```
+/// use evloop::{backends, Hangup};
+/// # #[cfg(target_os = "linux")]
+/// assert_eq!(backends::open("epoll")?.capabilities().hangup, Hangup::Always);
+/// assert_eq!(backends::open("select")?.capabilities().hangup, Hangup::Never);
+/// # Ok::<(), evloop::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Hangup {
+    /// As [`Ready::HUP`] (with `READABLE`) whenever the peer is gone at the
+    /// time of the report; with [`Ready::ERROR`] too for a reset
+    /// (epoll, poll, kqueue, the simulator).
+    #[default]
+    Always,
+    /// Never: the mechanism has no such bit, and a hang-up or a pending
+    /// error shows as plain readiness (select).
+    Never,
+    /// As of the moment the kernel found the fd ready: a report carries
+    /// what was true then, so data then a close before the wait gives
+    /// [`Ready::READABLE`] without `HUP` (the reads still see the data,
+    /// then EOF); a peer already gone when the fd was armed gives `HUP`
+    /// (an io_uring poll, completed at the first readiness).
+    AsOfWakeup,
+}
+
+/// When a backend notices that an fd was closed behind the loop's back
+/// ([`Capabilities::closed_fd`]). In every case the loop then gives the
+/// fd's watchers [`Ready::ERROR`] and stops them (libev's `fd_kill`), and
+/// in none may the backend spin or fail the whole wait for it.
+///
+/// ```
+/// use evloop::{backends, ClosedFd};
+/// # #[cfg(target_os = "linux")]
+/// assert_eq!(backends::open("epoll")?.capabilities().closed_fd, ClosedFd::ModifyFails);
+/// assert_eq!(backends::open("poll")?.capabilities().closed_fd, ClosedFd::AtNextWait);
+/// # Ok::<(), evloop::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ClosedFd {
+    /// The next wait reports it as [`Ready::INVALID`] (poll's `POLLNVAL`;
+    /// select's `EBADF`, then a check of each fd; the simulator).
+    #[default]
+    AtNextWait,
+    /// Silently dropped by the kernel with the file (no event, no spin);
+    /// the next [`Backend::modify`] of the fd fails (epoll's `EBADF` from
+    /// `EPOLL_CTL_MOD`).
+    ModifyFails,
+    /// Silent until the fd's registration next reaches the kernel (the
+    /// loop's next change of its interest, or a re-arm); the wait that
+    /// carries it reports the fd as [`Ready::INVALID`], while `modify`
+    /// itself succeeds (kqueue's changelist, applied by the next `kevent`;
+    /// an io_uring poll submitted again).
+    InvalidAfterChange,
 }
 
 /// How a call to [`Backend::poll`] ended.

@@ -66,8 +66,8 @@ pub mod backends;
 
 pub use asyncs::AsyncSender;
 pub use backend::{
-    Backend, Capabilities, ChildExit, ExitStatus, FileStat, Notices, PollEvent, PollStatus,
-    SignalSet, Wake,
+    Backend, Capabilities, ChildExit, ClosedFd, ExitStatus, FileStat, Hangup, Notices, PollEvent,
+    PollStatus, SignalSet, Wake,
 };
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
 pub use builder::Builder;
