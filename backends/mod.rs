@@ -46,11 +46,27 @@ pub mod poll;
 #[cfg(unix)]
 pub mod select;
 
+/// Creates a backend: how [`Builder::register`](crate::Builder::register)
+/// and the conformance kit (feature `conformance`) are given one, and what
+/// [`factory`] returns for the crate's own. A plain function, or a closure
+/// that captures nothing; it may probe the kernel and fail (the error
+/// reaches [`Builder::build`](crate::Builder::build) as
+/// [`Error::Backend`]).
+///
+/// ```
+/// use evloop::backends::{poll::Poll, Factory};
+/// use evloop::Backend;
+/// let open: Factory = || Ok(Box::new(Poll::new()));
+/// assert_eq!(open()?.name(), "poll");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub type Factory = fn() -> std::io::Result<Box<dyn Backend>>;
+
 /// An OS backend this platform offers: its name, and how to create it.
 /// Each backend's file defines its own (`OFFERED`).
 struct Offered {
     name: &'static str,
-    open: fn() -> std::io::Result<Box<dyn Backend>>,
+    open: Factory,
 }
 
 // Each platform's backends, best first: named here once. kqueue is written
@@ -151,7 +167,7 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
     let Some(offered) = PLATFORM.iter().find(|o| o.name == name) else {
         return Err(Error::UnknownBackend {
             name: name.to_string(),
-            available: AVAILABLE,
+            available: AVAILABLE.to_vec(),
             env_var: None,
         });
     };
@@ -160,6 +176,20 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
         op: "create",
         source,
     })
+}
+
+/// How [`open`] creates the OS backend called `name` (one of
+/// [`AVAILABLE`]), as a [`Factory`]; `None` for any other name.
+///
+/// ```
+/// use evloop::backends;
+/// let open = backends::factory("select").unwrap();
+/// assert_eq!(open()?.name(), "select");
+/// assert!(backends::factory("sim").is_none());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn factory(name: &str) -> Option<Factory> {
+    PLATFORM.iter().find(|o| o.name == name).map(|o| o.open)
 }
 
 #[cfg(test)]
@@ -175,5 +205,8 @@ mod tests {
             open("sim"),
             Err(Error::UnknownBackend { available, .. }) if available == AVAILABLE
         ));
+        for name in AVAILABLE {
+            assert_eq!(factory(name).unwrap()().unwrap().name(), *name);
+        }
     }
 }

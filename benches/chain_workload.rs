@@ -16,7 +16,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use evloop::{Break, Interest, Loop, RunMode, Sim, SimSocket, Source, Timer, Trigger};
+use evloop::{Break, Builder, Interest, Loop, RunMode, Sim, SimSocket, Source, Timer, Trigger};
 
 /// Shape of one run.
 #[derive(Clone, Copy, Debug)]
@@ -180,10 +180,27 @@ impl<'s, W: ChainIo + 's> Bench<'s, W> {
     }
 }
 
-/// The workload on an OS backend ("epoll", "poll", "select", ...), with
-/// real non-blocking Unix socket pairs.
+/// The workload on the OS backend called `backend` ("epoll", "poll",
+/// "select", ...: a name of [`Builder::available`](evloop::Builder::available)
+/// on a plain builder), with real non-blocking Unix socket pairs.
 pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, OwnedFd>> {
-    let lp = Loop::builder().backend(backend).build()?;
+    on_builder(&Loop::builder().backend(backend), shape)
+}
+
+/// The workload on the loop `builder` builds: a backend registered with it
+/// ([`Builder::register`](evloop::Builder::register)) as well as one of the
+/// crate's.
+pub fn on_builder(builder: &Builder, shape: Shape) -> evloop::Result<Bench<'static, OwnedFd>> {
+    on_loop(builder.build()?, shape)
+}
+
+/// The workload on any loop whose backend watches OS fds (one made with
+/// [`Loop::with_backend`] on a backend of another crate, say), with real
+/// non-blocking Unix socket pairs.
+pub fn on_loop<'s>(
+    lp: Loop<'s, State<OwnedFd>>,
+    shape: Shape,
+) -> evloop::Result<Bench<'s, OwnedFd>> {
     let ends = (0..shape.pairs)
         .map(|_| {
             let (r, w) = UnixStream::pair().expect("socketpair (raise RLIMIT_NOFILE?)");

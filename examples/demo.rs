@@ -3,11 +3,17 @@
 //!
 //! Run with: `cargo run --release --example demo`
 //! (pass `quick` for a shorter run: `cargo run --release --example demo -- quick`)
+//!
+//! The backends are those of a [`Builder`]: the crate's own, and any
+//! registered with it. A backend of another crate is measured the same way:
+//! `Loop::builder().register("mine", my_crate::open)` in `main` puts it in
+//! the table.
 
 #[path = "../benches/chain_workload.rs"]
 mod chain_workload;
 
-use chain_workload::{on_os, on_sim, raise_fd_limit, Outcome, Shape};
+use chain_workload::{on_builder, on_sim, raise_fd_limit, Outcome, Shape};
+use evloop::{Builder, Loop};
 
 /// Best (lowest) time per event over `runs` runs.
 fn best(mut run: impl FnMut() -> Outcome, runs: usize) -> (usize, f64) {
@@ -21,18 +27,35 @@ fn best(mut run: impl FnMut() -> Outcome, runs: usize) -> (usize, f64) {
     (events, best)
 }
 
-fn measure(backend: &str, shape: Shape, runs: usize) -> Result<(usize, f64), String> {
-    if backend == "sim" {
-        let mut b = on_sim(shape);
-        return Ok(best(|| b.run(), runs));
-    }
-    match on_os(backend, shape) {
-        Ok(mut b) => Ok(best(|| b.run(), runs)),
-        Err(e) => Err(e.to_string()),
+/// The backends of the table: those of the builder, and the simulator.
+enum Subject<'b> {
+    Os(&'b Builder, &'static str),
+    Sim,
+}
+
+impl Subject<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Subject::Os(_, name) => name,
+            Subject::Sim => "sim",
+        }
     }
 }
 
-fn table(shape: Shape, runs: usize) {
+fn measure(subject: &Subject<'_>, shape: Shape, runs: usize) -> Result<(usize, f64), String> {
+    match subject {
+        Subject::Sim => {
+            let mut b = on_sim(shape);
+            Ok(best(|| b.run(), runs))
+        }
+        Subject::Os(builder, name) => match on_builder(&(*builder).clone().backend(name), shape) {
+            Ok(mut b) => Ok(best(|| b.run(), runs)),
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+fn table(builder: &Builder, shape: Shape, runs: usize) {
     println!(
         "\n{} socket pairs, {} active chains, {} writes per run (best of {runs} runs):",
         shape.pairs, shape.active, shape.writes
@@ -41,12 +64,17 @@ fn table(shape: Shape, runs: usize) {
         "  {:<8} {:>10} {:>16} {:>26}",
         "backend", "events", "ns/event", "ns/event (+ timer again)"
     );
-    let mut names: Vec<&str> = evloop::backends::AVAILABLE.to_vec();
-    names.push("sim");
-    for name in names {
-        let plain = measure(name, shape, runs);
+    let mut subjects: Vec<Subject<'_>> = builder
+        .available()
+        .into_iter()
+        .map(|name| Subject::Os(builder, name))
+        .collect();
+    subjects.push(Subject::Sim);
+    for subject in &subjects {
+        let name = subject.name();
+        let plain = measure(subject, shape, runs);
         let timed = measure(
-            name,
+            subject,
             Shape {
                 timers: true,
                 trigger: evloop::Trigger::Level,
@@ -66,14 +94,17 @@ fn table(shape: Shape, runs: usize) {
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     let limit = raise_fd_limit();
+    // The crate's backends; `.register(name, factory)` adds another.
+    let builder = Loop::builder();
     println!("evloop demo: the same callback-driven workload on every backend");
     println!(
         "default backend here: {} (EVLOOP_BACKEND overrides it); fd limit {limit}",
-        evloop::Builder::new().backend_name()
+        builder.backend_name()
     );
     let (runs, writes) = if quick { (2, 20_000) } else { (5, 100_000) };
     // Small enough for select (fds below FD_SETSIZE).
     table(
+        &builder,
         Shape {
             pairs: 200,
             active: 20,
@@ -86,6 +117,7 @@ fn main() {
     // The bench.c shape used for the per-event instruction counts; select
     // refuses it, and says why.
     table(
+        &builder,
         Shape {
             pairs: 1000,
             active: 100,

@@ -1,16 +1,18 @@
-//! Creating a loop on an OS backend chosen by name.
+//! Creating a loop on a backend chosen by name: the crate's own OS
+//! backends, and those registered with the builder.
 
 use std::borrow::Cow;
 use std::ffi::OsString;
 
-use crate::{backends, Loop, Result};
+use crate::backends::{self, Factory};
+use crate::{Backend, Error, Loop, Result};
 
 /// The environment variable that picks the backend when the program does
 /// not (like libev's `LIBEV_FLAGS`): `EVLOOP_BACKEND=poll`. Empty means
 /// unset.
 const ENV_VAR: &str = "EVLOOP_BACKEND";
 
-/// Builds a [`Loop`] on an OS backend.
+/// Builds a [`Loop`] on a backend chosen by name.
 ///
 /// The backend is, in order of precedence: the one named with
 /// [`Builder::backend`]; else the one named by the `EVLOOP_BACKEND`
@@ -18,7 +20,9 @@ const ENV_VAR: &str = "EVLOOP_BACKEND";
 /// run on another backend without being changed; else the platform's
 /// default ([`backends::default_name`]: epoll on Linux, kqueue on macOS and
 /// the BSDs, poll elsewhere). The names are those of
-/// [`backends::AVAILABLE`].
+/// [`backends::AVAILABLE`] and those [registered](Builder::register) with
+/// the builder: a backend of another crate, or one probed at run time, can
+/// be named like the crate's own ([`Builder::available`] lists them all).
 ///
 /// ```
 /// use evloop::{Builder, Loop};
@@ -28,6 +32,8 @@ const ENV_VAR: &str = "EVLOOP_BACKEND";
 #[derive(Debug, Clone, Default)]
 pub struct Builder {
     backend: Option<String>,
+    /// Backends registered with [`Builder::register`], in order.
+    registered: Vec<(&'static str, Factory)>,
 }
 
 impl Builder {
@@ -42,9 +48,11 @@ impl Builder {
     }
 
     /// Asks for the backend called `name` ("epoll", "kqueue", "poll",
-    /// "select"), overriding `EVLOOP_BACKEND`. A name that does not exist on
-    /// this platform makes [`Builder::build`] fail with
-    /// [`Error::UnknownBackend`](crate::Error::UnknownBackend).
+    /// "select", or one [registered](Builder::register) with this builder),
+    /// overriding `EVLOOP_BACKEND`. A name that is neither makes
+    /// [`Builder::build`] fail with
+    /// [`Error::UnknownBackend`](crate::Error::UnknownBackend), which lists
+    /// the names that exist.
     ///
     /// ```
     /// use evloop::{Builder, Error, Loop};
@@ -52,10 +60,99 @@ impl Builder {
     /// assert_eq!(lp.backend_name(), "select");
     /// let err = Builder::new().backend("nope").build::<()>().unwrap_err();
     /// assert!(matches!(err, Error::UnknownBackend { .. }));
+    /// assert!(err.to_string().contains("select"), "{err}");
     /// ```
     pub fn backend(mut self, name: &str) -> Builder {
         self.backend = Some(name.to_string());
         self
+    }
+
+    /// Makes a backend created by `open` available under `name`, to
+    /// [`Builder::backend`] and to `EVLOOP_BACKEND` alike: a backend of
+    /// another crate, or one that probes the kernel when it is created
+    /// (and fails there if the kernel refuses; [`Builder::build`] then
+    /// returns that error as [`Error::Backend`](crate::Error::Backend)).
+    /// It does not change the default. A name registered again replaces
+    /// the earlier registration, and a name of the crate's own backends is
+    /// replaced for this builder (to wrap one, say).
+    ///
+    /// ```
+    /// use evloop::backends::poll::Poll;
+    /// use evloop::{Backend, Builder, Capabilities, Interest, Loop, PollEvent, PollStatus};
+    /// use std::{io, os::fd::RawFd, time::Duration};
+    ///
+    /// /// Another crate's backend (here, the crate's poll backend renamed).
+    /// struct Mine(Poll);
+    /// impl Backend for Mine {
+    ///     fn name(&self) -> &'static str { "mine" }
+    ///     fn capabilities(&self) -> Capabilities { self.0.capabilities() }
+    ///     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+    ///         self.0.modify(fd, old, new)
+    ///     }
+    ///     fn poll(&mut self, t: Option<Duration>, ev: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
+    ///         self.0.poll(t, ev)
+    ///     }
+    ///     fn now(&mut self) -> Duration { self.0.now() }
+    /// }
+    ///
+    /// let builder = Builder::new().register("mine", || Ok(Box::new(Mine(Poll::new()))));
+    /// assert!(builder.available().ends_with(&["mine"]));
+    /// // What `EVLOOP_BACKEND=mine` picks, too.
+    /// let lp: Loop = builder.clone().backend("mine").build()?;
+    /// assert_eq!(lp.backend_name(), "mine");
+    ///
+    /// // A factory that probes, and is refused here.
+    /// let probed = Builder::new()
+    ///     .register("probed", || Err(io::Error::from(io::ErrorKind::Unsupported)))
+    ///     .backend("probed");
+    /// let err = probed.build::<()>().unwrap_err();
+    /// assert!(matches!(err, evloop::Error::Backend { backend: "probed", op: "create", .. }));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn register(mut self, name: &'static str, open: Factory) -> Builder {
+        self.registered.retain(|(n, _)| *n != name);
+        self.registered.push((name, open));
+        self
+    }
+
+    /// Every name this builder can build a loop on: the platform's
+    /// backends ([`backends::AVAILABLE`], best first), then the
+    /// [registered](Builder::register) ones in the order they were
+    /// registered (a registered name that replaces one of the platform's
+    /// is listed once, in the platform's place).
+    ///
+    /// ```
+    /// use evloop::{backends, Builder};
+    /// assert_eq!(Builder::new().available(), backends::AVAILABLE);
+    /// let b = Builder::new().register("other", backends::factory("poll").unwrap());
+    /// assert_eq!(b.available().last(), Some(&"other"));
+    /// ```
+    pub fn available(&self) -> Vec<&'static str> {
+        let mut names = backends::AVAILABLE.to_vec();
+        for (name, _) in &self.registered {
+            if !names.contains(name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// How the backend called `name` is created: a registered
+    /// [`Factory`], else the platform's ([`backends::factory`]); `None` for
+    /// a name [`Builder::available`] does not list.
+    ///
+    /// ```
+    /// use evloop::Builder;
+    /// let open = Builder::new().factory("poll").unwrap();
+    /// assert_eq!(open()?.name(), "poll");
+    /// assert!(Builder::new().factory("nope").is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn factory(&self, name: &str) -> Option<Factory> {
+        match self.registered.iter().find(|(n, _)| *n == name) {
+            Some((_, open)) => Some(*open),
+            None => backends::factory(name),
+        }
     }
 
     /// The name of the backend [`Builder::build`] would use now: the
@@ -106,23 +203,30 @@ impl Builder {
     /// ```
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
         let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
-        Ok(Loop::from_boxed(open_named(&name, from_env)?))
+        Ok(Loop::from_boxed(self.open_named(&name, from_env)?))
     }
-}
 
-/// [`backends::open`], saying in the error when the name came from the
-/// environment (a typo there is found faster).
-fn open_named(name: &str, from_env: bool) -> Result<Box<dyn crate::Backend>> {
-    backends::open(name).map_err(|err| match err {
-        crate::Error::UnknownBackend {
-            name, available, ..
-        } if from_env => crate::Error::UnknownBackend {
-            name,
-            available,
-            env_var: Some(ENV_VAR),
-        },
-        err => err,
-    })
+    /// Creates the backend called `name`: a registered one, else the
+    /// platform's. An unknown name's error lists every name that exists
+    /// and says when it came from the environment (a typo there is found
+    /// faster).
+    fn open_named(&self, name: &str, from_env: bool) -> Result<Box<dyn Backend>> {
+        if let Some((name, open)) = self.registered.iter().find(|(n, _)| *n == name) {
+            return open().map_err(|source| Error::Backend {
+                backend: name,
+                op: "create",
+                source,
+            });
+        }
+        backends::open(name).map_err(|err| match err {
+            Error::UnknownBackend { name, .. } => Error::UnknownBackend {
+                name,
+                available: self.available(),
+                env_var: from_env.then_some(ENV_VAR),
+            },
+            err => err,
+        })
+    }
 }
 
 /// The backend name, and whether it came from the environment: `explicit`,
@@ -200,7 +304,8 @@ mod tests {
 
     #[test]
     fn an_unknown_name_from_the_environment_says_so() {
-        let Err(from_env) = open_named("bogus", true) else {
+        let b = Builder::new();
+        let Err(from_env) = b.open_named("bogus", true) else {
             panic!("bogus backend opened")
         };
         let msg = from_env.to_string();
@@ -208,9 +313,28 @@ mod tests {
             msg.contains("\"bogus\"") && msg.contains("environment variable EVLOOP_BACKEND"),
             "{msg}"
         );
-        let Err(explicit) = open_named("bogus", false) else {
+        let Err(explicit) = b.open_named("bogus", false) else {
             panic!("bogus backend opened")
         };
         assert!(!explicit.to_string().contains("EVLOOP_BACKEND"));
+    }
+
+    #[test]
+    fn registered_backends_are_named_like_the_platforms() {
+        let renamed: Factory = || backends::open("poll").map_err(std::io::Error::other);
+        let b = Builder::new().register("other", renamed);
+        assert!(b.open_named("other", true).is_ok());
+        let Err(err) = b.open_named("bogus", true) else {
+            panic!("bogus backend opened")
+        };
+        let msg = err.to_string();
+        let known = format!("known here: {}, other", backends::AVAILABLE.join(", "));
+        assert!(msg.ends_with(&known), "{msg}");
+        // Registered again: replaced, listed once.
+        let b = b.register("other", renamed).register("poll", renamed);
+        let mut want = backends::AVAILABLE.to_vec();
+        want.push("other");
+        assert_eq!(b.available(), want);
+        assert_eq!(b.registered.len(), 2);
     }
 }

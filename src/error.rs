@@ -117,12 +117,14 @@ pub enum Error {
         /// The kind of watcher ("async").
         kind: &'static str,
     },
-    /// No backend of that name exists on this platform.
+    /// No backend of that name exists on this platform, nor was one
+    /// registered under it ([`Builder::register`](crate::Builder::register)).
     UnknownBackend {
         /// The requested name.
         name: String,
-        /// What this platform offers.
-        available: &'static [&'static str],
+        /// The names that would have worked: this platform's backends,
+        /// then those registered with the builder.
+        available: Vec<&'static str>,
         /// The environment variable the name was read from
         /// (`Some("EVLOOP_BACKEND")`), or `None` if the program chose it.
         env_var: Option<&'static str>,
@@ -198,7 +200,7 @@ impl fmt::Display for Error {
                 if let Some(var) = env_var {
                     write!(f, " (named by the environment variable {var})")?;
                 }
-                write!(f, "; this platform offers: {}", available.join(", "))
+                write!(f, "; known here: {}", available.join(", "))
             }
             Error::Backend { backend, op, source } => {
                 write!(f, "{backend} backend failed to {op}: {source}")

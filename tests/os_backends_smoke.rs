@@ -256,7 +256,10 @@ fn unknown_backend_name() {
     else {
         panic!("unexpected error: {err}");
     };
-    assert_eq!((name.as_str(), *available), ("iocp", backends::AVAILABLE));
+    assert_eq!(
+        (name.as_str(), available.as_slice()),
+        ("iocp", backends::AVAILABLE)
+    );
     let msg = err.to_string();
     assert!(msg.contains("\"iocp\""), "{msg}");
     assert!(msg.contains(&backends::AVAILABLE.join(", ")), "{msg}");
