@@ -64,6 +64,13 @@ mod watchers;
 #[path = "../backends/mod.rs"]
 pub mod backends;
 
+// The conformance kit: test code for backend authors, published behind a
+// feature. In `backends/` because its fixture needs unsafe code (pipes,
+// fds closed behind the loop's back, signals, fork).
+#[cfg(all(unix, feature = "conformance"))]
+#[path = "../backends/conformance/mod.rs"]
+pub mod conformance;
+
 pub use asyncs::AsyncSender;
 pub use backend::{
     Backend, Capabilities, ChildExit, ClosedFd, ExitStatus, FileStat, Hangup, Notices, PollEvent,

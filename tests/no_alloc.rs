@@ -1,61 +1,25 @@
 //! The hot path allocates nothing once warmed up: dispatching io events,
-//! restarting timers, running iterations. Proven with a counting global
-//! allocator whose count is per thread: the tests of this binary run in
-//! parallel, and each must see only its own allocations.
+//! restarting timers, running iterations. Proven with the conformance
+//! kit's counting global allocator, whose count is per thread: the tests of
+//! this binary run in parallel, and each must see only its own
+//! allocations.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use evloop::conformance::{self, CountingAllocator, Outcome};
 use evloop::{
     Backend, Capabilities, Interest, Loop, PollEvent, PollStatus, Ready, RunMode, Source, SourceFd,
     VirtualFd,
 };
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    /// This thread's allocations while `COUNTING` is set. A process-wide
-    /// counter would add another test thread's allocations to this one's.
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn note() {
-    // `try_with`: the allocator may be called while thread-locals are torn
-    // down, when there is nothing to count.
-    if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY (test code): forwards to the system allocator unchanged.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Allocations made by `f` on this thread.
 fn allocations_in(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(|n| n.get());
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    ALLOCS.with(|n| n.get()) - before
+    CountingAllocator::allocations_in(f)
 }
 
 /// A backend defined outside the crate: every registered fd is always
@@ -196,56 +160,14 @@ fn steady_state(mixed_priorities: bool) {
     assert!(n > 0);
 }
 
-/// The same on every kernel backend of the host: socket pairs, a byte read
-/// per callback, a timer pushed back per event.
+/// The same on every kernel backend of the host: the kit's no-allocation
+/// check (socket pairs, a byte read per callback, a timer pushed back per
+/// event).
 #[test]
 fn steady_state_on_every_os_backend_allocates_nothing() {
-    use std::io::{Read, Write};
-    use std::os::unix::net::UnixStream;
-
     for &name in evloop::backends::AVAILABLE {
-        let mut lp: Loop<Stats> = Loop::builder().backend(name).build().unwrap();
-        let mut peers = Vec::new();
-        for _ in 0..20 {
-            let (a, mut b) = UnixStream::pair().unwrap();
-            a.set_nonblocking(true).unwrap();
-            b.write_all(b"x").unwrap();
-            peers.push(b);
-            let timeout = lp
-                .timer(Duration::ZERO, Duration::from_secs(30), |_, st, _| {
-                    st.fired += 1
-                })
-                .unwrap();
-            lp.again(timeout).unwrap();
-            lp.io(a, Interest::READABLE, move |lp, st, ev| {
-                // One byte per round arrives from the peer; read one.
-                let mut byte = [0u8; 1];
-                if ev.source.read(&mut byte).unwrap_or(0) == 1 {
-                    st.io += 1;
-                    lp.again(timeout).unwrap();
-                }
-            })
-            .unwrap();
-        }
-        let mut st = Stats::default();
-        let mut round = |lp: &mut Loop<Stats>, st: &mut Stats| {
-            for p in peers.iter_mut() {
-                p.write_all(b"x").unwrap();
-            }
-            lp.run(RunMode::Once, st).unwrap();
-        };
-        for _ in 0..20 {
-            round(&mut lp, &mut st);
-        }
-        let n = allocations_in(|| {
-            for _ in 0..200 {
-                round(&mut lp, &mut st);
-            }
-        });
-        assert!(st.io >= 200 * 20, "{name}: {} events", st.io);
-        assert_eq!(
-            n, 0,
-            "{name}: {n} allocations in 200 steady-state iterations"
-        );
+        let open = evloop::backends::factory(name).unwrap();
+        let outcome = conformance::no_allocation(name, open);
+        assert_eq!(outcome, Outcome::Passed, "{name}");
     }
 }

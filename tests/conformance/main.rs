@@ -1,6 +1,8 @@
-//! The backend conformance suite: one set of scenarios, written once
-//! against a [`Fixture`](fixture::Fixture), run on every OS backend of the
-//! host (real socketpairs and pipes) and on the simulator.
+//! The conformance kit (`evloop::conformance`, the published suite that
+//! any crate runs on its backend with one call) on the crate's own
+//! backends: every OS backend of the host (real socketpairs and pipes) and
+//! the simulator, one test per scenario and backend, so that a failure
+//! names both.
 //!
 //! ```sh
 //! cargo test --test conformance                      # every backend
@@ -11,51 +13,37 @@
 //! EVLOOP_CONFORMANCE_BACKEND=kqueue cargo test --features emulated-kqueue --test conformance
 //! ```
 //!
-//! - `<scenario>::<backend>`: one test per scenario and backend. The
-//!   scenario asserts what every backend must do, and spells out where
-//!   backends legitimately differ (HUP reporting, when a closed fd is
-//!   noticed, edge triggering).
-//! - `differential::<backend>`: runs every *compared* scenario on the OS
-//!   backend and on the simulator and checks that both produce the same
-//!   canonical record, step by step: the same io callbacks (by logical
-//!   name) with the same readiness, the same notes (what reads and writes
-//!   returned), the same `modify` calls. `record.rs` says what is
-//!   normalised and why.
+//! - `<scenario>::<backend>`: [`Scenario::check`] (or
+//!   [`Scenario::check_sim`]) of the kit. The scenario asserts what every
+//!   backend must do, and what the backend declares in its capabilities
+//!   where backends legitimately differ (hang-up reporting, when a closed
+//!   fd is noticed, edge triggering, native one-shot).
+//! - `differential::<backend>`: [`conformance::differential`]: every
+//!   *compared* scenario on the OS backend and on the simulator, which must
+//!   produce the same canonical record, step by step; every difference is
+//!   listed.
 //! - `EVLOOP_CONFORMANCE_BACKEND=<name>` runs one backend's tests (the
 //!   others pass as skipped); a name the suite does not know fails every
 //!   test. `EVLOOP_CONFORMANCE_SHOW=1` (with `--nocapture`) prints each
 //!   record, raw and canonical.
 //!
-//! A new backend: see `docs/porting.md`. In short: if it watches OS fds,
-//! make [`open_backend`] create it and add it to the `backends` list below;
-//! the [`OsFixture`](fixture::OsFixture) does the rest.
+//! The scenarios themselves are in `backends/conformance/` (the kit); a
+//! new backend of the crate is added to the `backends` list below, a new
+//! scenario of the kit to the `scenarios` list (a test fails until it is).
 #![cfg(unix)]
 
-mod fixture;
-mod os_only;
-mod record;
-mod scenarios;
+mod wrappers;
 
-use evloop::Backend;
+use evloop::backends::Factory;
+use evloop::conformance::{self, Scenario};
 
 /// The environment variable that restricts the run to one backend.
 pub const SELECT_VAR: &str = "EVLOOP_CONFORMANCE_BACKEND";
 
-/// Creates the OS backend called `name`. The crate's own come from
-/// `evloop::backends::open`; a backend defined elsewhere gets an arm here
-/// (and an entry in the `backends` list of `conformance!`).
-pub fn open_backend(name: &str) -> Box<dyn Backend> {
-    // A backend defined elsewhere:
-    // if name == "mine" {
-    //     return Box::new(my_crate::MyBackend::new().unwrap());
-    // }
-    evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open the {name} backend: {e}"))
-}
-
-/// The run harness: selection, and the differential comparison.
+/// The run harness: selection, and the calls into the kit.
 mod harness {
-    use crate::fixture::{OsFixture, SimFixture};
-    use crate::record::Record;
+    use evloop::backends::Factory;
+    use evloop::conformance::{self, Scenario};
 
     /// Whether the tests of `backend` run (see [`crate::SELECT_VAR`]).
     pub fn selected(backend: &str) -> bool {
@@ -79,149 +67,112 @@ mod harness {
         want == backend
     }
 
-    /// Prints the record (raw and canonical) if `EVLOOP_CONFORMANCE_SHOW`
-    /// is set (run with `--nocapture` to see it).
-    fn show(record: &Record) {
-        if std::env::var_os("EVLOOP_CONFORMANCE_SHOW").is_none() {
-            return;
-        }
-        let mut out = format!("record on {}:\n", record.backend);
-        for (line, step) in record.canonical().iter().zip(&record.steps) {
-            let raw: Vec<String> = step
-                .dispatched
-                .iter()
-                .map(|d| format!("{}:{}", d.name, d.ready))
-                .collect();
-            out += &format!("  {line}\n      raw [{}]\n", raw.join(", "));
-        }
-        println!("{out}");
+    fn scenario(name: &str) -> Scenario {
+        Scenario::named(name).unwrap_or_else(|| panic!("the kit has no scenario {name}"))
+    }
+
+    /// The crate's OS backend called `backend`.
+    pub fn factory(backend: &str) -> Factory {
+        evloop::backends::factory(backend).unwrap_or_else(|| panic!("no {backend} backend here"))
     }
 
     /// Runs a scenario on an OS backend.
-    pub fn os(backend: &'static str, scenario: fn(&OsFixture) -> Record) {
+    pub fn os(backend: &'static str, name: &str) {
         if selected(backend) {
-            let record = scenario(&OsFixture::new(backend));
-            assert_eq!(record.backend, backend);
-            show(&record);
+            scenario(name)
+                .check(backend, factory(backend))
+                .assert_passed();
         }
     }
 
     /// Runs a scenario on the simulator.
-    pub fn sim(backend: &'static str, scenario: fn(&SimFixture) -> Record) {
-        if selected(backend) {
-            let record = scenario(&SimFixture::new());
-            assert_eq!(record.backend, backend);
-            show(&record);
+    pub fn sim(name: &str) {
+        if selected("sim") {
+            scenario(name).check_sim().assert_passed();
         }
     }
 
-    /// A compared scenario, on both kinds of fixture.
-    pub type Compared = (
-        &'static str,
-        fn(&OsFixture) -> Record,
-        fn(&SimFixture) -> Record,
-    );
-
-    /// Runs every compared scenario on `backend` and on the simulator, and
-    /// fails with every difference.
-    pub fn differential(backend: &'static str, scenarios: &[Compared]) {
+    /// Every compared scenario on `backend` and on the simulator; fails
+    /// with every difference.
+    pub fn differential(backend: &'static str) {
         if !selected(backend) {
             return;
         }
-        let mut diffs = Vec::new();
-        for (name, on_os, on_sim) in scenarios {
-            let os = on_os(&OsFixture::new(backend)).canonical();
-            let sim = on_sim(&SimFixture::new()).canonical();
-            if os == sim {
-                continue;
-            }
-            let mut d = format!("scenario {name}:\n");
-            for i in 0..os.len().max(sim.len()) {
-                let (o, s) = (os.get(i), sim.get(i));
-                let mark = if o == s { "  " } else { "!=" };
-                let show = |l: Option<&String>| l.map_or("(none)".to_string(), |l| l.clone());
-                d += &format!("  {mark} sim:          {}\n", show(s));
-                d += &format!("  {mark} {backend:<13} {}\n", show(o));
-            }
-            diffs.push(d);
-        }
-        assert!(
-            diffs.is_empty(),
-            "{backend} differs from the simulator:\n{}",
-            diffs.join("\n")
-        );
+        let diffs: Vec<String> = conformance::differential(backend, factory(backend))
+            .into_iter()
+            .filter_map(|(scenario, outcome)| match outcome {
+                conformance::Outcome::Failed(why) => Some(format!("scenario {scenario}: {why}")),
+                _ => None,
+            })
+            .collect();
+        assert!(diffs.is_empty(), "{}", diffs.join("\n"));
     }
 }
 
 /// Generates one test per (scenario, backend) and one differential test per
-/// OS backend. Backends are `name: os` (an [`OsFixture`](fixture::OsFixture)
-/// on `open_backend(name)`) or `name: sim`.
+/// OS backend. Backends are `name: os` (the crate's OS backend of that
+/// name, through `evloop::backends::factory`) or `sim: sim`.
 macro_rules! conformance {
     (
         backends $backends:tt
-        compared $compared:tt
-        per_backend { $($per:ident),* $(,)? }
-        os_only { $($os:ident),* $(,)? }
+        scenarios { $($scenario:ident),* $(,)? }
+        kernel_only { $($kernel:ident),* $(,)? }
     ) => {
-        conformance!(@scenarios $compared $backends);
-        conformance!(@scenarios { $($per),* } $backends);
-        $( conformance!(@os_only $os $backends); )*
-        conformance!(@differential $backends $compared);
+        $( conformance!(@scenario $scenario $backends); )*
+        $( conformance!(@kernel $kernel $backends); )*
+        conformance!(@differential $backends);
         conformance!(@known $backends);
+
+        /// The scenarios this file has tests for.
+        fn listed() -> Vec<(&'static str, bool)> {
+            let mut v = vec![$((stringify!($scenario), false)),*];
+            v.extend([$((stringify!($kernel), true)),*]);
+            v
+        }
     };
 
-    (@scenarios { $($scenario:ident),* $(,)? } $backends:tt) => {
-        $( conformance!(@scenario $scenario $backends); )*
-    };
     (@scenario $scenario:ident { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? }) => {
         mod $scenario {
-            $(
-                $(#[$m])*
-                #[test]
-                fn $backend() {
-                    crate::harness::$kind(stringify!($backend), crate::scenarios::$scenario);
-                }
-            )*
+            $( conformance!(@test $scenario $backend $kind $(#[$m])*); )*
         }
     };
-
-    (@os_only $scenario:ident { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? }) => {
+    (@kernel $scenario:ident { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? }) => {
         mod $scenario {
-            $( conformance!(@os_test $scenario $backend $kind $(#[$m])*); )*
+            $( conformance!(@kernel_test $scenario $backend $kind $(#[$m])*); )*
         }
     };
-    (@os_test $scenario:ident $backend:ident os $(#[$m:meta])*) => {
+    (@test $scenario:ident $backend:ident os $(#[$m:meta])*) => {
         $(#[$m])*
         #[test]
         fn $backend() {
-            crate::harness::os(stringify!($backend), crate::os_only::$scenario);
+            crate::harness::os(stringify!($backend), stringify!($scenario));
         }
     };
-    (@os_test $scenario:ident $backend:ident sim $(#[$m:meta])*) => {};
+    (@test $scenario:ident $backend:ident sim $(#[$m:meta])*) => {
+        #[test]
+        fn $backend() {
+            crate::harness::sim(stringify!($scenario));
+        }
+    };
+    (@kernel_test $scenario:ident $backend:ident os $(#[$m:meta])*) => {
+        conformance!(@test $scenario $backend os $(#[$m])*);
+    };
+    (@kernel_test $scenario:ident $backend:ident sim $(#[$m:meta])*) => {};
 
-    (@differential { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? } $compared:tt) => {
+    (@differential { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? }) => {
         /// Each OS backend against the simulator, scenario by scenario.
         mod differential {
-            $( conformance!(@diff_test $backend $kind $compared $(#[$m])*); )*
+            $( conformance!(@diff_test $backend $kind $(#[$m])*); )*
         }
     };
-    (@diff_test $backend:ident os { $($scenario:ident),* $(,)? } $(#[$m:meta])*) => {
+    (@diff_test $backend:ident os $(#[$m:meta])*) => {
         $(#[$m])*
         #[test]
         fn $backend() {
-            use crate::fixture::{OsFixture, SimFixture};
-            use crate::record::Record;
-            crate::harness::differential(
-                stringify!($backend),
-                &[$((
-                    stringify!($scenario),
-                    crate::scenarios::$scenario::<OsFixture> as fn(&OsFixture) -> Record,
-                    crate::scenarios::$scenario::<SimFixture> as fn(&SimFixture) -> Record,
-                )),*],
-            );
+            crate::harness::differential(stringify!($backend));
         }
     };
-    (@diff_test $backend:ident sim $($rest:tt)*) => {};
+    (@diff_test $backend:ident sim $(#[$m:meta])*) => {};
 
     (@known { $($(#[$m:meta])* $backend:ident : $kind:ident),* $(,)? }) => {
         /// The backends this build of the suite runs.
@@ -252,8 +203,9 @@ conformance! {
         select: os,
         sim: sim,
     }
-    // Same canonical record on every backend (checked by `differential`).
-    compared {
+    // On every backend; `Scenario::compared` says which the differential
+    // check compares with the simulator.
+    scenarios {
         readable,
         writable,
         writable_after_full,
@@ -267,18 +219,12 @@ conformance! {
         spurious_readiness,
         wait_interrupted,
         timeouts,
-    }
-    // Run on every backend, with the differences asserted per backend.
-    per_backend {
-        // select reports a reset as plain readability.
         reset_by_peer,
-        // Only epoll and kqueue offer edge triggering.
         edge,
-        // epoll and kqueue notice a closed fd only at the next change.
         closed_fd,
     }
     // Kernel-only: fd number reuse, regular files.
-    os_only {
+    kernel_only {
         fd_reuse,
         regular_file,
     }
@@ -294,4 +240,47 @@ fn every_os_backend_of_the_host_is_in_the_suite() {
         );
     }
     assert!(known.contains(&"sim"));
+}
+
+#[test]
+fn every_scenario_of_the_kit_has_its_tests() {
+    let listed = listed();
+    let kit: Vec<(&str, bool)> = Scenario::ALL
+        .iter()
+        .map(|s| (s.name(), s.kernel_only()))
+        .collect();
+    assert_eq!(
+        listed, kit,
+        "the scenarios list of conformance! is not the kit's"
+    );
+}
+
+/// The differential check runs every compared scenario on its own, so that
+/// a backend that differs in many shows each of them, whether its record
+/// differs or the scenario could not finish.
+#[test]
+fn the_differential_check_shows_every_difference() {
+    let open: Factory = wrappers::LosesFirstReports::open;
+    let results = conformance::differential("loses-first-reports", open);
+    let compared: Vec<Scenario> = Scenario::ALL
+        .iter()
+        .copied()
+        .filter(|s| s.compared())
+        .collect();
+    let checked: Vec<Scenario> = results.iter().map(|(s, _)| *s).collect();
+    assert_eq!(checked, compared);
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(_, o)| o.failed())
+        .map(|(s, _)| s.name())
+        .collect();
+    assert!(failed.len() >= 5, "only {failed:?} differ");
+    for name in ["readable", "level", "hangup_pipe"] {
+        assert!(failed.contains(&name), "{name} is not among {failed:?}");
+    }
+    let (_, readable) = &results[0];
+    let conformance::Outcome::Failed(diff) = readable else {
+        panic!("{readable:?}")
+    };
+    assert!(diff.contains("!= sim:"), "{diff}");
 }

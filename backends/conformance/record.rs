@@ -41,12 +41,13 @@
 //! `fd_kill`) shows as `killed`, and a watcher the loop stopped for any
 //! other reason (one-shot) as `stopped`; both must agree everywhere.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::os::fd::RawFd;
 
-use evloop::{Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Source, Trigger};
+use crate::{Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Source, Trigger};
 
-use crate::fixture::{fd_of, Modifies, ModifyCall, Stream};
+use super::fixture::{fd_of, Modifies, ModifyCall, Stream};
 
 /// One io callback invocation.
 #[derive(Debug, Clone)]
@@ -166,6 +167,27 @@ impl Record {
     }
 }
 
+thread_local! {
+    /// Whether the scenarios of this thread only record (the differential
+    /// check): their expectations are then not asserted, so that a
+    /// scenario goes on to its last step and the comparison shows every
+    /// difference, not the first failed expectation.
+    static RECORD_ONLY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the expectations of the scenarios it runs switched off
+/// (see [`RECORD_ONLY`]), and switched on again after, even if it panics.
+pub fn record_only<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            RECORD_ONLY.with(|r| r.set(self.0));
+        }
+    }
+    let _restore = Restore(RECORD_ONLY.with(|r| r.replace(true)));
+    f()
+}
+
 /// The loop's state in every scenario: collects dispatches and notes, and
 /// cuts them into steps.
 pub struct Log {
@@ -176,6 +198,8 @@ pub struct Log {
     modifies: Modifies,
     names: Vec<(RawFd, &'static str)>,
     compare_modifies: bool,
+    /// Expectations are not asserted ([`record_only`]).
+    record_only: bool,
 }
 
 impl Log {
@@ -189,6 +213,16 @@ impl Log {
             modifies,
             names: Vec::new(),
             compare_modifies: true,
+            record_only: RECORD_ONLY.with(Cell::get),
+        }
+    }
+
+    /// Asserts `ok`, with `what` as the message (unless the scenario only
+    /// records).
+    #[track_caller]
+    pub fn require(&self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok && !self.record_only {
+            panic!("{}: {}", self.backend, what());
         }
     }
 
@@ -259,6 +293,9 @@ impl Log {
     /// and noted (any order).
     #[track_caller]
     pub fn expect(&self, dispatched: &[&str], notes: &[&str]) {
+        if self.record_only {
+            return;
+        }
         let step = self.steps.last().expect("no step yet");
         let n = self.steps.len() - 1;
         let mut want: Vec<String> = dispatched.iter().map(|s| s.to_string()).collect();
@@ -283,6 +320,9 @@ impl Log {
     /// Asserts the modify calls of the last step, in order.
     #[track_caller]
     pub fn expect_modifies(&self, modifies: &[&str]) {
+        if self.record_only {
+            return;
+        }
         let step = self.steps.last().expect("no step yet");
         assert_eq!(
             step.modifies,
@@ -296,6 +336,9 @@ impl Log {
     /// Asserts how the last step's `run` returned.
     #[track_caller]
     pub fn expect_outcome(&self, outcome: RunOutcome) {
+        if self.record_only {
+            return;
+        }
         let step = self.steps.last().expect("no step yet");
         assert_eq!(step.outcome, outcome, "{}: step outcome", self.backend);
     }

@@ -6,11 +6,11 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 
-use evloop::{Interest, Ready, RunMode, RunOutcome};
+use crate::{Interest, Ready, RunMode, RunOutcome};
 
-use crate::fixture::{dup_high, high_fds, socketpair, Fixture, OsFixture};
-use crate::record::{drain, write_all, Record};
-use crate::scenarios::{reader, sleeper, start};
+use super::fixture::{dup_high, high_fds, socketpair, Fixture, OsFixture};
+use super::record::{drain, write_all, Record};
+use super::scenarios::{reader, sleeper, start};
 
 use RunMode::NoWait;
 
@@ -83,7 +83,7 @@ pub fn regular_file(f: &OsFixture) -> Record {
     log.expect_outcome(RunOutcome::NoActiveWatchers);
 
     // A pipe next to a refused file still works.
-    let (r, w) = crate::fixture::pipe();
+    let (r, w) = super::fixture::pipe();
     let file = File::open(std::env::current_exe().unwrap()).unwrap();
     lp.io(file, Interest::WRITABLE, sleeper("file")).unwrap();
     lp.io(r, Interest::READABLE, reader("pipe")).unwrap();

@@ -6,6 +6,12 @@
 //! drops on the other end, which take effect at once on both (a unix-domain
 //! socket or a pipe delivers synchronously), so the loop can be stepped with
 //! `RunMode::NoWait` between them without sleeping.
+//!
+//! A backend of OS fds needs nothing from this module: [`run`](super::run)
+//! puts it in an [`OsFixture`]. A backend whose sources are something else
+//! (another simulator; handles that are not fds) implements [`Fixture`]
+//! for its world and runs the scenarios with
+//! [`Scenario::check_on`](super::Scenario::check_on).
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -17,7 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use evloop::{
+use crate::backends::Factory;
+use crate::{
     Backend, Capabilities, Interest, Loop, PollEvent, PollStatus, Ready, Sim, SimSocket, Source,
     SourceFd,
 };
@@ -181,8 +188,7 @@ impl Backend for Probe<'_> {
 ///
 /// To run the suite on a new kind of backend whose sources are not plain
 /// fds (say, virtual fds of another simulator), implement this trait; for
-/// an fd-based backend, [`OsFixture`] already does everything (see
-/// `crate::open_backend`).
+/// an fd-based backend, [`OsFixture`] already does everything.
 pub trait Fixture {
     /// One end of a connected, non-blocking stream pair (`socketpair(2)`).
     type Sock: Stream + Source + 'static;
@@ -220,20 +226,38 @@ pub trait Fixture {
     /// on the simulator. Returns `f`'s result and how many interruptions
     /// were delivered.
     fn interrupt_waits<R>(&self, span: Duration, f: impl FnOnce() -> R) -> (R, usize);
+    /// The fixture as an [`OsFixture`], for the scenarios that only a
+    /// kernel has (fd numbers reused, regular files); `None` (the default)
+    /// skips them.
+    fn as_os(&self) -> Option<&OsFixture> {
+        None
+    }
 }
 
 // ------------------------------------------------------------------ the OS
 
 /// Runs the suite on an OS backend, with unix-domain socketpairs and pipes.
+///
+/// It installs a handler of `SIGUSR1` that only counts (without
+/// `SA_RESTART`), the signal with which it interrupts waits, and keeps it
+/// for the rest of the process. It duplicates fds to numbers from
+/// [`HIGH_FD_BASE`] (raising the soft `RLIMIT_NOFILE` to `FD_SETSIZE` if
+/// it is lower).
 pub struct OsFixture {
     name: &'static str,
+    open: Factory,
 }
 
 impl OsFixture {
-    /// The fixture for the backend called `name` (created with
-    /// `crate::open_backend`).
-    pub fn new(name: &'static str) -> OsFixture {
-        OsFixture { name }
+    /// The fixture for the backend called `name`, which `open` creates,
+    /// once per loop.
+    pub fn new(name: &'static str, open: Factory) -> OsFixture {
+        OsFixture { name, open }
+    }
+
+    /// A new backend under test (panics if `open` fails).
+    pub fn open(&self) -> Box<dyn Backend> {
+        (self.open)().unwrap_or_else(|e| panic!("cannot create the {} backend: {e}", self.name))
     }
 }
 
@@ -414,10 +438,8 @@ impl Fixture for OsFixture {
     }
 
     fn new_loop<'s, S>(&self) -> (Loop<'s, S>, Modifies) {
-        let (probe, log) = Probe::wrap(crate::open_backend(self.name));
-        let lp = Loop::with_backend(probe);
-        assert_eq!(lp.backend_name(), self.name);
-        (lp, log)
+        let (probe, log) = Probe::wrap(self.open());
+        (Loop::with_backend(probe), log)
     }
 
     fn pair(&self, _name: &str) -> (UnixStream, UnixStream) {
@@ -470,10 +492,19 @@ impl Fixture for OsFixture {
                 unsafe { libc::pthread_kill(me as libc::pthread_t, INTERRUPT_SIGNAL) };
             }
         });
-        let r = f();
+        // Stopped and joined even if `f` panics: no signal may reach the
+        // thread after it has left.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         stop.store(true, Ordering::Relaxed);
         pest.join().unwrap();
-        (r, INTERRUPTS.with(Cell::get) - before)
+        match r {
+            Ok(r) => (r, INTERRUPTS.with(Cell::get) - before),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+
+    fn as_os(&self) -> Option<&OsFixture> {
+        Some(self)
     }
 }
 
@@ -495,6 +526,12 @@ impl SimFixture {
     /// A fixture on a fresh world.
     pub fn new() -> SimFixture {
         SimFixture { sim: Sim::new() }
+    }
+}
+
+impl Default for SimFixture {
+    fn default() -> SimFixture {
+        SimFixture::new()
     }
 }
 
@@ -547,7 +584,7 @@ impl Fixture for SimFixture {
         }
         let count = || {
             let trace = self.sim.trace();
-            let spurious = |s: &&evloop::Step| s.kind == evloop::StepKind::Spurious;
+            let spurious = |s: &&crate::Step| s.kind == crate::StepKind::Spurious;
             trace.iter().filter(spurious).count()
         };
         let before = count();

@@ -2,19 +2,22 @@
 //!
 //! Each scenario drives the loop in steps (see `record.rs`) with peer actions
 //! between them, asserts what every backend must do, and returns its
-//! [`Record`]. Scenarios listed as "compared" in `main.rs` must also produce
-//! the same canonical record on every backend (the differential tests
-//! check each OS backend against the simulator); the others assert their
-//! per-backend differences explicitly.
+//! [`Record`]. The *compared* scenarios ([`Scenario::compared`](super::Scenario::compared))
+//! must also produce the same canonical record on every backend (the
+//! differential check compares each OS backend with the simulator); the
+//! others assert the differences a backend declares in its
+//! [`Capabilities`](crate::Capabilities), never by its name.
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use evloop::{Error, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
+use crate::{
+    ClosedFd, Error, Hangup, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger,
+};
 
-use crate::fixture::{Fixture, Stream};
-use crate::record::{drain, fill, try_write, write_all, End, Log, Record};
+use super::fixture::{Fixture, Stream};
+use super::record::{drain, fill, try_write, write_all, End, Log, Record};
 
 use RunMode::{NoWait, Once};
 
@@ -48,43 +51,31 @@ pub fn sleeper<'s, T: 's>(
 
 // ------------------------------------------- what legitimately differs
 //
-// The per-backend facts the scenarios assert. A new backend adds itself
-// here (an unknown name fails in `closed_fd_behaviour`, the others default
-// to the most common answer).
+// What the scenarios assert of a hang-up, by the backend's declaration
+// (`Capabilities::hangup`).
 
-/// Whether the backend reports a hang-up as `Ready::HUP`. select cannot:
-/// it has only "readable" and "writable" sets, so a hang-up shows as
-/// readability (and the read returns EOF).
-pub fn reports_hangup(backend: &str) -> bool {
-    !matches!(backend, "select")
+/// Whether a report that comes after the peer hung up must carry
+/// `Ready::HUP`: `hung_up_before_armed` says whether the hang-up came
+/// before the fd was registered (or re-armed), so that a backend that
+/// reports readiness as of its wake-up saw it too. `None`: either is
+/// right.
+fn hup_expected(hangup: Hangup, hung_up_before_armed: bool) -> Option<bool> {
+    match hangup {
+        Hangup::Always => Some(true),
+        Hangup::Never => Some(false),
+        Hangup::AsOfWakeup if hung_up_before_armed => Some(true),
+        Hangup::AsOfWakeup => None,
+    }
 }
 
-/// Whether the backend offers edge triggering and native one-shot
-/// (`Capabilities::edge`, `Capabilities::oneshot`); elsewhere edge is
-/// refused and one-shot emulated by the loop.
-pub fn offers_edge_and_native_oneshot(backend: &str) -> bool {
-    matches!(backend, "epoll" | "kqueue")
-}
-
-/// When a backend notices an fd closed behind the loop's back.
-#[derive(Debug, PartialEq, Eq)]
-pub enum ClosedFd {
-    /// At the next poll: `POLLNVAL` (poll), `EBADF` then a per-fd check
-    /// (select), `Ready::INVALID` (the simulator).
-    AtNextPoll,
-    /// Only when the loop next changes the fd's registration: the kernel
-    /// silently dropped the registration when the file was closed, so the
-    /// fd never shows up in a wait (no event, no spin); the change then
-    /// fails with `EBADF` (epoll; kqueue, through its changelist).
-    AtNextInterestChange,
-}
-
-/// What each backend observes (add a row for a new backend).
-pub fn closed_fd_behaviour(backend: &str) -> ClosedFd {
-    match backend {
-        "poll" | "select" | "sim" => ClosedFd::AtNextPoll,
-        "epoll" | "kqueue" => ClosedFd::AtNextInterestChange,
-        other => panic!("closed_fd: say when the {other} backend notices a closed fd"),
+/// Asserts the `HUP` bit of `raw` against [`hup_expected`].
+#[track_caller]
+fn check_hup(log: &Log, what: &str, raw: Ready, hangup: Hangup, before_armed: bool) {
+    if let Some(want) = hup_expected(hangup, before_armed) {
+        log.require(raw.is_hup() == want, || {
+            let must = if want { "must carry" } else { "must not carry" };
+            format!("{what}: {raw}: with Hangup::{hangup:?} declared, this report {must} HUP")
+        });
     }
 }
 
@@ -298,7 +289,7 @@ pub fn interest_changes_within_an_iteration<F: Fixture>(f: &F) -> Record {
     let (sock, peer) = f.pair("s");
     let (mut lp, mut log) = start(f);
     log.name_fd(&sock, "s");
-    let other: Rc<Cell<Option<evloop::Io>>> = Rc::default();
+    let other: Rc<Cell<Option<crate::Io>>> = Rc::default();
     let first = Rc::new(Cell::new(true));
     let (other_a, other_b) = (other.clone(), other.clone());
     let a = lp
@@ -377,7 +368,6 @@ pub fn interest_changes_within_an_iteration<F: Fixture>(f: &F) -> Record {
 /// the backend can say so) and then EOF; a writer gets the error on its
 /// next write.
 pub fn hangup_socket<F: Fixture>(f: &F) -> Record {
-    let backend = f.backend();
     let (a, pa) = f.pair("a");
     let (b, pb) = f.pair("b");
     let (mut lp, mut log) = start(f);
@@ -392,10 +382,12 @@ pub fn hangup_socket<F: Fixture>(f: &F) -> Record {
     log.step(&mut lp, NoWait);
     log.expect(&["a:r"], &["a read \"bye\" then eof"]);
     log.expect_modifies(&["a: r => -"]);
-    // select has no way to say "hang-up": it shows as readability.
+    // select has no way to say "hang-up": it shows as readability. A
+    // backend reporting as of its wake-up may have woken at the data.
+    let hangup = lp.capabilities().hangup;
     let raw = log.last().raw("a");
-    assert_eq!(raw.is_hup(), reports_hangup(backend), "{backend}: {raw}");
-    assert!(!raw.is_error(), "{backend}: {raw}");
+    check_hup(&log, "a, data then a close", raw, hangup, false);
+    log.require(!raw.is_error(), || format!("a: {raw}: an error"));
 
     drop(pb);
     lp.io(b, Interest::WRITABLE, |lp, log, ev| {
@@ -408,7 +400,7 @@ pub fn hangup_socket<F: Fixture>(f: &F) -> Record {
     log.expect(&["b:w"], &["b write error BrokenPipe"]);
     log.expect_modifies(&["b: - => w", "b: w => -"]);
     let raw = log.last().raw("b");
-    assert_eq!(raw.is_hup(), reports_hangup(backend), "{backend}: {raw}");
+    check_hup(&log, "b, closed before it was watched", raw, hangup, true);
 
     log.step(&mut lp, NoWait);
     log.expect_outcome(RunOutcome::NoActiveWatchers);
@@ -418,7 +410,6 @@ pub fn hangup_socket<F: Fixture>(f: &F) -> Record {
 /// Pipes: the writer's close gives the reader EOF; the reader's close gives
 /// a (full) writer an event and `EPIPE` on its next write.
 pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
-    let backend = f.backend();
     let (r, w) = f.pipe("p");
     let (e, ew) = f.pipe("e");
     let (r2, w2) = f.pipe("q");
@@ -437,13 +428,10 @@ pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
         &["e:r", "r:r"],
         &["e read \"\" then eof", "r read \"last\" then eof"],
     );
+    let hangup = lp.capabilities().hangup;
     for name in ["r", "e"] {
         let raw = log.last().raw(name);
-        assert_eq!(
-            raw.is_hup(),
-            reports_hangup(backend),
-            "{backend}: {name}: {raw}"
-        );
+        check_hup(&log, name, raw, hangup, true);
     }
 
     let filled = Rc::new(Cell::new(false));
@@ -466,23 +454,20 @@ pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
     drop(r2);
     log.step(&mut lp, NoWait);
     log.expect(&["w:w"], &["w write error BrokenPipe"]);
-    // What each backend says when a full pipe's reader leaves (normalised
-    // in the comparison: every one of them wakes the writer, whose write
-    // then fails).
+    // What a backend says when a full pipe's reader leaves (normalised in
+    // the comparison: every one of them wakes the writer, whose write then
+    // fails): an error (epoll, poll: `EPOLLERR` / `POLLERR` alone, with no
+    // room for `WRITABLE`; kqueue: `EV_EOF` with the error; the simulator:
+    // a reset, `HUP | ERROR`), or plain writability where the mechanism
+    // has no error bit (select).
     let raw = log.last().raw("w");
-    match backend {
-        // POLLERR / EPOLLERR alone (there is no room, so no POLLOUT).
-        "epoll" | "poll" => assert_eq!(
-            raw,
-            Ready::ERROR | Ready::WRITABLE,
-            "{backend}: full pipe, reader gone"
-        ),
-        // select: an error shows as readiness.
-        "select" => assert_eq!(raw, Ready::WRITABLE, "{backend}"),
-        // The simulator: the reader left with our bytes unread, a reset
-        // (HUP and ERROR); no room, so no WRITABLE.
-        "sim" => assert_eq!(raw, Ready::HUP | Ready::ERROR, "{backend}"),
-        _ => assert!(raw.is_hup() || raw.is_error(), "{backend}: {raw}"),
+    match hangup {
+        Hangup::Never => log.require(raw == Ready::WRITABLE, || {
+            format!("full pipe, reader gone: {raw}, not plain writability (hangup {hangup:?})")
+        }),
+        Hangup::Always | Hangup::AsOfWakeup => log.require(raw.is_error(), || {
+            format!("full pipe, reader gone: {raw}, without ERROR (hangup {hangup:?})")
+        }),
     }
     log.step(&mut lp, NoWait);
     log.expect_outcome(RunOutcome::NoActiveWatchers);
@@ -525,10 +510,10 @@ pub fn oneshot<F: Fixture>(f: &F) -> Record {
     let (a, peer) = f.pair("a");
     let (keep, keep_peer) = f.pair("k");
     let (mut lp, mut log) = start(f);
+    log.name_fd(&a, "a");
     // An idle watcher, so that every step is an iteration.
     lp.io(keep, Interest::READABLE, sleeper("k")).unwrap();
-    let native = offers_edge_and_native_oneshot(backend);
-    assert_eq!(lp.capabilities().oneshot, native, "{backend}");
+    let native = lp.capabilities().oneshot;
     // Native and emulated one-shot legitimately make different calls.
     log.dont_compare_modifies();
     let rearm = Rc::new(Cell::new(false));
@@ -549,6 +534,17 @@ pub fn oneshot<F: Fixture>(f: &F) -> Record {
     log.step(&mut lp, NoWait);
     log.expect(&["a:r stopped"], &[]);
     assert!(!lp.is_active(io).unwrap());
+    // Native: the backend is handed the one-shot registration itself;
+    // emulated: a level one, which the loop stops after the report.
+    let first = log.last().modifies.iter().find(|m| m.starts_with("a: "));
+    let want = if native {
+        "a: - => r/oneshot"
+    } else {
+        "a: - => r"
+    };
+    log.require(first.map(String::as_str) == Some(want), || {
+        format!("native one-shot {native}: the first modify of a is {first:?}, not {want:?}")
+    });
     for _ in 0..2 {
         log.step(&mut lp, NoWait);
         log.expect_outcome(RunOutcome::IterationDone);
@@ -728,7 +724,6 @@ pub fn timeouts<F: Fixture>(f: &F) -> Record {
 /// and on the simulator alike; select cannot report `HUP`/`ERROR`, only
 /// readability.
 pub fn reset_by_peer<F: Fixture>(f: &F) -> Record {
-    let backend = f.backend();
     let (a, peer) = f.pair("a");
     let (mut lp, mut log) = start(f);
     write_all(&a, b"never read");
@@ -737,14 +732,16 @@ pub fn reset_by_peer<F: Fixture>(f: &F) -> Record {
     log.step(&mut lp, NoWait);
     let raw = log.last().raw("a");
     log.expect(&["a:r"], &["a read \"\" then error ConnectionReset"]);
-    match backend {
-        "epoll" | "poll" | "sim" => {
-            let want = Ready::READABLE | Ready::HUP | Ready::ERROR;
-            assert_eq!(raw, want, "{backend}");
-        }
-        "select" => assert_eq!(raw, Ready::READABLE, "{backend}"),
-        _ => assert!(raw.is_readable(), "{backend}: {raw}"),
-    }
+    // The reset came before the fd was watched: a backend that reports
+    // hang-ups at all (as of its wake-up too) reports it whole.
+    let hangup = lp.capabilities().hangup;
+    let want = match hangup {
+        Hangup::Always | Hangup::AsOfWakeup => Ready::READABLE | Ready::HUP | Ready::ERROR,
+        Hangup::Never => Ready::READABLE,
+    };
+    log.require(raw == want, || {
+        format!("a reset: {raw}, not {want} (hangup {hangup:?})")
+    });
     // The error is reported once; then the hang-up.
     log.step(&mut lp, NoWait);
     log.expect(&["a:r"], &["a read \"\" then eof"]);
@@ -753,21 +750,21 @@ pub fn reset_by_peer<F: Fixture>(f: &F) -> Record {
     log.into_record()
 }
 
-/// Edge-triggered: once per arrival on backends that offer it (epoll,
-/// kqueue); refused with `Error::UnsupportedTrigger` elsewhere.
+/// Edge-triggered: once per arrival on backends that declare it
+/// (`Capabilities::edge`: epoll, kqueue); refused with
+/// `Error::UnsupportedTrigger` elsewhere.
 pub fn edge<F: Fixture>(f: &F) -> Record {
     let backend = f.backend();
     let (a, peer) = f.pair("a");
     let (mut lp, mut log) = start(f);
-    let offered = offers_edge_and_native_oneshot(backend);
-    assert_eq!(lp.capabilities().edge, offered, "{backend}");
+    let offered = lp.capabilities().edge;
     let edge = Interest::READABLE.with_trigger(Trigger::Edge);
     match lp.io(a, edge, sleeper("a")) {
         Err(Error::UnsupportedTrigger {
             trigger: Trigger::Edge,
             backend: b,
         }) if !offered => {
-            assert_eq!(b, backend);
+            assert_eq!(b, lp.backend_name());
             log.note("edge refused");
             log.step(&mut lp, NoWait);
             log.expect(&[], &["edge refused"]);
@@ -786,19 +783,22 @@ pub fn edge<F: Fixture>(f: &F) -> Record {
                 }
             }
         }
-        other => panic!("{backend}: edge trigger: {:?}", other.map(|_| ())),
+        other => panic!(
+            "{backend}: edge trigger, declared {offered}: {:?}",
+            other.map(|_| ())
+        ),
     }
     log.into_record()
 }
 
 /// An fd closed behind the loop's back while its watcher is active: its
 /// watchers get `Ready::ERROR` and are stopped (libev's `fd_ebadf`), at the
-/// point [`closed_fd_behaviour`] says; the loop neither spins nor fails.
+/// point the backend declares (`Capabilities::closed_fd`); the loop neither
+/// spins nor fails.
 pub fn closed_fd<F: Fixture>(f: &F) -> Record {
-    let backend = f.backend();
-    let when = closed_fd_behaviour(backend);
     let (x, peer, doom) = f.doomed_pair("x");
     let (mut lp, mut log) = start(f);
+    let when = lp.capabilities().closed_fd;
     log.name_fd(&x, "x");
     let io = lp.io(x, Interest::READABLE, sleeper("x")).unwrap();
     log.step(&mut lp, NoWait);
@@ -807,17 +807,31 @@ pub fn closed_fd<F: Fixture>(f: &F) -> Record {
 
     f.close_behind_back(&doom);
     log.step(&mut lp, NoWait);
-    let verified = matches!(backend, "epoll" | "poll" | "select" | "sim");
-    if when == ClosedFd::AtNextPoll {
+    let reported = !log.last().dispatched.is_empty();
+    log.require(reported == (when == ClosedFd::AtNextWait), || {
+        let seen = if reported { "reported" } else { "not reported" };
+        format!(
+            "an fd closed behind the loop's back was {seen} by the next wait ({:?}), with \
+             ClosedFd::{when:?} declared",
+            log.last().dispatched
+        )
+    });
+    if when == ClosedFd::AtNextWait {
         log.expect(&["x:r killed"], &[]);
-        assert_eq!(log.last().raw("x"), Ready::ERROR | Ready::READABLE);
-        if verified {
-            log.expect_modifies(&["x: r => -"]);
-        }
-        assert!(!lp.is_active(io).unwrap(), "{backend}: stopped");
+        let raw = log.last().raw("x");
+        log.require(raw == Ready::ERROR | Ready::READABLE, || {
+            format!("x, closed: {raw}")
+        });
+        // The loop forgets the fd it killed, best effort.
+        log.expect_modifies(&["x: r => -"]);
+        log.require(!lp.is_active(io).unwrap(), || {
+            format!("closed_fd {when:?}: not stopped at the next wait")
+        });
     } else {
         log.expect(&[], &[]);
-        assert!(lp.is_active(io).unwrap(), "{backend}: not noticed yet");
+        log.require(lp.is_active(io).unwrap(), || {
+            format!("closed_fd {when:?}: stopped before its interest changed")
+        });
     }
     // Neither spins nor dies: a blocking iteration waits for the timer.
     let before = lp.iteration();
@@ -827,24 +841,49 @@ pub fn closed_fd<F: Fixture>(f: &F) -> Record {
     .unwrap();
     log.step(&mut lp, Once);
     log.expect(&[], &["timer"]);
-    assert_eq!(lp.iteration(), before + 1, "{backend}: one iteration");
+    log.require(lp.iteration() == before + 1, || {
+        format!("{} iterations for one timer", lp.iteration() - before)
+    });
 
     lp.set_interest(io, Interest::BOTH).unwrap();
     log.step(&mut lp, NoWait);
-    if when == ClosedFd::AtNextInterestChange {
-        log.expect(&["x:rw killed"], &[]);
-        let raw = log.last().raw("x");
-        assert_eq!(raw, Ready::ERROR | Ready::READABLE | Ready::WRITABLE);
-        if backend == "epoll" {
-            log.expect_modifies(&["x: r => rw failed", "x: r => -"]);
+    match when {
+        ClosedFd::AtNextWait => {
+            // A stopped watcher's interest change reaches no backend.
+            log.expect(&[], &[]);
+            log.expect_modifies(&[]);
         }
-    } else {
-        // A stopped watcher's interest change reaches no backend.
-        log.expect(&[], &[]);
-        log.expect_modifies(&[]);
+        ClosedFd::ModifyFails | ClosedFd::InvalidAfterChange => {
+            log.expect(&["x:rw killed"], &[]);
+            let raw = log.last().raw("x");
+            let want = Ready::ERROR | Ready::READABLE | Ready::WRITABLE;
+            log.require(raw == want, || format!("x, closed: {raw}, not {want}"));
+            let failed = log
+                .last()
+                .modifies
+                .first()
+                .is_some_and(|m| m.ends_with("failed"));
+            log.require(failed == (when == ClosedFd::ModifyFails), || {
+                format!(
+                    "the interest change of an fd closed behind the loop's back {} (modify calls \
+                     {:?}), with ClosedFd::{when:?} declared",
+                    if failed { "failed" } else { "did not fail" },
+                    log.last().modifies
+                )
+            });
+            if when == ClosedFd::ModifyFails {
+                // The change fails; the loop forgets the fd as it was.
+                log.expect_modifies(&["x: r => rw failed", "x: r => -"]);
+            } else {
+                // The change is taken; the wait after it says INVALID.
+                log.expect_modifies(&["x: r => rw", "x: rw => -"]);
+            }
+        }
     }
-    assert!(!lp.is_active(io).unwrap(), "{backend}: stopped");
-    log.expect_outcome(if when == ClosedFd::AtNextPoll {
+    log.require(!lp.is_active(io).unwrap(), || {
+        format!("closed_fd {when:?}: not stopped after its interest changed")
+    });
+    log.expect_outcome(if when == ClosedFd::AtNextWait {
         RunOutcome::NoActiveWatchers
     } else {
         RunOutcome::IterationDone

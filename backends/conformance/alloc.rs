@@ -1,0 +1,156 @@
+//! The no-allocation check: a loop on the backend under test allocates
+//! nothing in steady state (io events dispatched, timers pushed back,
+//! iterations run), counted by [`CountingAllocator`], which the test binary
+//! installs as its global allocator.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::backends::Factory;
+use crate::{Interest, Loop, RunMode};
+
+/// A global allocator that forwards to the system's and counts, per thread,
+/// the allocations made while the kit measures. Install it in the test
+/// binary that runs the kit, and the kit's no-allocation check runs; without
+/// it the check is reported as skipped:
+///
+/// ```
+/// #[global_allocator]
+/// static COUNTING: evloop::conformance::CountingAllocator =
+///     evloop::conformance::CountingAllocator;
+///
+/// assert!(evloop::conformance::CountingAllocator::installed());
+/// ```
+///
+/// The count is per thread, so that tests running in parallel in the same
+/// binary do not add to each other's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CountingAllocator;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    /// This thread's allocations while `COUNTING` is set.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note() {
+    // `try_with`: the allocator may be called while thread-locals are torn
+    // down, when there is nothing to count.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; counting
+// touches only const-initialised thread-locals without destructors (no
+// allocation, no lock).
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with `layout` (every
+        // allocation of this allocator is).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: as for `dealloc`, and `new_size` is the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+impl CountingAllocator {
+    /// The allocations `f` made on this thread (0 whatever it did if the
+    /// allocator is not installed: see [`CountingAllocator::installed`]).
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static COUNTING: evloop::conformance::CountingAllocator =
+    /// #     evloop::conformance::CountingAllocator;
+    /// use evloop::conformance::CountingAllocator;
+    /// assert_eq!(CountingAllocator::allocations_in(|| {}), 0);
+    /// let n = CountingAllocator::allocations_in(|| drop(std::hint::black_box(vec![1u8; 64])));
+    /// assert_eq!(n, 1);
+    /// ```
+    pub fn allocations_in(f: impl FnOnce()) -> u64 {
+        let before = ALLOCS.with(Cell::get);
+        let was = COUNTING.with(|c| c.replace(true));
+        f();
+        COUNTING.with(|c| c.set(was));
+        ALLOCS.with(Cell::get) - before
+    }
+
+    /// Whether it is the global allocator of this program (an allocation
+    /// made to find out is counted).
+    pub fn installed() -> bool {
+        CountingAllocator::allocations_in(|| drop(std::hint::black_box(Box::new(0u64)))) > 0
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    io: u64,
+    fired: u64,
+}
+
+/// Twenty socket pairs, a byte read per callback and a timer pushed back
+/// per event, warmed up, then 200 iterations: none may allocate. Panics
+/// with the count if one does.
+pub fn check(name: &str, open: Factory) {
+    let backend = open().unwrap_or_else(|e| panic!("cannot create the {name} backend: {e}"));
+    let mut lp: Loop<Stats> = Loop::from_boxed(backend);
+    let mut peers = Vec::new();
+    for _ in 0..20 {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.write_all(b"x").unwrap();
+        peers.push(b);
+        let timeout = lp
+            .timer(Duration::ZERO, Duration::from_secs(30), |_, st, _| {
+                st.fired += 1
+            })
+            .unwrap();
+        lp.again(timeout).unwrap();
+        lp.io(a, Interest::READABLE, move |lp, st, ev| {
+            // One byte per round arrives from the peer; read one.
+            let mut byte = [0u8; 1];
+            if ev.source.read(&mut byte).unwrap_or(0) == 1 {
+                st.io += 1;
+                lp.again(timeout).unwrap();
+            }
+        })
+        .unwrap();
+    }
+    let mut st = Stats::default();
+    let mut round = |lp: &mut Loop<Stats>, st: &mut Stats| {
+        for p in peers.iter_mut() {
+            p.write_all(b"x").unwrap();
+        }
+        lp.run(RunMode::Once, st).unwrap();
+    };
+    for _ in 0..20 {
+        round(&mut lp, &mut st);
+    }
+    let n = CountingAllocator::allocations_in(|| {
+        for _ in 0..200 {
+            round(&mut lp, &mut st);
+        }
+    });
+    assert!(st.io >= 200 * 20, "{name}: {} events", st.io);
+    assert_eq!(
+        n, 0,
+        "{name}: {n} allocations in 200 steady-state iterations (20 sockets, a byte and a \
+         timer restart per event)"
+    );
+}

@@ -1,0 +1,514 @@
+//! The conformance kit (feature `conformance`): every scenario the crate's
+//! own backends pass, the differential check against the simulator, the
+//! fork check and the no-allocation check, for any backend, run from any
+//! crate with one call.
+//!
+//! ```no_run
+//! # mod mypoll {
+//! #     pub struct MyPoll;
+//! #     impl MyPoll {
+//! #         pub fn new() -> std::io::Result<evloop::backends::poll::Poll> {
+//! #             Ok(evloop::backends::poll::Poll::new())
+//! #         }
+//! #     }
+//! # }
+//! // tests/conformance.rs of the crate `mypoll`, which defines the backend
+//! // `MyPoll`: a test binary of its own (the fork check forks), with this
+//! // one test.
+//! #[global_allocator]
+//! static COUNTING: evloop::conformance::CountingAllocator =
+//!     evloop::conformance::CountingAllocator;
+//!
+//! #[test]
+//! fn conformance() {
+//!     evloop::conformance::run("mypoll", || Ok(Box::new(mypoll::MyPoll::new()?)));
+//! }
+//! ```
+//!
+//! [`run`] runs every check in turn, each caught on its own
+//! (`catch_unwind`): it prints one line per check as it ends, and a
+//! summary, and panics at the end if any failed, listing each failure with
+//! its message. The checks:
+//!
+//! - one per [`Scenario`]: the loop driven in steps over real socketpairs
+//!   and pipes (an [`OsFixture`]), with peer actions
+//!   between the steps, asserting what every backend must do and what this
+//!   one declares in its [`Capabilities`](crate::Capabilities) (never its
+//!   name);
+//! - `differential/<scenario>`, one per [compared](Scenario::compared)
+//!   scenario: the same scenario on the simulator must give the same
+//!   canonical record, step by step (each difference is shown, scenario by
+//!   scenario);
+//! - `fork`: [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork)
+//!   in a forked child;
+//! - `no_allocation`: steady-state iterations allocate nothing (skipped
+//!   unless [`CountingAllocator`] is the global allocator).
+//!
+//! `docs/porting.md` has the walkthrough. The kit installs a handler of
+//! `SIGUSR1` (the signal with which it interrupts waits) for the rest of the
+//! process, and forks: give it a test binary of its own. With
+//! `EVLOOP_CONFORMANCE_SHOW=1` (and `--nocapture`) it prints each
+//! scenario's record, raw and canonical.
+#![allow(unsafe_code)] // fds, signals and fork in the fixture; fork; the allocator
+
+mod alloc;
+pub mod fixture;
+mod fork;
+mod os_only;
+mod record;
+mod scenarios;
+
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+pub use crate::backends::Factory;
+pub use alloc::CountingAllocator;
+
+use fixture::{Fixture, OsFixture, SimFixture};
+use record::Record;
+
+/// A scenario of the kit: the loop on the backend under test, driven in
+/// steps over sockets and pipes.
+///
+/// ```
+/// use evloop::conformance::{Outcome, Scenario};
+/// assert_eq!(Scenario::named("closed_fd"), Some(Scenario::ClosedFd));
+/// assert!(Scenario::Readable.compared() && !Scenario::FdReuse.compared());
+/// let poll = evloop::backends::factory("poll").unwrap();
+/// assert_eq!(Scenario::Readable.check("poll", poll), Outcome::Passed);
+/// assert_eq!(Scenario::Readable.check_sim(), Outcome::Passed);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scenario {
+    /// Readable once per step while unread data is there, never without.
+    Readable,
+    /// Writable at once on a fresh socket; a watcher that stops itself is
+    /// not called again until started.
+    Writable,
+    /// A full socket or pipe is not writable, not even spuriously.
+    WritableAfterFull,
+    /// Both directions on one watcher, and an interest change.
+    Both,
+    /// Several watchers on one fd: one registration, the union of their
+    /// interests.
+    SeveralWatchersOneFd,
+    /// At most one `modify` per fd per iteration, none when changes cancel.
+    InterestChangesWithinAnIteration,
+    /// A socketpair's peer closes: readable (and `HUP` as declared), EOF;
+    /// a writer's next write fails.
+    HangupSocket,
+    /// A pipe's writer closes: EOF; a full pipe's reader closes: an
+    /// event, then `EPIPE`.
+    HangupPipe,
+    /// Level-triggered: reported on every iteration while unread.
+    Level,
+    /// One-shot: once, then silent until started again (native or
+    /// emulated, as declared).
+    Oneshot,
+    /// Spurious readiness: a report whose data another callback took, an
+    /// event fed by hand.
+    SpuriousReadiness,
+    /// A wait interrupted again and again by a signal: no error, the timer
+    /// once and not early.
+    WaitInterrupted,
+    /// Timers of 0.3 to 15 ms: never early, no busy loop (timeouts rounded
+    /// up).
+    Timeouts,
+    /// The peer closes with our data unread: a reset, reported as declared.
+    ResetByPeer,
+    /// Edge-triggered: once per arrival if declared, refused if not.
+    Edge,
+    /// An fd closed behind the loop's back: `ERROR` and stopped, when
+    /// declared.
+    ClosedFd,
+    /// Kernel only: a removed fd's number reused at once starts clean.
+    FdReuse,
+    /// Kernel only: regular files and directories refused.
+    RegularFile,
+}
+
+impl Scenario {
+    /// Every scenario, in the order [`run`] checks them.
+    pub const ALL: &'static [Scenario] = &[
+        Scenario::Readable,
+        Scenario::Writable,
+        Scenario::WritableAfterFull,
+        Scenario::Both,
+        Scenario::SeveralWatchersOneFd,
+        Scenario::InterestChangesWithinAnIteration,
+        Scenario::HangupSocket,
+        Scenario::HangupPipe,
+        Scenario::Level,
+        Scenario::Oneshot,
+        Scenario::SpuriousReadiness,
+        Scenario::WaitInterrupted,
+        Scenario::Timeouts,
+        Scenario::ResetByPeer,
+        Scenario::Edge,
+        Scenario::ClosedFd,
+        Scenario::FdReuse,
+        Scenario::RegularFile,
+    ];
+
+    /// Its name: `readable`, `hangup_pipe`, ... (snake case, as the crate's
+    /// tests are named).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Readable => "readable",
+            Scenario::Writable => "writable",
+            Scenario::WritableAfterFull => "writable_after_full",
+            Scenario::Both => "both",
+            Scenario::SeveralWatchersOneFd => "several_watchers_one_fd",
+            Scenario::InterestChangesWithinAnIteration => "interest_changes_within_an_iteration",
+            Scenario::HangupSocket => "hangup_socket",
+            Scenario::HangupPipe => "hangup_pipe",
+            Scenario::Level => "level",
+            Scenario::Oneshot => "oneshot",
+            Scenario::SpuriousReadiness => "spurious_readiness",
+            Scenario::WaitInterrupted => "wait_interrupted",
+            Scenario::Timeouts => "timeouts",
+            Scenario::ResetByPeer => "reset_by_peer",
+            Scenario::Edge => "edge",
+            Scenario::ClosedFd => "closed_fd",
+            Scenario::FdReuse => "fd_reuse",
+            Scenario::RegularFile => "regular_file",
+        }
+    }
+
+    /// The scenario called `name`.
+    pub fn named(name: &str) -> Option<Scenario> {
+        Scenario::ALL.iter().copied().find(|s| s.name() == name)
+    }
+
+    /// Whether every backend must give the same canonical record as the
+    /// simulator (the differential check). The others differ by declared
+    /// capabilities ([`ResetByPeer`](Scenario::ResetByPeer),
+    /// [`Edge`](Scenario::Edge), [`ClosedFd`](Scenario::ClosedFd)) or
+    /// exist only on a kernel.
+    pub fn compared(self) -> bool {
+        !matches!(
+            self,
+            Scenario::ResetByPeer
+                | Scenario::Edge
+                | Scenario::ClosedFd
+                | Scenario::FdReuse
+                | Scenario::RegularFile
+        )
+    }
+
+    /// Whether it needs a kernel ([`Fixture::as_os`]): fd numbers reused,
+    /// regular files.
+    pub fn kernel_only(self) -> bool {
+        matches!(self, Scenario::FdReuse | Scenario::RegularFile)
+    }
+
+    /// Runs the scenario on the backend `open` creates (an OS backend:
+    /// real socketpairs and pipes), caught: the outcome says how it went.
+    pub fn check(self, backend: &'static str, open: Factory) -> Outcome {
+        self.check_on(&OsFixture::new(backend, open))
+    }
+
+    /// Runs the scenario on the simulator (the reference of the
+    /// differential check); kernel-only scenarios are skipped.
+    pub fn check_sim(self) -> Outcome {
+        self.check_on(&SimFixture::new())
+    }
+
+    /// Runs the scenario in the world of `fixture` (a backend whose
+    /// sources are not OS fds: see [`fixture`]), caught; kernel-only
+    /// scenarios are skipped where [`Fixture::as_os`] is `None`.
+    pub fn check_on<F: Fixture>(self, fixture: &F) -> Outcome {
+        match caught(|| self.record(fixture)) {
+            Ok(Some(record)) => {
+                show(&record);
+                Outcome::Passed
+            }
+            Ok(None) => Outcome::Skipped("a kernel-only scenario, and this fixture has no kernel"),
+            Err(message) => Outcome::Failed(message),
+        }
+    }
+
+    /// Runs the scenario; `None` if it needs a kernel the fixture lacks.
+    fn record<F: Fixture>(self, f: &F) -> Option<Record> {
+        use scenarios as s;
+        Some(match self {
+            Scenario::Readable => s::readable(f),
+            Scenario::Writable => s::writable(f),
+            Scenario::WritableAfterFull => s::writable_after_full(f),
+            Scenario::Both => s::both(f),
+            Scenario::SeveralWatchersOneFd => s::several_watchers_one_fd(f),
+            Scenario::InterestChangesWithinAnIteration => {
+                s::interest_changes_within_an_iteration(f)
+            }
+            Scenario::HangupSocket => s::hangup_socket(f),
+            Scenario::HangupPipe => s::hangup_pipe(f),
+            Scenario::Level => s::level(f),
+            Scenario::Oneshot => s::oneshot(f),
+            Scenario::SpuriousReadiness => s::spurious_readiness(f),
+            Scenario::WaitInterrupted => s::wait_interrupted(f),
+            Scenario::Timeouts => s::timeouts(f),
+            Scenario::ResetByPeer => s::reset_by_peer(f),
+            Scenario::Edge => s::edge(f),
+            Scenario::ClosedFd => s::closed_fd(f),
+            Scenario::FdReuse => os_only::fd_reuse(f.as_os()?),
+            Scenario::RegularFile => os_only::regular_file(f.as_os()?),
+        })
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one check went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It passed.
+    Passed,
+    /// It failed, with the panic's message (the step, and what differed).
+    Failed(String),
+    /// It did not run, for this reason.
+    Skipped(&'static str),
+}
+
+impl Outcome {
+    /// Whether it failed.
+    pub fn failed(&self) -> bool {
+        matches!(self, Outcome::Failed(_))
+    }
+
+    /// Panics with the message if it failed (what a `#[test]` that runs
+    /// one check calls); says so on stderr if it was skipped.
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        match self {
+            Outcome::Passed => {}
+            Outcome::Skipped(why) => eprintln!("skipped: {why}"),
+            Outcome::Failed(message) => panic!("{message}"),
+        }
+    }
+}
+
+/// One check of a [`Report`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckResult {
+    /// The check: a scenario's name, `differential/<scenario>`, `fork` or
+    /// `no_allocation`.
+    pub name: String,
+    /// How it went.
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for CheckResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.outcome {
+            Outcome::Passed => write!(f, "ok       {}", self.name),
+            Outcome::Skipped(why) => write!(f, "skipped  {}: {why}", self.name),
+            Outcome::Failed(message) => {
+                write!(f, "FAILED   {}:", self.name)?;
+                for line in message.lines() {
+                    write!(f, "\n           {line}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What [`run`] or [`check`] found: every check, in order.
+///
+/// ```
+/// let poll = evloop::backends::factory("poll").unwrap();
+/// let report = evloop::conformance::check("poll", poll);
+/// assert!(report.passed(), "{report}");
+/// assert!(report.results.iter().any(|r| r.name == "differential/readable"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// The name the backend was checked under.
+    pub backend: &'static str,
+    /// Every check, in the order they ran.
+    pub results: Vec<CheckResult>,
+}
+
+impl Report {
+    /// Whether no check failed (skipped ones do not count).
+    pub fn passed(&self) -> bool {
+        !self.results.iter().any(|r| r.outcome.failed())
+    }
+
+    /// The checks that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results.iter().filter(|r| r.outcome.failed())
+    }
+
+    /// One line: how many checks passed, were skipped, failed.
+    pub fn summary(&self) -> String {
+        let count = |f: fn(&Outcome) -> bool| self.results.iter().filter(|r| f(&r.outcome)).count();
+        format!(
+            "conformance of {}: {} checks, {} passed, {} skipped, {} failed",
+            self.backend,
+            self.results.len(),
+            count(|o| *o == Outcome::Passed),
+            count(|o| matches!(o, Outcome::Skipped(_))),
+            count(Outcome::failed),
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.summary())?;
+        for r in &self.results {
+            writeln!(f, "  {r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs every check of the kit on the backend `open` creates, under the
+/// name `backend` (used for the report only: nothing is asserted of the
+/// backend's own [`name`](crate::Backend::name)), printing one line per
+/// check as it ends, and the summary. Panics at the end if any check
+/// failed, with every failure and its message; returns the report
+/// otherwise.
+///
+/// Give it a test binary of its own (a file under `tests/` with this one
+/// test): it forks, and installs a `SIGUSR1` handler. Several backends are
+/// checked one after the other in that one test (two tests would run in
+/// parallel, and the fork check refuses to fork while another thread
+/// runs).
+pub fn run(backend: &'static str, open: Factory) -> Report {
+    println!("conformance of {backend}:");
+    let report = check_each(backend, open, |r| println!("  {r}"));
+    println!("{}", report.summary());
+    if !report.passed() {
+        let failed: Vec<String> = report.failures().map(|r| format!("  {r}")).collect();
+        panic!(
+            "{}\n{}\n(docs/porting.md, section 4: when a check fails)",
+            report.summary(),
+            failed.join("\n")
+        );
+    }
+    report
+}
+
+/// [`run`] without printing or panicking: the report only.
+pub fn check(backend: &'static str, open: Factory) -> Report {
+    check_each(backend, open, |_| {})
+}
+
+fn check_each(backend: &'static str, open: Factory, mut each: impl FnMut(&CheckResult)) -> Report {
+    let mut results = Vec::new();
+    let mut push = |name: String, outcome: Outcome| {
+        let r = CheckResult { name, outcome };
+        each(&r);
+        results.push(r);
+    };
+    for &scenario in Scenario::ALL {
+        push(scenario.name().to_string(), scenario.check(backend, open));
+    }
+    for (scenario, outcome) in differential(backend, open) {
+        push(format!("differential/{scenario}"), outcome);
+    }
+    push("fork".into(), fork(backend, open));
+    push("no_allocation".into(), no_allocation(backend, open));
+    Report { backend, results }
+}
+
+/// Every [compared](Scenario::compared) scenario on the backend and on the
+/// simulator: passed where their canonical records agree, failed with a
+/// step-by-step diff (`!=` marking the steps that differ) where they do
+/// not, or with the panic where one side did not finish. The scenarios only
+/// record here (their own expectations are the scenario checks'), and each
+/// is caught on its own, so that every difference shows.
+pub fn differential(backend: &'static str, open: Factory) -> Vec<(Scenario, Outcome)> {
+    let compared = Scenario::ALL.iter().copied().filter(|s| s.compared());
+    compared
+        .map(|scenario| {
+            let on = |f: &dyn Fn() -> Option<Record>| caught(|| record::record_only(f));
+            let os = on(&|| scenario.record(&OsFixture::new(backend, open)));
+            let sim = on(&|| scenario.record(&SimFixture::new()));
+            let outcome = match (os, sim) {
+                (Ok(Some(os)), Ok(Some(sim))) => compare(backend, &os, &sim),
+                (Err(message), _) => Outcome::Failed(format!("on {backend}: {message}")),
+                (_, Err(message)) => Outcome::Failed(format!("on the simulator: {message}")),
+                (Ok(None), _) | (_, Ok(None)) => Outcome::Skipped("a kernel-only scenario"),
+            };
+            (scenario, outcome)
+        })
+        .collect()
+}
+
+/// The step-by-step comparison of two records.
+fn compare(backend: &str, os: &Record, sim: &Record) -> Outcome {
+    let (os, sim) = (os.canonical(), sim.canonical());
+    if os == sim {
+        return Outcome::Passed;
+    }
+    let mut d = format!("{backend} differs from the simulator:\n");
+    let show = |l: Option<&String>| l.map_or("(none)".to_string(), |l| l.clone());
+    for i in 0..os.len().max(sim.len()) {
+        let (o, s) = (os.get(i), sim.get(i));
+        let mark = if o == s { "  " } else { "!=" };
+        d += &format!("{mark} sim:          {}\n", show(s));
+        d += &format!("{mark} {backend:<13} {}\n", show(o));
+    }
+    Outcome::Failed(d)
+}
+
+/// The fork check (see the module documentation), caught.
+pub fn fork(backend: &'static str, open: Factory) -> Outcome {
+    match caught(|| fork::check(backend, open)) {
+        Ok(()) => Outcome::Passed,
+        Err(message) => Outcome::Failed(message),
+    }
+}
+
+/// The no-allocation check, caught; skipped unless [`CountingAllocator`]
+/// is the global allocator.
+pub fn no_allocation(backend: &'static str, open: Factory) -> Outcome {
+    if !CountingAllocator::installed() {
+        return Outcome::Skipped(
+            "CountingAllocator is not the #[global_allocator] of this test binary",
+        );
+    }
+    match caught(|| alloc::check(backend, open)) {
+        Ok(()) => Outcome::Passed,
+        Err(message) => Outcome::Failed(message),
+    }
+}
+
+/// Runs `f`, turning a panic into its message.
+fn caught<R>(f: impl FnOnce() -> R) -> Result<R, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        if let Some(s) = panic.downcast_ref::<&str>() {
+            s.to_string()
+        } else if let Some(s) = panic.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "panicked (not with a message)".to_string()
+        }
+    })
+}
+
+/// Prints the record (raw and canonical) if `EVLOOP_CONFORMANCE_SHOW` is
+/// set (run with `--nocapture` to see it).
+fn show(record: &Record) {
+    if std::env::var_os("EVLOOP_CONFORMANCE_SHOW").is_none() {
+        return;
+    }
+    let mut out = format!("record on {}:\n", record.backend);
+    for (line, step) in record.canonical().iter().zip(&record.steps) {
+        let raw: Vec<String> = step
+            .dispatched
+            .iter()
+            .map(|d| format!("{}:{}", d.name, d.ready))
+            .collect();
+        out += &format!("  {line}\n      raw [{}]\n", raw.join(", "));
+    }
+    println!("{out}");
+}
