@@ -115,6 +115,9 @@ pub enum Scenario {
     /// Timers of 0.3 to 15 ms: never early, no busy loop (timeouts rounded
     /// up).
     Timeouts,
+    /// The removal rule: remove a watcher, close its source, and the peer
+    /// sees EOF at once.
+    RemoveThenClose,
     /// The peer closes with our data unread: a reset, reported as declared.
     ResetByPeer,
     /// Edge-triggered: once per arrival if declared, refused if not.
@@ -144,6 +147,7 @@ impl Scenario {
         Scenario::SpuriousReadiness,
         Scenario::WaitInterrupted,
         Scenario::Timeouts,
+        Scenario::RemoveThenClose,
         Scenario::ResetByPeer,
         Scenario::Edge,
         Scenario::ClosedFd,
@@ -168,6 +172,7 @@ impl Scenario {
             Scenario::SpuriousReadiness => "spurious_readiness",
             Scenario::WaitInterrupted => "wait_interrupted",
             Scenario::Timeouts => "timeouts",
+            Scenario::RemoveThenClose => "remove_then_close",
             Scenario::ResetByPeer => "reset_by_peer",
             Scenario::Edge => "edge",
             Scenario::ClosedFd => "closed_fd",
@@ -248,6 +253,7 @@ impl Scenario {
             Scenario::SpuriousReadiness => s::spurious_readiness(f),
             Scenario::WaitInterrupted => s::wait_interrupted(f),
             Scenario::Timeouts => s::timeouts(f),
+            Scenario::RemoveThenClose => s::remove_then_close(f),
             Scenario::ResetByPeer => s::reset_by_peer(f),
             Scenario::Edge => s::edge(f),
             Scenario::ClosedFd => s::closed_fd(f),

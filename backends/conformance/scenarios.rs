@@ -717,6 +717,73 @@ pub fn timeouts<F: Fixture>(f: &F) -> Record {
     log.into_record()
 }
 
+/// The removal rule: [`Loop::remove`] tells the backend to forget the fd
+/// (`modify(fd, old, NONE)`) *before* the source is closed, and the forget
+/// must have taken effect when `modify` returns: nothing the backend keeps
+/// may hold the file open. An owned source is closed by `remove` itself;
+/// one taken back with [`Loop::into_source`] by its owner right after.
+/// Either way the peer sees EOF at once, before the loop runs again. A
+/// backend whose registrations hold a reference to the file (an io_uring
+/// poll request does) and that puts its removal off to the next wait
+/// fails here: the peer sees nothing until the loop happens to run.
+pub fn remove_then_close<F: Fixture>(f: &F) -> Record {
+    let (a, pa) = f.pair("a");
+    let (b, pb) = f.pair("b");
+    let (r, w) = f.pipe("p");
+    let (mut lp, mut log) = start(f);
+    log.name_fd(&a, "a");
+    log.name_fd(&b, "b");
+    log.name_fd(&w, "w");
+    let ia = lp.io(a, Interest::READABLE, reader("a")).unwrap();
+    let ib = lp.io(b, Interest::READABLE, sleeper("b")).unwrap();
+    let iw = lp
+        .io(w, Interest::WRITABLE, |lp, log, ev| {
+            log.seen(lp, "w", &ev);
+            lp.stop(ev.watcher).unwrap();
+        })
+        .unwrap();
+    write_all(&pa, b"x");
+    log.step(&mut lp, NoWait);
+    log.expect(&["a:r", "w:w"], &["a read \"x\" then would-block"]);
+    log.expect_modifies(&["a: - => r", "b: - => r", "w: - => w"]);
+    // Reported again (so that a backend that re-arms after a report has),
+    // and w started again. (Nothing is left unread: closing a socket with
+    // data unread would reset the connection, not end it.)
+    write_all(&pa, b"y");
+    lp.start(iw).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&["a:r", "w:w"], &["a read \"y\" then would-block"]);
+
+    lp.remove(ia).unwrap(); // closes a
+    let b: F::Sock = lp.into_source(ib).unwrap();
+    drop(b); // the owner closes b
+    lp.remove(iw).unwrap(); // closes w
+                            // No step in between: the files must be closed now.
+    for (peer, name) in [(&pa as &dyn Stream, "a"), (&pb, "b"), (&r, "w")] {
+        let (note, _) = drain(peer);
+        log.require(note == "read \"\" then eof", || {
+            format!(
+                "the peer of {name} {note} after the watcher was removed and its source \
+                 closed, instead of EOF: the backend still holds the file (a forget must take \
+                 effect before modify returns: the removal rule, docs/porting.md)"
+            )
+        });
+        log.note(format!("peer of {name} {note}"));
+    }
+    log.step(&mut lp, NoWait);
+    log.expect(
+        &[],
+        &[
+            "peer of a read \"\" then eof",
+            "peer of b read \"\" then eof",
+            "peer of w read \"\" then eof",
+        ],
+    );
+    log.expect_modifies(&["a: r => -", "b: r => -", "w: w => -"]);
+    log.expect_outcome(RunOutcome::NoActiveWatchers);
+    log.into_record()
+}
+
 // ------------------------------------------------------------- per backend
 
 /// The peer closes with data we sent still unread: the connection is reset

@@ -219,6 +219,7 @@ conformance! {
         spurious_readiness,
         wait_interrupted,
         timeouts,
+        remove_then_close,
         reset_by_peer,
         edge,
         closed_fd,
@@ -253,6 +254,31 @@ fn every_scenario_of_the_kit_has_its_tests() {
         listed, kit,
         "the scenarios list of conformance! is not the kit's"
     );
+}
+
+/// The removal rule's scenario is the one that catches a backend whose
+/// registrations keep the file open and whose forget waits for the next
+/// poll (`wrappers.rs`): every other scenario passes on it.
+#[test]
+fn the_removal_rule_catches_a_delayed_forget() {
+    let open: Factory = wrappers::DelayedForget::open;
+    for &scenario in Scenario::ALL {
+        let outcome = scenario.check("delayed-forget", open);
+        if scenario == Scenario::RemoveThenClose {
+            let conformance::Outcome::Failed(why) = outcome else {
+                panic!("remove_then_close passed on a backend that delays its forget")
+            };
+            assert!(why.contains("the backend still holds the file"), "{why}");
+            assert!(why.contains("peer of a"), "{why}");
+        } else {
+            outcome.assert_passed();
+        }
+    }
+    // And the wrapped backend itself passes.
+    let poll = harness::factory("poll");
+    conformance::Scenario::RemoveThenClose
+        .check("poll", poll)
+        .assert_passed();
 }
 
 /// The differential check runs every compared scenario on its own, so that
