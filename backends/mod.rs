@@ -1,17 +1,23 @@
 //! The backends compiled into the crate, one file each, and the choice of
 //! one by name. The platform choice is made here, once, with `cfg`.
 //!
-//! | backend  | platforms            | edge | one-shot | fd limit         |
-//! |----------|----------------------|------|----------|------------------|
-//! | `epoll`  | Linux, Android       | yes  | native   | none             |
-//! | `kqueue` | macOS, iOS, BSDs     | yes  | native   | none             |
-//! | `poll`   | every Unix           | no   | emulated | none             |
-//! | `select` | every Unix           | no   | emulated | `FD_SETSIZE - 1` |
-//! | `sim`    | everywhere           | no   | emulated | virtual fds only |
+//! | backend  | platforms            | edge | one-shot | fd limit         | hang-up | closed fd noticed |
+//! |----------|----------------------|------|----------|------------------|---------|-------------------|
+//! | `epoll`  | Linux, Android       | yes  | native   | none             | always  | next change fails |
+//! | `kqueue` | macOS, iOS, BSDs     | yes  | native   | none             | always  | after next change |
+//! | `poll`   | every Unix           | no   | emulated | none             | always  | next wait         |
+//! | `select` | every Unix           | no   | emulated | `FD_SETSIZE - 1` | never   | next wait         |
+//! | `sim`    | everywhere           | no   | emulated | virtual fds only | always  | next wait         |
 //!
-//! [`open`] creates an OS backend by name; [`Builder`](crate::Builder) uses
-//! it to pick one from an explicit choice, the `EVLOOP_BACKEND` environment
-//! variable or [`default_name`].
+//! (The last two columns are [`Capabilities::hangup`](crate::Capabilities::hangup)
+//! and [`Capabilities::closed_fd`](crate::Capabilities::closed_fd).)
+//!
+//! [`open`] creates an OS backend by name ([`factory`] gives its
+//! [`Factory`]); [`Builder`](crate::Builder) uses it to pick one from an
+//! explicit choice, the `EVLOOP_BACKEND` environment variable or
+//! [`default_name`], among these and the backends registered with it.
+//! [`util`] has what any Unix backend needs (the clock, the deadline of a
+//! wait, the "never pollable" check), for backends of other crates too.
 //!
 //! ```
 //! use evloop::backends;
