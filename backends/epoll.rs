@@ -653,7 +653,7 @@ impl Backend for Epoll {
     }
 
     fn take_notices(&mut self, notices: &mut Notices) {
-        self.notifier.take_notices(notices);
+        self.notifier.take_notices(notices, &mut Kernel(&self.epfd));
     }
 
     fn watch_clock_steps(&mut self) -> bool {

@@ -120,6 +120,15 @@
 //!   that has already exited is reported too: FreeBSD fires the filter at
 //!   once for a zombie, other kernels refuse it with `ESRCH`, and then the
 //!   backend reaps it at once and makes the next wait return.
+//! - The reaping goes through the process-wide table of watched children
+//!   (`unix/children.rs`), which the other backends use too: the backend
+//!   joins a child's entry in `watch_child` and claims the reap when its
+//!   note fires, and the exit goes to every backend (loop) watching that
+//!   pid, this one included, through its inbox; the wake fd is poked for
+//!   each of the others. An exit that another backend reaped first comes
+//!   through the inbox alike (the filter, if still there, is deleted). A
+//!   child that someone else reaped (`ECHILD`) is reported as
+//!   `ExitStatus::Unknown`.
 //! - These registrations are made at once, each with its own `kevent`
 //!   call with no room for events, so that a refusal is the hook's error
 //!   (they are rare), rather than queued with the loop's changes.
@@ -193,12 +202,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::kqueue_sys as sys;
+use super::unix::children::{self, Member};
 use super::unix::notifier::Wakeup;
-use super::unix::{children, InternalFds};
+use super::unix::InternalFds;
 use super::{Clock, Deadline};
 use crate::{
-    Backend, Capabilities, ChildExit, Interest, Notices, PollEvent, PollStatus, Ready, Trigger,
-    Wake,
+    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
 };
 
 /// Room for events in the first waits (on top of room for change errors).
@@ -310,10 +319,11 @@ pub struct Kqueue {
     reported: Vec<(u64, usize)>,
     /// The hub slot and wake fd: signals and the waker.
     wakeup: Wakeup,
-    /// The watched children (each an `EVFILT_PROC` filter).
+    /// The watched children whose `EVFILT_PROC` filter is registered.
     procs: Vec<libc::pid_t>,
-    /// Exits reaped but not yet taken by the loop.
-    exits: Vec<ChildExit>,
+    /// Its place in the table of watched children, and the exits handed
+    /// to it there (by its own reaps or another backend's), not yet taken.
+    kids: Member,
     /// The watched paths (`EVFILT_VNODE` filters).
     vnodes: vnode::Vnodes,
 }
@@ -400,7 +410,7 @@ impl Kqueue {
             reported: Vec::new(),
             wakeup: Wakeup::new("kqueue"),
             procs: Vec::new(),
-            exits: Vec::new(),
+            kids: Member::default(),
             vnodes: vnode::Vnodes::default(),
         })
     }
@@ -419,15 +429,22 @@ impl Kqueue {
         self.reap(pid);
     }
 
-    /// Reaps `pid`, which has exited, and keeps its exit for the loop.
+    /// Reaps `pid`, which has exited, unless another backend watching it
+    /// has or is doing so; the exit goes to every backend that watches it
+    /// (this one's through its inbox).
     fn reap(&mut self, pid: libc::pid_t) {
-        match children::reap(pid, true) {
-            Ok(Some(status)) => self.exits.push(ChildExit {
-                pid: pid as u32,
-                status,
-            }),
-            Ok(None) => {}
-            Err(err) => tracing::debug!(pid, %err, "a watched child was reaped elsewhere"),
+        if self.kids.claim(pid) {
+            // Blocking, outside the table's lock (see `claim`).
+            let result = children::reap(pid, true);
+            self.kids.publish(pid, result);
+        }
+    }
+
+    /// Forgets the filter of `pid`, if still registered.
+    fn drop_proc(&mut self, pid: libc::pid_t) {
+        if let Some(i) = self.procs.iter().position(|&p| p == pid) {
+            self.procs.swap_remove(i);
+            let _ = apply_now(self.kq.as_raw_fd(), &proc_record(pid, sys::EV_DELETE));
         }
     }
 
@@ -620,7 +637,7 @@ impl Backend for Kqueue {
     ) -> io::Result<PollStatus> {
         // Exits found outside a wait (a child gone before `watch_child`)
         // are news: do not block.
-        let timeout = if self.exits.is_empty() {
+        let timeout = if !self.kids.has_mail() {
             timeout
         } else {
             Some(Duration::ZERO)
@@ -796,7 +813,7 @@ impl Backend for Kqueue {
         // The children are the parent's; their filters went with the old
         // kqueue.
         self.procs.clear();
-        self.exits.clear();
+        self.kids.leave_all();
         // The paths stay watched: their descriptors are inherited, their
         // filters went with the old kqueue.
         self.vnodes.reinit(self.kq.as_raw_fd());
@@ -814,23 +831,34 @@ impl Backend for Kqueue {
     }
 
     fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        let pid = children::check_child("kqueue", pid)?;
-        if self.procs.contains(&pid) {
+        if self.procs.iter().any(|&p| p as u32 == pid) {
+            return Ok(());
+        }
+        // Whoever reaps the child, this backend or another loop's, pokes
+        // the wake fd: it must be in the kqueue.
+        let mut kernel = self.kernel();
+        let slot = self.wakeup.ensure(&mut kernel)?;
+        let joined = self.kids.join("kqueue", pid, slot)?;
+        let pid = joined.pid;
+        if joined.reaping {
+            // Another backend is reaping it: its exit comes without a filter.
             return Ok(());
         }
         let add = proc_record(pid, sys::EV_ADD | sys::EV_ENABLE);
         match apply_now(self.kq.as_raw_fd(), &add) {
             Ok(()) => self.procs.push(pid),
-            // A zombie, on kernels that do not attach to one: it has
-            // exited, so reap it now (`poll` then does not block).
+            // A zombie, on kernels that do not attach to one (or a child
+            // reaped since the check): it has exited, so reap it now
+            // (`poll` then does not block).
             Err(err) if err.raw_os_error() == Some(libc::ESRCH) => self.reap(pid),
             Err(err) => {
+                self.kids.leave(pid);
                 return Err(io::Error::new(
                     err.kind(),
                     format!(
                         "the kqueue backend cannot watch pid {pid}: EVFILT_PROC refused ({err})"
                     ),
-                ))
+                ));
             }
         }
         Ok(())
@@ -840,12 +868,10 @@ impl Backend for Kqueue {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return;
         };
-        // An exit reaped but not yet taken: the loop no longer asks.
-        self.exits.retain(|e| e.pid != pid as u32);
-        if let Some(i) = self.procs.iter().position(|&p| p == pid) {
-            self.procs.swap_remove(i);
-            let _ = apply_now(self.kq.as_raw_fd(), &proc_record(pid, sys::EV_DELETE));
-        }
+        // An exit reaped but not yet taken is dropped: the loop no longer
+        // asks.
+        self.kids.leave(pid);
+        self.drop_proc(pid);
     }
 
     fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
@@ -855,7 +881,12 @@ impl Backend for Kqueue {
 
     fn take_notices(&mut self, notices: &mut Notices) {
         self.wakeup.take(notices);
-        notices.exits.append(&mut self.exits);
+        let from = notices.exits.len();
+        self.kids.take(&mut notices.exits);
+        for i in from..notices.exits.len() {
+            // Reaped by another backend first: its note may not have come.
+            self.drop_proc(notices.exits[i].pid as libc::pid_t);
+        }
         self.vnodes.take(&mut notices.paths);
     }
 

@@ -350,7 +350,7 @@ impl Backend for Poll {
     }
 
     fn take_notices(&mut self, notices: &mut Notices) {
-        self.notifier.take_notices(notices);
+        self.notifier.take_notices(notices, &mut self.set);
     }
 
     fn watch_clock_steps(&mut self) -> bool {

@@ -203,6 +203,7 @@ enum Action {
     SpuriousWakeup,
     Raise(i32),
     Exit(u32, ExitStatus),
+    ReapElsewhere(u32),
     Call(Box<dyn FnOnce()>),
     StepWall(i128),
     WriteFile(PathBuf, u64),
@@ -277,7 +278,9 @@ pub enum StepKind {
         /// Whether the loop watched it.
         watched: bool,
     },
-    /// A simulated child exited ([`Sim::exit`]).
+    /// A simulated child exited ([`Sim::exit`]), or was reaped by someone
+    /// else ([`Sim::reap_elsewhere`]: its status is
+    /// [`ExitStatus::Unknown`]).
     ChildExit {
         /// Its pid.
         pid: u32,
@@ -639,6 +642,31 @@ impl Sim {
     /// ```
     pub fn exit(&self, at: Duration, pid: u32, status: ExitStatus) {
         self.schedule(at, Action::Exit(pid, status));
+    }
+
+    /// The simulated child `pid` is reaped at `at` by someone other than
+    /// the loop (as `std::process::Child::wait` or a `waitpid` of the
+    /// program's would; it exits then if it has not yet): its status is
+    /// gone. A watched child is reported with [`ExitStatus::Unknown`]; an
+    /// unwatched one can no longer be watched.
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let pid = sim.spawn("job");
+    /// sim.reap_elsewhere(Duration::from_secs(1), pid);
+    /// let mut lp: Loop<Vec<Option<ExitStatus>>> = Loop::with_backend(sim.backend());
+    /// lp.child(pid, |_, got, ev| got.push(ev.status)).unwrap();
+    /// let mut got = vec![];
+    /// lp.run(RunMode::Default, &mut got).unwrap(); // returns: the watcher is told
+    /// assert_eq!(got, [Some(ExitStatus::Unknown)]);
+    /// assert!(sim.trace_lines().contains(
+    ///     &"t=1s child 1000 reaped elsewhere, exit status unknown".to_string()));
+    /// assert!(lp.child(pid, |_, _, _| {}).is_err(), "reaped: not a child any more");
+    /// ```
+    pub fn reap_elsewhere(&self, at: Duration, pid: u32) {
+        self.schedule(at, Action::ReapElsewhere(pid));
     }
 
     /// Runs `f` at virtual time `at`, while the loop waits: for example an
@@ -1063,6 +1091,26 @@ impl World {
                     if watched {
                         child.reaped = true;
                         child.watched = false;
+                        self.exits.push(ChildExit { pid, status });
+                    }
+                    self.step(StepKind::ChildExit {
+                        pid,
+                        status,
+                        watched,
+                    });
+                }
+                Action::ReapElsewhere(pid) => {
+                    let Some(child) = self.children.get_mut(&pid) else {
+                        continue;
+                    };
+                    if child.reaped {
+                        continue; // the loop's, already
+                    }
+                    let status = ExitStatus::Unknown;
+                    child.exited = Some(status);
+                    child.reaped = true;
+                    let watched = std::mem::take(&mut child.watched);
+                    if watched {
                         self.exits.push(ChildExit { pid, status });
                     }
                     self.step(StepKind::ChildExit {

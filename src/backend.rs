@@ -180,10 +180,38 @@ pub enum ExitStatus {
         /// Whether it dumped core.
         core_dumped: bool,
     },
+    /// It has exited, but someone else reaped it first, so its status is
+    /// gone: known only to whoever reaped it (`std::process::Child::wait`
+    /// or `try_wait`, a `waitpid` of the program's, or the kernel itself
+    /// when `SIGCHLD` is ignored). The watcher is told so rather than left
+    /// waiting for an exit that can no longer be read. (Loops of one
+    /// process never take a status from each other: every loop watching a
+    /// child gets the real one.)
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use std::process::{Command, Stdio};
+    /// // A child that exits when its stdin closes.
+    /// let mut job = Command::new("sh").args(["-c", "read _; exit 3"])
+    ///     .stdin(Stdio::piped()).spawn()?;
+    /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
+    /// lp.child(job.id(), |_, got, ev| *got = ev.status)?;
+    /// drop(job.stdin.take());
+    /// // Reaped here, not by the loop: the status is std's.
+    /// assert_eq!(job.wait()?.code(), Some(3));
+    /// let mut got = None;
+    /// lp.run(RunMode::Default, &mut got)?; // returns: the watcher was told
+    /// assert_eq!(got, Some(ExitStatus::Unknown));
+    /// assert!(!ExitStatus::Unknown.success());
+    /// assert_eq!(ExitStatus::Unknown.to_string(), "reaped elsewhere, exit status unknown");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Unknown,
 }
 
 impl ExitStatus {
-    /// Whether it exited with code 0.
+    /// Whether it exited with code 0 (false for
+    /// [`Unknown`](ExitStatus::Unknown): nobody here knows).
     pub fn success(self) -> bool {
         self == ExitStatus::Exited(0)
     }
@@ -203,6 +231,7 @@ impl std::fmt::Display for ExitStatus {
                 }
                 Ok(())
             }
+            ExitStatus::Unknown => f.write_str("reaped elsewhere, exit status unknown"),
         }
     }
 }
@@ -587,9 +616,14 @@ pub trait Backend {
     /// Starts watching the child process `pid`: when it exits, the backend
     /// reaps it (only it: never another child, never `waitpid(-1)`) and
     /// reports it once in [`Notices::exits`], then forgets it. A child that
-    /// exited before this call is reported too. Errors: `pid` is not an
-    /// unreaped child of this process. The default refuses
-    /// ([`unsupported`]).
+    /// exited before this call is reported too. Any number of backends of
+    /// one process (one per loop, in any threads) may watch one pid: the
+    /// child is reaped once, and each of them reports its status (and a
+    /// backend blocked in [`Backend::poll`] is woken to do so). A child
+    /// that someone else reaped first (`std::process::Child::wait`,
+    /// `waitpid`) is reported too, with [`ExitStatus::Unknown`]: never
+    /// dropped. Errors: `pid` is not an unreaped child of this process.
+    /// The default refuses ([`unsupported`]).
     fn watch_child(&mut self, pid: u32) -> io::Result<()> {
         let _ = pid;
         Err(unsupported(self.name(), "child watching"))

@@ -1,8 +1,11 @@
 //! The child component: active child watchers listed per process id, and
 //! the exit each one was told of.
 //!
-//! The backend reaps a watched child when it exits and reports it once;
-//! every watcher of that pid is then stopped and queued with the exit.
+//! The backend reaps a watched child when it exits and reports it once
+//! (other loops watching the same pid are told by their own backends:
+//! backends/unix/children.rs); every watcher of that pid is then stopped
+//! and queued with the exit, whatever its status, `ExitStatus::Unknown`
+//! (reaped by someone else) included, so that no watcher waits for ever.
 
 use std::collections::HashMap;
 

@@ -1,9 +1,12 @@
-//! Child processes: the checks and the reaping every Unix backend shares,
-//! and the table of watched children of the epoll, poll and select
-//! backends (kqueue has `EVFILT_PROC` instead).
+//! Child processes: the process-wide table of watched children, the
+//! checks and the reaping every Unix backend shares, and the watch list of
+//! the epoll, poll and select backends (kqueue has `EVFILT_PROC` instead,
+//! and keeps its own list of filters).
 //!
 //! Only watched pids are ever reaped, never `waitpid(-1)`: another part of
 //! the program may be waiting for its own children.
+//!
+//! # How a backend notices an exit
 //!
 //! - Linux: one `pidfd_open(pid)` per child, an internal fd in the
 //!   backend's kernel set; readable once the child has exited, when
@@ -14,11 +17,65 @@
 //!   loop unless it watches `SIGCHLD` itself), and on each arrival a
 //!   `waitpid(pid, WNOHANG)` for each watched pid (and one at `watch_child`,
 //!   for a child that has already exited).
+//! - kqueue: an `EVFILT_PROC` filter with `NOTE_EXIT` (`backends/kqueue.rs`).
+//!
+//! # One child, many loops: the table
+//!
+//! A child's status can be read once, by whoever reaps it, and any number
+//! of backends (one per loop, in any threads) may watch one pid. So the
+//! backends of a process reap through one table ([`Member`] is a
+//! backend's place in it), keyed by pid:
+//!
+//! - `watch_child` checks that the pid is an unreaped child and joins its
+//!   entry ([`Member::join`]), both under the table's lock, so that no reap
+//!   by another backend comes between the two.
+//! - Whichever member notices the exit first reaps the child under the
+//!   same lock ([`Member::reap`]: `waitid(P_PIDFD)` or `waitpid(pid,
+//!   WNOHANG)`, neither of which blocks), removes the entry, and delivers
+//!   the [`ChildExit`] to the inbox of every member, poking the wake fd of
+//!   each other member through its hub slot, so that a loop blocked in
+//!   another thread wakes up and takes it. A member that notices the exit
+//!   later finds no entry: its exit is in its inbox already. Each child is
+//!   reaped once; each backend that watched it reports it once.
+//! - kqueue reaps with a blocking `waitpid` (its note may come a moment
+//!   before the zombie can be reaped), which must not hold the lock: it
+//!   claims the entry first ([`Member::claim`]; the other members then
+//!   leave it alone, and a backend that joins meanwhile is told too),
+//!   reaps, and delivers ([`Member::publish`]).
+//! - Reaped elsewhere: when the reap finds that the pid is no child of
+//!   ours any more (`ECHILD`: `std::process::Child::wait`, a `waitpid` of
+//!   the program's, `SIGCHLD` ignored so that the kernel reaped it), the
+//!   status is gone. The members are told so, with
+//!   [`ExitStatus::Unknown`], rather than left waiting for ever.
+//! - `unwatch_child` leaves the entry, the child left unreaped (an exit
+//!   delivered but not yet taken is dropped: the loop no longer asks); the
+//!   last member out removes it. A backend dropped (or re-initialised)
+//!   leaves every entry.
+//!
+//! Locking: one `Mutex` for the table, never touched by a signal handler
+//! (the hub's handler only writes wake fds), held only for changes of the
+//! table and system calls that do not block (`waitid` / `waitpid` with
+//! `WNOHANG`, a `write` to an eventfd or a pipe). Each member's inbox has
+//! a lock of its own, taken inside the table's (a delivery, a leave) or
+//! alone (its backend taking its exits), never the other way round. The
+//! hub's lock is never taken while the table's is held.
+//!
+//! Fork: the table records the process its entries belong to, and a
+//! forked child that takes the lock finds its parent's pid there and
+//! starts with an empty table: the parent's children are not the child's,
+//! and the parent's backends are not there to be told. As with the hub, a
+//! `fork` while another thread holds the lock leaves the child's copy
+//! locked; a child that then watches a child process waits for ever.
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::hub::Slot;
+use super::InternalFds;
 use crate::{ChildExit, ExitStatus};
 
 /// Checks that `pid` is an unreaped child of this process, without reaping
@@ -105,32 +162,357 @@ pub(crate) fn reap(pid: libc::pid_t, block: bool) -> io::Result<Option<ExitStatu
     }
 }
 
+/// What a reap found: `None` while the child runs. An error means that it
+/// is no child of ours any more (`ECHILD`: reaped by someone else), and its
+/// status is gone: [`ExitStatus::Unknown`].
+fn found(pid: libc::pid_t, result: io::Result<Option<ExitStatus>>) -> Option<ExitStatus> {
+    match result {
+        Ok(found) => found,
+        Err(err) => {
+            tracing::debug!(pid, %err, "a watched child was reaped elsewhere: status unknown");
+            Some(ExitStatus::Unknown)
+        }
+    }
+}
+
+/// The process-wide table; see the module documentation.
+struct Table {
+    /// The process whose entries these are.
+    owner: libc::pid_t,
+    entries: HashMap<libc::pid_t, Entry>,
+}
+
+/// The backends watching one child.
+#[derive(Default)]
+struct Entry {
+    /// A member has claimed the reap ([`Member::claim`]) and reaps outside
+    /// the lock; the others leave the child alone.
+    reaping: bool,
+    members: Vec<Link>,
+}
+
+impl Entry {
+    fn has(&self, inbox: &Arc<Inbox>) -> bool {
+        self.members.iter().any(|l| Arc::ptr_eq(&l.inbox, inbox))
+    }
+}
+
+/// A member of an entry: where its exit goes, and how to wake it.
+struct Link {
+    inbox: Arc<Inbox>,
+    /// The member's hub slot, and the generation of its claim: a slot that
+    /// has changed hands since is not poked ([`Slot::poke_for`]).
+    slot: &'static Slot,
+    generation: u64,
+}
+
+static TABLE: Mutex<Option<Table>> = Mutex::new(None);
+
+/// Runs `f` on the table, under its lock; the table of a forked child
+/// starts empty.
+fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
+    // Each change leaves the table consistent, so a poisoned lock (a
+    // panic elsewhere while it was held) is still usable.
+    let mut guard = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    let me = std::process::id() as libc::pid_t;
+    let table = guard.get_or_insert_with(|| Table::new(me));
+    table.adopt(me);
+    f(table)
+}
+
+impl Table {
+    fn new(owner: libc::pid_t) -> Table {
+        Table {
+            owner,
+            entries: HashMap::new(),
+        }
+    }
+
+    /// The table as process `me` sees it: empty if its entries are
+    /// another process's (the parent's, in a forked child).
+    fn adopt(&mut self, me: libc::pid_t) {
+        if self.owner != me {
+            self.entries.clear();
+            self.owner = me;
+        }
+    }
+}
+
+/// Hands `exit` to every member of `entry` (removed from the table), and
+/// wakes each but `reaper`, which takes its own after the reap.
+fn deliver(entry: Entry, exit: ChildExit, reaper: &Arc<Inbox>) {
+    for link in entry.members {
+        link.inbox.push(exit);
+        if !Arc::ptr_eq(&link.inbox, reaper) {
+            link.slot.poke_for(link.generation);
+        }
+    }
+}
+
+/// The exits delivered to one backend, not yet taken.
+#[derive(Debug, Default)]
+struct Inbox {
+    /// Whether `exits` may hold something: what the backend looks at
+    /// after each poll, without taking the lock.
+    mail: AtomicBool,
+    exits: Mutex<Vec<ChildExit>>,
+}
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Vec<ChildExit>> {
+        self.exits.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, exit: ChildExit) {
+        let mut exits = self.lock();
+        exits.push(exit);
+        self.mail.store(true, Ordering::Release);
+    }
+}
+
+/// What [`Member::join`] joined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Joined {
+    pub(crate) pid: libc::pid_t,
+    /// Another member is reaping the child right now: its exit comes
+    /// without looking (the child may be gone already, so that a pidfd or
+    /// a filter could no longer be made for it).
+    pub(crate) reaping: bool,
+}
+
+/// What [`Member::reap`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Reaped {
+    /// The child runs: nothing happened.
+    Running,
+    /// The child has exited and is reaped (by this call, or before it by
+    /// another member, or being reaped by one right now): its exit is, or
+    /// will be, in the inbox of every member.
+    Done,
+}
+
+/// A backend's place in the table: its inbox, and which children it
+/// watches there. Dropping it leaves every entry.
+#[derive(Debug, Default)]
+pub(crate) struct Member {
+    inbox: Arc<Inbox>,
+    /// Whether it ever joined an entry (a backend that never watched a
+    /// child never takes the table's lock).
+    joined: bool,
+}
+
+impl Member {
+    /// Checks that `pid` is an unreaped child of this process (or one that
+    /// another member is reaping right now) and joins its entry: from here
+    /// on, whoever reaps it hands this backend its exit and pokes `slot`
+    /// (this backend's, whose wake fd is in its kernel set).
+    pub(crate) fn join(
+        &mut self,
+        backend: &str,
+        pid: u32,
+        slot: &'static Slot,
+    ) -> io::Result<Joined> {
+        self.joined = true;
+        with_table(|t| {
+            let claimed = libc::pid_t::try_from(pid)
+                .ok()
+                .filter(|id| t.entries.get(id).is_some_and(|e| e.reaping));
+            let id = match claimed {
+                Some(id) => id,
+                None => check_child(backend, pid)?,
+            };
+            let entry = t.entries.entry(id).or_default();
+            if !entry.has(&self.inbox) {
+                entry.members.push(Link {
+                    inbox: self.inbox.clone(),
+                    slot,
+                    generation: slot.generation(),
+                });
+            }
+            Ok(Joined {
+                pid: id,
+                reaping: claimed.is_some(),
+            })
+        })
+    }
+
+    /// Leaves the entry of `pid`, leaving the child unreaped; an exit of it
+    /// delivered but not yet taken is dropped.
+    pub(crate) fn leave(&self, pid: libc::pid_t) {
+        with_table(|t| {
+            if let Some(entry) = t.entries.get_mut(&pid) {
+                entry
+                    .members
+                    .retain(|l| !Arc::ptr_eq(&l.inbox, &self.inbox));
+                if entry.members.is_empty() {
+                    t.entries.remove(&pid);
+                }
+            }
+            // Under the table's lock: no delivery can come in between.
+            let mut exits = self.inbox.lock();
+            exits.retain(|e| e.pid != pid as u32);
+            if exits.is_empty() {
+                self.inbox.mail.store(false, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// The child `pid` may have exited: reaps it (through `pidfd` if the
+    /// backend has one) unless another member has or is doing so, and
+    /// delivers its exit to every member. Never blocks.
+    pub(crate) fn reap(&self, pid: libc::pid_t, pidfd: Option<RawFd>) -> Reaped {
+        with_table(|t| {
+            match t.entries.get(&pid) {
+                Some(entry) if !entry.reaping && entry.has(&self.inbox) => {}
+                // Reaped and delivered already, or being reaped by another
+                // member, which will deliver.
+                _ => return Reaped::Done,
+            }
+            let result = match pidfd.map(pidfd_reap) {
+                // Linux 5.3 has pidfds, but `waitid` takes them from 5.4.
+                Some(Err(err)) if err.raw_os_error() == Some(libc::EINVAL) => reap(pid, false),
+                Some(result) => result,
+                None => reap(pid, false),
+            };
+            let Some(status) = found(pid, result) else {
+                return Reaped::Running;
+            };
+            if let Some(entry) = t.entries.remove(&pid) {
+                let exit = ChildExit {
+                    pid: pid as u32,
+                    status,
+                };
+                deliver(entry, exit, &self.inbox);
+            }
+            Reaped::Done
+        })
+    }
+
+    /// Whether exits wait in the inbox.
+    pub(crate) fn has_mail(&self) -> bool {
+        self.inbox.mail.load(Ordering::Acquire)
+    }
+
+    /// Moves the exits delivered to this backend into `out`.
+    pub(crate) fn take(&self, out: &mut Vec<ChildExit>) {
+        if !self.has_mail() {
+            return;
+        }
+        let mut exits = self.inbox.lock();
+        self.inbox.mail.store(false, Ordering::Relaxed);
+        out.append(&mut exits);
+    }
+
+    /// Leaves every entry (the children unreaped) and drops every exit not
+    /// yet taken: after `fork` (in the child, whose table has forgotten the
+    /// parent's entries anyway) or when the backend goes.
+    pub(crate) fn leave_all(&mut self) {
+        if !self.joined {
+            return;
+        }
+        with_table(|t| {
+            t.entries.retain(|_, entry| {
+                entry
+                    .members
+                    .retain(|l| !Arc::ptr_eq(&l.inbox, &self.inbox));
+                !entry.members.is_empty()
+            });
+            self.inbox.lock().clear();
+            self.inbox.mail.store(false, Ordering::Relaxed);
+        });
+    }
+}
+
+// Only kqueue reaps outside the lock.
+#[cfg_attr(
+    not(any(
+        feature = "emulated-kqueue",
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly"
+    )),
+    allow(dead_code)
+)]
+impl Member {
+    /// Takes on the reap of `pid`, which has exited, to do it outside the
+    /// lock (a blocking `waitpid`), then [`Member::publish`]; false if
+    /// another member has reaped it or is reaping it (it will deliver).
+    pub(crate) fn claim(&self, pid: libc::pid_t) -> bool {
+        with_table(|t| match t.entries.get_mut(&pid) {
+            Some(entry) if !entry.reaping && entry.has(&self.inbox) => {
+                entry.reaping = true;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Delivers what the reap of a claimed `pid` found (a reap that failed
+    /// because someone else reaped the child: see [`found`]).
+    pub(crate) fn publish(&self, pid: libc::pid_t, result: io::Result<Option<ExitStatus>>) {
+        let exit = ChildExit {
+            pid: pid as u32,
+            status: found(pid, result).unwrap_or(ExitStatus::Unknown),
+        };
+        with_table(|t| match t.entries.remove(&pid) {
+            Some(entry) => deliver(entry, exit, &self.inbox),
+            // Not expected (the claim keeps the entry); never lost.
+            None => self.inbox.push(exit),
+        })
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.leave_all();
+    }
+}
+
+/// How a backend of [`Children`] watches one child.
+#[derive(Debug)]
+enum How {
+    /// A pidfd in the kernel set, readable once the child has exited.
+    Pidfd(OwnedFd),
+    /// Looked for after each `SIGCHLD`.
+    Sigchld,
+    /// It has exited and is reaped (by this backend or another), or being
+    /// reaped by another: its exit comes through the inbox.
+    Exited,
+}
+
 /// One watched child.
 #[derive(Debug)]
 struct Child {
     pid: libc::pid_t,
-    /// `None`: watched through `SIGCHLD`.
-    pidfd: Option<OwnedFd>,
+    how: How,
 }
 
 /// What [`Children::add`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Added {
+    /// Watched already.
+    Already,
+    /// Being reaped by another backend that watches it too: its exit comes
+    /// without looking.
+    Exited,
     /// A pidfd to register in the kernel set.
     Pidfd(RawFd),
-    /// Watched through `SIGCHLD`: the caller watches it for the table.
+    /// Watched through `SIGCHLD`: the caller watches it for the list.
     Sigchld,
 }
 
-/// The watched children of a backend without `EVFILT_PROC`, and the exits
-/// found but not yet handed to the loop. Lookups are linear: a backend
-/// watches few children, and each is looked up once or twice.
+/// The watched children of a backend without `EVFILT_PROC`, and its place
+/// in the table. Lookups are linear: a backend watches few children, and
+/// each is looked up once or twice.
 #[derive(Debug, Default)]
 pub(crate) struct Children {
     /// Never try pidfds (forced, or the kernel refused them once).
     sigchld_only: bool,
     watched: Vec<Child>,
-    exits: Vec<ChildExit>,
+    member: Member,
 }
 
 impl Children {
@@ -139,129 +521,134 @@ impl Children {
         self.sigchld_only = true;
     }
 
-    pub(crate) fn is_watched(&self, pid: libc::pid_t) -> bool {
-        self.watched.iter().any(|c| c.pid == pid)
-    }
-
     /// Whether some child is watched through `SIGCHLD`.
     pub(crate) fn uses_sigchld(&self) -> bool {
-        self.watched.iter().any(|c| c.pidfd.is_none())
+        self.watched.iter().any(|c| matches!(c.how, How::Sigchld))
     }
 
     /// The pidfds to keep in the kernel set.
     pub(crate) fn pidfds(&self) -> impl Iterator<Item = RawFd> + '_ {
-        self.watched
-            .iter()
-            .filter_map(|c| c.pidfd.as_ref().map(|fd| fd.as_raw_fd()))
+        self.watched.iter().filter_map(|c| match &c.how {
+            How::Pidfd(fd) => Some(fd.as_raw_fd()),
+            _ => None,
+        })
     }
 
-    /// Starts watching `pid` (a child: [`check_child`]), with a pidfd if
-    /// the kernel has them.
-    pub(crate) fn add(&mut self, backend: &str, pid: libc::pid_t) -> io::Result<Added> {
-        let pidfd = if self.sigchld_only {
-            None
+    /// Starts watching `pid`, which must be an unreaped child (see
+    /// [`Member::join`]; `slot` is the backend's), with a pidfd if the
+    /// kernel has them.
+    pub(crate) fn add(
+        &mut self,
+        backend: &str,
+        pid: u32,
+        slot: &'static Slot,
+    ) -> io::Result<(libc::pid_t, Added)> {
+        if let Some(c) = self.watched.iter().find(|c| c.pid as u32 == pid) {
+            return Ok((c.pid, Added::Already));
+        }
+        let Joined { pid, reaping } = self.member.join(backend, pid, slot)?;
+        if reaping {
+            self.watched.push(Child {
+                pid,
+                how: How::Exited,
+            });
+            return Ok((pid, Added::Exited));
+        }
+        let how = if self.sigchld_only {
+            How::Sigchld
         } else {
             match pidfd_open(pid) {
-                Ok(fd) => Some(fd),
+                Ok(fd) => How::Pidfd(fd),
                 Err(err)
                     if matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) =>
                 {
                     tracing::debug!(%err, "no pidfds: child exits through SIGCHLD");
                     self.sigchld_only = true;
-                    None
+                    How::Sigchld
                 }
                 Err(err) => {
+                    self.member.leave(pid);
                     return Err(io::Error::new(
                         err.kind(),
                         format!(
-                        "the {backend} backend cannot watch pid {pid}: pidfd_open failed ({err})"
-                    ),
-                    ))
+                            "the {backend} backend cannot watch pid {pid}: pidfd_open failed ({err})"
+                        ),
+                    ));
                 }
             }
         };
-        let added = match &pidfd {
-            Some(fd) => Added::Pidfd(fd.as_raw_fd()),
-            None => Added::Sigchld,
+        let added = match &how {
+            How::Pidfd(fd) => Added::Pidfd(fd.as_raw_fd()),
+            _ => Added::Sigchld,
         };
-        self.watched.push(Child { pid, pidfd });
-        Ok(added)
+        self.watched.push(Child { pid, how });
+        Ok((pid, added))
     }
 
-    /// Stops watching `pid` without reaping it; its pidfd, if any, is
-    /// returned for the caller to take out of the kernel set (and close).
-    /// An exit of it not yet taken is dropped: the loop no longer asks.
+    /// Stops watching `pid` without reaping it; its pidfd, if it is still
+    /// in the kernel set, is returned for the caller to take out (and
+    /// close). An exit of it not yet taken is dropped: the loop no longer
+    /// asks.
     pub(crate) fn remove(&mut self, pid: libc::pid_t) -> Option<Option<OwnedFd>> {
-        self.exits.retain(|e| e.pid != pid as u32);
         let i = self.watched.iter().position(|c| c.pid == pid)?;
-        Some(self.watched.swap_remove(i).pidfd)
+        self.member.leave(pid);
+        match self.watched.swap_remove(i).how {
+            How::Pidfd(fd) => Some(Some(fd)),
+            _ => Some(None),
+        }
     }
 
     /// After a `SIGCHLD`: reaps every child watched through it that has
-    /// exited.
+    /// exited (unless another backend did).
     pub(crate) fn scan(&mut self) {
-        let mut i = 0;
-        while i < self.watched.len() {
-            if self.watched[i].pidfd.is_some() || !self.try_reap(i) {
-                i += 1;
+        let member = &self.member;
+        for c in &mut self.watched {
+            if matches!(c.how, How::Sigchld) && member.reap(c.pid, None) == Reaped::Done {
+                c.how = How::Exited;
             }
         }
     }
 
-    /// `waitpid(WNOHANG)` for `watched[i]`; true if it left the table.
-    fn try_reap(&mut self, i: usize) -> bool {
-        let pid = self.watched[i].pid;
-        match reap(pid, false) {
-            Ok(None) => false,
-            Ok(Some(status)) => {
-                self.watched.swap_remove(i);
-                self.exits.push(ChildExit {
-                    pid: pid as u32,
-                    status,
-                });
-                true
-            }
-            Err(err) => {
-                // Reaped by someone else (a `waitpid(-1)` elsewhere): its
-                // status is gone.
-                tracing::debug!(pid, %err, "a watched child was reaped elsewhere");
-                self.watched.swap_remove(i);
-                true
-            }
-        }
-    }
-
-    /// A pidfd of the table is readable: reaps its child. Returns the pidfd
-    /// if the child left the table (for the caller to take out of the
-    /// kernel set); `None` if `fd` is not one of the table's, or the child
-    /// has not exited after all.
+    /// A pidfd of the list is readable: reaps its child (unless another
+    /// backend did). Returns the pidfd if the child has exited (for the
+    /// caller to take out of the kernel set); `None` if `fd` is not one of
+    /// the list's, or the child has not exited after all.
     pub(crate) fn pidfd_ready(&mut self, fd: RawFd) -> Option<OwnedFd> {
-        let i = self
+        let c = self
             .watched
-            .iter()
-            .position(|c| c.pidfd.as_ref().is_some_and(|p| p.as_raw_fd() == fd))?;
-        let pid = self.watched[i].pid;
-        match pidfd_reap(fd) {
-            Ok(None) => return None,
-            Ok(Some(status)) => self.exits.push(ChildExit {
-                pid: pid as u32,
-                status,
-            }),
-            Err(err) => tracing::debug!(pid, %err, "a watched child was reaped elsewhere"),
+            .iter_mut()
+            .find(|c| matches!(&c.how, How::Pidfd(p) if p.as_raw_fd() == fd))?;
+        if self.member.reap(c.pid, Some(fd)) == Reaped::Running {
+            return None;
         }
-        self.watched.swap_remove(i).pidfd
+        match std::mem::replace(&mut c.how, How::Exited) {
+            How::Pidfd(pidfd) => Some(pidfd),
+            _ => None,
+        }
     }
 
-    /// Moves the exits found into `out`.
-    pub(crate) fn take_exits(&mut self, out: &mut Vec<ChildExit>) {
-        out.append(&mut self.exits);
+    /// Moves the exits delivered to this backend (reaped by it or by
+    /// another) into `out`, and forgets their children: a pidfd still in
+    /// the kernel set (another backend reaped the child first) is taken
+    /// out of `set` and closed.
+    pub(crate) fn take_exits(&mut self, out: &mut Vec<ChildExit>, set: &mut impl InternalFds) {
+        let from = out.len();
+        self.member.take(out);
+        for exit in &out[from..] {
+            let Some(i) = self.watched.iter().position(|c| c.pid as u32 == exit.pid) else {
+                continue;
+            };
+            if let How::Pidfd(fd) = self.watched.swap_remove(i).how {
+                set.remove(fd.as_raw_fd());
+            }
+        }
     }
 
     /// Forgets every child (after `fork`: they are the parent's), closing
     /// their pidfds, and any exit not yet taken.
     pub(crate) fn clear(&mut self) {
         self.watched.clear();
-        self.exits.clear();
+        self.member.leave_all();
     }
 }
 
@@ -322,6 +709,8 @@ cfg_if::cfg_if! {
 }
 
 #[cfg(test)]
+// Most of the children spawned here are reaped by the table, not by std.
+#[allow(clippy::zombie_processes)]
 mod tests {
     use super::*;
     use std::process::Command;
@@ -359,24 +748,208 @@ mod tests {
         assert!(check_child("t", 0).is_err() && check_child("t", u32::MAX).is_err());
     }
 
-    #[test]
-    #[allow(clippy::zombie_processes)] // `mine` is reaped by the table
-    fn sigchld_table_reaps_only_its_children() {
-        let mut table = Children::default();
-        table.force_sigchld();
-        let mine = Command::new("true").spawn().unwrap();
-        let other = Command::new("true").spawn().unwrap();
-        let pid = check_child("t", mine.id()).unwrap();
-        assert_eq!(table.add("t", pid).unwrap(), Added::Sigchld);
-        assert!(table.uses_sigchld());
-        let mut exits = Vec::new();
-        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while exits.is_empty() {
-            assert!(std::time::Instant::now() < give_up, "never reaped");
-            table.scan();
-            table.take_exits(&mut exits);
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    /// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
+    fn wait_exited(pid: u32) {
+        // SAFETY: `info` is written by waitid; the child is left unreaped.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            );
+            assert_eq!(r, 0, "waitid: {}", io::Error::last_os_error());
         }
+    }
+
+    /// A child blocked reading its stdin, which exits with `code` once
+    /// the test drops its stdin.
+    fn held(code: i32) -> std::process::Child {
+        Command::new("sh")
+            .args(["-c", &format!("read _; exit {code}")])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Whether the wake fd of `slot` has been written to.
+    fn poked(slot: &Slot) -> bool {
+        let mut p = libc::pollfd {
+            fd: slot.read_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn slot() -> &'static Slot {
+        super::super::hub::claim().unwrap()
+    }
+
+    fn exits(member: &Member) -> Vec<ChildExit> {
+        let mut out = Vec::new();
+        member.take(&mut out);
+        out
+    }
+
+    #[test]
+    fn the_first_reaper_hands_the_exit_to_every_member_and_wakes_the_others() {
+        let (sa, sb) = (slot(), slot());
+        let (mut a, mut b) = (Member::default(), Member::default());
+        let mut child = held(4);
+        let pid = a.join("t", child.id(), sa).unwrap().pid;
+        assert_eq!(b.join("t", child.id(), sb).unwrap().pid, pid);
+        assert_eq!(a.reap(pid, None), Reaped::Running);
+        drop(child.stdin.take());
+        wait_exited(child.id());
+        assert_eq!(a.reap(pid, None), Reaped::Done);
+        let exit = ChildExit {
+            pid: child.id(),
+            status: ExitStatus::Exited(4),
+        };
+        assert!(poked(sb), "b is woken");
+        assert!(!poked(sa), "the reaper takes its own");
+        assert!(a.has_mail() && b.has_mail());
+        assert_eq!((exits(&a), exits(&b)), (vec![exit], vec![exit]));
+        assert!(!a.has_mail() && !b.has_mail());
+        // b looks later: nothing is reaped twice, nothing told twice.
+        assert_eq!(b.reap(pid, None), Reaped::Done);
+        assert_eq!(exits(&b), []);
+        assert!(child.try_wait().is_err(), "reaped once, by a");
+        // Reaped: nobody can join it any more.
+        assert!(b.join("t", child.id(), sb).is_err());
+        for s in [sa, sb] {
+            super::super::hub::release(s);
+        }
+    }
+
+    #[test]
+    fn a_child_reaped_elsewhere_is_told_as_unknown() {
+        let sa = slot();
+        let mut a = Member::default();
+        let mut child = held(2);
+        let pid = a.join("t", child.id(), sa).unwrap().pid;
+        drop(child.stdin.take());
+        assert_eq!(child.wait().unwrap().code(), Some(2), "std reaps it");
+        assert_eq!(a.reap(pid, None), Reaped::Done);
+        assert_eq!(
+            exits(&a),
+            [ChildExit {
+                pid: child.id(),
+                status: ExitStatus::Unknown
+            }]
+        );
+        super::super::hub::release(sa);
+    }
+
+    #[test]
+    fn a_claimed_reap_keeps_the_others_off_and_tells_late_joiners() {
+        let (sa, sb, sc) = (slot(), slot(), slot());
+        let (mut a, mut b, mut c) = (Member::default(), Member::default(), Member::default());
+        let mut child = held(6);
+        let pid = a.join("t", child.id(), sa).unwrap().pid;
+        b.join("t", child.id(), sb).unwrap();
+        drop(child.stdin.take());
+        wait_exited(child.id());
+        assert!(a.claim(pid));
+        assert!(!b.claim(pid) && !a.claim(pid), "one claim");
+        assert_eq!(b.reap(pid, None), Reaped::Done, "left to a");
+        // The reap done (outside the lock), before a publishes it: c may
+        // still join, and is told.
+        let result = reap(pid, true);
+        let joined = c.join("t", child.id(), sc).unwrap();
+        assert_eq!(
+            joined,
+            Joined { pid, reaping: true },
+            "its exit comes without looking"
+        );
+        a.publish(pid, result);
+        let exit = ChildExit {
+            pid: child.id(),
+            status: ExitStatus::Exited(6),
+        };
+        for m in [&a, &b, &c] {
+            assert_eq!(exits(m), [exit]);
+        }
+        assert!(poked(sb) && poked(sc) && !poked(sa));
+        for s in [sa, sb, sc] {
+            super::super::hub::release(s);
+        }
+    }
+
+    #[test]
+    fn leaving_leaves_the_child_unreaped_and_drops_an_untaken_exit() {
+        let (sa, sb) = (slot(), slot());
+        let (mut a, mut b) = (Member::default(), Member::default());
+        let mut child = held(3);
+        let pid = a.join("t", child.id(), sa).unwrap().pid;
+        b.join("t", child.id(), sb).unwrap();
+        drop(child.stdin.take());
+        wait_exited(child.id());
+        // a leaves: b still reaps and is told; a is not.
+        a.leave(pid);
+        assert_eq!(b.reap(pid, None), Reaped::Done);
+        assert_eq!(exits(&a), []);
+        assert_eq!(exits(&b).len(), 1);
+        // Delivered, then left before it was taken: dropped.
+        let mut other = held(5);
+        let pid = a.join("t", other.id(), sa).unwrap().pid;
+        b.join("t", other.id(), sb).unwrap();
+        drop(other.stdin.take());
+        wait_exited(other.id());
+        assert_eq!(b.reap(pid, None), Reaped::Done);
+        a.leave(pid);
+        assert_eq!(exits(&a), []);
+        // A member dropped leaves every entry; the last one out removes
+        // it, the child unreaped.
+        let mut third = held(7);
+        let pid = a.join("t", third.id(), sa).unwrap().pid;
+        b.join("t", third.id(), sb).unwrap();
+        drop(b);
+        a.leave(pid);
+        assert!(with_table(|t| !t.entries.contains_key(&pid)));
+        drop(third.stdin.take());
+        assert_eq!(third.wait().unwrap().code(), Some(7), "left unreaped");
+        for s in [sa, sb] {
+            super::super::hub::release(s);
+        }
+    }
+
+    #[test]
+    fn a_forked_child_sees_none_of_its_parents_entries() {
+        let mut t = Table::new(100);
+        t.entries.insert(42, Entry::default());
+        t.adopt(100);
+        assert_eq!(t.entries.len(), 1, "the same process");
+        t.adopt(101);
+        assert!(t.entries.is_empty() && t.owner == 101, "a forked child");
+    }
+
+    #[test]
+    fn the_sigchld_list_reaps_only_its_children() {
+        struct NoSet;
+        impl InternalFds for NoSet {
+            fn add(&mut self, _: RawFd) -> io::Result<()> {
+                Ok(())
+            }
+            fn remove(&mut self, _: RawFd) {}
+        }
+        let sa = slot();
+        let mut list = Children::default();
+        list.force_sigchld();
+        let mine = Command::new("true").spawn().unwrap();
+        let mut other = Command::new("true").spawn().unwrap();
+        let (pid, added) = list.add("t", mine.id(), sa).unwrap();
+        assert_eq!(added, Added::Sigchld);
+        assert_eq!(list.add("t", mine.id(), sa).unwrap(), (pid, Added::Already));
+        assert!(list.uses_sigchld());
+        wait_exited(mine.id());
+        wait_exited(other.id());
+        list.scan();
+        let mut exits = Vec::new();
+        list.take_exits(&mut exits, &mut NoSet);
         assert_eq!(
             exits,
             [ChildExit {
@@ -384,9 +957,10 @@ mod tests {
                 status: ExitStatus::Exited(0)
             }]
         );
-        assert!(!table.uses_sigchld());
+        assert!(!list.uses_sigchld());
         // The other child was left to its owner.
-        let mut other = other;
         assert!(other.wait().unwrap().success());
+        drop(list);
+        super::super::hub::release(sa);
     }
 }

@@ -216,6 +216,19 @@ impl Slot {
         wake::poke(self.write.load(Ordering::Relaxed));
     }
 
+    /// [`Slot::poke`] for the owner of `generation` only: nothing if the
+    /// slot has changed hands (or process) since. What another backend
+    /// uses to hand this one news (a child exit it reaped for both, see
+    /// `children.rs`), from any thread.
+    pub(crate) fn poke_for(&self, generation: u64) {
+        if self.owner.load(Ordering::Acquire) != getpid()
+            || self.generation.load(Ordering::Relaxed) != generation
+        {
+            return;
+        }
+        wake::poke(self.write.load(Ordering::Relaxed));
+    }
+
     /// [`Wake::wake`](crate::Wake::wake) for the owner of `generation`:
     /// nothing if the slot has changed hands (or process) since.
     pub(crate) fn wake(&self, generation: u64) {

@@ -7,7 +7,8 @@
 //!   handler writes to;
 //! - `wake`: the wake fd (an eventfd, or a pipe);
 //! - `children`: reaping watched children (pidfds on Linux, `SIGCHLD`
-//!   elsewhere);
+//!   elsewhere), through one table for the whole process, so that a child
+//!   watched by several backends is reaped once and reported by each;
 //! - `clock_steps`: wall-clock step reports (a `CLOCK_REALTIME` timerfd
 //!   on Linux, nothing elsewhere);
 //! - `path_hints`: path change hints for stat watchers (inotify on Linux,

@@ -1,8 +1,9 @@
 //! What a Unix backend embeds to provide signals, child exits and
 //! wake-ups: [`Wakeup`] (its hub slot and wake fd, the signals it watches,
 //! its waker) and, for backends without `EVFILT_PROC`, [`Notifier`]
-//! (a `Wakeup` plus the table of watched children, wall-clock step reports
-//! and path change hints). The backend only puts their internal fds in its
+//! (a `Wakeup` plus the list of watched children, its place in the
+//! process-wide table of them, wall-clock step reports and path change
+//! hints). The backend only puts their internal fds in its
 //! kernel set ([`InternalFds`]), never reports them to the loop, and routes
 //! their readiness back here.
 
@@ -58,7 +59,7 @@ impl Wakeup {
     }
 
     /// The slot, claimed and its read end in the kernel set.
-    fn ensure(&mut self, set: &mut impl InternalFds) -> io::Result<&'static Slot> {
+    pub(crate) fn ensure(&mut self, set: &mut impl InternalFds) -> io::Result<&'static Slot> {
         let slot = match self.slot {
             Some(slot) => slot,
             None => {
@@ -231,9 +232,12 @@ impl Wake for SlotWaker {
     }
 }
 
-/// A [`Wakeup`], the table of watched children, the clock-step timer and
-/// the path hints: everything but fd readiness, for the epoll, poll and
-/// select backends.
+/// A [`Wakeup`], the watched children (and the backend's place in the
+/// process-wide table of them), the clock-step timer and the path hints:
+/// everything but fd readiness, for the epoll, poll and select backends.
+/// The wake fd is in the kernel set while children are watched: whoever
+/// reaps one of them (this backend, or another loop's that watches it
+/// too) pokes it.
 #[derive(Debug)]
 pub(crate) struct Notifier {
     pub(crate) wakeup: Wakeup,
@@ -275,11 +279,12 @@ impl Notifier {
 
     pub(crate) fn watch_child(&mut self, pid: u32, set: &mut impl InternalFds) -> io::Result<()> {
         let backend = self.wakeup.backend;
-        let pid = children::check_child(backend, pid)?;
-        if self.children.is_watched(pid) {
-            return Ok(());
-        }
-        match self.children.add(backend, pid)? {
+        // Whoever reaps the child, this backend or another loop's, pokes
+        // the wake fd: it must be in the kernel set.
+        let slot = self.wakeup.ensure(set)?;
+        let (pid, added) = self.children.add(backend, pid, slot)?;
+        match added {
+            Added::Already | Added::Exited => {}
             Added::Pidfd(fd) => {
                 // An exited child's pidfd is readable at once: the next
                 // wait returns and reaps it.
@@ -340,14 +345,18 @@ impl Notifier {
         }
     }
 
-    pub(crate) fn take_notices(&mut self, notices: &mut Notices) {
+    /// Moves what was noticed into `notices`: the loop's signals, the
+    /// waker's use, the exits of watched children (reaped by this backend
+    /// or by another that watched them too; their pidfds leave `set`),
+    /// clock steps, path hints.
+    pub(crate) fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
         let bits = self.wakeup.take(notices);
         let due = std::mem::take(&mut self.scan_due);
         if (due || bits & SIGCHLD_BIT != 0) && self.children.uses_sigchld() {
             self.children.scan();
-            self.settle_sigchld();
         }
-        self.children.take_exits(&mut notices.exits);
+        self.children.take_exits(&mut notices.exits, set);
+        self.settle_sigchld();
         notices.clock_stepped |= self.clock.take();
         self.paths.take(&mut notices.paths);
     }

@@ -49,8 +49,9 @@ pub struct ChildEvent {
     pub watcher: Child,
     /// The child's process id.
     pub pid: u32,
-    /// How it ended; `None` only for an event fed with
-    /// [`Loop::feed_event`] before the child exited.
+    /// How it ended ([`ExitStatus::Unknown`] if someone else reaped it
+    /// first); `None` only for an event fed with [`Loop::feed_event`]
+    /// before the child exited.
     pub status: Option<ExitStatus>,
 }
 
@@ -79,15 +80,24 @@ impl<'s, S> Loop<'s, S> {
     /// exits, the backend reaps it (only it: other children are left to
     /// whoever waits for them), the watcher is stopped and its callback
     /// runs with how the child ended. A child that exited before this call
-    /// is reported too. Works on any loop, in any thread; several watchers
-    /// of one loop may watch one pid.
+    /// is reported too. Works on any loop, in any thread.
     ///
-    /// Watch a child from one loop only, and do not wait for it elsewhere
-    /// (`std::process::Child::wait`, `waitpid`): its status can be read
-    /// once, by whoever reaps it first, and a watcher whose child was
-    /// reaped by someone else is never called. There is no watcher of
-    /// "any child" (libev's pid 0): pid 0 is refused like every pid that
-    /// is not a child.
+    /// Any number of watchers may watch one child, on one loop or on many
+    /// (loops in several threads, or several in one): the child is reaped
+    /// once, by whichever loop's backend notices the exit first, and every
+    /// watcher of it, on every loop, is stopped and called with its
+    /// status; a loop blocked in another thread is woken for it.
+    ///
+    /// A child's status can be read once, by whoever reaps it. If someone
+    /// other than the loops reaps it first (`std::process::Child::wait`
+    /// or `try_wait`, a `waitpid` of the program's, the kernel when
+    /// `SIGCHLD` is ignored), its watchers are still stopped and called,
+    /// with [`ExitStatus::Unknown`], so a
+    /// [`RunMode::Default`](crate::RunMode::Default) run
+    /// returns; if the loop reaps it first, that `wait` fails instead
+    /// (`ECHILD`). So leave a watched child to the loop, or expect one of
+    /// the two. There is no watcher of "any child" (libev's pid 0): pid 0
+    /// is refused like every pid that is not a child.
     ///
     /// Errors: [`Error::Child`](crate::Error::Child) if `pid` is not an
     /// unreaped child of this process, or the backend cannot watch
@@ -103,6 +113,36 @@ impl<'s, S> Loop<'s, S> {
     /// // Returns once the child has exited: its watcher stopped, none is left.
     /// lp.run(RunMode::Default, &mut log)?;
     /// assert_eq!(log, ["exited with code 3"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// Two loops, in two threads, watching one child: both hear it.
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use std::process::{Command, Stdio};
+    /// use std::sync::mpsc;
+    /// // A child that exits with code 4 when its stdin closes.
+    /// let mut job = Command::new("sh").args(["-c", "read _; exit 4"])
+    ///     .stdin(Stdio::piped()).spawn()?;
+    /// let pid = job.id();
+    /// let (watching, started) = mpsc::channel();
+    /// let other = std::thread::spawn(move || {
+    ///     let mut lp: Loop<Option<ExitStatus>> = Loop::new().unwrap();
+    ///     lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+    ///     watching.send(()).unwrap();
+    ///     let mut got = None;
+    ///     lp.run(RunMode::Default, &mut got).unwrap();
+    ///     got
+    /// });
+    /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
+    /// lp.child(pid, |_, got, ev| *got = ev.status)?;
+    /// started.recv()?; // both watch it: let it go
+    /// drop(job.stdin.take());
+    /// let mut got = None;
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, Some(ExitStatus::Exited(4)));
+    /// assert_eq!(other.join().unwrap(), Some(ExitStatus::Exited(4)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn child<F>(&mut self, pid: u32, callback: F) -> Result<Child>
