@@ -533,6 +533,100 @@ fn the_sigchld_fallback_reports_the_same() {
     });
 }
 
+/// Every OS backend, then each with a `SIGCHLD` fallback forced onto it
+/// (`<name>+sigchld`).
+fn child_kinds() -> Vec<String> {
+    let mut all: Vec<String> = backends::AVAILABLE.iter().map(|n| n.to_string()).collect();
+    for &name in backends::AVAILABLE {
+        if fallback(name).is_some() {
+            all.push(format!("{name}+sigchld"));
+        }
+    }
+    all
+}
+
+/// A backend of [`child_kinds`].
+fn open_kind(kind: &str) -> Box<dyn Backend> {
+    match kind.strip_suffix("+sigchld") {
+        Some(name) => fallback(name).unwrap(),
+        None => open(kind),
+    }
+}
+
+/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
+fn held(code: i32) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", &format!("read _; exit {code}")])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+#[allow(clippy::zombie_processes)] // the backends reap it
+fn several_backends_watching_one_child_each_report_its_exit_once() {
+    let _shared = shared();
+    watchdog("several backends, one child", LIMIT, || {
+        // Every kind, and two of the default one, in one process.
+        let mut kinds = child_kinds();
+        kinds.push(backends::default_name().to_string());
+        let mut all: Vec<Box<dyn Backend>> = kinds.iter().map(|k| open_kind(k)).collect();
+        let mut job = held(7);
+        let pid = job.id();
+        for b in &mut all {
+            b.watch_child(pid).unwrap();
+            b.watch_child(pid).unwrap(); // twice: still one report
+        }
+        drop(job.stdin.take());
+        let exit = ChildExit {
+            pid,
+            status: ExitStatus::Exited(7),
+        };
+        // One at a time: the first to look reaps it for all.
+        for (b, kind) in all.iter_mut().zip(&kinds) {
+            let got = gather(&mut **b, LONG, |n| !n.exits.is_empty());
+            assert_eq!(got.exits, [exit], "{kind}");
+        }
+        // No late duplicate, nothing left to wake a poll.
+        for (b, kind) in all.iter_mut().zip(&kinds) {
+            let (_, got) = poll_once(&mut **b, Duration::ZERO);
+            assert!(got.exits.is_empty(), "{kind}: {got:?}");
+            assert_settled(&mut **b);
+        }
+        let err = reap_myself(pid).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ECHILD), "reaped once");
+    });
+}
+
+#[test]
+#[allow(clippy::zombie_processes)] // reaped with `reap_myself`
+fn a_child_reaped_elsewhere_is_reported_with_an_unknown_status() {
+    let _shared = shared();
+    for kind in child_kinds() {
+        watchdog(&format!("reaped elsewhere on {kind}"), LIMIT, move || {
+            let mut b = open_kind(&kind);
+            let mut job = held(8);
+            let pid = job.id();
+            b.watch_child(pid).unwrap();
+            let (_, got) = poll_once(&mut *b, Duration::ZERO);
+            assert!(got.exits.is_empty(), "{kind}: running");
+            drop(job.stdin.take());
+            let status = reap_myself(pid).unwrap();
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 8);
+            let got = gather(&mut *b, LONG, |n| !n.exits.is_empty());
+            let unknown = ChildExit {
+                pid,
+                status: ExitStatus::Unknown,
+            };
+            assert_eq!(got.exits, [unknown], "{kind}");
+            assert_settled(&mut *b);
+            // Not a child any more: refused at the call.
+            let err = b.watch_child(pid).unwrap_err().to_string();
+            assert!(err.contains("not an unreaped child"), "{kind}: {err}");
+        });
+    }
+}
+
 /// The forked child's exit statuses.
 const CHILD_OK: i32 = 0;
 const CHILD_REINIT: i32 = 10;

@@ -11,6 +11,7 @@
 // - `Loop::run`: a `Once` run that ends `IterationDone` with its prepare and check watchers still active.
 // - `Sim` and `Step`: they show the simulator's `Stalled` and its trace, which only it has.
 // - `AsyncSender::send`: a `NoWait` run.
+// - `Sim::reap_elsewhere`: the simulator's own call (its kernel counterpart is `exit_status_unknown_example`).
 // - `Conn::write`, `Conn::pause_reading`, `Conn::resume_reading`: `NoWait` runs.
 // Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
 // Mirrored on the OS backends only, as the examples themselves run on real sockets (the simulator has no TCP and no half-close): `net`, `Acceptor`, `Conns::open`.
@@ -31,7 +32,7 @@
 // `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
 // `Loop::async_sender`, `Fork`, `Cleanup`, `Once`, `Periodic`,
 // `Loop::periodic_at`, `Schedule`, `Stat`, `Loop::file_stat`, `FileStat`,
-// `FileStat::of`, `ExitStatus`, `ChildExit`, `SignalSet`, `Notices`, `Wake`,
+// `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 // `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
 // (they call the default backend directly; the second polls it until its
 // path notice comes, which it does on every backend here); the backends'
@@ -74,7 +75,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
@@ -698,6 +699,87 @@ fn loop_child_example() {
             "{name}"
         );
         assert_eq!(log, ["exited with code 3"], "{name}");
+    });
+}
+
+/// `Loop::child`'s second example: two loops, in two threads, watching
+/// one child both hear it. Kernels only: the simulator is one loop's
+/// world.
+#[test]
+#[allow(clippy::zombie_processes)] // the loops reap it
+fn loop_child_two_loops_example() {
+    for &name in evloop::backends::AVAILABLE {
+        common::watchdog(
+            &format!("Loop::child two loops example on {name}"),
+            common::WATCHDOG,
+            move || {
+                let mut job = Command::new("sh")
+                    .args(["-c", "read _; exit 4"])
+                    .stdin(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let pid = job.id();
+                let (watching, started) = mpsc::channel();
+                let other = std::thread::spawn(move || {
+                    let mut lp: Loop<Option<ExitStatus>> = World::new(name).new_loop();
+                    lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+                    watching.send(()).unwrap();
+                    let mut got = None;
+                    lp.run(RunMode::Default, &mut got).unwrap();
+                    got
+                });
+                let mut lp: Loop<Option<ExitStatus>> = World::new(name).new_loop();
+                lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+                started.recv().unwrap();
+                drop(job.stdin.take());
+                let mut got = None;
+                assert_eq!(
+                    lp.run(RunMode::Default, &mut got).unwrap(),
+                    RunOutcome::NoActiveWatchers,
+                    "{name}"
+                );
+                assert_eq!(got, Some(ExitStatus::Exited(4)), "{name}");
+                assert_eq!(other.join().unwrap(), Some(ExitStatus::Exited(4)), "{name}");
+            },
+        );
+    }
+}
+
+/// `ExitStatus::Unknown`: a child reaped by `std` before the loop looks
+/// is reported as such, and the run returns; on the simulator, reaped
+/// elsewhere at 0 ms.
+#[test]
+fn exit_status_unknown_example() {
+    on_every_backend("ExitStatus::Unknown example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
+        let job = match &w.sim {
+            Some(sim) => {
+                let pid = sim.spawn("job");
+                sim.reap_elsewhere(Duration::ZERO, pid);
+                lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+                None
+            }
+            None => {
+                let mut job = Command::new("sh")
+                    .args(["-c", "read _; exit 3"])
+                    .stdin(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                lp.child(job.id(), |_, got, ev| *got = ev.status).unwrap();
+                drop(job.stdin.take());
+                assert_eq!(job.wait().unwrap().code(), Some(3), "{name}");
+                Some(job)
+            }
+        };
+        let mut got = None;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, Some(ExitStatus::Unknown), "{name}");
+        drop(job);
     });
 }
 

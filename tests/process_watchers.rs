@@ -1008,6 +1008,263 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
     });
 }
 
+// ---- one child, several loops; a child reaped elsewhere ---------------------------
+
+/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
+fn held(code: i32) -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", &format!("read _; exit {code}")])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The kernel `k` places after `name` in [`child_kernels`]: loops on
+/// different mechanisms (pidfd, `SIGCHLD`, `EVFILT_PROC`) side by side.
+fn partner(name: &str, k: usize) -> &'static str {
+    let all = child_kernels();
+    let i = all.iter().position(|&n| n == name).unwrap();
+    all[(i + k) % all.len()]
+}
+
+/// Each watcher of `pid` on `lp` records what it was told.
+fn watch_into(lp: &mut Loop<'_, Vec<ExitStatus>>, pid: u32) -> evloop::Child {
+    lp.child(pid, move |lp, got, ev| {
+        assert_eq!(ev.pid, pid);
+        assert!(
+            !lp.is_active(ev.watcher).unwrap(),
+            "stopped: its child is gone"
+        );
+        got.push(ev.status.expect("an exit"));
+    })
+    .unwrap()
+}
+
+/// Runs `lp` until it has no watcher left.
+fn run_out(lp: &mut Loop<'_, Vec<ExitStatus>>, what: &str) -> Vec<ExitStatus> {
+    let mut got = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut got).unwrap(),
+        RunOutcome::NoActiveWatchers,
+        "{what}"
+    );
+    got
+}
+
+#[test]
+fn two_loops_in_two_threads_watching_one_child_both_get_its_exit() {
+    on_each_child_kernel("two loops, two threads", |name| {
+        let other = partner(name, 1);
+        let mut job = held(5);
+        let pid = job.id();
+        let (watching, started) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(other);
+            watch_into(&mut lp, pid);
+            tell_before_polling(&mut lp, watching);
+            run_out(&mut lp, other)
+        });
+        let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        watch_into(&mut lp, pid);
+        // The other loop is asleep in its poll when the child exits:
+        // whichever loop reaps it, the other must wake up and hear it.
+        wait_until_blocked(started.recv().unwrap());
+        drop(job.stdin.take());
+        let mine = run_out(&mut lp, name);
+        let theirs = thread
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        assert_eq!(mine, [ExitStatus::Exited(5)], "{name} (with {other})");
+        assert_eq!(theirs, [ExitStatus::Exited(5)], "{other} (with {name})");
+        assert!(job.try_wait().is_err(), "{name}/{other}: reaped");
+    });
+}
+
+#[test]
+fn two_loops_in_one_thread_watching_one_child_both_get_its_exit() {
+    on_each_child_kernel("two loops, one thread", |name| {
+        for other in [name, partner(name, 1)] {
+            // Whichever runs first reaps it; the other, run later, is told.
+            for first in [0, 1] {
+                let mut loops: [Loop<Vec<ExitStatus>>; 2] = [kernel_loop(name), kernel_loop(other)];
+                let mut job = held(6);
+                for lp in &mut loops {
+                    watch_into(lp, job.id());
+                    watch_into(lp, job.id()); // two watchers on each
+                }
+                drop(job.stdin.take());
+                wait_exited(job.id());
+                for i in [first, 1 - first] {
+                    let what =
+                        format!("{name} and {other}, loop {i} of the two (the first run: {first})");
+                    let got = run_out(&mut loops[i], &what);
+                    assert_eq!(got, [ExitStatus::Exited(6); 2], "{what}");
+                }
+                assert!(job.try_wait().is_err(), "{name}/{other}: reaped");
+            }
+        }
+    });
+}
+
+#[test]
+fn a_child_reaped_by_std_wait_is_reported_as_unknown_and_the_run_returns() {
+    on_each_child_kernel("reaped elsewhere", |name| {
+        let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        let mut job = held(3);
+        let w = watch_into(&mut lp, job.id());
+        watch_into(&mut lp, job.id());
+        // An iteration that finds it running.
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::NoWait, &mut got).unwrap(),
+            RunOutcome::IterationDone
+        );
+        drop(job.stdin.take());
+        assert_eq!(job.wait().unwrap().code(), Some(3), "{name}: std reaps it");
+        let got = run_out(&mut lp, name);
+        assert_eq!(got, [ExitStatus::Unknown; 2], "{name}");
+        // It is gone: starting its watcher again is refused at the call.
+        let err = lp.start(w).unwrap_err();
+        assert!(
+            matches!(err, Error::Child { pid, .. } if pid == job.id()),
+            "{name}: {err}"
+        );
+        assert_eq!(lp.active_count(), 0, "{name}");
+    });
+}
+
+/// A `wait` in another thread races the loop: whichever reaps the child
+/// has its status, and the other learns that it is gone. Never both,
+/// never neither, and the run returns.
+#[test]
+fn a_child_waited_for_in_another_thread_while_the_loop_blocks_is_reported_either_way() {
+    on_each_child_kernel("waited for in another thread", |name| {
+        let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        let mut job = held(9);
+        watch_into(&mut lp, job.id());
+        let stdin = job.stdin.take();
+        let (blocking, blocked) = mpsc::channel();
+        tell_before_polling(&mut lp, blocking);
+        let waiter = thread::spawn(move || {
+            wait_until_blocked(blocked.recv().unwrap());
+            drop(stdin);
+            job.wait()
+        });
+        let got = run_out(&mut lp, name);
+        let waited = waiter.join().unwrap();
+        match (&waited, &got[..]) {
+            (Ok(status), [ExitStatus::Unknown]) if status.code() == Some(9) => {}
+            (Err(err), [ExitStatus::Exited(9)]) if err.raw_os_error() == Some(libc::ECHILD) => {}
+            _ => panic!("{name}: wait gave {waited:?}, the loop {got:?}"),
+        }
+    });
+}
+
+#[test]
+fn twenty_children_each_watched_by_three_loops_are_reported_once_to_each() {
+    on_each_child_kernel("20 children, 3 loops", |name| {
+        let mut jobs: Vec<std::process::Child> = (0..20).map(held).collect();
+        let pids: Vec<u32> = jobs.iter().map(|j| j.id()).collect();
+        let kinds = [name, partner(name, 1), name];
+        let (watching, started) = mpsc::channel();
+        let threads: Vec<_> = kinds
+            .iter()
+            .map(|&kind| {
+                let (pids, watching) = (pids.clone(), watching.clone());
+                thread::spawn(move || {
+                    let mut lp: Loop<HashMap<u32, Vec<ExitStatus>>> = kernel_loop(kind);
+                    for &pid in &pids {
+                        lp.child(pid, |_, got, ev| {
+                            got.entry(ev.pid).or_default().push(ev.status.unwrap())
+                        })
+                        .unwrap();
+                    }
+                    watching.send(()).unwrap();
+                    let mut got = HashMap::new();
+                    let outcome = lp.run(RunMode::Default, &mut got).unwrap();
+                    assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{kind}");
+                    got
+                })
+            })
+            .collect();
+        for _ in &kinds {
+            started.recv().unwrap();
+        }
+        for job in &mut jobs {
+            drop(job.stdin.take());
+        }
+        for (thread, kind) in threads.into_iter().zip(kinds) {
+            let got = thread
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            assert_eq!(got.len(), 20, "{name}: the loop on {kind}");
+            for (i, pid) in pids.iter().enumerate() {
+                assert_eq!(
+                    got[pid],
+                    [ExitStatus::Exited(i as i32)],
+                    "{name}: the loop on {kind}, pid {pid}"
+                );
+            }
+        }
+        for job in &mut jobs {
+            assert!(job.try_wait().is_err(), "{name}: reaped");
+        }
+    });
+}
+
+#[test]
+#[allow(clippy::zombie_processes)] // the loops reap them
+fn a_loop_dropped_while_watching_a_child_leaves_the_others_working() {
+    on_each_child_kernel("a loop dropped", |name| {
+        let kinds = [name, partner(name, 1), partner(name, 2)];
+        let new_loops = || -> Vec<Loop<Vec<ExitStatus>>> { kinds.map(kernel_loop).into() };
+
+        // Dropped while the child runs.
+        let mut loops = new_loops();
+        let mut job = held(2);
+        for lp in &mut loops {
+            watch_into(lp, job.id());
+        }
+        drop(loops.remove(1));
+        // A loop made now may take the dropped one's hub slot: nothing
+        // meant for the dropped one reaches it.
+        let mut fresh: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        let mut own = held(4);
+        watch_into(&mut fresh, own.id());
+        drop(job.stdin.take());
+        for (lp, kind) in loops.iter_mut().zip([kinds[0], kinds[2]]) {
+            let what = format!("{kind}, with {} dropped", kinds[1]);
+            assert_eq!(run_out(lp, &what), [ExitStatus::Exited(2)], "{what}");
+        }
+        if !name.ends_with("+sigchld") {
+            // (Other tests' exits wake a loop on the SIGCHLD fallback.)
+            let mut got = vec![];
+            waits_for_a_timer(&mut fresh, &mut got, name);
+            assert!(got.is_empty(), "{name}: {got:?}");
+        }
+        drop(own.stdin.take());
+        assert_eq!(run_out(&mut fresh, name), [ExitStatus::Exited(4)], "{name}");
+
+        // Dropped with the exit handed to it, not yet taken.
+        let mut loops = new_loops();
+        let mut job = held(3);
+        for lp in &mut loops {
+            watch_into(lp, job.id());
+        }
+        drop(job.stdin.take());
+        wait_exited(job.id());
+        assert_eq!(run_out(&mut loops[0], kinds[0]), [ExitStatus::Exited(3)]);
+        drop(loops.remove(1));
+        assert_eq!(
+            run_out(&mut loops[1], kinds[2]),
+            [ExitStatus::Exited(3)],
+            "{}, with {} dropped",
+            kinds[2],
+            kinds[1]
+        );
+    });
+}
+
 // ---- async -------------------------------------------------------------------------
 
 #[test]

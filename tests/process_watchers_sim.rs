@@ -243,6 +243,62 @@ fn a_hundred_children_exiting_at_once_are_each_reported_once() {
     assert_eq!(got, want);
 }
 
+/// The loop side of a child reaped by someone else, exactly: its
+/// watchers are stopped and called with `ExitStatus::Unknown` at the
+/// moment of the reap, and the run returns; an unwatched child reaped
+/// elsewhere can no longer be watched; a later exit of it is nothing.
+#[test]
+fn a_child_reaped_elsewhere_stops_its_watchers_with_an_unknown_status() {
+    let sim = Sim::new();
+    let watched = sim.spawn("watched");
+    let gone = sim.spawn("gone");
+    sim.reap_elsewhere(ms(4), watched);
+    sim.exit(ms(6), watched, ExitStatus::Exited(1)); // too late: reaped
+    sim.reap_elsewhere(Duration::ZERO, gone);
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    for tag in ["first", "second"] {
+        lp.child(watched, move |lp, log, ev| {
+            assert!(!lp.is_active(ev.watcher).unwrap());
+            log.push(format!("{tag}: {} at {:?}", ev.status.unwrap(), lp.now()));
+        })
+        .unwrap();
+    }
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(
+        log,
+        [
+            "first: reaped elsewhere, exit status unknown at 4ms",
+            "second: reaped elsewhere, exit status unknown at 4ms",
+        ]
+    );
+    let trace = sim.trace_lines();
+    assert!(
+        trace.contains(&format!(
+            "t=0ns child {gone} reaped elsewhere, exit status unknown (not watched)"
+        )),
+        "{trace:#?}"
+    );
+    assert!(
+        trace.contains(&format!(
+            "t=4ms child {watched} reaped elsewhere, exit status unknown"
+        )),
+        "{trace:#?}"
+    );
+    let err = lp.child(gone, |_, _, _| {}).unwrap_err();
+    assert!(
+        matches!(err, Error::Child { pid, .. } if pid == gone),
+        "{err}"
+    );
+    // Its scheduled exit comes after the reap: nothing is told again.
+    lp.timer(ms(10), Duration::ZERO, |_, _, _| {}).unwrap();
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(log.len(), 2, "{log:?}");
+}
+
 // ---- async ---------------------------------------------------------------------
 
 #[test]
