@@ -630,8 +630,12 @@ impl Children {
     /// Moves the exits delivered to this backend (reaped by it or by
     /// another) into `out`, and forgets their children: a pidfd still in
     /// the kernel set (another backend reaped the child first) is taken
-    /// out of `set` and closed.
-    pub(crate) fn take_exits(&mut self, out: &mut Vec<ChildExit>, set: &mut impl InternalFds) {
+    /// out of `set` and closed. True if there were any.
+    pub(crate) fn take_exits(
+        &mut self,
+        out: &mut Vec<ChildExit>,
+        set: &mut impl InternalFds,
+    ) -> bool {
         let from = out.len();
         self.member.take(out);
         for exit in &out[from..] {
@@ -642,6 +646,7 @@ impl Children {
                 set.remove(fd.as_raw_fd());
             }
         }
+        out.len() > from
     }
 
     /// Forgets every child (after `fork`: they are the parent's), closing

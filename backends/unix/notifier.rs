@@ -352,11 +352,13 @@ impl Notifier {
     pub(crate) fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
         let bits = self.wakeup.take(notices);
         let due = std::mem::take(&mut self.scan_due);
-        if (due || bits & SIGCHLD_BIT != 0) && self.children.uses_sigchld() {
+        let scan = (due || bits & SIGCHLD_BIT != 0) && self.children.uses_sigchld();
+        if scan {
             self.children.scan();
         }
-        self.children.take_exits(&mut notices.exits, set);
-        self.settle_sigchld();
+        if self.children.take_exits(&mut notices.exits, set) || scan {
+            self.settle_sigchld();
+        }
         notices.clock_stepped |= self.clock.take();
         self.paths.take(&mut notices.paths);
     }
