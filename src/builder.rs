@@ -4,8 +4,22 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 
+use crate::asyncs::Asyncs;
 use crate::backends::{self, Factory};
-use crate::{Backend, Error, Loop, Result};
+use crate::children::Children;
+use crate::direct_batch::PollResults;
+use crate::fd_table::FdTable;
+use crate::idles::Idles;
+use crate::onces::Onces;
+use crate::pending::PendingQueues;
+use crate::periodics::Periodics;
+use crate::registry::Registry;
+use crate::run_state::RunState;
+use crate::signals::Signals;
+use crate::slot_list::SlotList;
+use crate::stats::Stats;
+use crate::timers::Timers;
+use crate::{Backend, Error, Loop, Notices, Result};
 
 /// The environment variable that picks the backend when the program does
 /// not (like libev's `LIBEV_FLAGS`): `EVLOOP_BACKEND=poll`. Empty means
@@ -244,6 +258,44 @@ fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> (Co
 }
 
 impl<'s, S> Loop<'s, S> {
+    /// A loop on an already boxed backend (what [`Builder`](crate::Builder)
+    /// produces).
+    ///
+    /// ```
+    /// use evloop::{Backend, Loop, Sim};
+    /// let b: Box<dyn Backend> = Box::new(Sim::new().backend());
+    /// let lp: Loop = Loop::from_boxed(b);
+    /// assert_eq!(lp.backend_name(), "sim");
+    /// ```
+    pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
+        let caps = backend.capabilities();
+        let timers = Timers::new(backend.now());
+        let report_dispatch = backend.wants_dispatch();
+        Loop {
+            backend,
+            caps,
+            watchers: Registry::default(),
+            fds: FdTable::default(),
+            poll: PollResults::default(),
+            timers,
+            idles: Idles::default(),
+            prepares: SlotList::default(),
+            checks: SlotList::default(),
+            signals: Signals::default(),
+            children: Children::default(),
+            asyncs: Asyncs::default(),
+            forks: SlotList::default(),
+            cleanups: SlotList::default(),
+            onces: Onces::default(),
+            periodics: Periodics::default(),
+            stats: Stats::default(),
+            notices: Notices::default(),
+            pending: PendingQueues::default(),
+            run: RunState::default(),
+            report_dispatch,
+        }
+    }
+
     /// A loop on the default OS backend, or the one named by
     /// `EVLOOP_BACKEND`: `Builder::new().build()`.
     ///

@@ -20,74 +20,12 @@ use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
+use crate::run_state::{Break, RunMode, RunOutcome, RunState};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
-
-/// How [`Loop::run`] runs.
-///
-/// ```
-/// use evloop::{Loop, RunMode, RunOutcome, Sim};
-/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.idle(|_, _, _| {}).unwrap();
-/// assert_eq!(lp.run(RunMode::NoWait, &mut ()).unwrap(), RunOutcome::IterationDone);
-/// assert_eq!(lp.iteration(), 1);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunMode {
-    /// Iterate until no active, referenced watcher remains, or
-    /// [`Loop::break_loop`] is called (libev's `ev_run(loop, 0)`).
-    Default,
-    /// One iteration, blocking until at least one event arrives if nothing
-    /// is pending (`EVRUN_ONCE`).
-    Once,
-    /// One iteration that never blocks (`EVRUN_NOWAIT`).
-    NoWait,
-}
-
-/// How far [`Loop::break_loop`] unwinds.
-///
-/// ```
-/// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
-/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.idle(|lp, _, _| lp.break_loop(Break::One)).unwrap();
-/// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Break {
-    /// Make the innermost [`Loop::run`] return.
-    One,
-    /// Make every nested [`Loop::run`] return.
-    All,
-}
-
-/// Why [`Loop::run`] returned.
-///
-/// ```
-/// use evloop::{Loop, RunMode, RunOutcome, Sim};
-/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// // No watchers: returns at once, without an iteration (as libuv does).
-/// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
-/// assert_eq!(lp.iteration(), 0);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    /// No active, referenced watcher is left.
-    NoActiveWatchers,
-    /// [`Loop::break_loop`] was called.
-    Broken,
-    /// The single iteration of [`RunMode::Once`] or [`RunMode::NoWait`] ended.
-    IterationDone,
-    /// Nothing can ever happen, so waiting would hang forever and `run`
-    /// returns instead: either no active watcher can produce an event (only
-    /// prepare and check watchers are left, which run around iterations and
-    /// cause none: `run` returns after an iteration that runs them without
-    /// waiting), or the backend knows it (a simulator: io watchers are
-    /// active, no timer is armed and no event is scheduled).
-    Stalled,
-}
 
 /// A watcher's callback, type-erased: one trait object per watcher, so
 /// that invoking any kind of watcher is a single indirect call. The kinds'
@@ -165,65 +103,14 @@ pub struct Loop<'s, S = ()> {
     pub(crate) stats: Stats,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
-    notices: Notices,
+    pub(crate) notices: Notices,
     pub(crate) pending: PendingQueues,
     pub(crate) run: RunState,
     /// Whether the backend wants [`Backend::dispatched`] calls.
-    report_dispatch: bool,
-}
-
-/// Where the loop is in its runs.
-#[derive(Default)]
-pub(crate) struct RunState {
-    /// Iterations so far (polls).
-    pub iteration: u64,
-    /// `run` calls executing (nested ones count).
-    pub depth: u32,
-    pub break_req: Option<Break>,
-    /// Per nested `run` in progress (innermost last): the watchers whose
-    /// callbacks were running when it started.
-    pub suspended: Vec<Vec<Slot>>,
+    pub(crate) report_dispatch: bool,
 }
 
 impl<'s, S> Loop<'s, S> {
-    /// A loop on an already boxed backend (what [`Builder`](crate::Builder)
-    /// produces).
-    ///
-    /// ```
-    /// use evloop::{Backend, Loop, Sim};
-    /// let b: Box<dyn Backend> = Box::new(Sim::new().backend());
-    /// let lp: Loop = Loop::from_boxed(b);
-    /// assert_eq!(lp.backend_name(), "sim");
-    /// ```
-    pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
-        let caps = backend.capabilities();
-        let timers = Timers::new(backend.now());
-        let report_dispatch = backend.wants_dispatch();
-        Loop {
-            backend,
-            caps,
-            watchers: Registry::default(),
-            fds: FdTable::default(),
-            poll: PollResults::default(),
-            timers,
-            idles: Idles::default(),
-            prepares: SlotList::default(),
-            checks: SlotList::default(),
-            signals: Signals::default(),
-            children: Children::default(),
-            asyncs: Asyncs::default(),
-            forks: SlotList::default(),
-            cleanups: SlotList::default(),
-            onces: Onces::default(),
-            periodics: Periodics::default(),
-            stats: Stats::default(),
-            notices: Notices::default(),
-            pending: PendingQueues::default(),
-            run: RunState::default(),
-            report_dispatch,
-        }
-    }
-
     /// Runs the loop (see [`RunMode`]) and says why it returned.
     ///
     /// With no active, referenced watcher and nothing pending it returns
@@ -426,93 +313,6 @@ impl<'s, S> Loop<'s, S> {
                 return Ok(RunOutcome::IterationDone);
             }
         }
-    }
-
-    /// Queues the periodic watchers due by the wall clock (after the
-    /// timers, earliest first), having looked for a step of the clock if
-    /// the backend does not report them. Returns the highest priority
-    /// among them.
-    fn expire_periodics(&mut self) -> Option<Priority> {
-        let wall = crate::timers::to_ns(self.backend.wall_now());
-        if !self.periodics.steps_reported() {
-            self.periodics.notice_step(wall, self.timers.now());
-        }
-        let highest = self
-            .periodics
-            .expire(wall, &mut self.watchers, &mut self.pending);
-        if self.periodics.done_with_steps() {
-            self.backend.unwatch_clock_steps();
-        }
-        highest
-    }
-
-    /// Looks at the paths of the stat watchers hinted at or due, and
-    /// queues those that changed (after the timers and periodics). Returns
-    /// the highest priority among them.
-    fn look_at_paths(&mut self) -> Option<Priority> {
-        let now = self.timers.now();
-        let slots = self.stats.take_due(now);
-        let mut highest = None;
-        for &slot in &slots {
-            let Some(w) = self.stats.get(slot) else {
-                continue;
-            };
-            let seen = self.backend.stat(&w.path);
-            let p = self
-                .stats
-                .looked(slot, seen, now, &mut self.watchers, &mut self.pending);
-            highest = highest.max(p);
-        }
-        self.stats.done_looking(slots);
-        highest
-    }
-
-    /// Whether the backend may have notices for this loop: it watches a
-    /// signal or a child for it, or async watchers are active.
-    #[inline]
-    fn uses_notices(&self) -> bool {
-        !self.signals.watched().is_empty()
-            || self.children.any()
-            || !self.asyncs.is_empty()
-            || (!self.periodics.is_empty() && self.periodics.steps_reported())
-            || !self.stats.is_empty()
-    }
-
-    /// Whether the backend noticed something besides fd readiness during
-    /// the last poll (a kernel backend has drained its wake fd by then, so
-    /// waiting on would delay it). What it took is kept for
-    /// [`Loop::queue_notices`].
-    fn noticed_anything(&mut self) -> bool {
-        if !self.uses_notices() {
-            return false;
-        }
-        self.backend.take_notices(&mut self.notices);
-        !self.notices.is_empty()
-    }
-
-    /// Queues what the backend noticed besides fd readiness, after the io
-    /// events: signal watchers (by signal number), child watchers (in
-    /// exit order), then async watchers sent to (in start order).
-    fn queue_notices(&mut self) {
-        let mut notices = std::mem::take(&mut self.notices);
-        self.backend.take_notices(&mut notices);
-        for signal in notices.signals.iter() {
-            if self.signals.watched().contains(signal) {
-                self.watchers
-                    .queue_list(&mut self.pending, self.signals.list(signal));
-            }
-        }
-        for exit in notices.exits.drain(..) {
-            self.children
-                .exited(exit, &mut self.watchers, &mut self.pending);
-        }
-        self.asyncs.collect(&mut self.watchers, &mut self.pending);
-        if notices.clock_stepped {
-            self.periodics.step_reported();
-        }
-        self.stats.hint(&notices.paths);
-        notices.clear();
-        self.notices = notices;
     }
 
     /// Polls the backend for as long as the loop may block, and caches

@@ -122,7 +122,7 @@ impl<'s, S> Loop<'s, S> {
                 // The io side of a `once` removed before it fired (the
                 // once was cancelled): its timeout goes too.
                 if let Some(timeout) = self.onces.take(slot) {
-                    let _ = self.remove(timeout);
+                    let _ = self.remove(crate::Timer(timeout));
                 }
             }
             Kind::Timer => self.timers.forget(slot),

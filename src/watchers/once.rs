@@ -79,7 +79,7 @@ where
             return;
         };
         if let Some(timeout) = lp.onces.take(key.slot) {
-            let _ = lp.remove(timeout);
+            let _ = lp.remove(Timer(timeout));
         }
         let _ = lp.remove(crate::Io(key));
         cb(lp, state, Once::Ready { ready, source });
@@ -165,7 +165,7 @@ impl<'s, S> Loop<'s, S> {
                 lp.once_timed_out(io_slot, state);
             };
             let timer = self.timer(after, Duration::ZERO, fire)?;
-            self.onces.pair(io_slot, timer);
+            self.onces.pair(io_slot, timer.0);
         }
         Ok(OnceWatcher(key))
     }
