@@ -1,0 +1,153 @@
+//! The examples that no other test drives, run as a user runs them: built
+//! with `cargo build --examples` (a no-op when `cargo test` built them
+//! already), then started as processes under a watchdog, on every OS
+//! backend through `EVLOOP_BACKEND`. (`echo_server` and `http_server` are
+//! driven in-process by tests/net_kernel.rs, `chat_server` by
+//! tests/net_*.rs; `demo`, the README's main command, is run by `.ci/run`
+//! in release mode: in a debug test build it takes minutes.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long one example may take before the test fails (a hang).
+const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// The path of example `name`, built if needed.
+fn example(name: &str) -> PathBuf {
+    // The features of this test build, so that the example knows the
+    // same backends (kqueue over the emulation, with its feature).
+    let mut features = vec![];
+    if cfg!(feature = "emulated-kqueue") {
+        features.push("emulated-kqueue");
+    }
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name])
+        .args(["--features", &features.join(",")])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build --example {name} failed");
+    // The test binary is target/<profile>/deps/<test>-<hash>: the examples
+    // are in target/<profile>/examples.
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().unwrap().parent().unwrap();
+    profile.join("examples").join(name)
+}
+
+/// The OS backends of this platform, by name.
+fn backends() -> Vec<&'static str> {
+    evloop::backends::AVAILABLE
+        .iter()
+        .copied()
+        .filter(|&b| b != "sim")
+        .collect()
+}
+
+/// Waits for `child` to exit, killing it and failing after the watchdog.
+fn wait_with_watchdog(mut child: Child, what: &str) -> (std::process::ExitStatus, String) {
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out);
+        let _ = tx.send(out);
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(out) => (child.wait().unwrap(), out),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("{what} did not finish within {WATCHDOG:?}");
+        }
+    }
+}
+
+#[test]
+fn signals_and_children_shuts_down_by_itself_on_every_backend() {
+    let exe = example("signals_and_children");
+    for backend in backends() {
+        let child = Command::new(&exe)
+            .env("EVLOOP_BACKEND", backend)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (status, out) = wait_with_watchdog(child, backend);
+        assert!(status.success(), "{backend}: {status}\n{out}");
+        let at = |needle: &str| {
+            out.find(needle)
+                .unwrap_or_else(|| panic!("{backend}: no {needle:?} in\n{out}"))
+        };
+        assert!(out.contains(&format!("on the {backend} backend")), "{out}");
+        // Every progress report, the child's exit with its code, then the
+        // shutdown on the signal, and the run ending for want of watchers.
+        for step in 1..=5 {
+            at(&format!("worker: step {step} of 5"));
+        }
+        assert!(at("worker: done") < at("supervisor: all done"), "{out}");
+        assert!(
+            at("exited with code 3") < at("supervisor: all done"),
+            "{out}"
+        );
+        assert!(
+            at("supervisor: all done") < at("SIGTERM, shutting down"),
+            "{out}"
+        );
+        assert!(
+            at("SIGTERM, shutting down") < at("NoActiveWatchers, bye"),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn http_per_core_serves_from_every_loop() {
+    let exe = example("http_per_core");
+    for backend in backends() {
+        let mut child = Command::new(&exe)
+            .args(["127.0.0.1:0", "2"])
+            .env("EVLOOP_BACKEND", backend)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("a first line").unwrap();
+        // "http on 127.0.0.1:PORT, 2 loops (SO_REUSEPORT)"
+        let addr = first
+            .strip_prefix("http on ")
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("{backend}: {first}"))
+            .to_string();
+        assert!(first.ends_with("2 loops (SO_REUSEPORT)"), "{first}");
+        // Many connections, each one request: the kernel spreads them over
+        // both listeners, and every one is answered.
+        for i in 0..40 {
+            let mut conn = TcpStream::connect(&addr).unwrap();
+            conn.set_read_timeout(Some(WATCHDOG)).unwrap();
+            conn.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut reply = String::new();
+            conn.read_to_string(&mut reply).unwrap();
+            assert!(
+                reply.starts_with("HTTP/1.1 200 OK"),
+                "{backend}: request {i}: {reply:?}"
+            );
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+#[test]
+fn three_connections_prints_its_trace_and_ends() {
+    let exe = example("three_connections");
+    let child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
+    let (status, out) = wait_with_watchdog(child, "three_connections");
+    assert!(status.success(), "{status}\n{out}");
+    // The simulator's trace: polls and dispatches on virtual time, ending
+    // when nothing can happen any more.
+    assert!(out.contains("dispatch fd3 r"), "{out}");
+    assert!(out.trim_end().ends_with("stalled"), "{out}");
+}
