@@ -823,10 +823,10 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
 }
 
 #[test]
-fn fifty_children_exiting_together_are_each_reported_once() {
-    on_each_child_kernel("fifty children", |name| {
+fn a_hundred_children_exiting_together_are_each_reported_once() {
+    on_each_child_kernel("a hundred children", |name| {
         let mut lp: Loop<HashMap<u32, Vec<ExitStatus>>> = kernel_loop(name);
-        let pids: Vec<u32> = (0..50).map(|i| spawn(&format!("exit {i}"))).collect();
+        let pids: Vec<u32> = (0..100).map(|i| spawn(&format!("exit {i}"))).collect();
         for &pid in &pids {
             lp.child(pid, |_, got, ev| {
                 got.entry(ev.pid).or_default().push(ev.status.unwrap())
@@ -839,7 +839,7 @@ fn fifty_children_exiting_together_are_each_reported_once() {
             RunOutcome::NoActiveWatchers,
             "{name}"
         );
-        assert_eq!(got.len(), 50, "{name}");
+        assert_eq!(got.len(), 100, "{name}");
         for (i, pid) in pids.iter().enumerate() {
             assert_eq!(
                 got[pid],
@@ -1824,4 +1824,12 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
             Err(ErrorKind::BrokenPipe)
         ));
     });
+}
+
+/// The sender can go to any thread, be shared between threads and be
+/// cloned (checked by the compiler).
+#[test]
+fn an_async_sender_is_send_sync_and_clone() {
+    fn shareable<T: Send + Sync + Clone + 'static>() {}
+    shareable::<evloop::AsyncSender>();
 }

@@ -470,3 +470,35 @@ fn set_interest_from_a_callback_filters_a_direct_batch_too() {
         drop(peers);
     });
 }
+
+/// `set_repeat(0)` on an active repeating timer (libuv's
+/// `uv_timer_set_repeat`): the expiry already scheduled still comes, then
+/// the timer stops and the run ends; on every backend.
+#[test]
+fn a_repeat_set_to_zero_fires_once_more_then_stops() {
+    on_every_backend("set_repeat zero", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Vec<u32>> = w.new_loop();
+        let t = lp
+            .timer(
+                Duration::from_millis(5),
+                Duration::from_millis(5),
+                |lp, log, me| {
+                    log.push(log.len() as u32 + 1);
+                    if log.len() == 2 {
+                        lp.set_repeat(me, Duration::ZERO).unwrap();
+                        // Still active: the next expiry was scheduled
+                        // before the change.
+                        assert!(lp.is_active(me).unwrap());
+                    }
+                },
+            )
+            .unwrap();
+        let mut log = vec![];
+        let outcome = lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
+        assert_eq!(log, [1, 2, 3], "{name}");
+        assert!(!lp.is_active(t).unwrap(), "{name}");
+        assert_eq!(lp.repeat(t).unwrap(), Duration::ZERO, "{name}");
+    });
+}

@@ -380,3 +380,21 @@ fn on_every_kernel_backend_a_hundred_watchers_in_one_directory() {
         assert_eq!(log, want, "{name}");
     });
 }
+
+/// An interval of zero means the default, 5 s (libev's `ev_stat` default):
+/// without hints a change is seen at the first poll 5 s on, not before.
+#[test]
+fn an_interval_of_zero_polls_every_five_seconds() {
+    let sim = Sim::new();
+    sim.path_hints(false);
+    let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
+    sim.write_file(Duration::from_millis(30), "/x", 1);
+    lp.stat("/x", Duration::ZERO, |lp, log, ev| {
+        log.push(format!("{} at {:?}", describe(&ev), lp.now()));
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Default, &mut log).unwrap();
+    assert_eq!(log, ["created, 1 bytes at 5s"]);
+}
