@@ -8,12 +8,15 @@
 //! then `any`, then wakes the backend only if `sleeping` is set: libev's
 //! rule that the wake fd is written only while the loop waits.
 //!
-//! No wake-up is lost. The loop stores `sleeping` and then loads `any`; a
-//! sender stores `any` and then loads `sleeping`; all four are `SeqCst`, so
-//! in their single total order either the loop's load comes after the
-//! sender's store (the loop sees `any` and does not block) or the sender's
-//! load comes after the loop's store (the sender sees `sleeping` and
-//! wakes it). The watcher's flag is set (`AcqRel`) before `any` is stored,
+//! No wake-up is lost. The loop stores `sleeping`, then a `SeqCst` fence,
+//! then loads `any`; a sender stores `any`, then a fence, then loads
+//! `sleeping`. The two fences are in one total order: whichever comes
+//! second, its side's load sees the other side's store, so either the
+//! loop sees `any` (and does not block) or the sender sees `sleeping`
+//! (and wakes it). (`SeqCst` on the four accesses alone would do in the
+//! C++ model too; the fences are what the loom model check below can
+//! verify, loom treating `SeqCst` accesses as `AcqRel`: without them it
+//! reports this very race.) The watcher's flag is set (`AcqRel`) before `any` is stored,
 //! and the loop swaps `any` (`SeqCst`) before it swaps the watchers'
 //! flags, so a flag set before a send's `any` is seen by the scan that
 //! follows the swap that sees `any`. A flag is cleared when its watcher is
@@ -21,8 +24,15 @@
 //! is followed by another callback.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+// The protocol's atomics, which the model check (`--cfg loom`, at the end
+// of this file; loom is a dev-dependency, so in the unit tests only)
+// replaces with loom's to explore every interleaving.
+#[cfg(all(test, loom))]
+use loom::sync::atomic::{fence, AtomicBool, Ordering};
+#[cfg(not(all(test, loom)))]
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
@@ -48,6 +58,71 @@ pub(crate) struct AsyncFlag {
     wake: Arc<LoopWake>,
 }
 
+impl LoopWake {
+    fn new(waker: Arc<dyn Wake>) -> LoopWake {
+        LoopWake {
+            waker,
+            sleeping: AtomicBool::new(false),
+            any: AtomicBool::new(false),
+        }
+    }
+
+    /// The loop, before a poll that may block: from now on a send wakes
+    /// the backend. True if something was sent already.
+    fn sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        // Store, fence, load; the sender does the same the other way
+        // round (Dekker's pattern: see the module doc).
+        fence(Ordering::SeqCst);
+        self.any.load(Ordering::SeqCst)
+    }
+
+    /// The loop, after the poll.
+    fn wake_up(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// The loop: whether a send was made since it last looked (then each
+    /// flag is to be taken).
+    fn take_any(&self) -> bool {
+        self.any.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl AsyncFlag {
+    fn new(wake: Arc<LoopWake>) -> AsyncFlag {
+        AsyncFlag {
+            pending: AtomicBool::new(false),
+            alive: AtomicBool::new(true),
+            wake,
+        }
+    }
+
+    /// A sender, from any thread: see [`AsyncSender::send`].
+    fn send(&self) -> Result<()> {
+        if !self.alive.load(Ordering::Acquire) {
+            return Err(Error::WatcherGone { kind: "async" });
+        }
+        if self.pending.swap(true, Ordering::AcqRel) {
+            // Already sent: the loop will see it.
+            return Ok(());
+        }
+        let w = &*self.wake;
+        w.any.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if w.sleeping.load(Ordering::SeqCst) {
+            w.waker.wake();
+        }
+        Ok(())
+    }
+
+    /// The loop: whether the watcher was sent to since it was last
+    /// queued (and it is queued now).
+    fn take(&self) -> bool {
+        self.pending.swap(false, Ordering::AcqRel)
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Asyncs {
     /// Made when the loop's first async watcher is created.
@@ -66,22 +141,14 @@ impl Asyncs {
 
     /// Keeps the backend's waker (the first async watcher's creation).
     pub fn set_waker(&mut self, waker: Arc<dyn Wake>) {
-        self.wake = Some(Arc::new(LoopWake {
-            waker,
-            sleeping: AtomicBool::new(false),
-            any: AtomicBool::new(false),
-        }));
+        self.wake = Some(Arc::new(LoopWake::new(waker)));
     }
 
     /// A new async watcher in `slot` (the waker is set): its flag, for
     /// its first sender.
     pub fn create(&mut self, slot: Slot) -> Arc<AsyncFlag> {
         let wake = self.wake.clone().expect("the waker is set first");
-        let flag = Arc::new(AsyncFlag {
-            pending: AtomicBool::new(false),
-            alive: AtomicBool::new(true),
-            wake,
-        });
+        let flag = Arc::new(AsyncFlag::new(wake));
         self.flags.insert(slot, flag.clone());
         flag
     }
@@ -122,10 +189,7 @@ impl Asyncs {
     /// True if something was sent already (then the poll must not block).
     pub fn sleep(&self) -> bool {
         match &self.wake {
-            Some(w) if !self.list.is_empty() => {
-                w.sleeping.store(true, Ordering::SeqCst);
-                w.any.load(Ordering::SeqCst)
-            }
+            Some(w) if !self.list.is_empty() => w.sleep(),
             _ => false,
         }
     }
@@ -133,21 +197,18 @@ impl Asyncs {
     /// After the poll: sends need not wake the backend.
     pub fn wake_up(&self) {
         if let Some(w) = &self.wake {
-            w.sleeping.store(false, Ordering::SeqCst);
+            w.wake_up();
         }
     }
 
     /// Queues every active async watcher sent to since it was last queued.
     pub fn collect<C>(&self, registry: &mut Registry<C>, pending: &mut PendingQueues) {
         let Some(w) = &self.wake else { return };
-        if self.list.is_empty() || !w.any.swap(false, Ordering::SeqCst) {
+        if self.list.is_empty() || !w.take_any() {
             return;
         }
         self.list.for_each(registry, |registry, slot| {
-            let sent = self
-                .flags
-                .get(&slot)
-                .is_some_and(|f| f.pending.swap(false, Ordering::AcqRel));
+            let sent = self.flags.get(&slot).is_some_and(|f| f.take());
             if sent {
                 registry.queue(pending, slot, Ready::EMPTY);
             }
@@ -217,20 +278,7 @@ impl AsyncSender {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn send(&self) -> Result<()> {
-        let flag = &*self.flag;
-        if !flag.alive.load(Ordering::Acquire) {
-            return Err(Error::WatcherGone { kind: "async" });
-        }
-        if flag.pending.swap(true, Ordering::AcqRel) {
-            // Already sent: the loop will see it.
-            return Ok(());
-        }
-        let w = &*flag.wake;
-        w.any.store(true, Ordering::SeqCst);
-        if w.sleeping.load(Ordering::SeqCst) {
-            w.waker.wake();
-        }
-        Ok(())
+        self.flag.send()
     }
 }
 
@@ -239,5 +287,105 @@ impl std::fmt::Debug for AsyncSender {
         f.debug_struct("AsyncSender")
             .field("alive", &self.flag.alive.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+/// The model check of the wake-up protocol: loom runs a loop's
+/// iterations against concurrent sends in every interleaving its memory
+/// model allows (the atomics above are loom's under `--cfg loom`).
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib asyncs::model`
+/// (`.ci/run` does). What it checks: a loop that decides to block after a
+/// send it did not see is always woken (no lost wake-up), and the send is
+/// followed by exactly one call. Without the two fences it fails.
+#[cfg(all(test, loom))]
+mod model {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+
+    /// A backend's waker that counts its wakes.
+    struct Counting(AtomicUsize);
+
+    impl Wake for Counting {
+        fn wake(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// One watcher and its loop's wake state, the waker, and how many
+    /// senders have finished.
+    struct World {
+        flag: Arc<AsyncFlag>,
+        waker: Arc<Counting>,
+        done: Arc<AtomicUsize>,
+        senders: usize,
+    }
+
+    impl World {
+        /// `senders` threads, each sending once.
+        fn new(senders: usize) -> (World, Vec<loom::thread::JoinHandle<()>>) {
+            let waker = Arc::new(Counting(AtomicUsize::new(0)));
+            let wake = Arc::new(LoopWake::new(waker.clone()));
+            let flag = Arc::new(AsyncFlag::new(wake));
+            let done = Arc::new(AtomicUsize::new(0));
+            let threads = (0..senders)
+                .map(|_| {
+                    let (flag, done) = (flag.clone(), done.clone());
+                    loom::thread::spawn(move || {
+                        flag.send().unwrap();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            let world = World {
+                flag,
+                waker,
+                done,
+                senders,
+            };
+            (world, threads)
+        }
+
+        /// One loop iteration: about to poll; if nothing was sent, the
+        /// poll blocks until a wake, or for ever once every sender is done
+        /// without one (then nothing may be left unsent to: that would be
+        /// a lost wake-up; the model lets the poll time out there). Then
+        /// after the poll, and the watcher's flag. Whether it called the
+        /// watcher.
+        fn iteration(&self) -> bool {
+            let w = &*self.flag.wake;
+            if !w.sleep() {
+                loop {
+                    // `done` first: a sender's wake comes before its
+                    // `done`, so a wake is seen below if it was made.
+                    let finished = self.done.load(Ordering::SeqCst) == self.senders;
+                    if self.waker.0.load(Ordering::SeqCst) > 0 {
+                        break;
+                    }
+                    if finished {
+                        assert!(
+                            !self.flag.pending.load(Ordering::SeqCst),
+                            "lost wake-up: a send is left and the loop sleeps unwoken"
+                        );
+                        break;
+                    }
+                    loom::thread::yield_now();
+                }
+            }
+            w.wake_up();
+            w.take_any() && self.flag.take()
+        }
+    }
+
+    #[test]
+    fn one_send_wakes_a_blocked_loop_and_is_called_once() {
+        loom::model(|| {
+            let (world, senders) = World::new(1);
+            let first = world.iteration();
+            for s in senders {
+                s.join().unwrap();
+            }
+            let second = world.iteration();
+            assert!(first ^ second, "one call: {first}, {second}");
+        });
     }
 }
