@@ -1,13 +1,14 @@
 //! The backends compiled into the crate, one file each, and the choice of
 //! one by name. The platform choice is made here, once, with `cfg`.
 //!
-//! | backend  | platforms            | edge | one-shot | fd limit         | hang-up | closed fd noticed |
-//! |----------|----------------------|------|----------|------------------|---------|-------------------|
-//! | `epoll`  | Linux, Android       | yes  | native   | none             | always  | next change fails |
-//! | `kqueue` | macOS, iOS, BSDs     | yes  | native   | none             | always  | after next change |
-//! | `poll`   | every Unix           | no   | emulated | none             | always  | next wait         |
-//! | `select` | every Unix           | no   | emulated | `FD_SETSIZE - 1` | never   | next wait         |
-//! | `sim`    | everywhere           | no   | emulated | virtual fds only | always  | next wait         |
+//! | backend    | platforms                       | edge        | one-shot | fd limit         | hang-up       | closed fd noticed |
+//! |------------|---------------------------------|-------------|----------|------------------|---------------|-------------------|
+//! | `epoll`    | Linux, Android                  | yes         | native   | none             | always        | next change fails |
+//! | `io_uring` | Linux, cargo feature `io-uring` | yes (5.13+) | native   | none             | as of wake-up | after next change |
+//! | `kqueue`   | macOS, iOS, BSDs                | yes         | native   | none             | always        | after next change |
+//! | `poll`     | every Unix                      | no          | emulated | none             | always        | next wait         |
+//! | `select`   | every Unix                      | no          | emulated | `FD_SETSIZE - 1` | never         | next wait         |
+//! | `sim`      | everywhere                      | no          | emulated | virtual fds only | always        | next wait         |
 //!
 //! (The last two columns are [`Capabilities::hangup`](crate::Capabilities::hangup)
 //! and [`Capabilities::closed_fd`](crate::Capabilities::closed_fd).)
@@ -79,13 +80,33 @@ struct Offered {
 // against `kqueue_sys`: the kernel's interface (through libc), or, for
 // running it on Linux in tests, an emulation on top of epoll.
 cfg_if::cfg_if! {
-    if #[cfg(all(feature = "emulated-kqueue", target_os = "linux"))] {
+    if #[cfg(all(feature = "emulated-kqueue", feature = "io-uring", target_os = "linux"))] {
+        // Test builds only: the kqueue backend over an emulated kqueue,
+        // and the io_uring backend.
+        pub mod epoll;
+        pub mod io_uring;
+        pub mod kqueue;
+        mod kqueue_emulated;
+        use kqueue_emulated as kqueue_sys;
+        const PLATFORM: [Offered; 5] = [
+            epoll::OFFERED,
+            io_uring::OFFERED,
+            poll::OFFERED,
+            select::OFFERED,
+            kqueue::OFFERED,
+        ];
+    } else if #[cfg(all(feature = "emulated-kqueue", target_os = "linux"))] {
         // Test builds only: the kqueue backend over an emulated kqueue.
         pub mod epoll;
         pub mod kqueue;
         mod kqueue_emulated;
         use kqueue_emulated as kqueue_sys;
         const PLATFORM: [Offered; 4] = [epoll::OFFERED, poll::OFFERED, select::OFFERED, kqueue::OFFERED];
+    } else if #[cfg(all(feature = "io-uring", target_os = "linux"))] {
+        // The io_uring backend is opt-in: after epoll, never the default.
+        pub mod epoll;
+        pub mod io_uring;
+        const PLATFORM: [Offered; 4] = [epoll::OFFERED, io_uring::OFFERED, poll::OFFERED, select::OFFERED];
     } else if #[cfg(any(target_os = "linux", target_os = "android"))] {
         pub mod epoll;
         const PLATFORM: [Offered; 3] = [epoll::OFFERED, poll::OFFERED, select::OFFERED];
@@ -123,14 +144,19 @@ const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
 
 /// The OS backends [`open`] can create on this platform, best first:
 /// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
-/// macOS and the BSDs, `["poll", "select"]` on other Unix systems. (The
-/// simulator is not listed: create it with [`Sim::backend`](crate::Sim::backend).)
+/// macOS and the BSDs, `["poll", "select"]` on other Unix systems. With the
+/// `io-uring` feature, Linux lists `"io_uring"` right after `"epoll"` (it
+/// is never the default; [`open`] fails with the kernel's reason where
+/// io_uring is refused). (The simulator is not listed: create it with
+/// [`Sim::backend`](crate::Sim::backend).)
 ///
 /// ```
 /// let names = evloop::backends::AVAILABLE;
 /// assert!(names.contains(&"poll") && names.contains(&"select"));
-/// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
+/// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue"), not(feature = "io-uring")))]
 /// assert_eq!(names, ["epoll", "poll", "select"]);
+/// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue"), feature = "io-uring"))]
+/// assert_eq!(names, ["epoll", "io_uring", "poll", "select"]);
 /// ```
 pub const AVAILABLE: &[&str] = &PLATFORM_NAMES;
 

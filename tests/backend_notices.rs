@@ -496,6 +496,12 @@ fn fallback(name: &str) -> Option<Box<dyn Backend>> {
             b.force_sigchld_fallback();
             Some(Box::new(b))
         }
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        "io_uring" => {
+            let mut b = backends::io_uring::IoUring::new().unwrap();
+            b.force_sigchld_fallback();
+            Some(Box::new(b))
+        }
         _ => None, // kqueue: EVFILT_PROC, no fallback
     }
 }

@@ -263,8 +263,18 @@ fn unknown_backend_name() {
     let msg = err.to_string();
     assert!(msg.contains("\"iocp\""), "{msg}");
     assert!(msg.contains(&backends::AVAILABLE.join(", ")), "{msg}");
-    #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
+    #[cfg(all(
+        target_os = "linux",
+        not(feature = "emulated-kqueue"),
+        not(feature = "io-uring")
+    ))]
     assert!(msg.ends_with("epoll, poll, select"), "{msg}");
+    #[cfg(all(
+        target_os = "linux",
+        not(feature = "emulated-kqueue"),
+        feature = "io-uring"
+    ))]
+    assert!(msg.ends_with("epoll, io_uring, poll, select"), "{msg}");
 }
 
 /// A descriptor numbered at least 1100 (above select's FD_SETSIZE), or

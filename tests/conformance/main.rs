@@ -11,6 +11,8 @@
 //! cargo test --test conformance_fork                 # fork + reinit
 //! # the kqueue backend too, over an emulated kqueue (Linux):
 //! EVLOOP_CONFORMANCE_BACKEND=kqueue cargo test --features emulated-kqueue --test conformance
+//! # the io_uring backend (Linux, where io_uring_setup is allowed):
+//! EVLOOP_CONFORMANCE_BACKEND=io_uring cargo test --features io-uring --test conformance
 //! ```
 //!
 //! - `<scenario>::<backend>`: [`Scenario::check`] (or
@@ -201,6 +203,8 @@ conformance! {
         kqueue: os,
         poll: os,
         select: os,
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        io_uring: os,
         sim: sim,
     }
     // On every backend; `Scenario::compared` says which the differential
