@@ -107,7 +107,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::io_uring::{cqueue, opcode, squeue, types, IoUring as Ring};
+use ::io_uring::{
+    cqueue, opcode, squeue, types, CompletionQueue, IoUring as Ring, SubmissionQueue, Submitter,
+};
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
@@ -490,42 +492,73 @@ fn probe_multishot(ring: &mut Ring) -> io::Result<bool> {
     result
 }
 
+/// Queues `entry` for the next `io_uring_enter`; submits what is queued
+/// first if the queue is full.
+#[inline]
+fn push(
+    submitter: &Submitter<'_>,
+    sq: &mut SubmissionQueue<'_>,
+    cq: &mut CompletionQueue<'_>,
+    backlog: &mut Vec<(u64, i32, u32)>,
+    entry: &squeue::Entry,
+) -> io::Result<()> {
+    loop {
+        // SAFETY: the backend's requests (POLL_ADD, POLL_REMOVE) refer to
+        // no memory of this process: the kernel reads the entry when it is
+        // submitted and nothing after.
+        if unsafe { sq.push(entry) }.is_ok() {
+            return Ok(());
+        }
+        submit(submitter, sq, cq, backlog)?;
+    }
+}
+
+/// Submits what is queued, without waiting.
+#[cold]
+fn submit(
+    submitter: &Submitter<'_>,
+    sq: &mut SubmissionQueue<'_>,
+    cq: &mut CompletionQueue<'_>,
+    backlog: &mut Vec<(u64, i32, u32)>,
+) -> io::Result<()> {
+    sq.sync();
+    for _ in 0..64 {
+        match submitter.submit() {
+            Ok(_) => {
+                sq.sync();
+                return Ok(());
+            }
+            Err(e) if is_errno(&e, libc::EINTR) => {}
+            Err(e) if is_errno(&e, libc::EBUSY) || is_errno(&e, libc::EAGAIN) => {
+                // The completion queue overflowed (older kernels refuse to
+                // submit until it is read): keep what is there for the next
+                // poll, and try again.
+                cq.sync();
+                for cqe in &mut *cq {
+                    backlog.push((cqe.user_data(), cqe.result(), cqe.flags()));
+                }
+                cq.sync();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other(
+        "the io_uring backend cannot submit: the kernel keeps refusing (EBUSY)",
+    ))
+}
+
 impl Set {
     /// Queues `entry` for the next `io_uring_enter`; submits what is
     /// queued first if the queue is full.
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
-        loop {
-            // SAFETY: the backend's requests (POLL_ADD, POLL_REMOVE) refer
-            // to no memory of this process: the kernel reads the entry
-            // when it is submitted and nothing after.
-            if unsafe { self.ring.submission().push(entry) }.is_ok() {
-                return Ok(());
-            }
-            self.submit()?;
-        }
+        let (submitter, mut sq, mut cq) = self.ring.split();
+        push(&submitter, &mut sq, &mut cq, &mut self.t.backlog, entry)
     }
 
     /// Submits what is queued, without waiting.
     fn submit(&mut self) -> io::Result<()> {
-        for _ in 0..64 {
-            match self.ring.submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if is_errno(&e, libc::EINTR) => {}
-                Err(e) if is_errno(&e, libc::EBUSY) || is_errno(&e, libc::EAGAIN) => {
-                    // The completion queue overflowed (older kernels refuse
-                    // to submit until it is read): keep what is there for
-                    // the next poll, and try again.
-                    let t = &mut self.t;
-                    for cqe in self.ring.completion() {
-                        t.backlog.push((cqe.user_data(), cqe.result(), cqe.flags()));
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(io::Error::other(
-            "the io_uring backend cannot submit: the kernel keeps refusing (EBUSY)",
-        ))
+        let (submitter, mut sq, mut cq) = self.ring.split();
+        submit(&submitter, &mut sq, &mut cq, &mut self.t.backlog)
     }
 
     /// A new poll request for loop fd `fd` (registered), in `mode`.
@@ -554,18 +587,26 @@ impl Set {
     /// reported, ended multishot polls, internal fds.
     fn rearm(&mut self) -> io::Result<()> {
         if !self.t.rearm.is_empty() {
-            let mut list = std::mem::take(&mut self.t.rearm);
+            // `arm`, in one borrow of the submission queue for them all.
+            let t = &mut self.t;
+            let (submitter, mut sq, mut cq) = self.ring.split();
             let mut result = Ok(());
-            for &fd in &list {
-                if self.t.fds[fd as usize].state == State::Fired {
-                    if let Err(e) = self.arm(fd, false) {
-                        result = Err(e);
-                        break;
-                    }
+            for &fd in &t.rearm {
+                let slot = &mut t.fds[fd as usize];
+                if slot.state != State::Fired {
+                    continue; // changed by the loop meanwhile
+                }
+                slot.gen = slot.gen.wrapping_add(1);
+                slot.state = State::Armed;
+                let multi = slot.trigger == Trigger::Edge;
+                let ud = user_data(fd, slot.gen);
+                let entry = poll_add(fd, slot.want & REQUEST, multi, ud);
+                if let Err(e) = push(&submitter, &mut sq, &mut cq, &mut t.backlog, &entry) {
+                    result = Err(e);
+                    break;
                 }
             }
-            list.clear();
-            self.t.rearm = list;
+            t.rearm.clear();
             result?;
         }
         if self.t.internal_due {
@@ -698,7 +739,7 @@ impl Set {
 
 impl Tables {
     /// One completion.
-    #[inline]
+    #[inline(always)]
     fn complete(&mut self, ud: u64, res: i32, flags: u32, events: &mut Vec<PollEvent>) {
         let fd = ud as u32;
         // Internal fds, removals and the probe carry a tag bit in the fd
@@ -817,7 +858,7 @@ impl Tables {
 }
 
 /// Appends a report of `fd`, or merges it into this poll's earlier one.
-#[inline]
+#[inline(always)]
 fn report(slot: &mut Slot, fd: u32, ready: Ready, epoch: u32, events: &mut Vec<PollEvent>) {
     let fd = fd as RawFd;
     if slot.epoch == epoch {

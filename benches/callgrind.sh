@@ -12,25 +12,34 @@
 #   benches/callgrind.sh epoll edge     # edge-triggered read watchers
 #   benches/callgrind.sh epoll oneshot  # one-shot, re-armed by Loop::start in each callback
 #   benches/callgrind.sh poll|select|sim [timers]
+#   benches/callgrind.sh io_uring [timers|edge|oneshot]   # builds with --features io-uring
 #   benches/callgrind.sh bare           # no loop: only the reads and writes
 #   benches/callgrind.sh libc           # the same, libc::read/write called directly
 #   benches/callgrind.sh fdio           # the same, evloop's fd_io::read/write (the callbacks' calls)
 #   benches/callgrind.sh mio            # the same chains on mio 1.x
 #   benches/callgrind.sh all            # every row of docs/backends.md's table
 #
-# Builds into $CARGO_TARGET_DIR (default: target). Exits 2 when the backend
-# refuses the workload (select: fds beyond FD_SETSIZE).
+# Builds into $CARGO_TARGET_DIR (default: target), with the cargo features
+# in $FEATURES (io_uring adds "io-uring" itself; FEATURES=io-uring measures
+# the other backends from the same build). Exits 2 when the backend refuses
+# the workload (select: fds beyond FD_SETSIZE; io_uring where the kernel
+# refuses io_uring_setup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend=${1:-epoll}
 mode=${2:-}
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)"; exit 1; }
+features=${FEATURES:-}
+if [ "$backend" = io_uring ] && [[ ",$features," != *,io-uring,* ]]; then
+    features=${features:+$features,}io-uring
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 # Builds a target in the release profile and prints its executable's path.
 build() { # cargo target flags...
-    if ! cargo build --release "$@" --message-format=json >"$out/build.json" 2>"$out/build.err"; then
+    if ! cargo build --release ${features:+--features "$features"} "$@" \
+        --message-format=json >"$out/build.json" 2>"$out/build.err"; then
         cat "$out/build.err" >&2
         exit 1
     fi
