@@ -108,7 +108,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ::io_uring::{
-    cqueue, opcode, squeue, types, CompletionQueue, IoUring as Ring, SubmissionQueue, Submitter,
+    cqueue, opcode, squeue, types, CompletionQueue, EnterFlags, IoUring as Ring, SubmissionQueue,
+    Submitter,
 };
 
 use super::unix::{InternalFds, Notifier};
@@ -182,6 +183,8 @@ pub struct IoUring {
 
 /// The ring and what the backend knows of the requests in it.
 struct Set {
+    /// Deferred task work asked for (used where the kernel has it).
+    defer: bool,
     ring: Ring,
     t: Tables,
     /// The process that made the ring: only it cancels through it.
@@ -277,6 +280,10 @@ impl std::fmt::Debug for IoUring {
             )
             .field("internal", &t.internal.len())
             .field("multishot", &t.multishot)
+            .field(
+                "deferred_task_work",
+                &self.set.ring.params().is_setup_single_issuer(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -397,12 +404,26 @@ fn setup_refused(err: io::Error) -> io::Error {
 
 /// A ring with everything the backend needs, and whether multishot polls
 /// work on it.
-fn create() -> io::Result<(Ring, bool)> {
-    let ring = Ring::builder()
-        .setup_cqsize(CQ_ENTRIES)
-        .setup_clamp()
-        .build(SQ_ENTRIES)
-        .map_err(setup_refused)?;
+fn create(defer: bool) -> io::Result<(Ring, bool)> {
+    let mut builder = Ring::builder();
+    builder.setup_cqsize(CQ_ENTRIES).setup_clamp();
+    let mut ring = None;
+    if defer {
+        // Linux 6.1: completions run only when the loop's thread enters
+        // to wait (or to cancel), never on its way back from another
+        // syscall, and the ring is that thread's alone.
+        let mut deferred = builder.clone();
+        deferred.setup_single_issuer().setup_defer_taskrun();
+        match deferred.build(SQ_ENTRIES) {
+            Ok(r) => ring = Some(r),
+            Err(e) if is_errno(&e, libc::EINVAL) => {} // older: without
+            Err(e) => return Err(setup_refused(e)),
+        }
+    }
+    let ring = match ring {
+        Some(r) => r,
+        None => builder.build(SQ_ENTRIES).map_err(setup_refused)?,
+    };
     let p = ring.params();
     if !p.is_feature_nodrop() {
         return Err(cannot_start(
@@ -523,7 +544,14 @@ fn submit(
 ) -> io::Result<()> {
     sq.sync();
     for _ in 0..64 {
-        match submitter.submit() {
+        // GETEVENTS without waiting: the completions of what is submitted
+        // (a cancelled poll letting go of its file) are run now, on a ring
+        // with deferred task work too.
+        let flags = EnterFlags::GETEVENTS.bits();
+        // SAFETY: no argument pointer (and no EXT_ARG flag); `to_submit`
+        // is what the queue holds.
+        let r = unsafe { submitter.enter::<libc::sigset_t>(sq.len() as u32, 0, flags, None) };
+        match r {
             Ok(_) => {
                 sq.sync();
                 return Ok(());
@@ -927,9 +955,26 @@ impl IoUring {
     /// }
     /// ```
     pub fn new() -> io::Result<IoUring> {
-        let (ring, multishot) = create()?;
+        IoUring::create(true)
+    }
+
+    /// A ring without deferred task work, as on kernels before 6.1, for
+    /// tests of that mode. Not part of the API.
+    ///
+    /// ```
+    /// # let Ok(ring) = evloop::backends::io_uring::IoUring::without_deferred_task_work() else { return };
+    /// # drop(ring);
+    /// ```
+    #[doc(hidden)]
+    pub fn without_deferred_task_work() -> io::Result<IoUring> {
+        IoUring::create(false)
+    }
+
+    fn create(defer: bool) -> io::Result<IoUring> {
+        let (ring, multishot) = create(defer)?;
         Ok(IoUring {
             set: Set {
+                defer,
                 ring,
                 t: Tables {
                     multishot,
@@ -1085,7 +1130,7 @@ impl Backend for IoUring {
     fn reinit(&mut self) -> io::Result<()> {
         // The old ring is the parent's too: unmapped and closed here when
         // replaced, nothing cancelled through it.
-        let (ring, multishot) = create()?;
+        let (ring, multishot) = create(self.set.defer)?;
         self.set.ring = ring;
         self.set.t.clear();
         self.set.t.multishot &= multishot;
@@ -1154,22 +1199,35 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Instant;
 
-    /// Runs `body` on a thread of its own and fails if it has not finished
-    /// within five seconds, so that a spin or a hang fails fast.
-    fn watchdog(body: impl FnOnce() + Send + 'static) {
-        let (done, finished) = mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            body();
-            let _ = done.send(());
-        });
-        match finished.recv_timeout(Duration::from_secs(5)) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
-                if let Err(panic) = thread.join() {
-                    std::panic::resume_unwind(panic);
+    thread_local! {
+        /// Whether [`ring`] asks for deferred task work (on this thread).
+        static DEFER: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    }
+
+    /// Runs `body` twice, on a ring with deferred task work and on one
+    /// without (as before Linux 6.1), each on a thread of its own, and
+    /// fails if it has not finished within five seconds, so that a spin or
+    /// a hang fails fast.
+    fn watchdog(body: impl Fn() + Send + Sync + 'static) {
+        let body = std::sync::Arc::new(body);
+        for defer in [true, false] {
+            let (done, finished) = mpsc::channel();
+            let body = body.clone();
+            let thread = std::thread::spawn(move || {
+                DEFER.with(|d| d.set(defer));
+                body();
+                let _ = done.send(());
+            });
+            match finished.recv_timeout(Duration::from_secs(5)) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    if let Err(panic) = thread.join() {
+                        eprintln!("with deferred task work: {defer}");
+                        std::panic::resume_unwind(panic);
+                    }
                 }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                panic!("not finished after 5 s: the backend spins or hangs")
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("not finished after 5 s (deferred task work: {defer}): the backend spins or hangs")
+                }
             }
         }
     }
@@ -1177,7 +1235,12 @@ mod tests {
     /// A backend, or `None` where the kernel refuses io_uring (the tests
     /// then pass without running: CI runs them only where it works).
     fn ring() -> Option<IoUring> {
-        match IoUring::new() {
+        let r = if DEFER.with(|d| d.get()) {
+            IoUring::new()
+        } else {
+            IoUring::without_deferred_task_work()
+        };
+        match r {
             Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("skipped: {e}");
@@ -1551,6 +1614,20 @@ mod tests {
                 assert_eq!(poll(&mut r, t), []);
                 assert!(start.elapsed() >= t, "{t:?}: {:?}", start.elapsed());
             }
+        });
+    }
+
+    /// Both kinds of ring, and the probe's findings.
+    #[test]
+    fn debug_tells_the_ring_s_kind() {
+        watchdog(|| {
+            let Some(r) = ring() else { return };
+            let shown = format!("{r:?}");
+            let defer = DEFER.with(|d| d.get());
+            if !defer {
+                assert!(shown.contains("deferred_task_work: false"), "{shown}");
+            }
+            eprintln!("{shown}");
         });
     }
 
