@@ -93,11 +93,17 @@
 //!   as level-triggered single-shot polls whose `user_data` carries a tag
 //!   bit (`INTERNAL`) that no fd table entry matches; their completions go
 //!   to the notifier, never to the loop.
-//! - The ring is created without `IORING_SETUP_DEFER_TASKRUN`: the kernel
-//!   completes polls with task work signalled to the loop's thread, which
-//!   makes a blocking `poll(2)`, `select(2)` or `epoll_wait(2)` *inside a
-//!   callback* return `EINTR` when one of the ring's polls fires meanwhile
-//!   (std's I/O retries `EINTR`).
+//! - **Task work**: where the kernel has them (Linux 6.1), the ring is
+//!   created with `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN`:
+//!   a poll's completion is run only when the loop's thread enters the ring
+//!   (to wait, or to submit a forget), never on its way back from another
+//!   system call, and the ring is that thread's alone (the backend is not
+//!   `Send`). Where they are refused (`EINVAL`), the ring is created
+//!   without them: the kernel then completes polls with task work
+//!   signalled to the loop's thread, which can make a blocking `poll(2)`,
+//!   `select(2)` or `epoll_wait(2)` *inside a callback* return `EINTR` when
+//!   one of the ring's polls fires meanwhile (std's I/O retries `EINTR`).
+//!   The unit tests run on both kinds of ring.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -280,6 +286,8 @@ impl std::fmt::Debug for IoUring {
             )
             .field("internal", &t.internal.len())
             .field("multishot", &t.multishot)
+            // The backend asks for SINGLE_ISSUER only with DEFER_TASKRUN,
+            // and the kernel keeps the flags it accepted.
             .field(
                 "deferred_task_work",
                 &self.set.ring.params().is_setup_single_issuer(),
@@ -1523,6 +1531,10 @@ mod tests {
             // closed below behind the backend's back, never used after.
             let fd = unsafe { OwnedFd::from_raw_fd(high) };
             let n = fd.as_raw_fd();
+            assert_eq!(
+                r.capabilities().closed_fd,
+                crate::ClosedFd::InvalidAfterChange
+            );
             r.modify(n, Interest::NONE, R).unwrap();
             assert_eq!(poll(&mut r, Duration::ZERO), []);
             drop(fd);
@@ -1542,6 +1554,40 @@ mod tests {
             assert_waits(&mut r);
             r.modify(n, Interest::BOTH, Interest::NONE).unwrap();
             assert_eq!(b.read(&mut [0; 1]).unwrap(), 0, "released: EOF");
+        });
+    }
+
+    /// What the kernel does with a hang-up that comes right after data, and
+    /// with one already there when the fd is armed: the declaration
+    /// (`Hangup::AsOfWakeup`) covers both.
+    #[test]
+    fn a_hang_up_is_reported_as_of_the_wake_up() {
+        watchdog(|| {
+            let Some(mut r) = ring() else { return };
+            assert_eq!(r.capabilities().hangup, crate::Hangup::AsOfWakeup);
+            // Armed, then data, then the close, before the wait.
+            let (a, mut b) = pair();
+            r.modify(a.as_raw_fd(), Interest::NONE, R).unwrap();
+            assert_eq!(poll(&mut r, Duration::ZERO), []);
+            b.write_all(b"x").unwrap();
+            drop(b);
+            let got = poll(&mut r, LONG);
+            eprintln!("data then a close, armed before: {got:?}");
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].ready.is_readable(), "{got:?}");
+            // The next poll has the hang-up whole.
+            let got = poll(&mut r, LONG);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(got[0].ready, Ready::READABLE | Ready::HUP, "{got:?}");
+            r.modify(a.as_raw_fd(), R, Interest::NONE).unwrap();
+            // Already hung up when armed: HUP with the first report.
+            let (c, d) = pair();
+            drop(d);
+            r.modify(c.as_raw_fd(), Interest::NONE, R).unwrap();
+            let got = poll(&mut r, LONG);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(got[0].ready, Ready::READABLE | Ready::HUP, "{got:?}");
+            r.modify(c.as_raw_fd(), R, Interest::NONE).unwrap();
         });
     }
 
@@ -1617,7 +1663,18 @@ mod tests {
         });
     }
 
-    /// Both kinds of ring, and the probe's findings.
+    /// Whether the running kernel is Linux `major.minor` or later.
+    fn kernel_at_least(major: u32, minor: u32) -> bool {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        found >= (major, minor)
+    }
+
+    /// Both kinds of ring (deferred task work wherever the kernel has it,
+    /// Linux 6.1), and the probe's findings.
     #[test]
     fn debug_tells_the_ring_s_kind() {
         watchdog(|| {
@@ -1626,6 +1683,8 @@ mod tests {
             let defer = DEFER.with(|d| d.get());
             if !defer {
                 assert!(shown.contains("deferred_task_work: false"), "{shown}");
+            } else if kernel_at_least(6, 1) {
+                assert!(shown.contains("deferred_task_work: true"), "{shown}");
             }
             eprintln!("{shown}");
         });
