@@ -36,9 +36,10 @@
 // `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
 // (they call the default backend directly; the second polls it until its
 // path notice comes, which it does on every backend here); the backends'
-// types and constructors (`Epoll`, `Poll`, `Select`, `Kqueue`, their `new`
-// and the first three's `force_sigchld_fallback`: they call `poll` directly
-// or nothing), `backends`, `AVAILABLE`, `default_name`, `open`, `fd_io` with
+// types and constructors (`Epoll`, `Poll`, `Select`, `Kqueue`, `IoUring`,
+// their `new`, the `force_sigchld_fallback` of all but `Kqueue`, and
+// `IoUring::force_no_multishot` and `IoUring::without_deferred_task_work`:
+// they call `poll` directly or nothing), `backends`, `AVAILABLE`, `default_name`, `open`, `fd_io` with
 // its `read` and `write`; the simulator's scheduling and inspection calls
 // (all but `Sim::raise` and `Sim::call_at`, mirrored above: `Sim::new`,
 // `Sim::backend`, `Sim::socket`, `Sim::pair`, `Sim::deliver`,

@@ -87,6 +87,8 @@ fn child_kernels() -> Vec<&'static str> {
     let mut all = backends::AVAILABLE.to_vec();
     #[cfg(any(target_os = "linux", target_os = "android"))]
     all.push("epoll+sigchld");
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    all.push("io_uring+sigchld");
     all.extend(["poll+sigchld", "select+sigchld"]);
     all
 }
@@ -97,6 +99,12 @@ fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
         #[cfg(any(target_os = "linux", target_os = "android"))]
         "epoll+sigchld" => {
             let mut b = backends::epoll::Epoll::new().unwrap();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        "io_uring+sigchld" => {
+            let mut b = backends::io_uring::IoUring::new().unwrap();
             b.force_sigchld_fallback();
             Loop::with_backend(b)
         }
