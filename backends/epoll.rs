@@ -485,7 +485,9 @@ impl Backend for Epoll {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     // The number was closed (`EBADF`), or names another
-                    // file now (`ENOENT`). If the file registered under it
+                    // file now (`ENOENT`; `EPERM` if that file is one epoll
+                    // never takes, a regular file or a directory opened by
+                    // another thread meanwhile). If the file registered under it
                     // lives on through a dup, so does its registration, out
                     // of reach of `epoll_ctl`, and its events would end
                     // every wait: rebuild. At the next poll, before it
@@ -495,7 +497,10 @@ impl Backend for Epoll {
                     // whose reports the table cannot tell from the old
                     // one's.
                     self.rebuild = true;
-                    if is_errno(&e, libc::ENOENT) || is_errno(&e, libc::EBADF) {
+                    if is_errno(&e, libc::ENOENT)
+                        || is_errno(&e, libc::EBADF)
+                        || is_errno(&e, libc::EPERM)
+                    {
                         Ok(())
                     } else {
                         Err(e)
@@ -811,6 +816,33 @@ mod tests {
         peer.write_all(b"x").unwrap();
         ep.modify(fd, Interest::READABLE, Interest::NONE).unwrap();
         (dup, peer)
+    }
+
+    /// A number closed behind the backend's back and reused by a regular
+    /// file (another thread's `open`) while a dup keeps the old socket,
+    /// and its registration, alive: the forget succeeds (the `DEL` fails
+    /// with `EPERM`, as it does with `ENOENT` for a reused socket) and the
+    /// instance is rebuilt, so the old socket's events end no wait.
+    #[test]
+    fn forgetting_a_number_reused_by_a_file_succeeds() {
+        watchdog(|| {
+            let _high = HIGH_FDS.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ep = Epoll::new().unwrap();
+            let (a, mut peer) = UnixStream::pair().unwrap();
+            let n = dup_high(a.as_fd());
+            ep.modify(n.as_raw_fd(), Interest::NONE, Interest::READABLE)
+                .unwrap();
+            let file = std::fs::File::open("Cargo.toml").unwrap();
+            // SAFETY: `n` is owned here; dup2 closes its socket and makes
+            // the number a duplicate of `file`, which `n` then owns.
+            let r = unsafe { libc::dup2(file.as_raw_fd(), n.as_raw_fd()) };
+            assert_eq!(r, n.as_raw_fd(), "dup2: {}", io::Error::last_os_error());
+            peer.write_all(b"x").unwrap();
+            ep.modify(n.as_raw_fd(), Interest::READABLE, Interest::NONE)
+                .unwrap();
+            assert_waits(&mut ep);
+            drop(a);
+        });
     }
 
     /// The point of the table: a watcher removed after its fd was closed
