@@ -19,10 +19,14 @@ const WATCHDOG: Duration = Duration::from_secs(60);
 /// The path of example `name`, built if needed.
 fn example(name: &str) -> PathBuf {
     // The features of this test build, so that the example knows the
-    // same backends (kqueue over the emulation, with its feature).
+    // same backends (kqueue over the emulation, io_uring, with their
+    // features).
     let mut features = vec![];
     if cfg!(feature = "emulated-kqueue") {
         features.push("emulated-kqueue");
+    }
+    if cfg!(feature = "io-uring") {
+        features.push("io-uring");
     }
     let status = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--example", name])
