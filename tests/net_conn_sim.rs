@@ -476,3 +476,58 @@ fn a_panicking_handler_leaves_the_connection_usable() {
     assert_eq!(a_peer.read(&mut buf).unwrap(), 7);
     assert_eq!(&buf[..7], b"relayed");
 }
+
+/// The rounds of one event run out right after a flush that brought the
+/// queue under the low watermark: the connection is still congested,
+/// reads nothing and has nothing to send. It must come back for its
+/// `Drained` and read again, not sit with no interest for ever (found on
+/// the kernels: the slow-reader echo of tests/net_kernel.rs hung about
+/// once in 40 runs). Here each event reads four full buffers (the most
+/// one event may), and the fourth echo, with a little more, passes the
+/// high watermark; the peer takes everything at once.
+#[test]
+fn congestion_cleared_as_an_events_rounds_run_out_still_reads_on() {
+    let sim = Sim::new();
+    let sock = sim.socket("c", 1 << 20);
+    let fd = sock.fd();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    sim.deliver(ms(1), &sock, &data);
+    sim.close_peer(ms(2), &sock);
+    let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+    let mut w = World::default();
+    let opts = ConnOptions::new().read_buffer(6).watermarks(4, 8);
+    let datas = std::rc::Rc::new(std::cell::Cell::new(0));
+    let seen = datas.clone();
+    w.conns
+        .open(
+            &mut lp,
+            sock,
+            opts,
+            "c",
+            move |lp, w: &mut World, id, ev| match ev {
+                ConnEvent::Data => {
+                    let n = w.conns[id].input().len();
+                    w.conns[id].write_from_input(lp, n);
+                    seen.set(seen.get() + 1);
+                    if seen.get() == 4 {
+                        w.conns[id].write(lp, b"++++");
+                        assert!(w.conns[id].is_congested());
+                    }
+                }
+                ConnEvent::Eof => w.conns[id].close(lp),
+                _ => {}
+            },
+        )
+        .unwrap();
+    let outcome = run(&mut lp, &mut w);
+    assert!(
+        datas.get() > 4,
+        "reading stopped after {} reads",
+        datas.get()
+    );
+    let mut expected = data[..24].to_vec();
+    expected.extend_from_slice(b"++++");
+    expected.extend_from_slice(&data[24..]);
+    assert_eq!(sim.sent(fd), expected);
+    assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+}

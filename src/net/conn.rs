@@ -1362,6 +1362,15 @@ fn drive<'s, S, C, T, F>(
         c.interest = want;
         let _ = lp.set_interest(me, want);
     }
+    if c.congested && c.queued() <= c.opts.low && !c.closing && !c.fed {
+        // The rounds ran out right after a flush that ended the
+        // congestion: nothing is queued and reading is still stopped, so
+        // no readiness would ever call this again. Come back next
+        // iteration for the `Drained` and the reads. (Fed after the
+        // interest change, which would narrow an event queued before it.)
+        c.fed = true;
+        let _ = lp.feed_event(me, Ready::WRITABLE);
+    }
     c.in_callback = false;
 }
 
