@@ -55,15 +55,11 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{
-    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
-};
+use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
 
 /// Initial number of events one `epoll_wait` can return.
 const INITIAL_EVENTS: usize = 64;
@@ -637,46 +633,7 @@ impl Backend for Epoll {
         self.notifier.reinit(&mut Kernel(&self.epfd))
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        self.notifier.watch_signal(signal, &mut Kernel(&self.epfd))
-    }
-
-    fn unwatch_signal(&mut self, signal: i32) {
-        self.notifier.unwatch_signal(signal);
-    }
-
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        self.notifier.watch_child(pid, &mut Kernel(&self.epfd))
-    }
-
-    fn unwatch_child(&mut self, pid: u32) {
-        self.notifier.unwatch_child(pid, &mut Kernel(&self.epfd));
-    }
-
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        self.notifier.waker(&mut Kernel(&self.epfd))
-    }
-
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.notifier.take_notices(notices, &mut Kernel(&self.epfd));
-    }
-
-    fn watch_clock_steps(&mut self) -> bool {
-        self.notifier.watch_clock_steps(&mut Kernel(&self.epfd))
-    }
-
-    fn unwatch_clock_steps(&mut self) {
-        self.notifier.unwatch_clock_steps(&mut Kernel(&self.epfd));
-    }
-
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        self.notifier
-            .watch_path(path, token, &mut Kernel(&self.epfd))
-    }
-
-    fn unwatch_path(&mut self, token: u64) {
-        self.notifier.unwatch_path(token, &mut Kernel(&self.epfd));
-    }
+    super::unix::notifier_hooks!(s => s.notifier, &mut Kernel(&s.epfd));
 }
 
 #[cfg(test)]

@@ -109,8 +109,6 @@
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::RawFd;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use ::io_uring::{
@@ -120,9 +118,7 @@ use ::io_uring::{
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{
-    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
-};
+use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
 
 /// Submission queue entries: how many requests can wait for the next
 /// `io_uring_enter` (more are submitted early, without waiting).
@@ -1148,45 +1144,7 @@ impl Backend for IoUring {
         self.notifier.reinit(&mut self.set)
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        self.notifier.watch_signal(signal, &mut self.set)
-    }
-
-    fn unwatch_signal(&mut self, signal: i32) {
-        self.notifier.unwatch_signal(signal);
-    }
-
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        self.notifier.watch_child(pid, &mut self.set)
-    }
-
-    fn unwatch_child(&mut self, pid: u32) {
-        self.notifier.unwatch_child(pid, &mut self.set);
-    }
-
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        self.notifier.waker(&mut self.set)
-    }
-
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.notifier.take_notices(notices, &mut self.set);
-    }
-
-    fn watch_clock_steps(&mut self) -> bool {
-        self.notifier.watch_clock_steps(&mut self.set)
-    }
-
-    fn unwatch_clock_steps(&mut self) {
-        self.notifier.unwatch_clock_steps(&mut self.set);
-    }
-
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        self.notifier.watch_path(path, token, &mut self.set)
-    }
-
-    fn unwatch_path(&mut self, token: u64) {
-        self.notifier.unwatch_path(token, &mut self.set);
-    }
+    super::unix::notifier_hooks!(s => s.notifier, &mut s.set);
 }
 
 impl Drop for IoUring {
@@ -1201,6 +1159,7 @@ impl Drop for IoUring {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Notices;
     use std::io::{Read, Write};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::net::UnixStream;

@@ -31,15 +31,11 @@
 use std::io;
 use std::mem;
 use std::os::fd::RawFd;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{
-    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
-};
+use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
 
 /// One more than the largest fd an `fd_set` can hold.
 const SETSIZE: RawFd = libc::FD_SETSIZE as RawFd;
@@ -375,45 +371,7 @@ impl Backend for Select {
         self.clock.now()
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        self.notifier.watch_signal(signal, &mut self.set)
-    }
-
-    fn unwatch_signal(&mut self, signal: i32) {
-        self.notifier.unwatch_signal(signal);
-    }
-
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        self.notifier.watch_child(pid, &mut self.set)
-    }
-
-    fn unwatch_child(&mut self, pid: u32) {
-        self.notifier.unwatch_child(pid, &mut self.set);
-    }
-
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        self.notifier.waker(&mut self.set)
-    }
-
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.notifier.take_notices(notices, &mut self.set);
-    }
-
-    fn watch_clock_steps(&mut self) -> bool {
-        self.notifier.watch_clock_steps(&mut self.set)
-    }
-
-    fn unwatch_clock_steps(&mut self) {
-        self.notifier.unwatch_clock_steps(&mut self.set);
-    }
-
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        self.notifier.watch_path(path, token, &mut self.set)
-    }
-
-    fn unwatch_path(&mut self, token: u64) {
-        self.notifier.unwatch_path(token, &mut self.set);
-    }
+    super::unix::notifier_hooks!(s => s.notifier, &mut s.set);
 
     fn reinit(&mut self) -> io::Result<()> {
         // No kernel object to re-create; the notifier's fds change.
@@ -424,6 +382,7 @@ impl Backend for Select {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Notices;
 
     #[test]
     fn timeval_rounds_up() {

@@ -24,7 +24,7 @@ pub(crate) mod notifier;
 pub(crate) mod path_hints;
 mod wake;
 
-pub(crate) use notifier::{InternalFds, Notifier};
+pub(crate) use notifier::{notifier_hooks, InternalFds, Notifier};
 
 // The clock, the deadline and the "never pollable" check are public, for
 // backends outside the crate too: `backends/util.rs`.

@@ -420,3 +420,62 @@ impl Notifier {
         self.wakeup.waker(set)
     }
 }
+
+/// The [`Backend`](crate::Backend) hooks a backend with an embedded
+/// [`Notifier`] hands to it (signals, children, the waker, notices, clock
+/// steps, path hints), written once: inside the backend's `impl Backend`,
+/// `notifier_hooks!(s => s.notifier, <its kernel set, from s>)`, where `s`
+/// names `&mut self`.
+macro_rules! notifier_hooks {
+    ($s:ident => $s2:ident . $notifier:ident, $set:expr) => {
+        fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
+            let $s = self;
+            $s2.$notifier.watch_signal(signal, $set)
+        }
+
+        fn unwatch_signal(&mut self, signal: i32) {
+            self.$notifier.unwatch_signal(signal);
+        }
+
+        fn watch_child(&mut self, pid: u32) -> std::io::Result<()> {
+            let $s = self;
+            $s2.$notifier.watch_child(pid, $set)
+        }
+
+        fn unwatch_child(&mut self, pid: u32) {
+            let $s = self;
+            $s2.$notifier.unwatch_child(pid, $set);
+        }
+
+        fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::Wake>> {
+            let $s = self;
+            $s2.$notifier.waker($set)
+        }
+
+        fn take_notices(&mut self, notices: &mut $crate::Notices) {
+            let $s = self;
+            $s2.$notifier.take_notices(notices, $set);
+        }
+
+        fn watch_clock_steps(&mut self) -> bool {
+            let $s = self;
+            $s2.$notifier.watch_clock_steps($set)
+        }
+
+        fn unwatch_clock_steps(&mut self) {
+            let $s = self;
+            $s2.$notifier.unwatch_clock_steps($set);
+        }
+
+        fn watch_path(&mut self, path: &std::path::Path, token: u64) -> std::io::Result<()> {
+            let $s = self;
+            $s2.$notifier.watch_path(path, token, $set)
+        }
+
+        fn unwatch_path(&mut self, token: u64) {
+            let $s = self;
+            $s2.$notifier.unwatch_path(token, $set);
+        }
+    };
+}
+pub(crate) use notifier_hooks;
