@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use common::watchdog;
+use common::{spawn, wait_exited, watchdog};
 use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, PollEvent, Wake};
 
 /// Held for writing by the fork test, for reading by every other one.
@@ -328,31 +328,6 @@ fn a_waker_ends_a_blocked_poll_from_another_thread() {
         );
         thread.join().unwrap();
     });
-}
-
-/// Spawns `sh -c script`; the returned pid is for the backend to reap.
-fn spawn(script: &str) -> u32 {
-    // Dropping a `Child` neither waits nor kills: the backend reaps it.
-    Command::new("sh")
-        .args(["-c", script])
-        .spawn()
-        .unwrap()
-        .id()
-}
-
-/// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
-fn wait_exited(pid: u32) {
-    // SAFETY: `info` is written by waitid; the child is left unreaped.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT,
-        );
-        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
-    }
 }
 
 /// Reaps `pid` ourselves: its status, or the error if someone else did.

@@ -37,7 +37,7 @@ use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use common::{drain, watchdog, World, WATCHDOG};
+use common::{drain, spawn, wait_exited, watchdog, World, WATCHDOG};
 use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome};
 
 fn ms(n: u64) -> Duration {
@@ -691,31 +691,6 @@ fn a_panicking_signal_callback_leaves_the_loop_usable() {
 }
 
 // ---- children --------------------------------------------------------------------
-
-/// Spawns `sh -c script`; the returned pid is for a loop to reap.
-fn spawn(script: &str) -> u32 {
-    // Dropping a `Child` neither waits nor kills: the loop reaps it.
-    Command::new("sh")
-        .args(["-c", script])
-        .spawn()
-        .unwrap()
-        .id()
-}
-
-/// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
-fn wait_exited(pid: u32) {
-    // SAFETY: `info` is written by waitid; the child is left unreaped.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let r = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOWAIT,
-        );
-        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
-    }
-}
 
 type Exits = Vec<(u32, ExitStatus, &'static str)>;
 

@@ -200,3 +200,28 @@ pub fn drain(conn: &mut impl Read) -> Vec<u8> {
         }
     }
 }
+
+/// Starts `sh -c script` and returns its pid. Dropping a `Child` neither
+/// waits nor kills: the backend or loop under test reaps it.
+pub fn spawn(script: &str) -> u32 {
+    std::process::Command::new("sh")
+        .args(["-c", script])
+        .spawn()
+        .unwrap()
+        .id()
+}
+
+/// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
+pub fn wait_exited(pid: u32) {
+    // SAFETY: `info` is written by waitid; the child is left unreaped.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        );
+        assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+    }
+}
