@@ -9,17 +9,22 @@
 //! rule that the wake fd is written only while the loop waits.
 //!
 //! No wake-up is lost. The loop stores `sleeping`, then a `SeqCst` fence,
-//! then loads `any`; a sender stores `any`, then a fence, then loads
+//! then loads `any`; a sender sets `any`, then a fence, then loads
 //! `sleeping`. The two fences are in one total order: whichever comes
 //! second, its side's load sees the other side's store, so either the
 //! loop sees `any` (and does not block) or the sender sees `sleeping`
 //! (and wakes it). (`SeqCst` on the four accesses alone would do in the
 //! C++ model too; the fences are what the loom model check below can
 //! verify, loom treating `SeqCst` accesses as `AcqRel`: without them it
-//! reports this very race.) The watcher's flag is set (`AcqRel`) before `any` is stored,
+//! reports this very race.)
+//!
+//! The watcher's flag is set (`AcqRel`) before `any` is set,
 //! and the loop swaps `any` (`SeqCst`) before it swaps the watchers'
 //! flags, so a flag set before a send's `any` is seen by the scan that
-//! follows the swap that sees `any`. A flag is cleared when its watcher is
+//! follows the swap that sees `any`. A send sets `any` by a swap, not a
+//! store: the loop's swap may read a later sender's `true`, and it
+//! synchronises with every earlier send only if those writes are all
+//! read-modify-writes (one release sequence). A flag is cleared when its watcher is
 //! queued, before the callback runs: a send made after a callback started
 //! is followed by another callback.
 
@@ -108,7 +113,13 @@ impl AsyncFlag {
             return Ok(());
         }
         let w = &*self.wake;
-        w.any.store(true, Ordering::SeqCst);
+        // A swap, not a store: the loop's swap of `any` may read another
+        // sender's later `true`, and only a read-modify-write keeps this
+        // send's flag in what that swap synchronises with (a release
+        // sequence continues through RMWs, not through plain stores).
+        // With a store, two watchers sent to at once could leave one flag
+        // set, `any` clear and the loop asleep: the loom model below.
+        w.any.swap(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if w.sleeping.load(Ordering::SeqCst) {
             w.waker.wake();
@@ -374,6 +385,72 @@ mod model {
             w.wake_up();
             w.take_any() && self.flag.take()
         }
+    }
+
+    /// Two watchers of one loop, one sender each: a send whose `any` the
+    /// loop's swap did not read itself (the other sender's came later)
+    /// must still have its flag seen by the scan after that swap. With
+    /// `any` set by a plain store, the later store broke the first one's
+    /// release sequence, and loom finds the loop asleep with a flag set.
+    #[test]
+    fn two_watchers_sent_to_at_once_are_both_called() {
+        // Three threads explore for hours unbounded. Four preemptions
+        // take about 5 s; two already find the plain-store race.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(4);
+        model.check(|| {
+            let waker = Arc::new(Counting(AtomicUsize::new(0)));
+            let wake = Arc::new(LoopWake::new(waker.clone()));
+            let flags: Vec<Arc<AsyncFlag>> = (0..2)
+                .map(|_| Arc::new(AsyncFlag::new(wake.clone())))
+                .collect();
+            let done = Arc::new(AtomicUsize::new(0));
+            let senders: Vec<_> = flags
+                .iter()
+                .map(|flag| {
+                    let (flag, done) = (flag.clone(), done.clone());
+                    loom::thread::spawn(move || {
+                        flag.send().unwrap();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    })
+                })
+                .collect();
+            let mut called = [false; 2];
+            let mut iteration = || {
+                if !wake.sleep() {
+                    loop {
+                        let finished = done.load(Ordering::SeqCst) == 2;
+                        if waker.0.load(Ordering::SeqCst) > 0 {
+                            break;
+                        }
+                        if finished {
+                            assert!(
+                                flags.iter().all(|f| !f.pending.load(Ordering::SeqCst)),
+                                "lost wake-up: a send is left and the loop sleeps unwoken"
+                            );
+                            break;
+                        }
+                        loom::thread::yield_now();
+                    }
+                }
+                wake.wake_up();
+                if wake.take_any() {
+                    for (i, f) in flags.iter().enumerate() {
+                        if f.take() {
+                            assert!(!called[i], "watcher {i} called twice");
+                            called[i] = true;
+                        }
+                    }
+                }
+            };
+            iteration();
+            iteration();
+            for s in senders {
+                s.join().unwrap();
+            }
+            iteration();
+            assert_eq!(called, [true, true]);
+        });
     }
 
     #[test]
