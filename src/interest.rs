@@ -237,12 +237,6 @@ impl Ready {
     pub const fn bits(self) -> u8 {
         self.0
     }
-
-    /// The `Ready` of [`Ready::bits`] (compact storage in the registry).
-    #[inline(always)]
-    pub(crate) const fn from_bits(bits: u8) -> Ready {
-        Ready(bits)
-    }
 }
 
 impl BitOr for Ready {

@@ -85,61 +85,14 @@ impl Kind {
     }
 }
 
-/// An entry's two flags in one byte.
-#[derive(Clone, Copy)]
-struct Flags(u8);
-
-impl Flags {
-    const ACTIVE: u8 = 1;
-    const REFERENCED: u8 = 2;
-
-    #[inline(always)]
-    fn has(self, bit: u8) -> bool {
-        self.0 & bit != 0
-    }
-
-    #[inline(always)]
-    fn set(&mut self, bit: u8, on: bool) {
-        self.0 = if on { self.0 | bit } else { self.0 & !bit };
-    }
-}
-
-/// Deferred events (`Option<Ready>`) in one byte: a `Ready` uses the low
-/// five bits, and the top one says whether any are held (a timer's are
-/// `Ready::EMPTY`, which must still count as held).
-#[derive(Clone, Copy)]
-struct Held(u8);
-
-impl Held {
-    const NONE: Held = Held(0);
-    const SOME: u8 = 0x80;
-
-    #[inline(always)]
-    fn some(ready: Ready) -> Held {
-        debug_assert_eq!(ready.bits() & Held::SOME, 0);
-        Held(Held::SOME | ready.bits())
-    }
-
-    #[inline(always)]
-    fn get(self) -> Option<Ready> {
-        (self.0 & Held::SOME != 0).then(|| Ready::from_bits(self.0 & !Held::SOME))
-    }
-
-    #[inline(always)]
-    fn take(&mut self) -> Option<Ready> {
-        std::mem::replace(self, Held::NONE).get()
-    }
-}
-
 /// One watcher.
 pub(crate) struct Entry<C> {
     /// Matched against the handle's; [`VACANT`] for a free slot.
     pub gen: u64,
     priority: Priority,
-    /// Whether it is active, and whether, while active, it keeps `run`
-    /// going (libuv's ref/unref): one byte for both, which with
-    /// [`Held`] keeps an entry at 48 bytes.
-    flags: Flags,
+    active: bool,
+    /// Whether, while active, it keeps `run` going (libuv's ref/unref).
+    referenced: bool,
     /// Where its invocation is queued (in its priority's queue), if it is.
     pub pending: Option<QueuePos>,
     /// For an io watcher, the readiness it receives
@@ -147,7 +100,7 @@ pub(crate) struct Entry<C> {
     pub receives: Ready,
     /// Events that arrived while its callback was running further up the
     /// stack (a nested `run`); queued when the callback returns.
-    deferred: Held,
+    deferred: Option<Ready>,
     /// `None` while the callback runs.
     pub cb: Option<C>,
     /// Its place in the list of active watchers it is in (its fd's, or its
@@ -161,10 +114,11 @@ impl<C> Entry<C> {
         Entry {
             gen: VACANT,
             priority: Priority::DEFAULT,
-            flags: Flags(0),
+            active: false,
+            referenced: false,
             pending: None,
             receives: Ready::EMPTY,
-            deferred: Held::NONE,
+            deferred: None,
             cb: None,
             link: Link::default(),
             kind: Kind::Idle,
@@ -178,12 +132,7 @@ impl<C> Entry<C> {
 
     #[inline]
     pub fn is_active(&self) -> bool {
-        self.flags.has(Flags::ACTIVE)
-    }
-
-    #[inline]
-    fn is_referenced(&self) -> bool {
-        self.flags.has(Flags::REFERENCED)
+        self.active
     }
 
     #[inline]
@@ -194,7 +143,7 @@ impl<C> Entry<C> {
     /// Events held for it while its callback runs, if any.
     #[inline]
     pub fn deferred(&self) -> Option<Ready> {
-        self.deferred.get()
+        self.deferred
     }
 
     /// An io watcher's interest (`Interest::NONE` for other kinds).
@@ -312,11 +261,7 @@ impl<C> Registry<C> {
                 Kind::Io { interest, .. } => Ready::receive_mask(interest),
                 _ => Ready::EMPTY,
             },
-            flags: if kind.can_keep_alive() {
-                Flags(Flags::REFERENCED)
-            } else {
-                Flags(0)
-            },
+            referenced: kind.can_keep_alive(),
             cb: Some(cb),
             kind,
             ..Entry::vacant()
@@ -339,7 +284,7 @@ impl<C> Registry<C> {
     pub fn remove(&mut self, slot: Slot) -> Entry<C> {
         let entry = std::mem::replace(&mut self.entries[slot.index()], Entry::vacant());
         debug_assert_ne!(entry.gen, VACANT, "removing a free slot");
-        debug_assert!(!entry.is_active() && entry.pending.is_none() && entry.deferred().is_none());
+        debug_assert!(!entry.active && entry.pending.is_none() && entry.deferred.is_none());
         self.free.push(slot);
         entry
     }
@@ -381,7 +326,7 @@ impl<C> Registry<C> {
     #[inline]
     pub fn is_active_referenced(&self, slot: Slot) -> bool {
         let e = &self.entries[slot.index()];
-        e.is_active() && e.is_referenced()
+        e.active && e.referenced
     }
 
     /// The watchers whose callbacks are out of their entries, running
@@ -396,11 +341,11 @@ impl<C> Registry<C> {
     /// Marks a watcher active; false if it already was.
     pub fn activate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];
-        if e.is_active() {
+        if e.active {
             return false;
         }
-        e.flags.set(Flags::ACTIVE, true);
-        self.active_referenced += e.is_referenced() as usize;
+        e.active = true;
+        self.active_referenced += e.referenced as usize;
         self.blocking_direct += e.blocks_direct_dispatch() as usize;
         self.active_sources += e.kind.is_source() as usize;
         true
@@ -409,11 +354,11 @@ impl<C> Registry<C> {
     /// Marks a watcher inactive; false if it already was.
     pub fn deactivate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];
-        if !e.is_active() {
+        if !e.active {
             return false;
         }
-        e.flags.set(Flags::ACTIVE, false);
-        self.active_referenced -= e.is_referenced() as usize;
+        e.active = false;
+        self.active_referenced -= e.referenced as usize;
         self.blocking_direct -= e.blocks_direct_dispatch() as usize;
         self.active_sources -= e.kind.is_source() as usize;
         true
@@ -423,14 +368,14 @@ impl<C> Registry<C> {
     pub fn set_referenced(&mut self, slot: Slot, referenced: bool) {
         let e = &mut self.entries[slot.index()];
         let referenced = referenced && e.kind.can_keep_alive();
-        if e.is_referenced() != referenced && e.is_active() {
+        if e.referenced != referenced && e.active {
             if referenced {
                 self.active_referenced += 1;
             } else {
                 self.active_referenced -= 1;
             }
         }
-        e.flags.set(Flags::REFERENCED, referenced);
+        e.referenced = referenced;
     }
 
     /// Changes a watcher's priority (the caller moves a queued entry).
@@ -452,9 +397,9 @@ impl<C> Registry<C> {
     /// ruling out direct dispatch, keeping the count.
     fn recount(&mut self, slot: Slot, change: impl FnOnce(&mut Entry<C>)) {
         let e = &mut self.entries[slot.index()];
-        let before = e.is_active() && e.blocks_direct_dispatch();
+        let before = e.active && e.blocks_direct_dispatch();
         change(e);
-        let after = e.is_active() && e.blocks_direct_dispatch();
+        let after = e.active && e.blocks_direct_dispatch();
         self.blocking_direct = self.blocking_direct + after as usize - before as usize;
     }
 
@@ -499,10 +444,10 @@ impl<C> Registry<C> {
     /// the stack.
     pub fn defer(&mut self, slot: Slot, ready: Ready) {
         let e = &mut self.entries[slot.index()];
-        match e.deferred.get() {
-            Some(held) => e.deferred = Held::some(held | ready),
+        match &mut e.deferred {
+            Some(held) => *held |= ready,
             None => {
-                e.deferred = Held::some(ready);
+                e.deferred = Some(ready);
                 self.deferred += 1;
             }
         }
@@ -567,28 +512,6 @@ mod tests {
 
     fn slot(key: Key) -> usize {
         key.slot.index()
-    }
-
-    /// An entry with the loop's callback type (a boxed trait object) is
-    /// 48 bytes: one timer's share of the registry at a million timers
-    /// (docs/benchmarks.md). An added field must pay for itself.
-    #[test]
-    fn an_entry_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Entry<Box<dyn FnMut()>>>(), 48);
-    }
-
-    #[test]
-    fn held_events_round_trip_including_none_and_empty() {
-        let mut h = Held::NONE;
-        assert_eq!(h.get(), None);
-        h = Held::some(Ready::EMPTY);
-        assert_eq!(h.get(), Some(Ready::EMPTY));
-        h = Held::some(Ready::READABLE | Ready::INVALID | Ready::HUP);
-        assert_eq!(
-            h.take(),
-            Some(Ready::READABLE | Ready::INVALID | Ready::HUP)
-        );
-        assert_eq!(h.get(), None);
     }
 
     #[test]
