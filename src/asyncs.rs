@@ -322,25 +322,31 @@ mod model {
         }
     }
 
-    /// One watcher and its loop's wake state, the waker, and how many
+    /// Watchers of one loop and its wake state, the waker, and how many
     /// senders have finished.
     struct World {
-        flag: Arc<AsyncFlag>,
+        wake: Arc<LoopWake>,
+        flags: Vec<Arc<AsyncFlag>>,
         waker: Arc<Counting>,
         done: Arc<AtomicUsize>,
         senders: usize,
     }
 
     impl World {
-        /// `senders` threads, each sending once.
-        fn new(senders: usize) -> (World, Vec<loom::thread::JoinHandle<()>>) {
+        /// `watchers` async watchers, each sent to once by each of
+        /// `senders` threads of its own.
+        fn new(watchers: usize, senders: usize) -> (World, Vec<loom::thread::JoinHandle<()>>) {
             let waker = Arc::new(Counting(AtomicUsize::new(0)));
             let wake = Arc::new(LoopWake::new(waker.clone()));
-            let flag = Arc::new(AsyncFlag::new(wake));
+            let flags: Vec<_> = (0..watchers)
+                .map(|_| Arc::new(AsyncFlag::new(wake.clone())))
+                .collect();
             let done = Arc::new(AtomicUsize::new(0));
-            let threads = (0..senders)
-                .map(|_| {
-                    let (flag, done) = (flag.clone(), done.clone());
+            let threads = flags
+                .iter()
+                .flat_map(|flag| (0..senders).map(move |_| flag.clone()))
+                .map(|flag| {
+                    let done = done.clone();
                     loom::thread::spawn(move || {
                         flag.send().unwrap();
                         done.fetch_add(1, Ordering::SeqCst);
@@ -348,10 +354,11 @@ mod model {
                 })
                 .collect();
             let world = World {
-                flag,
+                wake,
+                flags,
                 waker,
                 done,
-                senders,
+                senders: watchers * senders,
             };
             (world, threads)
         }
@@ -360,10 +367,10 @@ mod model {
         /// poll blocks until a wake, or for ever once every sender is done
         /// without one (then nothing may be left unsent to: that would be
         /// a lost wake-up; the model lets the poll time out there). Then
-        /// after the poll, and the watcher's flag. Whether it called the
-        /// watcher.
-        fn iteration(&self) -> bool {
-            let w = &*self.flag.wake;
+        /// after the poll, and the watchers' flags. Which watchers it
+        /// called.
+        fn iteration(&self) -> Vec<bool> {
+            let w = &*self.wake;
             if !w.sleep() {
                 loop {
                     // `done` first: a sender's wake comes before its
@@ -374,7 +381,7 @@ mod model {
                     }
                     if finished {
                         assert!(
-                            !self.flag.pending.load(Ordering::SeqCst),
+                            self.flags.iter().all(|f| !f.pending.load(Ordering::SeqCst)),
                             "lost wake-up: a send is left and the loop sleeps unwoken"
                         );
                         break;
@@ -383,15 +390,30 @@ mod model {
                 }
             }
             w.wake_up();
-            w.take_any() && self.flag.take()
+            let any = w.take_any();
+            self.flags.iter().map(|f| any && f.take()).collect()
         }
+    }
+
+    #[test]
+    fn one_send_wakes_a_blocked_loop_and_is_called_once() {
+        loom::model(|| {
+            let (world, senders) = World::new(1, 1);
+            let first = world.iteration()[0];
+            for s in senders {
+                s.join().unwrap();
+            }
+            let second = world.iteration()[0];
+            assert!(first ^ second, "one call: {first}, {second}");
+        });
     }
 
     /// Two watchers of one loop, one sender each: a send whose `any` the
     /// loop's swap did not read itself (the other sender's came later)
     /// must still have its flag seen by the scan after that swap. With
     /// `any` set by a plain store, the later store broke the first one's
-    /// release sequence, and loom finds the loop asleep with a flag set.
+    /// release sequence, and loom finds a flag left set with `any` clear
+    /// (the third iteration does not call its watcher).
     #[test]
     fn two_watchers_sent_to_at_once_are_both_called() {
         // Three threads explore for hours unbounded. Four preemptions
@@ -399,48 +421,11 @@ mod model {
         let mut model = loom::model::Builder::new();
         model.preemption_bound = Some(4);
         model.check(|| {
-            let waker = Arc::new(Counting(AtomicUsize::new(0)));
-            let wake = Arc::new(LoopWake::new(waker.clone()));
-            let flags: Vec<Arc<AsyncFlag>> = (0..2)
-                .map(|_| Arc::new(AsyncFlag::new(wake.clone())))
-                .collect();
-            let done = Arc::new(AtomicUsize::new(0));
-            let senders: Vec<_> = flags
-                .iter()
-                .map(|flag| {
-                    let (flag, done) = (flag.clone(), done.clone());
-                    loom::thread::spawn(move || {
-                        flag.send().unwrap();
-                        done.fetch_add(1, Ordering::SeqCst);
-                    })
-                })
-                .collect();
-            let mut called = [false; 2];
+            let (world, senders) = World::new(2, 1);
+            let mut calls = [0; 2];
             let mut iteration = || {
-                if !wake.sleep() {
-                    loop {
-                        let finished = done.load(Ordering::SeqCst) == 2;
-                        if waker.0.load(Ordering::SeqCst) > 0 {
-                            break;
-                        }
-                        if finished {
-                            assert!(
-                                flags.iter().all(|f| !f.pending.load(Ordering::SeqCst)),
-                                "lost wake-up: a send is left and the loop sleeps unwoken"
-                            );
-                            break;
-                        }
-                        loom::thread::yield_now();
-                    }
-                }
-                wake.wake_up();
-                if wake.take_any() {
-                    for (i, f) in flags.iter().enumerate() {
-                        if f.take() {
-                            assert!(!called[i], "watcher {i} called twice");
-                            called[i] = true;
-                        }
-                    }
+                for (n, called) in calls.iter_mut().zip(world.iteration()) {
+                    *n += called as usize;
                 }
             };
             iteration();
@@ -449,20 +434,7 @@ mod model {
                 s.join().unwrap();
             }
             iteration();
-            assert_eq!(called, [true, true]);
-        });
-    }
-
-    #[test]
-    fn one_send_wakes_a_blocked_loop_and_is_called_once() {
-        loom::model(|| {
-            let (world, senders) = World::new(1);
-            let first = world.iteration();
-            for s in senders {
-                s.join().unwrap();
-            }
-            let second = world.iteration();
-            assert!(first ^ second, "one call: {first}, {second}");
+            assert_eq!(calls, [1, 1], "each watcher called once");
         });
     }
 }
