@@ -6,41 +6,17 @@
 //! tests/net_*.rs; `demo`, the README's main command, is run by `.ci/run`
 //! in release mode: in a debug test build it takes minutes.)
 
+mod common;
+
+use common::example;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 /// How long one example may take before the test fails (a hang).
 const WATCHDOG: Duration = Duration::from_secs(60);
-
-/// The path of example `name`, built if needed.
-fn example(name: &str) -> PathBuf {
-    // The features of this test build, so that the example knows the
-    // same backends (kqueue over the emulation, io_uring, with their
-    // features).
-    let mut features = vec![];
-    if cfg!(feature = "emulated-kqueue") {
-        features.push("emulated-kqueue");
-    }
-    if cfg!(feature = "io-uring") {
-        features.push("io-uring");
-    }
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name])
-        .args(["--features", &features.join(",")])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "cargo build --example {name} failed");
-    // The test binary is target/<profile>/deps/<test>-<hash>: the examples
-    // are in target/<profile>/examples.
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().unwrap().parent().unwrap();
-    profile.join("examples").join(name)
-}
 
 /// The OS backends of this platform, by name.
 fn backends() -> Vec<&'static str> {

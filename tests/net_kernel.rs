@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::watchdog;
+use common::{example, watchdog};
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Interest, Loop, RunMode};
 
@@ -294,19 +294,6 @@ fn a_slow_reader_makes_the_echo_stop_reading_and_nothing_is_lost() {
             },
         );
     }
-}
-
-/// The echo example's binary, built by `cargo test` with the examples.
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap(); // target/debug
-    let path = dir.join("examples").join(name);
-    assert!(
-        path.exists(),
-        "{} is not built: `cargo test` builds the examples (or `cargo build --examples`)",
-        path.display()
-    );
-    path
 }
 
 #[test]

@@ -225,3 +225,39 @@ pub fn wait_exited(pid: u32) {
         assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
     }
 }
+
+/// The path of example `name`'s binary, built now if it is not up to date.
+///
+/// `cargo test` builds the examples as plain binaries, but `cargo test
+/// --all-targets` builds them as test harnesses instead, so a test cannot
+/// count on finding them: it asks cargo, with this test build's features
+/// (kqueue over the emulation, io_uring) so that the example knows the
+/// same backends. Cargo releases its lock while tests run, and the build
+/// is a no-op when the binary is fresh.
+pub fn example(name: &str) -> std::path::PathBuf {
+    let mut features = vec![];
+    if cfg!(feature = "emulated-kqueue") {
+        features.push("emulated-kqueue");
+    }
+    if cfg!(feature = "io-uring") {
+        features.push("io-uring");
+    }
+    // One build at a time from this process: tests of one binary run in
+    // parallel, and each would otherwise wait on cargo's lock in turn.
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name])
+        .args(["--features", &features.join(",")])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "cargo build --example {name} failed");
+    // The test binary is target/<profile>/deps/<test>-<hash>: the examples
+    // are in target/<profile>/examples.
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().unwrap().parent().unwrap();
+    let path = profile.join("examples").join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
