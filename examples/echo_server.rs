@@ -31,15 +31,21 @@ impl AsMut<Conns<()>> for Server {
     }
 }
 
-/// Starts accepting on `listener`.
+/// The idle timeout `main` serves with: a connection with no traffic
+/// either way for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Starts accepting on `listener`; connections idle for `idle_timeout`
+/// are closed (`None`: never).
 pub fn start(
     lp: &mut Loop<Server>,
     server: &mut Server,
     listener: TcpListener,
+    idle_timeout: Option<Duration>,
 ) -> evloop::Result<()> {
     let opts = ConnOptions::new()
         .watermarks(64 * 1024, 256 * 1024)
-        .idle_timeout(Some(Duration::from_secs(60)));
+        .idle_timeout(idle_timeout);
     let acceptor = Acceptor::start(lp, listener, move |lp, server: &mut Server, accepted| {
         match accepted {
             Ok(stream) => {
@@ -90,7 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = listener.local_addr()?;
     let mut lp: Loop<Server> = Loop::new()?;
     let mut server = Server::default();
-    start(&mut lp, &mut server, listener)?;
+    start(&mut lp, &mut server, listener, Some(IDLE_TIMEOUT))?;
     for signal in [libc::SIGTERM, libc::SIGINT] {
         match lp.signal(signal, |lp, server: &mut Server, _| {
             eprintln!("signal: shutting down");

@@ -1039,19 +1039,16 @@ fn once_watcher_example() {
         let once = lp
             .once(
                 Some((quiet, Interest::READABLE)),
-                Some(Duration::from_secs(1)),
+                // An hour: a run that waited for it would be stopped by
+                // the watchdog, however fast or slow the machine is.
+                Some(Duration::from_secs(3600)),
                 |_, n, _| *n += 1,
             )
             .unwrap();
         assert!(lp.is_active(once).unwrap(), "{name}");
         lp.remove(once).unwrap();
         let mut n = 0;
-        let started = Instant::now();
         lp.run(RunMode::Default, &mut n).unwrap();
-        assert!(
-            started.elapsed() < Duration::from_millis(500),
-            "{name}: it waited for the timeout"
-        );
         assert_eq!((n, lp.active_count()), (0, 0), "{name}");
         assert!(lp.is_active(once).is_err(), "{name}");
     });

@@ -1440,16 +1440,24 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
         let (conn, mut peer) = UnixStream::pair().unwrap();
         conn.set_nonblocking(true).unwrap();
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let (_, to_a) = lp
-            .async_watcher(|lp, log, me| {
-                log.push("a");
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
         let (_, to_b) = lp
             .async_watcher(|lp, log, me| {
                 log.push("b");
                 lp.remove(me).unwrap();
+            })
+            .unwrap();
+        // The timer is started by a's callback, not before the run: how
+        // long the machine takes to get there cannot reorder the log.
+        let (_, to_a) = lp
+            .async_watcher(move |lp, log, me| {
+                log.push("a");
+                lp.remove(me).unwrap();
+                let to_b = to_b.clone();
+                lp.timer(ms(5), Duration::ZERO, move |_, log, _| {
+                    log.push("timer");
+                    to_b.send().unwrap();
+                })
+                .unwrap();
             })
             .unwrap();
         lp.io(conn, Interest::READABLE, move |lp, log, ev| {
@@ -1457,11 +1465,6 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
             log.push("io");
             to_a.send().unwrap();
             lp.remove(ev.watcher).unwrap();
-        })
-        .unwrap();
-        lp.timer(ms(5), Duration::ZERO, move |_, log, _| {
-            log.push("timer");
-            to_b.send().unwrap();
         })
         .unwrap();
         peer.write_all(b"x").unwrap();

@@ -619,8 +619,13 @@ pub fn wait_interrupted<F: Fixture>(f: &F) -> Record {
     let (mut lp, mut log) = start(f);
     log.name_fd(&a, "a");
     let io = lp.io(a, Interest::READABLE, reader("a")).unwrap();
-    lp.update_now();
+    // The stopwatch starts before the loop's time is read: the timer is
+    // due `after` from that reading, so however long this thread is
+    // preempted in between, the stopwatch cannot read less than `after`
+    // when it fires (started after, it could: a loaded machine made this
+    // scenario report a timer that was not early as early).
     let sw = f.stopwatch();
+    lp.update_now();
     let fired = Rc::new(Cell::new(0));
     let count = fired.clone();
     lp.timer(after, Duration::ZERO, move |lp, log, _| {
@@ -668,8 +673,9 @@ pub fn timeouts<F: Fixture>(f: &F) -> Record {
     log.expect(&[], &[]);
     let mut outcome = RunOutcome::IterationDone;
     for after in [300, 1500, 2500, 15_000].map(Duration::from_micros) {
-        lp.update_now();
+        // Started before the loop reads its time (see wait_interrupted).
         let sw = f.stopwatch();
+        lp.update_now();
         let fired = Rc::new(Cell::new(None));
         let at = fired.clone();
         lp.timer(after, Duration::ZERO, move |_, _, _| {
