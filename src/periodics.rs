@@ -63,7 +63,38 @@ pub enum Schedule<'s> {
 }
 
 impl<'s> Schedule<'s> {
-    /// Every `interval`, aligned to multiples of it from the Unix epoch.
+    /// Every `interval`, at the wall-clock times that are multiples of it
+    /// since the Unix epoch (libev's `ev_periodic` with offset 0).
+    ///
+    /// **Aligned, not counted from now**: the first firing is at the next
+    /// multiple, which can be anywhere from an instant to a whole
+    /// interval away. `every(60 s)` started at 12:00:45 fires first at
+    /// 12:01:00, 15 s later, then on every minute; `every(1 day)` fires at
+    /// midnight UTC (the epoch's multiples are UTC: no time zone, no
+    /// daylight saving), not a day after it started. That is what a
+    /// "run on the hour" job wants. For "every `interval` from now" use a
+    /// repeating [`Loop::timer`](crate::Loop::timer) (on the monotonic
+    /// clock, so a set of the wall clock does not move it), or
+    /// [`Schedule::every_from`] with the phase of the start time.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// // Started 45 s past a minute:
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(12 * 3600 + 45));
+    /// let mut lp: Loop<Vec<Duration>> = Loop::with_backend(sim.backend());
+    /// lp.periodic(Schedule::every(Duration::from_secs(60)), |lp, after, me| {
+    ///     after.push(lp.now()); // the monotonic time since the start
+    ///     if after.len() == 2 {
+    ///         lp.stop(me).unwrap();
+    ///     }
+    /// }).unwrap();
+    /// let mut after = vec![];
+    /// lp.run(RunMode::Default, &mut after).unwrap();
+    /// // First on the minute, 15 s later; then every 60 s.
+    /// assert_eq!(after, [Duration::from_secs(15), Duration::from_secs(75)]);
+    /// ```
     pub fn every(interval: Duration) -> Schedule<'s> {
         Schedule::Every {
             offset: Duration::ZERO,
@@ -71,7 +102,23 @@ impl<'s> Schedule<'s> {
         }
     }
 
-    /// Every `interval`, at `offset` past each multiple of it.
+    /// Every `interval`, at `offset` past each multiple of it since the
+    /// Unix epoch: aligned like [`Schedule::every`], shifted by `offset`
+    /// (taken modulo `interval`). `every_from(30 min, 1 h)` fires at half
+    /// past each hour (UTC).
+    ///
+    /// ```
+    /// use evloop::{Loop, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(7 * 3600 + 50 * 60); // 07:50
+    /// sim.set_wall_clock(start);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let half_past = Schedule::every_from(Duration::from_secs(1800), Duration::from_secs(3600));
+    /// let p = lp.periodic(half_past, |_, _, _| {}).unwrap();
+    /// let at = lp.periodic_at(p).unwrap().unwrap();
+    /// assert_eq!(at, SystemTime::UNIX_EPOCH + Duration::from_secs(8 * 3600 + 30 * 60)); // 08:30
+    /// ```
     pub fn every_from(offset: Duration, interval: Duration) -> Schedule<'s> {
         Schedule::Every { offset, interval }
     }

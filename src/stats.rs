@@ -9,7 +9,8 @@
 //! time included (libev compares whole seconds and misses quick edits).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::pending::{PendingQueues, Priority};
@@ -25,7 +26,9 @@ pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) struct Watched {
-    pub path: PathBuf,
+    /// Shared with the watcher's callback, which hands it to the user in
+    /// each `StatEvent` (`watchers/stat.rs`).
+    pub path: Rc<Path>,
     interval: u64,
     /// What the last look before the current one saw.
     pub previous: FileStat,
@@ -52,7 +55,7 @@ impl Stats {
     /// A new stat watcher in `slot`; returns its token for the backend's
     /// hints. The interval is clamped ([`DEFAULT_INTERVAL`] for zero, at
     /// least [`MIN_INTERVAL`]).
-    pub fn configure(&mut self, slot: Slot, path: PathBuf, interval: Duration) -> u64 {
+    pub fn configure(&mut self, slot: Slot, path: Rc<Path>, interval: Duration) -> u64 {
         let interval = match interval {
             Duration::ZERO => DEFAULT_INTERVAL,
             i => i.max(MIN_INTERVAL),

@@ -15,7 +15,7 @@
 // - `Conn::write`, `Conn::pause_reading`, `Conn::resume_reading`: `NoWait` runs.
 // Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
 // Mirrored on the OS backends only, as the examples themselves run on real sockets (the simulator has no TCP and no half-close): `net`, `Acceptor`, `Conns::open`.
-// Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Loop::periodic`.
+// Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Loop::periodic`, `Schedule::every`.
 //
 // The other examples run no loop: `PollEvent`, `Capabilities`, `PollStatus`,
 // `Builder`, `Builder::new`, `Builder::backend`, `Builder::backend_name`,
@@ -31,7 +31,7 @@
 // `Loop::repeat`, `Loop::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
 // `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
 // `Loop::async_sender`, `Fork`, `Cleanup`, `Once`, `Periodic`,
-// `Loop::periodic_at`, `Schedule`, `Stat`, `Loop::file_stat`, `FileStat`,
+// `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
 // `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 // `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
 // (they call the default backend directly; the second polls it until its
@@ -1103,6 +1103,52 @@ fn loop_periodic_example() {
     });
 }
 
+/// `Schedule::every`: aligned to multiples of the interval on the wall
+/// clock, not counted from the start (there every minute from 45 s past
+/// one, so first after 15 s; here every 20 ms on the real wall clock, on
+/// the simulator from 5 ms past a multiple, so first after 15 ms):
+/// each tick at or after its multiple, the first one the first multiple
+/// at or after the start.
+#[test]
+fn schedule_every_example() {
+    on_every_backend("Schedule::every example", |name| {
+        let interval = ms(20);
+        let w = World::new(name);
+        if let Some(sim) = &w.sim {
+            let start = Duration::from_secs(12 * 3600 + 45) + ms(5);
+            sim.set_wall_clock(SystemTime::UNIX_EPOCH + start);
+        }
+        let mut lp: Loop<Vec<Duration>> = w.new_loop();
+        let start = since_epoch(lp.wall_now()).as_nanos();
+        let i = interval.as_nanos();
+        let first = start.div_ceil(i) * i;
+        lp.periodic(Schedule::every(interval), |lp, log, me| {
+            log.push(since_epoch(lp.wall_now()));
+            if log.len() == 2 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        for (k, at) in log.iter().enumerate() {
+            let slot = first + k as u128 * i;
+            assert!(
+                at.as_nanos() >= slot,
+                "{name}: tick {k} at {at:?}, before {slot} ns"
+            );
+        }
+        if name == "sim" {
+            let at = |ms: u64| Duration::from_millis((12 * 3600 + 45) * 1000 + ms);
+            assert_eq!(log, [at(20), at(40)]);
+        }
+    });
+}
+
 /// A file for a stat mirror: a unique name under the temp directory on a
 /// kernel (removed at the drop), the same name in the simulator's files.
 struct Files {
@@ -1203,16 +1249,18 @@ fn loop_stat_example() {
     });
 }
 
-/// `StatEvent`: a file created at 3 ms is seen appear (`previous` missing,
-/// `current` there); the watcher then stops itself.
+/// `StatEvent`: a file created at 3 ms is seen appear (the watched path,
+/// `previous` missing, `current` there); the watcher then stops itself.
 #[test]
 fn stat_event_example() {
     on_every_backend("StatEvent example", |name| {
         let w = World::new(name);
         let files = Rc::new(Files::new(&w, "stat-event"));
         let mut lp: Loop<Vec<(bool, bool)>> = w.new_loop();
-        lp.stat(&files.path, Duration::from_secs(1), |lp, log, ev| {
+        let path = files.path.clone();
+        lp.stat(&files.path, Duration::from_secs(1), move |lp, log, ev| {
             assert!(lp.now() >= ms(3), "seen at {:?}", lp.now());
+            assert_eq!(ev.path, path);
             log.push((ev.previous.exists, ev.current.exists));
             lp.stop(ev.watcher).unwrap();
         })

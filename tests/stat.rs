@@ -398,3 +398,49 @@ fn an_interval_of_zero_polls_every_five_seconds() {
     lp.run(RunMode::Default, &mut log).unwrap();
     assert_eq!(log, ["created, 1 bytes at 5s"]);
 }
+
+/// Each event names the watcher's path (`StatEvent::path`), as given to
+/// `Loop::stat`: one callback, a plain function that captures nothing,
+/// serves two watchers and tells their files apart by it, reading it
+/// after removing its own watcher.
+#[test]
+fn on_every_backend_the_event_carries_the_watched_path() {
+    fn on_change(lp: &mut Loop<'_, Log>, log: &mut Log, ev: StatEvent<'_>) {
+        lp.remove(ev.watcher).unwrap();
+        let name = ev.path.file_name().unwrap().to_string_lossy();
+        log.push(format!("{name}: {} bytes", ev.current.size));
+    }
+    on_every_backend("the event's path", |name| {
+        let w = World::new(name);
+        let dir = TempDir::new("event-path", name);
+        let (a, b) = (dir.0.join("a.conf"), dir.0.join("b.conf"));
+        let mut lp: Loop<Log> = w.new_loop();
+        let wa = lp.stat(&a, Duration::from_millis(100), on_change).unwrap();
+        lp.stat(&b, Duration::from_millis(100), on_change).unwrap();
+        assert!(lp.is_active(wa).unwrap());
+        // b first, then a, each once the previous change was seen.
+        let sim = w.sim.clone();
+        let write = move |lp: &Loop<'_, Log>, path: &PathBuf, bytes: &[u8]| match &sim {
+            Some(sim) => sim.write_file(lp.now(), path, bytes.len() as u64),
+            None => std::fs::write(path, bytes).unwrap(),
+        };
+        let (first, second) = (write.clone(), write);
+        let bb = b.clone();
+        lp.timer(
+            Duration::from_millis(10),
+            Duration::ZERO,
+            move |lp, _, _| first(lp, &bb, b"bb"),
+        )
+        .unwrap();
+        let mut log = vec![];
+        while log.is_empty() {
+            lp.run(RunMode::Once, &mut log).unwrap();
+        }
+        second(&lp, &a, b"aaa");
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"], "{name}");
+    });
+}

@@ -31,6 +31,11 @@ impl<'s, S> Loop<'s, S> {
     /// the hour whatever the clock did), or a callback computing the next
     /// time.
     ///
+    /// [`Schedule::every`] is aligned to the wall clock, not counted from
+    /// the start: `every(60 s)` fires on each minute, the first time at
+    /// the next one, however soon. For a period counted from now, use a
+    /// repeating [`Loop::timer`].
+    ///
     /// When the wall clock is stepped (NTP, an administrator, resume from
     /// suspend), an absolute periodic never fires early, interval and
     /// custom ones are realigned to the new clock, and a tick that was

@@ -3,6 +3,7 @@
 //! component's (stats.rs).
 
 use std::path::Path;
+use std::rc::Rc;
 use std::time::Duration;
 
 use crate::event_loop::Dispatch;
@@ -25,38 +26,49 @@ handle!(
     false
 );
 
-/// What a stat watcher's callback receives: the attributes before and
-/// after the change.
+/// What a stat watcher's callback receives: the watched path, and its
+/// attributes before and after the change.
 ///
 /// ```
 /// use evloop::{FileStat, Loop, RunMode, Sim};
+/// use std::path::PathBuf;
 /// use std::time::Duration;
 /// let sim = Sim::new();
 /// sim.write_file(Duration::from_millis(3), "/tmp/app.conf", 12);
-/// let mut lp: Loop<Vec<(bool, bool)>> = Loop::with_backend(sim.backend());
+/// let mut lp: Loop<Vec<(PathBuf, bool, bool)>> = Loop::with_backend(sim.backend());
 /// lp.stat("/tmp/app.conf", Duration::from_secs(1), |lp, log, ev| {
-///     log.push((ev.previous.exists, ev.current.exists));
+///     log.push((ev.path.to_path_buf(), ev.previous.exists, ev.current.exists));
 ///     lp.stop(ev.watcher).unwrap();
 /// }).unwrap();
 /// let mut log = vec![];
 /// lp.run(RunMode::Default, &mut log).unwrap();
-/// assert_eq!(log, [(false, true)]); // created
+/// assert_eq!(log, [("/tmp/app.conf".into(), false, true)]); // created
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatEvent {
+pub struct StatEvent<'a> {
     /// The watcher being invoked.
     pub watcher: Stat,
+    /// The path it watches, as given to [`Loop::stat`] (not made absolute
+    /// or resolved: a relative path is looked up from the current
+    /// directory at each look).
+    pub path: &'a Path,
     /// What the path was seen as before.
     pub previous: FileStat,
     /// What it is now.
     pub current: FileStat,
 }
 
-struct StatCallback<F>(F);
+/// A stat callback, stored as a [`Dispatch`], with the watched path: the
+/// stat component's own copy (`stats.rs`), shared, so that the event can
+/// lend it while the callback has the loop (and may remove the watcher).
+struct StatCallback<F> {
+    path: Rc<Path>,
+    callback: F,
+}
 
 impl<'s, S, F> Dispatch<'s, S> for StatCallback<F>
 where
-    F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent),
+    F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>),
 {
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
         let (previous, current) = match lp.stats.get(key.slot) {
@@ -65,10 +77,11 @@ where
         };
         let ev = StatEvent {
             watcher: Stat(key),
+            path: &self.path,
             previous,
             current,
         };
-        (self.0)(lp, state, ev)
+        (self.callback)(lp, state, ev)
     }
 }
 
@@ -76,16 +89,34 @@ impl<'s, S> Loop<'s, S> {
     /// Creates and starts a stat watcher (libev's `ev_stat`): its callback
     /// runs when the attributes of `path` change (existence, size,
     /// modification time to the nanosecond, inode, device, link count,
-    /// mode), with the attributes before and after. A missing file is a
-    /// state like any other, so creation and deletion are changes; a save
-    /// by rename (what editors do) changes the inode.
+    /// mode), with the path and the attributes before and after
+    /// ([`StatEvent`]). A missing file is a state like any other, so
+    /// creation and deletion are changes; a save by rename (what editors
+    /// do) changes the inode. The watcher's start is the baseline: a file
+    /// that exists then is not reported until it changes (feed an event,
+    /// [`Loop::feed_event`], to handle it at once).
     ///
-    /// It is correct on its own by polling every `interval` (zero: 5 s,
-    /// libev's default; at least 0.1 s), and quick where the backend hints
-    /// at changes (inotify on Linux, kqueue's `EVFILT_VNODE`, watching the
-    /// directory too, so that renames and re-creations are seen). Where no
-    /// hint is possible (network file systems, inotify's limit reached) it
-    /// polls alone.
+    /// It is correct on its own by polling, and quick where the backend
+    /// hints at changes (inotify on Linux, kqueue's `EVFILT_VNODE`,
+    /// watching the directory too, so that renames and re-creations are
+    /// seen). Where no hint is possible (network file systems, inotify's
+    /// limit reached) it polls alone.
+    ///
+    /// `interval` is how often it polls:
+    ///
+    /// - **`Duration::ZERO` means 5 seconds**, not "as often as possible"
+    ///   (libev's rule: zero picks its default, 5 s). Without hints, a
+    ///   change can take that long to be seen.
+    /// - Anything shorter than 0.1 s is 0.1 s (libev's minimum: polling
+    ///   faster costs more than it finds).
+    /// - With hints, most changes are seen at once whatever the interval;
+    ///   the polls catch what hints miss.
+    ///
+    /// A file that is appended to is read from this callback, not from an
+    /// io watcher: a regular file is always ready, so [`Loop::io`] refuses
+    /// it.
+    /// `docs/recipes.md` follows a log file this way across rotation and
+    /// truncation, as `tail -F` does.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
@@ -114,13 +145,15 @@ impl<'s, S> Loop<'s, S> {
         callback: F,
     ) -> Result<Stat>
     where
-        F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent) + 's,
+        F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>) + 's,
     {
-        let key = self
-            .watchers
-            .insert(Kind::Stat, Box::new(StatCallback(callback)));
-        self.stats
-            .configure(key.slot, path.as_ref().to_path_buf(), interval);
+        let path: Rc<Path> = Rc::from(path.as_ref());
+        let callback = StatCallback {
+            path: path.clone(),
+            callback,
+        };
+        let key = self.watchers.insert(Kind::Stat, Box::new(callback));
+        self.stats.configure(key.slot, path, interval);
         self.activate(key.slot);
         Ok(Stat(key))
     }
