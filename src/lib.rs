@@ -102,7 +102,23 @@ pub use watchers::signal::Signal;
 pub use watchers::stat::{Stat, StatEvent};
 pub use watchers::timer::Timer;
 
-/// The README's example, compiled and run as a doc test.
-#[doc = include_str!("../README.md")]
+/// The README and every page of `docs/`, compiled and run as doc tests:
+/// each Rust block in them compiles (and runs, unless it is `no_run`,
+/// because it would serve for ever); the other blocks are tagged (`sh`,
+/// `text`, `toml`). `tests/docs_blocks.rs` fails when a page is missing
+/// here or a block is tagged `ignore`.
 #[cfg(doctest)]
-pub struct ReadmeDoctests;
+pub mod doc_pages {
+    #[doc = include_str!("../README.md")]
+    pub struct Readme;
+    #[doc = include_str!("../docs/architecture.md")]
+    pub struct Architecture;
+    #[doc = include_str!("../docs/backends.md")]
+    pub struct Backends;
+    #[doc = include_str!("../docs/benchmarks.md")]
+    pub struct Benchmarks;
+    #[doc = include_str!("../docs/porting.md")]
+    pub struct Porting;
+    #[doc = include_str!("../docs/servers.md")]
+    pub struct Servers;
+}
