@@ -119,6 +119,8 @@ pub mod doc_pages {
     pub struct Benchmarks;
     #[doc = include_str!("../docs/porting.md")]
     pub struct Porting;
+    #[doc = include_str!("../docs/recipes.md")]
+    pub struct Recipes;
     #[doc = include_str!("../docs/servers.md")]
     pub struct Servers;
 }
