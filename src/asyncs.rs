@@ -132,6 +132,12 @@ impl AsyncFlag {
     fn take(&self) -> bool {
         self.pending.swap(false, Ordering::AcqRel)
     }
+
+    /// Whether the watcher was sent to since it was last queued (libev's
+    /// `ev_async_pending`), from any thread.
+    fn is_sent(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
 }
 
 #[derive(Default)]
@@ -226,6 +232,28 @@ impl Asyncs {
         });
     }
 
+    /// Whether the active async watcher in `slot` was sent to since the
+    /// loop last queued it: its callback will run (the loop takes the send
+    /// at its next poll).
+    pub fn is_sent(&self, slot: Slot) -> bool {
+        self.flags.get(&slot).is_some_and(|f| f.is_sent())
+    }
+
+    /// How many active async watchers were sent to and are not queued yet
+    /// (one queued already absorbs a new send: they coalesce).
+    pub fn sent_unqueued<C>(&self, registry: &Registry<C>) -> usize {
+        if self.list.is_empty() {
+            return 0;
+        }
+        self.list
+            .iter(registry)
+            .filter(|&slot| {
+                let e = &registry[slot];
+                e.pending.is_none() && e.deferred().is_none() && self.is_sent(slot)
+            })
+            .count()
+    }
+
     /// Whether there are active async watchers (the loop then asks the
     /// backend for notices after each poll).
     pub fn is_empty(&self) -> bool {
@@ -280,7 +308,7 @@ impl AsyncSender {
     /// let mut lp: Loop<u32> = Loop::new()?;
     /// let (a, sender) = lp.async_watcher(|_, n, _| *n += 1)?;
     /// sender.send()?;
-    /// assert_eq!(lp.pending_count(), 0); // queued at the next iteration
+    /// assert!(lp.is_pending(a)?); // pending from the send (the loop takes it when it polls)
     /// let mut n = 0;
     /// lp.run(RunMode::NoWait, &mut n)?;
     /// assert_eq!(n, 1);

@@ -20,7 +20,7 @@ use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
-use crate::run_state::{Break, RunMode, RunOutcome, RunState};
+use crate::run_state::{Break, Phase, RunMode, RunOutcome, RunState};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::stats::Stats;
@@ -190,8 +190,20 @@ impl<'s, S> Loop<'s, S> {
         }
         self.run.depth += 1;
         self.run.break_req = None;
-        // Restores the depth even if a callback panics.
-        let guard = RunGuard { lp: self, nested };
+        let outer = std::mem::replace(
+            &mut self.run.phase,
+            Phase {
+                mode,
+                preparing: false,
+            },
+        );
+        // Restores the depth (and the caller's phase) even if a callback
+        // panics.
+        let guard = RunGuard {
+            lp: self,
+            nested,
+            outer,
+        };
         guard.lp.run_iterations(mode, state)
     }
 
@@ -243,7 +255,11 @@ impl<'s, S> Loop<'s, S> {
 
             if !self.prepares.is_empty() {
                 self.watchers.queue_list(&mut self.pending, self.prepares);
+                // What is pending now runs before the poll: it does not
+                // make the timeout a prepare watcher asks for zero.
+                self.run.phase.preparing = true;
                 self.invoke_pending(state);
+                self.run.phase.preparing = false;
                 if self.run.break_req.is_some() {
                     return Ok(RunOutcome::Broken);
                 }
@@ -350,7 +366,18 @@ impl<'s, S> Loop<'s, S> {
     /// How long the next poll may block, and whether it may not block only
     /// because nothing could end the wait.
     pub(crate) fn block_time(&mut self, mode: RunMode) -> (Option<Duration>, bool) {
-        if mode == RunMode::NoWait || !self.idles.is_empty() || !self.pending.is_empty() {
+        let pending = !self.pending.is_empty();
+        self.block_time_given(mode, pending)
+    }
+
+    /// [`Loop::block_time`], where `pending` says whether invocations will
+    /// still be pending when the loop polls.
+    pub(crate) fn block_time_given(
+        &mut self,
+        mode: RunMode,
+        pending: bool,
+    ) -> (Option<Duration>, bool) {
+        if mode == RunMode::NoWait || !self.idles.is_empty() || pending {
             return (Some(Duration::ZERO), false);
         }
         let backend = &mut self.backend;
@@ -603,6 +630,8 @@ struct RunGuard<'a, 's, S> {
     lp: &'a mut Loop<'s, S>,
     /// Whether it is a nested run (which pushed its suspended watchers).
     nested: bool,
+    /// The phase of the run this one is nested in (the default at depth 0).
+    outer: Phase,
 }
 
 impl<S> Drop for RunGuard<'_, '_, S> {
@@ -615,6 +644,7 @@ impl<S> Drop for RunGuard<'_, '_, S> {
             }
         }
         let run = &mut self.lp.run;
+        run.phase = self.outer;
         run.depth -= 1;
         if run.break_req == Some(Break::One) || run.depth == 0 {
             run.break_req = None;

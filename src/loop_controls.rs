@@ -81,7 +81,9 @@ impl<'s, S> Loop<'s, S> {
         self.timers.set_now(self.backend.now());
     }
 
-    /// How many callbacks are queued and not yet invoked.
+    /// How many callbacks are due and not yet invoked: the watchers for
+    /// which [`Loop::is_pending`] says true (queued invocations, and active
+    /// async watchers sent to whose send the loop has not taken yet).
     ///
     /// ```
     /// # use evloop::{Loop, Ready, Sim};
@@ -94,13 +96,38 @@ impl<'s, S> Loop<'s, S> {
         self.pending.len()
             + self.watchers.deferred_count()
             + self.poll.invocations(&self.fds, &self.watchers)
+            + self.asyncs.sent_unqueued(&self.watchers)
     }
 
-    /// How long the next poll would block if `run` were called now
-    /// (libuv's `uv_backend_timeout`): zero if something is pending or an
-    /// idle watcher is active, the time to the earliest timer, or `None`
-    /// for "until an event arrives". It reads the clock, as the loop does
-    /// before it blocks.
+    /// How long the next poll would block if nothing changed meanwhile
+    /// (libuv's `uv_backend_timeout`): zero if something is pending, an
+    /// idle watcher is active, an async watcher's send is waiting or the
+    /// run is [`RunMode::NoWait`](crate::RunMode::NoWait); else the time to
+    /// the earliest timer (or periodic, or stat poll), or `None` for "until
+    /// an event arrives". It reads the clock, as the loop does before it
+    /// blocks.
+    ///
+    /// From a prepare watcher's callback it is the timeout of the poll that
+    /// follows (libevent's `evwatch_prepare_get_timeout`): what is pending
+    /// then, the other prepare watchers of the iteration above all, runs
+    /// before the poll and does not count. Elsewhere (outside `run`, or
+    /// from another callback) a pending invocation counts, as in libuv.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<Option<Duration>>> = Loop::with_backend(Sim::new().backend());
+    /// for _ in 0..2 {
+    ///     lp.prepare(|lp, seen, me| {
+    ///         seen.push(lp.backend_timeout());
+    ///         lp.remove(me).unwrap();
+    ///     }).unwrap();
+    /// }
+    /// lp.timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// let mut seen = vec![];
+    /// lp.run(RunMode::Once, &mut seen).unwrap();
+    /// assert_eq!(seen, [Some(Duration::from_secs(1)); 2]);
+    /// ```
     ///
     /// ```
     /// use evloop::{Interest, Loop, Ready, Sim};
@@ -115,7 +142,14 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.backend_timeout(), Some(Duration::ZERO));
     /// ```
     pub fn backend_timeout(&mut self) -> Option<Duration> {
-        self.block_time(crate::RunMode::Default).0
+        let phase = self.run.phase;
+        if self.asyncs.sent_unqueued(&self.watchers) > 0 {
+            // The poll does not block: it takes the send at once.
+            return Some(Duration::ZERO);
+        }
+        // In the prepare phase, what is pending is invoked before the poll.
+        let pending = !phase.preparing && !self.pending.is_empty();
+        self.block_time_given(phase.mode, pending).0
     }
 
     /// Turns direct dispatch of io events on (the default) or off. A test

@@ -79,4 +79,24 @@ pub(crate) struct RunState {
     /// Per nested `run` in progress (innermost last): the watchers whose
     /// callbacks were running when it started.
     pub suspended: Vec<Vec<Slot>>,
+    /// What the innermost `run` in progress is doing, for the queries its
+    /// callbacks make (outside `run`: the default).
+    pub phase: Phase,
+}
+
+/// The mode of the innermost `run` in progress, and whether it is invoking
+/// its prepare watchers (then everything pending runs before the poll).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Phase {
+    pub mode: RunMode,
+    pub preparing: bool,
+}
+
+impl Default for Phase {
+    fn default() -> Self {
+        Phase {
+            mode: RunMode::Default,
+            preparing: false,
+        }
+    }
 }

@@ -83,6 +83,33 @@ impl<'s, S> Loop<'s, S> {
         Ok((Async(key), AsyncSender::new(flag)))
     }
 
+    /// Whether the async watcher was sent to and the loop has not taken
+    /// the send yet (libev's `ev_async_pending`): true from a send until
+    /// the loop, after its next poll, queues the callback; false for a
+    /// stopped watcher, whose sends are dropped. [`Loop::is_pending`]
+    /// says whether the callback is due at all: sent, or queued.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// let mut lp: Loop<Vec<(bool, bool)>> = Loop::new()?;
+    /// let (a, sender) = lp.async_watcher(|lp, seen, me| {
+    ///     // Queued, then called: the send was taken.
+    ///     seen.push((lp.async_pending(me).unwrap(), lp.is_pending(me).unwrap()));
+    ///     lp.remove(me).unwrap();
+    /// })?;
+    /// assert!(!lp.async_pending(a)?);
+    /// std::thread::spawn(move || sender.send().unwrap()).join().unwrap();
+    /// assert!(lp.async_pending(a)? && lp.is_pending(a)?);
+    /// let mut seen = vec![];
+    /// lp.run(RunMode::Default, &mut seen)?;
+    /// assert_eq!(seen, [(false, false)]);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn async_pending(&self, a: Async) -> Result<bool> {
+        let active = self.entry(&a)?.is_active();
+        Ok(active && self.asyncs.is_sent(a.0.slot))
+    }
+
     /// Another sender for an async watcher.
     ///
     /// ```

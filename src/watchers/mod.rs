@@ -111,24 +111,35 @@ impl<'s, S> Loop<'s, S> {
         Ok(self.entry(&h)?.is_active())
     }
 
-    /// Whether the watcher has an invocation queued.
+    /// Whether the watcher's callback is due: an invocation is queued
+    /// (libev's `ev_is_pending`), or, for an active async watcher, it was
+    /// sent to and the loop has not taken the send yet (libev's
+    /// `ev_async_pending`): from the moment of the send until its callback
+    /// starts. A send made while the callback runs makes it pending again.
     ///
     /// ```
-    /// # use evloop::{Loop, Ready, Sim};
+    /// use evloop::{Loop, Ready, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// let c = lp.check(|_, _, _| {}).unwrap();
     /// lp.feed_event(c, Ready::EMPTY).unwrap();
     /// assert!(lp.is_pending(c).unwrap());
+    ///
+    /// let (a, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+    /// sender.send().unwrap();
+    /// assert!(lp.is_pending(a).unwrap()); // before the loop has looked
+    /// lp.run(RunMode::NoWait, &mut ()).unwrap();
+    /// assert!(!lp.is_pending(a).unwrap()); // its callback ran
     /// ```
     pub fn is_pending(&self, h: impl Handle) -> Result<bool> {
         let e = self.entry(&h)?;
         // An io event not yet queued because it is dispatched directly is
-        // pending all the same.
-        let in_batch = match e.kind() {
+        // pending all the same; so is a send the loop has not taken yet.
+        let not_queued_yet = match e.kind() {
             Kind::Io { fd, .. } if e.is_active() => self.poll.holds(fd, e.receives),
+            Kind::Async if e.is_active() => self.asyncs.is_sent(h.key().slot),
             _ => false,
         };
-        Ok(e.pending.is_some() || e.deferred().is_some() || in_batch)
+        Ok(e.pending.is_some() || e.deferred().is_some() || not_queued_yet)
     }
 
     /// Sets the priority, from [`MIN_PRIORITY`](crate::MIN_PRIORITY) to [`MAX_PRIORITY`](crate::MAX_PRIORITY)
