@@ -118,8 +118,10 @@ struct World {
     /// moved by steps.
     wall_origin: i128,
     /// Whether the backend reports wall-clock steps (as a timerfd would),
-    /// and whether one is untold.
+    /// whether the loop watches them (only then is a step reported, and
+    /// ends a wait), and whether one is untold.
     no_step_reports: bool,
+    watching_steps: bool,
     stepped_untold: bool,
     /// Simulated files, by path.
     files: HashMap<PathBuf, SimFile>,
@@ -1158,7 +1160,10 @@ impl World {
                 }
                 Action::StepWall(by_ns) => {
                     self.wall_origin += by_ns;
-                    self.stepped_untold = !self.no_step_reports;
+                    // Told only while watched: a step nobody asked
+                    // about must not end every wait (the loop would not
+                    // take the notice and poll again at once).
+                    self.stepped_untold = self.watching_steps && !self.no_step_reports;
                     self.step(StepKind::WallStep { by_ns });
                 }
             }
@@ -1486,7 +1491,15 @@ impl Backend for SimBackend {
     }
 
     fn watch_clock_steps(&mut self) -> bool {
-        !self.world.borrow().no_step_reports
+        let mut w = self.world.borrow_mut();
+        w.watching_steps = !w.no_step_reports;
+        w.watching_steps
+    }
+
+    fn unwatch_clock_steps(&mut self) {
+        let mut w = self.world.borrow_mut();
+        w.watching_steps = false;
+        w.stepped_untold = false;
     }
 
     fn reinit(&mut self) -> io::Result<()> {

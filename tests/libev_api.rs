@@ -210,3 +210,28 @@ fn prepare_watchers_learn_the_timeout_of_the_poll_that_follows_them_on_every_bac
         }
     });
 }
+
+/// Runs a simulator-only scenario under the watchdog.
+fn on_sim(what: &str, scenario: fn()) {
+    common::watchdog(what, common::WATCHDOG, scenario);
+}
+
+/// The simulator told the loop of a wall-clock step nobody watched: the
+/// loop did not take the notice, and every poll returned at once from
+/// then on (a spin at the step's time; the timer after it never fired).
+#[test]
+fn a_wall_clock_step_without_periodic_watchers_does_not_spin_the_simulator() {
+    on_sim("an unwatched wall-clock step", || {
+        let sim = evloop::Sim::new();
+        sim.step_wall_clock_forward(Duration::from_secs(1), Duration::from_secs(50));
+        let mut lp: Loop<Vec<Duration>> = Loop::with_backend(sim.backend());
+        lp.timer(Duration::from_secs(2), Duration::ZERO, |lp, log, _| {
+            log.push(lp.now())
+        })
+        .unwrap();
+        let mut log = vec![];
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, [Duration::from_secs(2)]);
+        assert_eq!(lp.iteration(), 1, "one poll, until the timer");
+    });
+}
