@@ -239,6 +239,14 @@ impl Asyncs {
         self.flags.get(&slot).is_some_and(|f| f.is_sent())
     }
 
+    /// Takes back a send to the watcher in `slot` that the loop has not
+    /// taken yet (its invocation is cancelled).
+    pub fn take_sent(&self, slot: Slot) {
+        if let Some(f) = self.flags.get(&slot) {
+            f.take();
+        }
+    }
+
     /// How many active async watchers were sent to and are not queued yet
     /// (one queued already absorbs a new send: they coalesce).
     pub fn sent_unqueued<C>(&self, registry: &Registry<C>) -> usize {

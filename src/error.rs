@@ -85,9 +85,20 @@ pub enum Error {
     /// The io watcher's source is not of the requested type, or was borrowed
     /// rather than owned, so it cannot be handed back.
     SourceType,
-    /// The operation is not possible while the watcher's own callback is
-    /// running (taking back an io source from inside its callback).
+    /// The operation is not possible while the io watcher's own callback
+    /// is running, as that callback holds the source: taking the source
+    /// back ([`Loop::into_source`](crate::Loop::into_source)) or giving it
+    /// to a new callback ([`Loop::set_io_callback`](crate::Loop::set_io_callback)).
     Busy,
+    /// The change is allowed only while the watcher is stopped (libev's
+    /// rule for its `ev_TYPE_set` functions): stop it, change it, start
+    /// it again.
+    WatcherActive {
+        /// The kind of watcher ("signal", "periodic", ...).
+        kind: &'static str,
+        /// What was to be changed ("signal", "schedule", ...).
+        what: &'static str,
+    },
     /// A signal that cannot be watched: out of range (signals are numbered
     /// from 1 to the platform's last, at most 64), or one that cannot be
     /// caught (`SIGKILL`, `SIGSTOP`).
@@ -182,7 +193,11 @@ impl fmt::Display for Error {
                 "the io watcher's source is not of the requested type, or it was borrowed and stays with its owner",
             ),
             Error::Busy => f.write_str(
-                "the watcher's callback is running; its source can be taken back only after it returns",
+                "the io watcher's callback is running and holds its source; the source can be taken back, or given to a new callback, only after it returns",
+            ),
+            Error::WatcherActive { kind, what } => write!(
+                f,
+                "the {kind} watcher is active: its {what} can be changed only while it is stopped (stop it, change it, start it again)"
             ),
             Error::InvalidSignal { signal, reason } => {
                 write!(f, "signal {signal} cannot be watched: {reason}")

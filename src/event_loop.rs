@@ -41,6 +41,23 @@ pub(crate) trait Dispatch<'s, S> {
     fn into_source(self: Box<Self>) -> Option<Box<dyn std::any::Any>> {
         None
     }
+    /// Moves an owned io source to a new callback: `make` builds it from
+    /// the source, it is put in `into`, and then this callback is dropped
+    /// (its drop may panic: the new callback and the source are in place
+    /// by then). Only for a callback whose [`Dispatch::owned_type`] is
+    /// `Some`: the caller checks.
+    fn give_source(
+        self: Box<Self>,
+        into: &mut Option<BoxedCallback<'s, S>>,
+        make: &mut dyn FnMut(Box<dyn std::any::Any>) -> BoxedCallback<'s, S>,
+    ) {
+        let _ = (into, make);
+        unreachable!("only a callback that owns an io source gives it");
+    }
+    /// Whether it is an io callback that borrows its source.
+    fn borrows_source(&self) -> bool {
+        false
+    }
     /// Runs a [`Loop::once`](crate::Loop::once)'s callback when its
     /// timeout came first; other kinds do nothing.
     fn timed_out(self: Box<Self>, lp: &mut Loop<'s, S>, state: &mut S) {
@@ -600,10 +617,13 @@ impl<S> Drop for Running<'_, '_, S> {
         // (then the callback, and an owned source, are dropped here).
         match self.lp.watchers.get_mut(self.slot) {
             Some(e) if e.gen == self.gen => {
+                if e.cb.is_some() {
+                    // `set_callback` put a new one in meanwhile.
+                    return self.lp.replaced_while_running(self.slot, cb);
+                }
                 // The slot is empty: the callback was taken out above and
                 // only this frame puts it back. So there is nothing to drop;
-                // forgetting the `None` saves testing it on every event.
-                debug_assert!(e.cb.is_none());
+                // forgetting the `None` saves dropping it.
                 std::mem::forget(e.cb.replace(cb));
                 if e.deferred().is_some() {
                     self.lp.requeue_deferred(self.slot);
@@ -614,7 +634,18 @@ impl<S> Drop for Running<'_, '_, S> {
     }
 }
 
-impl<S> Loop<'_, S> {
+impl<'s, S> Loop<'s, S> {
+    /// A callback returned that was replaced while it ran: the new one
+    /// stays, events deferred meanwhile are queued for it, and the old
+    /// one is dropped (last: its drop may panic).
+    #[cold]
+    fn replaced_while_running(&mut self, slot: Slot, old: BoxedCallback<'s, S>) {
+        if self.watchers[slot].deferred().is_some() {
+            self.requeue_deferred(slot);
+        }
+        drop(old);
+    }
+
     /// Queues the events a watcher received while its callback ran.
     #[cold]
     fn requeue_deferred(&mut self, slot: Slot) {

@@ -16,6 +16,9 @@ impl<S> Loop<'_, S> {
     /// among them.
     pub(crate) fn expire_periodics(&mut self) -> Option<Priority> {
         let wall = crate::timers::to_ns(self.backend.wall_now());
+        // What `now_wall` says in this iteration: the periodics' callbacks
+        // see the time they were expired at.
+        self.timers.set_wall(wall);
         if !self.periodics.steps_reported() {
             self.periodics.notice_step(wall, self.timers.now());
         }

@@ -101,6 +101,7 @@ pub use watchers::prepare::Prepare;
 pub use watchers::signal::Signal;
 pub use watchers::stat::{Stat, StatEvent};
 pub use watchers::timer::Timer;
+pub use watchers::Callback;
 
 /// The README and every page of `docs/`, compiled and run as doc tests:
 /// each Rust block in them compiles (and runs, unless it is `no_run`,

@@ -54,8 +54,50 @@ impl<'s, S> Loop<'s, S> {
         from_ns(self.timers.now())
     }
 
-    /// The wall clock, as the backend reads it (what periodic watchers
-    /// follow); not cached, unlike [`Loop::now`].
+    /// The loop's wall-clock time: [`Loop::now`]'s twin on the wall clock
+    /// (libev's `ev_now`, which is on the wall clock there), the same for
+    /// every callback of an iteration, and refreshed with `now` (after
+    /// each poll, and by [`Loop::update_now`]). In an iteration that
+    /// expired periodic watchers it is the wall time they were expired
+    /// at, so a periodic's callback sees a time at or after the one it was
+    /// due ([`Loop::periodic_at`] before it fired); otherwise it is read
+    /// when first asked for and taken back to the instant of `now` (the
+    /// wall time the monotonic clock has moved on since is subtracted).
+    /// [`Loop::wall_now`] reads the clock itself.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
+    /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(sim.backend());
+    /// assert_eq!(lp.now_wall(), SystemTime::UNIX_EPOCH + Duration::from_secs(100));
+    /// lp.periodic(Schedule::every(Duration::from_secs(60)), |lp, log, me| {
+    ///     let t = lp.now_wall().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    ///     log.push(t.as_secs());
+    ///     lp.stop(me).unwrap();
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, [120]);
+    /// ```
+    pub fn now_wall(&mut self) -> std::time::SystemTime {
+        let wall = match self.timers.wall() {
+            Some(wall) => wall,
+            None => {
+                let wall = crate::timers::to_ns(self.backend.wall_now());
+                let since =
+                    crate::timers::to_ns(self.backend.now()).saturating_sub(self.timers.now());
+                let wall = wall.saturating_sub(since);
+                self.timers.set_wall(wall);
+                wall
+            }
+        };
+        std::time::SystemTime::UNIX_EPOCH + from_ns(wall)
+    }
+
+    /// The wall clock, as the backend reads it now (what periodic watchers
+    /// follow); not cached, unlike [`Loop::now_wall`].
     ///
     /// ```
     /// use evloop::{Loop, Sim};

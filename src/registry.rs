@@ -279,6 +279,14 @@ impl<C> Registry<C> {
         Key { slot, gen }
     }
 
+    /// Gives the stopped signal watcher at `slot` another signal (the
+    /// counts do not depend on it).
+    pub fn set_signal(&mut self, slot: Slot, signal: i32) {
+        let e = &mut self.entries[slot.index()];
+        debug_assert!(!e.active && matches!(e.kind, Kind::Signal { .. }));
+        e.kind = Kind::Signal { signal };
+    }
+
     /// Takes the watcher at `slot` out, freeing the slot. It must be
     /// inactive and not queued (stop it first).
     pub fn remove(&mut self, slot: Slot) -> Entry<C> {

@@ -38,6 +38,10 @@ pub(crate) struct Timers {
     heap: TimerHeap,
     /// The cached loop time.
     now: u64,
+    /// The wall-clock time (ns since the epoch) that goes with `now`, once
+    /// something asked for it or periodic watchers were expired at it;
+    /// forgotten when `now` changes.
+    wall: Option<u64>,
 }
 
 impl Timers {
@@ -46,6 +50,7 @@ impl Timers {
         Timers {
             heap: TimerHeap::default(),
             now: clock_ns(now),
+            wall: None,
         }
     }
 
@@ -59,6 +64,19 @@ impl Timers {
     #[inline]
     pub fn set_now(&mut self, reading: Duration) {
         self.now = clock_ns(reading);
+        self.wall = None;
+    }
+
+    /// The cached wall-clock time of this `now`, if there is one yet.
+    #[inline]
+    pub fn wall(&self) -> Option<u64> {
+        self.wall
+    }
+
+    /// Caches the wall-clock time that goes with `now`.
+    #[inline]
+    pub fn set_wall(&mut self, wall: u64) {
+        self.wall = Some(wall);
     }
 
     /// Armed timers.

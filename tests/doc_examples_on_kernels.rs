@@ -11,6 +11,8 @@
 // - `Loop::run`: a `Once` run that ends `IterationDone` with its prepare and check watchers still active.
 // - `Sim` and `Step`: they show the simulator's `Stalled` and its trace, which only it has.
 // - `AsyncSender::send`: a `NoWait` run.
+// - `Loop::is_pending`: a `NoWait` run.
+// - `Loop::backend_timeout` (its second example): a `Once` run whose prepare watchers see the simulator's exact timeout (`tests/libev_api.rs` checks it on every backend).
 // - `Sim::reap_elsewhere`: the simulator's own call (its kernel counterpart is `exit_status_unknown_example`).
 // - `Conn::write`, `Conn::pause_reading`, `Conn::resume_reading`: `NoWait` runs.
 // Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
@@ -30,7 +32,8 @@
 // `Loop::interest`, `Loop::fd`, `Loop::set_timer`, `Loop::again`,
 // `Loop::repeat`, `Loop::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
 // `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
-// `Loop::async_sender`, `Fork`, `Cleanup`, `Once`, `Periodic`,
+// `Loop::async_sender`, `Callback`, `Loop::set_cleanup_callback`,
+// `Loop::set_signal`, `Loop::set_schedule`, `Fork`, `Cleanup`, `Once`, `Periodic`,
 // `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
 // `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 // `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
@@ -1759,5 +1762,143 @@ fn conns_close_all_example() {
         assert!(conns.is_empty(), "{name}");
         assert!(lp.now() >= ms(20), "{name}: {:?}", lp.now());
         drop(peers);
+    });
+}
+
+/// `Loop::set_callback`: a repeating timer's first callback installs the
+/// next one, which removes it (there at 1 s and 2 s, here every 5 ms).
+#[test]
+fn loop_set_callback_example() {
+    on_every_backend("Loop::set_callback example", |name| {
+        let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
+        lp.timer(ms(5), ms(5), |lp, log, me| {
+            log.push("first".into());
+            lp.set_callback(me, |lp, log, me| {
+                log.push("then".into());
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["first", "then"], "{name}");
+        assert!(lp.now() >= ms(10), "{name}: {:?}", lp.now());
+    });
+}
+
+/// `Loop::set_io_callback`: the new callback reads what the peer sent
+/// from the source the watcher owns, and removes it.
+#[test]
+fn loop_set_io_callback_example() {
+    on_every_backend("Loop::set_io_callback example", |name| {
+        let w = World::new(name);
+        let (sock, mut peer) = w.pair();
+        let mut lp: Loop<Vec<u8>> = w.new_loop();
+        let io = lp
+            .io(sock, Interest::READABLE, |_, _, _| unreachable!())
+            .unwrap();
+        lp.set_io_callback(io, |lp, got, ev: evloop::IoEvent<'_, Conn>| {
+            got.extend(common::drain(ev.source));
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        peer.send(b"hello");
+        let mut got = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, b"hello", "{name}");
+    });
+}
+
+/// `Loop::set_borrowed_io_callback`: the same with a borrowed source.
+#[test]
+fn loop_set_borrowed_io_callback_example() {
+    on_every_backend("Loop::set_borrowed_io_callback example", |name| {
+        let w = World::new(name);
+        let (sock, mut peer) = w.pair();
+        let mut lp: Loop<usize> = w.new_loop();
+        let io = lp
+            .io_borrowed(&sock, Interest::READABLE, |_, _, _| unreachable!())
+            .unwrap();
+        lp.set_borrowed_io_callback(io, &sock, |lp, n, ev| {
+            let mut buf = [0; 8];
+            let mut source: &Conn = ev.source;
+            *n += source.read(&mut buf).unwrap();
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        peer.send(b"hi");
+        let mut n = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(n, 2, "{name}");
+        drop(lp);
+    });
+}
+
+/// `Loop::now_wall`: a periodic's callback sees a wall time at or after
+/// its slot (there the minute after 100 s on the simulator's wall clock,
+/// here the next 20 ms slot of the real one), and the watcher stops.
+#[test]
+fn loop_now_wall_example() {
+    on_every_backend("Loop::now_wall example", |name| {
+        let mut lp: Loop<Vec<Duration>> = World::new(name).new_loop();
+        let interval = ms(20);
+        let start = since_epoch(lp.wall_now()).as_nanos();
+        let slot = start.div_ceil(interval.as_nanos()) * interval.as_nanos();
+        lp.periodic(Schedule::every(interval), |lp, log, me| {
+            log.push(since_epoch(lp.now_wall()));
+            lp.stop(me).unwrap();
+        })
+        .unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log.len(), 1, "{name}");
+        assert!(log[0].as_nanos() >= slot, "{name}: {log:?}, slot {slot}");
+    });
+}
+
+/// `Loop::async_pending`: pending from a send made by a joined thread,
+/// taken (not pending) in the callback, which removes the watcher.
+#[test]
+fn loop_async_pending_example() {
+    on_every_backend("Loop::async_pending example", |name| {
+        let mut lp: Loop<Vec<(bool, bool)>> = World::new(name).new_loop();
+        let (a, sender) = lp
+            .async_watcher(|lp, seen, me| {
+                seen.push((lp.async_pending(me).unwrap(), lp.is_pending(me).unwrap()));
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
+        assert!(!lp.async_pending(a).unwrap(), "{name}");
+        std::thread::spawn(move || sender.send().unwrap())
+            .join()
+            .unwrap();
+        assert!(
+            lp.async_pending(a).unwrap() && lp.is_pending(a).unwrap(),
+            "{name}"
+        );
+        let mut seen = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut seen).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(seen, [(false, false)], "{name}");
     });
 }

@@ -55,10 +55,20 @@ pub struct ChildEvent {
     pub status: Option<ExitStatus>,
 }
 
-/// A child callback, stored as a [`Dispatch`].
-struct ChildCallback<F> {
-    pid: u32,
-    cb: F,
+/// A child callback, stored as a [`Dispatch`] (the pid is the watcher's).
+struct ChildCallback<F>(F);
+
+impl crate::Callback for Child {
+    type Event = ChildEvent;
+}
+
+impl crate::watchers::adapt::Adapt for Child {
+    fn adapt<'s, S, F>(callback: F) -> crate::watchers::adapt::Adapted<'s, S>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
+    {
+        crate::watchers::adapt::Adapted(Box::new(ChildCallback(callback)))
+    }
 }
 
 impl<'s, S, F> Dispatch<'s, S> for ChildCallback<F>
@@ -66,12 +76,16 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent),
 {
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+        let pid = match lp.watchers[key.slot].kind() {
+            Kind::Child { pid } => pid,
+            _ => unreachable!("a child callback belongs to a child watcher"),
+        };
         let ev = ChildEvent {
             watcher: Child(key),
-            pid: self.pid,
+            pid,
             status: lp.children.exit_of(key.slot).map(|e| e.status),
         };
-        (self.cb)(lp, state, ev)
+        (self.0)(lp, state, ev)
     }
 }
 
@@ -149,7 +163,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
-        let cb = Box::new(ChildCallback { pid, cb: callback });
+        let cb = Box::new(ChildCallback(callback));
         let key = self.watchers.insert(Kind::Child { pid }, cb);
         if let Err(err) = self.can_start(key.slot) {
             self.watchers.remove(key.slot);

@@ -70,4 +70,31 @@ impl<'s, S> Loop<'s, S> {
         self.activate(key.slot);
         Ok(Cleanup(key))
     }
+
+    /// Replaces a cleanup watcher's callback (libev's `ev_set_cb`); the
+    /// watcher keeps its place in the start order. The old callback is
+    /// dropped unrun (after the new one is in place). Errors: a stale or
+    /// foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// use std::cell::RefCell;
+    /// use std::rc::Rc;
+    /// let log = Rc::new(RefCell::new(vec![]));
+    /// let (first, second) = (log.clone(), log.clone());
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let c = lp.cleanup(move |_| first.borrow_mut().push("first")).unwrap();
+    /// lp.set_cleanup_callback(c, move |_| second.borrow_mut().push("second")).unwrap();
+    /// drop(lp);
+    /// assert_eq!(*log.borrow(), ["second"]);
+    /// ```
+    pub fn set_cleanup_callback<F>(&mut self, c: Cleanup, callback: F) -> Result<()>
+    where
+        F: FnOnce(&mut Loop<'s, S>) + 's,
+    {
+        self.entry_mut(&c)?;
+        let cb = Box::new(CleanupCallback(Some(callback)));
+        self.replace_callback(c.0.slot, cb);
+        Ok(())
+    }
 }

@@ -6,7 +6,7 @@
 use std::any::{Any, TypeId};
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::event_loop::Dispatch;
+use crate::event_loop::{BoxedCallback, Dispatch};
 use crate::handle::{handle, Key};
 use crate::registry::{Entry, Kind};
 use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd};
@@ -83,6 +83,15 @@ where
     fn into_source(self: Box<Self>) -> Option<Box<dyn Any>> {
         Some(Box::new(self.source))
     }
+    fn give_source(
+        self: Box<Self>,
+        into: &mut Option<BoxedCallback<'s, S>>,
+        make: &mut dyn FnMut(Box<dyn Any>) -> BoxedCallback<'s, S>,
+    ) {
+        let OwnedIo { source, cb } = *self;
+        *into = Some(make(Box::new(source)));
+        drop(cb);
+    }
 }
 
 /// An io callback that borrows its source for the loop's lifetime.
@@ -104,6 +113,9 @@ where
             source: &mut self.source,
         };
         (self.cb)(lp, state, ev)
+    }
+    fn borrows_source(&self) -> bool {
+        true
     }
 }
 
@@ -247,6 +259,132 @@ impl<'s, S> Loop<'s, S> {
         any.downcast::<T>()
             .map(|b| *b)
             .map_err(|_| Error::SourceType)
+    }
+
+    /// Replaces the callback of an io watcher that owns its source
+    /// ([`Loop::io`]; libev's `ev_set_cb`): the new callback gets the same
+    /// source, of type `T`, and the watcher keeps its state (active or
+    /// not, interest, priority, a pending event). The old callback is
+    /// dropped once the new one holds the source; a panic in that drop
+    /// propagates with the watcher whole.
+    ///
+    /// Errors, the watcher unchanged: [`Error::SourceType`] if `T` is not
+    /// the source's type or the source is borrowed
+    /// ([`Loop::set_borrowed_io_callback`] is for those);
+    /// [`Error::Busy`] from inside the watcher's own callback, which holds
+    /// the source while it runs; a stale or foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode, Sim, SimSocket};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(1), &sock, b"hello");
+    /// let mut lp: Loop<Vec<u8>> = Loop::with_backend(sim.backend());
+    /// let io = lp.io(sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
+    /// lp.set_io_callback(io, |lp, got, ev: evloop::IoEvent<'_, SimSocket>| {
+    ///     let mut buf = [0; 8];
+    ///     let n = ev.source.read(&mut buf).unwrap();
+    ///     got.extend_from_slice(&buf[..n]);
+    ///     lp.remove(ev.watcher).unwrap();
+    /// }).unwrap();
+    /// let mut got = vec![];
+    /// lp.run(RunMode::Default, &mut got).unwrap();
+    /// assert_eq!(got, b"hello");
+    /// ```
+    pub fn set_io_callback<T, F>(&mut self, io: Io, callback: F) -> Result<()>
+    where
+        T: Source + 'static,
+        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>) + 's,
+    {
+        let e = self.entry_mut(&io)?;
+        match &e.cb {
+            None => return Err(Error::Busy),
+            Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
+            Some(_) => return Err(Error::SourceType),
+        }
+        let Some(old) = e.cb.take() else {
+            unreachable!("checked above")
+        };
+        let mut callback = Some(callback);
+        let mut make = |source: Box<dyn Any>| -> BoxedCallback<'s, S> {
+            let Ok(source) = source.downcast::<T>() else {
+                unreachable!("the source's type was checked")
+            };
+            let Some(cb) = callback.take() else {
+                unreachable!("one new callback")
+            };
+            Box::new(OwnedIo {
+                source: *source,
+                cb,
+            })
+        };
+        old.give_source(&mut self.watchers[io.0.slot].cb, &mut make);
+        Ok(())
+    }
+
+    /// Replaces the callback of an io watcher that borrows its source
+    /// ([`Loop::io_borrowed`]; libev's `ev_set_cb`): the new callback
+    /// borrows `source`, which must be the watcher's (the same fd). The
+    /// watcher keeps its state, as with [`Loop::set_io_callback`].
+    ///
+    /// Errors, the watcher unchanged: [`Error::SourceType`] if the watcher
+    /// owns its source; [`Error::InvalidFd`] if `source` is not on the
+    /// watcher's fd; [`Error::Busy`] from inside the watcher's own
+    /// callback; a stale or foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode, Sim, SimSocket};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(1), &sock, b"hi");
+    /// let mut lp: Loop<usize> = Loop::with_backend(sim.backend());
+    /// let io = lp.io_borrowed(&sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
+    /// lp.set_borrowed_io_callback(io, &sock, |lp, n, ev| {
+    ///     let mut buf = [0; 8];
+    ///     *n += ev.source.read(&mut buf).unwrap();
+    ///     lp.remove(ev.watcher).unwrap();
+    /// }).unwrap();
+    /// let mut n = 0;
+    /// lp.run(RunMode::Default, &mut n).unwrap();
+    /// assert_eq!(n, 2);
+    /// # drop(lp);
+    /// ```
+    pub fn set_borrowed_io_callback<T, F>(
+        &mut self,
+        io: Io,
+        source: &'s T,
+        callback: F,
+    ) -> Result<()>
+    where
+        T: Source + ?Sized,
+        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
+    {
+        let e = self.entry_mut(&io)?;
+        let watched = fd_of(e);
+        match &e.cb {
+            None => return Err(Error::Busy),
+            Some(cb) if cb.borrows_source() => {}
+            Some(_) => return Err(Error::SourceType),
+        }
+        let fd = self.check_source(source.source_fd())?;
+        if fd != watched {
+            return Err(Error::InvalidFd {
+                fd,
+                reason: format!(
+                    "the io watcher watches fd {watched}: its new callback must borrow the source it watches"
+                ),
+            });
+        }
+        let cb = Box::new(BorrowedIo {
+            source,
+            cb: callback,
+        });
+        self.replace_callback(io.0.slot, cb);
+        Ok(())
     }
 
     /// Changes what an io watcher waits for; takes effect before the next

@@ -23,10 +23,73 @@ pub(crate) mod signal;
 pub(crate) mod stat;
 pub(crate) mod timer;
 
+use crate::event_loop::BoxedCallback;
 use crate::handle::Handle;
 use crate::pending::Priority;
 use crate::registry::Kind;
+use crate::slot_list::Slot;
+use crate::watchers::plain::Plain;
 use crate::{Error, Loop, Ready, Result};
+
+/// The kinds of watcher whose callback [`Loop::set_callback`] replaces,
+/// and what that callback receives after the loop and the state: its own
+/// handle for timer, periodic, idle, prepare, check, signal, async and
+/// fork watchers, a [`ChildEvent`](crate::ChildEvent) for child watchers,
+/// a [`StatEvent`](crate::StatEvent) for stat watchers. Io watchers
+/// ([`Loop::set_io_callback`], [`Loop::set_borrowed_io_callback`]) and
+/// cleanup watchers ([`Loop::set_cleanup_callback`]) have methods of
+/// their own; a [`Loop::once`]'s callback runs once and is not replaced.
+///
+/// ```
+/// use evloop::{Callback, Loop, Sim, Timer};
+/// // A function generic over the kind: its callback gets `H::Event`.
+/// fn count_calls<H: Callback>(lp: &mut Loop<u32>, h: H) {
+///     lp.set_callback(h, |_, n, _| *n += 1).unwrap();
+/// }
+/// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+/// let t: Timer = lp.timer(std::time::Duration::ZERO, std::time::Duration::ZERO, |_, _, _| {}).unwrap();
+/// count_calls(&mut lp, t);
+/// ```
+pub trait Callback: Handle + adapt::Adapt {
+    /// What the callback receives after `&mut Loop` and `&mut S`.
+    type Event;
+}
+
+pub(crate) mod adapt {
+    use crate::event_loop::BoxedCallback;
+    use crate::Loop;
+
+    /// A user callback in its kind's adaptor: what a watcher stores
+    /// (opaque outside the crate).
+    pub struct Adapted<'s, S>(pub(crate) BoxedCallback<'s, S>);
+
+    /// How a kind wraps a user callback into the one trait object its
+    /// watchers store (its adaptor, as its constructor does).
+    pub trait Adapt {
+        fn adapt<'s, S, F>(callback: F) -> Adapted<'s, S>
+        where
+            Self: super::Callback,
+            F: FnMut(&mut Loop<'s, S>, &mut S, <Self as super::Callback>::Event) + 's;
+    }
+}
+
+/// The kinds whose callback receives its own handle ([`Plain`]).
+macro_rules! plain_callback {
+    ($($kind:ident),*) => {$(
+        impl Callback for crate::$kind {
+            type Event = crate::$kind;
+        }
+        impl adapt::Adapt for crate::$kind {
+            fn adapt<'s, S, F>(callback: F) -> adapt::Adapted<'s, S>
+            where
+                F: FnMut(&mut Loop<'s, S>, &mut S, crate::$kind) + 's,
+            {
+                adapt::Adapted(Plain::<crate::$kind, F>::boxed(callback))
+            }
+        }
+    )*};
+}
+plain_callback!(Timer, Periodic, Idle, Prepare, Check, Signal, Async, Fork);
 
 impl<'s, S> Loop<'s, S> {
     /// Starts a stopped watcher (no effect if it is active). A timer starts
@@ -230,9 +293,58 @@ impl<'s, S> Loop<'s, S> {
         Ok(())
     }
 
+    /// Replaces a watcher's callback (libev's `ev_set_cb`), at any time:
+    /// the watcher keeps its state (active or not, its priority, a pending
+    /// invocation, which the new callback receives). Called from the
+    /// watcher's own callback, it takes effect when that callback returns
+    /// (which it finishes; it is dropped then); from anywhere else, at
+    /// once, and the old callback is dropped before `set_callback`
+    /// returns. A panic in the old callback's drop (of what it captured)
+    /// propagates with the new callback already in place.
+    ///
+    /// For every kind but io ([`Loop::set_io_callback`]), cleanup
+    /// ([`Loop::set_cleanup_callback`]) and `once` (see [`Callback`]).
+    /// Errors: a stale or foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<String>> = Loop::with_backend(Sim::new().backend());
+    /// // A state machine: each tick's callback installs the next one.
+    /// lp.timer(Duration::from_secs(1), Duration::from_secs(1), |lp, log, me| {
+    ///     log.push(format!("first at {:?}", lp.now()));
+    ///     lp.set_callback(me, |lp, log, me| {
+    ///         log.push(format!("then at {:?}", lp.now()));
+    ///         lp.remove(me).unwrap();
+    ///     }).unwrap();
+    /// }).unwrap();
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, ["first at 1s", "then at 2s"]);
+    /// ```
+    pub fn set_callback<H, F>(&mut self, h: H, callback: F) -> Result<()>
+    where
+        H: Callback,
+        F: FnMut(&mut Loop<'s, S>, &mut S, H::Event) + 's,
+    {
+        self.entry_mut(&h)?;
+        self.replace_callback(h.key().slot, H::adapt(callback).0);
+        Ok(())
+    }
+
+    /// Puts `new` in place of the callback of the watcher in `slot` (live).
+    /// If its callback is running (out of its entry), the running one is
+    /// dropped when it returns (`Running` in event_loop.rs); otherwise the
+    /// old one is dropped here, after the new one is in place.
+    pub(crate) fn replace_callback(&mut self, slot: Slot, new: BoxedCallback<'s, S>) {
+        let old = self.watchers[slot].cb.replace(new);
+        drop(old);
+    }
+
     /// Cancels the watcher's queued invocation, if any, and returns the
     /// events it carried (libev's `ev_clear_pending`); the watcher stays
-    /// active.
+    /// active. For an async watcher, a send not yet taken by the loop is
+    /// cancelled too: [`Loop::is_pending`] says false afterwards.
     ///
     /// ```
     /// use evloop::{Loop, Ready, Sim};
@@ -244,7 +356,12 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
-        self.entry_mut(&h)?;
-        Ok(self.watchers.cancel(&mut self.pending, h.key().slot))
+        let kind = self.entry_mut(&h)?.kind();
+        let slot = h.key().slot;
+        if kind == Kind::Async {
+            // A send the loop has not taken yet is pending too: it goes.
+            self.asyncs.take_sent(slot);
+        }
+        Ok(self.watchers.cancel(&mut self.pending, slot))
     }
 }

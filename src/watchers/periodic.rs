@@ -79,6 +79,40 @@ impl<'s, S> Loop<'s, S> {
         Ok(Periodic(key))
     }
 
+    /// Changes a stopped periodic watcher's schedule (libev's
+    /// `ev_periodic_set`); [`Loop::start`] then computes its first time
+    /// from the new one. A custom schedule is not called here.
+    ///
+    /// Errors, the watcher unchanged: [`Error::WatcherActive`] if it is
+    /// active (stop it first); [`Error::InvalidSchedule`] for an interval
+    /// of zero; a stale or foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Error, Loop, Schedule, Sim};
+    /// use std::time::{Duration, SystemTime};
+    /// let sim = Sim::new();
+    /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// let hourly = || Schedule::every(Duration::from_secs(3600));
+    /// assert!(matches!(lp.set_schedule(p, hourly()), Err(Error::WatcherActive { .. })));
+    /// lp.stop(p).unwrap();
+    /// lp.set_schedule(p, hourly()).unwrap();
+    /// lp.start(p).unwrap();
+    /// assert_eq!(lp.periodic_at(p).unwrap(), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(3600)));
+    /// ```
+    pub fn set_schedule(&mut self, p: Periodic, schedule: Schedule<'s>) -> Result<()> {
+        if self.entry_mut(&p)?.is_active() {
+            return Err(Error::WatcherActive {
+                kind: "periodic",
+                what: "schedule",
+            });
+        }
+        self.periodics
+            .configure(p.0.slot, schedule)
+            .map_err(|reason| Error::InvalidSchedule { reason })
+    }
+
     /// The wall-clock time an active periodic watcher fires next (libev's
     /// `ev_periodic_at`); `None` if it is stopped.
     ///

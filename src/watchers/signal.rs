@@ -87,6 +87,37 @@ impl<'s, S> Loop<'s, S> {
         Ok(Signal(key))
     }
 
+    /// Changes the signal a stopped signal watcher watches (libev's
+    /// `ev_signal_set`); [`Loop::start`] then watches the new one.
+    ///
+    /// Errors, the watcher unchanged: [`Error::WatcherActive`] if it is
+    /// active (stop it first: the backend watches its signal meanwhile);
+    /// [`Error::InvalidSignal`] as for [`Loop::signal`]; a stale or
+    /// foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Error, Loop};
+    /// let mut lp: Loop = Loop::new()?;
+    /// let s = lp.signal(libc::SIGUSR1, |_, _, _| {})?;
+    /// assert!(matches!(lp.set_signal(s, libc::SIGUSR2), Err(Error::WatcherActive { .. })));
+    /// lp.stop(s)?;
+    /// lp.set_signal(s, libc::SIGUSR2)?;
+    /// lp.start(s)?;
+    /// assert_eq!(lp.signal_number(s)?, libc::SIGUSR2);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn set_signal(&mut self, s: Signal, signal: i32) -> Result<()> {
+        if self.entry_mut(&s)?.is_active() {
+            return Err(Error::WatcherActive {
+                kind: "signal",
+                what: "signal",
+            });
+        }
+        check_signal(signal)?;
+        self.watchers.set_signal(s.0.slot, signal);
+        Ok(())
+    }
+
     /// The signal a signal watcher watches.
     ///
     /// ```

@@ -66,6 +66,19 @@ struct StatCallback<F> {
     callback: F,
 }
 
+impl crate::Callback for Stat {
+    type Event = StatEvent;
+}
+
+impl crate::watchers::adapt::Adapt for Stat {
+    fn adapt<'s, S, F>(callback: F) -> crate::watchers::adapt::Adapted<'s, S>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent) + 's,
+    {
+        crate::watchers::adapt::Adapted(Box::new(StatCallback(callback)))
+    }
+}
+
 impl<'s, S, F> Dispatch<'s, S> for StatCallback<F>
 where
     F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>),
