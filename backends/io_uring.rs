@@ -70,7 +70,10 @@
 //!   `CLOCK_MONOTONIC`, so a wait never ends before its deadline. An
 //!   `io_uring_enter` that returns early (interrupted by a signal, `EINTR`;
 //!   or with nothing but stale completions) waits again for the time left
-//!   (`backends/unix`'s `Deadline`).
+//!   (`backends/unix`'s `Deadline`). A zero timeout does not wait at all:
+//!   its enter submits and runs the completions with `min_complete` 0 (a
+//!   zero timespec with `min_complete` 1 is a timed wait that the kernel
+//!   ends with `ETIME`, tens of microseconds an iteration).
 //! - **Start-up** probes what the backend relies on and refuses to start
 //!   without it, with an error that says what is missing: `io_uring_setup`
 //!   itself (refused on kernels without io_uring, under
@@ -191,6 +194,10 @@ struct Set {
     t: Tables,
     /// The process that made the ring: only it cancels through it.
     owner: libc::pid_t,
+    /// How many `io_uring_enter`s asked the kernel to wait for a
+    /// completion (`min_complete` 1). A poll with a zero timeout never
+    /// does (the unit tests count them).
+    waits: u64,
 }
 
 /// The per-fd state, apart from the ring so that completions can be
@@ -538,8 +545,8 @@ fn push(
     }
 }
 
-/// Submits what is queued, without waiting.
-#[cold]
+/// Submits what is queued, and reads the completions that are there,
+/// without waiting (a forget, a poll with a zero timeout).
 fn submit(
     submitter: &Submitter<'_>,
     sq: &mut SubmissionQueue<'_>,
@@ -666,7 +673,15 @@ impl Set {
 
     /// Submits what is queued and waits for a completion, at most `left`
     /// (`None`: forever). An interrupted or timed-out wait is not an error.
+    /// A zero `left` does not wait at all: `min_complete` 0 with
+    /// `GETEVENTS` submits, runs the completions' task work (deferred or
+    /// not) and returns. (`min_complete` 1 with a zero timespec is a timed
+    /// wait the kernel ends with `ETIME`, tens of microseconds later.)
     fn wait(&mut self, left: Option<Duration>) -> io::Result<()> {
+        if left == Some(Duration::ZERO) {
+            return self.submit();
+        }
+        self.waits += 1;
         let r = match left {
             None => self.ring.submit_and_wait(1),
             Some(d) => {
@@ -986,6 +1001,7 @@ impl IoUring {
                 },
                 // SAFETY: plain system call without arguments.
                 owner: unsafe { libc::getpid() },
+                waits: 0,
             },
             clock: Clock::new(),
             notifier: Notifier::new("io_uring"),
@@ -1621,6 +1637,61 @@ mod tests {
                 assert_eq!(poll(&mut r, t), []);
                 assert!(start.elapsed() >= t, "{t:?}: {:?}", start.elapsed());
             }
+        });
+    }
+
+    /// A zero timeout (`RunMode::NoWait`, an idle watcher, pending work)
+    /// submits and reaps without asking the kernel to wait: not one of a
+    /// thousand idle polls makes a waiting `io_uring_enter` (each used to
+    /// be a timed wait that ended with `ETIME`). And it still reports what
+    /// is ready: a new poll on a ready fd, a level fd again and again, an
+    /// armed poll completed by a write, an edge fd once, a wake-up.
+    #[test]
+    fn a_zero_timeout_never_waits_and_still_reports() {
+        watchdog(move || {
+            let Some(mut r) = ring() else { return };
+            let zero = Duration::ZERO;
+            let (mut a, mut b) = pair();
+            r.modify(a.as_raw_fd(), Interest::NONE, R).unwrap();
+            for _ in 0..1000 {
+                assert_eq!(poll(&mut r, zero), []);
+            }
+            assert_eq!(r.set.waits, 0, "a zero-timeout poll asked to wait");
+
+            // An armed poll, completed by a write.
+            b.write_all(b"x").unwrap();
+            assert_eq!(poll(&mut r, zero), [ev(&a, Ready::READABLE)]);
+            // Level: re-armed and reported again by each zero poll.
+            for _ in 0..3 {
+                assert_eq!(poll(&mut r, zero), [ev(&a, Ready::READABLE)]);
+            }
+            a.read_exact(&mut [0; 1]).unwrap();
+            assert_eq!(poll(&mut r, zero), []);
+            // A new poll on an fd that is ready already.
+            let (c, mut d) = pair();
+            d.write_all(b"y").unwrap();
+            r.modify(c.as_raw_fd(), Interest::NONE, R).unwrap();
+            assert_eq!(poll(&mut r, zero), [ev(&c, Ready::READABLE)]);
+            r.modify(c.as_raw_fd(), R, Interest::NONE).unwrap();
+            // Edge: once per arrival.
+            if r.capabilities().edge {
+                let edge = R.with_trigger(Trigger::Edge);
+                r.modify(a.as_raw_fd(), R, edge).unwrap();
+                assert_eq!(poll(&mut r, zero), []);
+                b.write_all(b"z").unwrap();
+                assert_eq!(poll(&mut r, zero), [ev(&a, Ready::READABLE)]);
+                assert_eq!(poll(&mut r, zero), []);
+            }
+            // A wake-up (an internal fd).
+            r.waker().unwrap().wake();
+            assert_eq!(poll(&mut r, zero), []);
+            let mut notices = Notices::default();
+            r.take_notices(&mut notices);
+            assert!(notices.woken);
+            assert_eq!(r.set.waits, 0, "a zero-timeout poll asked to wait");
+            // A wait that is not zero does wait.
+            assert_eq!(poll(&mut r, Duration::from_millis(1)), []);
+            assert_eq!(r.set.waits, 1);
         });
     }
 
