@@ -25,6 +25,7 @@ use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::stats::Stats;
 use crate::timers::Timers;
+use crate::unwind::Held;
 use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
 
 /// A watcher's callback, type-erased: one trait object per watcher, so
@@ -167,6 +168,28 @@ impl<'s, S> Loop<'s, S> {
     /// depth is restored, so that after `catch_unwind` the loop can be run
     /// again. Callbacks still pending from the interrupted iteration run in
     /// the next `run`.
+    ///
+    /// The same holds for user code that the loop calls outside a
+    /// callback: a panic propagates (from the call that ran it) and the
+    /// loop stays consistent, every count right and each watcher either
+    /// fully started or fully stopped.
+    ///
+    /// - A custom [`Schedule`](crate::Schedule) that panics is treated as
+    ///   one that gave no time: in [`Loop::periodic`] no watcher is created
+    ///   (the callback is dropped); in [`Loop::start`] the watcher stays
+    ///   stopped; asked after a firing or after a wall-clock step (inside
+    ///   `run`), its watcher stops (that firing is still delivered), the
+    ///   other periodics due or realigned are dealt with, and then the
+    ///   panic propagates out of `run`.
+    /// - A panic in the `Drop` of what a watcher was given (its callback's
+    ///   captures, an owned io source, a custom schedule's captures)
+    ///   propagates from [`Loop::remove`], or from `run` for a watcher
+    ///   removed in its own callback, once the watcher is gone; everything
+    ///   else is still dropped. If the callback itself panicked, its panic
+    ///   is the one that propagates (a second would abort the process).
+    /// - When the loop is dropped, every cleanup watcher runs, the async
+    ///   watchers' senders are closed and every watcher is dropped even if
+    ///   some of them panic; the first panic then propagates from the drop.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, RunOutcome, Sim};
@@ -629,9 +652,22 @@ impl<S> Drop for Running<'_, '_, S> {
                     self.lp.requeue_deferred(self.slot);
                 }
             }
-            _ => drop(cb),
+            _ => drop_removed(cb),
         }
     }
+}
+
+/// Drops the callback of a watcher removed while it ran (its captures
+/// and an owned source are user code). A panic in that `Drop` propagates
+/// (the watcher is gone already: the loop is consistent), unless the
+/// callback itself panicked: then it is dropped, as a second panic out of
+/// the unwinding would abort the process.
+#[cold]
+#[inline(never)]
+fn drop_removed<T>(cb: T) {
+    let mut held = Held::default();
+    held.drop(cb);
+    held.resume();
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -643,7 +679,7 @@ impl<'s, S> Loop<'s, S> {
         if self.watchers[slot].deferred().is_some() {
             self.requeue_deferred(slot);
         }
-        drop(old);
+        drop_removed(old);
     }
 
     /// Queues the events a watcher received while its callback ran.

@@ -7,6 +7,7 @@
 //! asyncs.rs, periodics.rs, stats.rs).
 
 use crate::pending::Priority;
+use crate::unwind::Held;
 use crate::Loop;
 
 impl<S> Loop<'_, S> {
@@ -22,12 +23,16 @@ impl<S> Loop<'_, S> {
         if !self.periodics.steps_reported() {
             self.periodics.notice_step(wall, self.timers.now());
         }
+        let mut held = Held::default();
         let highest = self
             .periodics
-            .expire(wall, &mut self.watchers, &mut self.pending);
+            .expire(wall, &mut self.watchers, &mut self.pending, &mut held);
         if self.periodics.done_with_steps() {
             self.backend.unwatch_clock_steps();
         }
+        // A custom schedule that panicked: its watcher is stopped, the
+        // others are expired; now the panic propagates (out of `run`).
+        held.resume();
         highest
     }
 

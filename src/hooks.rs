@@ -10,6 +10,7 @@ use std::os::fd::RawFd;
 use crate::registry::Kind;
 use crate::slot_list::Slot;
 use crate::timers::to_ns;
+use crate::unwind::Held;
 use crate::{Error, Interest, Loop, Result, Trigger};
 
 impl<'s, S> Loop<'s, S> {
@@ -17,6 +18,20 @@ impl<'s, S> Loop<'s, S> {
     /// and puts it where its kind's phase finds it. With
     /// [`Loop::deactivate`], the one place that knows where each kind goes.
     pub(crate) fn activate(&mut self, slot: Slot) {
+        if self.watchers[slot].kind() == Kind::Periodic {
+            // Its schedule is asked first (a custom one is user code): a
+            // panic in it leaves the watcher stopped and the loop as it
+            // was.
+            if !self.watchers[slot].is_active() {
+                let now = to_ns(self.backend.wall_now());
+                if let Some(at) = self.periodics.first(slot, now) {
+                    self.start_periodic(slot, at);
+                }
+                // (None: its custom schedule gave no time; it stays
+                // stopped.)
+            }
+            return;
+        }
         if !self.watchers.activate(slot) {
             return;
         }
@@ -33,20 +48,7 @@ impl<'s, S> Loop<'s, S> {
             Kind::Async => self.asyncs.add(w, slot),
             Kind::Fork => self.forks.push(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
-            Kind::Periodic => {
-                if self.periodics.is_empty() {
-                    let reported = self.backend.watch_clock_steps();
-                    self.periodics.first_started(reported);
-                }
-                let now = to_ns(self.backend.wall_now());
-                if !self.periodics.start(slot, now) {
-                    // Its custom schedule gave no time: it stays stopped.
-                    self.watchers.deactivate(slot);
-                    if self.periodics.done_with_steps() {
-                        self.backend.unwatch_clock_steps();
-                    }
-                }
-            }
+            Kind::Periodic => {} // started above
             Kind::Stat => {
                 let Some(w) = self.stats.get(slot) else {
                     return;
@@ -58,6 +60,19 @@ impl<'s, S> Loop<'s, S> {
                 self.stats.start(slot, self.timers.now(), seen);
             }
         }
+    }
+
+    /// Starts the (stopped) periodic watcher in `slot`, to fire first at
+    /// `at`, which its schedule gave: nothing here runs user code.
+    pub(crate) fn start_periodic(&mut self, slot: Slot, at: u64) {
+        if !self.watchers.activate(slot) {
+            return;
+        }
+        if self.periodics.is_empty() {
+            let reported = self.backend.watch_clock_steps();
+            self.periodics.first_started(reported);
+        }
+        self.periodics.start(slot, at);
     }
 
     /// What must hold before the watcher in `slot` starts: an io watcher's
@@ -113,8 +128,10 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// A watcher left the registry (removed): what its kind kept for it
-    /// goes too.
-    pub(crate) fn released(&mut self, slot: Slot, kind: Kind) {
+    /// goes too. What holds user code (a custom schedule's captures) is
+    /// dropped last, through `held`, so that a panic in its `Drop` finds
+    /// the loop consistent.
+    pub(crate) fn released(&mut self, slot: Slot, kind: Kind, held: &mut Held) {
         match kind {
             // Before the source is closed and its number can be reused.
             Kind::Io { fd, .. } => {
@@ -128,7 +145,11 @@ impl<'s, S> Loop<'s, S> {
             Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
-            Kind::Periodic => self.periodics.forget(slot),
+            Kind::Periodic => {
+                if let Some(rule) = self.periodics.forget(slot) {
+                    held.drop(rule);
+                }
+            }
             Kind::Stat => {
                 self.stats.forget(slot);
             }

@@ -61,6 +61,7 @@ mod source;
 mod stats;
 mod timer_heap;
 mod timers;
+mod unwind;
 mod watchers;
 
 #[path = "../backends/mod.rs"]

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::timers::from_ns;
+use crate::unwind::Held;
 use crate::{Backend, Break, Capabilities, Error, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
@@ -316,15 +317,26 @@ impl<'s, S> Loop<'s, S> {
 
 impl<'s, S> Drop for Loop<'s, S> {
     /// Runs the cleanup watchers (in start order, each once), then tells
-    /// the async watchers' senders that the loop is gone.
+    /// the async watchers' senders that the loop is gone, then drops the
+    /// custom schedules (the watchers' callbacks and sources go with the
+    /// registry, after the backend). A cleanup callback that panics does
+    /// not stop the others, the senders are closed all the same, and
+    /// every `Drop` runs; the first panic then propagates (or is dropped
+    /// if the loop is being dropped by another panic's unwinding, which a
+    /// second panic would abort).
     fn drop(&mut self) {
+        let mut held = Held::default();
         while let Some(slot) = self.cleanups.first() {
             self.deactivate(slot);
             if let Some(cb) = self.watchers[slot].cb.take() {
-                cb.cleanup(self);
+                held.run(|| cb.cleanup(self));
             }
         }
         self.asyncs.close_all();
+        for rule in self.periodics.take_rules() {
+            held.drop(rule);
+        }
+        held.resume();
     }
 }
 

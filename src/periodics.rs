@@ -23,6 +23,7 @@ use crate::registry::Registry;
 use crate::slot_list::Slot;
 use crate::timer_heap::TimerHeap;
 use crate::timers::{from_ns, to_ns};
+use crate::unwind::Held;
 use crate::Ready;
 
 /// The longest wait while periodic watchers are active and the backend does
@@ -58,7 +59,14 @@ pub enum Schedule<'s> {
     /// At the time the callback returns, given the current wall-clock time;
     /// called when the watcher starts, after each firing and after a
     /// wall-clock step. A time at or before the one it was given stops the
-    /// watcher.
+    /// watcher. A panic in it propagates (out of [`Loop::periodic`],
+    /// [`Loop::start`] or [`Loop::run`]), and counts as no time: the watcher
+    /// is not created, or stays or becomes stopped (see the "Panics" of
+    /// [`Loop::run`]).
+    ///
+    /// [`Loop::periodic`]: crate::Loop::periodic
+    /// [`Loop::start`]: crate::Loop::start
+    /// [`Loop::run`]: crate::Loop::run
     Custom(Box<dyn FnMut(SystemTime) -> SystemTime + 's>),
 }
 
@@ -144,7 +152,7 @@ impl std::fmt::Debug for Schedule<'_> {
 }
 
 /// A schedule, in wall-clock nanoseconds.
-enum Rule<'s> {
+pub(crate) enum Rule<'s> {
     At(u64),
     Every { offset: u64, interval: u64 },
     Custom(Box<dyn FnMut(SystemTime) -> SystemTime + 's>),
@@ -161,10 +169,29 @@ fn wall_ns(t: SystemTime) -> u64 {
     )
 }
 
-impl Rule<'_> {
+impl<'s> Rule<'s> {
+    /// The rule of `schedule`. Fails for an interval of zero.
+    pub fn new(schedule: Schedule<'s>) -> Result<Rule<'s>, &'static str> {
+        Ok(match schedule {
+            Schedule::At(t) => Rule::At(wall_ns(t)),
+            Schedule::Every { offset, interval } => {
+                let interval = to_ns(interval);
+                if interval == 0 {
+                    return Err("the interval of a periodic watcher cannot be zero");
+                }
+                Rule::Every {
+                    offset: to_ns(offset) % interval,
+                    interval,
+                }
+            }
+            Schedule::Custom(next) => Rule::Custom(next),
+        })
+    }
+
     /// The first time at or after `now` (a start or a realignment), or
-    /// `None` to stop (an absolute time is kept whatever `now` is).
-    fn first(&mut self, now: u64) -> Option<u64> {
+    /// `None` to stop (an absolute time is kept whatever `now` is). Runs a
+    /// custom schedule: user code, which may panic.
+    pub fn first(&mut self, now: u64) -> Option<u64> {
         match self {
             Rule::At(at) => Some(*at),
             Rule::Every { offset, interval } => {
@@ -211,26 +238,10 @@ pub(crate) struct Periodics<'s> {
 }
 
 impl<'s> Periodics<'s> {
-    /// Sets the schedule of the periodic watcher in `slot`. Fails for an
-    /// interval of zero.
-    pub fn configure(&mut self, slot: Slot, schedule: Schedule<'s>) -> Result<(), &'static str> {
-        let rule = match schedule {
-            Schedule::At(t) => Rule::At(wall_ns(t)),
-            Schedule::Every { offset, interval } => {
-                let interval = to_ns(interval);
-                if interval == 0 {
-                    return Err("the interval of a periodic watcher cannot be zero");
-                }
-                Rule::Every {
-                    offset: to_ns(offset) % interval,
-                    interval,
-                }
-            }
-            Schedule::Custom(next) => Rule::Custom(next),
-        };
+    /// Gives the periodic watcher in `slot` its rule (stopped).
+    pub fn install(&mut self, slot: Slot, rule: Rule<'s>) {
         self.heap.configure(slot, 0, 0);
         self.rules.insert(slot, rule);
-        Ok(())
     }
 
     /// Whether a periodic watcher is active.
@@ -250,16 +261,20 @@ impl<'s> Periodics<'s> {
         self.last_offset = None;
     }
 
-    /// A periodic watcher starts at wall time `now`; false if its schedule
-    /// gives no time (a custom one that returned the past): it stays
-    /// stopped.
-    pub fn start(&mut self, slot: Slot, now: u64) -> bool {
-        let Some(at) = self.rules.get_mut(&slot).and_then(|r| r.first(now)) else {
-            return false;
-        };
+    /// The time the stopped periodic watcher in `slot` would first fire
+    /// if it started at wall time `now`; `None` if its schedule gives none
+    /// (a custom one that returned the past: it stays stopped). Changes
+    /// nothing, so that a custom schedule that panics (user code) leaves
+    /// the watcher stopped and every count as it was.
+    pub fn first(&mut self, slot: Slot, now: u64) -> Option<u64> {
+        self.rules.get_mut(&slot).and_then(|r| r.first(now))
+    }
+
+    /// A periodic watcher starts, to fire first at `at` (from
+    /// [`Periodics::first`]).
+    pub fn start(&mut self, slot: Slot, at: u64) {
         self.heap.arm(slot, at);
         self.active += 1;
-        true
     }
 
     /// A periodic watcher stops.
@@ -279,10 +294,17 @@ impl<'s> Periodics<'s> {
         done
     }
 
-    /// The watcher was removed.
-    pub fn forget(&mut self, slot: Slot) {
+    /// The watcher was removed. Its rule is handed back, for the caller
+    /// to drop (a custom schedule's captures are user code) once the loop
+    /// is consistent.
+    pub fn forget(&mut self, slot: Slot) -> Option<Rule<'s>> {
         self.heap.discard(slot);
-        self.rules.remove(&slot);
+        self.rules.remove(&slot)
+    }
+
+    /// Every rule, taken out (the loop is being dropped).
+    pub fn take_rules(&mut self) -> Vec<Rule<'s>> {
+        self.rules.drain().map(|(_, rule)| rule).collect()
     }
 
     /// The backend reported a wall-clock step.
@@ -311,14 +333,21 @@ impl<'s> Periodics<'s> {
     /// (after realigning the schedules if the clock was stepped); each is
     /// rescheduled by its rule, or stopped. Returns the highest priority
     /// among them, if any.
+    ///
+    /// A custom schedule that panics (user code) is treated as one that
+    /// gave no time: its watcher stops (after this firing, if it was
+    /// due). The rest of the expiry still happens, and the first such
+    /// panic is kept in `held` for the caller to resume once it has
+    /// finished too.
     pub fn expire<C>(
         &mut self,
         now: u64,
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
+        held: &mut Held,
     ) -> Option<Priority> {
         if std::mem::take(&mut self.stepped) {
-            self.realign(now);
+            self.realign(now, registry, held);
         }
         let mut highest = None;
         while self.heap.earliest_bound().is_some_and(|at| at <= now) {
@@ -326,7 +355,8 @@ impl<'s> Periodics<'s> {
             if top.at > now {
                 break;
             }
-            match self.rules.get_mut(&top.slot).and_then(|r| r.after(now)) {
+            let rule = self.rules.get_mut(&top.slot);
+            match rule.and_then(|r| held.run(|| r.after(now)).flatten()) {
                 Some(next) => self.heap.arm(top.slot, next),
                 None => {
                     registry.deactivate(top.slot);
@@ -341,9 +371,16 @@ impl<'s> Periodics<'s> {
     }
 
     /// After a step: interval and custom periodics not yet due are moved
-    /// to their first time from `now` (absolute ones keep theirs).
-    fn realign(&mut self, now: u64) {
-        let Periodics { heap, rules, .. } = self;
+    /// to their first time from `now` (absolute ones keep theirs). One
+    /// whose custom schedule panics is stopped (the panic kept in `held`),
+    /// and the others are still realigned.
+    fn realign<C>(&mut self, now: u64, registry: &mut Registry<C>, held: &mut Held) {
+        let Periodics {
+            heap,
+            rules,
+            active,
+            ..
+        } = self;
         for (&slot, rule) in rules.iter_mut() {
             if matches!(rule, Rule::At(_)) || !heap.contains(slot) {
                 continue;
@@ -351,8 +388,15 @@ impl<'s> Periodics<'s> {
             if heap.expiry(slot) <= now {
                 continue; // due: fires first, then is rescheduled
             }
-            if let Some(at) = rule.first(now) {
-                heap.arm(slot, at);
+            match held.run(|| rule.first(now)) {
+                Some(Some(at)) => heap.arm(slot, at),
+                Some(None) => {}
+                None => {
+                    // Panicked: stopped, as if it had given no time.
+                    registry.deactivate(slot);
+                    heap.remove(slot);
+                    *active -= 1;
+                }
             }
         }
     }

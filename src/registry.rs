@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::handle::Key;
 use crate::pending::{PendingQueues, Priority, QueuePos};
 use crate::slot_list::{Link, LinkStore, Slot, SlotList};
+use crate::unwind::Held;
 use crate::{Error, Interest, Ready};
 
 /// The generation of a free slot; live watchers never have it (block 0 is
@@ -188,6 +189,20 @@ pub(crate) struct Registry<C> {
     /// Active watchers that can produce events ([`Kind::is_source`]),
     /// referenced or not: while there are none, a wait could never end.
     active_sources: usize,
+}
+
+/// Every callback is dropped (with its captures and an owned io source:
+/// user code), even if one of those `Drop`s panics; the first panic then
+/// propagates, unless the registry is dropped by another panic's
+/// unwinding (a second panic out of it would abort the process).
+impl<C> Drop for Registry<C> {
+    fn drop(&mut self) {
+        let mut held = Held::default();
+        for e in self.entries.drain(..) {
+            held.drop(e);
+        }
+        held.resume();
+    }
 }
 
 impl<C> Default for Registry<C> {

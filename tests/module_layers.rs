@@ -197,6 +197,7 @@ fn no_component_names_the_loop() {
         "pending",
         "slot_list",
         "handle",
+        "unwind",
     ] {
         let deps = &g[component];
         assert!(

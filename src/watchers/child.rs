@@ -59,7 +59,7 @@ pub struct ChildEvent {
 struct ChildCallback<F>(F);
 
 impl crate::Callback for Child {
-    type Event = ChildEvent;
+    type Event<'a> = ChildEvent;
 }
 
 impl crate::watchers::adapt::Adapt for Child {

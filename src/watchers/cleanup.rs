@@ -46,7 +46,10 @@ impl<'s, S> Loop<'s, S> {
     /// then), before any watcher or source is dropped: the place to stop
     /// what the loop owns in an orderly way (libev's `ev_cleanup`). A
     /// cleanup watcher never keeps `run` going. Cleanup watchers run in
-    /// start order; one stopped is not run.
+    /// start order; one stopped is not run. One that panics does not keep
+    /// the others from running, nor the async watchers' senders from being
+    /// closed: its panic propagates from the drop of the loop once they
+    /// have.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, RunOutcome, Sim};

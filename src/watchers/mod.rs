@@ -28,6 +28,7 @@ use crate::handle::Handle;
 use crate::pending::Priority;
 use crate::registry::Kind;
 use crate::slot_list::Slot;
+use crate::unwind::Held;
 use crate::watchers::plain::Plain;
 use crate::{Error, Loop, Ready, Result};
 
@@ -51,8 +52,10 @@ use crate::{Error, Loop, Ready, Result};
 /// count_calls(&mut lp, t);
 /// ```
 pub trait Callback: Handle + adapt::Adapt {
-    /// What the callback receives after `&mut Loop` and `&mut S`.
-    type Event;
+    /// What the callback receives after `&mut Loop` and `&mut S` (a
+    /// [`StatEvent`](crate::StatEvent) borrows its path for the call:
+    /// hence the lifetime).
+    type Event<'a>;
 }
 
 pub(crate) mod adapt {
@@ -69,7 +72,7 @@ pub(crate) mod adapt {
         fn adapt<'s, S, F>(callback: F) -> Adapted<'s, S>
         where
             Self: super::Callback,
-            F: FnMut(&mut Loop<'s, S>, &mut S, <Self as super::Callback>::Event) + 's;
+            F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, <Self as super::Callback>::Event<'a>) + 's;
     }
 }
 
@@ -77,7 +80,7 @@ pub(crate) mod adapt {
 macro_rules! plain_callback {
     ($($kind:ident),*) => {$(
         impl Callback for crate::$kind {
-            type Event = crate::$kind;
+            type Event<'a> = crate::$kind;
         }
         impl adapt::Adapt for crate::$kind {
             fn adapt<'s, S, F>(callback: F) -> adapt::Adapted<'s, S>
@@ -157,8 +160,14 @@ impl<'s, S> Loop<'s, S> {
         self.stop(h)?;
         let slot = h.key().slot;
         let e = self.watchers.remove(slot);
-        self.released(slot, e.kind());
-        drop(e);
+        // The loop is done with the watcher before what the user gave it
+        // is dropped (the callback's captures, an owned source, a custom
+        // schedule): a panic in one of those `Drop`s propagates from here
+        // with every count right, after the others were dropped too.
+        let mut held = Held::default();
+        self.released(slot, e.kind(), &mut held);
+        held.drop(e);
+        held.resume();
         Ok(())
     }
 
@@ -325,7 +334,7 @@ impl<'s, S> Loop<'s, S> {
     pub fn set_callback<H, F>(&mut self, h: H, callback: F) -> Result<()>
     where
         H: Callback,
-        F: FnMut(&mut Loop<'s, S>, &mut S, H::Event) + 's,
+        F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, H::Event<'a>) + 's,
     {
         self.entry_mut(&h)?;
         self.replace_callback(h.key().slot, H::adapt(callback).0);

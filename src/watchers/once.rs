@@ -177,7 +177,9 @@ impl<'s, S> Loop<'s, S> {
         self.watchers.cancel(&mut self.pending, slot);
         self.deactivate(slot);
         let e = self.watchers.remove(slot);
-        self.released(slot, e.kind());
+        let mut held = crate::unwind::Held::default();
+        self.released(slot, e.kind(), &mut held);
+        held.resume(); // (an io watcher holds nothing there)
         if let Some(cb) = e.cb {
             cb.timed_out(self, state);
         }

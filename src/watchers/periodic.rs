@@ -5,7 +5,9 @@
 use std::time::SystemTime;
 
 use crate::handle::handle;
+use crate::periodics::Rule;
 use crate::registry::Kind;
+use crate::timers::to_ns;
 use crate::watchers::plain::Plain;
 use crate::{Error, Loop, Result, Schedule};
 
@@ -68,14 +70,17 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Periodic) + 's,
     {
+        let mut rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
+        // Its first time is asked before the watcher exists: a custom
+        // schedule that panics (user code) leaves nothing behind.
+        let first = rule.first(to_ns(self.backend.wall_now()));
         let key = self
             .watchers
             .insert(Kind::Periodic, Plain::<Periodic, F>::boxed(callback));
-        if let Err(reason) = self.periodics.configure(key.slot, schedule) {
-            self.watchers.remove(key.slot);
-            return Err(Error::InvalidSchedule { reason });
+        self.periodics.install(key.slot, rule);
+        if let Some(at) = first {
+            self.start_periodic(key.slot, at);
         }
-        self.activate(key.slot);
         Ok(Periodic(key))
     }
 
@@ -108,9 +113,11 @@ impl<'s, S> Loop<'s, S> {
                 what: "schedule",
             });
         }
-        self.periodics
-            .configure(p.0.slot, schedule)
-            .map_err(|reason| Error::InvalidSchedule { reason })
+        let rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
+        // The old schedule is dropped once the new one is in place: a
+        // panic in its drop (user code) leaves the watcher whole.
+        self.periodics.install(p.0.slot, rule);
+        Ok(())
     }
 
     /// The wall-clock time an active periodic watcher fires next (libev's

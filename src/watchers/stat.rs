@@ -58,22 +58,20 @@ pub struct StatEvent<'a> {
     pub current: FileStat,
 }
 
-/// A stat callback, stored as a [`Dispatch`], with the watched path: the
-/// stat component's own copy (`stats.rs`), shared, so that the event can
-/// lend it while the callback has the loop (and may remove the watcher).
-struct StatCallback<F> {
-    path: Rc<Path>,
-    callback: F,
-}
+/// A stat callback, stored as a [`Dispatch`]. The watched path is the
+/// stat component's (`stats.rs`), shared: the event lends a counted
+/// reference to it while the callback has the loop (and may remove the
+/// watcher).
+struct StatCallback<F>(F);
 
 impl crate::Callback for Stat {
-    type Event = StatEvent;
+    type Event<'a> = StatEvent<'a>;
 }
 
 impl crate::watchers::adapt::Adapt for Stat {
     fn adapt<'s, S, F>(callback: F) -> crate::watchers::adapt::Adapted<'s, S>
     where
-        F: FnMut(&mut Loop<'s, S>, &mut S, StatEvent) + 's,
+        F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>) + 's,
     {
         crate::watchers::adapt::Adapted(Box::new(StatCallback(callback)))
     }
@@ -84,17 +82,19 @@ where
     F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>),
 {
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
-        let (previous, current) = match lp.stats.get(key.slot) {
-            Some(w) => (w.previous, w.current),
-            None => (FileStat::MISSING, FileStat::MISSING),
+        // The component holds every live stat watcher's state: a callback
+        // is only invoked for a live watcher.
+        let Some(w) = lp.stats.get(key.slot) else {
+            return;
         };
+        let (path, previous, current) = (Rc::clone(&w.path), w.previous, w.current);
         let ev = StatEvent {
             watcher: Stat(key),
-            path: &self.path,
+            path: &path,
             previous,
             current,
         };
-        (self.callback)(lp, state, ev)
+        (self.0)(lp, state, ev)
     }
 }
 
@@ -161,11 +161,9 @@ impl<'s, S> Loop<'s, S> {
         F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>) + 's,
     {
         let path: Rc<Path> = Rc::from(path.as_ref());
-        let callback = StatCallback {
-            path: path.clone(),
-            callback,
-        };
-        let key = self.watchers.insert(Kind::Stat, Box::new(callback));
+        let key = self
+            .watchers
+            .insert(Kind::Stat, Box::new(StatCallback(callback)));
         self.stats.configure(key.slot, path, interval);
         self.activate(key.slot);
         Ok(Stat(key))
