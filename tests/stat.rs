@@ -443,4 +443,117 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         );
         assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"], "{name}");
     });
+
+/// A polling interval no test outlives: a change seen at all was seen
+/// through a hint.
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+/// The directories of a watched path removed and made again, a level at a
+/// time and all at once: each time the path's file comes back, the
+/// watcher hears of it, and of its later changes, through hints alone
+/// (its polling interval is an hour). The backend watches the nearest
+/// directory that still exists for the missing one's name.
+#[test]
+fn on_every_kernel_backend_a_removed_and_recreated_directory_is_hinted_at_again() {
+    for name in hinting_backends() {
+        common::watchdog(
+            &format!("recreated directory on {name}"),
+            common::WATCHDOG,
+            move || recreated_directory(name),
+        );
+    }
+}
+
+fn recreated_directory(name: &'static str) {
+    let root = TempDir::new("recreated", name);
+    let path = root.0.join("a/b/f");
+    std::fs::create_dir_all(root.0.join("a/b")).unwrap();
+    std::fs::write(&path, "x").unwrap();
+    // Each step: what it does, and whether the watcher is to see a change
+    // (the next step follows that change, or else 10 ms after this one).
+    type Step = (fn(&std::path::Path), bool);
+    let steps: Vec<Step> = vec![
+        (|r| std::fs::remove_dir_all(r.join("a")).unwrap(), true),
+        (|r| std::fs::create_dir(r.join("a")).unwrap(), false),
+        (|r| std::fs::create_dir(r.join("a/b")).unwrap(), false),
+        (|r| std::fs::write(r.join("a/b/f"), "one").unwrap(), true),
+        (
+            |r| {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(r.join("a/b/f"))
+                    .unwrap();
+                f.write_all(b" two").unwrap();
+            },
+            true,
+        ),
+        (|r| std::fs::remove_dir_all(r.join("a/b")).unwrap(), true),
+        (
+            |r| {
+                std::fs::create_dir_all(r.join("a/b")).unwrap();
+                std::fs::write(r.join("a/b/f"), "three").unwrap();
+            },
+            true,
+        ),
+        (|r| std::fs::write(r.join("a/b/f"), "four!!").unwrap(), true),
+    ];
+    let steps = std::rc::Rc::new(steps);
+    let root_path = root.0.clone();
+    /// Runs step `i` in 10 ms, and the one after it too if it is not to
+    /// be seen.
+    fn schedule(
+        lp: &mut Loop<'static, Log>,
+        steps: std::rc::Rc<Vec<Step>>,
+        root: PathBuf,
+        i: usize,
+    ) {
+        if i == steps.len() {
+            return;
+        }
+        lp.timer(
+            Duration::from_millis(10),
+            Duration::ZERO,
+            move |lp, log, _| {
+                let (act, seen) = steps[i];
+                act(&root);
+                log.push(format!("step {i}"));
+                if !seen {
+                    schedule(lp, steps.clone(), root.clone(), i + 1);
+                }
+            },
+        )
+        .unwrap();
+    }
+    let mut lp: Loop<Log> = World::new(name).new_loop();
+    schedule(&mut lp, steps.clone(), root_path.clone(), 0);
+    lp.stat(path, AN_HOUR, move |lp, log, ev| {
+        log.push(what_changed(&ev));
+        // The step that made this change, and the next one to make.
+        let last = log
+            .iter()
+            .rev()
+            .find_map(|l| l.strip_prefix("step ").map(|n| n.parse::<usize>().unwrap()))
+            .unwrap();
+        if last + 1 == steps.len() {
+            lp.remove(ev.watcher).unwrap();
+        } else {
+            schedule(lp, steps.clone(), root_path.clone(), last + 1);
+        }
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers,
+        "{name}: {log:?}"
+    );
+    assert_eq!(
+        log,
+        [
+            "step 0", "deleted", "step 1", "step 2", "step 3", "created", "step 4", "7 bytes",
+            "step 5", "deleted", "step 6", "created", "step 7", "6 bytes"
+        ],
+        "{name}"
+    );
 }

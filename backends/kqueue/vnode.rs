@@ -7,7 +7,15 @@
 //!   close-on-exec, and through one of its directory, each with
 //!   `EV_CLEAR` and [`NOTES`]. Only regular files and directories are
 //!   opened (opening a device can have effects); anything else is left to
-//!   polling, as is a path whose directory does not exist.
+//!   polling.
+//! - A path whose directory does not exist (never made yet, or removed
+//!   with the file) is watched through the nearest directory above it
+//!   that exists: when that directory's filter fires, the backend looks
+//!   whether the missing directory is there now (one `stat` per such
+//!   token) and if so hints at the token and watches the directory and
+//!   the file again (or, a level at a time, the next directory up that
+//!   exists). So a directory removed and made again gets its filters
+//!   back, however many levels went.
 //! - A descriptor belongs to an inode, identified by `(st_dev, st_ino)`:
 //!   watchers of one file, and the files of one directory, share one
 //!   descriptor and one filter.
@@ -23,6 +31,9 @@
 //! - When a file's filter reports `NOTE_DELETE`, `NOTE_RENAME` or
 //!   `NOTE_REVOKE`, or a directory's does, the path is looked at again the
 //!   same way (the file may have been replaced; the directory re-created).
+//!   A path found missing has its directory looked at too (a directory
+//!   removed while a descriptor holds it may post nothing until the
+//!   descriptor closes).
 //! - After `fork()` the kqueue is gone in the child but the descriptors
 //!   are inherited: `reinit` registers them with the new kqueue (a
 //!   filter, unlike an inotify instance, is not shared with the parent's
@@ -70,6 +81,22 @@ struct Node {
     as_file: Vec<u64>,
     /// Tokens whose path is in this directory.
     as_dir: Vec<u64>,
+    /// Tokens whose missing directory is somewhere below this one.
+    as_above: Vec<u64>,
+}
+
+impl Node {
+    fn list(&mut self, role: Role) -> &mut Vec<u64> {
+        match role {
+            Role::File => &mut self.as_file,
+            Role::Dir => &mut self.as_dir,
+            Role::Above => &mut self.as_above,
+        }
+    }
+
+    fn unused(&self) -> bool {
+        self.as_file.is_empty() && self.as_dir.is_empty() && self.as_above.is_empty()
+    }
 }
 
 #[derive(Debug)]
@@ -81,6 +108,9 @@ struct Watch {
     file: Option<Id>,
     /// The node of the directory.
     dir: Option<Id>,
+    /// While the directory does not exist: the node of the nearest
+    /// directory above it that does.
+    above: Option<Id>,
     /// What the path named at the last look (of any type: a FIFO has no
     /// node, yet its removal is a change).
     seen: Option<Id>,
@@ -92,6 +122,17 @@ struct Watch {
 enum Role {
     File,
     Dir,
+    Above,
+}
+
+impl Watch {
+    fn held(&mut self, role: Role) -> &mut Option<Id> {
+        match role {
+            Role::File => &mut self.file,
+            Role::Dir => &mut self.dir,
+            Role::Above => &mut self.above,
+        }
+    }
 }
 
 /// The backend's watched paths and their filters.
@@ -118,6 +159,19 @@ fn dir_of(path: &Path) -> Option<PathBuf> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     })
+}
+
+/// The nearest directory above `missing` that exists, and what it names;
+/// `None` at a component that cannot be walked (`..`, the root, `.`).
+fn nearest_existing(missing: &Path) -> Option<(PathBuf, Id)> {
+    let mut below = missing.to_path_buf();
+    loop {
+        let up = dir_of(&below)?;
+        if let Some(id) = identity(&up) {
+            return Some((up, id));
+        }
+        below = up;
+    }
 }
 
 /// Whether a failure to open means "nothing to watch there".
@@ -160,6 +214,7 @@ impl Vnodes {
                 dir_path: dir_of(path),
                 file: None,
                 dir: None,
+                above: None,
                 seen: None,
                 dir_seen: None,
             },
@@ -182,14 +237,15 @@ impl Vnodes {
         if self.watches.contains_key(&token) {
             self.detach(kq, token, Role::File);
             self.detach(kq, token, Role::Dir);
+            self.detach(kq, token, Role::Above);
             self.watches.remove(&token);
         }
         self.hinted.retain(|&t| t != token);
     }
 
     /// Makes `token`'s filters match what its path (and, with `dir`, its
-    /// directory) names now. Fails only for a lack of descriptors or
-    /// memory.
+    /// directory, or the nearest directory above that exists) names now.
+    /// Fails only for a lack of descriptors or memory.
     fn resolve(&mut self, kq: RawFd, token: u64, dir: bool) -> io::Result<()> {
         let Some(w) = self.watches.get(&token) else {
             return Ok(());
@@ -209,6 +265,11 @@ impl Vnodes {
                     None => None,
                 };
                 self.set_role(kq, token, Role::Dir, node);
+                let above = match seen {
+                    None => self.nearest_above(kq, d)?,
+                    Some(_) => None,
+                };
+                self.set_role(kq, token, Role::Above, above);
                 Some(seen)
             }
             _ => None,
@@ -220,6 +281,16 @@ impl Vnodes {
             }
         }
         Ok(())
+    }
+
+    /// The node of the nearest directory above `missing` that exists (with
+    /// a filter on it); `None` at a component that cannot be walked (`..`,
+    /// the root, `.`), or if what exists there cannot be watched.
+    fn nearest_above(&mut self, kq: RawFd, missing: &Path) -> io::Result<Option<Id>> {
+        match nearest_existing(missing) {
+            Some((up, _)) => self.open(kq, &up),
+            None => Ok(None),
+        }
     }
 
     /// The identity of what `path` names, with a filter on it: the
@@ -266,6 +337,7 @@ impl Vnodes {
                 fd,
                 as_file: Vec::new(),
                 as_dir: Vec::new(),
+                as_above: Vec::new(),
             },
         );
         Ok(Some(id))
@@ -273,29 +345,19 @@ impl Vnodes {
 
     /// `token` now watches `id` (or nothing) in `role`.
     fn set_role(&mut self, kq: RawFd, token: u64, role: Role, id: Option<Id>) {
-        let Some(w) = self.watches.get(&token) else {
+        let Some(w) = self.watches.get_mut(&token) else {
             return;
         };
-        let held = match role {
-            Role::File => w.file,
-            Role::Dir => w.dir,
-        };
-        if held == id {
+        if *w.held(role) == id {
             return;
         }
         if let Some(new) = id.and_then(|id| self.nodes.get_mut(&id)) {
-            match role {
-                Role::File => new.as_file.push(token),
-                Role::Dir => new.as_dir.push(token),
-            }
+            new.list(role).push(token);
         }
         // After attaching: a node shared by both never closes in between.
         self.detach(kq, token, role);
         if let Some(w) = self.watches.get_mut(&token) {
-            match role {
-                Role::File => w.file = id,
-                Role::Dir => w.dir = id,
-            }
+            *w.held(role) = id;
         }
     }
 
@@ -305,22 +367,17 @@ impl Vnodes {
         let Some(w) = self.watches.get_mut(&token) else {
             return;
         };
-        let held = match role {
-            Role::File => w.file.take(),
-            Role::Dir => w.dir.take(),
+        let Some(id) = w.held(role).take() else {
+            return;
         };
-        let Some(id) = held else { return };
         let Some(node) = self.nodes.get_mut(&id) else {
             return;
         };
-        let list = match role {
-            Role::File => &mut node.as_file,
-            Role::Dir => &mut node.as_dir,
-        };
+        let list = node.list(role);
         if let Some(i) = list.iter().position(|&t| t == token) {
             list.remove(i);
         }
-        if node.as_file.is_empty() && node.as_dir.is_empty() {
+        if node.unused() {
             let fd = node.fd.as_raw_fd();
             // Closing the descriptor drops the filter too; deleting it
             // first says so explicitly.
@@ -355,7 +412,36 @@ impl Vnodes {
             self.recheck_token(kq, token, fflags & GONE != 0);
         }
         recheck.clear();
+        // Tokens waiting below this directory for theirs to come back.
+        if let Some(node) = self.nodes.get(&id) {
+            recheck.extend_from_slice(&node.as_above);
+        }
+        for &token in &recheck {
+            self.recheck_above(kq, token, fflags & GONE != 0);
+        }
+        recheck.clear();
         self.recheck = recheck;
+    }
+
+    /// The directory above `token`'s missing one fired: if the missing
+    /// directory is there now, hints at the token and watches it (and its
+    /// file); if a directory between them was made, or the one above went
+    /// (`gone`), watches the nearest one that exists now.
+    fn recheck_above(&mut self, kq: RawFd, token: u64, gone: bool) {
+        let Some(w) = self.watches.get(&token) else {
+            return;
+        };
+        let Some(d) = &w.dir_path else { return };
+        let back = identity(d) != w.dir_seen;
+        let closer = !back && nearest_existing(d).map(|(_, id)| id) != w.above;
+        if back {
+            self.hinted.push(token);
+        }
+        if back || closer || gone {
+            if let Err(err) = self.resolve(kq, token, true) {
+                tracing::debug!(token, %err, "a path's filter could not be added again");
+            }
+        }
     }
 
     /// Looks at what `token`'s path (and its directory) names now: if it
@@ -365,8 +451,10 @@ impl Vnodes {
         let Some(w) = self.watches.get(&token) else {
             return;
         };
-        let file_moved = identity(&w.path) != w.seen;
-        let dir_moved = dir_too
+        let now = identity(&w.path);
+        let file_moved = now != w.seen;
+        // A missing file may have gone with its directory.
+        let dir_moved = (dir_too || now.is_none())
             && match &w.dir_path {
                 Some(d) => identity(d) != w.dir_seen,
                 None => false,
@@ -410,6 +498,9 @@ impl Vnodes {
                     }
                     if w.dir == Some(id) {
                         w.dir = None;
+                    }
+                    if w.above == Some(id) {
+                        w.above = None;
                     }
                 }
             }

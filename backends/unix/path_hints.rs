@@ -21,10 +21,15 @@
 //!     goes: `IN_IGNORED`, `IN_DELETE_SELF`, `IN_MOVE_SELF`), the token's
 //!     watches are resolved again from its path after the batch of
 //!     events: a re-created file gets a watch of its own again.
-//!   - A path that does not exist is watched through its directory only;
-//!     if that does not exist either, `watch` still succeeds and the
-//!     watcher relies on polling (the directory is looked for again only
-//!     after a queue overflow or a fork).
+//!   - A path that does not exist is watched through its directory only.
+//!     If that does not exist either (never made yet, or removed with the
+//!     file), the nearest directory above it that exists is watched for
+//!     the name of the next component down: when that entry is created
+//!     or renamed into place, the token's watches are resolved again (one
+//!     level further down, or the directory and its file at once) and the
+//!     token is hinted at. So a directory removed and made again gets its
+//!     watches back, however many levels went. (A path component that
+//!     cannot be walked, such as `..`, ends the search: polling only.)
 //!   - `IN_Q_OVERFLOW` (events were lost) hints at every token and
 //!     resolves every watch again.
 //!   - After `fork()` the instance is shared with the parent (its events
@@ -213,6 +218,11 @@ mod linux {
         file: Option<i32>,
         /// The directory's, if it exists.
         dir: Option<i32>,
+        /// While the directory does not exist: the nearest directory above
+        /// it that does (its watch descriptor), for the entry named
+        /// `above_name`, the next component down towards the path.
+        above: Option<i32>,
+        above_name: Vec<u8>,
     }
 
     /// The tokens one watch descriptor serves.
@@ -222,11 +232,21 @@ mod linux {
         as_file: Vec<u64>,
         /// Tokens whose path is in this directory.
         as_dir: Vec<u64>,
+        /// Tokens whose missing directory is somewhere below this one.
+        as_above: Vec<u64>,
     }
 
     impl Users {
         fn is_empty(&self) -> bool {
-            self.as_file.is_empty() && self.as_dir.is_empty()
+            self.as_file.is_empty() && self.as_dir.is_empty() && self.as_above.is_empty()
+        }
+
+        fn list(&mut self, role: Role) -> &mut Vec<u64> {
+            match role {
+                Role::File => &mut self.as_file,
+                Role::Dir => &mut self.as_dir,
+                Role::Above => &mut self.as_above,
+            }
         }
     }
 
@@ -234,6 +254,17 @@ mod linux {
     enum Role {
         File,
         Dir,
+        Above,
+    }
+
+    impl Watch {
+        fn held(&mut self, role: Role) -> &mut Option<i32> {
+            match role {
+                Role::File => &mut self.file,
+                Role::Dir => &mut self.dir,
+                Role::Above => &mut self.above,
+            }
+        }
     }
 
     /// A backend's path hints through inotify (see the module header).
@@ -326,6 +357,8 @@ mod linux {
                     parent: parent_of(path),
                     file: None,
                     dir: None,
+                    above: None,
+                    above_name: Vec::new(),
                 },
             );
             if let Err(err) = self.resolve(token, true) {
@@ -360,14 +393,15 @@ mod linux {
             if self.watches.contains_key(&token) {
                 self.detach(token, Role::File);
                 self.detach(token, Role::Dir);
+                self.detach(token, Role::Above);
                 self.watches.remove(&token);
             }
         }
 
         /// Makes `token`'s watches match what its path (and its directory,
-        /// if `dir` too) names now. Fails only for a failure of inotify
-        /// itself (out of watches, memory); what does not exist is left
-        /// unwatched.
+        /// if `dir` too, or the nearest directory above that exists) names
+        /// now. Fails only for a failure of inotify itself (out of watches,
+        /// memory); what does not exist is left unwatched.
         fn resolve(&mut self, token: u64, dir: bool) -> io::Result<()> {
             let Some(w) = self.watches.get(&token) else {
                 return Ok(());
@@ -377,13 +411,39 @@ mod linux {
             let file = self.add_watch(&file_path)?;
             self.set_role(token, Role::File, file);
             if dir {
-                let d = match dir_path {
-                    Some(d) => self.add_watch(&d)?,
+                let d = match &dir_path {
+                    Some(d) => self.add_watch(d)?,
                     None => None,
                 };
                 self.set_role(token, Role::Dir, d);
+                let above = match (&dir_path, d) {
+                    (Some(missing), None) => self.nearest_above(missing)?,
+                    _ => None,
+                };
+                let wd = above.as_ref().map(|(wd, _)| *wd);
+                self.set_role(token, Role::Above, wd);
+                if let (Some((_, name)), Some(w)) = (above, self.watches.get_mut(&token)) {
+                    w.above_name = name;
+                }
             }
             Ok(())
+        }
+
+        /// The watch descriptor of the nearest directory above `missing`
+        /// that exists, and the name of the entry below it towards
+        /// `missing`; `None` at a component that cannot be walked (`..`,
+        /// the root, `.`).
+        fn nearest_above(&self, missing: &Path) -> io::Result<Option<(i32, Vec<u8>)>> {
+            let mut below = missing.to_path_buf();
+            loop {
+                let Some((up, name)) = parent_of(&below) else {
+                    return Ok(None);
+                };
+                if let Some(wd) = self.add_watch(&up)? {
+                    return Ok(Some((wd, name)));
+                }
+                below = up;
+            }
         }
 
         /// The watch descriptor of `path`'s inode, if it exists.
@@ -400,28 +460,17 @@ mod linux {
 
         /// `token` now watches `wd` (or nothing) in `role`.
         fn set_role(&mut self, token: u64, role: Role, wd: Option<i32>) {
-            let Some(w) = self.watches.get(&token) else {
+            let Some(w) = self.watches.get_mut(&token) else {
                 return;
             };
-            let held = match role {
-                Role::File => w.file,
-                Role::Dir => w.dir,
-            };
-            if held == wd {
+            if *w.held(role) == wd {
                 return;
             }
             self.detach(token, role);
             let Some(wd) = wd else { return };
-            let users = self.wds.entry(wd).or_default();
-            match role {
-                Role::File => users.as_file.push(token),
-                Role::Dir => users.as_dir.push(token),
-            }
+            self.wds.entry(wd).or_default().list(role).push(token);
             if let Some(w) = self.watches.get_mut(&token) {
-                match role {
-                    Role::File => w.file = Some(wd),
-                    Role::Dir => w.dir = Some(wd),
-                }
+                *w.held(role) = Some(wd);
             }
         }
 
@@ -431,18 +480,13 @@ mod linux {
             let Some(w) = self.watches.get_mut(&token) else {
                 return;
             };
-            let held = match role {
-                Role::File => w.file.take(),
-                Role::Dir => w.dir.take(),
+            let Some(wd) = w.held(role).take() else {
+                return;
             };
-            let Some(wd) = held else { return };
             let Some(users) = self.wds.get_mut(&wd) else {
                 return;
             };
-            match role {
-                Role::File => users.as_file.retain(|&t| t != token),
-                Role::Dir => users.as_dir.retain(|&t| t != token),
-            }
+            users.list(role).retain(|&t| t != token);
             if users.is_empty() {
                 self.wds.remove(&wd);
                 if let Some(fd) = &self.inotify {
@@ -518,6 +562,7 @@ mod linux {
             for w in self.watches.values_mut() {
                 w.file = None;
                 w.dir = None;
+                w.above = None;
             }
             let fd = inotify::init()?;
             set.add(fd.as_raw_fd())?;
@@ -531,6 +576,13 @@ mod linux {
             self.hinted.clear();
             self.hinted.extend(tokens);
             Ok(())
+        }
+
+        /// What `token` watches above its missing directory (for tests).
+        #[cfg(test)]
+        fn above_of(&self, token: u64) -> Option<(i32, Vec<u8>)> {
+            let w = &self.watches[&token];
+            w.above.map(|wd| (wd, w.above_name.clone()))
         }
 
         /// The watch descriptors of `token` (for tests).
@@ -574,8 +626,21 @@ mod linux {
                     }
                 }
             }
+            for &t in &users.as_above {
+                if let Some(w) = watches.get_mut(&t) {
+                    if w.above == Some(event.wd) {
+                        w.above = None;
+                    }
+                }
+            }
             hinted.extend(users.as_file.iter().chain(&users.as_dir));
-            refresh.extend(users.as_file.iter().chain(&users.as_dir));
+            refresh.extend(
+                users
+                    .as_file
+                    .iter()
+                    .chain(&users.as_dir)
+                    .chain(&users.as_above),
+            );
             return false;
         }
         let Some(users) = wds.get(&event.wd) else {
@@ -594,6 +659,8 @@ mod linux {
             hinted.extend_from_slice(&users.as_dir);
             if event.mask & GONE != 0 {
                 refresh.extend_from_slice(&users.as_dir);
+                // Look further up for the missing directory's ancestor.
+                refresh.extend_from_slice(&users.as_above);
             }
         } else {
             for &t in &users.as_dir {
@@ -604,6 +671,20 @@ mod linux {
                 if named {
                     hinted.push(t);
                     if event.mask & ENTRY != 0 {
+                        refresh.push(t);
+                    }
+                }
+            }
+            if event.mask & ENTRY != 0 {
+                // The next directory down towards a missing one came (or
+                // went): watch from there, or the path itself if it is
+                // all back (and then look: the file may be there too).
+                for &t in &users.as_above {
+                    let named = watches
+                        .get(&t)
+                        .is_some_and(|w| w.above_name.as_slice() == event.name);
+                    if named {
+                        hinted.push(t);
                         refresh.push(t);
                     }
                 }
@@ -695,6 +776,8 @@ mod linux {
                         parent: parent_of(Path::new(&format!("/d/{name}"))),
                         file: Some(10 + token as i32),
                         dir: Some(5),
+                        above: None,
+                        above_name: Vec::new(),
                     },
                 );
                 wds.entry(5).or_default().as_dir.push(token);
@@ -803,13 +886,63 @@ mod linux {
             assert_eq!(taken(&mut h), [] as [u64; 0], "no longer the path's file");
         }
 
+        /// A directory removed with its file is watched for through the
+        /// directory above it, level by level, and the path gets its own
+        /// watches back when it is all there again.
         #[test]
-        fn a_missing_directory_is_left_to_polling() {
+        fn a_removed_directory_is_watched_for_from_above() {
+            let root = TempDir::new("above");
+            let (a, b) = (root.0.join("a"), root.0.join("a/b"));
+            let f = b.join("f");
+            std::fs::create_dir_all(&b).unwrap();
+            std::fs::write(&f, "x").unwrap();
+            let mut set = Recorder::default();
+            let mut h = PathHints::new("test");
+            h.watch(&f, 1, &mut set).unwrap();
+            assert!(matches!(h.wds_of(1), (Some(_), Some(_))));
+            assert_eq!(h.above_of(1), None);
+            std::fs::remove_dir_all(&a).unwrap();
+            assert_eq!(taken(&mut h), [1]);
+            assert_eq!(h.wds_of(1), (None, None));
+            let (wd, name) = h.above_of(1).expect("watched from the root");
+            assert_eq!(name, b"a");
+            std::fs::write(root.0.join("sibling"), "s").unwrap();
+            assert_eq!(taken(&mut h), [] as [u64; 0], "another name");
+            std::fs::create_dir(&a).unwrap();
+            assert_eq!(taken(&mut h), [1], "a step closer");
+            let (wd_a, name) = h.above_of(1).expect("watched from a");
+            assert!(wd_a != wd && name == b"b");
+            assert!(!h.wds.contains_key(&wd), "the root's watch went");
+            std::fs::create_dir(&b).unwrap();
+            assert_eq!(taken(&mut h), [1]);
+            assert_eq!(h.above_of(1), None);
+            assert!(
+                matches!(h.wds_of(1), (None, Some(_))),
+                "the directory again"
+            );
+            std::fs::write(&f, "y").unwrap();
+            assert_eq!(taken(&mut h), [1]);
+            assert!(matches!(h.wds_of(1), (Some(_), Some(_))), "and the file");
+            // All at once: made before the hints are read.
+            std::fs::remove_dir_all(&a).unwrap();
+            std::fs::create_dir_all(&b).unwrap();
+            std::fs::write(&f, "z").unwrap();
+            assert_eq!(taken(&mut h), [1]);
+            assert!(matches!(h.wds_of(1), (Some(_), Some(_))), "the new ones");
+            assert_eq!(h.above_of(1), None);
+            h.unwatch(1, &mut set);
+            assert!(h.wds.is_empty() && set.0.is_empty());
+        }
+
+        #[test]
+        fn a_missing_directory_is_watched_for_from_above() {
             let mut set = Recorder::default();
             let mut h = PathHints::new("test");
             let p = std::env::temp_dir().join("evloop-no-such-dir-at-all/x");
             h.watch(&p, 1, &mut set).unwrap();
             assert_eq!(h.wds_of(1), (None, None));
+            let (_, name) = h.above_of(1).expect("the temporary directory");
+            assert_eq!(name, b"evloop-no-such-dir-at-all");
             assert_eq!(taken(&mut h), [] as [u64; 0]);
             h.unwatch(1, &mut set);
             assert!(set.0.is_empty());
