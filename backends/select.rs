@@ -24,8 +24,11 @@
 //!   from the shared Unix notifier (`backends/unix/`): its internal fds (the
 //!   wake fd; on Linux pidfds, the clock-step timerfd and the inotify
 //!   instance) are in the read set too, and in a set of their own that tells them apart;
-//!   they must be below `FD_SETSIZE` like any other (the hook that needs
-//!   one fails otherwise).
+//!   they must be below `FD_SETSIZE` like any other. The wake fd is asked
+//!   for below it (a hub slot left with a higher one by another backend
+//!   gets a new one once a low number is free; while none is, the hook
+//!   that needs it fails, and the next call tries again); a child whose
+//!   pidfd is `FD_SETSIZE` or more is watched through `SIGCHLD` instead.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -121,6 +124,10 @@ impl InternalFds for Set {
         put(fd, &mut self.internal, true);
         self.max_fd = self.max_fd.max(fd);
         Ok(())
+    }
+
+    fn fd_limit(&self) -> Option<RawFd> {
+        Some(SETSIZE)
     }
 
     fn remove(&mut self, fd: RawFd) {

@@ -585,6 +585,17 @@ impl Children {
         Ok((pid, added))
     }
 
+    /// Watches `pid` (watched with a pidfd just now) through `SIGCHLD`
+    /// instead, its pidfd closed: for a backend that cannot hold the
+    /// pidfd's number in its kernel set (select, past `FD_SETSIZE`).
+    pub(crate) fn use_sigchld_for(&mut self, pid: libc::pid_t) {
+        if let Some(c) = self.watched.iter_mut().find(|c| c.pid == pid) {
+            if matches!(c.how, How::Pidfd(_)) {
+                c.how = How::Sigchld;
+            }
+        }
+    }
+
     /// Stops watching `pid` without reaping it; its pidfd, if it is still
     /// in the kernel set, is returned for the caller to take out (and
     /// close). An exit of it not yet taken is dropped: the loop no longer

@@ -10,22 +10,38 @@
 //! are never freed and a published chunk's `next` never changes, so the
 //! handler can walk the list at any moment.
 //!
-//! A slot owns its wake fd (see `wake.rs`) for the life of the process.
-//! When its backend is dropped the slot is released, drained and handed to
-//! the next backend that claims one, with the same fd: a handler or waker
-//! that raced the teardown writes into a descriptor that is still open
-//! (the new owner sees at worst one spurious wake-up), never into a closed
-//! number that may have been reused for someone else's file. The only time
-//! a slot's pair is replaced (and the old one closed) is in a forked child,
-//! for a slot whose `owner` is not the child's pid: no handler or waker of
-//! the child can pass the owner check for it, so none can be writing the
-//! old pair (and the child must not share its parent's eventfd).
+//! A slot owns its wake fd (see `wake.rs`). When its backend is dropped
+//! the slot is released, drained and handed to the next backend that
+//! claims one, with the same fd: a handler or waker that raced the
+//! teardown writes into a descriptor that is still open (the new owner
+//! sees at worst one spurious wake-up), never into a closed number that
+//! may have been reused for someone else's file. A slot's pair is replaced
+//! (and the old one closed) in two cases only:
+//!
+//! - in a forked child, for a slot whose `owner` is not the child's pid: no
+//!   handler or waker of the child can pass the owner check for it, so none
+//!   can be writing the old pair (and the child must not share its
+//!   parent's eventfd);
+//! - when the claiming backend cannot watch the slot's read end: a select
+//!   backend (fds below `FD_SETSIZE` only) claiming a slot whose wake fd
+//!   was made while every low fd was taken. The slot gets a new pair if a
+//!   low enough number is free now (otherwise it keeps the old one, and
+//!   the backend's registration fails with a clear error; the next claim
+//!   tries again). The old pair is closed only once no write to it is in
+//!   flight: every writer counts itself in `writers` before it loads
+//!   `write` and out after its `write(2)`, and the claimer swaps `write`
+//!   first, then waits for `writers` to be zero (all `SeqCst`: a writer
+//!   that loaded the old number was counted before the swap, so the
+//!   claimer sees it; one counted after the swap loads the new number).
+//!   The wait is for a few instructions and one non-blocking system call
+//!   of another thread; a writer never waits, so a signal handler on the
+//!   claiming thread cannot deadlock it.
 //!
 //! # The handler
 //!
 //! Async-signal-safe: it saves and restores `errno`, calls only `getpid`
-//! and `write` (both on POSIX's list), takes no lock, allocates nothing and
-//! cannot panic. For each slot of this process (`owner == getpid()`, so
+//! and `write` (both on POSIX's list), takes no lock (the count of writes
+//! in flight is a lock-free atomic), allocates nothing and cannot panic. For each slot of this process (`owner == getpid()`, so
 //! that a forked child never writes its parent's descriptors) that watches
 //! the signal, it sets the signal's bit in `pending` and writes the slot's
 //! wake fd.
@@ -74,7 +90,7 @@ use std::io;
 use std::mem;
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use super::wake;
@@ -103,6 +119,8 @@ pub(crate) struct Slot {
     pending: AtomicU64,
     /// The backend's waker was used since it last looked.
     woke: AtomicBool,
+    /// Writes to the wake fd in flight (see the module documentation).
+    writers: AtomicU32,
 }
 
 struct Chunk {
@@ -144,7 +162,17 @@ impl Slot {
             watched: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             woke: AtomicBool::new(false),
+            writers: AtomicU32::new(0),
         }
+    }
+
+    /// Writes the wake fd, counted in `writers` (see the module
+    /// documentation). Async-signal-safe: atomics and one `write(2)`.
+    #[inline]
+    fn write_wake_fd(&self) {
+        self.writers.fetch_add(1, Ordering::SeqCst);
+        wake::poke(self.write.load(Ordering::SeqCst));
+        self.writers.fetch_sub(1, Ordering::Release);
     }
 
     fn try_take(&self) -> bool {
@@ -155,8 +183,9 @@ impl Slot {
                 .is_ok()
     }
 
-    /// Makes a slot just taken ready for its new owner, this process.
-    fn prepare(&self) -> io::Result<()> {
+    /// Makes a slot just taken ready for its new owner, this process, a
+    /// backend that can watch fds below `limit` (any if `None`).
+    fn prepare(&self, limit: Option<RawFd>) -> io::Result<()> {
         let me = getpid();
         if self.fd_pid.load(Ordering::Relaxed) != me {
             // A fresh slot, or one a forked child inherited: not ours to
@@ -164,6 +193,9 @@ impl Slot {
             // owner is another process, or none).
             self.replace_fds(me)?;
         } else {
+            if limit.is_some_and(|limit| self.read.load(Ordering::Relaxed) >= limit) {
+                self.renumber(limit.unwrap_or(RawFd::MAX))?;
+            }
             wake::drain(self.read.load(Ordering::Relaxed));
         }
         self.generation.fetch_add(1, Ordering::Relaxed);
@@ -178,11 +210,38 @@ impl Slot {
     fn replace_fds(&self, me: libc::pid_t) -> io::Result<()> {
         let (read, write) = wake::create()?;
         let old_read = self.read.swap(read, Ordering::Relaxed);
-        let old_write = self.write.swap(write, Ordering::Relaxed);
+        let old_write = self.write.swap(write, Ordering::SeqCst);
+        // No writer of this process is counted for a slot it does not own;
+        // a count copied from the parent by `fork` is stale.
+        self.writers.store(0, Ordering::SeqCst);
         if old_read >= 0 {
             wake::close(old_read, old_write);
         }
         self.fd_pid.store(me, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A slot of this process, just claimed, whose read end is `limit` or
+    /// more: a new pair if its read end is below `limit` now (the old
+    /// pair closed once no write to it is in flight); otherwise the slot
+    /// keeps its pair (the backend's registration of it then fails).
+    fn renumber(&self, limit: RawFd) -> io::Result<()> {
+        let (read, write) = wake::create()?;
+        if read >= limit {
+            wake::close(read, write);
+            return Ok(());
+        }
+        let old_read = self.read.swap(read, Ordering::Relaxed);
+        let old_write = self.write.swap(write, Ordering::SeqCst);
+        while self.writers.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        wake::close(old_read, old_write);
+        tracing::trace!(
+            old_read,
+            read,
+            "a hub slot's wake fd renumbered below {limit}"
+        );
         Ok(())
     }
 
@@ -213,7 +272,7 @@ impl Slot {
     /// Makes the owner's next wait return, without a notice of its own
     /// (the owner has news to deliver after it, such as an exit it found).
     pub(crate) fn poke(&self) {
-        wake::poke(self.write.load(Ordering::Relaxed));
+        self.write_wake_fd();
     }
 
     /// [`Slot::poke`] for the owner of `generation` only: nothing if the
@@ -226,7 +285,7 @@ impl Slot {
         {
             return;
         }
-        wake::poke(self.write.load(Ordering::Relaxed));
+        self.write_wake_fd();
     }
 
     /// [`Wake::wake`](crate::Wake::wake) for the owner of `generation`:
@@ -238,22 +297,30 @@ impl Slot {
             return;
         }
         self.woke.store(true, Ordering::Release);
-        wake::poke(self.write.load(Ordering::Relaxed));
+        self.write_wake_fd();
     }
 }
 
 /// Claims a slot for a new backend of this process, with a drained wake fd
-/// and no signal watched.
-pub(crate) fn claim() -> io::Result<&'static Slot> {
+/// and no signal watched. A backend that can watch only fds below `limit`
+/// (select) gets a wake fd below it if one is free (see the module
+/// documentation); it checks the fd itself when it registers it.
+pub(crate) fn claim_within(limit: Option<RawFd>) -> io::Result<&'static Slot> {
     let slot = match slots().find(|s| s.try_take()) {
         Some(slot) => slot,
         None => publish_chunk(),
     };
-    if let Err(err) = slot.prepare() {
+    if let Err(err) = slot.prepare(limit) {
         slot.used.store(false, Ordering::Release);
         return Err(err);
     }
     Ok(slot)
+}
+
+/// [`claim_within`] for a backend that can watch any fd (for tests).
+#[cfg(test)]
+pub(crate) fn claim() -> io::Result<&'static Slot> {
+    claim_within(None)
 }
 
 /// Allocates and publishes a chunk, and returns its first slot, already
@@ -474,7 +541,7 @@ extern "C" fn handler(signal: libc::c_int) {
                     && slot.watched.load(Ordering::Acquire) & bit != 0
                 {
                     slot.pending.fetch_or(bit, Ordering::Release);
-                    wake::poke(slot.write.load(Ordering::Relaxed));
+                    slot.write_wake_fd();
                 }
             }
             chunk = c.next;

@@ -26,6 +26,13 @@ pub(crate) trait InternalFds {
     /// Stops watching `fd` (it is about to be closed, or belongs to a
     /// kernel set being replaced); never fails.
     fn remove(&mut self, fd: RawFd);
+    /// One more than the largest fd the set can hold, if it has such a
+    /// limit (select: `FD_SETSIZE`): the notifier asks for its wake fd
+    /// below it, and watches a child whose pidfd is not through
+    /// `SIGCHLD` instead.
+    fn fd_limit(&self) -> Option<RawFd> {
+        None
+    }
 }
 
 const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
@@ -58,12 +65,16 @@ impl Wakeup {
         }
     }
 
-    /// The slot, claimed and its read end in the kernel set.
+    /// The slot, claimed and its read end in the kernel set. A slot
+    /// claimed here whose read end the set refuses (a select backend's,
+    /// while no fd below `FD_SETSIZE` is free) is given back at once, so
+    /// that the next call claims again (and gets a usable fd once one is
+    /// free).
     pub(crate) fn ensure(&mut self, set: &mut impl InternalFds) -> io::Result<&'static Slot> {
-        let slot = match self.slot {
-            Some(slot) => slot,
+        let (slot, claimed) = match self.slot {
+            Some(slot) => (slot, false),
             None => {
-                let slot = hub::claim().map_err(|err| {
+                let slot = hub::claim_within(set.fd_limit()).map_err(|err| {
                     io::Error::new(
                         err.kind(),
                         format!(
@@ -73,11 +84,19 @@ impl Wakeup {
                     )
                 })?;
                 self.slot = Some(slot);
-                slot
+                (slot, true)
             }
         };
         if self.registered.is_none() {
-            set.add(slot.read_fd())?;
+            if let Err(err) = set.add(slot.read_fd()) {
+                if claimed {
+                    // Nothing uses it yet (the waker and the signal
+                    // watches come after this call).
+                    self.slot = None;
+                    hub::release(slot);
+                }
+                return Err(err);
+            }
             self.registered = Some(slot.read_fd());
         }
         Ok(slot)
@@ -282,7 +301,16 @@ impl Notifier {
         // Whoever reaps the child, this backend or another loop's, pokes
         // the wake fd: it must be in the kernel set.
         let slot = self.wakeup.ensure(set)?;
-        let (pid, added) = self.children.add(backend, pid, slot)?;
+        let (pid, mut added) = self.children.add(backend, pid, slot)?;
+        if let Added::Pidfd(fd) = added {
+            if set.fd_limit().is_some_and(|limit| fd >= limit) {
+                // A pidfd the set cannot hold (select, past FD_SETSIZE):
+                // this child's exit comes through SIGCHLD instead.
+                tracing::trace!(pid, fd, "pidfd beyond the backend's fds: SIGCHLD instead");
+                self.children.use_sigchld_for(pid);
+                added = Added::Sigchld;
+            }
+        }
         match added {
             Added::Already | Added::Exited => {}
             Added::Pidfd(fd) => {
@@ -479,3 +507,46 @@ macro_rules! notifier_hooks {
     };
 }
 pub(crate) use notifier_hooks;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel set that refuses every fd (as select refuses a wake fd
+    /// numbered 1024 or more) until told otherwise.
+    struct Refusing {
+        refuse: bool,
+        held: Vec<RawFd>,
+    }
+
+    impl InternalFds for Refusing {
+        fn add(&mut self, fd: RawFd) -> io::Result<()> {
+            if self.refuse {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "refused"));
+            }
+            self.held.push(fd);
+            Ok(())
+        }
+        fn remove(&mut self, fd: RawFd) {
+            self.held.retain(|&f| f != fd);
+        }
+    }
+
+    #[test]
+    fn a_slot_whose_wake_fd_the_set_refuses_is_not_kept() {
+        let mut set = Refusing {
+            refuse: true,
+            held: Vec::new(),
+        };
+        let mut w = Wakeup::new("test");
+        assert!(w.ensure(&mut set).is_err());
+        assert!(w.slot.is_none() && w.wake_fd().is_none(), "given back");
+        assert!(w.waker(&mut set).is_err());
+        assert!(w.watch_signal(libc::SIGWINCH, &mut set).is_err());
+        assert_eq!(w.user, 0);
+        set.refuse = false;
+        let slot = w.ensure(&mut set).unwrap();
+        assert_eq!(set.held, [slot.read_fd()]);
+        assert!(w.waker(&mut set).is_ok());
+    }
+}

@@ -6,8 +6,9 @@
 //! `EVFILT_USER`, whereas `write(2)` is on the list of async-signal-safe
 //! functions).
 //!
-//! These are raw descriptors on purpose: a hub slot owns its pair for the
-//! life of the process (see `hub.rs`), so no `OwnedFd` may close it.
+//! These are raw descriptors on purpose: a hub slot owns its pair and
+//! closes it only when no handler or waker can be writing it (see
+//! `hub.rs`), so no `OwnedFd` may close it.
 
 use std::io;
 use std::os::fd::RawFd;
