@@ -234,6 +234,13 @@ const UD_ONESHOT: usize = 0x4;
 /// The tag of the wake fd's `EVFILT_READ` filter (internal: never
 /// reported to the loop).
 const UD_WAKE: usize = 0x1000;
+/// The type of a `kevent`'s `flags` (and of `EV_ADD`, `EV_DELETE`, ...):
+/// 32 bits on NetBSD, 16 elsewhere.
+#[cfg(target_os = "netbsd")]
+type EvFlags = u32;
+#[cfg(not(target_os = "netbsd"))]
+type EvFlags = u16;
+
 /// The tag of a watched child's `EVFILT_PROC` filter.
 const UD_PROC: usize = 0x2000;
 /// The tag of a watched path's (or its directory's) `EVFILT_VNODE` filter.
@@ -352,7 +359,7 @@ impl InternalFds for Kernel {
 }
 
 /// A change record for the `EVFILT_PROC` filter of `pid`.
-fn proc_record(pid: libc::pid_t, flags: u16) -> sys::kevent {
+fn proc_record(pid: libc::pid_t, flags: EvFlags) -> sys::kevent {
     let mut kev = zeroed_kevent();
     kev.ident = pid as sys::uintptr_t;
     kev.filter = sys::EVFILT_PROC;

@@ -183,7 +183,7 @@ fn absent(err: &io::Error) -> bool {
 }
 
 /// A registration (`EV_ADD`) or removal of the filter on `fd`.
-fn record(fd: RawFd, flags: u16) -> sys::kevent {
+fn record(fd: RawFd, flags: super::EvFlags) -> sys::kevent {
     let mut kev = zeroed_kevent();
     kev.ident = fd as sys::uintptr_t;
     kev.filter = sys::EVFILT_VNODE;
