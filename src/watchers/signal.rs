@@ -11,10 +11,10 @@ handle!(
     /// Handle to a signal watcher, returned by [`Loop::signal`].
     ///
     /// ```
-    /// use evloop::Loop;
+    /// use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
-    /// let s = lp.signal(libc::SIGTERM, |_, _, _| {})?;
-    /// assert_eq!(lp.signal_number(s)?, libc::SIGTERM);
+    /// let s = lp.signal(Signal::TERM, |_, _, _| {})?;
+    /// assert_eq!(lp.signal_number(s)?, Signal::TERM);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     Signal,
@@ -22,11 +22,126 @@ handle!(
     false
 );
 
+/// Defines the signal-number constants on [`Signal`] and [`Signal::name`]
+/// from one list: `NAME = libc::SIGNAME`.
+macro_rules! signal_numbers {
+    ($($(#[$doc:meta])* $name:ident = $value:ident),* $(,)?) => {
+        /// The platform's signal numbers, so that a program needs no direct
+        /// dependency on `libc` to name them: `lp.signal(Signal::TERM, ..)`,
+        /// `lp.kill(child, Signal::KILL)`, `sim.raise(at, Signal::HUP)`.
+        ///
+        /// Signal numbers are plain `i32`s throughout evloop, as they are
+        /// for the kernel, for `libc` and in
+        /// [`ExitStatus::Signaled`](crate::ExitStatus::Signaled): these
+        /// constants work wherever a number does (a `libc::SIGTERM` still
+        /// does too), in patterns included. The values are the platform's
+        /// own (`SIGUSR1` is 10 on Linux, 30 on macOS and the BSDs); the
+        /// list holds the signals that Linux, macOS, FreeBSD, NetBSD and
+        /// OpenBSD all have. Real-time signals have no constant: they are
+        /// numbered from `libc::SIGRTMIN()` where the platform has them.
+        ///
+        /// ```
+        /// use evloop::{ExitStatus, Signal};
+        /// assert_eq!(Signal::TERM, libc::SIGTERM);
+        /// assert_eq!(Signal::name(Signal::INT), Some("SIGINT"));
+        /// assert_eq!(Signal::name(0), None);
+        /// let killed = ExitStatus::Signaled { signal: Signal::KILL, core_dumped: false };
+        /// assert!(matches!(killed, ExitStatus::Signaled { signal: Signal::KILL, .. }));
+        /// ```
+        impl Signal {
+            $(
+                $(#[$doc])*
+                pub const $name: i32 = libc::$value;
+            )*
+
+            /// The name of signal `signal` (`"SIGTERM"`), if it is one of
+            /// the constants above.
+            ///
+            /// ```
+            /// use evloop::Signal;
+            /// assert_eq!(Signal::name(Signal::CHLD), Some("SIGCHLD"));
+            /// assert_eq!(Signal::name(65), None);
+            /// ```
+            pub fn name(signal: i32) -> Option<&'static str> {
+                match signal {
+                    $(libc::$value => Some(stringify!($value)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+signal_numbers! {
+    /// `SIGHUP`: hangup (of the controlling terminal; by convention,
+    /// "reload your configuration").
+    HUP = SIGHUP,
+    /// `SIGINT`: interrupt from the keyboard (Ctrl-C).
+    INT = SIGINT,
+    /// `SIGQUIT`: quit from the keyboard (`Ctrl-\`), with a core dump.
+    QUIT = SIGQUIT,
+    /// `SIGILL`: illegal instruction.
+    ILL = SIGILL,
+    /// `SIGTRAP`: trace or breakpoint trap.
+    TRAP = SIGTRAP,
+    /// `SIGABRT`: abort (`abort(3)`).
+    ABRT = SIGABRT,
+    /// `SIGBUS`: bus error (bad memory access).
+    BUS = SIGBUS,
+    /// `SIGFPE`: arithmetic exception.
+    FPE = SIGFPE,
+    /// `SIGKILL`: kill; cannot be caught (no watcher can watch it), only
+    /// sent ([`Loop::kill`](crate::Loop::kill)).
+    KILL = SIGKILL,
+    /// `SIGUSR1`: for the program's own use.
+    USR1 = SIGUSR1,
+    /// `SIGSEGV`: invalid memory reference.
+    SEGV = SIGSEGV,
+    /// `SIGUSR2`: for the program's own use.
+    USR2 = SIGUSR2,
+    /// `SIGPIPE`: write to a pipe or socket with no reader.
+    PIPE = SIGPIPE,
+    /// `SIGALRM`: timer signal (`alarm(2)`).
+    ALRM = SIGALRM,
+    /// `SIGTERM`: termination, the polite request to stop (`kill`'s
+    /// default).
+    TERM = SIGTERM,
+    /// `SIGCHLD`: a child stopped or exited (child watchers use it where
+    /// there are no pidfds).
+    CHLD = SIGCHLD,
+    /// `SIGCONT`: continue if stopped.
+    CONT = SIGCONT,
+    /// `SIGSTOP`: stop; cannot be caught, only sent.
+    STOP = SIGSTOP,
+    /// `SIGTSTP`: stop from the keyboard (Ctrl-Z).
+    TSTP = SIGTSTP,
+    /// `SIGTTIN`: terminal input for a background process.
+    TTIN = SIGTTIN,
+    /// `SIGTTOU`: terminal output for a background process.
+    TTOU = SIGTTOU,
+    /// `SIGURG`: urgent condition on a socket.
+    URG = SIGURG,
+    /// `SIGXCPU`: CPU time limit exceeded.
+    XCPU = SIGXCPU,
+    /// `SIGXFSZ`: file size limit exceeded.
+    XFSZ = SIGXFSZ,
+    /// `SIGVTALRM`: virtual alarm clock.
+    VTALRM = SIGVTALRM,
+    /// `SIGPROF`: profiling timer expired.
+    PROF = SIGPROF,
+    /// `SIGWINCH`: the terminal window was resized.
+    WINCH = SIGWINCH,
+    /// `SIGIO`: I/O is possible on a descriptor (`O_ASYNC`).
+    IO = SIGIO,
+    /// `SIGSYS`: bad system call.
+    SYS = SIGSYS,
+}
+
 /// The highest signal number this platform has (and a signal set holds).
 #[cfg(any(target_os = "macos", target_os = "ios"))]
-const LAST_SIGNAL: i32 = 31;
+pub(crate) const LAST_SIGNAL: i32 = 31;
 #[cfg(not(any(target_os = "macos", target_os = "ios")))]
-const LAST_SIGNAL: i32 = 64;
+pub(crate) const LAST_SIGNAL: i32 = 64;
 
 /// Refuses what no signal watcher can watch.
 fn check_signal(signal: i32) -> Result<()> {
@@ -43,7 +158,9 @@ fn check_signal(signal: i32) -> Result<()> {
 impl<'s, S> Loop<'s, S> {
     /// Creates and starts a signal watcher: its callback runs, in the
     /// loop's thread, after `signal` arrived (once per iteration however
-    /// often it arrived in between, as libev coalesces).
+    /// often it arrived in between, as libev coalesces). `signal` is the
+    /// platform's number: one of the constants on [`Signal`]
+    /// (`Signal::TERM`), or `libc`'s.
     ///
     /// Any number of watchers may watch one signal, in any number of loops
     /// in the process, each in its own thread: every one is called. While
@@ -56,10 +173,10 @@ impl<'s, S> Loop<'s, S> {
     /// `SIGSTOP`); [`Error::Backend`] if the backend cannot watch signals.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode};
+    /// use evloop::{Loop, RunMode, Signal};
     /// use std::process::Command;
     /// let mut lp: Loop<Vec<&str>> = Loop::new()?;
-    /// lp.signal(libc::SIGTERM, |lp, log, me| {
+    /// lp.signal(Signal::TERM, |lp, log, me| {
     ///     log.push("SIGTERM");
     ///     lp.remove(me).unwrap(); // shut down: the run has nothing left
     /// })?;
@@ -121,10 +238,10 @@ impl<'s, S> Loop<'s, S> {
     /// The signal a signal watcher watches.
     ///
     /// ```
-    /// # use evloop::Loop;
+    /// # use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
-    /// let s = lp.signal(libc::SIGHUP, |_, _, _| {})?;
-    /// assert_eq!(lp.signal_number(s)?, libc::SIGHUP);
+    /// let s = lp.signal(Signal::HUP, |_, _, _| {})?;
+    /// assert_eq!(lp.signal_number(s)?, Signal::HUP);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn signal_number(&self, s: Signal) -> Result<i32> {
