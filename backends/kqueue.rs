@@ -132,7 +132,13 @@
 //! - These registrations are made at once, each with its own `kevent`
 //!   call with no room for events, so that a refusal is the hook's error
 //!   (they are rare), rather than queued with the loop's changes.
-//! - Only watched pids are reaped: never `waitpid(-1)`.
+//! - Only watched pids are reaped: never `waitpid(-1)`, unless the loop
+//!   watches any child: then `SIGCHLD` is watched through the hub, and
+//!   each arrival reaps every child that exited, through the table
+//!   (`unix/children.rs`, "Any child").
+//! - A signal to a watched child ([`Backend::signal_child`]) is a `kill(2)`
+//!   under the table's lock, once the table shows the child unreaped (no
+//!   pidfds here).
 //!
 //! # Path hints and clock steps
 //!
@@ -203,7 +209,7 @@ use std::time::Duration;
 
 use super::kqueue_sys as sys;
 use super::unix::children::{self, Member};
-use super::unix::notifier::Wakeup;
+use super::unix::notifier::{Wakeup, SIGCHLD_BIT};
 use super::unix::InternalFds;
 use super::{Clock, Deadline};
 use crate::{
@@ -331,6 +337,9 @@ pub struct Kqueue {
     /// Its place in the table of watched children, and the exits handed
     /// to it there (by its own reaps or another backend's), not yet taken.
     kids: Member,
+    /// Any child has just come to be watched: the next `take_notices`
+    /// reaps those that exited before, without waiting for a `SIGCHLD`.
+    any_due: bool,
     /// The watched paths (`EVFILT_VNODE` filters).
     vnodes: vnode::Vnodes,
 }
@@ -418,6 +427,7 @@ impl Kqueue {
             wakeup: Wakeup::new("kqueue"),
             procs: Vec::new(),
             kids: Member::default(),
+            any_due: false,
             vnodes: vnode::Vnodes::default(),
         })
     }
@@ -821,6 +831,7 @@ impl Backend for Kqueue {
         // kqueue.
         self.procs.clear();
         self.kids.leave_all();
+        self.any_due = false;
         // The paths stay watched: their descriptors are inherited, their
         // filters went with the old kqueue.
         self.vnodes.reinit(self.kq.as_raw_fd());
@@ -835,6 +846,49 @@ impl Backend for Kqueue {
 
     fn unwatch_signal(&mut self, signal: i32) {
         self.wakeup.unwatch_signal(signal);
+    }
+
+    fn watch_any_child(&mut self) -> io::Result<()> {
+        if self.kids.watches_any() {
+            return Ok(());
+        }
+        let mut kernel = self.kernel();
+        let slot = self.wakeup.ensure(&mut kernel)?;
+        self.wakeup.watch_sigchld(&mut kernel)?;
+        self.kids.join_any(slot);
+        // Children that exited before: reaped by the next `take_notices`,
+        // after a wait that must not block.
+        self.any_due = true;
+        self.wakeup.poke();
+        Ok(())
+    }
+
+    fn unwatch_any_child(&mut self) {
+        self.kids.leave_any();
+        self.any_due = false;
+        self.wakeup.unwatch_sigchld();
+    }
+
+    /// No pidfds here: `kill(2)` under the table's lock, after checking
+    /// that the child is unreaped (`unix/children.rs`).
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        let id = libc::pid_t::try_from(pid)
+            .map_err(|_| io::Error::new(io::ErrorKind::NotFound, "no such pid"))?;
+        self.kids.signal(id, signal)
+    }
+
+    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<crate::Spawned> {
+        let mut kernel = self.kernel();
+        let slot = self.wakeup.ensure(&mut kernel)?;
+        let mut child = self.kids.spawn(command, slot)?;
+        let pid = child.id();
+        if let Err(err) = self.watch_child(pid) {
+            self.unwatch_child(pid);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err);
+        }
+        Ok(crate::Spawned::from_std(child))
     }
 
     fn watch_child(&mut self, pid: u32) -> io::Result<()> {
@@ -887,7 +941,11 @@ impl Backend for Kqueue {
     }
 
     fn take_notices(&mut self, notices: &mut Notices) {
-        self.wakeup.take(notices);
+        let bits = self.wakeup.take(notices);
+        let any_due = std::mem::take(&mut self.any_due);
+        if self.kids.watches_any() && (any_due || bits & SIGCHLD_BIT != 0) {
+            self.kids.reap_any();
+        }
         let from = notices.exits.len();
         self.kids.take(&mut notices.exits);
         for i in from..notices.exits.len() {

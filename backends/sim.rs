@@ -108,6 +108,11 @@ struct World {
     arrived_signals: SignalSet,
     /// Simulated child processes, by pid.
     children: HashMap<u32, SimChild>,
+    /// How many pids [`Sim::spawn`] has handed out.
+    spawned: u32,
+    /// The loop watches any child ([`Backend::watch_any_child`]): every
+    /// child that exits is reaped and reported.
+    any_watched: bool,
     /// Watched children that exited, not yet taken by the loop.
     exits: Vec<ChildExit>,
     /// Set by the waker (from any thread); taken by `poll`.
@@ -149,6 +154,20 @@ struct SimChild {
     watched: bool,
     /// Reaped (reported to a watcher): gone for good.
     reaped: bool,
+    /// The signals sent to it ([`Backend::signal_child`]), in order.
+    signals: Vec<i32>,
+}
+
+impl SimChild {
+    fn new(name: String) -> SimChild {
+        SimChild {
+            name,
+            exited: None,
+            watched: false,
+            reaped: false,
+            signals: Vec::new(),
+        }
+    }
 }
 
 struct Socket {
@@ -291,6 +310,24 @@ pub enum StepKind {
         /// Whether the loop watched it (then it was reaped and reported).
         watched: bool,
     },
+    /// The loop spawned a simulated child
+    /// ([`Loop::spawn`](crate::Loop::spawn)), named after the command's
+    /// program, and watches it.
+    Spawn {
+        /// Its pid.
+        pid: u32,
+        /// Its name.
+        name: String,
+    },
+    /// The loop sent a signal to a watched child
+    /// ([`Loop::kill`](crate::Loop::kill)); nothing else happens to the
+    /// child unless the test makes it exit ([`Sim::exit`]).
+    Kill {
+        /// The child's pid.
+        pid: u32,
+        /// The signal.
+        signal: i32,
+    },
     /// A scheduled call ran ([`Sim::call_at`]).
     Call,
     /// A simulated file was written (created if new) with this size.
@@ -370,6 +407,8 @@ impl fmt::Display for Step {
                 }
                 Ok(())
             }
+            StepKind::Spawn { pid, name } => write!(f, "spawn child {pid} ({name})"),
+            StepKind::Kill { pid, signal } => write!(f, "signal {signal} to child {pid}"),
             StepKind::Call => f.write_str("call"),
             StepKind::WriteFile { path, size } => {
                 write!(f, "write {} ({size} bytes)", path.display())
@@ -618,29 +657,33 @@ impl Sim {
     /// assert_ne!(a, b);
     /// ```
     pub fn spawn(&self, name: &str) -> u32 {
-        let mut w = self.world.borrow_mut();
-        let pid = FIRST_PID + w.children.len() as u32;
-        w.children.insert(
-            pid,
-            SimChild {
-                name: name.to_string(),
-                exited: None,
-                watched: false,
-                reaped: false,
-            },
-        );
-        pid
+        self.world.borrow_mut().spawn(name.to_string())
     }
 
     /// The simulated child `pid` exits at `at` with `status`: reaped and
-    /// reported if watched then, else when a watcher starts.
+    /// reported if watched then (by pid, or by a watcher of any child),
+    /// else when a watcher starts. `pid` may be any number: one that
+    /// [`Sim::spawn`] did not hand out is a child the program started some
+    /// other way, which only a watcher of any child
+    /// ([`Loop::child_any`](crate::Loop::child_any)) can see.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Sim};
+    /// use evloop::{ExitStatus, Loop, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let pid = sim.spawn("job");
     /// sim.exit(Duration::from_secs(1), pid, ExitStatus::Exited(2));
+    /// sim.exit(Duration::from_secs(2), 4242, ExitStatus::Exited(0));
+    /// let mut lp: Loop<Vec<u32>> = Loop::with_backend(sim.backend());
+    /// lp.child_any(|lp, got, ev| {
+    ///     got.push(ev.pid);
+    ///     if got.len() == 2 {
+    ///         lp.remove(ev.watcher).unwrap();
+    ///     }
+    /// }).unwrap();
+    /// let mut got = vec![];
+    /// lp.run(RunMode::Default, &mut got).unwrap();
+    /// assert_eq!(got, [pid, 4242]);
     /// ```
     pub fn exit(&self, at: Duration, pid: u32, status: ExitStatus) {
         self.schedule(at, Action::Exit(pid, status));
@@ -828,6 +871,38 @@ impl Sim {
         self.world.borrow().watched_signals
     }
 
+    /// The signals the loop sent to the simulated child `pid`
+    /// ([`Loop::kill`](crate::Loop::kill)), in order. They do nothing to
+    /// it: the test makes it exit ([`Sim::exit`]) as it would.
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode, Signal, Sim};
+    /// use std::process::Command;
+    /// let sim = Sim::new();
+    /// let mut lp: Loop<Option<ExitStatus>> = Loop::with_backend(sim.backend());
+    /// let (job, spawned) = lp.spawn(&mut Command::new("worker"), |_, got, ev| *got = ev.status).unwrap();
+    /// lp.kill(job, Signal::TERM).unwrap();
+    /// assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
+    /// // It dies of it, a millisecond later.
+    /// let status = ExitStatus::Signaled { signal: Signal::TERM, core_dumped: false };
+    /// sim.exit(std::time::Duration::from_millis(1), spawned.pid, status);
+    /// let mut got = None;
+    /// lp.run(RunMode::Default, &mut got).unwrap();
+    /// assert_eq!(got, Some(status));
+    /// assert_eq!(sim.trace_lines()[..2], [
+    ///     "t=0ns spawn child 1000 (worker)".to_string(),
+    ///     format!("t=0ns signal {} to child 1000", Signal::TERM),
+    /// ]);
+    /// ```
+    pub fn signals_sent(&self, pid: u32) -> Vec<i32> {
+        self.world
+            .borrow()
+            .children
+            .get(&pid)
+            .map(|c| c.signals.clone())
+            .unwrap_or_default()
+    }
+
     /// The name a simulated child was spawned with.
     ///
     /// ```
@@ -990,6 +1065,20 @@ impl World {
         self.trace.push(Step { at: self.now, kind });
     }
 
+    /// A new simulated child: the next pid from [`FIRST_PID`] on that no
+    /// child has (an exit scheduled for an arbitrary pid may have taken
+    /// one).
+    fn spawn(&mut self, name: String) -> u32 {
+        let mut pid = FIRST_PID + self.spawned;
+        while self.children.contains_key(&pid) {
+            self.spawned += 1;
+            pid = FIRST_PID + self.spawned;
+        }
+        self.spawned += 1;
+        self.children.insert(pid, SimChild::new(name));
+        pid
+    }
+
     /// What `fd` is registered for, if it is.
     fn registration(&self, fd: RawFd) -> Option<Interest> {
         let slot = self.socket(fd)?.reg_slot;
@@ -1085,11 +1174,14 @@ impl World {
                     self.step(StepKind::Signal { signal, watched });
                 }
                 Action::Exit(pid, status) => {
-                    let Some(child) = self.children.get_mut(&pid) else {
-                        continue;
-                    };
+                    // A pid never spawned here: a child started some other
+                    // way.
+                    let child = self
+                        .children
+                        .entry(pid)
+                        .or_insert_with(|| SimChild::new(format!("pid {pid}")));
                     child.exited = Some(status);
-                    let watched = child.watched;
+                    let watched = child.watched || (self.any_watched && !child.reaped);
                     if watched {
                         child.reaped = true;
                         child.watched = false;
@@ -1442,6 +1534,62 @@ impl Backend for SimBackend {
         }
     }
 
+    fn watch_any_child(&mut self) -> io::Result<()> {
+        let mut w = self.world.borrow_mut();
+        w.any_watched = true;
+        // Children that exited unwatched are reaped and reported at once,
+        // in pid order.
+        let mut exited: Vec<ChildExit> = w
+            .children
+            .iter_mut()
+            .filter(|(_, c)| !c.reaped)
+            .filter_map(|(&pid, c)| {
+                let status = c.exited?;
+                c.reaped = true;
+                c.watched = false;
+                Some(ChildExit { pid, status })
+            })
+            .collect();
+        exited.sort_by_key(|e| e.pid);
+        w.exits.append(&mut exited);
+        Ok(())
+    }
+
+    fn unwatch_any_child(&mut self) {
+        self.world.borrow_mut().any_watched = false;
+    }
+
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        let mut w = self.world.borrow_mut();
+        match w.children.get_mut(&pid) {
+            Some(c) if c.watched && !c.reaped => c.signals.push(signal),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("simulated child {pid} is not watched, or has been reaped"),
+                ))
+            }
+        }
+        w.step(StepKind::Kill { pid, signal });
+        Ok(())
+    }
+
+    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<crate::Spawned> {
+        let mut w = self.world.borrow_mut();
+        let name = command.get_program().to_string_lossy().into_owned();
+        let pid = w.spawn(name.clone());
+        if let Some(c) = w.children.get_mut(&pid) {
+            c.watched = true;
+        }
+        w.step(StepKind::Spawn { pid, name });
+        Ok(crate::Spawned {
+            pid,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        })
+    }
+
     fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
         Ok(Arc::new(SimWaker(self.world.borrow().woken.clone())))
     }
@@ -1510,6 +1658,7 @@ impl Backend for SimBackend {
         for c in w.children.values_mut() {
             c.watched = false;
         }
+        w.any_watched = false;
         Ok(())
     }
 }

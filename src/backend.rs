@@ -13,6 +13,7 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -251,6 +252,58 @@ pub struct ChildExit {
     pub status: ExitStatus,
 }
 
+/// A child process that [`Backend::spawn_child`] started and watches (and
+/// [`Loop::spawn`](crate::Loop::spawn) hands back with its watcher): its
+/// pid and the pipes to it that the `Command` asked for
+/// ([`Stdio::piped`](std::process::Stdio::piped)). There is deliberately
+/// no `std::process::Child` here: its `wait` would take the status from
+/// the loop (or fail with `ECHILD` once the loop has it).
+///
+/// ```
+/// use evloop::{Backend, Spawned};
+/// use std::process::{Command, Stdio};
+/// let mut b = evloop::backends::open(evloop::backends::default_name()).unwrap();
+/// let s: Spawned = b.spawn_child(Command::new("true").stdout(Stdio::piped()))?;
+/// assert!(s.pid > 0 && s.stdout.is_some() && s.stdin.is_none());
+/// b.unwatch_child(s.pid); // left unreaped: reaped when the program ends
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Spawned {
+    /// The child's process id.
+    pub pid: u32,
+    /// The write end of its standard input, if piped.
+    pub stdin: Option<ChildStdin>,
+    /// The read end of its standard output, if piped.
+    pub stdout: Option<ChildStdout>,
+    /// The read end of its standard error, if piped.
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Spawned {
+    /// Takes the pid and the pipes of a child that `std` started, and
+    /// drops the `std::process::Child` (which neither waits for nor kills
+    /// the process): for a [`Backend::spawn_child`] of another crate.
+    ///
+    /// ```
+    /// use std::process::{Command, Stdio};
+    /// let child = Command::new("true").stdin(Stdio::piped()).spawn()?;
+    /// let pid = child.id();
+    /// let s = evloop::Spawned::from_std(child);
+    /// assert_eq!(s.pid, pid);
+    /// assert!(s.stdin.is_some());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn from_std(mut child: std::process::Child) -> Spawned {
+        Spawned {
+            pid: child.id(),
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+        }
+    }
+}
+
 /// A set of signal numbers, 1 to 64 (bit `n - 1` for signal `n`).
 ///
 /// ```
@@ -348,7 +401,9 @@ impl std::fmt::Debug for SignalSet {
 pub struct Notices {
     /// Signals that arrived (each once, however many times it arrived).
     pub signals: SignalSet,
-    /// Watched children that exited (each reported once, then forgotten).
+    /// Watched children that exited (each reported once, then forgotten),
+    /// and every other child that exited while the backend watches any
+    /// child ([`Backend::watch_any_child`]).
     pub exits: Vec<ChildExit>,
     /// Whether the backend's waker was used.
     pub woken: bool,
@@ -614,7 +669,8 @@ pub trait Backend {
     }
 
     /// Starts watching the child process `pid`: when it exits, the backend
-    /// reaps it (only it: never another child, never `waitpid(-1)`) and
+    /// reaps it (only it: never another child, never `waitpid(-1)`, unless
+    /// asked to watch any child: [`Backend::watch_any_child`]) and
     /// reports it once in [`Notices::exits`], then forgets it. A child that
     /// exited before this call is reported too. Any number of backends of
     /// one process (one per loop, in any threads) may watch one pid: the
@@ -632,6 +688,61 @@ pub trait Backend {
     /// Stops watching `pid` without reaping it.
     fn unwatch_child(&mut self, pid: u32) {
         let _ = pid;
+    }
+
+    /// Starts reporting the exit of *every* child process of this process
+    /// (libev's child watcher of pid 0) in [`Notices::exits`]: the backend
+    /// reaps whatever child exits (`waitpid(-1)`), whoever started it, and
+    /// reports each exit once. The exits of children that some backend of
+    /// the process watches by pid ([`Backend::watch_child`]) are still
+    /// reported to those backends too, with the real status, whoever
+    /// reaps them; and a backend that watches any child also reports the
+    /// exits of children that other backends of the process reaped. The
+    /// loop calls it when its first any-child watcher starts
+    /// ([`Loop::child_any`](crate::Loop::child_any)), and
+    /// [`Backend::unwatch_any_child`] when its last stops. The default
+    /// refuses ([`unsupported`]).
+    fn watch_any_child(&mut self) -> io::Result<()> {
+        Err(unsupported(self.name(), "watching any child"))
+    }
+
+    /// Stops reaping and reporting children that no one watches by pid
+    /// (see [`Backend::watch_any_child`]).
+    fn unwatch_any_child(&mut self) {}
+
+    /// Sends `signal` (0: none, only the checks) to the child `pid`, which
+    /// this backend watches ([`Backend::watch_child`]), only if it has not
+    /// been reaped: a reaped child's pid may already name another process.
+    /// The OS backends send through the child's pidfd where they have one
+    /// (`pidfd_send_signal`, Linux), and otherwise `kill(2)` while the
+    /// process-wide table of watched children, under its lock, shows the
+    /// child unreaped (a zombie or running), so that no reap by any loop
+    /// of the process comes in between. Errors: of kind
+    /// [`NotFound`](io::ErrorKind::NotFound) if the child has been reaped
+    /// (by this backend, another one, or someone else) or is not watched
+    /// here; others as `kill(2)` reports them. The default refuses
+    /// ([`unsupported`]).
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        let _ = (pid, signal);
+        Err(unsupported(self.name(), "sending signals to children"))
+    }
+
+    /// Starts `command` and watches the new child as
+    /// [`Backend::watch_child`] does, with no moment in between at which
+    /// someone could reap it first: the OS backends spawn under the lock
+    /// of the process-wide table of watched children, so that even a
+    /// backend of another loop that watches any child
+    /// ([`Backend::watch_any_child`]) cannot take it. The default spawns,
+    /// then watches (and if watching fails, kills and reaps the child
+    /// before returning the error).
+    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
+        let mut child = command.spawn()?;
+        if let Err(err) = self.watch_child(child.id()) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err);
+        }
+        Ok(Spawned::from_std(child))
     }
 
     /// Something other threads can use to end this backend's wait

@@ -116,6 +116,37 @@ pub enum Error {
         /// What the backend said.
         source: io::Error,
     },
+    /// [`Loop::spawn`](crate::Loop::spawn) could not start the command
+    /// (`source` as `std::process::Command::spawn` reports it: a missing
+    /// program, say), or not watch it (then the child was killed and
+    /// reaped before the call returned).
+    Spawn {
+        /// The command's program.
+        program: String,
+        /// What went wrong.
+        source: io::Error,
+    },
+    /// [`Loop::kill`](crate::Loop::kill) sent nothing: the child has exited
+    /// and been reaped (by the loop, another loop, or someone else), so its
+    /// pid may already name another process.
+    ChildExited {
+        /// The child's process id.
+        pid: u32,
+        /// How it ended, if its watcher has been told.
+        status: Option<crate::ExitStatus>,
+    },
+    /// [`Loop::kill`](crate::Loop::kill) sent nothing for another reason:
+    /// the watcher is stopped (the loop then cannot know whether its child
+    /// has been reaped), it watches any child rather than one, the backend
+    /// cannot send signals to children, or the system refused.
+    Kill {
+        /// The child's process id (0 for an any-child watcher).
+        pid: u32,
+        /// The signal.
+        signal: i32,
+        /// Why.
+        source: io::Error,
+    },
     /// A periodic watcher's schedule that cannot be kept (an interval of
     /// zero).
     InvalidSchedule {
@@ -205,6 +236,21 @@ impl fmt::Display for Error {
             Error::Child { pid, source } => {
                 write!(f, "cannot watch child process {pid}: {source}")
             }
+            Error::Spawn { program, source } => {
+                write!(f, "cannot spawn and watch {program:?}: {source}")
+            }
+            Error::ChildExited { pid, status } => {
+                write!(f, "child process {pid} has exited")?;
+                if let Some(status) = status {
+                    write!(f, " ({status})")?;
+                }
+                f.write_str(
+                    " and been reaped: no signal was sent (its pid may name another process now)",
+                )
+            }
+            Error::Kill { pid, signal, source } => {
+                write!(f, "cannot send signal {signal} to child process {pid}: {source}")
+            }
             Error::InvalidSchedule { reason } => write!(f, "invalid periodic schedule: {reason}"),
             Error::WatcherGone { kind } => write!(
                 f,
@@ -227,7 +273,10 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Backend { source, .. } | Error::Child { source, .. } => Some(source),
+            Error::Backend { source, .. }
+            | Error::Child { source, .. }
+            | Error::Spawn { source, .. }
+            | Error::Kill { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -45,6 +45,7 @@ impl<'s, S> Loop<'s, S> {
             Kind::Check => self.checks.push(w, slot),
             Kind::Signal { signal } => self.signals.add(w, slot, signal),
             Kind::Child { pid } => self.children.add(w, slot, pid),
+            Kind::ChildAny => self.children.add_any(w, slot),
             Kind::Async => self.asyncs.add(w, slot),
             Kind::Fork => self.forks.push(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
@@ -77,8 +78,9 @@ impl<'s, S> Loop<'s, S> {
 
     /// What must hold before the watcher in `slot` starts: an io watcher's
     /// trigger mode must suit the backend and its fd; the backend must
-    /// watch a signal watcher's signal and a child watcher's pid (asked
-    /// here, as that can fail and activation cannot).
+    /// watch a signal watcher's signal, a child watcher's pid, or any
+    /// child for a watcher of any (asked here, as that can fail and
+    /// activation cannot).
     pub(crate) fn can_start(&mut self, slot: Slot) -> Result<()> {
         match self.watchers[slot].kind() {
             Kind::Io { fd, interest } => self.check_interest(fd, interest, None),
@@ -98,6 +100,16 @@ impl<'s, S> Loop<'s, S> {
                 .backend
                 .watch_child(pid)
                 .map_err(|source| Error::Child { pid, source }),
+            Kind::ChildAny if !self.children.watches_any() => {
+                let backend = self.backend.name();
+                self.backend
+                    .watch_any_child()
+                    .map_err(|source| Error::Backend {
+                        backend,
+                        op: "watch any child",
+                        source,
+                    })
+            }
             _ => Ok(()),
         }
     }
@@ -143,7 +155,7 @@ impl<'s, S> Loop<'s, S> {
                 }
             }
             Kind::Timer => self.timers.forget(slot),
-            Kind::Child { .. } => self.children.forget(slot),
+            Kind::Child { .. } | Kind::ChildAny => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
             Kind::Periodic => {
                 if let Some(rule) = self.periodics.forget(slot) {
@@ -179,6 +191,11 @@ impl<'s, S> Loop<'s, S> {
             Kind::Child { pid } => {
                 if self.children.remove(w, slot, pid) {
                     self.backend.unwatch_child(pid);
+                }
+            }
+            Kind::ChildAny => {
+                if self.children.remove_any(w, slot) {
+                    self.backend.unwatch_any_child();
                 }
             }
             Kind::Async => self.asyncs.remove(w, slot),

@@ -77,7 +77,7 @@ pub mod conformance;
 pub use asyncs::AsyncSender;
 pub use backend::{
     Backend, Capabilities, ChildExit, ClosedFd, ExitStatus, FileStat, Hangup, Notices, PollEvent,
-    PollStatus, SignalSet, Wake,
+    PollStatus, SignalSet, Spawned, Wake,
 };
 pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
 pub use builder::Builder;

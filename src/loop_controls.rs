@@ -271,7 +271,8 @@ impl<'s, S> Loop<'s, S> {
     /// every watched fd again (libev's `ev_loop_fork`). Call it in the child
     /// before running the loop there. Signal watchers keep working (in the
     /// child: the child's signals wake the child's loop), child watchers are
-    /// stopped (their children are the parent's), async senders wake the
+    /// stopped (their children are the parent's) but watchers of any child
+    /// keep going (for the child's own children), async senders wake the
     /// child's loop, and fork watchers run at the start of the next `run`.
     ///
     /// ```
@@ -308,6 +309,24 @@ impl<'s, S> Loop<'s, S> {
                 watchers.deactivate(slot);
                 watchers.cancel(&mut self.pending, slot);
             });
+        }
+        // Watchers of any child stay: from here on they hear of this
+        // process's children. What they had yet to be told (the parent's
+        // children) is dropped.
+        if self.children.watches_any() {
+            let pending = &mut self.pending;
+            self.children
+                .any_list()
+                .for_each(&mut self.watchers, |watchers, slot| {
+                    watchers.cancel(pending, slot);
+                });
+            self.backend
+                .watch_any_child()
+                .map_err(|source| Error::Backend {
+                    backend: name,
+                    op: "watch any child again after fork",
+                    source,
+                })?;
         }
         // Fork watchers run first thing in the next `run`.
         self.watchers.queue_list(&mut self.pending, self.forks);

@@ -52,13 +52,22 @@ fn new_block() -> u64 {
 /// timers.rs, an fd's watchers in fd_table.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
-    Io { fd: RawFd, interest: Interest },
+    Io {
+        fd: RawFd,
+        interest: Interest,
+    },
     Timer,
     Idle,
     Prepare,
     Check,
-    Signal { signal: i32 },
-    Child { pid: u32 },
+    Signal {
+        signal: i32,
+    },
+    Child {
+        pid: u32,
+    },
+    /// A watcher of every child ([`Loop::child_any`](crate::Loop::child_any)).
+    ChildAny,
     Async,
     Fork,
     Cleanup,
@@ -75,7 +84,11 @@ impl Kind {
     fn is_source(&self) -> bool {
         matches!(
             self,
-            Kind::Io { .. } | Kind::Signal { .. } | Kind::Child { .. } | Kind::Async
+            Kind::Io { .. }
+                | Kind::Signal { .. }
+                | Kind::Child { .. }
+                | Kind::ChildAny
+                | Kind::Async
         )
     }
 

@@ -18,6 +18,9 @@
 // Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
 // Mirrored on the OS backends only, as the examples themselves run on real sockets (the simulator has no TCP and no half-close): `net`, `Acceptor`, `Conns::open`.
 // Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Loop::periodic`, `Schedule::every`.
+// Mirrored without the program that cannot start on the simulator, which starts no program: `Loop::spawn`.
+// - `Loop::child_any`: `Once` runs; and a watcher of any child reaps every child of the process, which the other tests here spawn and wait for (`tests/child_any.rs` runs it on every backend, alone).
+// - `Sim::exit`, `Sim::signals_sent`: the simulator's own calls (their kernel counterparts are `loop_kill_example` and `tests/child_any.rs`).
 //
 // The other examples run no loop: `PollEvent`, `Capabilities`, `PollStatus`,
 // `Builder`, `Builder::new`, `Builder::backend`, `Builder::backend_name`,
@@ -36,6 +39,7 @@
 // `Loop::set_signal`, `Loop::set_schedule`, `Fork`, `Cleanup`, `Once`, `Periodic`,
 // `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
 // `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
+// `Signal::name`, `Spawned`, `Spawned::from_std`,
 // `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
 // (they call the default backend directly; the second polls it until its
 // path notice comes, which it does on every backend here); the backends'
@@ -658,6 +662,81 @@ fn child_example() {
             "{name}"
         );
         assert!(!lp.is_active(c).unwrap(), "{name}");
+    });
+}
+
+/// `Loop::spawn`: a child started and watched at once, its output read
+/// from the pipe it was given; on the simulator, a simulated child that
+/// exits at 1 ms (no program runs, so none fails to start).
+#[test]
+fn loop_spawn_example() {
+    on_every_backend("Loop::spawn example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
+        let mut job = Command::new("sh");
+        job.args(["-c", "echo hello; exit 3"])
+            .stdout(Stdio::piped());
+        let (_watcher, spawned) = lp
+            .spawn(&mut job, |lp, got, ev| {
+                *got = ev.status;
+                lp.remove(ev.watcher).unwrap();
+            })
+            .unwrap();
+        match &w.sim {
+            Some(sim) => sim.exit(ms(1), spawned.pid, ExitStatus::Exited(3)),
+            None => {
+                let mut out = String::new();
+                spawned.stdout.unwrap().read_to_string(&mut out).unwrap();
+                assert_eq!(out, "hello\n", "{name}");
+            }
+        }
+        let mut got = None;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, Some(ExitStatus::Exited(3)), "{name}");
+        if w.sim.is_none() {
+            let none = lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {});
+            assert!(none.is_err(), "{name}");
+        }
+        assert_eq!(lp.active_count(), 0, "{name}");
+    });
+}
+
+/// `Loop::kill`: a SIGTERM ends a spawned `sleep`, and once it is reaped
+/// nothing more is sent; on the simulator, the child dies of it at 1 ms.
+#[test]
+fn loop_kill_example() {
+    on_every_backend("Loop::kill example", |name| {
+        let w = World::new(name);
+        let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
+        let (job, spawned) = lp
+            .spawn(Command::new("sleep").arg("60"), |_, got, ev| {
+                *got = ev.status
+            })
+            .unwrap();
+        lp.kill(job, evloop::Signal::TERM).unwrap();
+        let by_term = ExitStatus::Signaled {
+            signal: evloop::Signal::TERM,
+            core_dumped: false,
+        };
+        if let Some(sim) = &w.sim {
+            sim.exit(ms(1), spawned.pid, by_term);
+        }
+        let mut got = None;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut got).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(got, Some(by_term), "{name}");
+        let err = lp.kill(job, evloop::Signal::TERM).unwrap_err();
+        assert!(
+            matches!(err, evloop::Error::ChildExited { .. }),
+            "{name}: {err}"
+        );
     });
 }
 

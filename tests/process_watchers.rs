@@ -38,7 +38,7 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use common::{drain, spawn, wait_exited, watchdog, World, WATCHDOG};
-use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome};
+use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -833,8 +833,9 @@ fn a_hundred_children_exiting_together_are_each_reported_once() {
     });
 }
 
-/// There is no watcher of "any child" (libev's pid 0): pid 0 is refused
-/// like every pid that is not an unreaped child of this process.
+/// Pid 0 is refused (a watcher of any child is `Loop::child_any`, never
+/// pid 0 by accident), like every pid that is not an unreaped child of
+/// this process.
 #[test]
 fn a_pid_that_is_not_an_unreaped_child_is_refused_at_the_call() {
     on_each_child_kernel("not a child", |name| {
@@ -1826,4 +1827,168 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
 fn an_async_sender_is_send_sync_and_clone() {
     fn shareable<T: Send + Sync + Clone + 'static>() {}
     shareable::<evloop::AsyncSender>();
+}
+
+// ---- signals to children, spawning, a fired watcher ------------------------------
+
+#[test]
+fn kill_signals_a_watched_child_and_refuses_once_it_has_been_reaped() {
+    on_each_child_kernel("kill", |name| {
+        let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        let (job, spawned) = lp
+            .spawn(Command::new("sleep").arg("60"), |_, got, ev| {
+                got.push(ev.status.unwrap())
+            })
+            .unwrap();
+        lp.kill(job, 0).unwrap(); // only the checks
+        for bad in [-1, 65] {
+            let err = lp.kill(job, bad).unwrap_err();
+            assert!(
+                matches!(err, Error::InvalidSignal { signal, .. } if signal == bad),
+                "{name}: {err}"
+            );
+        }
+        lp.kill(job, Signal::TERM).unwrap();
+        let by_term = ExitStatus::Signaled {
+            signal: Signal::TERM,
+            core_dumped: false,
+        };
+        assert_eq!(run_out(&mut lp, name), [by_term], "{name}");
+        // Reaped: its pid may name another process by now.
+        let err = lp.kill(job, Signal::TERM).unwrap_err();
+        assert!(
+            matches!(err, Error::ChildExited { pid, status: Some(s) }
+                if pid == spawned.pid && s == by_term),
+            "{name}: {err}"
+        );
+        assert!(err.to_string().contains("no signal was sent"), "{err}");
+    });
+}
+
+#[test]
+#[allow(clippy::zombie_processes)] // the first `job` is reaped by the loop
+fn kill_refuses_a_child_reaped_elsewhere_or_unwatched_and_a_zombie_takes_it_harmlessly() {
+    on_each_child_kernel("kill, the edges", |name| {
+        let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
+        // Exited, not yet reaped: the signal does nothing, and succeeds.
+        let mut job = held(4);
+        let w = watch_into(&mut lp, job.id());
+        drop(job.stdin.take());
+        wait_exited(job.id());
+        lp.kill(w, Signal::TERM).unwrap();
+        assert_eq!(run_out(&mut lp, name), [ExitStatus::Exited(4)], "{name}");
+        // Reaped by std before the loop looked: refused, never sent to
+        // whatever has the pid now.
+        let mut job = held(5);
+        let w = watch_into(&mut lp, job.id());
+        drop(job.stdin.take());
+        assert_eq!(job.wait().unwrap().code(), Some(5), "{name}");
+        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        assert!(
+            matches!(err, Error::ChildExited { status: None, .. }),
+            "{name}: {err}"
+        );
+        assert_eq!(run_out(&mut lp, name), [ExitStatus::Unknown], "{name}");
+        // A stopped watcher: the loop cannot tell whether it was reaped.
+        let mut job = held(6);
+        let w = watch_into(&mut lp, job.id());
+        lp.stop(w).unwrap();
+        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        assert!(matches!(err, Error::Kill { .. }), "{name}: {err}");
+        drop(job.stdin.take());
+        assert_eq!(job.wait().unwrap().code(), Some(6), "{name}: untouched");
+        lp.remove(w).unwrap();
+        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        assert!(matches!(err, Error::StaleHandle { .. }), "{name}: {err}");
+    });
+}
+
+#[test]
+fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
+    on_each_child_kernel("spawn", |name| {
+        #[derive(Default)]
+        struct Job {
+            out: Vec<u8>,
+            status: Option<ExitStatus>,
+        }
+        let mut lp: Loop<Job> = kernel_loop(name);
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "read line; echo got $line; exit 4"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let (w, spawned) = lp
+            .spawn(&mut command, |_, job, ev| job.status = ev.status)
+            .unwrap();
+        assert!(lp.is_active(w).unwrap(), "{name}");
+        let evloop::Spawned {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        } = spawned;
+        assert!(pid > 0 && stderr.is_none(), "{name}");
+        let mut stdin = stdin.unwrap();
+        stdin.write_all(b"ping\n").unwrap();
+        drop(stdin);
+        // One read per readiness: it never blocks.
+        lp.io(stdout.unwrap(), Interest::READABLE, |lp, job, ev| {
+            let mut buf = [0; 64];
+            match ev.source.read(&mut buf).unwrap() {
+                0 => lp.remove(ev.watcher).unwrap(),
+                n => job.out.extend_from_slice(&buf[..n]),
+            }
+        })
+        .unwrap();
+        let mut job = Job::default();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut job).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(job.out, b"got ping\n", "{name}");
+        assert_eq!(job.status, Some(ExitStatus::Exited(4)), "{name}");
+        // A program that cannot start: refused at the call, nothing left.
+        let err = lp
+            .spawn(&mut Command::new("/nonexistent/evloop-test"), |_, _, _| {})
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Spawn { program, .. } if program == "/nonexistent/evloop-test"),
+            "{name}: {err}"
+        );
+        assert_eq!(lp.active_count(), 0, "{name}");
+    });
+}
+
+/// What `Loop::child` documents: a fired watcher is stopped (the run
+/// returns without its removal) but stays, its handle usable, until
+/// removed; it cannot start again, nor send a signal.
+#[test]
+fn a_fired_child_watcher_is_stopped_and_stays_until_removed() {
+    on_each_child_kernel("a fired watcher", |name| {
+        let mut lp: Loop<u32> = kernel_loop(name);
+        let (w, _) = lp
+            .spawn(&mut Command::new("true"), |_, n, _| *n += 1)
+            .unwrap();
+        let mut n = 0;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}: not removed, and the run returns"
+        );
+        assert_eq!(n, 1, "{name}");
+        assert!(!lp.is_active(w).unwrap(), "{name}: stopped");
+        assert_eq!(lp.priority(w).unwrap(), 0, "{name}: still there");
+        let err = lp.start(w).unwrap_err();
+        assert!(matches!(err, Error::Child { .. }), "{name}: {err}");
+        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        assert!(matches!(err, Error::ChildExited { .. }), "{name}: {err}");
+        assert_eq!(
+            lp.run(RunMode::Default, &mut n).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert_eq!(n, 1, "{name}: called once");
+        lp.remove(w).unwrap();
+        assert!(matches!(lp.is_active(w), Err(Error::StaleHandle { .. })));
+    });
 }

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Sim};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -522,4 +522,175 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
         RunOutcome::Broken
     );
     assert_eq!(log, ["signal at 10ms"]);
+}
+
+// ---- any child, signals to children, spawning ---------------------------------
+
+/// A watcher of any child on the simulator, exactly: the exit of a child
+/// that exited unwatched comes at its start; a pid watcher of the same
+/// child runs before it; exits of arbitrary pids (children started some
+/// other way) reach it; two exits at one instant are two calls; it stays
+/// active until stopped, and after that exits go unwatched.
+#[test]
+fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
+    let sim = Sim::new();
+    let early = sim.spawn("early");
+    let job = sim.spawn("job");
+    sim.exit(Duration::ZERO, early, ExitStatus::Exited(3));
+    let killed = ExitStatus::Signaled {
+        signal: Signal::KILL,
+        core_dumped: false,
+    };
+    sim.exit(ms(2), job, ExitStatus::Exited(0));
+    sim.exit(ms(2), 4242, killed);
+    sim.exit(ms(5), 4343, ExitStatus::Exited(1));
+    sim.exit(ms(7), 4444, ExitStatus::Exited(2));
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    // Let `early` exit before anyone watches.
+    lp.timer(ms(1), Duration::ZERO, |_, _, _| {}).unwrap();
+    lp.run(RunMode::Default, &mut vec![]).unwrap();
+    let any = lp
+        .child_any(|lp, log, ev| {
+            assert!(lp.is_active(ev.watcher).unwrap());
+            log.push(format!(
+                "any: {} {} at {:?}",
+                ev.pid,
+                ev.status.unwrap(),
+                lp.now()
+            ))
+        })
+        .unwrap();
+    lp.child(job, |lp, log, ev| {
+        log.push(format!("job: {} at {:?}", ev.status.unwrap(), lp.now()))
+    })
+    .unwrap();
+    // At 6ms and 8ms (the clock is at 1ms).
+    lp.timer(ms(5), Duration::ZERO, move |lp, _, _| lp.stop(any).unwrap())
+        .unwrap();
+    lp.timer(ms(7), Duration::ZERO, |_, _, _| {}).unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(
+        log,
+        [
+            "any: 1000 exited with code 3 at 1ms",
+            "job: exited with code 0 at 2ms",
+            "any: 1001 exited with code 0 at 2ms",
+            "any: 4242 killed by signal 9 at 2ms",
+            "any: 4343 exited with code 1 at 5ms",
+        ]
+    );
+    let exits: Vec<String> = sim
+        .trace_lines()
+        .into_iter()
+        .filter(|l| l.contains(" child "))
+        .collect();
+    assert_eq!(
+        exits,
+        [
+            "t=0ns child 1000 exited with code 3 (not watched)",
+            "t=2ms child 1001 exited with code 0",
+            "t=2ms child 4242 killed by signal 9",
+            "t=5ms child 4343 exited with code 1",
+            "t=7ms child 4444 exited with code 2 (not watched)",
+        ]
+    );
+    // Started again: the one that exited while it was stopped comes now.
+    lp.start(any).unwrap();
+    lp.run(RunMode::NoWait, &mut log).unwrap();
+    assert_eq!(log[5..], ["any: 4444 exited with code 2 at 8ms"]);
+    // It names no one child: no signal to send.
+    assert!(matches!(
+        lp.kill(any, Signal::TERM),
+        Err(Error::Kill { pid: 0, .. })
+    ));
+}
+
+#[test]
+fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
+    let sim = Sim::new();
+    let mut lp: Loop<Vec<u32>> = Loop::with_backend(sim.backend());
+    let err = lp.child(0, |_, _, _| {}).unwrap_err();
+    assert!(
+        matches!(err, Error::Child { pid: 0, .. }) && err.to_string().contains("child_any"),
+        "{err}"
+    );
+    let parents = sim.spawn("parent's");
+    let any = lp
+        .child_any(|lp, got, ev| {
+            got.push(ev.pid);
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+    let by_pid = lp.child(parents, |_, _, _| {}).unwrap();
+    lp.reinit_after_fork().unwrap();
+    assert!(!lp.is_active(by_pid).unwrap(), "the parent's child");
+    assert!(lp.is_active(any).unwrap(), "the child's own children");
+    sim.exit(ms(1), 5000, ExitStatus::Exited(0));
+    let mut got = vec![];
+    lp.run(RunMode::Default, &mut got).unwrap();
+    assert_eq!(got, [5000]);
+}
+
+/// `Loop::spawn` and `Loop::kill` on the simulator, exactly: the spawn and
+/// the signal are steps of the trace; the test makes the child die of it.
+/// The fired watcher stays (stopped) until removed.
+#[test]
+fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed() {
+    let sim = Sim::new();
+    let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    let (w, spawned) = lp
+        .spawn(&mut std::process::Command::new("worker"), |lp, log, ev| {
+            log.push(format!(
+                "{} {} at {:?}",
+                ev.pid,
+                ev.status.unwrap(),
+                lp.now()
+            ))
+        })
+        .unwrap();
+    assert_eq!(sim.child_name(spawned.pid).as_deref(), Some("worker"));
+    assert!(spawned.stdin.is_none() && spawned.stdout.is_none());
+    let by_term = ExitStatus::Signaled {
+        signal: Signal::TERM,
+        core_dumped: false,
+    };
+    let s = sim.clone();
+    lp.timer(ms(3), Duration::ZERO, move |lp, _, _| {
+        lp.kill(w, Signal::TERM).unwrap();
+        s.exit(ms(4), spawned.pid, by_term);
+    })
+    .unwrap();
+    let mut log = vec![];
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(log, ["1000 killed by signal 15 at 4ms"]);
+    assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
+    let steps: Vec<String> = sim
+        .trace_lines()
+        .into_iter()
+        .filter(|l| l.contains("child"))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "t=0ns spawn child 1000 (worker)",
+            "t=3ms signal 15 to child 1000",
+            "t=4ms child 1000 killed by signal 15",
+        ]
+    );
+    // Fired: stopped, still there, refusing signals.
+    assert!(!lp.is_active(w).unwrap());
+    assert!(matches!(
+        lp.kill(w, Signal::TERM),
+        Err(Error::ChildExited { pid: 1000, status: Some(s) }) if s == by_term
+    ));
+    assert!(lp.start(w).is_err());
+    lp.remove(w).unwrap();
+    assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM], "no more");
 }

@@ -443,6 +443,7 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         );
         assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"], "{name}");
     });
+}
 
 /// A polling interval no test outlives: a change seen at all was seen
 /// through a hint.

@@ -3,8 +3,10 @@
 //! the epoll, poll and select backends (kqueue has `EVFILT_PROC` instead,
 //! and keeps its own list of filters).
 //!
-//! Only watched pids are ever reaped, never `waitpid(-1)`: another part of
-//! the program may be waiting for its own children.
+//! Only watched pids are ever reaped, never `waitpid(-1)` (another part of
+//! the program may be waiting for its own children), unless the loop asks
+//! for every child (a watcher of any child, libev's pid 0): see "Any
+//! child" below.
 //!
 //! # How a backend notices an exit
 //!
@@ -52,10 +54,34 @@
 //!   last member out removes it. A backend dropped (or re-initialised)
 //!   leaves every entry.
 //!
+//! # Any child
+//!
+//! A backend that watches any child joins the table's list of such
+//! members ([`Member::join_any`]) and watches `SIGCHLD`; on each arrival
+//! (and once when it starts, for children that exited before) it reaps
+//! every child that has exited, `waitpid(-1, WNOHANG)` until none is left,
+//! under the table's lock ([`Member::reap_any`]). Each exit goes to the
+//! members of the child's entry, if some backend watches it by pid (the
+//! entry is removed, as after any reap), and to every any-child member,
+//! each once. Conversely every exit that any member reaps (or learns was
+//! reaped elsewhere) goes to the any-child members too: they hear of every
+//! child. The one reap outside the lock, kqueue's claimed one, cannot be
+//! kept from `waitpid(-1)`: if `reap_any` takes a claimed child, it leaves
+//! the status in the entry ([`Entry::found`]), and the claimer publishes it
+//! instead of the `ECHILD` its own reap then gets.
+//!
+//! [`Member::spawn`] starts a child under the lock and joins its entry in
+//! the same hold, so that no `reap_any` can take it before it is watched.
+//! [`Member::signal`] sends a signal with `kill(2)` under the lock, after
+//! checking that the child is still unreaped (the pid then cannot have
+//! been reused); a backend with the child's pidfd signals through it
+//! instead (`pidfd_send_signal`).
+//!
 //! Locking: one `Mutex` for the table, never touched by a signal handler
 //! (the hub's handler only writes wake fds), held only for changes of the
 //! table and system calls that do not block (`waitid` / `waitpid` with
-//! `WNOHANG`, a `write` to an eventfd or a pipe). Each member's inbox has
+//! `WNOHANG`, `kill`, a `write` to an eventfd or a pipe), and across the
+//! `fork` and `exec` of [`Member::spawn`]. Each member's inbox has
 //! a lock of its own, taken inside the table's (a delivery, a leave) or
 //! alone (its backend taking its exits), never the other way round. The
 //! hub's lock is never taken while the table's is held.
@@ -71,6 +97,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -180,6 +207,8 @@ struct Table {
     /// The process whose entries these are.
     owner: libc::pid_t,
     entries: HashMap<libc::pid_t, Entry>,
+    /// The members that watch any child (see "Any child").
+    any: Vec<Link>,
 }
 
 /// The backends watching one child.
@@ -188,6 +217,9 @@ struct Entry {
     /// A member has claimed the reap ([`Member::claim`]) and reaps outside
     /// the lock; the others leave the child alone.
     reaping: bool,
+    /// The status a [`Member::reap_any`] took while the reap was claimed:
+    /// the claimer publishes it.
+    found: Option<ExitStatus>,
     members: Vec<Link>,
 }
 
@@ -225,6 +257,7 @@ impl Table {
         Table {
             owner,
             entries: HashMap::new(),
+            any: Vec::new(),
         }
     }
 
@@ -233,20 +266,24 @@ impl Table {
     fn adopt(&mut self, me: libc::pid_t) {
         if self.owner != me {
             self.entries.clear();
+            self.any.clear();
             self.owner = me;
         }
     }
 }
 
-/// Hands `exit` to every member of `entry` (removed from the table), and
+/// Hands `exit` to every member of `entry` (removed from the table) and
+/// every member of `any` (the table's any-child members), each once, and
 /// wakes each but `reaper`, which takes its own after the reap.
-fn deliver(entry: Entry, exit: ChildExit, reaper: &Arc<Inbox>) {
-    for link in entry.members {
+fn deliver(any: &[Link], entry: Entry, exit: ChildExit, reaper: &Arc<Inbox>) {
+    let tell = |link: &Link| {
         link.inbox.push(exit);
         if !Arc::ptr_eq(&link.inbox, reaper) {
             link.slot.poke_for(link.generation);
         }
-    }
+    };
+    entry.members.iter().for_each(tell);
+    any.iter().filter(|a| !entry.has(&a.inbox)).for_each(tell);
 }
 
 /// The exits delivered to one backend, not yet taken.
@@ -267,6 +304,11 @@ impl Inbox {
         let mut exits = self.lock();
         exits.push(exit);
         self.mail.store(true, Ordering::Release);
+    }
+
+    /// Whether an exit of `pid` waits here.
+    fn holds(&self, pid: u32) -> bool {
+        self.mail.load(Ordering::Acquire) && self.lock().iter().any(|e| e.pid == pid)
     }
 }
 
@@ -299,6 +341,8 @@ pub(crate) struct Member {
     /// Whether it ever joined an entry (a backend that never watched a
     /// child never takes the table's lock).
     joined: bool,
+    /// Whether it is in the table's list of any-child members.
+    any: bool,
 }
 
 impl Member {
@@ -314,9 +358,25 @@ impl Member {
     ) -> io::Result<Joined> {
         self.joined = true;
         with_table(|t| {
-            let claimed = libc::pid_t::try_from(pid)
-                .ok()
-                .filter(|id| t.entries.get(id).is_some_and(|e| e.reaping));
+            let id = libc::pid_t::try_from(pid).ok();
+            // A member already ([`Member::spawn`]): nothing to check.
+            if let Some((&id, e)) = id.and_then(|id| t.entries.get_key_value(&id)) {
+                if e.has(&self.inbox) {
+                    return Ok(Joined {
+                        pid: id,
+                        reaping: e.reaping,
+                    });
+                }
+            }
+            // Reaped (by a watcher of any child, say) and delivered here,
+            // not yet taken: its exit comes without looking.
+            if let Some(id) = id.filter(|_| self.inbox.holds(pid)) {
+                return Ok(Joined {
+                    pid: id,
+                    reaping: true,
+                });
+            }
+            let claimed = id.filter(|id| t.entries.get(id).is_some_and(|e| e.reaping));
             let id = match claimed {
                 Some(id) => id,
                 None => check_child(backend, pid)?,
@@ -348,9 +408,10 @@ impl Member {
                     t.entries.remove(&pid);
                 }
             }
-            // Under the table's lock: no delivery can come in between.
+            // Under the table's lock: no delivery can come in between. (A
+            // member that watches any child still wants it.)
             let mut exits = self.inbox.lock();
-            exits.retain(|e| e.pid != pid as u32);
+            exits.retain(|e| self.any || e.pid != pid as u32);
             if exits.is_empty() {
                 self.inbox.mail.store(false, Ordering::Relaxed);
             }
@@ -382,7 +443,7 @@ impl Member {
                     pid: pid as u32,
                     status,
                 };
-                deliver(entry, exit, &self.inbox);
+                deliver(&t.any, entry, exit, &self.inbox);
             }
             Reaped::Done
         })
@@ -410,7 +471,9 @@ impl Member {
         if !self.joined {
             return;
         }
+        self.any = false;
         with_table(|t| {
+            t.any.retain(|l| !Arc::ptr_eq(&l.inbox, &self.inbox));
             t.entries.retain(|_, entry| {
                 entry
                     .members
@@ -421,6 +484,144 @@ impl Member {
             self.inbox.mail.store(false, Ordering::Relaxed);
         });
     }
+}
+
+/// Any child, spawning, signalling (see "Any child" in the module
+/// documentation).
+impl Member {
+    /// Joins the table's any-child members: from here on, every exit that
+    /// a member reaps, or that [`Member::reap_any`] finds, is delivered to
+    /// this backend too, and `slot` poked. The caller watches `SIGCHLD`
+    /// and calls [`Member::reap_any`] after each arrival.
+    pub(crate) fn join_any(&mut self, slot: &'static Slot) {
+        self.joined = true;
+        if self.any {
+            return;
+        }
+        self.any = true;
+        with_table(|t| {
+            t.any.push(Link {
+                inbox: self.inbox.clone(),
+                slot,
+                generation: slot.generation(),
+            })
+        });
+    }
+
+    /// Leaves the any-child members (exits already delivered stay, to be
+    /// taken: the loop's watchers of their pids may want them).
+    pub(crate) fn leave_any(&mut self) {
+        if !std::mem::take(&mut self.any) {
+            return;
+        }
+        with_table(|t| t.any.retain(|l| !Arc::ptr_eq(&l.inbox, &self.inbox)));
+    }
+
+    /// Whether the child `pid`, whose entry this member joined, has been
+    /// reaped since (its entry gone: the exit was delivered here).
+    pub(crate) fn delivered(&self, pid: libc::pid_t) -> bool {
+        with_table(|t| !t.entries.get(&pid).is_some_and(|e| e.has(&self.inbox)))
+    }
+
+    /// Whether this member watches any child.
+    pub(crate) fn watches_any(&self) -> bool {
+        self.any
+    }
+
+    /// Reaps every child of the process that has exited
+    /// (`waitpid(-1, WNOHANG)` until there is none), under the table's
+    /// lock, and delivers each exit to the members of its entry, if any,
+    /// and to every any-child member. Never blocks.
+    pub(crate) fn reap_any(&self) {
+        if !self.any {
+            return;
+        }
+        with_table(|t| loop {
+            let mut status = 0;
+            // SAFETY: `status` is writable; WNOHANG: never blocks.
+            let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // 0: children run, none has exited; ECHILD: no children.
+            if r <= 0 {
+                return;
+            }
+            let exit = ChildExit {
+                pid: r as u32,
+                status: exit_status(status),
+            };
+            match t.entries.get_mut(&r) {
+                // kqueue reaps it outside the lock, and gets ECHILD now:
+                // it publishes this status instead.
+                Some(entry) if entry.reaping => entry.found = Some(exit.status),
+                Some(_) => {
+                    if let Some(entry) = t.entries.remove(&r) {
+                        deliver(&t.any, entry, exit, &self.inbox);
+                    }
+                }
+                None => deliver(&t.any, Entry::default(), exit, &self.inbox),
+            }
+        })
+    }
+
+    /// Starts `command` and joins the new child's entry, both under the
+    /// table's lock, so that no [`Member::reap_any`] can take the child
+    /// before it is watched (the caller then watches it as usual, and
+    /// [`Member::join`] finds it a member already). If the caller fails
+    /// to watch it after all, it [`Member::leave`]s.
+    pub(crate) fn spawn(
+        &mut self,
+        command: &mut Command,
+        slot: &'static Slot,
+    ) -> io::Result<std::process::Child> {
+        self.joined = true;
+        with_table(|t| {
+            let child = command.spawn()?;
+            t.entries
+                .entry(child.id() as libc::pid_t)
+                .or_default()
+                .members
+                .push(Link {
+                    inbox: self.inbox.clone(),
+                    slot,
+                    generation: slot.generation(),
+                });
+            Ok(child)
+        })
+    }
+
+    /// Sends `signal` to `pid` with `kill(2)` if this member watches it
+    /// and it is still an unreaped child (running, or a zombie), checked
+    /// under the table's lock, so that no loop of the process can reap it
+    /// (and the pid be reused) before the signal is sent. `NotFound` if it
+    /// has been reaped or is not watched here.
+    pub(crate) fn signal(&self, pid: libc::pid_t, signal: i32) -> io::Result<()> {
+        with_table(|t| {
+            let watched = t
+                .entries
+                .get(&pid)
+                .is_some_and(|e| !e.reaping && e.has(&self.inbox));
+            // `peek` fails (ECHILD) once someone else has reaped it.
+            if !watched || peek(pid).is_err() {
+                return Err(gone(pid));
+            }
+            // SAFETY: plain system call with integer arguments; `pid` is an
+            // unreaped child of ours, so it names that child.
+            if unsafe { libc::kill(pid, signal) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The error of a signal to a child that has been reaped.
+fn gone(pid: libc::pid_t) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("child {pid} has exited and been reaped"),
+    )
 }
 
 // Only kqueue reaps outside the lock.
@@ -453,14 +654,22 @@ impl Member {
     /// Delivers what the reap of a claimed `pid` found (a reap that failed
     /// because someone else reaped the child: see [`found`]).
     pub(crate) fn publish(&self, pid: libc::pid_t, result: io::Result<Option<ExitStatus>>) {
-        let exit = ChildExit {
-            pid: pid as u32,
-            status: found(pid, result).unwrap_or(ExitStatus::Unknown),
-        };
-        with_table(|t| match t.entries.remove(&pid) {
-            Some(entry) => deliver(entry, exit, &self.inbox),
-            // Not expected (the claim keeps the entry); never lost.
-            None => self.inbox.push(exit),
+        with_table(|t| {
+            let entry = t.entries.remove(&pid);
+            // A `reap_any` took it first, and left its status here.
+            let status = match (&result, entry.as_ref().and_then(|e| e.found)) {
+                (Err(_), Some(status)) => status,
+                _ => found(pid, result).unwrap_or(ExitStatus::Unknown),
+            };
+            let exit = ChildExit {
+                pid: pid as u32,
+                status,
+            };
+            match entry {
+                Some(entry) => deliver(&t.any, entry, exit, &self.inbox),
+                // Not expected (the claim keeps the entry); never lost.
+                None => self.inbox.push(exit),
+            }
         })
     }
 }
@@ -566,6 +775,13 @@ impl Children {
                     self.sigchld_only = true;
                     How::Sigchld
                 }
+                // Reaped since the join (by a watcher of any child, or
+                // another loop's of this pid): its exit is in the inbox.
+                Err(err)
+                    if err.raw_os_error() == Some(libc::ESRCH) && self.member.delivered(pid) =>
+                {
+                    How::Exited
+                }
                 Err(err) => {
                     self.member.leave(pid);
                     return Err(io::Error::new(
@@ -579,7 +795,8 @@ impl Children {
         };
         let added = match &how {
             How::Pidfd(fd) => Added::Pidfd(fd.as_raw_fd()),
-            _ => Added::Sigchld,
+            How::Sigchld => Added::Sigchld,
+            How::Exited => Added::Exited,
         };
         self.watched.push(Child { pid, how });
         Ok((pid, added))
@@ -660,6 +877,70 @@ impl Children {
         out.len() > from
     }
 
+    /// Starts watching any child (see [`Member::join_any`]; the caller
+    /// watches `SIGCHLD`).
+    pub(crate) fn join_any(&mut self, slot: &'static Slot) {
+        self.member.join_any(slot);
+    }
+
+    /// Stops watching any child.
+    pub(crate) fn leave_any(&mut self) {
+        self.member.leave_any();
+    }
+
+    /// Whether any child is watched.
+    pub(crate) fn watches_any(&self) -> bool {
+        self.member.watches_any()
+    }
+
+    /// After a `SIGCHLD`, while watching any child: reaps every child that
+    /// has exited ([`Member::reap_any`]).
+    pub(crate) fn reap_any(&self) {
+        self.member.reap_any();
+    }
+
+    /// Starts `command` as a watched child's entry ([`Member::spawn`]); the
+    /// caller then watches it with [`Children::add`], or
+    /// [`Children::abandon`]s it.
+    pub(crate) fn spawn(
+        &mut self,
+        command: &mut Command,
+        slot: &'static Slot,
+    ) -> io::Result<std::process::Child> {
+        self.member.spawn(command, slot)
+    }
+
+    /// A spawned child that could not be watched after all: its entry is
+    /// left, the child unreaped (the caller kills and reaps it).
+    pub(crate) fn abandon(&mut self, pid: u32) {
+        if let Ok(pid) = libc::pid_t::try_from(pid) {
+            if self.remove(pid).is_none() {
+                self.member.leave(pid);
+            }
+        }
+    }
+
+    /// Sends `signal` to the watched child `pid`, only if it is unreaped:
+    /// through its pidfd where it has one (which cannot name another
+    /// process, whoever reaped the child), else [`Member::signal`].
+    /// `NotFound` if it has been reaped or is not watched here.
+    pub(crate) fn signal(&self, pid: u32, signal: i32) -> io::Result<()> {
+        let Some(c) = self.watched.iter().find(|c| c.pid as u32 == pid) else {
+            return Err(gone(pid as libc::pid_t));
+        };
+        match &c.how {
+            How::Pidfd(fd) => match pidfd_send_signal(fd.as_raw_fd(), signal) {
+                Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Err(gone(c.pid)),
+                Err(err) if err.raw_os_error() == Some(libc::ENOSYS) => {
+                    self.member.signal(c.pid, signal)
+                }
+                sent => sent,
+            },
+            How::Sigchld => self.member.signal(c.pid, signal),
+            How::Exited => Err(gone(c.pid)),
+        }
+    }
+
     /// Forgets every child (after `fork`: they are the parent's), closing
     /// their pidfds, and any exit not yet taken.
     pub(crate) fn clear(&mut self) {
@@ -680,6 +961,26 @@ cfg_if::cfg_if! {
             }
             // SAFETY: a new descriptor, owned by nobody else.
             Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        }
+
+        /// `pidfd_send_signal(fd, signal, NULL, 0)`: `ESRCH` once the child
+        /// has been reaped (the pidfd never names another process).
+        fn pidfd_send_signal(fd: RawFd, signal: i32) -> io::Result<()> {
+            // SAFETY: a pidfd we own, a signal number, no siginfo (NULL:
+            // as `kill` would fill it), no flags.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd,
+                    signal,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                )
+            };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
         }
 
         /// `waitid(P_PIDFD, fd, WEXITED | WNOHANG)`: `None` if the child is
@@ -719,6 +1020,10 @@ cfg_if::cfg_if! {
         }
 
         fn pidfd_reap(_fd: RawFd) -> io::Result<Option<ExitStatus>> {
+            Err(io::Error::from_raw_os_error(libc::ENOSYS))
+        }
+
+        fn pidfd_send_signal(_fd: RawFd, _signal: i32) -> io::Result<()> {
             Err(io::Error::from_raw_os_error(libc::ENOSYS))
         }
     }

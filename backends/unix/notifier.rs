@@ -10,13 +10,14 @@
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 
 use super::children::{self, Added, Children};
 use super::clock_steps::ClockSteps;
 use super::hub::{self, Slot};
 use super::path_hints::PathHints;
-use crate::{Notices, SignalSet, Wake};
+use crate::{Notices, SignalSet, Spawned, Wake};
 
 /// A backend's kernel set, as the notifier sees it: where its internal
 /// fds (the wake fd, pidfds) are watched for readability.
@@ -35,7 +36,7 @@ pub(crate) trait InternalFds {
     }
 }
 
-const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
+pub(crate) const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
 
 /// A backend's hub slot, claimed when first needed, and what it watches.
 #[derive(Debug)]
@@ -264,6 +265,9 @@ pub(crate) struct Notifier {
     /// A child watched through `SIGCHLD` had exited before `watch_child`:
     /// the next `take_notices` reaps without waiting for a `SIGCHLD`.
     scan_due: bool,
+    /// Any child has just come to be watched: the next `take_notices`
+    /// reaps those that exited before, without waiting for a `SIGCHLD`.
+    any_due: bool,
     /// Wall-clock steps (a timerfd on Linux).
     clock: ClockSteps,
     /// Path change hints (inotify on Linux).
@@ -276,6 +280,7 @@ impl Notifier {
             wakeup: Wakeup::new(backend),
             children: Children::default(),
             scan_due: false,
+            any_due: false,
             clock: ClockSteps::default(),
             paths: PathHints::new(backend),
         }
@@ -355,9 +360,56 @@ impl Notifier {
 
     /// Stops the internal `SIGCHLD` watch once no child needs it.
     fn settle_sigchld(&mut self) {
-        if !self.children.uses_sigchld() {
+        if !self.children.uses_sigchld() && !self.children.watches_any() {
             self.wakeup.unwatch_sigchld();
         }
+    }
+
+    /// Starts reaping and reporting every child (`unix/children.rs`, "Any
+    /// child"): `SIGCHLD` is watched, and each arrival reaps what exited.
+    pub(crate) fn watch_any_child(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+        if self.children.watches_any() {
+            return Ok(());
+        }
+        let slot = self.wakeup.ensure(set)?;
+        self.wakeup.watch_sigchld(set)?;
+        self.children.join_any(slot);
+        // Children that exited before: reaped by the next `take_notices`,
+        // after a wait that must not block.
+        self.any_due = true;
+        self.wakeup.poke();
+        Ok(())
+    }
+
+    pub(crate) fn unwatch_any_child(&mut self) {
+        self.children.leave_any();
+        self.any_due = false;
+        self.settle_sigchld();
+    }
+
+    /// Sends `signal` to the watched child `pid` unless it has been reaped
+    /// (`Children::signal`).
+    pub(crate) fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        self.children.signal(pid, signal)
+    }
+
+    /// Spawns `command` and watches the child, with no moment in between
+    /// at which a loop of the process could reap it (`Member::spawn`).
+    pub(crate) fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        set: &mut impl InternalFds,
+    ) -> io::Result<Spawned> {
+        let slot = self.wakeup.ensure(set)?;
+        let mut child = self.children.spawn(command, slot)?;
+        let pid = child.id();
+        if let Err(err) = self.watch_child(pid, set) {
+            self.children.abandon(pid);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err);
+        }
+        Ok(Spawned::from_std(child))
     }
 
     /// An internal fd was reported readable.
@@ -379,6 +431,10 @@ impl Notifier {
     /// clock steps, path hints.
     pub(crate) fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
         let bits = self.wakeup.take(notices);
+        let any_due = std::mem::take(&mut self.any_due);
+        if self.children.watches_any() && (any_due || bits & SIGCHLD_BIT != 0) {
+            self.children.reap_any();
+        }
         let due = std::mem::take(&mut self.scan_due);
         let scan = (due || bits & SIGCHLD_BIT != 0) && self.children.uses_sigchld();
         if scan {
@@ -402,6 +458,7 @@ impl Notifier {
         }
         self.children.clear();
         self.scan_due = false;
+        self.any_due = false;
         self.wakeup.reinit(set)?;
         self.clock.reinit(set)?;
         self.paths.reinit(set)
@@ -450,8 +507,8 @@ impl Notifier {
 }
 
 /// The [`Backend`](crate::Backend) hooks a backend with an embedded
-/// [`Notifier`] hands to it (signals, children, the waker, notices, clock
-/// steps, path hints), written once: inside the backend's `impl Backend`,
+/// [`Notifier`] hands to it (signals, children: by pid, any, spawned,
+/// signalled; the waker, notices, clock steps, path hints), written once: inside the backend's `impl Backend`,
 /// `notifier_hooks!(s => s.notifier, <its kernel set, from s>)`, where `s`
 /// names `&mut self`.
 macro_rules! notifier_hooks {
@@ -473,6 +530,27 @@ macro_rules! notifier_hooks {
         fn unwatch_child(&mut self, pid: u32) {
             let $s = self;
             $s2.$notifier.unwatch_child(pid, $set);
+        }
+
+        fn watch_any_child(&mut self) -> std::io::Result<()> {
+            let $s = self;
+            $s2.$notifier.watch_any_child($set)
+        }
+
+        fn unwatch_any_child(&mut self) {
+            self.$notifier.unwatch_any_child();
+        }
+
+        fn signal_child(&mut self, pid: u32, signal: i32) -> std::io::Result<()> {
+            self.$notifier.signal_child(pid, signal)
+        }
+
+        fn spawn_child(
+            &mut self,
+            command: &mut std::process::Command,
+        ) -> std::io::Result<$crate::Spawned> {
+            let $s = self;
+            $s2.$notifier.spawn_child(command, $set)
         }
 
         fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::Wake>> {

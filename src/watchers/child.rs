@@ -1,15 +1,22 @@
 //! Child watchers: the handle, what a callback receives
-//! ([`ChildEvent`]), and the `Loop` method. The watchers of each pid and
-//! their exits are the child component's (children.rs); reaping is the
+//! ([`ChildEvent`]), and the `Loop` methods (a watcher of one pid, of any
+//! child, a child spawned and watched at once, a signal sent to a watched
+//! child). The watchers of each pid, of any child, and their exits are the
+//! child component's (children.rs); reaping and signalling are the
 //! backend's.
+
+use std::io;
+use std::process::Command;
 
 use crate::event_loop::Dispatch;
 use crate::handle::{handle, Key};
 use crate::registry::Kind;
-use crate::{ExitStatus, Loop, Ready, Result};
+use crate::watchers::signal::LAST_SIGNAL;
+use crate::{Error, ExitStatus, Loop, Ready, Result, Spawned};
 
 handle!(
-    /// Handle to a child watcher, returned by [`Loop::child`].
+    /// Handle to a child watcher, returned by [`Loop::child`],
+    /// [`Loop::child_any`] and [`Loop::spawn`].
     ///
     /// ```
     /// use evloop::Loop;
@@ -45,9 +52,11 @@ handle!(
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChildEvent {
-    /// The watcher being invoked (stopped: its child is gone).
+    /// The watcher being invoked (stopped, if it watches one pid: its
+    /// child is gone; still active, if it watches any child).
     pub watcher: Child,
-    /// The child's process id.
+    /// The child's process id (for a watcher of any child, the one that
+    /// exited; 0 for an event fed to it with [`Loop::feed_event`]).
     pub pid: u32,
     /// How it ended ([`ExitStatus::Unknown`] if someone else reaped it
     /// first); `None` only for an event fed with [`Loop::feed_event`]
@@ -55,7 +64,8 @@ pub struct ChildEvent {
     pub status: Option<ExitStatus>,
 }
 
-/// A child callback, stored as a [`Dispatch`] (the pid is the watcher's).
+/// A child callback, stored as a [`Dispatch`] (what it watches is the
+/// watcher's kind: one pid, or any child).
 struct ChildCallback<F>(F);
 
 impl crate::Callback for Child {
@@ -76,14 +86,24 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent),
 {
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
-        let pid = match lp.watchers[key.slot].kind() {
-            Kind::Child { pid } => pid,
+        let kind = lp.watchers[key.slot].kind();
+        let exit = match kind {
+            Kind::Child { pid } => lp.children.exit_of(key.slot).ok_or(pid),
+            Kind::ChildAny => {
+                // One exit per call; queued again (before the call, so
+                // that a panic in it loses none) while more wait.
+                let (exit, more) = lp.children.next_exit(key.slot);
+                if more {
+                    lp.watchers.queue(&mut lp.pending, key.slot, Ready::EMPTY);
+                }
+                exit.ok_or(0)
+            }
             _ => unreachable!("a child callback belongs to a child watcher"),
         };
         let ev = ChildEvent {
             watcher: Child(key),
-            pid,
-            status: lp.children.exit_of(key.slot).map(|e| e.status),
+            pid: exit.map_or_else(|pid| pid, |e| e.pid),
+            status: exit.ok().map(|e| e.status),
         };
         (self.0)(lp, state, ev)
     }
@@ -102,6 +122,18 @@ impl<'s, S> Loop<'s, S> {
     /// watcher of it, on every loop, is stopped and called with its
     /// status; a loop blocked in another thread is woken for it.
     ///
+    /// **After it fires** the watcher is stopped ([`Loop::is_active`] is
+    /// false) and keeps nothing running, so it need not be removed for a
+    /// [`RunMode::Default`](crate::RunMode::Default) run to return; but it
+    /// stays in the loop, with its callback and what that holds, until
+    /// [`Loop::remove`]d (from its own callback, say), and a program that
+    /// watches a child at a time should remove each. Starting it again
+    /// fails (its pid names no child any more), as does [`Loop::kill`]
+    /// ([`Error::ChildExited`]). (libev's child watcher stays active after
+    /// its callback until the program stops it; evloop's watcher of one
+    /// pid stops itself, since that pid can never exit again. The watcher
+    /// of any child, [`Loop::child_any`], stays active as libev's does.)
+    ///
     /// A child's status can be read once, by whoever reaps it. If someone
     /// other than the loops reaps it first (`std::process::Child::wait`
     /// or `try_wait`, a `waitpid` of the program's, the kernel when
@@ -110,8 +142,10 @@ impl<'s, S> Loop<'s, S> {
     /// [`RunMode::Default`](crate::RunMode::Default) run
     /// returns; if the loop reaps it first, that `wait` fails instead
     /// (`ECHILD`). So leave a watched child to the loop, or expect one of
-    /// the two. There is no watcher of "any child" (libev's pid 0): pid 0
-    /// is refused like every pid that is not a child.
+    /// the two; [`Loop::spawn`] starts a child and watches it with no
+    /// `std::process::Child` to wait on. Pid 0 is refused: the watcher of
+    /// any child (libev's pid 0) is [`Loop::child_any`], which a pid cannot
+    /// ask for by accident.
     ///
     /// Errors: [`Error::Child`](crate::Error::Child) if `pid` is not an
     /// unreaped child of this process, or the backend cannot watch
@@ -122,11 +156,14 @@ impl<'s, S> Loop<'s, S> {
     /// use std::process::Command;
     /// let job = Command::new("sh").args(["-c", "exit 3"]).spawn()?;
     /// let mut lp: Loop<Vec<String>> = Loop::new()?;
-    /// lp.child(job.id(), |_, log, ev| log.push(ev.status.unwrap().to_string()))?;
+    /// let w = lp.child(job.id(), |_, log, ev| log.push(ev.status.unwrap().to_string()))?;
     /// let mut log = vec![];
     /// // Returns once the child has exited: its watcher stopped, none is left.
     /// lp.run(RunMode::Default, &mut log)?;
     /// assert_eq!(log, ["exited with code 3"]);
+    /// // Stopped, not removed: it still holds its slot and callback.
+    /// assert!(!lp.is_active(w)? && lp.start(w).is_err());
+    /// lp.remove(w)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -163,6 +200,15 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
+        if pid == 0 {
+            return Err(Error::Child {
+                pid,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "pid 0 names no child (a watcher of any child is Loop::child_any)",
+                ),
+            });
+        }
         let cb = Box::new(ChildCallback(callback));
         let key = self.watchers.insert(Kind::Child { pid }, cb);
         if let Err(err) = self.can_start(key.slot) {
@@ -171,5 +217,237 @@ impl<'s, S> Loop<'s, S> {
         }
         self.activate(key.slot);
         Ok(Child(key))
+    }
+
+    /// Creates and starts a watcher of *any* child (libev's child watcher
+    /// of pid 0): while it is active, the backend reaps every child
+    /// process of this process as it exits (`waitpid(-1)`), whoever
+    /// started it, and the callback runs once per exit, with the child's
+    /// pid and status in its [`ChildEvent`]. The watcher stays active
+    /// after each call (as libev's does), until stopped or removed; a
+    /// stop drops the exits it was not yet called for, and children that
+    /// exit while it is stopped are left alone again.
+    ///
+    /// **It takes children from everyone else.** A child reaped by the
+    /// loop has no status left for anyone: `std::process::Child::wait`
+    /// (and `try_wait`, `Command::status`, `Command::output`) of a child
+    /// that exits while the watcher is active fails with `ECHILD`, or
+    /// returns before the loop saw it, and a library that waits for its
+    /// own children breaks the same way. Use it in a program that owns
+    /// all its children (a supervisor, a shell), as libev's pid 0 is
+    /// used.
+    ///
+    /// Watchers of one pid ([`Loop::child`], [`Loop::spawn`]), on this loop
+    /// or any other of the process, still get their child's real status:
+    /// the loops share one table of watched children, and whoever reaps
+    /// a child reports it to every watcher of its pid, and to every
+    /// watcher of any child, each once (in a loop, the watchers of the
+    /// pid run first, as in libev). The exits of children reaped by
+    /// another loop's watcher of their pid reach this watcher too. A
+    /// child watched by pid must be watched before it can exit: with a
+    /// watcher of any child active in another thread, [`Loop::child`] on a
+    /// child that has already exited may find it reaped; [`Loop::spawn`]
+    /// cannot lose it.
+    ///
+    /// Works on every backend (epoll, poll, select, io_uring, kqueue:
+    /// through `SIGCHLD`; the simulator: every scheduled exit, [`Sim::exit`]
+    /// of any pid). After [`Loop::reinit_after_fork`] it keeps going in
+    /// the forked child, for that process's children.
+    ///
+    /// Errors: [`Error::Backend`] if the backend cannot watch children
+    /// (or `SIGCHLD`).
+    ///
+    /// [`Sim::exit`]: crate::Sim::exit
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use std::collections::HashMap;
+    /// use std::process::Command;
+    /// let mut lp: Loop<HashMap<u32, ExitStatus>> = Loop::new()?;
+    /// let any = lp.child_any(|_, got, ev| {
+    ///     got.insert(ev.pid, ev.status.unwrap());
+    /// })?;
+    /// // Started with std, never waited for: the loop reaps them.
+    /// let a = Command::new("sh").args(["-c", "exit 1"]).spawn()?.id();
+    /// let b = Command::new("sh").args(["-c", "kill -TERM $$"]).spawn()?.id();
+    /// let mut got = HashMap::new();
+    /// while got.len() < 2 {
+    ///     lp.run(RunMode::Once, &mut got)?;
+    /// }
+    /// assert_eq!(got[&a], ExitStatus::Exited(1));
+    /// assert_eq!(got[&b], ExitStatus::Signaled { signal: evloop::Signal::TERM, core_dumped: false });
+    /// assert!(lp.is_active(any)?, "it stays active: stop or remove it");
+    /// lp.remove(any)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn child_any<F>(&mut self, callback: F) -> Result<Child>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
+    {
+        let cb = Box::new(ChildCallback(callback));
+        let key = self.watchers.insert(Kind::ChildAny, cb);
+        if let Err(err) = self.can_start(key.slot) {
+            self.watchers.remove(key.slot);
+            return Err(err);
+        }
+        self.activate(key.slot);
+        Ok(Child(key))
+    }
+
+    /// Starts `command` as a child process and a watcher of it, at once:
+    /// [`Loop::child`] on the new pid, with no moment in between at which
+    /// someone could reap it (not even a watcher of any child in another
+    /// thread), and no `std::process::Child` whose `wait` would take the
+    /// status from the watcher. What comes back is the watcher's handle
+    /// and [`Spawned`]: the pid, and the pipes the command asked for
+    /// (`Stdio::piped()`), to write to or watch with [`Loop::io`]. Send the
+    /// child signals with [`Loop::kill`]. The watcher behaves as any child
+    /// watcher: stopped once the child has exited and its callback called;
+    /// remove it when done with it.
+    ///
+    /// On the simulator, the command is not run: a simulated child named
+    /// after its program is spawned ([`Sim::spawn`]), for the test to end
+    /// with [`Sim::exit`].
+    ///
+    /// Errors: [`Error::Spawn`] if the command cannot be started (a
+    /// missing program, say) or watched (then it is killed and reaped
+    /// before this returns); nothing is left behind.
+    ///
+    /// [`Sim::spawn`]: crate::Sim::spawn
+    /// [`Sim::exit`]: crate::Sim::exit
+    ///
+    /// ```
+    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use std::io::Read;
+    /// use std::process::{Command, Stdio};
+    /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
+    /// let mut job = Command::new("sh");
+    /// job.args(["-c", "echo hello; exit 3"]).stdout(Stdio::piped());
+    /// let (_watcher, spawned) = lp.spawn(&mut job, |lp, got, ev| {
+    ///     *got = ev.status;
+    ///     lp.remove(ev.watcher).unwrap(); // done with it
+    /// })?;
+    /// let mut out = String::new();
+    /// spawned.stdout.unwrap().read_to_string(&mut out)?;
+    /// assert_eq!(out, "hello\n");
+    /// let mut got = None;
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, Some(ExitStatus::Exited(3)));
+    /// // Nothing to start: an error, and no watcher.
+    /// assert!(lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {}).is_err());
+    /// assert_eq!(lp.active_count(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn spawn<F>(&mut self, command: &mut Command, callback: F) -> Result<(Child, Spawned)>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
+    {
+        let spawned = self
+            .backend
+            .spawn_child(command)
+            .map_err(|source| Error::Spawn {
+                program: command.get_program().to_string_lossy().into_owned(),
+                source,
+            })?;
+        let pid = spawned.pid;
+        let cb = Box::new(ChildCallback(callback));
+        let key = self.watchers.insert(Kind::Child { pid }, cb);
+        // The backend watches it already: nothing to ask.
+        self.activate(key.slot);
+        Ok((Child(key), spawned))
+    }
+
+    /// Sends `signal` to the child that `watcher` watches, only while the
+    /// child cannot have been reaped, so that the signal never reaches
+    /// another process that has since been given its pid (which a plain
+    /// `kill(pid)` after the exit could). On Linux it goes through the
+    /// child's pidfd (`pidfd_send_signal`); elsewhere, and on the
+    /// `SIGCHLD` fallback, `kill(2)` under the lock that every loop of the
+    /// process reaps under, after checking that the child is unreaped. (A
+    /// reap by someone other than the loops, `std`'s `wait` say, is not
+    /// under that lock: leave watched children to the loop.) A signal to a
+    /// child that has exited but is not yet reaped (a zombie) does
+    /// nothing, and succeeds. `signal` 0 sends nothing and only checks.
+    /// What the signal does to the child is reported by the watcher as
+    /// usual (`ExitStatus::Signaled`, if it ends it).
+    ///
+    /// Errors: [`Error::ChildExited`] once the child has exited and been
+    /// reaped (its exit reported, or about to be); [`Error::Kill`] if the
+    /// watcher is stopped while the child is watched by no other watcher
+    /// of this loop (the loop then cannot know whether it was reaped:
+    /// start it again first), if it is a watcher of any child, or if the
+    /// backend cannot send signals; [`Error::InvalidSignal`] for a number
+    /// outside 0 to the platform's last; [`Error::StaleHandle`] for a
+    /// removed watcher.
+    ///
+    /// On the simulator the signal is recorded ([`Sim::signals_sent`], a
+    /// trace step) and does nothing else: the test decides what the child
+    /// does ([`Sim::exit`]).
+    ///
+    /// [`Sim::signals_sent`]: crate::Sim::signals_sent
+    /// [`Sim::exit`]: crate::Sim::exit
+    ///
+    /// ```
+    /// use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
+    /// use std::process::Command;
+    /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
+    /// let (job, _) = lp.spawn(Command::new("sleep").arg("60"), |_, got, ev| *got = ev.status)?;
+    /// lp.kill(job, Signal::TERM)?;
+    /// let mut got = None;
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, Some(ExitStatus::Signaled { signal: Signal::TERM, core_dumped: false }));
+    /// // Reaped: its pid may be another process's by now, so nothing is sent.
+    /// let err = lp.kill(job, Signal::TERM).unwrap_err();
+    /// assert!(matches!(err, Error::ChildExited { .. }), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn kill(&mut self, watcher: Child, signal: i32) -> Result<()> {
+        let pid = match self.entry(&watcher)?.kind() {
+            Kind::Child { pid } => pid,
+            Kind::ChildAny => {
+                return Err(Error::Kill {
+                    pid: 0,
+                    signal,
+                    source: io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a watcher of any child names no one child to send it to",
+                    ),
+                })
+            }
+            _ => unreachable!("a child handle names a child watcher"),
+        };
+        if !(0..=LAST_SIGNAL).contains(&signal) {
+            return Err(Error::InvalidSignal {
+                signal,
+                reason: "signals are numbered from 1 to the platform's last (0: only the checks)",
+            });
+        }
+        if !self.children.is_watched(pid) {
+            if let Some(exit) = self.children.exit_of(watcher.0.slot) {
+                return Err(Error::ChildExited {
+                    pid,
+                    status: Some(exit.status),
+                });
+            }
+            return Err(Error::Kill {
+                pid,
+                signal,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "its watcher is stopped, so the loop cannot tell whether it has been reaped \
+                     (and its pid reused): start the watcher first",
+                ),
+            });
+        }
+        self.backend
+            .signal_child(pid, signal)
+            .map_err(|source| match source.kind() {
+                io::ErrorKind::NotFound => Error::ChildExited { pid, status: None },
+                _ => Error::Kill {
+                    pid,
+                    signal,
+                    source,
+                },
+            })
     }
 }

@@ -261,3 +261,46 @@ pub fn example(name: &str) -> std::path::PathBuf {
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
+
+/// The backends a scenario with real children runs on: every OS backend,
+/// then those with a `SIGCHLD` fallback forced onto them (what they do on
+/// a kernel without pidfds; elsewhere than Linux they use it anyway).
+pub fn child_kernels() -> Vec<&'static str> {
+    let mut all = evloop::backends::AVAILABLE.to_vec();
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    all.push("epoll+sigchld");
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    all.push("io_uring+sigchld");
+    all.extend(["poll+sigchld", "select+sigchld"]);
+    all
+}
+
+/// A loop on one of [`child_kernels`].
+pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
+    use evloop::backends;
+    match name {
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        "epoll+sigchld" => {
+            let mut b = backends::epoll::Epoll::new().unwrap();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        "io_uring+sigchld" => {
+            let mut b = backends::io_uring::IoUring::new().unwrap();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        "poll+sigchld" => {
+            let mut b = backends::poll::Poll::new();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        "select+sigchld" => {
+            let mut b = backends::select::Select::new();
+            b.force_sigchld_fallback();
+            Loop::with_backend(b)
+        }
+        _ => World::new(name).new_loop(),
+    }
+}
