@@ -2,26 +2,30 @@
 //! clean shutdown on SIGINT or SIGTERM.
 //!
 //! It starts a child process (`sh`, which works for a second and exits
-//! with code 3) and a worker thread that reports its progress through an
-//! async sender, and watches SIGINT and SIGTERM. Once the child has exited
+//! with code 3) with `Loop::spawn`, which watches it from the start and
+//! hands back no `std::process::Child` whose `wait` could take its status,
+//! and a worker thread that reports its progress through an async sender,
+//! and watches SIGINT and SIGTERM (`evloop::Signal`'s constants: no direct
+//! dependency on `libc`). Once the child has exited
 //! and the worker is done, it sends itself SIGTERM, as `kill -TERM <pid>`
 //! from another terminal would, and shuts down on it: it ends by itself
 //! in about a second. Press Ctrl-C to shut down earlier (the child is then
-//! killed, and the worker told to stop).
+//! killed with `Loop::kill`, which cannot hit another process that has
+//! since been given its pid, and the worker told to stop).
 //!
 //! Run with: `cargo run --example signals_and_children`
 //! (on another backend: `EVLOOP_BACKEND=poll cargo run --example signals_and_children`)
 
-use std::process::{Child, Command};
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use evloop::{Async, Loop, RunMode, Signal};
+use evloop::{Async, Child, Error, Loop, RunMode, Signal};
 
 /// The loop's state: what is still running, and how to reach it.
 struct Supervisor {
-    /// The child process, until its watcher reports its exit.
+    /// The child process's watcher, until it reports the exit.
     child: Option<Child>,
     /// The worker's progress reports.
     progress: mpsc::Receiver<u32>,
@@ -43,13 +47,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lp.backend_name()
     );
 
-    let child = Command::new("sh")
-        .args(["-c", "echo '  child: working'; sleep 1; exit 3"])
-        .spawn()?;
-    lp.child(child.id(), |lp, sup, ev| {
-        // The loop has reaped it: nothing left to kill.
+    let mut job = Command::new("sh");
+    job.args(["-c", "echo '  child: working'; sleep 1; exit 3"]);
+    let (child, _pipes) = lp.spawn(&mut job, |lp, sup, ev| {
+        // The loop has reaped it: nothing left to kill. Its watcher is
+        // stopped; removed, it frees its slot.
         sup.child = None;
         println!("child {} {}", ev.pid, ev.status.expect("an exit"));
+        lp.remove(ev.watcher).unwrap();
         finish_if_done(lp, sup);
     })?;
 
@@ -79,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let mut signals = Vec::new();
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for signal in [Signal::INT, Signal::TERM] {
         signals.push(lp.signal(signal, shut_down)?);
     }
 
@@ -123,10 +128,7 @@ fn finish_if_done(lp: &mut Loop<Supervisor>, sup: &mut Supervisor) {
 /// signals (their default actions come back: a second Ctrl-C ends the
 /// program at once).
 fn shut_down(lp: &mut Loop<Supervisor>, sup: &mut Supervisor, me: Signal) {
-    let name = match lp.signal_number(me).unwrap() {
-        libc::SIGINT => "SIGINT",
-        _ => "SIGTERM",
-    };
+    let name = Signal::name(lp.signal_number(me).unwrap()).unwrap_or("a signal");
     println!("supervisor: {name}, shutting down");
     sup.stopping = true;
     for s in sup.signals.drain(..) {
@@ -136,10 +138,14 @@ fn shut_down(lp: &mut Loop<Supervisor>, sup: &mut Supervisor, me: Signal) {
         println!("supervisor: telling the worker to stop");
         lp.remove(worker).unwrap();
     }
-    if let Some(child) = &mut sup.child {
-        // Its watcher reports how it ended. (It may have exited a moment
-        // ago, its exit not yet reported: then the kill just fails.)
-        println!("supervisor: killing child {}", child.id());
-        let _ = child.kill();
+    if let Some(child) = sup.child {
+        // Its watcher reports how it ended. If it exited a moment ago and
+        // the loop has reaped it, nothing is sent (its pid may be another
+        // process's by now): the kill says so.
+        println!("supervisor: killing the child");
+        match lp.kill(child, Signal::KILL) {
+            Ok(()) | Err(Error::ChildExited { .. }) => {}
+            Err(err) => eprintln!("supervisor: {err}"),
+        }
     }
 }
