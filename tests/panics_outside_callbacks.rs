@@ -11,19 +11,14 @@
 mod common;
 
 use std::cell::{Cell, RefCell};
-use std::io;
-use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, World};
-use evloop::{
-    Backend, Capabilities, Error, Interest, Loop, Notices, PollEvent, PollStatus, Ready, RunMode,
-    RunOutcome, Schedule,
-};
+use common::{on_every_backend, Shifted, World};
+use evloop::{Backend, Error, Interest, Loop, RunMode, RunOutcome, Schedule};
 
 /// The message of a caught panic.
 fn message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -194,41 +189,6 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
     });
 }
 
-/// A backend whose wall clock the test steps (the loop notices the step
-/// by comparing it with the monotonic clock).
-struct Stepped {
-    inner: Box<dyn Backend>,
-    shift_ns: Arc<AtomicI64>,
-}
-
-impl Backend for Stepped {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        self.inner.modify(fd, old, new)
-    }
-    fn poll(&mut self, t: Option<Duration>, ev: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
-        self.inner.poll(t, ev)
-    }
-    fn now(&mut self) -> Duration {
-        self.inner.now()
-    }
-    fn wall_now(&mut self) -> Duration {
-        let real = self.inner.wall_now().as_nanos() as i64;
-        Duration::from_nanos((real + self.shift_ns.load(Ordering::Relaxed)) as u64)
-    }
-    fn take_notices(&mut self, n: &mut Notices) {
-        self.inner.take_notices(n)
-    }
-    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
-        self.inner.dispatched(fd, ready)
-    }
-}
-
 /// After a wall-clock step the custom schedules are asked again: one that
 /// panics then is stopped, and the others are still realigned.
 #[test]
@@ -245,7 +205,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
             None => evloop::backends::open(name).unwrap(),
         };
         let shift = Arc::new(AtomicI64::new(0));
-        let backend = Stepped {
+        let backend = Shifted {
             inner,
             shift_ns: shift.clone(),
         };

@@ -10,18 +10,14 @@
 
 mod common;
 
+use common::Shifted;
 use std::cell::Cell;
-use std::io;
-use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use evloop::{
-    Backend, Capabilities, Interest, Loop, Notices, PollEvent, PollStatus, Ready, RunMode,
-    Schedule, Sim,
-};
+use evloop::{Loop, RunMode, Schedule, Sim};
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;
@@ -200,40 +196,6 @@ fn a_custom_schedule_that_returns_the_past_stops_the_watcher() {
 }
 
 // ---- on the kernels ---------------------------------------------------------
-
-/// A kernel backend whose wall clock is shifted by a step the test makes.
-struct Shifted {
-    inner: Box<dyn Backend>,
-    shift_ns: Arc<AtomicI64>,
-}
-
-impl Backend for Shifted {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        self.inner.modify(fd, old, new)
-    }
-    fn poll(&mut self, t: Option<Duration>, ev: &mut Vec<PollEvent>) -> io::Result<PollStatus> {
-        self.inner.poll(t, ev)
-    }
-    fn now(&mut self) -> Duration {
-        self.inner.now()
-    }
-    fn wall_now(&mut self) -> Duration {
-        let real = self.inner.wall_now().as_nanos() as i64;
-        Duration::from_nanos((real + self.shift_ns.load(Ordering::Relaxed)) as u64)
-    }
-    fn take_notices(&mut self, n: &mut Notices) {
-        self.inner.take_notices(n)
-    }
-    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
-        self.inner.dispatched(fd, ready)
-    }
-}
 
 #[test]
 fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {

@@ -37,7 +37,7 @@ use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use common::{drain, spawn, wait_exited, watchdog, World, WATCHDOG};
+use common::{child_kernels, drain, kernel_loop, spawn, wait_exited, watchdog, World, WATCHDOG};
 use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
 
 fn ms(n: u64) -> Duration {
@@ -77,48 +77,6 @@ fn on_each_kernel_with<const N: usize>(
         watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
             scenario(name, signals)
         });
-    }
-}
-
-/// The backends a child scenario runs on: every OS backend, then the
-/// backends with a `SIGCHLD` fallback forced onto it (what they do on a
-/// kernel without pidfds; elsewhere than Linux they use it anyway).
-fn child_kernels() -> Vec<&'static str> {
-    let mut all = backends::AVAILABLE.to_vec();
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    all.push("epoll+sigchld");
-    #[cfg(all(feature = "io-uring", target_os = "linux"))]
-    all.push("io_uring+sigchld");
-    all.extend(["poll+sigchld", "select+sigchld"]);
-    all
-}
-
-/// A loop on one of [`child_kernels`].
-fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
-    match name {
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        "epoll+sigchld" => {
-            let mut b = backends::epoll::Epoll::new().unwrap();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
-        }
-        #[cfg(all(feature = "io-uring", target_os = "linux"))]
-        "io_uring+sigchld" => {
-            let mut b = backends::io_uring::IoUring::new().unwrap();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
-        }
-        "poll+sigchld" => {
-            let mut b = backends::poll::Poll::new();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
-        }
-        "select+sigchld" => {
-            let mut b = backends::select::Select::new();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
-        }
-        _ => World::new(name).new_loop(),
     }
 }
 

@@ -304,3 +304,52 @@ pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
         _ => World::new(name).new_loop(),
     }
 }
+
+/// A backend whose wall clock the test steps: `shift_ns` is added to the
+/// inner backend's wall clock, and the loop notices the step by comparing
+/// it with the monotonic clock.
+pub struct Shifted {
+    /// The backend that does the work.
+    pub inner: Box<dyn evloop::Backend>,
+    /// The step, in nanoseconds (negative: back).
+    pub shift_ns: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl evloop::Backend for Shifted {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> evloop::Capabilities {
+        self.inner.capabilities()
+    }
+    fn modify(
+        &mut self,
+        fd: std::os::fd::RawFd,
+        old: evloop::Interest,
+        new: evloop::Interest,
+    ) -> io::Result<()> {
+        self.inner.modify(fd, old, new)
+    }
+    fn poll(
+        &mut self,
+        t: Option<Duration>,
+        ev: &mut Vec<evloop::PollEvent>,
+    ) -> io::Result<evloop::PollStatus> {
+        self.inner.poll(t, ev)
+    }
+    fn now(&mut self) -> Duration {
+        self.inner.now()
+    }
+    fn wall_now(&mut self) -> Duration {
+        let real = self.inner.wall_now().as_nanos() as i64;
+        Duration::from_nanos(
+            (real + self.shift_ns.load(std::sync::atomic::Ordering::Relaxed)) as u64,
+        )
+    }
+    fn take_notices(&mut self, n: &mut evloop::Notices) {
+        self.inner.take_notices(n)
+    }
+    fn dispatched(&mut self, fd: std::os::fd::RawFd, ready: evloop::Ready) {
+        self.inner.dispatched(fd, ready)
+    }
+}
