@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use common::watchdog;
+use common::{watchdog, TempDir};
 use evloop::{backends, Backend, Notices, PollEvent};
 
 /// Held for writing by the fork and clock tests, for reading by the others.
@@ -69,32 +69,6 @@ fn on_every_backend(test: &str, body: fn(&'static str)) {
 
 fn open(name: &str) -> Box<dyn Backend> {
     backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
-}
-
-/// A directory of its own under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str, backend: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "evloop-backend-hints-{test}-{backend}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Polls and takes notices, as the loop does, until `done` holds or

@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{on_every_backend, World};
+use common::{on_every_backend, TempDir, World};
 use evloop::{FileStat, Loop, RunMode, RunOutcome, Sim, StatEvent};
 
 /// Makes the file changes, on the simulator or for real.
@@ -192,28 +192,6 @@ fn hinting_backends() -> Vec<&'static str> {
         .copied()
         .filter(|&name| cfg!(any(target_os = "linux", target_os = "android")) || name == "kqueue")
         .collect()
-}
-
-/// A directory of its own under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str, backend: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "evloop-stat-{test}-{backend}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Runs `scenario(backend)` on every hinting backend under a watchdog of

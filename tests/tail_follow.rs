@@ -13,39 +13,19 @@
 
 mod common;
 
+use common::TempDir;
+
 #[allow(dead_code)] // its `main`
 #[path = "../examples/tail_follow.rs"]
 mod tail_follow;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use evloop::{Loop, RunMode, Stat};
 
 type Lines = Vec<String>;
-
-/// A directory of its own under the temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(backend: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "evloop-tail-{backend}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Runs the loop one iteration at a time until `done`: first without
 /// blocking (what is pending already, such as the follower's first read),
@@ -75,7 +55,7 @@ fn numbered(from: usize, to: usize) -> Vec<String> {
 }
 
 fn rotations_and_truncations(name: &'static str) {
-    let dir = TempDir::new(name);
+    let dir = TempDir::new("tail", name);
     let log = dir.0.join("app.log");
     let mut writer = open_log(&log);
     writer.write_all(b"line 1\nline 2\n").unwrap();

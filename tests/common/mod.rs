@@ -353,3 +353,33 @@ impl evloop::Backend for Shifted {
         self.inner.dispatched(fd, ready)
     }
 }
+
+/// A directory of its own under the temporary directory (named by the
+/// test, the backend, the process and the thread, so that tests running
+/// at once never share one), emptied first and removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A new empty directory for `test` on `backend`.
+    pub fn new(test: &str, backend: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "evloop-{test}-{backend}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// The path of `name` in it.
+    pub fn join(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
