@@ -9,7 +9,7 @@ use crate::backends::{self, Factory};
 use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
-use crate::idles::Idles;
+use crate::kind::Kinds;
 use crate::onces::Onces;
 use crate::pending::PendingQueues;
 use crate::periodics::Periodics;
@@ -278,13 +278,9 @@ impl<'s, S> Loop<'s, S> {
             fds: FdTable::default(),
             poll: PollResults::default(),
             timers,
-            idles: Idles::default(),
-            prepares: SlotList::default(),
-            checks: SlotList::default(),
             signals: Signals::default(),
             children: Children::default(),
             asyncs: Asyncs::default(),
-            forks: SlotList::default(),
             cleanups: SlotList::default(),
             onces: Onces::default(),
             periodics: Periodics::default(),
@@ -293,6 +289,7 @@ impl<'s, S> Loop<'s, S> {
             pending: PendingQueues::default(),
             run: RunState::default(),
             report_dispatch,
+            kinds: Kinds::default(),
         }
     }
 

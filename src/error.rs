@@ -34,6 +34,18 @@ pub enum Error {
         /// The kind of watcher the handle was for ("io", "timer", ...).
         kind: &'static str,
     },
+    /// [`Loop::install`](crate::Loop::install): a kind of this type is
+    /// installed already (each kind is one component per loop).
+    KindInstalled {
+        /// The kind's [`Kind::NAME`](crate::Kind::NAME).
+        kind: &'static str,
+    },
+    /// [`Loop::watcher`](crate::Loop::watcher): the kind was not
+    /// installed in this loop.
+    KindNotInstalled {
+        /// The kind's [`Kind::NAME`](crate::Kind::NAME).
+        kind: &'static str,
+    },
     /// A priority outside `MIN_PRIORITY..=MAX_PRIORITY`.
     InvalidPriority(i32),
     /// The fd is larger than the backend can watch (select's `FD_SETSIZE`).
@@ -192,6 +204,14 @@ impl fmt::Display for Error {
             Error::ForeignHandle { kind } => write!(
                 f,
                 "foreign {kind} handle: it was made by another loop, and handles work only on the loop that created their watcher"
+            ),
+            Error::KindInstalled { kind } => write!(
+                f,
+                "the {kind} kind is installed in this loop already: a loop has one component per kind"
+            ),
+            Error::KindNotInstalled { kind } => write!(
+                f,
+                "the {kind} kind is not installed in this loop: install it (Loop::install) before creating its watchers"
             ),
             Error::InvalidPriority(p) => write!(
                 f,

@@ -15,12 +15,12 @@ use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
-use crate::idles::Idles;
+use crate::kind::{Kinds, Phase};
 use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
-use crate::run_state::{Break, Phase, RunMode, RunOutcome, RunState};
+use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::stats::Stats;
@@ -108,13 +108,9 @@ pub struct Loop<'s, S = ()> {
     pub(crate) poll: PollResults,
     /// The clock and the timers.
     pub(crate) timers: Timers,
-    pub(crate) idles: Idles,
-    pub(crate) prepares: SlotList,
-    pub(crate) checks: SlotList,
     pub(crate) signals: Signals,
     pub(crate) children: Children,
     pub(crate) asyncs: Asyncs,
-    pub(crate) forks: SlotList,
     pub(crate) cleanups: SlotList,
     pub(crate) onces: Onces,
     pub(crate) periodics: Periodics<'s>,
@@ -126,6 +122,8 @@ pub struct Loop<'s, S = ()> {
     pub(crate) run: RunState,
     /// Whether the backend wants [`Backend::dispatched`] calls.
     pub(crate) report_dispatch: bool,
+    /// The kinds beyond the core (kind.rs, kinds/).
+    pub(crate) kinds: Kinds,
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -232,7 +230,7 @@ impl<'s, S> Loop<'s, S> {
         self.run.break_req = None;
         let outer = std::mem::replace(
             &mut self.run.phase,
-            Phase {
+            RunPhase {
                 mode,
                 preparing: false,
             },
@@ -293,8 +291,7 @@ impl<'s, S> Loop<'s, S> {
                 "iteration"
             );
 
-            if !self.prepares.is_empty() {
-                self.watchers.queue_list(&mut self.pending, self.prepares);
+            if self.run_phase(Phase::Prepare, None).is_some() {
                 // What is pending now runs before the poll: it does not
                 // make the timeout a prepare watcher asks for zero.
                 self.run.phase.preparing = true;
@@ -331,16 +328,8 @@ impl<'s, S> Loop<'s, S> {
             if self.uses_notices() {
                 self.queue_notices();
             }
-            // Decided before this iteration's check watchers are queued
-            // (they do not hold idles back, as in libev), completed once
-            // the expired timers are known.
-            let (poll, fds, watchers) = (&self.poll, &self.fds, &self.watchers);
-            let idle_level = self
-                .idles
-                .level(&self.pending, || poll.has_invocations(fds, watchers));
-            if !self.checks.is_empty() {
-                self.watchers.queue_list(&mut self.pending, self.checks);
-            }
+            self.run_phase(Phase::Polled, None);
+            self.run_phase(Phase::Check, None);
             let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
             if !self.periodics.is_empty() {
                 timers_up_to = timers_up_to.max(self.expire_periodics());
@@ -348,12 +337,8 @@ impl<'s, S> Loop<'s, S> {
             if !self.stats.is_empty() {
                 timers_up_to = timers_up_to.max(self.look_at_paths());
             }
-            if let Some(p) = idle_level {
-                if timers_up_to.map_or(true, |t| t < p) {
-                    self.watchers
-                        .queue_list(&mut self.pending, self.idles.list(p));
-                }
-            }
+            timers_up_to = timers_up_to.max(self.run_phase(Phase::Expire, timers_up_to));
+            self.run_phase(Phase::Idle, timers_up_to);
             self.invoke_pending(state);
 
             if self.run.break_req.is_some() {
@@ -379,11 +364,12 @@ impl<'s, S> Loop<'s, S> {
             let (mut timeout, nothing_to_wait_for) = self.block_time(mode);
             // From here a send to an async watcher wakes the backend; one
             // made already means the poll must not block.
-            if timeout != Some(Duration::ZERO) && self.asyncs.sleep() {
+            if timeout != Some(Duration::ZERO) && (self.asyncs.sleep() | self.kinds_sleep()) {
                 timeout = Some(Duration::ZERO);
             }
             let polled = self.backend.poll(timeout, self.poll.buffer());
             self.asyncs.wake_up();
+            self.kinds_wake();
             let status = polled.map_err(|source| Error::Backend {
                 backend: self.backend.name(),
                 op: "poll",
@@ -417,7 +403,7 @@ impl<'s, S> Loop<'s, S> {
         mode: RunMode,
         pending: bool,
     ) -> (Option<Duration>, bool) {
-        if mode == RunMode::NoWait || !self.idles.is_empty() || pending {
+        if mode == RunMode::NoWait || pending {
             return (Some(Duration::ZERO), false);
         }
         let backend = &mut self.backend;
@@ -442,6 +428,9 @@ impl<'s, S> Loop<'s, S> {
                 (a, b) => a.or(b),
             };
         }
+        if let Some(bound) = self.kinds_wait() {
+            wait = Some(wait.map_or(bound, |w| w.min(bound)));
+        }
         match wait {
             // Nothing could end the wait: poll without blocking, so that
             // the iteration's check watchers run, and stop after it.
@@ -457,7 +446,7 @@ impl<'s, S> Loop<'s, S> {
     /// iterations and cause none.
     fn nothing_can_happen(&mut self) -> bool {
         self.pending.is_empty()
-            && self.idles.is_empty()
+            && !self.kinds_have_deadline()
             && self.watchers.active_sources() == 0
             && !self.timers.has_deadline()
             && !self.periodics.has_deadline()
@@ -698,7 +687,7 @@ struct RunGuard<'a, 's, S> {
     /// Whether it is a nested run (which pushed its suspended watchers).
     nested: bool,
     /// The phase of the run this one is nested in (the default at depth 0).
-    outer: Phase,
+    outer: RunPhase,
 }
 
 impl<S> Drop for RunGuard<'_, '_, S> {

@@ -66,6 +66,7 @@ impl<S> Loop<'_, S> {
             || !self.asyncs.is_empty()
             || (!self.periodics.is_empty() && self.periodics.steps_reported())
             || !self.stats.is_empty()
+            || self.kinds_want_notices()
     }
 
     /// Whether the backend noticed something besides fd readiness during

@@ -7,6 +7,7 @@
 
 use std::os::fd::RawFd;
 
+use crate::handle::Key;
 use crate::registry::Kind;
 use crate::slot_list::Slot;
 use crate::timers::to_ns;
@@ -18,6 +19,17 @@ impl<'s, S> Loop<'s, S> {
     /// and puts it where its kind's phase finds it. With
     /// [`Loop::deactivate`], the one place that knows where each kind goes.
     pub(crate) fn activate(&mut self, slot: Slot) {
+        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
+            // (Starting can fail only in `Loop::start`, which asks first.)
+            let key = Key {
+                slot,
+                gen: self.watchers[slot].gen,
+            };
+            if !self.watchers[slot].is_active() {
+                let _ = self.start_other(index, key);
+            }
+            return;
+        }
         if self.watchers[slot].kind() == Kind::Periodic {
             // Its schedule is asked first (a custom one is user code): a
             // panic in it leaves the watcher stopped and the loop as it
@@ -35,21 +47,16 @@ impl<'s, S> Loop<'s, S> {
         if !self.watchers.activate(slot) {
             return;
         }
-        let priority = self.watchers[slot].priority();
         let w = &mut self.watchers;
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.attach(w, fd, slot),
             Kind::Timer => self.timers.start(slot),
-            Kind::Idle => self.idles.add(w, slot, priority),
-            Kind::Prepare => self.prepares.push(w, slot),
-            Kind::Check => self.checks.push(w, slot),
             Kind::Signal { signal } => self.signals.add(w, slot, signal),
             Kind::Child { pid } => self.children.add(w, slot, pid),
             Kind::ChildAny => self.children.add_any(w, slot),
             Kind::Async => self.asyncs.add(w, slot),
-            Kind::Fork => self.forks.push(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
-            Kind::Periodic => {} // started above
+            Kind::Periodic | Kind::Other { .. } => {} // started above
             Kind::Stat => {
                 let Some(w) = self.stats.get(slot) else {
                     return;
@@ -143,8 +150,10 @@ impl<'s, S> Loop<'s, S> {
     /// goes too. What holds user code (a custom schedule's captures) is
     /// dropped last, through `held`, so that a panic in its `Drop` finds
     /// the loop consistent.
-    pub(crate) fn released(&mut self, slot: Slot, kind: Kind, held: &mut Held) {
+    pub(crate) fn released(&mut self, key: Key, kind: Kind, held: &mut Held) {
+        let slot = key.slot;
         match kind {
+            Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
             // Before the source is closed and its number can be reused.
             Kind::Io { fd, .. } => {
                 self.fds.forget_if_unwatched(fd, &mut *self.backend);
@@ -172,17 +181,17 @@ impl<'s, S> Loop<'s, S> {
     /// Stops a watcher: takes it out of its kind's structure. Does not
     /// touch a pending invocation.
     pub(crate) fn deactivate(&mut self, slot: Slot) {
+        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
+            let gen = self.watchers[slot].gen;
+            return self.stop_other(index, Key { slot, gen });
+        }
         if !self.watchers.deactivate(slot) {
             return;
         }
-        let priority = self.watchers[slot].priority();
         let w = &mut self.watchers;
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
             Kind::Timer => self.timers.stop(slot),
-            Kind::Idle => self.idles.remove(w, slot, priority),
-            Kind::Prepare => self.prepares.remove(w, slot),
-            Kind::Check => self.checks.remove(w, slot),
             Kind::Signal { signal } => {
                 if self.signals.remove(w, slot, signal) {
                     self.backend.unwatch_signal(signal);
@@ -199,7 +208,6 @@ impl<'s, S> Loop<'s, S> {
                 }
             }
             Kind::Async => self.asyncs.remove(w, slot),
-            Kind::Fork => self.forks.remove(w, slot),
             Kind::Cleanup => self.cleanups.remove(w, slot),
             Kind::Periodic => {
                 self.periodics.stop(slot);
@@ -207,6 +215,7 @@ impl<'s, S> Loop<'s, S> {
                     self.backend.unwatch_clock_steps();
                 }
             }
+            Kind::Other { .. } => {} // stopped above
             Kind::Stat => {
                 self.stats.stop(slot);
                 if let Some(token) = self.stats.token(slot) {

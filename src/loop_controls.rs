@@ -139,7 +139,7 @@ impl<'s, S> Loop<'s, S> {
         self.pending.len()
             + self.watchers.deferred_count()
             + self.poll.invocations(&self.fds, &self.watchers)
-            + self.asyncs.sent_unqueued(&self.watchers)
+            + (self.asyncs.sent_unqueued(&self.watchers) + self.kinds_due())
     }
 
     /// How long the next poll would block if nothing changed meanwhile
@@ -186,7 +186,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn backend_timeout(&mut self) -> Option<Duration> {
         let phase = self.run.phase;
-        if self.asyncs.sent_unqueued(&self.watchers) > 0 {
+        if (self.asyncs.sent_unqueued(&self.watchers) + self.kinds_due()) > 0 {
             // The poll does not block: it takes the send at once.
             return Some(Duration::ZERO);
         }
@@ -329,8 +329,7 @@ impl<'s, S> Loop<'s, S> {
                 })?;
         }
         // Fork watchers run first thing in the next `run`.
-        self.watchers.queue_list(&mut self.pending, self.forks);
-        Ok(())
+        self.kinds_after_fork()
     }
 }
 
@@ -349,6 +348,23 @@ impl<'s, S> Drop for Loop<'s, S> {
             self.deactivate(slot);
             if let Some(cb) = self.watchers[slot].cb.take() {
                 held.run(|| cb.cleanup(self));
+            }
+        }
+        // The kinds' watchers that run as the loop goes (started in start
+        // order; one started meanwhile runs too), each once.
+        loop {
+            let due = self.kinds_dropping();
+            if due.is_empty() {
+                break;
+            }
+            for key in due {
+                if self.watchers.lookup(key, "").is_err() {
+                    continue;
+                }
+                self.deactivate(key.slot);
+                if let Some(cb) = self.watchers[key.slot].cb.take() {
+                    held.run(|| cb.cleanup(self));
+                }
             }
         }
         self.asyncs.close_all();

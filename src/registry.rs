@@ -57,9 +57,6 @@ pub(crate) enum Kind {
         interest: Interest,
     },
     Timer,
-    Idle,
-    Prepare,
-    Check,
     Signal {
         signal: i32,
     },
@@ -69,10 +66,16 @@ pub(crate) enum Kind {
     /// A watcher of every child ([`Loop::child_any`](crate::Loop::child_any)).
     ChildAny,
     Async,
-    Fork,
     Cleanup,
     Periodic,
     Stat,
+    /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
+    /// (kind.rs), and what the counts need to know of it.
+    Other {
+        index: u16,
+        source: bool,
+        keeps_alive: bool,
+    },
 }
 
 impl Kind {
@@ -89,13 +92,21 @@ impl Kind {
                 | Kind::Child { .. }
                 | Kind::ChildAny
                 | Kind::Async
+                | Kind::Other { source: true, .. }
         )
     }
 
     /// Whether an active, referenced watcher of this kind keeps `run`
     /// going: all but cleanup watchers, which only wait for the loop's end.
     fn can_keep_alive(&self) -> bool {
-        !matches!(self, Kind::Cleanup)
+        !matches!(
+            self,
+            Kind::Cleanup
+                | Kind::Other {
+                    keeps_alive: false,
+                    ..
+                }
+        )
     }
 }
 
@@ -135,7 +146,7 @@ impl<C> Entry<C> {
             deferred: None,
             cb: None,
             link: Link::default(),
-            kind: Kind::Idle,
+            kind: Kind::Timer,
         }
     }
 
@@ -554,9 +565,9 @@ mod tests {
     fn slots_are_reused_last_freed_first_and_free_slots_read_as_vacant() {
         let mut r: Registry<()> = Registry::default();
         let (a, b, c) = (
-            r.insert(Kind::Idle, ()),
-            r.insert(Kind::Idle, ()),
-            r.insert(Kind::Idle, ()),
+            r.insert(Kind::Timer, ()),
+            r.insert(Kind::Timer, ()),
+            r.insert(Kind::Timer, ()),
         );
         assert_eq!((slot(a), slot(b), slot(c)), (1, 2, 3));
         r.remove(a.slot);
@@ -564,27 +575,27 @@ mod tests {
         assert_eq!(r.len(), 1);
         assert_eq!(r.get_mut(c.slot).map(|e| e.gen), Some(VACANT));
         assert!(matches!(
-            r.lookup(c, "idle"),
-            Err(Error::StaleHandle { kind: "idle" })
+            r.lookup(c, "timer"),
+            Err(Error::StaleHandle { kind: "timer" })
         ));
-        let (d, e) = (r.insert(Kind::Idle, ()), r.insert(Kind::Idle, ()));
+        let (d, e) = (r.insert(Kind::Timer, ()), r.insert(Kind::Timer, ()));
         assert_eq!((slot(d), slot(e), r.len()), (3, 1, 3));
-        assert!(r.lookup(b, "idle").is_ok() && r.lookup(a, "idle").is_err());
+        assert!(r.lookup(b, "timer").is_ok() && r.lookup(a, "timer").is_err());
     }
 
     #[test]
     fn generations_are_unique_across_registries_and_blocks() {
         let mut a: Registry<()> = Registry::default();
         let mut b: Registry<()> = Registry::default();
-        let (ka, kb) = (a.insert(Kind::Idle, ()), b.insert(Kind::Idle, ()));
+        let (ka, kb) = (a.insert(Kind::Timer, ()), b.insert(Kind::Timer, ()));
         assert_eq!(ka.slot, kb.slot);
         assert_ne!(ka.gen, kb.gen);
         assert!(matches!(
-            a.lookup(kb, "idle"),
+            a.lookup(kb, "timer"),
             Err(Error::ForeignHandle { .. })
         ));
         assert!(matches!(
-            b.lookup_mut(ka, "idle"),
+            b.lookup_mut(ka, "timer"),
             Err(Error::ForeignHandle { .. })
         ));
         // The end of a block moves on to a fresh one, still ours.

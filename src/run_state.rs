@@ -81,20 +81,20 @@ pub(crate) struct RunState {
     pub suspended: Vec<Vec<Slot>>,
     /// What the innermost `run` in progress is doing, for the queries its
     /// callbacks make (outside `run`: the default).
-    pub phase: Phase,
+    pub phase: RunPhase,
 }
 
 /// The mode of the innermost `run` in progress, and whether it is invoking
 /// its prepare watchers (then everything pending runs before the poll).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Phase {
+pub(crate) struct RunPhase {
     pub mode: RunMode,
     pub preparing: bool,
 }
 
-impl Default for Phase {
+impl Default for RunPhase {
     fn default() -> Self {
-        Phase {
+        RunPhase {
             mode: RunMode::Default,
             preparing: false,
         }

@@ -84,7 +84,7 @@ impl SlotList {
     }
 
     /// Appends `slot`, which must not be in any list.
-    pub fn push(&mut self, store: &mut impl LinkStore, slot: Slot) {
+    pub fn push(&mut self, store: &mut (impl LinkStore + ?Sized), slot: Slot) {
         debug_assert_eq!(store.link(slot), Link::default(), "{slot:?} is in a list");
         *store.link_mut(slot) = Link {
             prev: self.tail,
@@ -99,7 +99,7 @@ impl SlotList {
     }
 
     /// Unlinks `slot`, which must be in this list.
-    pub fn remove(&mut self, store: &mut impl LinkStore, slot: Slot) {
+    pub fn remove(&mut self, store: &mut (impl LinkStore + ?Sized), slot: Slot) {
         let Link { prev, next } = std::mem::take(store.link_mut(slot));
         match prev {
             None => self.head = next,
@@ -114,7 +114,7 @@ impl SlotList {
 
     /// The slots in order.
     #[inline]
-    pub fn iter<'a, L: LinkStore>(&self, store: &'a L) -> Iter<'a, L> {
+    pub fn iter<'a, L: LinkStore + ?Sized>(&self, store: &'a L) -> Iter<'a, L> {
         Iter {
             store,
             cur: self.head,
@@ -124,7 +124,7 @@ impl SlotList {
     /// Calls `f` on every slot in order. The slot after the current one is
     /// read before `f` runs, so `f` may unlink the current slot (and only
     /// that one).
-    pub fn for_each<L: LinkStore>(&self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
+    pub fn for_each<L: LinkStore + ?Sized>(&self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
         let mut cur = self.head;
         while let Some(slot) = cur {
             cur = store.link(slot).next;
@@ -133,7 +133,7 @@ impl SlotList {
     }
 
     /// Empties the list, calling `f` on each slot once it is unlinked.
-    pub fn drain<L: LinkStore>(&mut self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
+    pub fn drain<L: LinkStore + ?Sized>(&mut self, store: &mut L, mut f: impl FnMut(&mut L, Slot)) {
         let mut cur = self.head.take();
         self.tail = None;
         self.len = 0;
@@ -145,12 +145,12 @@ impl SlotList {
 }
 
 /// [`SlotList::iter`].
-pub(crate) struct Iter<'a, L> {
+pub(crate) struct Iter<'a, L: ?Sized> {
     store: &'a L,
     cur: Option<Slot>,
 }
 
-impl<L: LinkStore> Iterator for Iter<'_, L> {
+impl<L: LinkStore + ?Sized> Iterator for Iter<'_, L> {
     type Item = Slot;
     #[inline]
     fn next(&mut self) -> Option<Slot> {

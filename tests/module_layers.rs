@@ -193,7 +193,7 @@ fn no_component_names_the_loop() {
         "children",
         "asyncs",
         "onces",
-        "idles",
+        "kind",
         "pending",
         "slot_list",
         "handle",

@@ -252,7 +252,7 @@ impl<'s, S> Loop<'s, S> {
         self.stop(io)?;
         let e = self.watchers.remove(io.0.slot);
         let mut held = crate::unwind::Held::default();
-        self.released(io.0.slot, e.kind(), &mut held);
+        self.released(io.0, e.kind(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
         let Some(cb) = e.cb else {
             unreachable!("checked above")

@@ -9,16 +9,12 @@
 //! which materialise (or count) a direct dispatch batch for io handles.
 
 pub(crate) mod async_watcher;
-pub(crate) mod check;
 pub(crate) mod child;
 pub(crate) mod cleanup;
-pub(crate) mod fork;
-pub(crate) mod idle;
 pub(crate) mod io;
 pub(crate) mod once;
 pub(crate) mod periodic;
 pub(crate) mod plain;
-pub(crate) mod prepare;
 pub(crate) mod signal;
 pub(crate) mod stat;
 pub(crate) mod timer;
@@ -111,6 +107,9 @@ impl<'s, S> Loop<'s, S> {
             return Ok(());
         }
         let slot = h.key().slot;
+        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
+            return self.start_other(index, h.key());
+        }
         self.can_start(slot)?;
         self.activate(slot);
         Ok(())
@@ -165,7 +164,7 @@ impl<'s, S> Loop<'s, S> {
         // schedule): a panic in one of those `Drop`s propagates from here
         // with every count right, after the others were dropped too.
         let mut held = Held::default();
-        self.released(slot, e.kind(), &mut held);
+        self.released(crate::handle::Key { slot, gen: e.gen }, e.kind(), &mut held);
         held.drop(e);
         held.resume();
         Ok(())
@@ -235,11 +234,14 @@ impl<'s, S> Loop<'s, S> {
         if old == new {
             return Ok(());
         }
-        let moves_idle_list = e.is_active() && e.kind() == Kind::Idle;
+        let moved = match e.kind() {
+            Kind::Other { index, .. } if e.is_active() => Some(index),
+            _ => None,
+        };
         let slot = h.key().slot;
         self.watchers.set_priority(slot, new);
-        if moves_idle_list {
-            self.idles.moved(&mut self.watchers, slot, old, new);
+        if let Some(index) = moved {
+            self.reprioritised_other(index, h.key(), old, new);
         }
         if let Some(pos) = self.watchers[slot].pending.take() {
             let ready = self.pending.cancel(old, pos);

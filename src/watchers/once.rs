@@ -178,7 +178,7 @@ impl<'s, S> Loop<'s, S> {
         self.deactivate(slot);
         let e = self.watchers.remove(slot);
         let mut held = crate::unwind::Held::default();
-        self.released(slot, e.kind(), &mut held);
+        self.released(crate::handle::Key { slot, gen: e.gen }, e.kind(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
         if let Some(cb) = e.cb {
             cb.timed_out(self, state);

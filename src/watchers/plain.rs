@@ -32,3 +32,30 @@ where
         (self.cb)(lp, state, H::from_key(key))
     }
 }
+
+/// A callback `FnMut(&mut Loop, &mut S, Watcher<K>, Ready)`: what a watcher
+/// of a kind from outside the crate stores ([`Loop::watcher`]).
+pub(crate) struct Raw<K, F> {
+    cb: F,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K, F> Raw<K, F> {
+    pub fn boxed(cb: F) -> Box<Self> {
+        Box::new(Raw {
+            cb,
+            kind: PhantomData,
+        })
+    }
+}
+
+impl<'s, S, K, F> Dispatch<'s, S> for Raw<K, F>
+where
+    K: crate::Kind,
+    F: FnMut(&mut Loop<'s, S>, &mut S, crate::Watcher<K>, Ready),
+{
+    #[inline]
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+        (self.cb)(lp, state, crate::Watcher::new(key), ready)
+    }
+}

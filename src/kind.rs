@@ -1,0 +1,611 @@
+//! Watcher kinds beyond the core: the [`Kind`] trait, what a kind sees of
+//! the loop ([`Context`]), the generic handle ([`Watcher`]), and the
+//! loop's table of kinds ([`Kinds`]).
+//!
+//! The core knows io watchers, timers, the registry, the pending queues,
+//! the clock and the backend. Every other kind (signal, child, async,
+//! periodic, stat, once, and the phase hooks: prepare, check, idle, fork,
+//! cleanup) is a component behind [`Kind`]: it owns its state, says which
+//! phases of an iteration it takes part in, and queues its watchers
+//! through a [`Context`]; the loop invokes their callbacks. A kind is one
+//! file, in this crate (`src/kinds/`) or in the user's.
+
+use std::any::{Any, TypeId};
+use std::marker::PhantomData;
+use std::time::{Duration, SystemTime};
+
+use crate::handle::{sealed::Sealed, Key};
+use crate::pending::{PendingQueues, Priority};
+use crate::registry::Registry;
+use crate::slot_list::{LinkStore, Slot, SlotList};
+use crate::timers::Timers;
+use crate::{Backend, Handle, Notices, Ready, Result};
+
+/// A kind of watcher, as a component of the loop: its state, and the
+/// hooks through which the loop drives it (every hook has a default that
+/// does nothing).
+///
+/// A kind's watchers live in the loop's registry like every watcher
+/// (handle, priority, reference, pending queue, callback); what is
+/// particular to the kind lives in the value that implements this trait,
+/// one per loop ([`Loop::install`](crate::Loop::install)). The loop calls
+/// [`Kind::start`], [`Kind::stop`] and [`Kind::remove`] as the generic
+/// operations ([`Loop::start`](crate::Loop::start),
+/// [`Loop::stop`](crate::Loop::stop), [`Loop::remove`](crate::Loop::remove))
+/// reach one of its watchers, and [`Kind::phase`] in each phase of
+/// [`Kind::PHASES`]; there the kind queues whichever watchers are due
+/// ([`Context::queue`]), and the loop invokes their callbacks with the
+/// rest, in priority order.
+///
+/// Kinds run in the order they were installed, after the crate's own
+/// (so within one priority a user kind's watchers queued in
+/// [`Phase::Polled`] run after signal, child and async watchers).
+///
+/// A counter that any code holding it can bump, delivered in the check
+/// phase (a channel watcher would do the same with a queue):
+///
+/// ```
+/// use evloop::{Context, Kind, Loop, Phase, Phases, Ready, RunMode, Sim, Watcher};
+/// use std::collections::HashMap;
+///
+/// #[derive(Default)]
+/// struct Bumps {
+///     due: HashMap<Watcher<Bumps>, u32>,
+/// }
+/// impl Kind for Bumps {
+///     const NAME: &'static str = "bump";
+///     const PHASES: Phases = Phases::CHECK;
+///     fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+///         for (&w, n) in self.due.iter_mut() {
+///             if *n > 0 && cx.is_active(w) {
+///                 *n -= 1;
+///                 cx.queue(w, Ready::EMPTY);
+///             }
+///         }
+///     }
+/// }
+///
+/// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
+/// lp.install(Bumps::default()).unwrap();
+/// let w = lp.watcher::<Bumps, _>(|_, n, _, _| *n += 1).unwrap();
+/// lp.kind_mut::<Bumps>().unwrap().due.insert(w, 2);
+/// lp.start(w).unwrap();
+/// let mut n = 0;
+/// lp.run(RunMode::NoWait, &mut n).unwrap();
+/// lp.run(RunMode::NoWait, &mut n).unwrap();
+/// lp.run(RunMode::NoWait, &mut n).unwrap();
+/// assert_eq!(n, 2);
+/// ```
+pub trait Kind: Any {
+    /// What its watchers are called in errors and traces ("signal").
+    const NAME: &'static str;
+    /// The phases of an iteration in which [`Kind::phase`] is called.
+    const PHASES: Phases = Phases::NONE;
+    /// Whether an active watcher of this kind can produce an event by
+    /// itself (a signal, a child's exit), as opposed to running around
+    /// iterations (prepare, check): while no active watcher can, a wait
+    /// could never end, and the loop does not block.
+    const PRODUCES_EVENTS: bool = true;
+    /// Whether an active, referenced watcher keeps `run` going (false for
+    /// cleanup watchers, which only wait for the loop's end).
+    const KEEPS_ALIVE: bool = true;
+
+    /// A stopped watcher is starting. `Ok(false)` declines without an
+    /// error (the watcher stays stopped); an `Err` is returned from the
+    /// call that started it. Called before the watcher counts as active.
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool>
+    where
+        Self: Sized,
+    {
+        let _ = (cx, w);
+        Ok(true)
+    }
+
+    /// An active watcher stopped (it no longer counts as active; a queued
+    /// invocation is already cancelled).
+    fn stop(&mut self, cx: &mut Context<'_>, w: Watcher<Self>)
+    where
+        Self: Sized,
+    {
+        let _ = (cx, w);
+    }
+
+    /// A (stopped) watcher left the loop: what the kind kept for it goes.
+    fn remove(&mut self, cx: &mut Context<'_>, w: Watcher<Self>)
+    where
+        Self: Sized,
+    {
+        let _ = (cx, w);
+    }
+
+    /// An active watcher's priority changed (from, to: -2..=2).
+    fn priority_changed(&mut self, cx: &mut Context<'_>, w: Watcher<Self>, from: i32, to: i32)
+    where
+        Self: Sized,
+    {
+        let _ = (cx, w, from, to);
+    }
+
+    /// One of [`Kind::PHASES`] has come: queue the watchers that are due.
+    fn phase(&mut self, cx: &mut Context<'_>, phase: Phase) {
+        let _ = (cx, phase);
+    }
+
+    /// How long the next poll may block for this kind's sake (its next
+    /// deadline, from [`Context::now`]), if anything bounds it.
+    fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
+        let _ = cx;
+        None
+    }
+
+    /// Whether one of its watchers has a deadline, so that something can
+    /// still happen with no fd and no timer watched.
+    fn has_deadline(&self) -> bool {
+        false
+    }
+
+    /// Whether the backend's notices ([`Context::notices`], in
+    /// [`Phase::Polled`]) may concern it: while no kind says so, the loop
+    /// does not ask the backend for them.
+    fn wants_notices(&self) -> bool {
+        false
+    }
+
+    /// The loop is about to block: `true` if something arrived already
+    /// (the poll then does not block). For kinds woken from other threads.
+    fn sleep(&mut self) -> bool {
+        false
+    }
+
+    /// The poll returned.
+    fn wake(&mut self) {}
+
+    /// How many of its watchers are due but not queued yet (they count as
+    /// pending: [`Loop::pending_count`](crate::Loop::pending_count)).
+    fn due(&self) -> usize {
+        0
+    }
+
+    /// The loop is being dropped: push the watchers whose callbacks must
+    /// run then (cleanup watchers), and let go of what refers to the loop.
+    fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>) {
+        let _ = (cx, run);
+    }
+
+    /// After `fork()`, in [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork),
+    /// once the backend has its kernel objects again (it has forgotten
+    /// the signals and children it watched).
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        let _ = cx;
+        Ok(())
+    }
+}
+
+/// The phases of an iteration in which a [`Kind`] can take part, in the
+/// order they come (see [`Loop::run`](crate::Loop::run)).
+///
+/// ```
+/// use evloop::Phase;
+/// assert!(Phase::Prepare < Phase::Check && Phase::Check < Phase::Idle);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Before the fds are flushed and the backend polled; what is queued
+    /// here is invoked before the poll.
+    Prepare,
+    /// After the poll and the io events: the backend's notices are in
+    /// [`Context::notices`].
+    Polled,
+    /// After the notices (prepare's counterpart: check watchers).
+    Check,
+    /// After the expired timers: wall-clock and other deadlines.
+    Expire,
+    /// Last before the invocations: libev's idle rule.
+    Idle,
+}
+
+/// A set of [`Phase`]s.
+///
+/// ```
+/// use evloop::{Phase, Phases};
+/// let p = Phases::PREPARE | Phases::CHECK;
+/// assert!(p.contains(Phase::Check) && !p.contains(Phase::Idle));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Phases(u8);
+
+impl Phases {
+    /// No phase.
+    pub const NONE: Phases = Phases(0);
+    /// [`Phase::Prepare`].
+    pub const PREPARE: Phases = Phases(1 << Phase::Prepare as u8);
+    /// [`Phase::Polled`].
+    pub const POLLED: Phases = Phases(1 << Phase::Polled as u8);
+    /// [`Phase::Check`].
+    pub const CHECK: Phases = Phases(1 << Phase::Check as u8);
+    /// [`Phase::Expire`].
+    pub const EXPIRE: Phases = Phases(1 << Phase::Expire as u8);
+    /// [`Phase::Idle`].
+    pub const IDLE: Phases = Phases(1 << Phase::Idle as u8);
+
+    /// Both sets.
+    pub const fn union(self, other: Phases) -> Phases {
+        Phases(self.0 | other.0)
+    }
+
+    /// Whether `phase` is in the set.
+    pub const fn contains(self, phase: Phase) -> bool {
+        self.0 & (1 << phase as u8) != 0
+    }
+}
+
+impl std::ops::BitOr for Phases {
+    type Output = Phases;
+    fn bitor(self, other: Phases) -> Phases {
+        Phases(self.0 | other.0)
+    }
+}
+
+/// A handle to a watcher of kind `K` (what [`Loop::watcher`](crate::Loop::watcher)
+/// returns, and what `K`'s hooks receive). Like every handle, a small
+/// `Copy` value that the loop checks: stale or foreign handles are refused.
+///
+/// ```
+/// use evloop::{Handle, Kind, Loop, Sim, Watcher};
+/// #[derive(Default)]
+/// struct Quiet;
+/// impl Kind for Quiet {
+///     const NAME: &'static str = "quiet";
+/// }
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// lp.install(Quiet).unwrap();
+/// let w: Watcher<Quiet> = lp.watcher(|_, _, _, _| {}).unwrap();
+/// assert_eq!(w.kind(), "quiet");
+/// assert!(!lp.is_active(w).unwrap());
+/// ```
+pub struct Watcher<K> {
+    key: Key,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Watcher<K> {
+    pub(crate) fn new(key: Key) -> Watcher<K> {
+        Watcher {
+            key,
+            kind: PhantomData,
+        }
+    }
+
+    pub(crate) fn slot(self) -> Slot {
+        self.key.slot
+    }
+}
+
+impl<K> Clone for Watcher<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for Watcher<K> {}
+impl<K> PartialEq for Watcher<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<K> Eq for Watcher<K> {}
+impl<K> std::hash::Hash for Watcher<K> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key.hash(h)
+    }
+}
+impl<K: Kind> std::fmt::Debug for Watcher<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Watcher<{}>({:?})", K::NAME, self.key)
+    }
+}
+
+impl<K: Kind> Sealed for Watcher<K> {
+    const IO: bool = false;
+    fn key(&self) -> Key {
+        self.key
+    }
+    fn from_key(key: Key) -> Self {
+        Watcher::new(key)
+    }
+}
+
+impl<K: Kind> Handle for Watcher<K> {
+    fn kind(&self) -> &'static str {
+        K::NAME
+    }
+}
+
+/// What the registry offers a kind (the registry is generic over the
+/// loop's callback type; a kind is not).
+pub(crate) trait Entries: LinkStore {
+    fn queue(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready);
+    fn priority(&self, slot: Slot) -> Priority;
+    fn is_active(&self, slot: Slot) -> bool;
+    fn is_live(&self, key: Key) -> bool;
+    fn deactivate(&mut self, slot: Slot) -> bool;
+    fn cancel(&mut self, pending: &mut PendingQueues, slot: Slot) -> Ready;
+}
+
+impl<C> Entries for Registry<C> {
+    #[inline]
+    fn queue(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready) {
+        Registry::queue(self, pending, slot, ready)
+    }
+    fn priority(&self, slot: Slot) -> Priority {
+        self[slot].priority()
+    }
+    fn is_active(&self, slot: Slot) -> bool {
+        self[slot].is_active()
+    }
+    fn is_live(&self, key: Key) -> bool {
+        self.lookup(key, "").is_ok()
+    }
+    fn deactivate(&mut self, slot: Slot) -> bool {
+        Registry::deactivate(self, slot)
+    }
+    fn cancel(&mut self, pending: &mut PendingQueues, slot: Slot) -> Ready {
+        Registry::cancel(self, pending, slot)
+    }
+}
+
+/// What a [`Kind`]'s hooks see of the loop: its watchers' state, the
+/// pending queues (to queue them), the clock and the backend.
+///
+/// ```
+/// use evloop::{Context, Kind, Phase, Phases};
+/// // A kind that only looks at the clock and the backend.
+/// struct Looks;
+/// impl Kind for Looks {
+///     const NAME: &'static str = "looks";
+///     const PHASES: Phases = Phases::PREPARE;
+///     fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+///         let _ = (cx.now(), cx.backend().name());
+///     }
+/// }
+/// ```
+pub struct Context<'a> {
+    pub(crate) entries: &'a mut dyn Entries,
+    pub(crate) pending: &'a mut PendingQueues,
+    pub(crate) timers: &'a mut Timers,
+    pub(crate) backend: &'a mut dyn Backend,
+    pub(crate) notices: &'a Notices,
+    /// The highest priority queued through this context.
+    pub(crate) queued: Option<Priority>,
+    /// Set by the loop for [`Phase::Check`] and [`Phase::Idle`]: whether
+    /// io events are waiting at the default priority outside the queues
+    /// (a direct batch), and the highest priority among the timers and
+    /// deadlines expired in this iteration.
+    pub(crate) batch_busy: bool,
+    pub(crate) expired: Option<Priority>,
+}
+
+impl Context<'_> {
+    /// Queues an invocation of `w`'s callback with `ready` (merged with
+    /// one already queued), at its priority.
+    pub fn queue<K: Kind>(&mut self, w: Watcher<K>, ready: Ready) {
+        self.queue_slot(w.slot(), ready);
+    }
+
+    /// Whether `w` is active (a removed watcher is not).
+    pub fn is_active<K: Kind>(&self, w: Watcher<K>) -> bool {
+        self.entries.is_live(w.key) && self.entries.is_active(w.slot())
+    }
+
+    /// `w`'s priority (-2..=2).
+    pub fn priority<K: Kind>(&self, w: Watcher<K>) -> i32 {
+        self.entries.priority(w.slot()).user()
+    }
+
+    /// Stops `w` from inside its kind (the kind has let go of it already:
+    /// [`Kind::stop`] is not called), cancelling a queued invocation.
+    pub fn stopped<K: Kind>(&mut self, w: Watcher<K>) {
+        let slot = w.slot();
+        self.entries.cancel(self.pending, slot);
+        self.entries.deactivate(slot);
+    }
+
+    /// The loop's time ([`Loop::now`](crate::Loop::now)).
+    pub fn now(&self) -> Duration {
+        crate::timers::from_ns(self.timers.now())
+    }
+
+    /// The wall clock, read from the backend now.
+    pub fn wall_now(&mut self) -> SystemTime {
+        std::time::UNIX_EPOCH + self.backend.wall_now()
+    }
+
+    /// The loop's backend.
+    pub fn backend(&mut self) -> &mut dyn Backend {
+        &mut *self.backend
+    }
+
+    /// What the backend noticed besides fd readiness in the last poll
+    /// (in [`Phase::Polled`]; empty elsewhere).
+    pub fn notices(&self) -> &Notices {
+        self.notices
+    }
+
+    #[inline]
+    pub(crate) fn queue_slot(&mut self, slot: Slot, ready: Ready) {
+        self.queued = self.queued.max(Some(self.entries.priority(slot)));
+        self.entries.queue(self.pending, slot, ready);
+    }
+
+    /// Queues every watcher of `list`, in order.
+    pub(crate) fn queue_list(&mut self, list: SlotList) {
+        let mut cur = list.first();
+        while let Some(slot) = cur {
+            cur = self.entries.link(slot).next;
+            self.queue_slot(slot, Ready::EMPTY);
+        }
+    }
+
+    pub(crate) fn links(&mut self) -> &mut (dyn Entries + '_) {
+        &mut *self.entries
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn timers(&mut self) -> &mut Timers {
+        self.timers
+    }
+
+    pub(crate) fn pending(&self) -> &PendingQueues {
+        self.pending
+    }
+}
+
+/// A kind in the loop's table, its type erased (the hooks of [`Kind`]
+/// without `Self` in them).
+pub(crate) trait Erased: Any {
+    fn start(&mut self, cx: &mut Context<'_>, key: Key) -> Result<bool>;
+    fn stop(&mut self, cx: &mut Context<'_>, key: Key);
+    fn remove(&mut self, cx: &mut Context<'_>, key: Key);
+    fn priority_changed(&mut self, cx: &mut Context<'_>, key: Key, from: i32, to: i32);
+    fn phase(&mut self, cx: &mut Context<'_>, phase: Phase);
+    fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration>;
+    fn has_deadline(&self) -> bool;
+    fn wants_notices(&self) -> bool;
+    fn sleep(&mut self) -> bool;
+    fn wake(&mut self);
+    fn due(&self) -> usize;
+    fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>);
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<K: Kind> Erased for K {
+    fn start(&mut self, cx: &mut Context<'_>, key: Key) -> Result<bool> {
+        Kind::start(self, cx, Watcher::new(key))
+    }
+    fn stop(&mut self, cx: &mut Context<'_>, key: Key) {
+        Kind::stop(self, cx, Watcher::new(key))
+    }
+    fn remove(&mut self, cx: &mut Context<'_>, key: Key) {
+        Kind::remove(self, cx, Watcher::new(key))
+    }
+    fn priority_changed(&mut self, cx: &mut Context<'_>, key: Key, from: i32, to: i32) {
+        Kind::priority_changed(self, cx, Watcher::new(key), from, to)
+    }
+    fn phase(&mut self, cx: &mut Context<'_>, phase: Phase) {
+        Kind::phase(self, cx, phase)
+    }
+    fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
+        Kind::wait(self, cx)
+    }
+    fn has_deadline(&self) -> bool {
+        Kind::has_deadline(self)
+    }
+    fn wants_notices(&self) -> bool {
+        Kind::wants_notices(self)
+    }
+    fn sleep(&mut self) -> bool {
+        Kind::sleep(self)
+    }
+    fn wake(&mut self) {
+        Kind::wake(self)
+    }
+    fn due(&self) -> usize {
+        Kind::due(self)
+    }
+    fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>) {
+        Kind::dropping(self, cx, run)
+    }
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        Kind::after_fork(self, cx)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// The loop's kinds beyond the core, in install order (the crate's own
+/// first, in the order of the phases' documented guarantees), and which
+/// of them take part in each phase.
+#[derive(Default)]
+pub(crate) struct Kinds {
+    /// Each kind with its type and its rank.
+    table: Vec<(TypeId, u32, Box<dyn Erased>)>,
+    /// Per phase, the indexes of the kinds in it, by rank.
+    by_phase: [Vec<u16>; 5],
+}
+
+/// The rank of the first kind installed from outside the crate: they
+/// come after the crate's own, in install order.
+const OUTSIDE: u32 = 1 << 16;
+
+impl Kinds {
+    /// Installs `kind` (from outside the crate: after the crate's own
+    /// kinds); its index. `None` if a kind of its type is there.
+    pub fn install<K: Kind>(&mut self, kind: K) -> Option<u16> {
+        let rank = OUTSIDE + self.table.len() as u32;
+        self.install_ranked(kind, rank)
+    }
+
+    /// Installs one of the crate's kinds: `rank` is its place in each
+    /// phase, whatever the order the loop first needed them in.
+    pub fn install_ranked<K: Kind>(&mut self, kind: K, rank: u32) -> Option<u16> {
+        if self.index_of::<K>().is_some() {
+            return None;
+        }
+        let index = u16::try_from(self.table.len()).expect("fewer than 65536 kinds");
+        self.table.push((TypeId::of::<K>(), rank, Box::new(kind)));
+        for (p, list) in self.by_phase.iter_mut().enumerate() {
+            if K::PHASES.0 & (1 << p) != 0 {
+                let at = list.partition_point(|&i| self.table[i as usize].1 < rank);
+                list.insert(at, index);
+            }
+        }
+        Some(index)
+    }
+
+    pub fn index_of<K: Kind>(&self) -> Option<u16> {
+        let id = TypeId::of::<K>();
+        self.table
+            .iter()
+            .position(|(t, _, _)| *t == id)
+            .map(|i| i as u16)
+    }
+
+    pub fn get<K: Kind>(&self) -> Option<&K> {
+        let i = self.index_of::<K>()?;
+        self.table[i as usize].2.as_any().downcast_ref()
+    }
+
+    pub fn get_mut<K: Kind>(&mut self) -> Option<&mut K> {
+        let i = self.index_of::<K>()?;
+        self.table[i as usize].2.as_any_mut().downcast_mut()
+    }
+
+    /// The kind at `index`.
+    #[inline]
+    pub fn at(&mut self, index: u16) -> &mut dyn Erased {
+        &mut *self.table[index as usize].2
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    /// The indexes of the kinds taking part in `phase`.
+    #[inline]
+    pub fn in_phase(&self, phase: Phase) -> &[u16] {
+        &self.by_phase[phase as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &dyn Erased> {
+        self.table.iter().map(|(_, _, k)| &**k)
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+}

@@ -1,0 +1,300 @@
+//! The crate's own kinds beyond the core, one file each (each implements
+//! [`Kind`](crate::Kind) and holds its `Loop` methods), and the loop's
+//! side of the kind table: installing kinds, creating their watchers, and
+//! calling their hooks in each phase.
+
+pub(crate) mod phase_hooks;
+
+use std::time::Duration;
+
+use crate::event_loop::BoxedCallback;
+use crate::kind::{Context, Kind, Phase, Watcher};
+use crate::pending::Priority;
+use crate::registry::Kind as Tag;
+use crate::watchers::plain::Raw;
+use crate::{Error, Loop, Ready, Result};
+
+/// The crate's kinds' ranks: their order within a phase (the order the
+/// guarantees in `Loop::run`'s doc need), whichever a loop used first.
+#[allow(dead_code)] // (the kinds not converted yet)
+pub(crate) mod rank {
+    pub const PREPARE: u32 = 10;
+    pub const SIGNAL: u32 = 20;
+    pub const CHILD: u32 = 30;
+    pub const ASYNC: u32 = 40;
+    pub const PERIODIC: u32 = 50;
+    pub const STAT: u32 = 60;
+    /// Before check watchers: the idle rule is decided before they queue.
+    pub const IDLE: u32 = 70;
+    pub const CHECK: u32 = 80;
+    pub const FORK: u32 = 90;
+    pub const CLEANUP: u32 = 100;
+    pub const ONCE: u32 = 110;
+}
+
+/// Builds a [`Context`] over the loop's core, next to its kind table.
+macro_rules! split_core {
+    ($lp:expr) => {{
+        let lp = &mut *$lp;
+        (
+            &mut lp.kinds,
+            Context {
+                entries: &mut lp.watchers,
+                pending: &mut lp.pending,
+                timers: &mut lp.timers,
+                backend: &mut *lp.backend,
+                notices: &lp.notices,
+                queued: None,
+                batch_busy: false,
+                expired: None,
+            },
+        )
+    }};
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Installs a watcher kind from outside the crate, to create watchers
+    /// of with [`Loop::watcher`]; [`Error::KindInstalled`] if one of its
+    /// type is installed already.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim, Error};
+    /// struct Mine;
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Mine).unwrap();
+    /// assert!(matches!(lp.install(Mine), Err(Error::KindInstalled { kind: "mine" })));
+    /// ```
+    pub fn install<K: Kind>(&mut self, kind: K) -> Result<()> {
+        match self.kinds.install(kind) {
+            Some(_) => Ok(()),
+            None => Err(Error::KindInstalled { kind: K::NAME }),
+        }
+    }
+
+    /// The installed kind `K`, if it is.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim};
+    /// struct Mine(u32);
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(lp.kind::<Mine>().is_none());
+    /// lp.install(Mine(7)).unwrap();
+    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 7);
+    /// ```
+    pub fn kind<K: Kind>(&self) -> Option<&K> {
+        self.kinds.get()
+    }
+
+    /// The installed kind `K`, to change, if it is.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim};
+    /// struct Mine(u32);
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Mine(7)).unwrap();
+    /// lp.kind_mut::<Mine>().unwrap().0 += 1;
+    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 8);
+    /// ```
+    pub fn kind_mut<K: Kind>(&mut self) -> Option<&mut K> {
+        self.kinds.get_mut()
+    }
+
+    /// Creates a stopped watcher of the installed kind `K`: start it with
+    /// [`Loop::start`] (which asks [`Kind::start`]). Its callback gets
+    /// the loop, the state, its handle and the readiness it was queued
+    /// with. [`Error::KindNotInstalled`] if `K` is not installed.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim, Error};
+    /// struct Mine;
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(matches!(
+    ///     lp.watcher::<Mine, _>(|_, _, _, _| {}),
+    ///     Err(Error::KindNotInstalled { kind: "mine" })
+    /// ));
+    /// lp.install(Mine).unwrap();
+    /// let w = lp.watcher::<Mine, _>(|_, _, _, _| {}).unwrap();
+    /// lp.start(w).unwrap();
+    /// assert!(lp.is_active(w).unwrap());
+    /// ```
+    pub fn watcher<K, F>(&mut self, callback: F) -> Result<Watcher<K>>
+    where
+        K: Kind,
+        F: FnMut(&mut Loop<'s, S>, &mut S, Watcher<K>, Ready) + 's,
+    {
+        let Some(index) = self.kinds.index_of::<K>() else {
+            return Err(Error::KindNotInstalled { kind: K::NAME });
+        };
+        Ok(Watcher::new(
+            self.insert_of::<K>(index, Raw::<K, F>::boxed(callback)),
+        ))
+    }
+
+    /// The crate's kind `K`, installed at its rank on first use.
+    pub(crate) fn builtin<K: Kind + Default>(&mut self, rank: u32) -> (&mut K, u16) {
+        let index = match self.kinds.index_of::<K>() {
+            Some(i) => i,
+            None => self
+                .kinds
+                .install_ranked(K::default(), rank)
+                .expect("not installed yet"),
+        };
+        let kind = self.kinds.get_mut::<K>().expect("installed");
+        (kind, index)
+    }
+
+    /// Registers a new, stopped watcher of the kind at `index`.
+    pub(crate) fn insert_of<K: Kind>(
+        &mut self,
+        index: u16,
+        cb: BoxedCallback<'s, S>,
+    ) -> crate::handle::Key {
+        let tag = Tag::Other {
+            index,
+            source: K::PRODUCES_EVENTS,
+            keeps_alive: K::KEEPS_ALIVE,
+        };
+        self.watchers.insert(tag, cb)
+    }
+
+    /// Starts the stopped watcher `key` of the kind at `index`, if the
+    /// kind agrees.
+    pub(crate) fn start_other(&mut self, index: u16, key: crate::handle::Key) -> Result<()> {
+        let (kinds, mut cx) = split_core!(self);
+        if kinds.at(index).start(&mut cx, key)? {
+            self.watchers.activate(key.slot);
+        }
+        Ok(())
+    }
+
+    /// Stops the active watcher `key` of the kind at `index`.
+    pub(crate) fn stop_other(&mut self, index: u16, key: crate::handle::Key) {
+        if self.watchers.deactivate(key.slot) {
+            let (kinds, mut cx) = split_core!(self);
+            kinds.at(index).stop(&mut cx, key);
+        }
+    }
+
+    /// The watcher `key` of the kind at `index` left the registry.
+    pub(crate) fn remove_other(&mut self, index: u16, key: crate::handle::Key) {
+        let (kinds, mut cx) = split_core!(self);
+        kinds.at(index).remove(&mut cx, key);
+    }
+
+    /// The active watcher `key` of the kind at `index` changed priority.
+    pub(crate) fn reprioritised_other(
+        &mut self,
+        index: u16,
+        key: crate::handle::Key,
+        from: Priority,
+        to: Priority,
+    ) {
+        let (kinds, mut cx) = split_core!(self);
+        kinds
+            .at(index)
+            .priority_changed(&mut cx, key, from.user(), to.user());
+    }
+
+    /// Runs `phase` for every kind in it; the highest priority queued.
+    /// `expired`: the highest among the timers and deadlines expired in
+    /// this iteration (for [`Phase::Idle`]).
+    pub(crate) fn run_phase(
+        &mut self,
+        phase: Phase,
+        expired: Option<Priority>,
+    ) -> Option<Priority> {
+        if self.kinds.in_phase(phase).is_empty() {
+            return None;
+        }
+        let batch_busy = matches!(phase, Phase::Check | Phase::Idle)
+            && self.poll.has_invocations(&self.fds, &self.watchers);
+        let (kinds, mut cx) = split_core!(self);
+        cx.batch_busy = batch_busy;
+        cx.expired = expired;
+        for i in 0..kinds.in_phase(phase).len() {
+            let index = kinds.in_phase(phase)[i];
+            kinds.at(index).phase(&mut cx, phase);
+        }
+        cx.queued
+    }
+
+    /// The earliest of the kinds' deadlines, from now.
+    pub(crate) fn kinds_wait(&mut self) -> Option<Duration> {
+        if self.kinds.is_empty() {
+            return None;
+        }
+        let (kinds, mut cx) = split_core!(self);
+        let mut wait: Option<Duration> = None;
+        for i in 0..kinds.len() {
+            if let Some(b) = kinds.at(i as u16).wait(&mut cx) {
+                wait = Some(wait.map_or(b, |w| w.min(b)));
+            }
+        }
+        wait
+    }
+
+    /// Whether a kind has a deadline.
+    pub(crate) fn kinds_have_deadline(&self) -> bool {
+        self.kinds.iter().any(|k| k.has_deadline())
+    }
+
+    /// Whether a kind wants the backend's notices.
+    #[inline]
+    pub(crate) fn kinds_want_notices(&self) -> bool {
+        !self.kinds.is_empty() && self.kinds.iter().any(|k| k.wants_notices())
+    }
+
+    /// The loop is about to block: whether a kind says it must not.
+    #[inline]
+    pub(crate) fn kinds_sleep(&mut self) -> bool {
+        let mut awake = false;
+        for i in 0..self.kinds.len() {
+            awake |= self.kinds.at(i as u16).sleep();
+        }
+        awake
+    }
+
+    /// The poll returned.
+    #[inline]
+    pub(crate) fn kinds_wake(&mut self) {
+        for i in 0..self.kinds.len() {
+            self.kinds.at(i as u16).wake();
+        }
+    }
+
+    /// Watchers due in the kinds but not queued yet.
+    pub(crate) fn kinds_due(&self) -> usize {
+        self.kinds.iter().map(|k| k.due()).sum()
+    }
+
+    /// Each kind after `fork()`.
+    pub(crate) fn kinds_after_fork(&mut self) -> Result<()> {
+        let (kinds, mut cx) = split_core!(self);
+        for i in 0..kinds.len() {
+            kinds.at(i as u16).after_fork(&mut cx)?;
+        }
+        Ok(())
+    }
+
+    /// The watchers whose callbacks run as the loop is dropped.
+    pub(crate) fn kinds_dropping(&mut self) -> Vec<crate::handle::Key> {
+        let mut run = Vec::new();
+        let (kinds, mut cx) = split_core!(self);
+        for i in 0..kinds.len() {
+            kinds.at(i as u16).dropping(&mut cx, &mut run);
+        }
+        run
+    }
+}
