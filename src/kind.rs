@@ -279,6 +279,11 @@ impl<K> Watcher<K> {
     pub(crate) fn slot(self) -> Slot {
         self.key.slot
     }
+
+    #[allow(dead_code)] // (used by the kinds being converted)
+    pub(crate) fn key(self) -> Key {
+        self.key
+    }
 }
 
 impl<K> Clone for Watcher<K> {

@@ -155,6 +155,29 @@ impl<'s, S> Loop<'s, S> {
         (kind, index)
     }
 
+    /// Creates and starts a watcher of the crate's kind `K` (installed at
+    /// `rank` on first use): `configure` gives the kind what it needs to
+    /// know of the new watcher before it starts. If the kind refuses to
+    /// start it, the watcher is removed again and the error returned.
+    pub(crate) fn create<K: Kind + Default>(
+        &mut self,
+        rank: u32,
+        cb: BoxedCallback<'s, S>,
+        configure: impl FnOnce(&mut K, crate::handle::Key),
+    ) -> Result<crate::handle::Key> {
+        let (_, index) = self.builtin::<K>(rank);
+        let key = self.insert_of::<K>(index, cb);
+        configure(self.kinds.get_mut::<K>().expect("installed"), key);
+        if let Err(e) = self.start_other(index, key) {
+            // Never started: nothing but the registry knows of it.
+            self.remove_other(index, key);
+            let entry = self.watchers.remove(key.slot);
+            drop(entry);
+            return Err(e);
+        }
+        Ok(key)
+    }
+
     /// Registers a new, stopped watcher of the kind at `index`.
     pub(crate) fn insert_of<K: Kind>(
         &mut self,

@@ -246,8 +246,11 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Prepare) + 's,
     {
-        let key =
-            self.hook::<Hooks<PrepareHook>>(rank::PREPARE, Plain::<Prepare, F>::boxed(callback));
+        let key = self.create::<Hooks<PrepareHook>>(
+            rank::PREPARE,
+            Plain::<Prepare, F>::boxed(callback),
+            |_, _| {},
+        )?;
         Ok(Prepare(key))
     }
 
@@ -274,7 +277,11 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Check) + 's,
     {
-        let key = self.hook::<Hooks<CheckHook>>(rank::CHECK, Plain::<Check, F>::boxed(callback));
+        let key = self.create::<Hooks<CheckHook>>(
+            rank::CHECK,
+            Plain::<Check, F>::boxed(callback),
+            |_, _| {},
+        )?;
         Ok(Check(key))
     }
 
@@ -301,7 +308,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Idle) + 's,
     {
-        let key = self.hook::<Idles>(rank::IDLE, Plain::<Idle, F>::boxed(callback));
+        let key = self.create::<Idles>(rank::IDLE, Plain::<Idle, F>::boxed(callback), |_, _| {})?;
         Ok(Idle(key))
     }
 
@@ -324,20 +331,11 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,
     {
-        let key = self.hook::<Hooks<ForkHook>>(rank::FORK, Plain::<Fork, F>::boxed(callback));
+        let key = self.create::<Hooks<ForkHook>>(
+            rank::FORK,
+            Plain::<Fork, F>::boxed(callback),
+            |_, _| {},
+        )?;
         Ok(Fork(key))
-    }
-
-    /// Creates and starts a watcher of one of the phase hooks (starting
-    /// one cannot fail).
-    fn hook<K: Kind + Default>(
-        &mut self,
-        rank: u32,
-        cb: crate::event_loop::BoxedCallback<'s, S>,
-    ) -> crate::handle::Key {
-        let (_, index) = self.builtin::<K>(rank);
-        let key = self.insert_of::<K>(index, cb);
-        let _ = self.start_other(index, key);
-        key
     }
 }
