@@ -19,7 +19,7 @@ use crate::kind::{Kinds, Phase};
 use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
-use crate::registry::{Entry, Kind, Registry};
+use crate::registry::{Entry, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
@@ -249,7 +249,7 @@ impl<'s, S> Loop<'s, S> {
     /// the next flush recomputes what the backend is told for them.
     fn fds_changed(&mut self, slots: &[Slot]) {
         for &slot in slots {
-            if let Kind::Io { fd, .. } = self.watchers[slot].kind() {
+            if let Some(fd) = self.watchers[slot].fd() {
                 self.fds.mark_changed(fd);
             }
         }
@@ -581,7 +581,7 @@ impl<'s, S> Loop<'s, S> {
     #[cold]
     fn observe_dispatch(&mut self, slot: Slot, ready: Ready) {
         if self.report_dispatch {
-            if let Kind::Io { fd, .. } = self.watchers[slot].kind() {
+            if let Some(fd) = self.watchers[slot].fd() {
                 self.backend.dispatched(fd, ready);
             }
         }

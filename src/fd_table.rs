@@ -14,8 +14,9 @@ use std::os::fd::RawFd;
 
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
-use crate::slot_list::{Slot, SlotList};
-use crate::{Backend, Interest, PollEvent, Ready, Trigger};
+use crate::slot_list::{LinkStore, Slot, SlotList};
+use crate::{Backend, Capabilities, Error, Interest, PollEvent, Ready, Result, SourceFd, Trigger};
+use std::os::fd::AsRawFd;
 
 /// What the loop knows about one fd.
 #[derive(Default)]
@@ -101,10 +102,15 @@ impl FdTable {
 
     /// Adds an active watcher to `fd`'s list (the registry has marked it
     /// active).
-    pub fn attach<C>(&mut self, registry: &mut Registry<C>, fd: RawFd, slot: Slot) {
-        let trigger = registry[slot].interest().trigger();
+    pub fn attach(
+        &mut self,
+        links: &mut (impl LinkStore + ?Sized),
+        fd: RawFd,
+        slot: Slot,
+        trigger: Trigger,
+    ) {
         let state = self.state_mut(fd);
-        state.watchers.push(registry, slot);
+        state.watchers.push(links, slot);
         state.trigger = trigger;
         state.sync_single();
         self.mark_changed(fd);
@@ -112,9 +118,9 @@ impl FdTable {
 
     /// Removes a watcher from `fd`'s list (the registry has marked it
     /// inactive).
-    pub fn detach<C>(&mut self, registry: &mut Registry<C>, fd: RawFd, slot: Slot) {
+    pub fn detach(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
         let state = self.state_mut(fd);
-        state.watchers.remove(registry, slot);
+        state.watchers.remove(links, slot);
         state.sync_single();
         self.mark_changed(fd);
     }
@@ -123,6 +129,31 @@ impl FdTable {
     pub fn interest_changed(&mut self, fd: RawFd, interest: Interest) {
         self.state_mut(fd).trigger = interest.trigger();
         self.mark_changed(fd);
+    }
+
+    /// Checks that the backend (`caps`, `backend` its name) offers the
+    /// trigger mode and that it agrees with the other active watchers on
+    /// the fd (`except` excluded).
+    pub fn check_interest(
+        &self,
+        caps: &Capabilities,
+        backend: &'static str,
+        fd: RawFd,
+        interest: Interest,
+        except: Option<Slot>,
+    ) -> Result<()> {
+        let trigger = interest.trigger();
+        if trigger == Trigger::Edge && !caps.edge {
+            return Err(Error::UnsupportedTrigger { trigger, backend });
+        }
+        match self.trigger_conflict(fd, trigger, except) {
+            Some(existing) => Err(Error::TriggerConflict {
+                fd,
+                existing,
+                requested: trigger,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Whether a watcher with trigger mode `trigger` may join `fd`: the
@@ -322,4 +353,51 @@ impl FdTable {
         }
         self.mark_changed(fd);
     }
+}
+
+/// Validates a source against the backend and returns its fd number.
+pub(crate) fn check_source(
+    backend: &dyn Backend,
+    caps: &Capabilities,
+    src: SourceFd<'_>,
+) -> Result<RawFd> {
+    let name = backend.name();
+    let fd = match src {
+        SourceFd::Os(fd) if !caps.virtual_fds => fd.as_raw_fd(),
+        SourceFd::Virtual(v) if caps.virtual_fds => v.get(),
+        SourceFd::Os(_) => {
+            return Err(Error::WrongSourceKind {
+                backend: name,
+                virtual_source: false,
+            })
+        }
+        SourceFd::Virtual(_) => {
+            return Err(Error::WrongSourceKind {
+                backend: name,
+                virtual_source: true,
+            })
+        }
+    };
+    if fd < 0 {
+        return Err(Error::InvalidFd {
+            fd,
+            reason: "negative descriptor number".into(),
+        });
+    }
+    if let Some(max) = caps.max_fd {
+        if fd > max {
+            return Err(Error::FdTooLarge {
+                fd,
+                max,
+                backend: name,
+            });
+        }
+    }
+    // Closed, or never watchable (a regular file): say so now, at the
+    // call that caused it, not later as a silent ERROR callback.
+    backend.check_fd(fd).map_err(|err| Error::InvalidFd {
+        fd,
+        reason: err.to_string(),
+    })?;
+    Ok(fd)
 }

@@ -12,7 +12,7 @@ use crate::registry::Kind;
 use crate::slot_list::Slot;
 use crate::timers::to_ns;
 use crate::unwind::Held;
-use crate::{Error, Interest, Loop, Result, Trigger};
+use crate::{Error, Interest, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// Starts a watcher: marks it active (the registry keeps the counts)
@@ -49,7 +49,7 @@ impl<'s, S> Loop<'s, S> {
         }
         let w = &mut self.watchers;
         match w[slot].kind() {
-            Kind::Io { fd, .. } => self.fds.attach(w, fd, slot),
+            Kind::Io { fd, interest } => self.fds.attach(w, fd, slot, interest.trigger()),
             Kind::Timer => self.timers.start(slot),
             Kind::Signal { signal } => self.signals.add(w, slot, signal),
             Kind::Child { pid } => self.children.add(w, slot, pid),
@@ -129,21 +129,8 @@ impl<'s, S> Loop<'s, S> {
         interest: Interest,
         except: Option<Slot>,
     ) -> Result<()> {
-        let trigger = interest.trigger();
-        if trigger == Trigger::Edge && !self.caps.edge {
-            return Err(Error::UnsupportedTrigger {
-                trigger,
-                backend: self.backend.name(),
-            });
-        }
-        match self.fds.trigger_conflict(fd, trigger, except) {
-            Some(existing) => Err(Error::TriggerConflict {
-                fd,
-                existing,
-                requested: trigger,
-            }),
-            None => Ok(()),
-        }
+        self.fds
+            .check_interest(&self.caps, self.backend.name(), fd, interest, except)
     }
 
     /// A watcher left the registry (removed): what its kind kept for it

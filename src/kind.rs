@@ -12,14 +12,16 @@
 
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
+use std::os::fd::RawFd;
 use std::time::{Duration, SystemTime};
 
+use crate::fd_table::FdTable;
 use crate::handle::{sealed::Sealed, Key};
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
 use crate::timers::Timers;
-use crate::{Backend, Handle, Notices, Ready, Result};
+use crate::{Backend, Capabilities, Handle, Interest, Notices, Ready, Result, SourceFd};
 
 /// A kind of watcher, as a component of the loop: its state, and the
 /// hooks through which the loop drives it (every hook has a default that
@@ -334,6 +336,8 @@ pub(crate) trait Entries: LinkStore {
     fn is_live(&self, key: Key) -> bool;
     fn deactivate(&mut self, slot: Slot) -> bool;
     fn cancel(&mut self, pending: &mut PendingQueues, slot: Slot) -> Ready;
+    fn bind_fd(&mut self, slot: Slot, fd: RawFd, interest: Interest);
+    fn fd(&self, slot: Slot) -> Option<RawFd>;
 }
 
 impl<C> Entries for Registry<C> {
@@ -355,6 +359,12 @@ impl<C> Entries for Registry<C> {
     }
     fn cancel(&mut self, pending: &mut PendingQueues, slot: Slot) -> Ready {
         Registry::cancel(self, pending, slot)
+    }
+    fn bind_fd(&mut self, slot: Slot, fd: RawFd, interest: Interest) {
+        Registry::bind_fd(self, slot, fd, interest)
+    }
+    fn fd(&self, slot: Slot) -> Option<RawFd> {
+        self[slot].fd()
     }
 }
 
@@ -378,6 +388,8 @@ pub struct Context<'a> {
     pub(crate) pending: &'a mut PendingQueues,
     pub(crate) timers: &'a mut Timers,
     pub(crate) backend: &'a mut dyn Backend,
+    pub(crate) fds: &'a mut FdTable,
+    pub(crate) caps: &'a Capabilities,
     pub(crate) notices: &'a Notices,
     /// The highest priority queued through this context.
     pub(crate) queued: Option<Priority>,
@@ -433,6 +445,77 @@ impl Context<'_> {
     /// (in [`Phase::Polled`]; empty elsewhere).
     pub fn notices(&self) -> &Notices {
         self.notices
+    }
+
+    /// Has the loop watch `source`'s fd for `interest` on `w`'s behalf:
+    /// its readiness, filtered by the interest as an io watcher's is,
+    /// reaches `w`'s callback (through the fd table, the batching and the
+    /// direct dispatch that io watchers get). Usually called from
+    /// [`Kind::start`]; the fd is unwatched when `w` stops, or by
+    /// [`Context::unwatch_fd`]. The source's checks are those of
+    /// [`Loop::io`](crate::Loop::io) (closed fds, regular files, fds too
+    /// large for the backend, trigger modes) with the same errors. The
+    /// kind keeps the source open while it is watched.
+    ///
+    /// ```
+    /// use evloop::{Context, Interest, Kind, Loop, RunMode, Sim, SimSocket, Source, Watcher};
+    /// use std::collections::HashMap;
+    /// // A kind that watches a socket it owns for readability.
+    /// #[derive(Default)]
+    /// struct Bells(HashMap<Watcher<Bells>, SimSocket>);
+    /// impl Kind for Bells {
+    ///     const NAME: &'static str = "bell";
+    ///     fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> evloop::Result<bool> {
+    ///         cx.watch_fd(w, self.0[&w].source_fd(), Interest::READABLE)?;
+    ///         Ok(true)
+    ///     }
+    /// }
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("bell", 64);
+    /// sim.deliver(std::time::Duration::from_millis(5), &sock, b"ding");
+    /// let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+    /// lp.install(Bells::default()).unwrap();
+    /// let w = lp.watcher::<Bells, _>(|lp, rung, me, ready| {
+    ///     assert!(ready.is_readable());
+    ///     *rung += 1;
+    ///     lp.remove(me).unwrap();
+    /// }).unwrap();
+    /// lp.kind_mut::<Bells>().unwrap().0.insert(w, sock);
+    /// lp.start(w).unwrap();
+    /// let mut rung = 0;
+    /// lp.run(RunMode::Default, &mut rung).unwrap();
+    /// assert_eq!(rung, 1);
+    /// ```
+    pub fn watch_fd<K: Kind>(
+        &mut self,
+        w: Watcher<K>,
+        source: SourceFd<'_>,
+        interest: Interest,
+    ) -> Result<()> {
+        let slot = w.slot();
+        let fd = crate::fd_table::check_source(&*self.backend, self.caps, source)?;
+        let name = self.backend.name();
+        self.fds
+            .check_interest(self.caps, name, fd, interest, Some(slot))?;
+        self.unwatch_fd(w);
+        self.entries.bind_fd(slot, fd, interest);
+        self.fds
+            .attach(&mut *self.entries, fd, slot, interest.trigger());
+        Ok(())
+    }
+
+    /// Stops watching the fd [`Context::watch_fd`] watches for `w`, if
+    /// any; the backend is told at once (the kind may close the fd next).
+    pub fn unwatch_fd<K: Kind>(&mut self, w: Watcher<K>) {
+        self.unwatch_slot(w.slot())
+    }
+
+    pub(crate) fn unwatch_slot(&mut self, slot: Slot) {
+        if let Some(fd) = self.entries.fd(slot) {
+            self.fds.detach(&mut *self.entries, fd, slot);
+            self.entries.bind_fd(slot, -1, Interest::NONE);
+            self.fds.forget_if_unwatched(fd, &mut *self.backend);
+        }
     }
 
     #[inline]

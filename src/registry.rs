@@ -70,11 +70,15 @@ pub(crate) enum Kind {
     Periodic,
     Stat,
     /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
-    /// (kind.rs), and what the counts need to know of it.
+    /// (kind.rs), what the counts need to know of it, and the fd it has
+    /// the loop watch for it, if any (`fd` -1: none;
+    /// [`Context::watch_fd`](crate::Context::watch_fd)).
     Other {
         index: u16,
         source: bool,
         keeps_alive: bool,
+        fd: RawFd,
+        interest: Interest,
     },
 }
 
@@ -175,8 +179,19 @@ impl<C> Entry<C> {
     #[inline]
     pub fn interest(&self) -> Interest {
         match self.kind {
-            Kind::Io { interest, .. } => interest,
+            Kind::Io { interest, .. } | Kind::Other { interest, .. } => interest,
             _ => Interest::NONE,
+        }
+    }
+
+    /// The fd the loop watches for this watcher: an io watcher's, or the
+    /// one a kind's watcher has it watch.
+    #[inline]
+    pub fn fd(&self) -> Option<RawFd> {
+        match self.kind {
+            Kind::Io { fd, .. } => Some(fd),
+            Kind::Other { fd, .. } if fd >= 0 => Some(fd),
+            _ => None,
         }
     }
 
@@ -186,12 +201,7 @@ impl<C> Entry<C> {
     /// against other priorities) or one-shot (it is disarmed when its event
     /// is queued, which must happen before any callback runs).
     fn blocks_direct_dispatch(&self) -> bool {
-        match self.kind {
-            Kind::Io { interest, .. } => {
-                self.priority != Priority::DEFAULT || interest.is_oneshot()
-            }
-            _ => false,
-        }
+        self.fd().is_some() && (self.priority != Priority::DEFAULT || self.interest().is_oneshot())
     }
 }
 
@@ -428,6 +438,23 @@ impl<C> Registry<C> {
     /// Changes a watcher's priority (the caller moves a queued entry).
     pub fn set_priority(&mut self, slot: Slot, priority: Priority) {
         self.recount(slot, |e| e.priority = priority);
+    }
+
+    /// Has the loop watch `fd` for `interest` for the kind's watcher at
+    /// `slot` (`fd` -1: no more), and so what it receives.
+    pub fn bind_fd(&mut self, slot: Slot, fd: RawFd, new: Interest) {
+        self.recount(slot, |e| {
+            if let Kind::Other {
+                fd: bound,
+                interest,
+                ..
+            } = &mut e.kind
+            {
+                *bound = fd;
+                *interest = new;
+            }
+            e.receives = Ready::receive_mask(new);
+        });
     }
 
     /// Changes an io watcher's interest, and so what it receives.

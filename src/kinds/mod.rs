@@ -43,6 +43,8 @@ macro_rules! split_core {
                 pending: &mut lp.pending,
                 timers: &mut lp.timers,
                 backend: &mut *lp.backend,
+                fds: &mut lp.fds,
+                caps: &lp.caps,
                 notices: &lp.notices,
                 queued: None,
                 batch_busy: false,
@@ -188,6 +190,8 @@ impl<'s, S> Loop<'s, S> {
             index,
             source: K::PRODUCES_EVENTS,
             keeps_alive: K::KEEPS_ALIVE,
+            fd: -1,
+            interest: crate::Interest::NONE,
         };
         self.watchers.insert(tag, cb)
     }
@@ -195,6 +199,8 @@ impl<'s, S> Loop<'s, S> {
     /// Starts the stopped watcher `key` of the kind at `index`, if the
     /// kind agrees.
     pub(crate) fn start_other(&mut self, index: u16, key: crate::handle::Key) -> Result<()> {
+        // It may watch an fd: a direct batch must not miss it.
+        self.materialise_batch();
         let (kinds, mut cx) = split_core!(self);
         if kinds.at(index).start(&mut cx, key)? {
             self.watchers.activate(key.slot);
@@ -205,8 +211,11 @@ impl<'s, S> Loop<'s, S> {
     /// Stops the active watcher `key` of the kind at `index`.
     pub(crate) fn stop_other(&mut self, index: u16, key: crate::handle::Key) {
         if self.watchers.deactivate(key.slot) {
+            self.materialise_batch();
             let (kinds, mut cx) = split_core!(self);
             kinds.at(index).stop(&mut cx, key);
+            // What it had the loop watch goes with it.
+            cx.unwatch_slot(key.slot);
         }
     }
 

@@ -4,7 +4,7 @@
 //! results are the io component, fd_table.rs.
 
 use std::any::{Any, TypeId};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
 use crate::event_loop::{BoxedCallback, Dispatch};
 use crate::handle::{handle, Key};
@@ -458,40 +458,6 @@ impl<'s, S> Loop<'s, S> {
 
     /// Validates a source against the backend and returns its fd number.
     pub(crate) fn check_source(&self, src: SourceFd<'_>) -> Result<RawFd> {
-        let backend = self.backend.name();
-        let fd = match src {
-            SourceFd::Os(fd) if !self.caps.virtual_fds => fd.as_raw_fd(),
-            SourceFd::Virtual(v) if self.caps.virtual_fds => v.get(),
-            SourceFd::Os(_) => {
-                return Err(Error::WrongSourceKind {
-                    backend,
-                    virtual_source: false,
-                })
-            }
-            SourceFd::Virtual(_) => {
-                return Err(Error::WrongSourceKind {
-                    backend,
-                    virtual_source: true,
-                })
-            }
-        };
-        if fd < 0 {
-            return Err(Error::InvalidFd {
-                fd,
-                reason: "negative descriptor number".into(),
-            });
-        }
-        if let Some(max) = self.caps.max_fd {
-            if fd > max {
-                return Err(Error::FdTooLarge { fd, max, backend });
-            }
-        }
-        // Closed, or never watchable (a regular file): say so now, at the
-        // call that caused it, not later as a silent ERROR callback.
-        self.backend.check_fd(fd).map_err(|err| Error::InvalidFd {
-            fd,
-            reason: err.to_string(),
-        })?;
-        Ok(fd)
+        crate::fd_table::check_source(&*self.backend, &self.caps, src)
     }
 }
