@@ -16,6 +16,8 @@ use std::os::unix::net::UnixStream;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
+use slab::Slab;
+
 use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer};
 
 /// A byte stream a [`Conn`] can drive: readable, writable, watchable, and
@@ -319,12 +321,49 @@ pub struct Conn<C> {
     in_callback: bool,
     /// An event was fed to the io watcher and has not run yet.
     fed: bool,
+    /// Where the connection is in its life (the write side and the close).
+    state: State,
+    /// What the read side knows, beside the state: the peer shut down its
+    /// writing side (read end of file);
     eof: bool,
+    /// [`Conn::pause_reading`] is in force;
     read_paused: bool,
+    /// more than the high watermark was queued, and no more than the low
+    /// one since.
     congested: bool,
-    closing: bool,
-    shut: bool,
-    abort: Option<CloseReason>,
+    /// Tells this connection from the ones that held its slot before.
+    generation: u32,
+}
+
+/// Where a connection is in its life. What the read side knows (the
+/// peer's end of file, a pause, the congestion) is in flags beside it.
+///
+/// ```text
+/// Open --close--> Flushing --queue sent: half-close--> Lingering --peer's EOF--> finish
+///  |                 |  (the peer's EOF seen already: finish)  |
+///  +-----------------+--- abort, idle timeout, linger's end ---+--> Ending --> finish
+/// finish: Closed (the handler's last event), then the entry is removed
+/// ```
+///
+/// An error met by the io callback (a read, a write, a hang-up) finishes
+/// the connection at once, from any state.
+#[derive(Debug)]
+enum State {
+    /// Reading for the handler and writing.
+    Open,
+    /// Closing gracefully ([`Conn::close`]): sending what is queued;
+    /// input is read and dropped.
+    Flushing,
+    /// Everything queued was sent and the writing side is shut down: input
+    /// is read and dropped until the peer's end of file, or until the
+    /// linger time is up.
+    Lingering,
+    /// To be closed by the io callback, for this reason, whatever is
+    /// queued: [`Conn::abort`], the idle timeout, the linger's end.
+    Ending(CloseReason),
+    /// Its [`ConnEvent::Closed`] is being delivered; the entry goes right
+    /// after.
+    Closed,
 }
 
 impl<C> std::fmt::Debug for Conn<C> {
@@ -333,8 +372,8 @@ impl<C> std::fmt::Debug for Conn<C> {
             .field("io", &self.io)
             .field("input", &(self.end - self.start))
             .field("queued", &self.queued())
+            .field("state", &self.state)
             .field("eof", &self.eof)
-            .field("closing", &self.closing)
             .finish_non_exhaustive()
     }
 }
@@ -432,7 +471,7 @@ impl<C> Conn<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn write<S>(&mut self, lp: &mut Loop<'_, S>, bytes: &[u8]) {
-        if self.closing || self.abort.is_some() || bytes.is_empty() {
+        if self.is_closing() || bytes.is_empty() {
             return;
         }
         self.out.extend_from_slice(bytes);
@@ -468,7 +507,7 @@ impl<C> Conn<C> {
     /// ```
     pub fn write_from_input<S>(&mut self, lp: &mut Loop<'_, S>, n: usize) {
         let n = n.min(self.end - self.start);
-        if !(self.closing || self.abort.is_some()) && n > 0 {
+        if !self.is_closing() && n > 0 {
             self.out
                 .extend_from_slice(&self.input[self.start..self.start + n]);
             self.note_queued();
@@ -545,7 +584,7 @@ impl<C> Conn<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn is_closing(&self) -> bool {
-        self.closing || self.abort.is_some()
+        !matches!(self.state, State::Open)
     }
 
     /// The connection's io watcher (for [`Loop::set_priority`], say; its
@@ -595,12 +634,11 @@ impl<C> Conn<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn close<S>(&mut self, lp: &mut Loop<'_, S>) {
-        if self.closing || self.abort.is_some() {
+        if self.is_closing() {
             return;
         }
-        self.closing = true;
-        self.start = 0;
-        self.end = 0;
+        self.state = State::Flushing;
+        self.clear_input();
         self.wake(lp);
     }
 
@@ -624,9 +662,7 @@ impl<C> Conn<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn abort<S>(&mut self, lp: &mut Loop<'_, S>) {
-        if self.abort.is_none() {
-            self.abort = Some(CloseReason::Aborted);
-        }
+        self.end_with(CloseReason::Aborted);
         self.wake(lp);
     }
 
@@ -673,6 +709,14 @@ impl<C> Conn<C> {
         self.wake(lp);
     }
 
+    /// The id of this connection, under `key` in its [`Conns`].
+    fn id(&self, key: usize) -> ConnId {
+        ConnId {
+            index: key as u32,
+            generation: self.generation,
+        }
+    }
+
     /// After bytes were queued: passed the high watermark?
     fn note_queued(&mut self) {
         if self.queued() > self.opts.high {
@@ -700,13 +744,50 @@ impl<C> Conn<C> {
         self.input.len() - self.end
     }
 
+    /// The bytes in the input buffer.
+    fn buffered(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Empties the input buffer.
+    fn clear_input(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Whether reading is possible and wanted: while open, unless paused,
+    /// congested or full; while closing (to drop what arrives), until the
+    /// peer's end of file.
     fn can_read(&self) -> bool {
         !self.eof
-            && self.abort.is_none()
-            && (self.closing
-                || (!self.read_paused
-                    && !self.congested
-                    && self.end - self.start < self.input.len()))
+            && match self.state {
+                State::Open => {
+                    !self.read_paused && !self.congested && self.buffered() < self.input.len()
+                }
+                State::Flushing | State::Lingering => true,
+                State::Ending(_) | State::Closed => false,
+            }
+    }
+
+    /// Any state but `Ending` and `Closed` -> `Ending(reason)`: the io
+    /// callback closes the connection when it runs next (a first reason
+    /// stays).
+    fn end_with(&mut self, reason: CloseReason) {
+        if matches!(self.state, State::Open | State::Flushing | State::Lingering) {
+            self.state = State::Ending(reason);
+        }
+    }
+
+    /// `Ending(reason)` -> the reason, which the caller then finishes the
+    /// connection with; any other state stays.
+    fn take_ending(&mut self) -> Option<CloseReason> {
+        match std::mem::replace(&mut self.state, State::Closed) {
+            State::Ending(reason) => Some(reason),
+            other => {
+                self.state = other;
+                None
+            }
+        }
     }
 
     fn wanted(&self) -> Interest {
@@ -785,14 +866,12 @@ impl<C> Conn<C> {
 /// # Ok::<(), evloop::Error>(())
 /// ```
 pub struct Conns<C> {
-    slots: Vec<Slot<C>>,
-    free: Vec<u32>,
-    len: usize,
-}
-
-struct Slot<C> {
+    /// A freed key is reused; the generation in each `Conn` tells a stale
+    /// `ConnId` from the connection now under its key.
+    slab: Slab<Conn<C>>,
+    /// The generation of the next connection opened: one counter for all
+    /// (a stale id could name a new connection only after 2^32 opens).
     generation: u32,
-    conn: Option<Conn<C>>,
 }
 
 impl<C> Default for Conns<C> {
@@ -809,7 +888,7 @@ impl<C> AsMut<Conns<C>> for Conns<C> {
 
 impl<C> std::fmt::Debug for Conns<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Conns").field("len", &self.len).finish()
+        f.debug_struct("Conns").field("len", &self.len()).finish()
     }
 }
 
@@ -835,9 +914,8 @@ impl<C> Conns<C> {
     /// ```
     pub const fn new() -> Self {
         Conns {
-            slots: Vec::new(),
-            free: Vec::new(),
-            len: 0,
+            slab: Slab::new(),
+            generation: 0,
         }
     }
 
@@ -856,7 +934,7 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.len
+        self.slab.len()
     }
 
     /// Whether there is none.
@@ -874,7 +952,7 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slab.is_empty()
     }
 
     /// Whether `id` names an open connection.
@@ -908,11 +986,8 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn get(&self, id: ConnId) -> Option<&Conn<C>> {
-        let slot = self.slots.get(id.index as usize)?;
-        if slot.generation != id.generation {
-            return None;
-        }
-        slot.conn.as_ref()
+        let conn = self.slab.get(id.index as usize)?;
+        (conn.generation == id.generation).then_some(conn)
     }
 
     /// The connection `id`, if it is open, to change.
@@ -929,11 +1004,8 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn get_mut(&mut self, id: ConnId) -> Option<&mut Conn<C>> {
-        let slot = self.slots.get_mut(id.index as usize)?;
-        if slot.generation != id.generation {
-            return None;
-        }
-        slot.conn.as_mut()
+        let conn = self.slab.get_mut(id.index as usize)?;
+        (conn.generation == id.generation).then_some(conn)
     }
 
     /// Every open connection, with its id (in slot order).
@@ -952,13 +1024,7 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = (ConnId, &Conn<C>)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, s)| {
-            let id = ConnId {
-                index: i as u32,
-                generation: s.generation,
-            };
-            s.conn.as_ref().map(|c| (id, c))
-        })
+        self.slab.iter().map(|(key, c)| (c.id(key), c))
     }
 
     /// Every open connection, with its id, to change: to write to all of
@@ -981,13 +1047,7 @@ impl<C> Conns<C> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (ConnId, &mut Conn<C>)> + '_ {
-        self.slots.iter_mut().enumerate().filter_map(|(i, s)| {
-            let id = ConnId {
-                index: i as u32,
-                generation: s.generation,
-            };
-            s.conn.as_mut().map(|c| (id, c))
-        })
+        self.slab.iter_mut().map(|(key, c)| (c.id(key), c))
     }
 
     /// [`Conn::close`] on every connection: the shutdown of a server
@@ -1063,7 +1123,14 @@ impl<C> Conns<C> {
         T: Stream,
         F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent) + 's,
     {
-        let id = self.reserve();
+        // The key is known before the connection is in (its watchers need
+        // its id); nothing is inserted if they cannot be made.
+        let slot = self.slab.vacant_entry();
+        let generation = self.generation;
+        let id = ConnId {
+            index: u32::try_from(slot.key()).expect("fewer than 2^32 connections"),
+            generation,
+        };
         let mut handler = handler;
         let io = lp.io(stream, Interest::READABLE, move |lp, state, ev| {
             let driven = panic::catch_unwind(AssertUnwindSafe(|| {
@@ -1079,20 +1146,13 @@ impl<C> Conns<C> {
                 panic::resume_unwind(payload);
             }
         });
-        let io = match io {
-            Ok(io) => io,
-            Err(e) => {
-                self.release(id);
-                return Err(e);
-            }
-        };
+        let io = io?;
         let timer = match options.idle {
             None => None,
             Some(idle) => match new_timer::<S, C>(lp, id, idle, idle) {
                 Ok(t) => Some(t),
                 Err(e) => {
                     let _ = lp.remove(io);
-                    self.release(id);
                     return Err(e);
                 }
             },
@@ -1110,49 +1170,21 @@ impl<C> Conns<C> {
             interest: Interest::READABLE,
             in_callback: false,
             fed: false,
+            state: State::Open,
             eof: false,
             read_paused: false,
             congested: false,
-            closing: false,
-            shut: false,
-            abort: None,
+            generation,
         };
-        self.slots[id.index as usize].conn = Some(conn);
-        self.len += 1;
+        slot.insert(conn);
+        self.generation = generation.wrapping_add(1);
         Ok(id)
     }
 
-    /// A free slot, with no connection in it yet.
-    fn reserve(&mut self) -> ConnId {
-        match self.free.pop() {
-            Some(index) => ConnId {
-                index,
-                generation: self.slots[index as usize].generation,
-            },
-            None => {
-                let index = u32::try_from(self.slots.len()).expect("fewer than 2^32 connections");
-                self.slots.push(Slot {
-                    generation: 1,
-                    conn: None,
-                });
-                ConnId {
-                    index,
-                    generation: 1,
-                }
-            }
-        }
-    }
-
-    /// Frees a slot: its id goes stale.
-    fn release(&mut self, id: ConnId) -> Option<Conn<C>> {
-        let slot = &mut self.slots[id.index as usize];
-        let conn = slot.conn.take();
-        slot.generation = slot.generation.wrapping_add(1).max(1);
-        self.free.push(id.index);
-        if conn.is_some() {
-            self.len -= 1;
-        }
-        conn
+    /// Takes the connection `id` out: its id goes stale.
+    fn remove(&mut self, id: ConnId) -> Option<Conn<C>> {
+        self.get(id)?;
+        Some(self.slab.remove(id.index as usize))
     }
 }
 
@@ -1171,15 +1203,13 @@ where
     lp.timer(after, repeat, move |lp, state: &mut S, t| {
         match state.as_mut().get_mut(id) {
             Some(c) => {
-                if c.abort.is_none() {
-                    // After the half-close, the peer just did not close
-                    // its side in time: everything was sent.
-                    c.abort = Some(if c.shut {
-                        CloseReason::Graceful
-                    } else {
-                        CloseReason::IdleTimeout
-                    });
-                }
+                // After the half-close, the peer just did not close its
+                // side in time: everything was sent.
+                c.end_with(if matches!(c.state, State::Lingering) {
+                    CloseReason::Graceful
+                } else {
+                    CloseReason::IdleTimeout
+                });
                 c.wake(lp);
             }
             None => {
@@ -1193,8 +1223,74 @@ where
 /// before the watcher yields to the others.
 const MAX_ROUNDS: usize = 4;
 
-/// The connection's io callback: flush, half-close, read, hand over, and
-/// set the interest for what is left.
+/// One run of a connection's io callback: what its event said, and how far
+/// it got.
+struct Pass {
+    /// The hang-up and error bits of the event (`HUP`, `ERROR`).
+    hangup: Ready,
+    /// Whether the next read step reads: the event said readable (or hung
+    /// up), or the last read filled the buffer and the handler made room.
+    read_more: bool,
+    /// The rounds of reading and handing over begun so far.
+    rounds: usize,
+    /// Bytes moved (the idle timer is pushed back).
+    progress: bool,
+}
+
+impl Pass {
+    fn new(ready: Ready) -> Pass {
+        let hangup = ready.filter(Interest::NONE);
+        Pass {
+            hangup,
+            read_more: ready.is_readable() || !hangup.is_empty(),
+            rounds: 0,
+            progress: false,
+        }
+    }
+}
+
+/// The steps of [`drive`]. A round is `Write`, `Round`, then `Read` and
+/// `Deliver` (or `Drained`, then the next round); `Settle` and `Finish`
+/// end the run.
+enum Step {
+    /// Take the callback's part in the connection's wake-ups.
+    Start,
+    /// Finish a pending close (`Ending`); write what is queued; half-close
+    /// a graceful close that has sent everything.
+    Write,
+    /// Begin a round, if the event has rounds left, with `Drained` if the
+    /// queue fell to the low watermark.
+    Round,
+    /// Tell the handler [`ConnEvent::Drained`]; then write what it queued.
+    Drained,
+    /// Read what arrived: for the handler while open, to drop it while
+    /// closing. Nothing to read and nothing to send after a hang-up: the
+    /// peer is gone.
+    Read,
+    /// Hand the handler what a read found; then write what it queued.
+    Deliver(Found),
+    /// The event is done: the idle timer, the interest, and a wake-up for
+    /// what no readiness would bring back.
+    Settle,
+    /// The connection ends, for this reason.
+    Finish(CloseReason),
+}
+
+/// What one read step found.
+struct Found {
+    /// New input.
+    data: bool,
+    /// The peer's end of file.
+    eof: bool,
+    /// The input buffer filled up.
+    full: bool,
+    /// The bytes in the input buffer after the read.
+    buffered: usize,
+}
+
+/// The connection's io callback: one step after another (see [`Step`]),
+/// the connection looked up again before each (a handler has the whole
+/// state; the connection is gone only if the user replaced it).
 fn drive<'s, S, C, T, F>(
     lp: &mut Loop<'s, S>,
     state: &mut S,
@@ -1207,175 +1303,260 @@ fn drive<'s, S, C, T, F>(
     T: Stream,
     F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
 {
-    let (me, ready, stream) = (ev.watcher, ev.ready, ev.source);
-    // The connection, looked up again after every handler call (the
-    // handler has the whole state); gone only if the user replaced it.
-    macro_rules! conn {
-        () => {
-            match state.as_mut().get_mut(id) {
-                Some(c) => c,
-                None => {
-                    let _ = lp.remove(me);
-                    return;
-                }
+    let (me, stream, mut pass) = (ev.watcher, ev.source, Pass::new(ev.ready));
+    let mut step = Step::Start;
+    loop {
+        let Some(c) = state.as_mut().get_mut(id) else {
+            let _ = lp.remove(me);
+            return;
+        };
+        step = match step {
+            Step::Start => c.start_pass(),
+            Step::Write => c.write_out::<S>(lp, id, stream, &mut pass),
+            Step::Round => c.next_round(&mut pass),
+            Step::Drained => {
+                handler(lp, state, id, ConnEvent::Drained);
+                Step::Write
             }
+            Step::Read => c.read_in(stream, &mut pass),
+            Step::Deliver(found) => deliver(lp, state, id, handler, found, &mut pass),
+            Step::Settle => return c.settle(lp, me, &pass),
+            Step::Finish(reason) => return finish(lp, state, id, me, handler, reason),
         };
     }
-    macro_rules! finish {
-        ($reason:expr) => {{
-            let reason = $reason;
-            return finish::<S, C, F>(lp, state, id, me, handler, reason);
-        }};
-    }
-
-    let c = conn!();
-    c.fed = false;
-    c.in_callback = true;
-    let mut progress = false;
-    let mut read_more = ready.is_readable() || ready.is_hup() || ready.is_error();
-    let mut rounds = 0;
-    loop {
-        // Write what is queued; half-close once a graceful close has
-        // nothing left to send; end it once the peer has closed too.
-        let c = conn!();
-        if let Some(reason) = c.abort.take() {
-            finish!(reason);
-        }
-        match c.flush(stream) {
-            Ok(p) => progress |= p,
-            Err(e) => finish!(CloseReason::Error(e)),
-        }
-        if c.closing && !c.shut && c.queued() == 0 {
-            // Errors (the peer is gone already) change nothing: the
-            // connection is closed soon either way.
-            let _ = stream.shutdown_write();
-            c.shut = true;
-            if c.eof {
-                finish!(CloseReason::Graceful);
-            }
-            // The timer now counts the linger.
-            let linger = c.opts.linger;
-            match c.timer {
-                Some(t) => {
-                    let _ = lp.set_timer(t, linger, Duration::ZERO);
-                }
-                None => match new_timer::<S, C>(lp, id, linger, Duration::ZERO) {
-                    Ok(t) => c.timer = Some(t),
-                    Err(e) => finish!(CloseReason::Error(io::Error::other(e.to_string()))),
-                },
-            }
-        }
-        if rounds == MAX_ROUNDS {
-            break;
-        }
-        rounds += 1;
-        let c = conn!();
-        if c.congested && c.queued() <= c.opts.low {
-            c.congested = false;
-            if !c.closing {
-                handler(lp, state, id, ConnEvent::Drained);
-                continue; // flush what it wrote
-            }
-        }
-
-        // Read until WouldBlock, end of file, or a full buffer.
-        let c = conn!();
-        let mut got = false;
-        let mut full = false;
-        let mut new_eof = false;
-        if read_more && c.can_read() {
-            loop {
-                let room = c.room();
-                if room == 0 {
-                    if c.closing {
-                        c.start = 0;
-                        c.end = 0;
-                        continue;
-                    }
-                    full = true;
-                    break;
-                }
-                let end = c.end;
-                match stream.read(&mut c.input[end..]) {
-                    Ok(0) => {
-                        c.eof = true;
-                        new_eof = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        c.end += n;
-                        got = true;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => finish!(CloseReason::Error(e)),
-                }
-            }
-            progress |= got;
-            if c.closing {
-                // Lingering: what the peer still sends is dropped.
-                c.start = 0;
-                c.end = 0;
-                if c.eof && c.shut {
-                    finish!(CloseReason::Graceful);
-                }
-                if new_eof {
-                    continue; // flush and half-close, then finish
-                }
-                break;
-            }
-        } else if (ready.is_hup() || ready.is_error()) && c.queued() == 0 && !c.can_read() {
-            // Hung up, with nothing to read and nothing to send: the peer
-            // is gone (and a level-triggered HUP would come back forever).
-            finish!(CloseReason::Error(io::Error::new(
-                io::ErrorKind::ConnectionReset,
-                "the peer hung up",
-            )));
-        }
-        read_more = full;
-        let before = c.end - c.start;
-        if got {
-            handler(lp, state, id, ConnEvent::Data);
-        }
-        if new_eof {
-            handler(lp, state, id, ConnEvent::Eof);
-        }
-        if !(got || new_eof) {
-            break;
-        }
-        // Something was handed over: the next round flushes what the
-        // handler wrote, and reads again only if the buffer was full and
-        // the handler made room.
-        let c = conn!();
-        if c.end - c.start >= before {
-            read_more = false;
-        }
-    }
-    let c = conn!();
-    if progress && !c.shut {
-        if let Some(t) = c.timer {
-            let _ = lp.again(t);
-        }
-    }
-    let want = c.wanted();
-    if want != c.interest {
-        c.interest = want;
-        let _ = lp.set_interest(me, want);
-    }
-    if c.congested && c.queued() <= c.opts.low && !c.closing && !c.fed {
-        // The rounds ran out right after a flush that ended the
-        // congestion: nothing is queued and reading is still stopped, so
-        // no readiness would ever call this again. Come back next
-        // iteration for the `Drained` and the reads. (Fed after the
-        // interest change, which would narrow an event queued before it.)
-        c.fed = true;
-        let _ = lp.feed_event(me, Ready::WRITABLE);
-    }
-    c.in_callback = false;
 }
 
-/// The connection's last event, then its removal: the entry, its timer,
-/// and its io watcher (the stream is closed when the callback returns).
+/// The steps of [`drive`] that need only the connection.
+impl<C> Conn<C> {
+    /// Step `Start`: a wake-up from now on changes what this run does
+    /// (it looks at the state after every handler call) instead of
+    /// feeding an event; the one fed, if any, is this one.
+    fn start_pass(&mut self) -> Step {
+        self.fed = false;
+        self.in_callback = true;
+        Step::Write
+    }
+
+    /// Step `Write`.
+    fn write_out<'s, S>(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        id: ConnId,
+        stream: &mut impl Stream,
+        pass: &mut Pass,
+    ) -> Step
+    where
+        S: AsMut<Conns<C>>,
+        C: 's,
+    {
+        if let Some(reason) = self.take_ending() {
+            return Step::Finish(reason);
+        }
+        match self.flush(stream) {
+            Ok(p) => pass.progress |= p,
+            Err(e) => return Step::Finish(CloseReason::Error(e)),
+        }
+        if matches!(self.state, State::Flushing) && self.queued() == 0 {
+            return self.half_close::<S>(lp, id, stream);
+        }
+        Step::Round
+    }
+
+    /// `Flushing` -> `Lingering`, once everything queued is sent: shuts
+    /// down the writing side and lets the timer count the linger; or, if
+    /// the peer has closed its side already, finishes.
+    fn half_close<'s, S>(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        id: ConnId,
+        stream: &mut impl Stream,
+    ) -> Step
+    where
+        S: AsMut<Conns<C>>,
+        C: 's,
+    {
+        // Errors (the peer is gone already) change nothing: the
+        // connection is closed soon either way.
+        let _ = stream.shutdown_write();
+        self.state = State::Lingering;
+        if self.eof {
+            return Step::Finish(CloseReason::Graceful);
+        }
+        let linger = self.opts.linger;
+        match self.timer {
+            Some(t) => {
+                let _ = lp.set_timer(t, linger, Duration::ZERO);
+            }
+            None => match new_timer::<S, C>(lp, id, linger, Duration::ZERO) {
+                Ok(t) => self.timer = Some(t),
+                Err(e) => return Step::Finish(CloseReason::Error(io::Error::other(e.to_string()))),
+            },
+        }
+        Step::Round
+    }
+
+    /// Step `Round`.
+    fn next_round(&mut self, pass: &mut Pass) -> Step {
+        if pass.rounds == MAX_ROUNDS {
+            return Step::Settle;
+        }
+        pass.rounds += 1;
+        if self.congested && self.queued() <= self.opts.low {
+            self.congested = false;
+            if matches!(self.state, State::Open) {
+                return Step::Drained;
+            }
+        }
+        Step::Read
+    }
+
+    /// Step `Read`.
+    fn read_in(&mut self, stream: &mut impl Read, pass: &mut Pass) -> Step {
+        if !(pass.read_more && self.can_read()) {
+            if self.peer_gone(pass) {
+                // A level-triggered HUP would come back forever.
+                return Step::Finish(CloseReason::Error(io::Error::new(
+                    io::ErrorKind::ConnectionReset,
+                    "the peer hung up",
+                )));
+            }
+            return Step::Settle;
+        }
+        let found = match self.read_until_blocked(stream) {
+            Ok(found) => found,
+            Err(e) => return Step::Finish(CloseReason::Error(e)),
+        };
+        pass.progress |= found.data;
+        match self.state {
+            State::Open => {
+                pass.read_more = found.full;
+                if found.data || found.eof {
+                    Step::Deliver(found)
+                } else {
+                    Step::Settle
+                }
+            }
+            // Closing: what the peer still sends is dropped.
+            _ => {
+                self.clear_input();
+                if self.eof && matches!(self.state, State::Lingering) {
+                    Step::Finish(CloseReason::Graceful)
+                } else if found.eof {
+                    Step::Write // flush and half-close, then finish
+                } else {
+                    Step::Settle
+                }
+            }
+        }
+    }
+
+    /// Whether the event said the peer hung up (or the socket failed) and
+    /// there is nothing to read and nothing to send: the peer is gone.
+    fn peer_gone(&self, pass: &Pass) -> bool {
+        !pass.hangup.is_empty() && self.queued() == 0 && !self.can_read()
+    }
+
+    /// Reads until `WouldBlock`, the end of file or a full buffer (while
+    /// closing, a full buffer is emptied and reading goes on).
+    fn read_until_blocked(&mut self, stream: &mut impl Read) -> io::Result<Found> {
+        let dropping = !matches!(self.state, State::Open);
+        let (mut data, mut eof, mut full) = (false, false, false);
+        loop {
+            if self.room() == 0 {
+                if dropping {
+                    self.clear_input();
+                    continue;
+                }
+                full = true;
+                break;
+            }
+            let end = self.end;
+            match stream.read(&mut self.input[end..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.end += n;
+                    data = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Found {
+            data,
+            eof,
+            full,
+            buffered: self.buffered(),
+        })
+    }
+
+    /// Step `Settle`.
+    fn settle<S>(&mut self, lp: &mut Loop<'_, S>, me: Io, pass: &Pass) {
+        // Traffic pushes back the idle timeout, not the linger.
+        if pass.progress && !matches!(self.state, State::Lingering) {
+            if let Some(t) = self.timer {
+                let _ = lp.again(t);
+            }
+        }
+        let want = self.wanted();
+        if want != self.interest {
+            self.interest = want;
+            let _ = lp.set_interest(me, want);
+        }
+        if matches!(self.state, State::Open)
+            && self.congested
+            && self.queued() <= self.opts.low
+            && !self.fed
+        {
+            // The rounds ran out right after a flush that ended the
+            // congestion: nothing is queued and reading is still stopped,
+            // so no readiness would ever call this again. Come back next
+            // iteration for the `Drained` and the reads. (Fed after the
+            // interest change, which would narrow an event queued before
+            // it.)
+            self.fed = true;
+            let _ = lp.feed_event(me, Ready::WRITABLE);
+        }
+        self.in_callback = false;
+    }
+}
+
+/// Step `Deliver`: the handler gets `Data` and `Eof`, as found. The next
+/// round writes what it queued, and reads again only if the buffer was
+/// full and the handler made room.
+fn deliver<'s, S, C, F>(
+    lp: &mut Loop<'s, S>,
+    state: &mut S,
+    id: ConnId,
+    handler: &mut F,
+    found: Found,
+    pass: &mut Pass,
+) -> Step
+where
+    S: AsMut<Conns<C>>,
+    F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
+{
+    if found.data {
+        handler(lp, state, id, ConnEvent::Data);
+    }
+    if found.eof {
+        handler(lp, state, id, ConnEvent::Eof);
+    }
+    if let Some(c) = state.as_mut().get_mut(id) {
+        if c.buffered() >= found.buffered {
+            pass.read_more = false;
+        }
+    }
+    Step::Write
+}
+
+/// Step `Finish`: any state -> `Closed`, the handler's last event, then
+/// the removal: the entry, its timer, and its io watcher (the stream is
+/// closed when the callback returns).
 fn finish<'s, S, C, F>(
     lp: &mut Loop<'s, S>,
     state: &mut S,
@@ -1389,14 +1570,13 @@ fn finish<'s, S, C, F>(
 {
     if let Some(c) = state.as_mut().get_mut(id) {
         c.in_callback = true;
-        c.closing = true;
-        c.abort = None;
+        c.state = State::Closed;
     }
     // The connection goes even if the handler panics on its last event.
     let told = panic::catch_unwind(AssertUnwindSafe(|| {
         handler(lp, state, id, ConnEvent::Closed(reason))
     }));
-    if let Some(c) = state.as_mut().release(id) {
+    if let Some(c) = state.as_mut().remove(id) {
         if let Some(t) = c.timer {
             let _ = lp.remove(t);
         }
