@@ -531,3 +531,51 @@ fn congestion_cleared_as_an_events_rounds_run_out_still_reads_on() {
     assert_eq!(sim.sent(fd), expected);
     assert_eq!(outcome, RunOutcome::NoActiveWatchers);
 }
+
+/// The peer sends a burst and hangs up, and the handler leaves the
+/// connection half-open at the end of file: with nothing to send and
+/// nothing left to read, the hang-up ends it. Whether that end of file is
+/// read in an event's last round (12 to 15 bytes here: four rounds of a
+/// 4-byte buffer, the fourth finding the end of file) must not matter:
+/// the connection used to sit there with no interest for ever, the
+/// hang-up forgotten when the rounds ran out.
+#[test]
+fn a_hang_up_read_in_an_events_last_round_still_ends_the_connection() {
+    for len in 1..=20usize {
+        let sim = Sim::new();
+        let sock = sim.socket("c", 100);
+        let data: Vec<u8> = (0..len).map(|i| b'a' + i as u8).collect();
+        sim.deliver(ms(1), &sock, &data);
+        sim.close_peer(ms(1), &sock);
+        let mut lp: Loop<World> = Loop::with_backend(sim.backend());
+        let mut w = World::default();
+        let opts = ConnOptions::new().read_buffer(4);
+        w.conns
+            .open(&mut lp, sock, opts, "c", |lp, w: &mut World, id, ev| {
+                note(lp, w, id, &ev);
+                if let ConnEvent::Data = ev {
+                    let n = w.conns[id].input().len();
+                    w.conns[id].consume(n);
+                }
+            })
+            .unwrap();
+        assert_eq!(
+            run(&mut lp, &mut w),
+            RunOutcome::NoActiveWatchers,
+            "{len} bytes: {:?}",
+            w.log
+        );
+        let read: String = w
+            .log
+            .iter()
+            .filter_map(|l| l.strip_prefix("t=1ms c data \""))
+            .map(|l| l.trim_end_matches('"'))
+            .collect();
+        assert_eq!(read.as_bytes(), data, "{len} bytes");
+        assert_eq!(
+            w.log[w.log.len() - 2..],
+            ["t=1ms c eof", "t=1ms c closed: error ConnectionReset"],
+            "{len} bytes"
+        );
+    }
+}

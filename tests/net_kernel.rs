@@ -495,3 +495,85 @@ fn the_listen_backlog_is_the_one_asked_for() {
         .unwrap_or(4096);
     assert_eq!(send_q, 777.min(somaxconn), "ss: {out}");
 }
+
+/// A loop's state for [`burst_then_hang_up`]: the connection, the bytes
+/// its handler read, and its other events.
+#[derive(Default)]
+struct Burst {
+    conns: Conns<()>,
+    read: usize,
+    log: Vec<String>,
+}
+
+impl AsMut<Conns<()>> for Burst {
+    fn as_mut(&mut self) -> &mut Conns<()> {
+        &mut self.conns
+    }
+}
+
+/// What a connection's handler saw of a peer that sent `len` bytes and
+/// closed before the loop looked, read 4 bytes at a time, the handler
+/// consuming everything and leaving the connection half-open at the end
+/// of file: the bytes read, then the other events.
+fn burst_then_hang_up(backend: &'static str, len: usize) -> (usize, Vec<String>) {
+    use std::os::unix::net::UnixStream;
+    let (mine, mut peer) = UnixStream::pair().unwrap();
+    mine.set_nonblocking(true).unwrap();
+    peer.write_all(&vec![7u8; len]).unwrap();
+    drop(peer);
+    let mut lp: Loop<Burst> = kernel_loop(backend);
+    let mut st = Burst::default();
+    let opts = ConnOptions::new().read_buffer(4);
+    st.conns
+        .open(
+            &mut lp,
+            mine,
+            opts,
+            (),
+            |_, st: &mut Burst, id, ev| match ev {
+                ConnEvent::Data => {
+                    let n = st.conns[id].input().len();
+                    st.read += n;
+                    st.conns[id].consume(n);
+                }
+                ConnEvent::Closed(evloop::net::CloseReason::Error(e)) => {
+                    st.log.push(format!("closed: error {:?}", e.kind()))
+                }
+                ev => st.log.push(format!("{ev:?}")),
+            },
+        )
+        .unwrap();
+    // Everything is there before the first poll: a few passes suffice.
+    for _ in 0..10 {
+        if st.conns.is_empty() {
+            break;
+        }
+        lp.run(RunMode::NoWait, &mut st).unwrap();
+    }
+    (st.read, st.log)
+}
+/// The kernel side of tests/net_conn_sim.rs's
+/// `a_hang_up_read_in_an_events_last_round_still_ends_the_connection`: a
+/// hang-up with the end of file read in an event's last round (12 bytes)
+/// ends the connection as one read earlier does (8 bytes), on every
+/// backend (on those that report hang-ups; select does not, and leaves
+/// both half-open).
+#[test]
+fn a_hang_up_read_in_an_events_last_round_is_not_forgotten() {
+    for backend in evloop::backends::AVAILABLE {
+        watchdog(
+            &format!("hang-up in the last round on {backend}"),
+            common::WATCHDOG,
+            move || {
+                let early = burst_then_hang_up(backend, 8);
+                assert_eq!(early.0, 8);
+                for len in [12, 14] {
+                    let (read, log) = burst_then_hang_up(backend, len);
+                    assert_eq!(read, len, "{backend}");
+                    assert_eq!(log, early.1, "{backend}, {len} bytes");
+                }
+                eprintln!("{backend}: {:?}", early.1);
+            },
+        );
+    }
+}

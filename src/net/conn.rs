@@ -1507,19 +1507,26 @@ impl<C> Conn<C> {
             self.interest = want;
             let _ = lp.set_interest(me, want);
         }
-        if matches!(self.state, State::Open)
-            && self.congested
-            && self.queued() <= self.opts.low
-            && !self.fed
-        {
-            // The rounds ran out right after a flush that ended the
-            // congestion: nothing is queued and reading is still stopped,
-            // so no readiness would ever call this again. Come back next
-            // iteration for the `Drained` and the reads. (Fed after the
-            // interest change, which would narrow an event queued before
-            // it.)
+        // The rounds ran out with work left that no readiness would bring
+        // back: come back next iteration for it. (Fed after the interest
+        // change, which would narrow an event queued before it.)
+        let mut come_back = Ready::EMPTY;
+        if matches!(self.state, State::Open) && self.congested && self.queued() <= self.opts.low {
+            // Right after a flush that ended the congestion: nothing is
+            // queued and reading is still stopped. For the `Drained` and
+            // the reads.
+            come_back = Ready::WRITABLE;
+        }
+        if self.peer_gone(pass) {
+            // The peer hung up, nothing is queued and nothing can be read
+            // (the end of file came in the last round): the interest is
+            // none, so the hang-up is not reported again. For the close,
+            // with the event's hang-up bits.
+            come_back = Ready::WRITABLE | pass.hangup;
+        }
+        if !come_back.is_empty() && !self.fed {
             self.fed = true;
-            let _ = lp.feed_event(me, Ready::WRITABLE);
+            let _ = lp.feed_event(me, come_back);
         }
         self.in_callback = false;
     }
