@@ -10,7 +10,6 @@ use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::kind::Kinds;
-use crate::onces::Onces;
 use crate::pending::PendingQueues;
 use crate::periodics::Periodics;
 use crate::registry::Registry;
@@ -282,7 +281,6 @@ impl<'s, S> Loop<'s, S> {
             children: Children::default(),
             asyncs: Asyncs::default(),
             cleanups: SlotList::default(),
-            onces: Onces::default(),
             periodics: Periodics::default(),
             stats: Stats::default(),
             notices: Notices::default(),

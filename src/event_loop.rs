@@ -16,7 +16,6 @@ use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
 use crate::kind::{Kinds, Phase};
-use crate::onces::Onces;
 use crate::pending::{PendingQueues, Priority};
 use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Registry};
@@ -58,11 +57,6 @@ pub(crate) trait Dispatch<'s, S> {
     /// Whether it is an io callback that borrows its source.
     fn borrows_source(&self) -> bool {
         false
-    }
-    /// Runs a [`Loop::once`](crate::Loop::once)'s callback when its
-    /// timeout came first; other kinds do nothing.
-    fn timed_out(self: Box<Self>, lp: &mut Loop<'s, S>, state: &mut S) {
-        let _ = (lp, state);
     }
     /// Runs a cleanup watcher's callback as the loop is dropped (no user
     /// state is at hand then); other kinds do nothing.
@@ -112,7 +106,6 @@ pub struct Loop<'s, S = ()> {
     pub(crate) children: Children,
     pub(crate) asyncs: Asyncs,
     pub(crate) cleanups: SlotList,
-    pub(crate) onces: Onces,
     pub(crate) periodics: Periodics<'s>,
     pub(crate) stats: Stats,
     /// What the backend noticed besides fd readiness (kept for its

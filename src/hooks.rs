@@ -144,11 +144,6 @@ impl<'s, S> Loop<'s, S> {
             // Before the source is closed and its number can be reused.
             Kind::Io { fd, .. } => {
                 self.fds.forget_if_unwatched(fd, &mut *self.backend);
-                // The io side of a `once` removed before it fired (the
-                // once was cancelled): its timeout goes too.
-                if let Some(timeout) = self.onces.take(slot) {
-                    let _ = self.remove(crate::Timer(timeout));
-                }
             }
             Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } | Kind::ChildAny => self.children.forget(slot),

@@ -312,7 +312,9 @@ impl<K: Kind> std::fmt::Debug for Watcher<K> {
 }
 
 impl<K: Kind> Sealed for Watcher<K> {
-    const IO: bool = false;
+    // It may watch an fd (Context::watch_fd): operations that a direct
+    // batch could tell from queued events materialise it first.
+    const IO: bool = true;
     fn key(&self) -> Key {
         self.key
     }
@@ -518,6 +520,14 @@ impl Context<'_> {
         }
     }
 
+    /// [`Context::watch_fd`] for an fd checked already (when the watcher
+    /// was created; its owner keeps it open).
+    pub(crate) fn watch_checked(&mut self, slot: Slot, fd: RawFd, interest: Interest) {
+        self.entries.bind_fd(slot, fd, interest);
+        self.fds
+            .attach(&mut *self.entries, fd, slot, interest.trigger());
+    }
+
     #[inline]
     pub(crate) fn queue_slot(&mut self, slot: Slot, ready: Ready) {
         self.queued = self.queued.max(Some(self.entries.priority(slot)));
@@ -537,7 +547,6 @@ impl Context<'_> {
         &mut *self.entries
     }
 
-    #[allow(dead_code)]
     pub(crate) fn timers(&mut self) -> &mut Timers {
         self.timers
     }

@@ -192,7 +192,6 @@ fn no_component_names_the_loop() {
         "signals",
         "children",
         "asyncs",
-        "onces",
         "kind",
         "pending",
         "slot_list",

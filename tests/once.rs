@@ -129,3 +129,48 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
         assert!(lp.is_active(fired).is_err());
     });
 }
+
+/// A once is one watcher: `stop` pauses it (neither readiness nor the
+/// timeout is reported, and it does not keep `run` going), `start`
+/// resumes it with the same deadline, which, passed meanwhile, comes at
+/// the next iteration.
+#[test]
+fn a_stopped_once_is_paused_and_a_started_one_resumes() {
+    on_every_backend("a paused once", |name| {
+        let w = World::new(name);
+        let (quiet, _peer) = w.pair();
+        let mut lp: Loop<Vec<&'static str>> = w.new_loop();
+        let once = lp
+            .once(
+                Some((quiet, Interest::READABLE)),
+                Some(Duration::ZERO),
+                |_, log, what| {
+                    log.push(match what {
+                        Once::Ready { .. } => "ready",
+                        Once::TimedOut { source } => {
+                            assert!(source.is_some());
+                            "timed out"
+                        }
+                    })
+                },
+            )
+            .unwrap();
+        assert_eq!(lp.active_count(), 1, "{name}");
+        lp.stop(once).unwrap();
+        let mut log = vec![];
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert!(log.is_empty(), "{name}: {log:?}");
+        lp.start(once).unwrap();
+        assert_eq!(
+            lp.run(RunMode::Default, &mut log).unwrap(),
+            RunOutcome::NoActiveWatchers,
+            "{name}"
+        );
+        assert_eq!(log, ["timed out"], "{name}");
+        assert!(lp.is_active(once).is_err(), "fired: stale");
+    });
+}

@@ -3,6 +3,7 @@
 //! side of the kind table: installing kinds, creating their watchers, and
 //! calling their hooks in each phase.
 
+pub(crate) mod once;
 pub(crate) mod phase_hooks;
 
 use std::time::Duration;

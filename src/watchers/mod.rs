@@ -12,7 +12,6 @@ pub(crate) mod async_watcher;
 pub(crate) mod child;
 pub(crate) mod cleanup;
 pub(crate) mod io;
-pub(crate) mod once;
 pub(crate) mod periodic;
 pub(crate) mod plain;
 pub(crate) mod signal;
