@@ -11,12 +11,10 @@ use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::kind::Kinds;
 use crate::pending::PendingQueues;
-use crate::periodics::Periodics;
 use crate::registry::Registry;
 use crate::run_state::RunState;
 use crate::signals::Signals;
 use crate::slot_list::SlotList;
-use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::{Backend, Error, Loop, Notices, Result};
 
@@ -281,8 +279,6 @@ impl<'s, S> Loop<'s, S> {
             children: Children::default(),
             asyncs: Asyncs::default(),
             cleanups: SlotList::default(),
-            periodics: Periodics::default(),
-            stats: Stats::default(),
             notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),

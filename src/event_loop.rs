@@ -17,12 +17,10 @@ use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
 use crate::kind::{Kinds, Phase};
 use crate::pending::{PendingQueues, Priority};
-use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
-use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::unwind::Held;
 use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
@@ -106,8 +104,6 @@ pub struct Loop<'s, S = ()> {
     pub(crate) children: Children,
     pub(crate) asyncs: Asyncs,
     pub(crate) cleanups: SlotList,
-    pub(crate) periodics: Periodics<'s>,
-    pub(crate) stats: Stats,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
     pub(crate) notices: Notices,
@@ -318,18 +314,17 @@ impl<'s, S> Loop<'s, S> {
                     &mut *self.backend,
                 );
             }
-            if self.uses_notices() {
+            let noticed = self.uses_notices();
+            if noticed {
                 self.queue_notices();
             }
             self.run_phase(Phase::Polled, None);
+            if noticed {
+                // (Kept for the kinds in the polled phase until now.)
+                self.notices.clear();
+            }
             self.run_phase(Phase::Check, None);
             let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
-            if !self.periodics.is_empty() {
-                timers_up_to = timers_up_to.max(self.expire_periodics());
-            }
-            if !self.stats.is_empty() {
-                timers_up_to = timers_up_to.max(self.look_at_paths());
-            }
             timers_up_to = timers_up_to.max(self.run_phase(Phase::Expire, timers_up_to));
             self.run_phase(Phase::Idle, timers_up_to);
             self.invoke_pending(state);
@@ -401,26 +396,6 @@ impl<'s, S> Loop<'s, S> {
         }
         let backend = &mut self.backend;
         let mut wait = self.timers.wait_bound(|| backend.now());
-        if !self.stats.is_empty() {
-            let bound = self.stats.wait(self.timers.now());
-            wait = match (wait, bound) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        if !self.periodics.is_empty() {
-            let wall = crate::timers::to_ns(self.backend.wall_now());
-            let mut bound = self.periodics.wait(wall);
-            if !self.periodics.steps_reported() {
-                // Look for a wall-clock step at least this often.
-                let cap = Some(MAX_WAIT_WITHOUT_STEP_REPORTS);
-                bound = bound.min(cap).or(cap);
-            }
-            wait = match (wait, bound) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
         if let Some(bound) = self.kinds_wait() {
             wait = Some(wait.map_or(bound, |w| w.min(bound)));
         }
@@ -442,8 +417,6 @@ impl<'s, S> Loop<'s, S> {
             && !self.kinds_have_deadline()
             && self.watchers.active_sources() == 0
             && !self.timers.has_deadline()
-            && !self.periodics.has_deadline()
-            && self.stats.is_empty()
     }
 
     /// Invokes pending callbacks, highest priority first, FIFO within one.

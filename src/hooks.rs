@@ -10,7 +10,6 @@ use std::os::fd::RawFd;
 use crate::handle::Key;
 use crate::registry::Kind;
 use crate::slot_list::Slot;
-use crate::timers::to_ns;
 use crate::unwind::Held;
 use crate::{Error, Interest, Loop, Result};
 
@@ -30,20 +29,6 @@ impl<'s, S> Loop<'s, S> {
             }
             return;
         }
-        if self.watchers[slot].kind() == Kind::Periodic {
-            // Its schedule is asked first (a custom one is user code): a
-            // panic in it leaves the watcher stopped and the loop as it
-            // was.
-            if !self.watchers[slot].is_active() {
-                let now = to_ns(self.backend.wall_now());
-                if let Some(at) = self.periodics.first(slot, now) {
-                    self.start_periodic(slot, at);
-                }
-                // (None: its custom schedule gave no time; it stays
-                // stopped.)
-            }
-            return;
-        }
         if !self.watchers.activate(slot) {
             return;
         }
@@ -56,31 +41,8 @@ impl<'s, S> Loop<'s, S> {
             Kind::ChildAny => self.children.add_any(w, slot),
             Kind::Async => self.asyncs.add(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
-            Kind::Periodic | Kind::Other { .. } => {} // started above
-            Kind::Stat => {
-                let Some(w) = self.stats.get(slot) else {
-                    return;
-                };
-                let (path, token) = (w.path.clone(), self.stats.token(slot).unwrap_or(0));
-                // A hint is welcome, not needed: without one, polling.
-                let _ = self.backend.watch_path(&path, token);
-                let seen = self.backend.stat(&path);
-                self.stats.start(slot, self.timers.now(), seen);
-            }
+            Kind::Other { .. } => {} // started above
         }
-    }
-
-    /// Starts the (stopped) periodic watcher in `slot`, to fire first at
-    /// `at`, which its schedule gave: nothing here runs user code.
-    pub(crate) fn start_periodic(&mut self, slot: Slot, at: u64) {
-        if !self.watchers.activate(slot) {
-            return;
-        }
-        if self.periodics.is_empty() {
-            let reported = self.backend.watch_clock_steps();
-            self.periodics.first_started(reported);
-        }
-        self.periodics.start(slot, at);
     }
 
     /// What must hold before the watcher in `slot` starts: an io watcher's
@@ -148,14 +110,6 @@ impl<'s, S> Loop<'s, S> {
             Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } | Kind::ChildAny => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
-            Kind::Periodic => {
-                if let Some(rule) = self.periodics.forget(slot) {
-                    held.drop(rule);
-                }
-            }
-            Kind::Stat => {
-                self.stats.forget(slot);
-            }
             _ => {}
         }
     }
@@ -191,19 +145,7 @@ impl<'s, S> Loop<'s, S> {
             }
             Kind::Async => self.asyncs.remove(w, slot),
             Kind::Cleanup => self.cleanups.remove(w, slot),
-            Kind::Periodic => {
-                self.periodics.stop(slot);
-                if self.periodics.done_with_steps() {
-                    self.backend.unwatch_clock_steps();
-                }
-            }
             Kind::Other { .. } => {} // stopped above
-            Kind::Stat => {
-                self.stats.stop(slot);
-                if let Some(token) = self.stats.token(slot) {
-                    self.backend.unwatch_path(token);
-                }
-            }
         }
     }
 }

@@ -335,9 +335,9 @@ impl<'s, S> Loop<'s, S> {
 
 impl<'s, S> Drop for Loop<'s, S> {
     /// Runs the cleanup watchers (in start order, each once), then tells
-    /// the async watchers' senders that the loop is gone, then drops the
-    /// custom schedules (the watchers' callbacks and sources go with the
-    /// registry, after the backend). A cleanup callback that panics does
+    /// the async watchers' senders that the loop is gone (the watchers'
+    /// callbacks and sources go with the registry, after the backend; the
+    /// custom schedules with the kinds, last). A cleanup callback that panics does
     /// not stop the others, the senders are closed all the same, and
     /// every `Drop` runs; the first panic then propagates (or is dropped
     /// if the loop is being dropped by another panic's unwinding, which a
@@ -368,9 +368,6 @@ impl<'s, S> Drop for Loop<'s, S> {
             }
         }
         self.asyncs.close_all();
-        for rule in self.periodics.take_rules() {
-            held.drop(rule);
-        }
         held.resume();
     }
 }

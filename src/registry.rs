@@ -67,8 +67,6 @@ pub(crate) enum Kind {
     ChildAny,
     Async,
     Cleanup,
-    Periodic,
-    Stat,
     /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
     /// (kind.rs), what the counts need to know of it, and the fd it has
     /// the loop watch for it, if any (`fd` -1: none;

@@ -187,8 +187,6 @@ fn no_component_names_the_loop() {
         "direct_batch",
         "timers",
         "timer_heap",
-        "periodics",
-        "stats",
         "signals",
         "children",
         "asyncs",

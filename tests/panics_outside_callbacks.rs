@@ -64,7 +64,7 @@ impl Drop for Bomb {
 }
 
 /// A schedule that asks `plan` for each time; panics when it says `None`.
-fn custom<'s>(plan: impl FnMut(SystemTime) -> Option<SystemTime> + 's) -> Schedule<'s> {
+fn custom(plan: impl FnMut(SystemTime) -> Option<SystemTime> + 'static) -> Schedule {
     let mut plan = plan;
     Schedule::custom(move |now| plan(now).expect("the schedule panics"))
 }

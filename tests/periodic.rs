@@ -195,6 +195,70 @@ fn a_custom_schedule_that_returns_the_past_stops_the_watcher() {
     assert!(matches!(zero, Err(evloop::Error::InvalidSchedule { .. })));
 }
 
+/// Within one priority, what expires in one iteration runs in the
+/// documented order: timers, periodics, stat watchers, then a kind from
+/// outside the crate that expires in the same phase; whichever was
+/// created first (here the reverse order).
+#[test]
+fn timers_then_periodics_then_stat_watchers_then_other_kinds_whatever_the_creation_order() {
+    use evloop::{Context, Kind, Phase, Phases, Ready, Watcher};
+
+    /// Queues its watchers once the loop time reaches `at`.
+    struct Deadline {
+        at: Duration,
+        armed: Vec<Watcher<Deadline>>,
+    }
+    impl Kind for Deadline {
+        const NAME: &'static str = "deadline";
+        const PHASES: Phases = Phases::EXPIRE;
+        fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+            if cx.now() >= self.at {
+                for w in self.armed.drain(..) {
+                    cx.queue(w, Ready::EMPTY);
+                }
+            }
+        }
+        fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
+            (!self.armed.is_empty()).then(|| self.at.saturating_sub(cx.now()))
+        }
+    }
+
+    let sim = ten_oclock(true);
+    // Changed at 0.5 s, seen by the stat poll at 1 s (no hint).
+    sim.path_hints(false);
+    sim.write_file(Duration::from_millis(500), "/srv/flag", 1);
+    let second = Duration::from_secs(1);
+    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
+    lp.install(Deadline {
+        at: second,
+        armed: vec![],
+    })
+    .unwrap();
+    let d = lp
+        .watcher::<Deadline, _>(|lp, log, me, _| {
+            log.push("other kind");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+    lp.kind_mut::<Deadline>().unwrap().armed.push(d);
+    lp.start(d).unwrap();
+    lp.stat("/srv/flag", second, |lp, log, ev| {
+        log.push("stat");
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    lp.periodic(Schedule::At(at(10 * HOUR + 1)), |_, log, _| {
+        log.push("periodic")
+    })
+    .unwrap();
+    lp.timer(second, Duration::ZERO, |_, log, _| log.push("timer"))
+        .unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Once, &mut log).unwrap();
+    assert_eq!(lp.now(), second);
+    assert_eq!(log, ["timer", "periodic", "stat", "other kind"]);
+}
+
 // ---- on the kernels ---------------------------------------------------------
 
 #[test]

@@ -4,7 +4,9 @@
 //! calling their hooks in each phase.
 
 pub(crate) mod once;
+pub(crate) mod periodic;
 pub(crate) mod phase_hooks;
+pub(crate) mod stat;
 
 use std::time::Duration;
 

@@ -12,10 +12,8 @@ pub(crate) mod async_watcher;
 pub(crate) mod child;
 pub(crate) mod cleanup;
 pub(crate) mod io;
-pub(crate) mod periodic;
 pub(crate) mod plain;
 pub(crate) mod signal;
-pub(crate) mod stat;
 pub(crate) mod timer;
 
 use crate::event_loop::BoxedCallback;
