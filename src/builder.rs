@@ -6,14 +6,12 @@ use std::ffi::OsString;
 
 use crate::asyncs::Asyncs;
 use crate::backends::{self, Factory};
-use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::kind::Kinds;
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::run_state::RunState;
-use crate::signals::Signals;
 use crate::slot_list::SlotList;
 use crate::timers::Timers;
 use crate::{Backend, Error, Loop, Notices, Result};
@@ -275,8 +273,6 @@ impl<'s, S> Loop<'s, S> {
             fds: FdTable::default(),
             poll: PollResults::default(),
             timers,
-            signals: Signals::default(),
-            children: Children::default(),
             asyncs: Asyncs::default(),
             cleanups: SlotList::default(),
             notices: Notices::default(),

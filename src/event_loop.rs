@@ -11,7 +11,6 @@ use std::time::Duration;
 use tracing::trace;
 
 use crate::asyncs::Asyncs;
-use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::{Handle, Key};
@@ -19,7 +18,6 @@ use crate::kind::{Kinds, Phase};
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::{Entry, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
-use crate::signals::Signals;
 use crate::slot_list::{Slot, SlotList};
 use crate::timers::Timers;
 use crate::unwind::Held;
@@ -100,8 +98,6 @@ pub struct Loop<'s, S = ()> {
     pub(crate) poll: PollResults,
     /// The clock and the timers.
     pub(crate) timers: Timers,
-    pub(crate) signals: Signals,
-    pub(crate) children: Children,
     pub(crate) asyncs: Asyncs,
     pub(crate) cleanups: SlotList,
     /// What the backend noticed besides fd readiness (kept for its
@@ -314,14 +310,15 @@ impl<'s, S> Loop<'s, S> {
                     &mut *self.backend,
                 );
             }
+            // Whether notices are taken, once: the phase changes what the
+            // kinds want, and what is taken must be cleared.
             let noticed = self.uses_notices();
             if noticed {
-                self.queue_notices();
+                self.take_notices();
             }
             self.run_phase(Phase::Polled, None);
             if noticed {
-                // (Kept for the kinds in the polled phase until now.)
-                self.notices.clear();
+                self.queue_notices();
             }
             self.run_phase(Phase::Check, None);
             let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);

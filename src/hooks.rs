@@ -11,7 +11,7 @@ use crate::handle::Key;
 use crate::registry::Kind;
 use crate::slot_list::Slot;
 use crate::unwind::Held;
-use crate::{Error, Interest, Loop, Result};
+use crate::{Interest, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// Starts a watcher: marks it active (the registry keeps the counts)
@@ -36,9 +36,6 @@ impl<'s, S> Loop<'s, S> {
         match w[slot].kind() {
             Kind::Io { fd, interest } => self.fds.attach(w, fd, slot, interest.trigger()),
             Kind::Timer => self.timers.start(slot),
-            Kind::Signal { signal } => self.signals.add(w, slot, signal),
-            Kind::Child { pid } => self.children.add(w, slot, pid),
-            Kind::ChildAny => self.children.add_any(w, slot),
             Kind::Async => self.asyncs.add(w, slot),
             Kind::Cleanup => self.cleanups.push(w, slot),
             Kind::Other { .. } => {} // started above
@@ -46,39 +43,11 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// What must hold before the watcher in `slot` starts: an io watcher's
-    /// trigger mode must suit the backend and its fd; the backend must
-    /// watch a signal watcher's signal, a child watcher's pid, or any
-    /// child for a watcher of any (asked here, as that can fail and
-    /// activation cannot).
+    /// trigger mode must suit the backend and its fd (the kinds behind
+    /// `Kind` say so in `Kind::start`).
     pub(crate) fn can_start(&mut self, slot: Slot) -> Result<()> {
         match self.watchers[slot].kind() {
             Kind::Io { fd, interest } => self.check_interest(fd, interest, None),
-            Kind::Signal { signal } if self.signals.needs_watch(signal) => {
-                let backend = self.backend.name();
-                self.backend
-                    .watch_signal(signal)
-                    .map_err(|source| Error::Backend {
-                        backend,
-                        op: "watch a signal",
-                        source,
-                    })?;
-                self.signals.watching(signal);
-                Ok(())
-            }
-            Kind::Child { pid } if !self.children.is_watched(pid) => self
-                .backend
-                .watch_child(pid)
-                .map_err(|source| Error::Child { pid, source }),
-            Kind::ChildAny if !self.children.watches_any() => {
-                let backend = self.backend.name();
-                self.backend
-                    .watch_any_child()
-                    .map_err(|source| Error::Backend {
-                        backend,
-                        op: "watch any child",
-                        source,
-                    })
-            }
             _ => Ok(()),
         }
     }
@@ -108,7 +77,6 @@ impl<'s, S> Loop<'s, S> {
                 self.fds.forget_if_unwatched(fd, &mut *self.backend);
             }
             Kind::Timer => self.timers.forget(slot),
-            Kind::Child { .. } | Kind::ChildAny => self.children.forget(slot),
             Kind::Async => self.asyncs.forget(slot),
             _ => {}
         }
@@ -128,21 +96,6 @@ impl<'s, S> Loop<'s, S> {
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
             Kind::Timer => self.timers.stop(slot),
-            Kind::Signal { signal } => {
-                if self.signals.remove(w, slot, signal) {
-                    self.backend.unwatch_signal(signal);
-                }
-            }
-            Kind::Child { pid } => {
-                if self.children.remove(w, slot, pid) {
-                    self.backend.unwatch_child(pid);
-                }
-            }
-            Kind::ChildAny => {
-                if self.children.remove_any(w, slot) {
-                    self.backend.unwatch_any_child();
-                }
-            }
             Kind::Async => self.asyncs.remove(w, slot),
             Kind::Cleanup => self.cleanups.remove(w, slot),
             Kind::Other { .. } => {} // stopped above

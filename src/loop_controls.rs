@@ -289,46 +289,10 @@ impl<'s, S> Loop<'s, S> {
             source,
         })?;
         self.fds.reregister_all();
-        // The backend forgot the signals and children it watched: watch
-        // the signals again; the children are the parent's, so their
-        // watchers stop.
-        for signal in self.signals.forget_watched().iter() {
-            if !self.signals.list(signal).is_empty() {
-                self.backend
-                    .watch_signal(signal)
-                    .map_err(|source| Error::Backend {
-                        backend: name,
-                        op: "watch a signal again after fork",
-                        source,
-                    })?;
-                self.signals.watching(signal);
-            }
-        }
-        for mut list in self.children.take_all() {
-            list.drain(&mut self.watchers, |watchers, slot| {
-                watchers.deactivate(slot);
-                watchers.cancel(&mut self.pending, slot);
-            });
-        }
-        // Watchers of any child stay: from here on they hear of this
-        // process's children. What they had yet to be told (the parent's
-        // children) is dropped.
-        if self.children.watches_any() {
-            let pending = &mut self.pending;
-            self.children
-                .any_list()
-                .for_each(&mut self.watchers, |watchers, slot| {
-                    watchers.cancel(pending, slot);
-                });
-            self.backend
-                .watch_any_child()
-                .map_err(|source| Error::Backend {
-                    backend: name,
-                    op: "watch any child again after fork",
-                    source,
-                })?;
-        }
-        // Fork watchers run first thing in the next `run`.
+        // The backend forgot the signals and children it watched: each
+        // kind watches again what it still needs (signals, any child), or
+        // stops its watchers (of the parent's children); fork watchers
+        // run first thing in the next `run`.
         self.kinds_after_fork()
     }
 }

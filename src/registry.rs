@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::handle::Key;
 use crate::pending::{PendingQueues, Priority, QueuePos};
-use crate::slot_list::{Link, LinkStore, Slot, SlotList};
+use crate::slot_list::{Link, LinkStore, Slot};
 use crate::unwind::Held;
 use crate::{Error, Interest, Ready};
 
@@ -57,14 +57,6 @@ pub(crate) enum Kind {
         interest: Interest,
     },
     Timer,
-    Signal {
-        signal: i32,
-    },
-    Child {
-        pid: u32,
-    },
-    /// A watcher of every child ([`Loop::child_any`](crate::Loop::child_any)).
-    ChildAny,
     Async,
     Cleanup,
     /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
@@ -89,12 +81,7 @@ impl Kind {
     fn is_source(&self) -> bool {
         matches!(
             self,
-            Kind::Io { .. }
-                | Kind::Signal { .. }
-                | Kind::Child { .. }
-                | Kind::ChildAny
-                | Kind::Async
-                | Kind::Other { source: true, .. }
+            Kind::Io { .. } | Kind::Async | Kind::Other { source: true, .. }
         )
     }
 
@@ -326,14 +313,6 @@ impl<C> Registry<C> {
         Key { slot, gen }
     }
 
-    /// Gives the stopped signal watcher at `slot` another signal (the
-    /// counts do not depend on it).
-    pub fn set_signal(&mut self, slot: Slot, signal: i32) {
-        let e = &mut self.entries[slot.index()];
-        debug_assert!(!e.active && matches!(e.kind, Kind::Signal { .. }));
-        e.kind = Kind::Signal { signal };
-    }
-
     /// Takes the watcher at `slot` out, freeing the slot. It must be
     /// inactive and not queued (stop it first).
     pub fn remove(&mut self, slot: Slot) -> Entry<C> {
@@ -491,13 +470,6 @@ impl<C> Registry<C> {
         if !r.is_empty() {
             pending.queue(&mut e.pending, e.priority, slot, r);
         }
-    }
-
-    /// Queues every watcher of `list` (prepare, check, idle), in order.
-    pub fn queue_list(&mut self, pending: &mut PendingQueues, list: SlotList) {
-        list.for_each(self, |registry, slot| {
-            registry.queue(pending, slot, Ready::EMPTY)
-        });
     }
 
     /// Cancels the watcher's queued invocation and deferred events, if

@@ -187,8 +187,6 @@ fn no_component_names_the_loop() {
         "direct_batch",
         "timers",
         "timer_heap",
-        "signals",
-        "children",
         "asyncs",
         "kind",
         "pending",

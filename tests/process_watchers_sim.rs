@@ -136,6 +136,39 @@ fn at_the_default_priority_signals_come_after_io_and_before_checks() {
     assert_eq!(log, ["io", "usr2", "check"]);
 }
 
+#[test]
+fn in_one_iteration_signals_come_before_child_exits_async_sends_and_checks() {
+    // Whichever watcher was created first: the order within one priority
+    // is io, signals, child exits, async sends, check watchers.
+    let sim = Sim::new();
+    let job = sim.spawn("job");
+    sim.raise(Duration::ZERO, libc::SIGUSR1);
+    sim.exit(Duration::ZERO, job, ExitStatus::Exited(0));
+    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
+    let check = lp.check(|_, log, _| log.push("check")).unwrap();
+    lp.set_ref(check, false).unwrap();
+    let (_, sender) = lp
+        .async_watcher(|lp, log, me| {
+            log.push("async");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+    lp.child(job, |lp, log, ev| {
+        log.push("child");
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    lp.signal(libc::SIGUSR1, |lp, log, me| {
+        log.push("usr1");
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    sender.send().unwrap();
+    let mut log = vec![];
+    lp.run(RunMode::Once, &mut log).unwrap();
+    assert_eq!(log, ["usr1", "child", "async", "check"]);
+}
+
 // ---- children ----------------------------------------------------------------
 
 #[test]

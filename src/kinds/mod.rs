@@ -3,9 +3,11 @@
 //! side of the kind table: installing kinds, creating their watchers, and
 //! calling their hooks in each phase.
 
+pub(crate) mod child;
 pub(crate) mod once;
 pub(crate) mod periodic;
 pub(crate) mod phase_hooks;
+pub(crate) mod signal;
 pub(crate) mod stat;
 
 use std::time::Duration;

@@ -9,11 +9,9 @@
 //! which materialise (or count) a direct dispatch batch for io handles.
 
 pub(crate) mod async_watcher;
-pub(crate) mod child;
 pub(crate) mod cleanup;
 pub(crate) mod io;
 pub(crate) mod plain;
-pub(crate) mod signal;
 pub(crate) mod timer;
 
 use crate::event_loop::BoxedCallback;

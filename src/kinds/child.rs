@@ -1,18 +1,221 @@
-//! Child watchers: the handle, what a callback receives
+//! Child watchers: the component (the active watchers of each watched
+//! pid, the watchers of any child, and the exits each one was told of),
+//! its [`Kind`] impl, the handle, what a callback receives
 //! ([`ChildEvent`]), and the `Loop` methods (a watcher of one pid, of any
 //! child, a child spawned and watched at once, a signal sent to a watched
-//! child). The watchers of each pid, of any child, and their exits are the
-//! child component's (children.rs); reaping and signalling are the
-//! backend's.
+//! child). Reaping and signalling are the backend's.
+//!
+//! The backend reaps a watched child when it exits and reports it once
+//! (other loops watching the same pid are told by their own backends:
+//! backends/unix/children.rs); in [`Phase::Polled`], after the signals,
+//! every watcher of that pid is stopped and queued with the exit, whatever
+//! its status, `ExitStatus::Unknown` (reaped by someone else) included, so
+//! that no watcher waits for ever.
+//!
+//! A watcher of any child (libev's pid 0) stays active: each exit the
+//! backend reports is appended to its backlog and the watcher queued
+//! (after the watchers of that pid); its callback takes one exit per call
+//! ([`Children::next_exit`]) and is queued again while more wait, so that
+//! two children exiting in one iteration are two calls, never one.
 
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::process::Command;
 
 use crate::event_loop::Dispatch;
 use crate::handle::{handle, Key};
-use crate::registry::Kind;
-use crate::watchers::signal::LAST_SIGNAL;
-use crate::{Error, ExitStatus, Loop, Ready, Result, Spawned};
+use crate::kind::{Context, Kind, Phase, Phases, Watcher};
+use crate::kinds::rank;
+use crate::kinds::signal::LAST_SIGNAL;
+use crate::slot_list::{Slot, SlotList};
+use crate::{ChildExit, Error, ExitStatus, Loop, Ready, Result, Spawned};
+
+/// The child watchers of a loop.
+#[derive(Default)]
+pub(crate) struct Children {
+    /// What each watcher watches (stopped ones included): a pid, or any
+    /// child (`None`).
+    watches: HashMap<Slot, Option<u32>>,
+    /// A watcher of a child that the backend watches already (spawned by
+    /// it), until it starts.
+    prewatched: Option<Slot>,
+    /// The active watchers of each watched pid, in start order.
+    by_pid: HashMap<u32, SlotList>,
+    /// The active watchers of any child, in start order.
+    any: SlotList,
+    /// The exit each watcher was last told of (what its callback reads).
+    exits: HashMap<Slot, ChildExit>,
+    /// The exits an any-child watcher has yet to be called for, oldest
+    /// first (only while it is active).
+    backlog: HashMap<Slot, VecDeque<ChildExit>>,
+}
+
+impl Children {
+    /// What the watcher in `slot` watches: a pid, or any child (`None`).
+    fn watches(&self, slot: Slot) -> Option<u32> {
+        *self
+            .watches
+            .get(&slot)
+            .expect("a child watcher watches something")
+    }
+
+    /// A child exited (the backend reaped it, or was told of it): the
+    /// watchers of its pid are stopped and queued, each with the exit;
+    /// then every any-child watcher gets it in its backlog and is queued.
+    fn exited(&mut self, cx: &mut Context<'_>, exit: ChildExit) {
+        let mut queued = cx.queued;
+        let pending = &mut *cx.pending;
+        if let Some(mut list) = self.by_pid.remove(&exit.pid) {
+            let exits = &mut self.exits;
+            list.drain(&mut *cx.entries, |entries, slot| {
+                entries.deactivate(slot);
+                exits.insert(slot, exit);
+                queued = queued.max(Some(entries.priority(slot)));
+                entries.queue(pending, slot, Ready::EMPTY);
+            });
+        }
+        let backlog = &mut self.backlog;
+        self.any.for_each(&mut *cx.entries, |entries, slot| {
+            backlog.entry(slot).or_default().push_back(exit);
+            queued = queued.max(Some(entries.priority(slot)));
+            entries.queue(pending, slot, Ready::EMPTY);
+        });
+        cx.queued = queued;
+    }
+
+    /// For an any-child watcher about to be called: its oldest exit not
+    /// yet told becomes the one it is told of (and is returned), and true
+    /// if more wait after it (the caller queues it again).
+    fn next_exit(&mut self, slot: Slot) -> (Option<ChildExit>, bool) {
+        let Some(backlog) = self.backlog.get_mut(&slot) else {
+            return (None, false);
+        };
+        let Some(exit) = backlog.pop_front() else {
+            return (None, false);
+        };
+        let more = !backlog.is_empty();
+        if !more {
+            self.backlog.remove(&slot);
+        }
+        self.exits.insert(slot, exit);
+        (Some(exit), more)
+    }
+}
+
+impl Kind for Children {
+    const NAME: &'static str = "child";
+    const PHASES: Phases = Phases::POLLED;
+
+    /// The first watcher of a pid has the backend watch it (unless it
+    /// watches it already: a spawned child), the first watcher of any
+    /// child has it watch every child.
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool> {
+        let slot = w.slot();
+        let prewatched = self.prewatched.take() == Some(slot);
+        match self.watches(slot) {
+            Some(pid) => {
+                if !prewatched && !self.by_pid.contains_key(&pid) {
+                    cx.backend()
+                        .watch_child(pid)
+                        .map_err(|source| Error::Child { pid, source })?;
+                }
+                self.by_pid.entry(pid).or_default().push(cx.links(), slot);
+            }
+            None => {
+                if self.any.is_empty() {
+                    let backend = cx.backend().name();
+                    cx.backend()
+                        .watch_any_child()
+                        .map_err(|source| Error::Backend {
+                            backend,
+                            op: "watch any child",
+                            source,
+                        })?;
+                }
+                self.any.push(cx.links(), slot);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The last watcher of a pid (or of any child) has the backend stop
+    /// watching it; a watcher of any child drops the exits it was not yet
+    /// called for.
+    fn stop(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) {
+        let slot = w.slot();
+        match self.watches(slot) {
+            Some(pid) => {
+                let Some(list) = self.by_pid.get_mut(&pid) else {
+                    return;
+                };
+                list.remove(cx.links(), slot);
+                if list.is_empty() {
+                    self.by_pid.remove(&pid);
+                    cx.backend().unwatch_child(pid);
+                }
+            }
+            None => {
+                self.any.remove(cx.links(), slot);
+                self.backlog.remove(&slot);
+                if self.any.is_empty() {
+                    cx.backend().unwatch_any_child();
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
+        let slot = w.slot();
+        self.watches.remove(&slot);
+        self.exits.remove(&slot);
+        self.backlog.remove(&slot);
+        if self.prewatched == Some(slot) {
+            self.prewatched = None;
+        }
+    }
+
+    /// The exits the backend reported, in their order (after the signals).
+    fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+        let notices = cx.notices;
+        for &exit in &notices.exits {
+            self.exited(cx, exit);
+        }
+    }
+
+    fn wants_notices(&self) -> bool {
+        !self.by_pid.is_empty() || !self.any.is_empty()
+    }
+
+    /// The watched children are the parent's: the watchers of pids stop
+    /// (the backend has forgotten the pids). The watchers of any child
+    /// stay, for this process's children: what they had yet to be told
+    /// (the parent's children) is dropped, and the backend watches every
+    /// child again.
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        self.backlog.clear();
+        let pending = &mut *cx.pending;
+        for (_, mut list) in self.by_pid.drain() {
+            list.drain(&mut *cx.entries, |entries, slot| {
+                entries.deactivate(slot);
+                entries.cancel(pending, slot);
+            });
+        }
+        if !self.any.is_empty() {
+            self.any.for_each(&mut *cx.entries, |entries, slot| {
+                entries.cancel(pending, slot);
+            });
+            let backend = cx.backend().name();
+            cx.backend()
+                .watch_any_child()
+                .map_err(|source| Error::Backend {
+                    backend,
+                    op: "watch any child again after fork",
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+}
 
 handle!(
     /// Handle to a child watcher, returned by [`Loop::child`],
@@ -64,8 +267,8 @@ pub struct ChildEvent {
     pub status: Option<ExitStatus>,
 }
 
-/// A child callback, stored as a [`Dispatch`] (what it watches is the
-/// watcher's kind: one pid, or any child).
+/// A child callback, stored as a [`Dispatch`] (what it watches is its
+/// kind's: one pid, or any child).
 struct ChildCallback<F>(F);
 
 impl crate::Callback for Child {
@@ -86,19 +289,21 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent),
 {
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
-        let kind = lp.watchers[key.slot].kind();
-        let exit = match kind {
-            Kind::Child { pid } => lp.children.exit_of(key.slot).ok_or(pid),
-            Kind::ChildAny => {
+        let children = lp
+            .kinds
+            .get_mut::<Children>()
+            .expect("a child callback belongs to a child watcher");
+        let exit = match children.watches(key.slot) {
+            Some(pid) => children.exits.get(&key.slot).copied().ok_or(pid),
+            None => {
                 // One exit per call; queued again (before the call, so
                 // that a panic in it loses none) while more wait.
-                let (exit, more) = lp.children.next_exit(key.slot);
+                let (exit, more) = children.next_exit(key.slot);
                 if more {
                     lp.watchers.queue(&mut lp.pending, key.slot, Ready::EMPTY);
                 }
                 exit.ok_or(0)
             }
-            _ => unreachable!("a child callback belongs to a child watcher"),
         };
         let ev = ChildEvent {
             watcher: Child(key),
@@ -210,12 +415,9 @@ impl<'s, S> Loop<'s, S> {
             });
         }
         let cb = Box::new(ChildCallback(callback));
-        let key = self.watchers.insert(Kind::Child { pid }, cb);
-        if let Err(err) = self.can_start(key.slot) {
-            self.watchers.remove(key.slot);
-            return Err(err);
-        }
-        self.activate(key.slot);
+        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+            children.watches.insert(key.slot, Some(pid));
+        })?;
         Ok(Child(key))
     }
 
@@ -285,12 +487,9 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
         let cb = Box::new(ChildCallback(callback));
-        let key = self.watchers.insert(Kind::ChildAny, cb);
-        if let Err(err) = self.can_start(key.slot) {
-            self.watchers.remove(key.slot);
-            return Err(err);
-        }
-        self.activate(key.slot);
+        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+            children.watches.insert(key.slot, None);
+        })?;
         Ok(Child(key))
     }
 
@@ -351,9 +550,11 @@ impl<'s, S> Loop<'s, S> {
             })?;
         let pid = spawned.pid;
         let cb = Box::new(ChildCallback(callback));
-        let key = self.watchers.insert(Kind::Child { pid }, cb);
-        // The backend watches it already: nothing to ask.
-        self.activate(key.slot);
+        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+            children.watches.insert(key.slot, Some(pid));
+            // The backend watches it already: nothing to ask.
+            children.prewatched = Some(key.slot);
+        })?;
         Ok((Child(key), spawned))
     }
 
@@ -402,19 +603,21 @@ impl<'s, S> Loop<'s, S> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn kill(&mut self, watcher: Child, signal: i32) -> Result<()> {
-        let pid = match self.entry(&watcher)?.kind() {
-            Kind::Child { pid } => pid,
-            Kind::ChildAny => {
-                return Err(Error::Kill {
-                    pid: 0,
-                    signal,
-                    source: io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "a watcher of any child names no one child to send it to",
-                    ),
-                })
-            }
-            _ => unreachable!("a child handle names a child watcher"),
+        self.entry(&watcher)?;
+        let children = self
+            .kinds
+            .get::<Children>()
+            .expect("a child handle names a child watcher");
+        let slot = watcher.0.slot;
+        let Some(pid) = children.watches(slot) else {
+            return Err(Error::Kill {
+                pid: 0,
+                signal,
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a watcher of any child names no one child to send it to",
+                ),
+            });
         };
         if !(0..=LAST_SIGNAL).contains(&signal) {
             return Err(Error::InvalidSignal {
@@ -422,8 +625,8 @@ impl<'s, S> Loop<'s, S> {
                 reason: "signals are numbered from 1 to the platform's last (0: only the checks)",
             });
         }
-        if !self.children.is_watched(pid) {
-            if let Some(exit) = self.children.exit_of(watcher.0.slot) {
+        if !children.by_pid.contains_key(&pid) {
+            if let Some(exit) = children.exits.get(&slot) {
                 return Err(Error::ChildExited {
                     pid,
                     status: Some(exit.status),

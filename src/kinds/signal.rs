@@ -1,11 +1,128 @@
-//! Signal watchers: the handle and the `Loop` methods. The watchers of
-//! each signal are the signal component's (signals.rs); the process-wide
-//! handler is the backend's (backends/unix/ on the OS backends).
+//! Signal watchers: the component (the active watchers of each signal,
+//! and the signals the backend has been asked to watch for this loop), its
+//! [`Kind`] impl, the handle, the signal numbers ([`Signal`]'s constants)
+//! and the `Loop` methods. The process-wide handler is the backend's
+//! (backends/unix/ on the OS backends).
+//!
+//! Asking the backend to watch a signal can fail: it is asked as the first
+//! watcher of that signal starts ([`Kind::start`], whose error the call
+//! that started it returns), and told when the last one stops. After each
+//! poll, in [`Phase::Polled`], the watchers of every signal that arrived
+//! are queued, by signal number, then in start order.
+
+use std::collections::HashMap;
 
 use crate::handle::handle;
-use crate::registry::Kind;
+use crate::kind::{Context, Kind, Phase, Phases, Watcher};
+use crate::kinds::rank;
+use crate::slot_list::{Slot, SlotList};
 use crate::watchers::plain::Plain;
-use crate::{Error, Loop, Result};
+use crate::{Error, Loop, Result, SignalSet};
+
+/// The signal watchers of a loop.
+pub(crate) struct Signals {
+    /// Index `s`: the active watchers of signal `s`, in start order.
+    lists: Vec<SlotList>,
+    /// The signals the backend watches for this loop.
+    watched: SignalSet,
+    /// The signal each watcher watches (stopped ones included).
+    signal_of: HashMap<Slot, i32>,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            lists: vec![SlotList::default(); LAST_SIGNAL as usize + 1],
+            watched: SignalSet::EMPTY,
+            signal_of: HashMap::new(),
+        }
+    }
+}
+
+impl Signals {
+    /// The signal the watcher in `slot` watches.
+    fn signal(&self, slot: Slot) -> i32 {
+        *self
+            .signal_of
+            .get(&slot)
+            .expect("a signal watcher has a signal")
+    }
+}
+
+impl Kind for Signals {
+    const NAME: &'static str = "signal";
+    const PHASES: Phases = Phases::POLLED;
+
+    /// The first watcher of its signal has the backend watch it.
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool> {
+        let signal = self.signal(w.slot());
+        if !self.watched.contains(signal) {
+            let backend = cx.backend().name();
+            cx.backend()
+                .watch_signal(signal)
+                .map_err(|source| Error::Backend {
+                    backend,
+                    op: "watch a signal",
+                    source,
+                })?;
+            self.watched.insert(signal);
+        }
+        self.lists[signal as usize].push(cx.links(), w.slot());
+        Ok(true)
+    }
+
+    /// The last watcher of its signal has the backend stop watching it.
+    fn stop(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) {
+        let signal = self.signal(w.slot());
+        let list = &mut self.lists[signal as usize];
+        list.remove(cx.links(), w.slot());
+        if list.is_empty() {
+            let mut still = SignalSet::EMPTY;
+            for s in self.watched.iter().filter(|&s| s != signal) {
+                still.insert(s);
+            }
+            self.watched = still;
+            cx.backend().unwatch_signal(signal);
+        }
+    }
+
+    fn remove(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
+        self.signal_of.remove(&w.slot());
+    }
+
+    /// The watchers of each signal that arrived, by signal number.
+    fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+        let arrived = cx.notices().signals;
+        for signal in arrived.iter() {
+            if self.watched.contains(signal) {
+                cx.queue_list(self.lists[signal as usize]);
+            }
+        }
+    }
+
+    fn wants_notices(&self) -> bool {
+        !self.watched.is_empty()
+    }
+
+    /// The backend forgot the signals it watched: they are watched again
+    /// (in the child, the child's signals wake the child's loop).
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        let backend = cx.backend().name();
+        for signal in self.watched.take().iter() {
+            if !self.lists[signal as usize].is_empty() {
+                cx.backend()
+                    .watch_signal(signal)
+                    .map_err(|source| Error::Backend {
+                        backend,
+                        op: "watch a signal again after fork",
+                        source,
+                    })?;
+                self.watched.insert(signal);
+            }
+        }
+        Ok(())
+    }
+}
 
 handle!(
     /// Handle to a signal watcher, returned by [`Loop::signal`].
@@ -192,15 +309,13 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, Signal) + 's,
     {
         check_signal(signal)?;
-        let key = self
-            .watchers
-            .insert(Kind::Signal { signal }, Plain::<Signal, F>::boxed(callback));
-        let started = self.can_start(key.slot);
-        if let Err(err) = started {
-            self.watchers.remove(key.slot);
-            return Err(err);
-        }
-        self.activate(key.slot);
+        let key = self.create::<Signals>(
+            rank::SIGNAL,
+            Plain::<Signal, F>::boxed(callback),
+            |signals, key| {
+                signals.signal_of.insert(key.slot, signal);
+            },
+        )?;
         Ok(Signal(key))
     }
 
@@ -231,7 +346,8 @@ impl<'s, S> Loop<'s, S> {
             });
         }
         check_signal(signal)?;
-        self.watchers.set_signal(s.0.slot, signal);
+        let (signals, _) = self.builtin::<Signals>(rank::SIGNAL);
+        signals.signal_of.insert(s.0.slot, signal);
         Ok(())
     }
 
@@ -245,9 +361,10 @@ impl<'s, S> Loop<'s, S> {
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn signal_number(&self, s: Signal) -> Result<i32> {
-        match self.entry(&s)?.kind() {
-            Kind::Signal { signal } => Ok(signal),
-            _ => unreachable!("a signal handle names a signal watcher"),
-        }
+        self.entry(&s)?;
+        let signals = self.kinds.get::<Signals>();
+        Ok(signals
+            .expect("a signal handle names a signal watcher")
+            .signal(s.0.slot))
     }
 }
