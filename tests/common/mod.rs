@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evloop::{Loop, Sim, SimSocket, Source, SourceFd};
+use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
 
 /// How long a scenario may take before the watchdog fails it. Generous:
 /// a scenario takes milliseconds; a hang never ends.
@@ -56,10 +56,55 @@ pub fn backends() -> Vec<&'static str> {
 /// Runs `scenario(backend)` on every backend of [`backends`], each under
 /// the [`watchdog`].
 pub fn on_every_backend(what: &str, scenario: fn(&'static str)) {
-    for name in backends() {
+    on_backends(what, &backends(), scenario);
+}
+
+/// Runs `scenario(backend)` on each of `names`, each under the
+/// [`watchdog`] (whose thread is named after `what` and the backend, so
+/// that a failing assertion names both).
+pub fn on_backends(what: &str, names: &[&'static str], scenario: fn(&'static str)) {
+    for &name in names {
         watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
             scenario(name)
         });
+    }
+}
+
+/// Runs `scenario` in a [`World`] of each of `names`, each under the
+/// [`watchdog`] (the world is made on the watched thread).
+pub fn in_worlds(what: &str, names: &[&'static str], scenario: fn(&World)) {
+    for &name in names {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(&World::new(name))
+        });
+    }
+}
+
+/// How a loop-level scenario runs a loop and checks why the run ended.
+pub trait RunTo<S> {
+    /// Runs `mode` and asserts that it ended with `outcome`.
+    fn run_expect(&mut self, mode: RunMode, st: &mut S, outcome: RunOutcome);
+
+    /// Runs `Default` and asserts that it ended for want of active
+    /// watchers (what every scenario that must not hang ends with).
+    fn run_to_end(&mut self, st: &mut S) {
+        self.run_expect(RunMode::Default, st, RunOutcome::NoActiveWatchers);
+    }
+}
+
+impl<'s, S> RunTo<S> for Loop<'s, S> {
+    #[track_caller]
+    fn run_expect(&mut self, mode: RunMode, st: &mut S, outcome: RunOutcome) {
+        let got = self.run(mode, st);
+        match got {
+            Ok(got) => assert_eq!(
+                got,
+                outcome,
+                "{mode:?} run on {} ended {got:?}",
+                self.backend_name()
+            ),
+            Err(e) => panic!("{mode:?} run on {}: {e}", self.backend_name()),
+        }
     }
 }
 
@@ -90,11 +135,23 @@ impl World {
         }
     }
 
+    /// The simulator, if this world is the simulator's: for what only it
+    /// can check (its trace, exact virtual times).
+    pub fn sim(&self) -> Option<&Sim> {
+        self.sim.as_ref()
+    }
+
     /// A connection: the end the loop watches, and its peer.
     pub fn pair(&self) -> (Conn, Peer) {
+        self.pair_sized(1 << 16)
+    }
+
+    /// A connection whose directions hold at most `buffer` unread bytes on
+    /// the simulator (a kernel sizes its own buffers).
+    pub fn pair_sized(&self, buffer: usize) -> (Conn, Peer) {
         match &self.sim {
             Some(sim) => {
-                let (a, b) = sim.pair("conn", 1 << 16);
+                let (a, b) = sim.pair("conn", buffer);
                 (Conn::Sim(a), Peer::Sim(b))
             }
             None => {
@@ -187,18 +244,44 @@ impl Peer {
     }
 }
 
-/// Reads what is there (up to 64 KiB) without blocking.
+/// Reads what is there without blocking.
 pub fn drain(conn: &mut impl Read) -> Vec<u8> {
+    drain_to_eof(conn).0
+}
+
+/// Reads what is there without blocking; returns the bytes and whether
+/// the end of file was seen.
+pub fn drain_to_eof(conn: &mut impl Read) -> (Vec<u8>, bool) {
     let mut buf = vec![0; 1 << 16];
     let mut got = Vec::new();
     loop {
         match conn.read(&mut buf) {
-            Ok(0) => return got,
+            Ok(0) => return (got, true),
             Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (got, false),
             Err(e) => panic!("read: {e}"),
         }
     }
+}
+
+/// Writes as much of `unsent` as `sock` takes without blocking (what it
+/// took is drained from `unsent`); returns whether all of it went.
+pub fn flush(sock: &mut impl Write, unsent: &mut Vec<u8>) -> bool {
+    while !unsent.is_empty() {
+        match sock.write(unsent) {
+            Ok(n) => {
+                unsent.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) => panic!("write failed: {e}"),
+        }
+    }
+    true
+}
+
+/// Milliseconds, the unit of most scenarios' delays.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }
 
 /// Starts `sh -c script` and returns its pid. Dropping a `Child` neither
