@@ -18,8 +18,8 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::thread;
 
-use common::{child_kernels, kernel_loop, spawn, wait_exited, watchdog, WATCHDOG};
-use evloop::{Error, ExitStatus, Loop, RunMode, RunOutcome, Signal};
+use common::{child_kernels, kernel_loop, spawn, wait_exited, watchdog, RunTo, WATCHDOG};
+use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
 
 /// One scenario at a time: each one's watcher of any child takes every
 /// child of the process.
@@ -114,11 +114,7 @@ fn a_watcher_of_any_child_reaps_every_child_reports_each_once_and_stays_active()
         // to wait for.
         lp.stop(any).unwrap();
         let mut mine = Command::new("sh").args(["-c", "exit 6"]).spawn().unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut seen);
         assert_eq!(mine.wait().unwrap().code(), Some(6), "{name}: std's");
         // Started again, it reaps what exited meanwhile.
         let late = spawn("exit 7");
@@ -208,11 +204,7 @@ fn exits_reaped_by_another_loops_watcher_of_the_pid_reach_a_watcher_of_any_child
             .child(pid, |_, got, ev| got.push(ev.status.unwrap()))
             .unwrap();
         drop(job.stdin.take());
-        let mut got = vec![];
-        assert_eq!(
-            by_pid.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let got = by_pid.finish(vec![]);
         assert_eq!(got, [ExitStatus::Exited(3)], "{name}");
         let mut seen = Seen::new();
         run_until(&mut any_loop, &mut seen, &[pid]);
@@ -255,11 +247,7 @@ fn spawn_loses_no_child_to_a_watcher_of_any_child_in_another_thread() {
                 .unwrap_or_else(|e| panic!("{name}: child {i}: {e}"));
             codes.insert(spawned.pid, ExitStatus::Exited(i as i32));
         }
-        let mut seen = Seen::new();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let seen = lp.finish(Seen::new());
         let theirs = thread.join().unwrap();
         for (pid, status) in &codes {
             assert_eq!(seen[pid], [*status], "{name}: pid {pid}");

@@ -9,7 +9,7 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use common::{drain, on_every_backend, watchdog, World, WATCHDOG};
+use common::{drain, on_every_backend, watchdog, RunTo, World, WATCHDOG};
 use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 
 // ---- a panic in a callback -------------------------------------------------
@@ -39,18 +39,12 @@ fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
         // The source was not dropped (closed while registered): the same
         // watcher still hears from it.
         peer.send(b" and more");
-        assert_eq!(
-            lp.run(RunMode::Once, &mut got).unwrap(),
-            RunOutcome::IterationDone
-        );
+        lp.run_expect(RunMode::Once, &mut got, RunOutcome::IterationDone);
         assert_eq!(got, b"boom and more", "{name}");
         // And it can be taken back (not Busy).
         let conn: common::Conn = lp.into_source(io).unwrap();
         drop(conn);
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut got);
     });
 }
 
@@ -75,10 +69,7 @@ fn after_a_panic_the_rest_of_the_iteration_runs_in_the_next_run() {
             (vec!["first"], 1),
             "{name}"
         );
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["first", "second"], "{name}");
     });
 }
@@ -105,10 +96,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
         // The loop runs again, and break_loop works there.
         lp.idle(|lp, _, _| lp.break_loop(evloop::Break::One))
             .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut depth).unwrap(),
-            RunOutcome::Broken
-        );
+        lp.run_expect(RunMode::Default, &mut depth, RunOutcome::Broken);
     });
 }
 
@@ -359,10 +347,7 @@ fn a_repeating_timer_at_the_end_of_the_clock_fires_once_and_the_run_ends() {
         let mut n = 0;
         // Nothing can happen after the end of the clock: on the simulator
         // the run stalls (a kernel would simply wait).
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::Stalled
-        );
+        lp.run_expect(RunMode::Default, &mut n, RunOutcome::Stalled);
         assert_eq!(n, 1);
         // Still active, due "never".
         assert!(lp.is_active(t).unwrap());
@@ -381,11 +366,7 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
         lp.set_ref(never, false).unwrap();
         lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
-        let mut n = 0;
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let n = lp.finish(0);
         assert_eq!(n, 0, "{name}");
         assert!(lp.is_active(never).unwrap());
         assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");

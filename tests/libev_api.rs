@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, Conn, World};
+use common::{on_every_backend, Conn, RunTo, World};
 use evloop::{
     Break, Check, Error, ExitStatus, Idle, Interest, IoEvent, Loop, Prepare, Ready, RunMode,
     RunOutcome, Schedule, Signal,
@@ -218,10 +218,7 @@ fn a_nested_run_in_a_prepare_callback_has_its_own_phase() {
             })
             .unwrap();
             let mut log = vec![];
-            assert_eq!(
-                lp.run(RunMode::Default, &mut log).unwrap(),
-                RunOutcome::Broken
-            );
+            lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
             assert_eq!(log, ["outer Some(2s)", "idle Some(0ns)", "back Some(2s)"]);
         },
     );
@@ -524,12 +521,7 @@ fn the_old_callback_is_dropped_at_once_and_a_panic_in_its_drop_leaves_the_new_on
         assert!(lp.is_active(t).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 1, "{name}");
         lp.feed_event(t, Ready::EMPTY).unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["third"], "{name}");
     });
 }
@@ -705,11 +697,7 @@ fn async_callbacks_set_from_each_other_as_in_perl_evs_async_test() {
         assert!(lp.async_pending(a1).unwrap(), "{name}");
         assert!(!lp.async_pending(a3).unwrap(), "{name}");
         let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::Broken,
-            "{name}"
-        );
+        lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
         assert_eq!(log, ["a1, pending false", "a2", "a1 again"], "{name}");
     });
 }
@@ -804,11 +792,7 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
                 }
             })
             .unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             [
@@ -847,12 +831,7 @@ fn a_stopped_periodic_takes_a_new_schedule_on_every_backend() {
             }
         })
         .unwrap();
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let seen = lp.finish(vec![]);
         assert_eq!(seen, [true, true], "{name}");
     });
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{drain, on_every_backend, World};
+use common::{drain, on_every_backend, RunTo, World};
 use evloop::{Interest, Loop, Once, RunMode, RunOutcome};
 
 #[test]
@@ -108,11 +108,7 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
         lp.remove(once).unwrap();
         // Nothing left: the run returns at once, without waiting for the
         // (removed) timeout.
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let mut log = lp.finish(vec![]);
         assert!(log.is_empty());
         assert_eq!(lp.active_count(), 0);
 

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, Shifted, World};
-use evloop::{Backend, Error, Interest, Loop, RunMode, RunOutcome, Schedule};
+use common::{on_every_backend, RunTo, Shifted, World};
+use evloop::{Backend, Error, Interest, Loop, RunMode, Schedule};
 
 /// The message of a caught panic.
 fn message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -88,11 +88,7 @@ fn a_schedule_that_panics_as_its_periodic_is_created_leaves_nothing_behind() {
         // No phantom: nothing active, nothing kept (the callback is gone).
         assert_eq!(lp.active_count(), 0, "{name}");
         assert_eq!(dropped.get(), 1, "{name}: the callback was not dropped");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // The periodics still work.
         let p = lp.periodic(Schedule::every(HOUR), |_, _, _| {}).unwrap();
         assert_eq!(lp.active_count(), 1, "{name}");
@@ -120,11 +116,7 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
         assert!(!lp.is_active(p).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 0, "{name}");
         assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // Stopping it again, or starting it once the schedule works, is fine.
         lp.stop(p).unwrap();
         fail.set(false);
@@ -175,11 +167,7 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
         assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
         assert_eq!(lp.pending_count(), 2, "{name}: both firings queued");
         assert_eq!(lp.depth(), 0, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["custom", "at"], "{name}");
         assert_eq!(asked.get(), 2, "{name}: not asked again");
         lp.start(p).unwrap(); // asked again: no time, and no panic
@@ -251,11 +239,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         assert_eq!(lp.active_count(), 1, "{name}: the steady periodic");
         assert_eq!(lp.pending_count(), 1, "{name}: the second timer");
         lp.remove(steady).unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["stepped", "woke"], "{name}");
         lp.remove(panicky).unwrap();
         assert_eq!(lp.active_count(), 0, "{name}");
@@ -345,21 +329,13 @@ fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consi
         ] {
             assert!(matches!(gone, Err(Error::StaleHandle { .. })), "{name}");
         }
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // The loop still makes and runs watchers.
         lp.timer(Duration::ZERO, Duration::ZERO, |lp, _, me| {
             lp.remove(me).unwrap()
         })
         .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
     });
 }
 
@@ -391,11 +367,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
         );
         assert_eq!((dropped.get(), lp.depth()), (1, 0), "{name}");
         assert_eq!((lp.active_count(), lp.pending_count()), (0, 1), "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["returns", "next"], "{name}");
 
         let b = Bomb::new(&dropped, Some("capture"));
@@ -413,11 +385,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
             "{name}"
         );
         assert_eq!((dropped.get(), lp.depth(), lp.active_count()), (2, 0, 0));
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
     });
 }
 

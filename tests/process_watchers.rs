@@ -37,7 +37,9 @@ use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use common::{child_kernels, drain, kernel_loop, spawn, wait_exited, watchdog, World, WATCHDOG};
+use common::{
+    child_kernels, drain, kernel_loop, spawn, wait_exited, watchdog, RunTo, World, WATCHDOG,
+};
 use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
 
 fn ms(n: u64) -> Duration {
@@ -303,10 +305,7 @@ fn waits_for_a_timer<S>(lp: &mut Loop<'_, S>, state: &mut S, name: &str) {
         })
         .unwrap();
     let start = Instant::now();
-    assert_eq!(
-        lp.run(RunMode::Once, state).unwrap(),
-        RunOutcome::IterationDone
-    );
+    lp.run_expect(RunMode::Once, state, RunOutcome::IterationDone);
     assert!(
         *fired.borrow(),
         "{name}: the wait ended after {:?}, before its timer: something was left over",
@@ -339,10 +338,7 @@ fn a_burst_of_arrivals_runs_each_watcher_once_lower_signals_first_then_in_start_
             raise_here(low);
         }
         let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Once, &mut log).unwrap(),
-            RunOutcome::IterationDone
-        );
+        lp.run_expect(RunMode::Once, &mut log, RunOutcome::IterationDone);
         assert_eq!(
             log,
             ["a", "b", "high"],
@@ -387,12 +383,7 @@ fn a_signal_sent_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_th
             wait_until_blocked(rx.recv().unwrap());
             kill_process(signal);
         });
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let seen = lp.finish(vec![]);
         killer.join().unwrap();
         assert_eq!(seen, [here], "{name}: once, on the loop's thread");
     });
@@ -551,11 +542,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         }
         // Nothing was left behind: the run has nothing to do...
         assert_eq!(lp.active_count(), 0, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut 0).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut 0);
         assert_eq!(lp.iteration(), 0, "{name}");
         // ...and a signal that can be watched still is.
         lp.signal(fine, |lp, n, me| {
@@ -600,11 +587,7 @@ fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_befo
         peer.write_all(b"x").unwrap();
         raise_here(plain);
         raise_here(urgent);
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["urgent signal", "io", "signal", "check"], "{name}");
     });
 }
@@ -679,12 +662,7 @@ fn child_watchers_report_an_exit_code_or_a_signal_once_then_stop() {
         })
         .unwrap();
         assert_eq!(lp.active_count(), 4, "{name}");
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let got = lp.finish(vec![]);
         let of = |pid: u32| -> Vec<(ExitStatus, &str)> {
             got.iter()
                 .filter(|e| e.0 == pid)
@@ -728,12 +706,7 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
             got.push((ev.pid, ev.status.unwrap(), ""))
         })
         .unwrap();
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let mut got = lp.finish(vec![]);
         assert_eq!(got, [(early, ExitStatus::Exited(7), "")], "{name}");
         // Watched while running, stopped, exited, started again.
         let mut late = Command::new("sh")
@@ -750,11 +723,7 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
         drop(late.stdin.take());
         wait_exited(late.id());
         lp.start(w).unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut got);
         assert_eq!(
             got[1..],
             [(late.id(), ExitStatus::Exited(8), "late")],
@@ -774,12 +743,7 @@ fn a_hundred_children_exiting_together_are_each_reported_once() {
             })
             .unwrap();
         }
-        let mut got = HashMap::new();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let got = lp.finish(HashMap::new());
         assert_eq!(got.len(), 100, "{name}");
         for (i, pid) in pids.iter().enumerate() {
             assert_eq!(
@@ -849,11 +813,7 @@ fn the_loop_reaps_only_the_children_it_watches() {
         // One watched child, run to its end.
         let watched = spawn("exit 6");
         lp.child(watched, |_, got, ev| got.push(ev.pid)).unwrap();
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let got = lp.finish(vec![]);
         assert_eq!(got, [watched], "{name}");
         // The others are still there for their owners to reap.
         assert_eq!(unwatched.wait().unwrap().code(), Some(4), "{name}");
@@ -891,11 +851,7 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
         let pid = spawn("exit 3");
         lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
             .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut seen);
         assert_eq!(seen.exits[1..], [ExitStatus::Exited(3)], "{name}");
         // ...and, the children gone, a SIGCHLD watcher still hears exits.
         let sigchld = lp
@@ -933,10 +889,7 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
         );
         assert!(!lp.is_active(first).unwrap(), "{name}: its child is gone");
         // The second watcher, interrupted, runs in the next run.
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["first", "second"], "{name}");
         // And the next child is watched as usual.
         let next = spawn("exit 2");
@@ -1057,10 +1010,7 @@ fn a_child_reaped_by_std_wait_is_reported_as_unknown_and_the_run_returns() {
         watch_into(&mut lp, job.id());
         // An iteration that finds it running.
         let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::NoWait, &mut got).unwrap(),
-            RunOutcome::IterationDone
-        );
+        lp.run_expect(RunMode::NoWait, &mut got, RunOutcome::IterationDone);
         drop(job.stdin.take());
         assert_eq!(job.wait().unwrap().code(), Some(3), "{name}: std reaps it");
         let got = run_out(&mut lp, name);
@@ -1226,12 +1176,7 @@ fn a_send_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_thread() 
             wait_until_blocked(rx.recv().unwrap());
             sender.send().unwrap();
         });
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let seen = lp.finish(vec![]);
         t.join().unwrap();
         assert_eq!(seen, [here], "{name}");
     });
@@ -1275,11 +1220,7 @@ fn sends_before_the_callback_runs_coalesce_and_one_from_inside_it_runs_it_again(
         // Sent again: call 2 sends from inside, and call 3 follows
         // without the loop blocking (or this run would never end).
         sender.send().unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["call 1", "call 2", "call 3"], "{name}");
         assert!(matches!(
             sender.send(),
@@ -1318,12 +1259,7 @@ fn round_trips_through_several_async_watchers_lose_no_wake_up() {
                 }
             }));
         }
-        let mut done = 0;
-        assert_eq!(
-            lp.run(RunMode::Default, &mut done).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let done = lp.finish(0);
         assert_eq!(done, WATCHERS, "{name}");
         for t in threads {
             t.join().unwrap();
@@ -1429,12 +1365,7 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
         peer.write_all(b"x").unwrap();
         // Each send leaves its watcher the only thing to wait for: had
         // the loop not seen it, it would block forever.
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["io", "a", "timer", "b"], "{name}");
     });
 }
@@ -1898,12 +1829,7 @@ fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
             }
         })
         .unwrap();
-        let mut job = Job::default();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut job).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let job = lp.finish(Job::default());
         assert_eq!(job.out, b"got ping\n", "{name}");
         assert_eq!(job.status, Some(ExitStatus::Exited(4)), "{name}");
         // A program that cannot start: refused at the call, nothing left.
@@ -1941,10 +1867,7 @@ fn a_fired_child_watcher_is_stopped_and_stays_until_removed() {
         assert!(matches!(err, Error::Child { .. }), "{name}: {err}");
         let err = lp.kill(w, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::ChildExited { .. }), "{name}: {err}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut n);
         assert_eq!(n, 1, "{name}: called once");
         lp.remove(w).unwrap();
         assert!(matches!(lp.is_active(w), Err(Error::StaleHandle { .. })));

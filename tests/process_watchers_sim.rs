@@ -3,6 +3,9 @@
 //! virtual times. (The same behaviour on the kernels is in
 //! `tests/process_watchers.rs`.)
 
+mod common;
+
+use common::RunTo;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -47,11 +50,7 @@ fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -182,11 +181,7 @@ fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
         log.push(format!("again: {}", ev.status.unwrap()))
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -263,11 +258,7 @@ fn a_child_reaped_elsewhere_stops_its_watchers_with_an_unknown_status() {
         })
         .unwrap();
     }
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let mut log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -326,11 +317,7 @@ fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
     });
     let s = sender.clone();
     sim.call_at(ms(9), move || s.send().unwrap());
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]);
     let lines = sim.trace_lines();
     assert!(lines.contains(&"t=5ms woken".to_string()), "{lines:?}");
@@ -423,10 +410,7 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
         0,
         "cleanup watchers never keep the loop alive"
     );
-    assert_eq!(
-        lp.run(RunMode::Default, &mut ()).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    lp.run_to_end(&mut ());
     assert!(log.borrow().is_empty());
     drop(lp);
     assert_eq!(*log.borrow(), ["first", "second"]);
@@ -517,10 +501,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
     })
     .unwrap();
     let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::Broken
-    );
+    lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
     assert_eq!(log, ["signal at 10ms"]);
 }
 
@@ -568,11 +549,7 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
     lp.timer(ms(5), Duration::ZERO, move |lp, _, _| lp.stop(any).unwrap())
         .unwrap();
     lp.timer(ms(7), Duration::ZERO, |_, _, _| {}).unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let mut log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -664,11 +641,7 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
         s.exit(ms(4), spawned.pid, by_term);
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["1000 killed by signal 15 at 4ms"]);
     assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
     let steps: Vec<String> = sim

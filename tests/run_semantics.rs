@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{drain, on_every_backend, World};
+use common::{drain, on_every_backend, RunTo, World};
 use evloop::{Interest, Loop, Ready, RunMode, RunOutcome};
 
 // ---- run never blocks with nothing to wait for ----------------------------
@@ -132,10 +132,7 @@ fn the_simulator_stalls_only_with_active_watchers_left() {
     let (conn, _peer) = w.pair();
     let mut lp: Loop = w.new_loop();
     lp.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut ()).unwrap(),
-        RunOutcome::Stalled
-    );
+    lp.run_expect(RunMode::Default, &mut (), RunOutcome::Stalled);
 }
 
 /// A loop with only prepare and check watchers has nothing that could end
@@ -234,11 +231,7 @@ fn a_high_priority_idle_runs_while_lower_priority_work_is_pending() {
             })
             .unwrap();
         lp.set_priority(idle, 2).unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         // Each iteration: the priority-2 idle first, then the io event.
         assert_eq!(log, ["idle2", "io0", "idle2", "io0", "idle2"], "{name}");
     });

@@ -87,8 +87,17 @@ pub trait RunTo<S> {
 
     /// Runs `Default` and asserts that it ended for want of active
     /// watchers (what every scenario that must not hang ends with).
+    #[track_caller]
     fn run_to_end(&mut self, st: &mut S) {
         self.run_expect(RunMode::Default, st, RunOutcome::NoActiveWatchers);
+    }
+
+    /// [`run_to_end`](RunTo::run_to_end) from `st`; returns the state the
+    /// run left (what the callbacks logged, say).
+    #[track_caller]
+    fn finish(&mut self, mut st: S) -> S {
+        self.run_to_end(&mut st);
+        st
     }
 }
 

@@ -66,8 +66,7 @@ fn several_watchers_on_one_fd_share_one_registration(w: &World) {
         peer.as_mut().unwrap().send(b"x");
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["writer w", "both w", "sends", "reader r"]);
     for io in [reader, writer, both] {
         assert!(!lp.is_active(io).unwrap());
@@ -100,8 +99,7 @@ fn into_source_from_its_own_callback_is_busy(w: &World) {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let mut seen = None;
-    lp.run_to_end(&mut seen);
+    let seen = lp.finish(None);
     assert!(seen.unwrap().contains("callback is running"));
 }
 
@@ -142,8 +140,7 @@ fn feed_event_merges_with_a_queued_event(w: &World) {
     lp.feed_event(io, Ready::READABLE).unwrap();
     lp.feed_event(io, Ready::WRITABLE).unwrap();
     assert_eq!(lp.pending_count(), 1);
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, [Ready::READABLE | Ready::WRITABLE]);
 }
 
@@ -205,8 +202,7 @@ fn fed_events_of_inactive_watchers_run_in_priority_order_and_the_run_ends(w: &Wo
     lp.set_priority(h[2], 2).unwrap(); // after 4 in its new queue
     lp.stop(h[3]).unwrap(); // cancelled
     assert_eq!(lp.pending_count(), 5);
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, [4, 2, 1, 5, 0]);
     assert_eq!(lp.pending_count(), 0);
     assert_eq!(lp.iteration(), 0, "no iteration was needed");
@@ -245,8 +241,7 @@ fn pending_queries_see_the_rest_of_a_direct_batch(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let mut log = Vec::new();
-    lp.run_to_end(&mut log);
+    let log = lp.finish(Vec::new());
     assert_eq!(log.len(), 4, "{log:?}");
     let mut seen: Vec<&str> = log[..3].iter().map(|l| &l[3..4]).collect();
     seen.sort();

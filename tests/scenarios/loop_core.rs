@@ -96,8 +96,7 @@ fn backpressure_adds_writable_only_while_data_is_unsent(w: &World) {
         }
     })
     .unwrap();
-    let mut st = St::default();
-    lp.run_to_end(&mut st);
+    let st = lp.finish(St::default());
     assert_eq!(st.received, response);
     assert_eq!(st.log, ["interest rw", "interest r", "peer closes", "eof"]);
     // No busy loop: only a drain by the peer makes the socket writable
@@ -153,8 +152,7 @@ fn priorities_then_fifo_within_a_priority(w: &World) {
             .unwrap();
         lp.set_priority(t, prio).unwrap();
     }
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["b2", "d2", "a0", "e0", "c-1", "f-2"]);
 }
 
@@ -198,8 +196,7 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll(w: &Worl
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -255,8 +252,7 @@ fn stopping_a_pending_watcher_cancels_its_event(w: &World) {
         })
         .unwrap();
     lp.set_priority(a_io, MAX_PRIORITY).unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["a"]);
     assert!(!lp.is_active(b_io).unwrap());
     if let Some(sim) = w.sim() {
@@ -279,8 +275,7 @@ fn timers_fire_in_expiry_order(w: &World) {
         })
         .unwrap();
     }
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     let names: Vec<&str> = log.iter().map(|(_, n)| *n).collect();
     assert_eq!(names, ["a", "b", "c"]);
     if w.sim().is_some() {
@@ -306,8 +301,7 @@ fn equal_expiry_fires_in_start_order(w: &World) {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     // At 5ms: a c d b. At 10ms the stopper (started at t=0) comes before
     // the repeats (rescheduled at t=5ms) and stops them while pending.
     assert_eq!(log, ["a", "c", "d", "b"]);
@@ -329,8 +323,7 @@ fn timer_stopped_while_pending_is_not_delivered(w: &World) {
         })
         .unwrap();
     lp.set_priority(killer, 1).unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["killer"]);
     assert!(!lp.is_pending(victim).unwrap());
 }
@@ -347,8 +340,7 @@ fn unreferenced_watchers_do_not_keep_run_alive(w: &World) {
     lp.set_ref(bg, false).unwrap();
     lp.timer(ms(3), Duration::ZERO, |_, log, _| log.push("fg"))
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     // bg+ fg bg?: at most one more bg, in fg's own iteration.
     let fg = log.iter().position(|&l| l == "fg").expect("fg fired");
     assert!(fg >= 1, "{log:?}");
@@ -363,7 +355,7 @@ fn unreferenced_watchers_do_not_keep_run_alive(w: &World) {
     assert!(lp.is_active(bg).unwrap(), "still active, only unreferenced");
     // Only the unreferenced watcher is left: run returns without iterating.
     let before = lp.iteration();
-    lp.run_to_end(&mut log);
+    assert!(lp.finish(vec![]).is_empty(), "nothing more fired");
     assert_eq!(lp.iteration(), before);
     lp.set_ref(bg, true).unwrap();
     assert_eq!(lp.active_count(), 1);
@@ -487,8 +479,7 @@ fn stale_handle_after_slot_reuse_is_refused_and_harmless(w: &World) {
         "the new watcher was not touched"
     );
     assert_eq!(lp.priority(new).unwrap(), 0);
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["new"]);
 }
 
@@ -546,8 +537,7 @@ fn event_for_a_running_callback_in_a_nested_run_is_delivered_after_it_returns(w:
         peer.take(); // the end of file
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -597,8 +587,7 @@ fn a_nested_run_from_the_only_watchers_callback_returns(w: &World) {
         } else {
             peer.send(b"x");
         }
-        let mut log = vec![];
-        lp.run_to_end(&mut log);
+        let log = lp.finish(vec![]);
         let iterations = if fed { 0 } else { 1 };
         assert_eq!(
             log,
@@ -636,8 +625,7 @@ fn a_callback_that_removes_itself_and_reuses_its_slot_leaves_the_new_watcher_int
             log.push(format!("same slot: {}", slot_of(&me) == slot_of(&second)));
         })
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     // The first callback was not put back into the new watcher's slot.
     assert_eq!(log, ["first", "same slot: true", "second"]);
     assert!(matches!(
@@ -658,7 +646,6 @@ fn a_check_watcher_alone_runs_and_the_run_ends(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 1);
 }

@@ -247,8 +247,7 @@ fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
             assert_eq!(err.raw_os_error(), Some(libc::EBADF));
         })
         .unwrap();
-    let mut log = Vec::new();
-    lp.run_to_end(&mut log);
+    let log = lp.finish(Vec::new());
     assert_eq!(log, ["reader r|err active=false"]);
     assert!(!lp.is_active(reader).unwrap());
     assert_eq!(
@@ -288,8 +287,7 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
             ))
         })
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let mut log = lp.finish(vec![]);
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
     assert_eq!(sim.poll_count(), 1);
     // Restarting on a dead fd fails again at the next flush of fd changes, visibly.
@@ -314,8 +312,7 @@ fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
         ))
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["r|err active=false"]);
     assert_eq!(sim.trace_lines()[0], "t=0ns modify fd3 - => r failed");
 }
@@ -340,7 +337,6 @@ fn a_scheduled_call_may_write_and_drop_a_peer() {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, [(7, b"bye".to_vec(), true)]);
 }

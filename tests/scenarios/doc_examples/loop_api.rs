@@ -63,8 +63,7 @@ fn crate_example(w: &World) {
         }
     })
     .unwrap();
-    let mut echoed = vec![];
-    lp.run_to_end(&mut echoed);
+    let echoed = lp.finish(vec![]);
     assert_eq!(echoed, b"hello");
 }
 
@@ -138,8 +137,7 @@ fn builder_build_example(w: &World) {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let mut got = 0;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(0);
     assert_eq!(got, 2);
 }
 
@@ -181,8 +179,7 @@ fn loop_example(w: &World) {
             }
         })
         .unwrap();
-    let mut ticks = 0;
-    lp.run_to_end(&mut ticks);
+    let ticks = lp.finish(0);
     assert_eq!(ticks, 3);
     assert!(lp.now() >= ms(30), "{:?}", lp.now());
     assert!(!lp.is_active(t).unwrap());
@@ -196,8 +193,7 @@ fn loop_depth_example(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let mut seen = 0;
-    lp.run_to_end(&mut seen);
+    let seen = lp.finish(0);
     assert_eq!((seen, lp.depth()), (1, 0));
 }
 
@@ -236,8 +232,7 @@ fn loop_io_borrowed_example(w: &World) {
                 lp.stop(ev.watcher).unwrap();
             })
             .unwrap();
-        let mut n = 0;
-        lp.run_to_end(&mut n);
+        let n = lp.finish(0);
         assert_eq!(n, 1);
         assert!(!lp.is_active(io).unwrap());
     }
@@ -254,8 +249,7 @@ fn loop_timer_example(w: &World) {
         })
         .unwrap();
     }
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, [10, 20]);
 }
 
@@ -269,8 +263,7 @@ fn loop_idle_example(w: &World) {
         }
     })
     .unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 3);
 }
 
@@ -282,8 +275,7 @@ fn loop_prepare_example(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 1);
 }
 
@@ -297,8 +289,7 @@ fn loop_stop_example(w: &World) {
         })
         .unwrap();
     lp.set_priority(stopper, 1).unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 0);
 }
 
@@ -325,8 +316,7 @@ fn loop_feed_event_example(w: &World) {
         })
         .unwrap();
     lp.feed_event(io, Ready::READABLE).unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["r"]);
 }
 
@@ -350,8 +340,7 @@ fn io_event_example(w: &World) {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let mut got = Vec::new();
-    lp.run_to_end(&mut got);
+    let got = lp.finish(Vec::new());
     assert_eq!(got, b"hi");
 }
 
@@ -379,8 +368,7 @@ fn kqueue_module_example(w: &World) {
         return;
     }
     made.unwrap();
-    let mut got = Vec::new();
-    lp.run_to_end(&mut got);
+    let got = lp.finish(Vec::new());
     assert_eq!(got, b"hello");
 }
 
@@ -397,8 +385,7 @@ fn loop_set_callback_example(w: &World) {
         .unwrap();
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["first", "then"]);
     assert!(lp.now() >= ms(10), "{:?}", lp.now());
 }
@@ -417,8 +404,7 @@ fn loop_set_io_callback_example(w: &World) {
     })
     .unwrap();
     peer.send(b"hello");
-    let mut got = vec![];
-    lp.run_to_end(&mut got);
+    let got = lp.finish(vec![]);
     assert_eq!(got, b"hello");
 }
 
@@ -437,8 +423,7 @@ fn loop_set_borrowed_io_callback_example(w: &World) {
     })
     .unwrap();
     peer.send(b"hi");
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 2);
     drop(lp);
 }

@@ -74,8 +74,7 @@ fn loop_signal_example(w: &World) {
             assert!(kill.unwrap().success());
         }
     }
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["SIGTERM"]);
 }
 
@@ -111,8 +110,7 @@ fn loop_spawn_example(w: &World) {
             assert_eq!(out, "hello\n");
         }
     }
-    let mut got = None;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(None);
     assert_eq!(got, Some(ExitStatus::Exited(3)));
     if w.sim.is_none() {
         let none = lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {});
@@ -138,8 +136,7 @@ fn loop_kill_example(w: &World) {
     if let Some(sim) = &w.sim {
         sim.exit(ms(1), spawned.pid, by_term);
     }
-    let mut got = None;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(None);
     assert_eq!(got, Some(by_term));
     let err = lp.kill(job, evloop::Signal::TERM).unwrap_err();
     assert!(matches!(err, evloop::Error::ChildExited { .. }), "{err}");
@@ -158,8 +155,7 @@ fn child_event_example(w: &World) {
         *got = ev.status;
     })
     .unwrap();
-    let mut got = None;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(None);
     assert_eq!(got, Some(killed));
 }
 
@@ -169,8 +165,7 @@ fn loop_child_example(w: &World) {
     let mut lp: Loop<Vec<String>> = w.new_loop();
     lp.child(pid, |_, log, ev| log.push(ev.status.unwrap().to_string()))
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["exited with code 3"]);
 }
 
@@ -198,8 +193,7 @@ fn exit_status_unknown_example(w: &World) {
             Some(job)
         }
     };
-    let mut got = None;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(None);
     assert_eq!(got, Some(ExitStatus::Unknown));
     drop(job);
 }
@@ -227,8 +221,7 @@ fn loop_async_watcher_example(w: &World) {
     if w.sim.is_some() {
         worker.join().unwrap();
     }
-    let mut got = vec![];
-    lp.run_to_end(&mut got);
+    let got = lp.finish(vec![]);
     assert_eq!(got, [1, 4, 9]);
 }
 
@@ -247,8 +240,7 @@ fn async_sender_example(w: &World) {
         .join()
         .unwrap();
     sender.send().unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 1);
     assert!(sender.send().is_err());
 }
@@ -268,8 +260,7 @@ fn loop_async_pending_example(w: &World) {
         .join()
         .unwrap();
     assert!(lp.async_pending(a).unwrap() && lp.is_pending(a).unwrap());
-    let mut seen = vec![];
-    lp.run_to_end(&mut seen);
+    let seen = lp.finish(vec![]);
     assert_eq!(seen, [(false, false)]);
 }
 
@@ -288,8 +279,7 @@ fn loop_fork_example(w: &World) {
     })
     .unwrap();
     lp.reinit_after_fork().unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["fork", "prepare"]);
 }
 
@@ -323,8 +313,7 @@ fn sim_raise_example(w: &World) {
             assert!(kill.unwrap().success());
         }
     }
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!(n, 1);
 }
 
@@ -349,8 +338,7 @@ fn sim_call_at_example(w: &World) {
             sender.send().unwrap();
         })),
     };
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log.len(), 1, "{log:?}");
     assert!(log[0] >= ms(7), "woken at {:?}", log[0]);
     if let Some(worker) = worker {
@@ -375,16 +363,14 @@ fn loop_child_two_loops_example(w: &World) {
         let mut lp: Loop<Option<ExitStatus>> = World::new(name).new_loop();
         lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
         watching.send(()).unwrap();
-        let mut got = None;
-        lp.run_to_end(&mut got);
+        let got = lp.finish(None);
         got
     });
     let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
     lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
     started.recv().unwrap();
     drop(job.stdin.take());
-    let mut got = None;
-    lp.run_to_end(&mut got);
+    let got = lp.finish(None);
     assert_eq!(got, Some(ExitStatus::Exited(4)));
     assert_eq!(other.join().unwrap(), Some(ExitStatus::Exited(4)));
 }

@@ -43,8 +43,7 @@ fn loop_set_repeat_example(w: &World) {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log.len(), 4);
     for (at, least) in log.iter().zip([10, 20, 30, 80]) {
         assert!(*at >= ms(least), "{log:?}");
@@ -71,8 +70,7 @@ fn loop_once_example(w: &World) {
         },
     )
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["timed out, source back: true"]);
     assert_eq!(lp.active_count(), 0);
 }
@@ -93,8 +91,7 @@ fn once_watcher_example(w: &World) {
         .unwrap();
     assert!(lp.is_active(once).unwrap());
     lp.remove(once).unwrap();
-    let mut n = 0;
-    lp.run_to_end(&mut n);
+    let n = lp.finish(0);
     assert_eq!((n, lp.active_count()), (0, 0));
     assert!(lp.is_active(once).is_err());
 }
@@ -120,8 +117,7 @@ fn loop_periodic_example(w: &World) {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log.len(), 3);
     for (k, at) in log.iter().enumerate() {
         let slot = first + k as u128 * i;
@@ -159,8 +155,7 @@ fn schedule_every_example(w: &World) {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     for (k, at) in log.iter().enumerate() {
         let slot = first + k as u128 * i;
         assert!(
@@ -187,8 +182,7 @@ fn loop_now_wall_example(w: &World) {
         lp.stop(me).unwrap();
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log.len(), 1);
     assert!(log[0].as_nanos() >= slot, "{log:?}, slot {slot}");
 }
@@ -280,8 +274,7 @@ fn loop_stat_example(w: &World) {
     let f = files.clone();
     lp.timer(ms(50), Duration::ZERO, move |_, _, _| f.grow(20))
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["10 -> 20", "20 -> 0"]);
 }
 
@@ -301,7 +294,6 @@ fn stat_event_example(w: &World) {
     let f = files.clone();
     lp.timer(ms(3), Duration::ZERO, move |_, _, _| f.grow(12))
         .unwrap();
-    let mut log = vec![];
-    lp.run_to_end(&mut log);
+    let log = lp.finish(vec![]);
     assert_eq!(log, [(false, true)]);
 }
