@@ -160,8 +160,7 @@ fn watchers_of_a_pid_still_get_the_real_status_on_every_loop() {
             lp.child(pid, |_, got, ev| got.push(ev.status.unwrap()))
                 .unwrap();
             watching.send(()).unwrap();
-            let mut got = vec![];
-            lp.run(RunMode::Default, &mut got).unwrap();
+            let got = lp.finish(vec![]);
             got
         });
         let mut lp: Loop<Vec<String>> = kernel_loop(name);

@@ -35,8 +35,7 @@ fn an_async_watcher_is_pending_from_its_send_until_its_callback_runs() {
         assert!(!lp.is_pending(a).unwrap(), "{name}: not sent yet");
         sender.send().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}: pending from the send");
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
+        let seen = lp.finish(vec![]);
         assert_eq!(seen, [false], "{name}");
     });
 }
@@ -85,8 +84,7 @@ fn a_send_during_its_callback_makes_an_async_watcher_pending_again_and_a_stopped
             (true, 1),
             "{name}"
         );
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
+        let seen = lp.finish(vec![]);
         // Each call resends: called twice, then stopped.
         assert_eq!(seen, [(false, true, 1); 2], "{name}");
         // Stopped: a send is dropped, and nothing is pending.
@@ -416,8 +414,7 @@ fn a_child_watchers_new_callback_gets_its_exit() {
             log.push(format!("new child {:?}", ev.status));
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["new child Some(Exited(3))"], "{name}");
     });
 }
@@ -460,8 +457,7 @@ fn replaced_while_running() {
             log.push("old, end".into());
         })
         .unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -593,8 +589,7 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
         })
         .unwrap();
         peer.send(b"xy");
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["new read 2"], "{name}");
     });
 }
@@ -760,8 +755,7 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
             }
             None => raise_here(libc::SIGUSR2),
         }
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, [libc::SIGUSR2], "{name}");
     });
 }
@@ -861,8 +855,7 @@ fn now_wall_is_the_wall_time_of_the_iteration_exactly_on_the_simulator() {
             log.push(format!("{:?} {}", lp.now(), secs(lp.now_wall())));
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["5s 105 true", "5s 105 true", "8s 158"]);
     });
 }
@@ -877,8 +870,7 @@ fn now_wall_is_one_value_per_iteration_on_every_backend() {
             })
             .unwrap();
         }
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
+        let seen = lp.finish(vec![]);
         assert_eq!(seen.len(), 3, "{name}");
         assert!(seen.iter().all(|&t| t == seen[0]), "{name}: {seen:?}");
         // Refreshed with `now`: a new value after update_now.
@@ -900,8 +892,7 @@ fn a_wall_clock_step_without_periodic_watchers_does_not_spin_the_simulator() {
             log.push(lp.now())
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, [Duration::from_secs(2)]);
         assert_eq!(lp.iteration(), 1, "one poll, until the timer");
     });

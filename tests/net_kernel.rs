@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{example, watchdog};
+use common::{example, watchdog, RunTo};
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Interest, Loop, RunMode};
 
@@ -105,8 +105,7 @@ fn run_clients(addr: SocketAddr, clients: usize, per_client: usize) -> usize {
         })
         .unwrap();
     }
-    let mut done = 0;
-    lp.run(RunMode::Default, &mut done).unwrap();
+    let done = lp.finish(0);
     done
 }
 

@@ -551,8 +551,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         })
         .unwrap();
         raise_here(fine);
-        let mut n = 0;
-        lp.run(RunMode::Default, &mut n).unwrap();
+        let n = lp.finish(0);
         assert_eq!(n, 1, "{name}");
     });
 }

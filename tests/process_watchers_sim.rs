@@ -106,8 +106,7 @@ fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
         })
         .unwrap();
     lp.set_priority(usr1, 1).unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["usr1", "io"]);
 }
 
@@ -130,8 +129,7 @@ fn at_the_default_priority_signals_come_after_io_and_before_checks() {
     .unwrap();
     let check = lp.check(|_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["io", "usr2", "check"]);
 }
 
@@ -228,8 +226,7 @@ fn a_hundred_children_exiting_at_once_are_each_reported_once() {
         lp.child(pid, |_, got, ev| got.push((ev.pid, ev.status.unwrap())))
             .unwrap();
     }
-    let mut got = vec![];
-    lp.run(RunMode::Default, &mut got).unwrap();
+    let got = lp.finish(vec![]);
     let want: Vec<_> = pids
         .iter()
         .enumerate()
@@ -378,8 +375,7 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
         "watched again"
     );
     sim.raise(ms(1), libc::SIGTERM);
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["fork", "prepare", "TERM"]);
 }
 
@@ -607,8 +603,7 @@ fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
     assert!(!lp.is_active(by_pid).unwrap(), "the parent's child");
     assert!(lp.is_active(any).unwrap(), "the child's own children");
     sim.exit(ms(1), 5000, ExitStatus::Exited(0));
-    let mut got = vec![];
-    lp.run(RunMode::Default, &mut got).unwrap();
+    let got = lp.finish(vec![]);
     assert_eq!(got, [5000]);
 }
 

@@ -252,8 +252,7 @@ fn an_idle_waits_while_anything_at_its_priority_or_above_is_pending() {
                 .unwrap();
             lp.set_priority(idle, priority).unwrap();
         }
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         // The idles wait for the io watcher to go; then one level per
         // iteration, highest first.
         assert_eq!(log, ["io0", "io0", "io0", "idle0", "idle-1"], "{name}");
@@ -290,8 +289,7 @@ fn idles_run_one_priority_level_per_iteration() {
             })
             .unwrap();
         lp.set_priority(moved, 1).unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["idle1", "moved to 1", "idle1", "idle-1"], "{name}");
         assert_eq!(lp.iteration(), 3, "{name}");
     });
@@ -316,8 +314,7 @@ fn expired_timers_hold_back_idles_of_their_priority_and_below_only() {
             })
             .unwrap();
         lp.set_priority(t, 1).unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, ["idle2 @1", "timer @1", "idle0 @2"], "{name}");
     });
 }
@@ -358,8 +355,7 @@ fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
             log.push(format!("timer @{}", lp.iteration()))
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             [

@@ -124,8 +124,7 @@ fn without_hints_the_simulator_polls_and_still_sees_each_change() {
         "/srv".into(),
         Duration::from_millis(100),
     );
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, EXPECTED);
     // Each change waits for the next look, 100 ms after the previous one.
     assert_eq!(lp.now(), Duration::from_millis(500));
@@ -145,8 +144,7 @@ fn on_every_kernel_backend_a_real_file_goes_through_the_same_life() {
         std::fs::create_dir_all(&dir).unwrap();
         let mut lp: Loop<Log> = World::new(name).new_loop();
         life_of_a_file(&mut lp, Fs::Real, dir.clone(), Duration::from_millis(100));
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(log, EXPECTED, "{name}");
     });
@@ -166,8 +164,7 @@ fn the_interval_is_clamped_and_a_missing_path_is_a_state() {
         })
         .unwrap();
     assert_eq!(lp.file_stat(s).unwrap(), FileStat::MISSING);
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["created, 1 bytes at 100ms"]);
 }
 
@@ -308,8 +305,7 @@ fn on_every_kernel_backend_a_siblings_changes_do_not_call_the_watcher() {
             lp.remove(ev.watcher).unwrap();
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             ["siblings changed", "mine changed", "watcher: 13 bytes"],
@@ -360,8 +356,7 @@ fn an_interval_of_zero_polls_every_five_seconds() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(log, ["created, 1 bytes at 5s"]);
 }
 

@@ -205,8 +205,7 @@ fn spurious_wakeup_changes_nothing() {
         log.push(format!("timer@{:?}", lp.now()))
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         ["read@5ms", "timer@8ms"],
