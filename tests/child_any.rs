@@ -14,11 +14,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{mpsc, Mutex};
 use std::thread;
 
-use common::{child_kernels, kernel_loop, spawn, wait_exited, watchdog, RunTo, WATCHDOG};
+use common::{child_kernels, held, kernel_loop, spawn, wait_exited, watchdog, RunTo, WATCHDOG};
 use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
 
 /// One scenario at a time: each one's watcher of any child takes every
@@ -62,15 +62,6 @@ fn run_until(lp: &mut Loop<'_, Seen>, seen: &mut Seen, pids: &[u32]) {
     while !pids.iter().all(|p| seen.contains_key(p)) {
         lp.run(RunMode::Once, seen).unwrap();
     }
-}
-
-/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
-fn held(code: i32) -> std::process::Child {
-    Command::new("sh")
-        .args(["-c", &format!("read _; exit {code}")])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //!   fallback ([`child_kernels`]) may be woken by each of those exits, so
 //!   only loops that do not watch `SIGCHLD` are checked for waiting
 //!   quietly ([`waits_for_a_timer`]).
-//! - The fork test takes [`FORK`] for writing, so that no other test is
+//! - The fork test takes `common::FORK` for writing, so that no other test is
 //!   inside a backend (or holds a lock a backend takes) when it forks;
 //!   every other test holds it for reading.
 //!
@@ -32,13 +32,14 @@ use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use common::{
-    child_kernels, drain, kernel_loop, spawn, wait_exited, watchdog, RunTo, World, WATCHDOG,
+    action, alone, child_kernels, drain, held, install_marker, is_marker, kernel_loop,
+    on_each_kernel, shared, spawn, wait_exited, watchdog, RunTo, World, MARKS, WATCHDOG,
 };
 use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
 
@@ -47,23 +48,6 @@ fn ms(n: u64) -> Duration {
 }
 
 // ---- sharing the process -----------------------------------------------------
-
-/// Held for writing by the fork test, for reading by every other test.
-static FORK: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FORK.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `scenario(backend)` on every OS backend, each under the watchdog.
-fn on_each_kernel(what: &str, scenario: fn(&'static str)) {
-    let _shared = shared();
-    for &name in backends::AVAILABLE {
-        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
-            scenario(name)
-        });
-    }
-}
 
 /// As [`on_each_kernel`], with signals of the test's own (`ns`: see
 /// [`own_signals`]).
@@ -142,7 +126,7 @@ impl Drop for OwnSignals {
 }
 
 /// Claims [`test_signal`]`(n)` for each of `ns`, all at once, waiting
-/// while another test has any of them. Taken after [`FORK`], always.
+/// while another test has any of them. Taken after `common::FORK`, always.
 fn own_signals(ns: &[usize]) -> OwnSignals {
     let bits = ns
         .iter()
@@ -170,40 +154,8 @@ fn kill_process(signal: i32) {
     assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
 }
 
-/// The action in place for `signal`.
-fn action(signal: i32) -> libc::sigaction {
-    // SAFETY: sigaction writes the current action to `now`.
-    unsafe {
-        let mut now: libc::sigaction = std::mem::zeroed();
-        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
-        now
-    }
-}
-
 fn handler_of(signal: i32) -> libc::sighandler_t {
     action(signal).sa_sigaction
-}
-
-static MARKS: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn marker(_: libc::c_int) {
-    MARKS.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
-fn install_marker(signal: i32) {
-    // SAFETY: a valid action whose handler only counts.
-    unsafe {
-        let mut mine: libc::sigaction = std::mem::zeroed();
-        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        mine.sa_flags = libc::SA_NODEFER;
-        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
-    }
-}
-
-fn is_marker(a: &libc::sigaction) -> bool {
-    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
-        && a.sa_flags & libc::SA_NODEFER != 0
 }
 
 fn set_default(signal: i32) {
@@ -903,15 +855,6 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
 }
 
 // ---- one child, several loops; a child reaped elsewhere ---------------------------
-
-/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
-fn held(code: i32) -> std::process::Child {
-    Command::new("sh")
-        .args(["-c", &format!("read _; exit {code}")])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// The kernel `k` places after `name` in [`child_kernels`]: loops on
 /// different mechanisms (pidfd, `SIGCHLD`, `EVFILT_PROC`) side by side.
@@ -1633,7 +1576,7 @@ fn fork_case(name: &'static str, signal: i32) {
 #[test]
 fn a_forked_child_reinits_its_loop_and_then_both_loops_work_on_their_own() {
     // No other test runs while this one forks.
-    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     let _own = own_signals(&[9]);
     let signal = test_signal(9);
     for &name in backends::AVAILABLE {

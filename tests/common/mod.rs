@@ -475,3 +475,71 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// Held for writing by a test that forks (or sets the clock), through
+/// [`alone`], so that no other test of its binary is inside a backend (or
+/// holds a lock of the loop's) at that moment; every other test of such a
+/// binary holds it for reading, through [`shared`].
+pub static FORK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// [`FORK`] for reading: what a test holds while it may be inside a backend.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    FORK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`FORK`] for writing: no other test of the binary runs meanwhile.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    FORK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `scenario(backend)` on every OS backend, each under the
+/// [`watchdog`], holding [`FORK`] for reading.
+pub fn on_each_kernel(what: &str, scenario: fn(&'static str)) {
+    let _shared = shared();
+    on_backends(what, evloop::backends::AVAILABLE, scenario);
+}
+
+/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
+pub fn held(code: i32) -> std::process::Child {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("read _; exit {code}")])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// How many times [`marker`] ran.
+pub static MARKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A signal handler of the test's own, which only counts: installed
+/// before a watcher, it shows whether the watcher's end restores it.
+extern "C" fn marker(_: libc::c_int) {
+    MARKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The current action of `signal`.
+pub fn action(signal: i32) -> libc::sigaction {
+    // SAFETY: sigaction writes the current action to `now`.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
+        now
+    }
+}
+
+/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
+pub fn install_marker(signal: i32) {
+    // SAFETY: a valid action whose handler only counts.
+    unsafe {
+        let mut mine: libc::sigaction = std::mem::zeroed();
+        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        mine.sa_flags = libc::SA_NODEFER;
+        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Whether `a` is the action [`install_marker`] installs.
+pub fn is_marker(a: &libc::sigaction) -> bool {
+    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
+        && a.sa_flags & libc::SA_NODEFER != 0
+}
