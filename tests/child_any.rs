@@ -194,8 +194,7 @@ fn exits_reaped_by_another_loops_watcher_of_the_pid_reach_a_watcher_of_any_child
             .child(pid, |_, got, ev| got.push(ev.status.unwrap()))
             .unwrap();
         drop(job.stdin.take());
-        let got = by_pid.finish(vec![]);
-        assert_eq!(got, [ExitStatus::Exited(3)], "{name}");
+        assert_eq!(by_pid.finish(vec![]), [ExitStatus::Exited(3)], "{name}");
         let mut seen = Seen::new();
         run_until(&mut any_loop, &mut seen, &[pid]);
         assert_eq!(seen[&pid], [ExitStatus::Exited(3)], "{name}");

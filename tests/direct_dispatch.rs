@@ -12,9 +12,12 @@
 //! `is_active`,
 //! feed timers at other priorities, and run the loop nested.
 
+mod common;
+
 use std::io::Read;
 use std::time::Duration;
 
+use common::outcome;
 use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer, Trigger};
 use proptest::prelude::*;
 
@@ -136,11 +139,6 @@ struct State<'s> {
     timers: Vec<Timer>,
     scripts: Vec<Vec<Vec<Action>>>,
     calls: Vec<usize>,
-}
-
-/// One log line: what was done and what it returned.
-fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
-    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
 }
 
 fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: Action) {

@@ -366,8 +366,7 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
         lp.set_ref(never, false).unwrap();
         lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
-        let n = lp.finish(0);
-        assert_eq!(n, 0, "{name}");
+        assert_eq!(lp.finish(0), 0, "{name}");
         assert!(lp.is_active(never).unwrap());
         assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");
     });

@@ -35,8 +35,7 @@ fn an_async_watcher_is_pending_from_its_send_until_its_callback_runs() {
         assert!(!lp.is_pending(a).unwrap(), "{name}: not sent yet");
         sender.send().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}: pending from the send");
-        let seen = lp.finish(vec![]);
-        assert_eq!(seen, [false], "{name}");
+        assert_eq!(lp.finish(vec![]), [false], "{name}");
     });
 }
 
@@ -414,8 +413,7 @@ fn a_child_watchers_new_callback_gets_its_exit() {
             log.push(format!("new child {:?}", ev.status));
         })
         .unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["new child Some(Exited(3))"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new child Some(Exited(3))"], "{name}");
     });
 }
 
@@ -517,8 +515,7 @@ fn the_old_callback_is_dropped_at_once_and_a_panic_in_its_drop_leaves_the_new_on
         assert!(lp.is_active(t).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 1, "{name}");
         lp.feed_event(t, Ready::EMPTY).unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["third"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["third"], "{name}");
     });
 }
 
@@ -589,8 +586,7 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
         })
         .unwrap();
         peer.send(b"xy");
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["new read 2"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new read 2"], "{name}");
     });
 }
 
@@ -755,8 +751,7 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
             }
             None => raise_here(libc::SIGUSR2),
         }
-        let log = lp.finish(vec![]);
-        assert_eq!(log, [libc::SIGUSR2], "{name}");
+        assert_eq!(lp.finish(vec![]), [libc::SIGUSR2], "{name}");
     });
 }
 
@@ -825,8 +820,7 @@ fn a_stopped_periodic_takes_a_new_schedule_on_every_backend() {
             }
         })
         .unwrap();
-        let seen = lp.finish(vec![]);
-        assert_eq!(seen, [true, true], "{name}");
+        assert_eq!(lp.finish(vec![]), [true, true], "{name}");
     });
 }
 
@@ -855,8 +849,7 @@ fn now_wall_is_the_wall_time_of_the_iteration_exactly_on_the_simulator() {
             log.push(format!("{:?} {}", lp.now(), secs(lp.now_wall())));
         })
         .unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["5s 105 true", "5s 105 true", "8s 158"]);
+        assert_eq!(lp.finish(vec![]), ["5s 105 true", "5s 105 true", "8s 158"]);
     });
 }
 
@@ -892,8 +885,7 @@ fn a_wall_clock_step_without_periodic_watchers_does_not_spin_the_simulator() {
             log.push(lp.now())
         })
         .unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, [Duration::from_secs(2)]);
+        assert_eq!(lp.finish(vec![]), [Duration::from_secs(2)]);
         assert_eq!(lp.iteration(), 1, "one poll, until the timer");
     });
 }

@@ -137,8 +137,7 @@ fn writable() {
             })
             .unwrap();
         }
-        let n = lp.finish(0);
-        assert_eq!(n, 2, "{name}");
+        assert_eq!(lp.finish(0), 2, "{name}");
         let mut buf = [0u8; 1];
         b.read_exact(&mut buf).unwrap();
         pr.read_exact(&mut buf).unwrap();
@@ -443,8 +442,11 @@ fn reinit_keeps_watching() {
         );
         lp.reinit_after_fork().unwrap();
         b.write_all(b"again").unwrap();
-        let log = lp.finish(Log::new());
-        assert_eq!(log, [(Ready::READABLE, b"again".to_vec())], "{name}");
+        assert_eq!(
+            lp.finish(Log::new()),
+            [(Ready::READABLE, b"again".to_vec())],
+            "{name}"
+        );
     }
 }
 

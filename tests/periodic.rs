@@ -100,8 +100,11 @@ fn an_interval_periodic_is_realigned_after_a_step_back() {
             .unwrap();
         })
         .unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, [(60, 10 * 60), (120, 11 * 60)], "report={report}");
+        assert_eq!(
+            lp.finish(vec![]),
+            [(60, 10 * 60), (120, 11 * 60)],
+            "report={report}"
+        );
     }
 }
 
@@ -225,8 +228,7 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
                 .unwrap();
                 lp.update_now();
                 let start = lp.now();
-                let log = lp.finish(vec![]);
-                assert_eq!(log, ["stepped back", "fired"], "{name}");
+                assert_eq!(lp.finish(vec![]), ["stepped back", "fired"], "{name}");
                 assert!(lp.now() - start >= Duration::from_millis(350), "{name}");
             },
         );

@@ -503,8 +503,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         })
         .unwrap();
         raise_here(fine);
-        let n = lp.finish(0);
-        assert_eq!(n, 1, "{name}");
+        assert_eq!(lp.finish(0), 1, "{name}");
     });
 }
 
@@ -538,8 +537,11 @@ fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_befo
         peer.write_all(b"x").unwrap();
         raise_here(plain);
         raise_here(urgent);
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["urgent signal", "io", "signal", "check"], "{name}");
+        assert_eq!(
+            lp.finish(vec![]),
+            ["urgent signal", "io", "signal", "check"],
+            "{name}"
+        );
     });
 }
 
@@ -764,8 +766,7 @@ fn the_loop_reaps_only_the_children_it_watches() {
         // One watched child, run to its end.
         let watched = spawn("exit 6");
         lp.child(watched, |_, got, ev| got.push(ev.pid)).unwrap();
-        let got = lp.finish(vec![]);
-        assert_eq!(got, [watched], "{name}");
+        assert_eq!(lp.finish(vec![]), [watched], "{name}");
         // The others are still there for their owners to reap.
         assert_eq!(unwatched.wait().unwrap().code(), Some(4), "{name}");
         assert_eq!(stopped.wait().unwrap().code(), Some(5), "{name}");
@@ -1201,8 +1202,7 @@ fn round_trips_through_several_async_watchers_lose_no_wake_up() {
                 }
             }));
         }
-        let done = lp.finish(0);
-        assert_eq!(done, WATCHERS, "{name}");
+        assert_eq!(lp.finish(0), WATCHERS, "{name}");
         for t in threads {
             t.join().unwrap();
         }
@@ -1307,8 +1307,7 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
         peer.write_all(b"x").unwrap();
         // Each send leaves its watcher the only thing to wait for: had
         // the loop not seen it, it would block forever.
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["io", "a", "timer", "b"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["io", "a", "timer", "b"], "{name}");
     });
 }
 

@@ -106,8 +106,7 @@ fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
         })
         .unwrap();
     lp.set_priority(usr1, 1).unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["usr1", "io"]);
+    assert_eq!(lp.finish(vec![]), ["usr1", "io"]);
 }
 
 #[test]
@@ -129,8 +128,7 @@ fn at_the_default_priority_signals_come_after_io_and_before_checks() {
     .unwrap();
     let check = lp.check(|_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["io", "usr2", "check"]);
+    assert_eq!(lp.finish(vec![]), ["io", "usr2", "check"]);
 }
 
 // ---- children ----------------------------------------------------------------
@@ -314,8 +312,10 @@ fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
     });
     let s = sender.clone();
     sim.call_at(ms(9), move || s.send().unwrap());
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]);
+    assert_eq!(
+        lp.finish(vec![]),
+        ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]
+    );
     let lines = sim.trace_lines();
     assert!(lines.contains(&"t=5ms woken".to_string()), "{lines:?}");
     assert!(matches!(
@@ -375,8 +375,7 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
         "watched again"
     );
     sim.raise(ms(1), libc::SIGTERM);
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["fork", "prepare", "TERM"]);
+    assert_eq!(lp.finish(vec![]), ["fork", "prepare", "TERM"]);
 }
 
 #[test]
@@ -603,8 +602,7 @@ fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
     assert!(!lp.is_active(by_pid).unwrap(), "the parent's child");
     assert!(lp.is_active(any).unwrap(), "the child's own children");
     sim.exit(ms(1), 5000, ExitStatus::Exited(0));
-    let got = lp.finish(vec![]);
-    assert_eq!(got, [5000]);
+    assert_eq!(lp.finish(vec![]), [5000]);
 }
 
 /// `Loop::spawn` and `Loop::kill` on the simulator, exactly: the spawn and
@@ -636,8 +634,7 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
         s.exit(ms(4), spawned.pid, by_term);
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["1000 killed by signal 15 at 4ms"]);
+    assert_eq!(lp.finish(vec![]), ["1000 killed by signal 15 at 4ms"]);
     assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
     let steps: Vec<String> = sim
         .trace_lines()

@@ -289,8 +289,11 @@ fn idles_run_one_priority_level_per_iteration() {
             })
             .unwrap();
         lp.set_priority(moved, 1).unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["idle1", "moved to 1", "idle1", "idle-1"], "{name}");
+        assert_eq!(
+            lp.finish(vec![]),
+            ["idle1", "moved to 1", "idle1", "idle-1"],
+            "{name}"
+        );
         assert_eq!(lp.iteration(), 3, "{name}");
     });
 }
@@ -314,8 +317,11 @@ fn expired_timers_hold_back_idles_of_their_priority_and_below_only() {
             })
             .unwrap();
         lp.set_priority(t, 1).unwrap();
-        let log = lp.finish(vec![]);
-        assert_eq!(log, ["idle2 @1", "timer @1", "idle0 @2"], "{name}");
+        assert_eq!(
+            lp.finish(vec![]),
+            ["idle2 @1", "timer @1", "idle0 @2"],
+            "{name}"
+        );
     });
 }
 

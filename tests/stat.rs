@@ -106,8 +106,7 @@ fn with_hints_the_simulator_sees_each_change_at_once() {
         "/srv".into(),
         Duration::from_secs(5),
     );
-    let log = lp.finish(vec![]);
-    assert_eq!(log, EXPECTED);
+    assert_eq!(lp.finish(vec![]), EXPECTED);
     // Each seen when made: 10 ms apart, well inside one second, while the
     // polling interval is 5 s.
     assert_eq!(lp.now(), Duration::from_millis(50));
@@ -124,8 +123,7 @@ fn without_hints_the_simulator_polls_and_still_sees_each_change() {
         "/srv".into(),
         Duration::from_millis(100),
     );
-    let log = lp.finish(vec![]);
-    assert_eq!(log, EXPECTED);
+    assert_eq!(lp.finish(vec![]), EXPECTED);
     // Each change waits for the next look, 100 ms after the previous one.
     assert_eq!(lp.now(), Duration::from_millis(500));
 }
@@ -164,8 +162,7 @@ fn the_interval_is_clamped_and_a_missing_path_is_a_state() {
         })
         .unwrap();
     assert_eq!(lp.file_stat(s).unwrap(), FileStat::MISSING);
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["created, 1 bytes at 100ms"]);
+    assert_eq!(lp.finish(vec![]), ["created, 1 bytes at 100ms"]);
 }
 
 // ---- change hints on the kernels ---------------------------------------------
@@ -356,8 +353,7 @@ fn an_interval_of_zero_polls_every_five_seconds() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["created, 1 bytes at 5s"]);
+    assert_eq!(lp.finish(vec![]), ["created, 1 bytes at 5s"]);
 }
 
 /// Each event names the watcher's path (`StatEvent::path`), as given to

@@ -543,3 +543,29 @@ pub fn is_marker(a: &libc::sigaction) -> bool {
     a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
         && a.sa_flags & libc::SA_NODEFER != 0
 }
+
+/// The echo handler of `evloop::net`'s examples: what arrives goes back
+/// out (`Conn::write_from_input`), and the end of the input closes the
+/// connection.
+pub fn echo<S: AsMut<evloop::net::Conns<C>>, C>(
+    lp: &mut Loop<'_, S>,
+    state: &mut S,
+    id: evloop::net::ConnId,
+    ev: evloop::net::ConnEvent,
+) {
+    let conn = &mut state.as_mut()[id];
+    match ev {
+        evloop::net::ConnEvent::Data => {
+            let n = conn.input().len();
+            conn.write_from_input(lp, n);
+        }
+        evloop::net::ConnEvent::Eof => conn.close(lp),
+        _ => {}
+    }
+}
+
+/// One log line of a scripted callback: what it did and what that
+/// returned (an error by its message).
+pub fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
+    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
+}

@@ -16,7 +16,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use crate::common::{drain, ms, Conn, RunTo, World};
+use crate::common::{drain, ms, outcome, Conn, RunTo, World};
 use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Timer, Trigger};
 
 tests_on!(
@@ -66,8 +66,10 @@ fn several_watchers_on_one_fd_share_one_registration(w: &World) {
         peer.as_mut().unwrap().send(b"x");
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["writer w", "both w", "sends", "reader r"]);
+    assert_eq!(
+        lp.finish(vec![]),
+        ["writer w", "both w", "sends", "reader r"]
+    );
     for io in [reader, writer, both] {
         assert!(!lp.is_active(io).unwrap());
     }
@@ -140,8 +142,7 @@ fn feed_event_merges_with_a_queued_event(w: &World) {
     lp.feed_event(io, Ready::READABLE).unwrap();
     lp.feed_event(io, Ready::WRITABLE).unwrap();
     assert_eq!(lp.pending_count(), 1);
-    let log = lp.finish(vec![]);
-    assert_eq!(log, [Ready::READABLE | Ready::WRITABLE]);
+    assert_eq!(lp.finish(vec![]), [Ready::READABLE | Ready::WRITABLE]);
 }
 
 // ---- hand-built programs of the model tests ------------------------------------
@@ -202,8 +203,7 @@ fn fed_events_of_inactive_watchers_run_in_priority_order_and_the_run_ends(w: &Wo
     lp.set_priority(h[2], 2).unwrap(); // after 4 in its new queue
     lp.stop(h[3]).unwrap(); // cancelled
     assert_eq!(lp.pending_count(), 5);
-    let log = lp.finish(vec![]);
-    assert_eq!(log, [4, 2, 1, 5, 0]);
+    assert_eq!(lp.finish(vec![]), [4, 2, 1, 5, 0]);
     assert_eq!(lp.pending_count(), 0);
     assert_eq!(lp.iteration(), 0, "no iteration was needed");
 }
@@ -277,25 +277,22 @@ struct Program {
     closes: &'static [usize],
 }
 
+/// What the callbacks of a program see and record.
 struct DState<'s> {
     conns: &'s [Conn],
     log: Vec<String>,
-    ios: Vec<Io>,
+    /// The program's watchers, each with its script and how often it ran.
+    ios: Vec<(Io, Vec<Vec<Act>>, usize)>,
+    /// The watchers its callbacks made.
     created: Vec<Io>,
-    scripts: Vec<Vec<Vec<Act>>>,
-    calls: Vec<usize>,
-}
-
-fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
-    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
 }
 
 fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
     let line = match a {
-        Act::Stop(w) => outcome(format!("stop {w}"), lp.stop(st.ios[w])),
-        Act::Start(w) => outcome(format!("start {w}"), lp.start(st.ios[w])),
+        Act::Stop(w) => outcome(format!("stop {w}"), lp.stop(st.ios[w].0)),
+        Act::Start(w) => outcome(format!("start {w}"), lp.start(st.ios[w].0)),
         Act::SetPriority(w, p) => {
-            outcome(format!("priority {w} {p}"), lp.set_priority(st.ios[w], p))
+            outcome(format!("priority {w} {p}"), lp.set_priority(st.ios[w].0, p))
         }
         Act::SetInterest(w, both) => {
             let i = if both {
@@ -303,8 +300,8 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
             } else {
                 Interest::READABLE
             };
-            let i = i.with_trigger(lp.interest(st.ios[w]).unwrap().trigger());
-            outcome(format!("interest {w}"), lp.set_interest(st.ios[w], i))
+            let i = i.with_trigger(lp.interest(st.ios[w].0).unwrap().trigger());
+            outcome(format!("interest {w}"), lp.set_interest(st.ios[w].0, i))
         }
         Act::CreateIo(c) => {
             let n = st.created.len();
@@ -324,10 +321,10 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
         }
         Act::Feed(w) => outcome(
             format!("feed {w}"),
-            lp.feed_event(st.ios[w], Ready::WRITABLE),
+            lp.feed_event(st.ios[w].0, Ready::WRITABLE),
         ),
-        Act::Clear(w) => outcome(format!("clear {w}"), lp.clear_pending(st.ios[w])),
-        Act::IsActive(w) => outcome(format!("is_active {w}"), lp.is_active(st.ios[w])),
+        Act::Clear(w) => outcome(format!("clear {w}"), lp.clear_pending(st.ios[w].0)),
+        Act::IsActive(w) => outcome(format!("is_active {w}"), lp.is_active(st.ios[w].0)),
     };
     st.log.push(line);
 }
@@ -354,12 +351,10 @@ fn observe(backend: &'static str, p: &Program, direct: bool) -> Vec<String> {
         log: Vec::new(),
         ios: Vec::new(),
         created: Vec::new(),
-        scripts: p.watchers.iter().map(|w| w.2.clone()).collect(),
-        calls: vec![0; p.watchers.len()],
     };
     let mut lp: Loop<'_, DState<'_>> = w.new_loop();
     lp.set_direct_dispatch(direct);
-    for (i, (c, oneshot, _)) in p.watchers.iter().enumerate() {
+    for (i, (c, oneshot, script)) in p.watchers.iter().enumerate() {
         let interest = if *oneshot {
             Interest::READABLE.with_trigger(Trigger::Oneshot)
         } else {
@@ -369,26 +364,27 @@ fn observe(backend: &'static str, p: &Program, direct: bool) -> Vec<String> {
             .io_borrowed(&conns[*c], interest, move |lp, st: &mut DState, ev| {
                 st.log.push(format!("io {i} {:?}", ev.ready));
                 let _ = ev.source.read(&mut [0u8; 8]);
-                let n = st.calls[i];
-                st.calls[i] += 1;
-                if n >= 20 {
+                let (_, script, calls) = &mut st.ios[i];
+                *calls += 1;
+                if *calls > 20 {
                     let _ = lp.stop(ev.watcher);
                     return;
                 }
-                let step = st.scripts[i][n % st.scripts[i].len()].clone();
+                let step = script[(*calls - 1) % script.len()].clone();
                 for a in step {
                     perform(lp, st, a);
                 }
             })
             .unwrap();
-        st.ios.push(io);
+        st.ios.push((io, script.clone(), 0));
     }
     for _ in 0..3 {
         let r = lp.run(RunMode::NoWait, &mut st);
         st.log
             .push(format!("-- {r:?}, pending {}", lp.pending_count()));
     }
-    for io in st.ios.clone().into_iter().chain(st.created.clone()) {
+    let ios = st.ios.iter().map(|w| w.0);
+    for io in ios.chain(st.created.iter().copied()).collect::<Vec<_>>() {
         lp.remove(io).unwrap();
     }
     let r = lp.run(RunMode::Default, &mut st);

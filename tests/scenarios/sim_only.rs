@@ -246,8 +246,7 @@ fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
             assert_eq!(err.raw_os_error(), Some(libc::EBADF));
         })
         .unwrap();
-    let log = lp.finish(Vec::new());
-    assert_eq!(log, ["reader r|err active=false"]);
+    assert_eq!(lp.finish(Vec::new()), ["reader r|err active=false"]);
     assert!(!lp.is_active(reader).unwrap());
     assert_eq!(
         sim.trace_lines(),
@@ -268,23 +267,19 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
     let sock = sim.socket("s", 0);
     sim.invalidate(ms(3), &sock);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
+    let log_as = |who: &'static str| {
+        move |lp: &mut Loop<'_, Vec<String>>,
+              log: &mut Vec<String>,
+              ev: evloop::IoEvent<'_, &SimSocket>| {
+            let active = lp.is_active(ev.watcher).unwrap();
+            log.push(format!("{who} {} active={active}", ev.ready))
+        }
+    };
     let r = lp
-        .io_borrowed(&sock, Interest::READABLE, |lp, log, ev| {
-            log.push(format!(
-                "r {} active={}",
-                ev.ready,
-                lp.is_active(ev.watcher).unwrap()
-            ))
-        })
+        .io_borrowed(&sock, Interest::READABLE, log_as("r"))
         .unwrap();
     let w = lp
-        .io_borrowed(&sock, Interest::WRITABLE, |lp, log, ev| {
-            log.push(format!(
-                "w {} active={}",
-                ev.ready,
-                lp.is_active(ev.watcher).unwrap()
-            ))
-        })
+        .io_borrowed(&sock, Interest::WRITABLE, log_as("w"))
         .unwrap();
     let mut log = lp.finish(vec![]);
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
@@ -311,8 +306,7 @@ fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
         ))
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["r|err active=false"]);
+    assert_eq!(lp.finish(vec![]), ["r|err active=false"]);
     assert_eq!(sim.trace_lines()[0], "t=0ns modify fd3 - => r failed");
 }
 
@@ -336,6 +330,5 @@ fn a_scheduled_call_may_write_and_drop_a_peer() {
         }
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, [(7, b"bye".to_vec(), true)]);
+    assert_eq!(lp.finish(vec![]), [(7, b"bye".to_vec(), true)]);
 }

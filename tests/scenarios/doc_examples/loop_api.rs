@@ -63,8 +63,7 @@ fn crate_example(w: &World) {
         }
     })
     .unwrap();
-    let echoed = lp.finish(vec![]);
-    assert_eq!(echoed, b"hello");
+    assert_eq!(lp.finish(vec![]), b"hello");
 }
 
 /// README.md's example: the echo handler with an unreferenced inactivity
@@ -137,8 +136,7 @@ fn builder_build_example(w: &World) {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let got = lp.finish(0);
-    assert_eq!(got, 2);
+    assert_eq!(lp.finish(0), 2);
 }
 
 /// `Loop::new` (there on the default backend only).
@@ -179,8 +177,7 @@ fn loop_example(w: &World) {
             }
         })
         .unwrap();
-    let ticks = lp.finish(0);
-    assert_eq!(ticks, 3);
+    assert_eq!(lp.finish(0), 3);
     assert!(lp.now() >= ms(30), "{:?}", lp.now());
     assert!(!lp.is_active(t).unwrap());
 }
@@ -232,8 +229,7 @@ fn loop_io_borrowed_example(w: &World) {
                 lp.stop(ev.watcher).unwrap();
             })
             .unwrap();
-        let n = lp.finish(0);
-        assert_eq!(n, 1);
+        assert_eq!(lp.finish(0), 1);
         assert!(!lp.is_active(io).unwrap());
     }
     drop(sock);
@@ -249,8 +245,7 @@ fn loop_timer_example(w: &World) {
         })
         .unwrap();
     }
-    let log = lp.finish(vec![]);
-    assert_eq!(log, [10, 20]);
+    assert_eq!(lp.finish(vec![]), [10, 20]);
 }
 
 /// `Loop::idle`: an idle watcher that stops itself after three calls.
@@ -263,8 +258,7 @@ fn loop_idle_example(w: &World) {
         }
     })
     .unwrap();
-    let n = lp.finish(0);
-    assert_eq!(n, 3);
+    assert_eq!(lp.finish(0), 3);
 }
 
 /// `Loop::prepare` (also in run_semantics.rs, where the bug was found).
@@ -275,8 +269,7 @@ fn loop_prepare_example(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let n = lp.finish(0);
-    assert_eq!(n, 1);
+    assert_eq!(lp.finish(0), 1);
 }
 
 /// `Loop::stop`: a timer stopped while it is pending is not called.
@@ -289,8 +282,7 @@ fn loop_stop_example(w: &World) {
         })
         .unwrap();
     lp.set_priority(stopper, 1).unwrap();
-    let n = lp.finish(0);
-    assert_eq!(n, 0);
+    assert_eq!(lp.finish(0), 0);
 }
 
 /// `Loop::set_ref`: an unreferenced 60 s timer does not keep `run` waiting.
@@ -316,8 +308,7 @@ fn loop_feed_event_example(w: &World) {
         })
         .unwrap();
     lp.feed_event(io, Ready::READABLE).unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["r"]);
+    assert_eq!(lp.finish(vec![]), ["r"]);
 }
 
 /// `Idle` (the handle type): an idle watcher that removes itself.
@@ -340,8 +331,7 @@ fn io_event_example(w: &World) {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let got = lp.finish(Vec::new());
-    assert_eq!(got, b"hi");
+    assert_eq!(lp.finish(Vec::new()), b"hi");
 }
 
 /// The kqueue module's example (an edge-triggered reader that drains until
@@ -368,8 +358,7 @@ fn kqueue_module_example(w: &World) {
         return;
     }
     made.unwrap();
-    let got = lp.finish(Vec::new());
-    assert_eq!(got, b"hello");
+    assert_eq!(lp.finish(Vec::new()), b"hello");
 }
 
 /// `Loop::set_callback`: a repeating timer's first callback installs the
@@ -385,8 +374,7 @@ fn loop_set_callback_example(w: &World) {
         .unwrap();
     })
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["first", "then"]);
+    assert_eq!(lp.finish(vec![]), ["first", "then"]);
     assert!(lp.now() >= ms(10), "{:?}", lp.now());
 }
 
@@ -404,8 +392,7 @@ fn loop_set_io_callback_example(w: &World) {
     })
     .unwrap();
     peer.send(b"hello");
-    let got = lp.finish(vec![]);
-    assert_eq!(got, b"hello");
+    assert_eq!(lp.finish(vec![]), b"hello");
 }
 
 /// `Loop::set_borrowed_io_callback`: the same with a borrowed source.
@@ -423,7 +410,6 @@ fn loop_set_borrowed_io_callback_example(w: &World) {
     })
     .unwrap();
     peer.send(b"hi");
-    let n = lp.finish(0);
-    assert_eq!(n, 2);
+    assert_eq!(lp.finish(0), 2);
     drop(lp);
 }

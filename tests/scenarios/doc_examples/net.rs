@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::common::{ms, Conn, Peer, RunTo, World};
+use crate::common::{echo, ms, Conn, Peer, RunTo, World};
 use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions, Stream};
 use evloop::{Break, Loop, RunMode, RunOutcome};
 
@@ -235,20 +235,7 @@ fn conn_write_from_input_example(w: &World) {
     });
     let mut conns = Conns::new();
     conns
-        .open(
-            &mut lp,
-            sock,
-            ConnOptions::new(),
-            (),
-            |lp, conns, id, ev| match ev {
-                ConnEvent::Data => {
-                    let n = conns[id].input().len();
-                    conns[id].write_from_input(lp, n);
-                }
-                ConnEvent::Eof => conns[id].close(lp),
-                _ => {}
-            },
-        )
+        .open(&mut lp, sock, ConnOptions::new(), (), echo)
         .unwrap();
     lp.run_to_end(&mut conns);
     assert_eq!(*received.borrow(), b"echo me");
@@ -338,20 +325,7 @@ fn net_module_example(w: &World) {
     let acceptor = Acceptor::start(&mut lp, listener, |lp, conns, accepted| {
         let stream = accepted.expect("accept");
         conns
-            .open(
-                lp,
-                stream,
-                ConnOptions::new(),
-                (),
-                |lp, conns, id, ev| match ev {
-                    ConnEvent::Data => {
-                        let n = conns[id].input().len();
-                        conns[id].write_from_input(lp, n);
-                    }
-                    ConnEvent::Eof => conns[id].close(lp),
-                    _ => {}
-                },
-            )
+            .open(lp, stream, ConnOptions::new(), (), echo)
             .unwrap();
         lp.break_loop(Break::One);
     })
@@ -393,20 +367,7 @@ fn conns_open_example(w: &World) {
     let mut lp: Loop<Conns<()>> = w.new_loop();
     let mut conns = Conns::new();
     conns
-        .open(
-            &mut lp,
-            mine,
-            ConnOptions::new(),
-            (),
-            |lp, conns, id, ev| match ev {
-                ConnEvent::Data => {
-                    let n = conns[id].input().len();
-                    conns[id].write_from_input(lp, n);
-                }
-                ConnEvent::Eof => conns[id].close(lp),
-                _ => {}
-            },
-        )
+        .open(&mut lp, mine, ConnOptions::new(), (), echo)
         .unwrap();
     peer.write_all(b"over a socket pair").unwrap();
     peer.shutdown(Shutdown::Write).unwrap();

@@ -58,6 +58,20 @@ fn child_process(w: &World, script: &str, status: ExitStatus) -> u32 {
     }
 }
 
+/// Sends `signal` to this process from another one (a shell, to its
+/// parent) on a kernel; on the simulator, raises it at `at`.
+fn signal_from_outside(w: &World, at: Duration, signal: i32) {
+    match w.sim() {
+        Some(sim) => sim.raise(at, signal),
+        None => {
+            let kill = Command::new("sh")
+                .args(["-c", &format!("kill -{signal} $PPID")])
+                .status();
+            assert!(kill.unwrap().success());
+        }
+    }
+}
+
 /// `Loop::signal`: a SIGTERM sent by another process (a shell, to its
 /// parent) ends the run; on the simulator, raised at 5 ms.
 fn loop_signal_example(w: &World) {
@@ -67,15 +81,8 @@ fn loop_signal_example(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    match &w.sim {
-        Some(sim) => sim.raise(ms(5), libc::SIGTERM),
-        None => {
-            let kill = Command::new("sh").args(["-c", "kill -TERM $PPID"]).status();
-            assert!(kill.unwrap().success());
-        }
-    }
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["SIGTERM"]);
+    signal_from_outside(w, ms(5), libc::SIGTERM);
+    assert_eq!(lp.finish(vec![]), ["SIGTERM"]);
 }
 
 /// `Child` (the handle type): the run reaps a child that exits at once.
@@ -110,8 +117,7 @@ fn loop_spawn_example(w: &World) {
             assert_eq!(out, "hello\n");
         }
     }
-    let got = lp.finish(None);
-    assert_eq!(got, Some(ExitStatus::Exited(3)));
+    assert_eq!(lp.finish(None), Some(ExitStatus::Exited(3)));
     if w.sim.is_none() {
         let none = lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {});
         assert!(none.is_err());
@@ -136,8 +142,7 @@ fn loop_kill_example(w: &World) {
     if let Some(sim) = &w.sim {
         sim.exit(ms(1), spawned.pid, by_term);
     }
-    let got = lp.finish(None);
-    assert_eq!(got, Some(by_term));
+    assert_eq!(lp.finish(None), Some(by_term));
     let err = lp.kill(job, evloop::Signal::TERM).unwrap_err();
     assert!(matches!(err, evloop::Error::ChildExited { .. }), "{err}");
 }
@@ -155,8 +160,7 @@ fn child_event_example(w: &World) {
         *got = ev.status;
     })
     .unwrap();
-    let got = lp.finish(None);
-    assert_eq!(got, Some(killed));
+    assert_eq!(lp.finish(None), Some(killed));
 }
 
 /// `Loop::child`: the run returns once the child has exited with code 3.
@@ -165,8 +169,7 @@ fn loop_child_example(w: &World) {
     let mut lp: Loop<Vec<String>> = w.new_loop();
     lp.child(pid, |_, log, ev| log.push(ev.status.unwrap().to_string()))
         .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["exited with code 3"]);
+    assert_eq!(lp.finish(vec![]), ["exited with code 3"]);
 }
 
 /// `ExitStatus::Unknown`: a child reaped by `std` before the loop looks
@@ -193,8 +196,7 @@ fn exit_status_unknown_example(w: &World) {
             Some(job)
         }
     };
-    let got = lp.finish(None);
-    assert_eq!(got, Some(ExitStatus::Unknown));
+    assert_eq!(lp.finish(None), Some(ExitStatus::Unknown));
     drop(job);
 }
 
@@ -221,8 +223,7 @@ fn loop_async_watcher_example(w: &World) {
     if w.sim.is_some() {
         worker.join().unwrap();
     }
-    let got = lp.finish(vec![]);
-    assert_eq!(got, [1, 4, 9]);
+    assert_eq!(lp.finish(vec![]), [1, 4, 9]);
 }
 
 /// `AsyncSender`: two sends, one from another thread, coalesce into one
@@ -240,8 +241,7 @@ fn async_sender_example(w: &World) {
         .join()
         .unwrap();
     sender.send().unwrap();
-    let n = lp.finish(0);
-    assert_eq!(n, 1);
+    assert_eq!(lp.finish(0), 1);
     assert!(sender.send().is_err());
 }
 
@@ -260,8 +260,7 @@ fn loop_async_pending_example(w: &World) {
         .join()
         .unwrap();
     assert!(lp.async_pending(a).unwrap() && lp.is_pending(a).unwrap());
-    let seen = lp.finish(vec![]);
-    assert_eq!(seen, [(false, false)]);
+    assert_eq!(lp.finish(vec![]), [(false, false)]);
 }
 
 /// `Loop::fork`: after `reinit_after_fork` (in the same process here, as
@@ -279,8 +278,7 @@ fn loop_fork_example(w: &World) {
     })
     .unwrap();
     lp.reinit_after_fork().unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["fork", "prepare"]);
+    assert_eq!(lp.finish(vec![]), ["fork", "prepare"]);
 }
 
 /// `Loop::cleanup`: a cleanup watcher keeps no run going, and runs at the
@@ -306,15 +304,8 @@ fn sim_raise_example(w: &World) {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    match &w.sim {
-        Some(sim) => sim.raise(ms(1), libc::SIGHUP),
-        None => {
-            let kill = Command::new("sh").args(["-c", "kill -HUP $PPID"]).status();
-            assert!(kill.unwrap().success());
-        }
-    }
-    let n = lp.finish(0);
-    assert_eq!(n, 1);
+    signal_from_outside(w, ms(1), libc::SIGHUP);
+    assert_eq!(lp.finish(0), 1);
 }
 
 /// `Sim::call_at`: an async watcher woken at 7 ms by a send from outside
@@ -370,7 +361,6 @@ fn loop_child_two_loops_example(w: &World) {
     lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
     started.recv().unwrap();
     drop(job.stdin.take());
-    let got = lp.finish(None);
-    assert_eq!(got, Some(ExitStatus::Exited(4)));
+    assert_eq!(lp.finish(None), Some(ExitStatus::Exited(4)));
     assert_eq!(other.join().unwrap(), Some(ExitStatus::Exited(4)));
 }

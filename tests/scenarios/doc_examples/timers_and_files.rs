@@ -29,6 +29,35 @@ fn since_epoch(t: SystemTime) -> Duration {
     t.duration_since(SystemTime::UNIX_EPOCH).unwrap()
 }
 
+/// Runs a periodic watcher of `schedule` for `ticks` ticks (it stops
+/// itself then) until the run ends; returns the wall time of each tick.
+fn wall_ticks<'s>(
+    lp: &mut Loop<'s, Vec<Duration>>,
+    schedule: Schedule<'s>,
+    ticks: usize,
+) -> Vec<Duration> {
+    lp.periodic(schedule, move |lp, log, me| {
+        log.push(since_epoch(lp.wall_now()));
+        if log.len() == ticks {
+            lp.stop(me).unwrap();
+        }
+    })
+    .unwrap();
+    lp.finish(vec![])
+}
+
+/// Asserts that tick `k` came at or after its slot, `first + k * interval`
+/// nanoseconds after the epoch.
+fn assert_on_or_after_slots(log: &[Duration], first: u128, interval: u128) {
+    for (k, at) in log.iter().enumerate() {
+        let slot = first + k as u128 * interval;
+        assert!(
+            at.as_nanos() >= slot,
+            "tick {k} at {at:?}, before {slot} ns"
+        );
+    }
+}
+
 /// `Loop::set_repeat`: a 10 ms repeating timer set to 50 ms at its second
 /// tick; the tick after the change was already due 10 ms on.
 fn loop_set_repeat_example(w: &World) {
@@ -70,8 +99,7 @@ fn loop_once_example(w: &World) {
         },
     )
     .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["timed out, source back: true"]);
+    assert_eq!(lp.finish(vec![]), ["timed out, source back: true"]);
     assert_eq!(lp.active_count(), 0);
 }
 
@@ -110,22 +138,9 @@ fn loop_periodic_example(w: &World) {
     let start = since_epoch(lp.wall_now()).as_nanos();
     let (o, i) = (offset.as_nanos(), interval.as_nanos());
     let first = o + (start - o).div_ceil(i) * i;
-    lp.periodic(Schedule::every_from(offset, interval), |lp, log, me| {
-        log.push(since_epoch(lp.wall_now()));
-        if log.len() == 3 {
-            lp.stop(me).unwrap();
-        }
-    })
-    .unwrap();
-    let log = lp.finish(vec![]);
+    let log = wall_ticks(&mut lp, Schedule::every_from(offset, interval), 3);
     assert_eq!(log.len(), 3);
-    for (k, at) in log.iter().enumerate() {
-        let slot = first + k as u128 * i;
-        assert!(
-            at.as_nanos() >= slot,
-            "tick {k} at {at:?}, before {slot} ns"
-        );
-    }
+    assert_on_or_after_slots(&log, first, i);
     if w.sim().is_some() {
         let at = |ms: u64| Duration::from_millis(3_600_000 + ms);
         assert_eq!(log, [at(5), at(25), at(45)]);
@@ -148,21 +163,8 @@ fn schedule_every_example(w: &World) {
     let start = since_epoch(lp.wall_now()).as_nanos();
     let i = interval.as_nanos();
     let first = start.div_ceil(i) * i;
-    lp.periodic(Schedule::every(interval), |lp, log, me| {
-        log.push(since_epoch(lp.wall_now()));
-        if log.len() == 2 {
-            lp.stop(me).unwrap();
-        }
-    })
-    .unwrap();
-    let log = lp.finish(vec![]);
-    for (k, at) in log.iter().enumerate() {
-        let slot = first + k as u128 * i;
-        assert!(
-            at.as_nanos() >= slot,
-            "tick {k} at {at:?}, before {slot} ns"
-        );
-    }
+    let log = wall_ticks(&mut lp, Schedule::every(interval), 2);
+    assert_on_or_after_slots(&log, first, i);
     if w.sim().is_some() {
         let at = |ms: u64| Duration::from_millis((12 * 3600 + 45) * 1000 + ms);
         assert_eq!(log, [at(20), at(40)]);
@@ -274,8 +276,7 @@ fn loop_stat_example(w: &World) {
     let f = files.clone();
     lp.timer(ms(50), Duration::ZERO, move |_, _, _| f.grow(20))
         .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, ["10 -> 20", "20 -> 0"]);
+    assert_eq!(lp.finish(vec![]), ["10 -> 20", "20 -> 0"]);
 }
 
 /// `StatEvent`: a file created at 3 ms is seen appear (the watched path,
@@ -294,6 +295,5 @@ fn stat_event_example(w: &World) {
     let f = files.clone();
     lp.timer(ms(3), Duration::ZERO, move |_, _, _| f.grow(12))
         .unwrap();
-    let log = lp.finish(vec![]);
-    assert_eq!(log, [(false, true)]);
+    assert_eq!(lp.finish(vec![]), [(false, true)]);
 }
