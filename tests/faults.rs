@@ -9,7 +9,7 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use common::{drain, on_every_backend, watchdog, RunTo, World, WATCHDOG};
+use common::{drain, on_every_backend, sim_socket, watchdog, RunTo, World, WATCHDOG};
 use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 
 // ---- a panic in a callback -------------------------------------------------
@@ -310,8 +310,7 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
 
 #[test]
 fn an_invalidated_simulated_socket_is_refused_at_creation() {
-    let sim = Sim::new();
-    let sock = sim.socket("gone", 0);
+    let (sim, sock) = sim_socket("gone", 0);
     sim.invalidate(Duration::ZERO, &sock);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     // Let the simulator apply the invalidation.

@@ -4,12 +4,14 @@
 //! on one fd, one-shot, fed events and `into_source` from a callback, is in
 //! tests/scenarios/io_and_models.rs.)
 
+mod common;
+
+use common::sim_socket;
 use evloop::{Error, Interest, Loop, RunMode, Sim, SimSocket, Trigger};
 
 #[test]
 fn many_changes_on_one_fd_make_one_backend_call() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     let r = lp
         .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
@@ -36,8 +38,7 @@ fn many_changes_on_one_fd_make_one_backend_call() {
 
 #[test]
 fn changes_that_cancel_out_make_no_backend_call() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     let r = lp
         .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
@@ -123,8 +124,7 @@ fn os_descriptor_on_the_simulator_is_refused() {
 
 #[test]
 fn edge_trigger_is_refused_where_unsupported_and_modes_cannot_mix() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     let err = lp
         .io_borrowed(

@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::RunTo;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use common::{sim_socket, trace_with, RunTo};
 use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Sim};
 
 fn ms(n: u64) -> Duration {
@@ -87,45 +87,41 @@ fn signals_that_cannot_be_watched_are_refused() {
     assert_eq!(lp.active_count(), 0);
 }
 
-#[test]
-fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+/// A loop on the simulator where a byte and `signal` both arrive at 2 ms:
+/// its io watcher logs "io", its watcher of `signal` logs `name`, and each
+/// removes itself.
+fn io_and_signal_at_once(
+    signal: i32,
+    name: &'static str,
+) -> (Loop<'static, Vec<&'static str>>, evloop::Signal) {
+    let (sim, sock) = sim_socket("s", 0);
     sim.deliver(ms(2), &sock, b"x");
-    sim.raise(ms(2), libc::SIGUSR1);
+    sim.raise(ms(2), signal);
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::READABLE, |lp, log, ev| {
         log.push("io");
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let usr1 = lp
-        .signal(libc::SIGUSR1, |lp, log, me| {
-            log.push("usr1");
+    let watcher = lp
+        .signal(signal, move |lp, log, me| {
+            log.push(name);
             lp.remove(me).unwrap();
         })
         .unwrap();
+    (lp, watcher)
+}
+
+#[test]
+fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
+    let (mut lp, usr1) = io_and_signal_at_once(libc::SIGUSR1, "usr1");
     lp.set_priority(usr1, 1).unwrap();
     assert_eq!(lp.finish(vec![]), ["usr1", "io"]);
 }
 
 #[test]
 fn at_the_default_priority_signals_come_after_io_and_before_checks() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
-    sim.deliver(ms(2), &sock, b"x");
-    sim.raise(ms(2), libc::SIGUSR2);
-    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
-    lp.io(sock, Interest::READABLE, |lp, log, ev| {
-        log.push("io");
-        lp.remove(ev.watcher).unwrap();
-    })
-    .unwrap();
-    lp.signal(libc::SIGUSR2, |lp, log, me| {
-        log.push("usr2");
-        lp.remove(me).unwrap();
-    })
-    .unwrap();
+    let (mut lp, _) = io_and_signal_at_once(libc::SIGUSR2, "usr2");
     let check = lp.check(|_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
     assert_eq!(lp.finish(vec![]), ["io", "usr2", "check"]);
@@ -555,11 +551,7 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
             "any: 4343 exited with code 1 at 5ms",
         ]
     );
-    let exits: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains(" child "))
-        .collect();
+    let exits: Vec<String> = trace_with(&sim, " child ");
     assert_eq!(
         exits,
         [
@@ -636,11 +628,7 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
     .unwrap();
     assert_eq!(lp.finish(vec![]), ["1000 killed by signal 15 at 4ms"]);
     assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
-    let steps: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains("child"))
-        .collect();
+    let steps: Vec<String> = trace_with(&sim, "child");
     assert_eq!(
         steps,
         [

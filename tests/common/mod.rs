@@ -569,3 +569,19 @@ pub fn echo<S: AsMut<evloop::net::Conns<C>>, C>(
 pub fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
     format!("{what}: {:?}", r.map_err(|e| e.to_string()))
 }
+
+/// A simulator and one socket of it, `name`, with `send_capacity` bytes
+/// of room in its send buffer.
+pub fn sim_socket(name: &str, send_capacity: usize) -> (Sim, SimSocket) {
+    let sim = Sim::new();
+    let sock = sim.socket(name, send_capacity);
+    (sim, sock)
+}
+
+/// The lines of the simulator's trace that contain `what`.
+pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
+    sim.trace_lines()
+        .into_iter()
+        .filter(|l| l.contains(what))
+        .collect()
+}

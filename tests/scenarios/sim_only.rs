@@ -8,8 +8,8 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use crate::common::{drain_to_eof, flush, ms, RunTo};
-use evloop::{Break, Interest, Loop, RunMode, RunOutcome, Sim, SimSocket};
+use crate::common::{drain_to_eof, flush, ms, sim_socket, RunTo};
+use evloop::{Break, Interest, IoEvent, Loop, RunMode, RunOutcome, Sim, SimSocket};
 
 /// Per-connection state of the handler that leaves writable on.
 #[derive(Default)]
@@ -84,8 +84,7 @@ fn three_connections_arrivals_at_different_times() {
 
 #[test]
 fn leaving_writable_on_spins_the_loop() {
-    let sim = Sim::new();
-    let conn = sim.socket("c", 40);
+    let (sim, conn) = sim_socket("c", 40);
     sim.deliver(ms(1), &conn, b"GET");
     sim.free_send(ms(5), &conn, 100);
 
@@ -190,8 +189,7 @@ fn run_once_blocks_for_an_event_and_nowait_never_blocks() {
 
 #[test]
 fn spurious_wakeup_changes_nothing() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     sim.spurious_wakeup(ms(2));
     sim.deliver(ms(5), &sock, b"x");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
@@ -229,8 +227,7 @@ fn spurious_wakeup_changes_nothing() {
 
 #[test]
 fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     let fd = sock.fd();
     sim.invalidate(ms(3), fd);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
@@ -263,24 +260,17 @@ fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
 
 #[test]
 fn fd_invalidated_reports_error_to_every_watcher_on_it() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     sim.invalidate(ms(3), &sock);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    let log_as = |who: &'static str| {
-        move |lp: &mut Loop<'_, Vec<String>>,
-              log: &mut Vec<String>,
-              ev: evloop::IoEvent<'_, &SimSocket>| {
-            let active = lp.is_active(ev.watcher).unwrap();
-            log.push(format!("{who} {} active={active}", ev.ready))
-        }
-    };
-    let r = lp
-        .io_borrowed(&sock, Interest::READABLE, log_as("r"))
-        .unwrap();
-    let w = lp
-        .io_borrowed(&sock, Interest::WRITABLE, log_as("w"))
-        .unwrap();
+    // Each logs its interest, what it was told, and whether it is active.
+    fn log(lp: &mut Loop<'_, Vec<String>>, log: &mut Vec<String>, ev: IoEvent<'_, &SimSocket>) {
+        let interest = lp.interest(ev.watcher).unwrap();
+        let active = lp.is_active(ev.watcher).unwrap();
+        log.push(format!("{interest} {} active={active}", ev.ready))
+    }
+    let r = lp.io_borrowed(&sock, Interest::READABLE, log).unwrap();
+    let w = lp.io_borrowed(&sock, Interest::WRITABLE, log).unwrap();
     let mut log = lp.finish(vec![]);
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
     assert_eq!(sim.poll_count(), 1);
@@ -294,8 +284,7 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
 
 #[test]
 fn error_on_interest_change_is_reported_and_the_watcher_stopped() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+    let (sim, sock) = sim_socket("s", 0);
     sim.fail_next_modify(&sock);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::READABLE, |lp, log, ev| {

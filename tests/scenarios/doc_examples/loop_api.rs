@@ -153,8 +153,14 @@ fn loop_new_example(w: &World) {
 /// `Break`: a `Default` run that a callback ends (not the last watcher
 /// going away; mirrored because it is a `Default` run that must return).
 fn break_example(w: &World) {
+    an_idle_watcher_breaks_the_run(w, Break::One);
+}
+
+/// An idle watcher that breaks the run with `how`: the `Default` run
+/// returns `Broken`, the watcher still active.
+fn an_idle_watcher_breaks_the_run(w: &World, how: Break) {
     let mut lp: Loop = w.new_loop();
-    let idle = lp.idle(|lp, _, _| lp.break_loop(Break::One)).unwrap();
+    let idle = lp.idle(move |lp, _, _| lp.break_loop(how)).unwrap();
     lp.run_expect(RunMode::Default, &mut (), RunOutcome::Broken);
     assert!(lp.is_active(idle).unwrap());
 }
@@ -196,10 +202,7 @@ fn loop_depth_example(w: &World) {
 
 /// `Loop::break_loop` (a `Default` run ended by a callback, as `Break`).
 fn loop_break_loop_example(w: &World) {
-    let mut lp: Loop = w.new_loop();
-    let idle = lp.idle(|lp, _, _| lp.break_loop(Break::All)).unwrap();
-    lp.run_expect(RunMode::Default, &mut (), RunOutcome::Broken);
-    assert!(lp.is_active(idle).unwrap());
+    an_idle_watcher_breaks_the_run(w, Break::All);
 }
 
 /// `Loop::io`: a writable watcher writes and removes itself.
