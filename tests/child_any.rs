@@ -151,8 +151,7 @@ fn watchers_of_a_pid_still_get_the_real_status_on_every_loop() {
             lp.child(pid, |_, got, ev| got.push(ev.status.unwrap()))
                 .unwrap();
             watching.send(()).unwrap();
-            let got = lp.finish(vec![]);
-            got
+            lp.finish(vec![])
         });
         let mut lp: Loop<Vec<String>> = kernel_loop(name);
         lp.child_any(|_, log, ev| log.push(format!("any {} {}", ev.pid, ev.status.unwrap())))

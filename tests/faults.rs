@@ -9,15 +9,16 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use common::{drain, on_every_backend, sim_socket, watchdog, RunTo, World, WATCHDOG};
+use common::{
+    drain, on_every_backend, on_every_world, sim_socket, watchdog, RunTo, World, WATCHDOG,
+};
 use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 
 // ---- a panic in a callback -------------------------------------------------
 
 #[test]
 fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
-    on_every_backend("panic in io callback", |name| {
-        let w = World::new(name);
+    on_every_world("panic in io callback", |w| {
         let mut lp: Loop<Vec<u8>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let io = lp
@@ -32,15 +33,15 @@ fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
         peer.send(b"boom");
         let mut got = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut got)));
-        assert!(caught.is_err(), "{name}: the panic propagates out of run");
-        assert_eq!(lp.depth(), 0, "{name}");
-        assert!(lp.is_active(io).unwrap(), "{name}");
-        assert_eq!(lp.pending_count(), 0, "{name}");
+        assert!(caught.is_err(), "the panic propagates out of run");
+        assert_eq!(lp.depth(), 0);
+        assert!(lp.is_active(io).unwrap());
+        assert_eq!(lp.pending_count(), 0);
         // The source was not dropped (closed while registered): the same
         // watcher still hears from it.
         peer.send(b" and more");
         lp.run_expect(RunMode::Once, &mut got, RunOutcome::IterationDone);
-        assert_eq!(got, b"boom and more", "{name}");
+        assert_eq!(got, b"boom and more");
         // And it can be taken back (not Busy).
         let conn: common::Conn = lp.into_source(io).unwrap();
         drop(conn);
@@ -105,8 +106,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
 /// them; the watcher that panicked still works.
 #[test]
 fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
-    on_every_backend("panic amid a batch", |name| {
-        let w = World::new(name);
+    on_every_world("panic amid a batch", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let mut peers = vec![];
         for i in 0..3 {
@@ -127,8 +127,8 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
         }
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut log)));
-        assert!(caught.is_err(), "{name}");
-        assert_eq!(lp.depth(), 0, "{name}");
+        assert!(caught.is_err());
+        assert_eq!(lp.depth(), 0);
         // The third's event was read from the kernel with the others: it
         // is still owed, and a level-triggered fd would report it again
         // anyway. Either way it is delivered exactly once.
@@ -141,11 +141,7 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
         }
         let mut sorted = log.clone();
         sorted.sort();
-        assert_eq!(
-            sorted,
-            ["0:data", "1:again", "1:boom", "2:data"],
-            "{name}: {log:?}"
-        );
+        assert_eq!(sorted, ["0:data", "1:again", "1:boom", "2:data"], "{log:?}");
     });
 }
 
@@ -154,8 +150,7 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
 /// delivered once the loop runs again.
 #[test]
 fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
-    on_every_backend("held back across a nested panic", |name| {
-        let w = World::new(name);
+    on_every_world("held back across a nested panic", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let boom = lp
@@ -189,15 +184,15 @@ fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
         .unwrap();
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut log)));
-        assert!(caught.is_err(), "{name}");
-        assert_eq!(lp.depth(), 0, "{name}");
+        assert!(caught.is_err());
+        assert_eq!(lp.depth(), 0);
         for _ in 0..3 {
             if log.len() >= 2 {
                 break;
             }
             lp.run(RunMode::Once, &mut log).unwrap();
         }
-        assert_eq!(log, ["read one", "read two"], "{name}");
+        assert_eq!(log, ["read one", "read two"]);
     });
 }
 
@@ -206,8 +201,7 @@ fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
 /// it is delivered with the new interest only.
 #[test]
 fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
-    on_every_backend("held back, then narrowed", |name| {
-        let w = World::new(name);
+    on_every_world("held back, then narrowed", |w| {
         let mut lp: Loop<Vec<Ready>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let mut first = true;
@@ -233,11 +227,11 @@ fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
             }
             lp.run(RunMode::Once, &mut log).unwrap();
         }
-        assert_eq!(log.len(), 2, "{name}: {log:?}");
-        assert!(log[0].is_writable(), "{name}: first {:?}", log[0]);
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[0].is_writable(), "first {:?}", log[0]);
         assert!(
             log[1].is_readable() && !log[1].is_writable(),
-            "{name}: the held-back event kept WRITABLE: {:?}",
+            "the held-back event kept WRITABLE: {:?}",
             log[1]
         );
     });
@@ -247,8 +241,7 @@ fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
 
 #[test]
 fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
-    on_every_backend("foreign handles", |name| {
-        let w = World::new(name);
+    on_every_world("foreign handles", |w| {
         let mut a: Loop = w.new_loop();
         let mut b: Loop = w.new_loop();
         // Both in slot 0 of their loop, so only the generation tells them
@@ -267,7 +260,7 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
             Err(e @ Error::ForeignHandle { .. }) => {
                 assert!(e.to_string().contains("another loop"), "{e}")
             }
-            other => panic!("{name}: {h:?} on the wrong loop gave {other:?}"),
+            other => panic!("{h:?} on the wrong loop gave {other:?}"),
         };
         foreign(a.stop(tb), &tb);
         foreign(a.start(tb), &tb);

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, Conn, RunTo, World};
+use common::{on_every_backend, on_every_world, Conn, RunTo, World};
 use evloop::{
     Break, Check, Error, ExitStatus, Idle, Interest, IoEvent, Loop, Prepare, Ready, RunMode,
     RunOutcome, Schedule, Signal,
@@ -250,8 +250,7 @@ type Log = Vec<String>;
 /// path's attributes, an io watcher its source).
 #[test]
 fn set_callback_replaces_the_callback_of_every_kind() {
-    on_every_backend("set_callback, every kind", |name| {
-        let w = World::new(name);
+    on_every_world("set_callback, every kind", |w| {
         let mut lp: Loop<Log> = w.new_loop();
         let far = Duration::from_secs(3600);
         let t = lp.timer(far, Duration::ZERO, old("timer")).unwrap();
@@ -318,7 +317,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         lp.feed_event(io, Ready::READABLE).unwrap();
         let mut log = vec![];
         lp.run(RunMode::NoWait, &mut log).unwrap();
-        let sim = name == "sim";
+        let sim = w.backend == "sim";
         assert_eq!(
             log,
             [
@@ -332,18 +331,11 @@ fn set_callback_replaces_the_callback_of_every_kind() {
                 "new fork".into(),
                 "new stat exists=false".into(),
                 format!("new io {sim}"),
-            ],
-            "{name}"
+            ]
         );
         // The watchers kept their state.
-        assert!(
-            lp.is_active(t).unwrap() && lp.is_active(io).unwrap(),
-            "{name}"
-        );
-        assert!(
-            !lp.is_active(i).unwrap() && !lp.is_active(s).unwrap(),
-            "{name}"
-        );
+        assert!(lp.is_active(t).unwrap() && lp.is_active(io).unwrap());
+        assert!(!lp.is_active(i).unwrap() && !lp.is_active(s).unwrap());
         // The new io callback holds the source: it can be taken back.
         let _: Conn = lp.into_source(io).unwrap();
     });
@@ -396,8 +388,7 @@ impl From<Signal> for AnyHandle {
 /// adaptor no longer keeps it: it reads the watcher's).
 #[test]
 fn a_child_watchers_new_callback_gets_its_exit() {
-    on_every_backend("set_callback, child", |name| {
-        let w = World::new(name);
+    on_every_world("set_callback, child", |w| {
         let mut lp: Loop<Log> = w.new_loop();
         let pid = match &w.sim {
             Some(sim) => {
@@ -413,7 +404,7 @@ fn a_child_watchers_new_callback_gets_its_exit() {
             log.push(format!("new child {:?}", ev.status));
         })
         .unwrap();
-        assert_eq!(lp.finish(vec![]), ["new child Some(Exited(3))"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new child Some(Exited(3))"]);
     });
 }
 
@@ -521,8 +512,7 @@ fn the_old_callback_is_dropped_at_once_and_a_panic_in_its_drop_leaves_the_new_on
 
 #[test]
 fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
-    on_every_backend("set_io_callback", |name| {
-        let w = World::new(name);
+    on_every_world("set_io_callback", |w| {
         let (other, _other_peer) = w.pair();
         let mut lp: Loop<Log> = w.new_loop();
         let (conn, mut peer) = w.pair();
@@ -537,13 +527,13 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
             .unwrap();
         // Not the source's type, or not a borrowed one: refused, kept.
         let wrong = lp.set_io_callback(io, |_, _, _: IoEvent<'_, std::fs::File>| {});
-        assert!(matches!(wrong, Err(Error::SourceType)), "{name}: {wrong:?}");
+        assert!(matches!(wrong, Err(Error::SourceType)), "{wrong:?}");
         let owned = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
-        assert!(matches!(owned, Err(Error::SourceType)), "{name}: {owned:?}");
+        assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
         peer.send(b"abc");
         let mut log = vec![];
         lp.run(RunMode::Once, &mut log).unwrap();
-        assert_eq!(log, ["old: Err(Busy)", "old read 3"], "{name}");
+        assert_eq!(log, ["old: Err(Busy)", "old read 3"]);
         // Replaced: the new callback reads the same source.
         lp.set_io_callback(io, |lp, log, ev: IoEvent<'_, Conn>| {
             let data = common::drain(ev.source);
@@ -553,7 +543,7 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
         .unwrap();
         peer.send(b"defg");
         lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log[2..], ["new read 4"], "{name}");
+        assert_eq!(log[2..], ["new read 4"]);
         let back: Conn = lp.into_source(io).unwrap();
         drop(back);
     });
@@ -561,8 +551,7 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
 
 #[test]
 fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
-    on_every_backend("set_borrowed_io_callback", |name| {
-        let w = World::new(name);
+    on_every_world("set_borrowed_io_callback", |w| {
         let (conn, mut peer) = w.pair();
         let (other, _other_peer) = w.pair();
         let mut lp: Loop<Log> = w.new_loop();
@@ -572,12 +561,9 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
             })
             .unwrap();
         let wrong = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
-        assert!(
-            matches!(wrong, Err(Error::InvalidFd { .. })),
-            "{name}: {wrong:?}"
-        );
+        assert!(matches!(wrong, Err(Error::InvalidFd { .. })), "{wrong:?}");
         let owned = lp.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {});
-        assert!(matches!(owned, Err(Error::SourceType)), "{name}: {owned:?}");
+        assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
         lp.set_borrowed_io_callback(io, &conn, |lp, log, ev| {
             let mut buf = [0; 16];
             let n = ev.source.read(&mut buf).unwrap();
@@ -586,7 +572,7 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
         })
         .unwrap();
         peer.send(b"xy");
-        assert_eq!(lp.finish(vec![]), ["new read 2"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new read 2"]);
     });
 }
 
@@ -610,8 +596,7 @@ fn a_cleanup_watchers_new_callback_runs_at_drop() {
 
 #[test]
 fn the_set_family_refuses_stale_and_foreign_handles() {
-    on_every_backend("set family: stale and foreign handles", |name| {
-        let w = World::new(name);
+    on_every_world("set family: stale and foreign handles", |w| {
         let mut a: Loop = w.new_loop();
         let mut b: Loop = w.new_loop();
         let t = a
@@ -626,14 +611,13 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
         a.stop(s).unwrap();
         a.stop(p).unwrap();
         let foreign = |r: evloop::Result<()>| matches!(r, Err(Error::ForeignHandle { .. }));
-        assert!(foreign(b.set_callback(t, |_, _, _| {})), "{name}");
-        assert!(foreign(b.set_signal(s, libc::SIGUSR1)), "{name}");
-        assert!(foreign(b.set_schedule(p, Schedule::At(later))), "{name}");
-        assert!(foreign(b.set_cleanup_callback(c, |_| {})), "{name}");
-        assert!(
-            foreign(b.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})),
-            "{name}"
-        );
+        assert!(foreign(b.set_callback(t, |_, _, _| {})));
+        assert!(foreign(b.set_signal(s, libc::SIGUSR1)));
+        assert!(foreign(b.set_schedule(p, Schedule::At(later))));
+        assert!(foreign(b.set_cleanup_callback(c, |_| {})));
+        assert!(foreign(
+            b.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+        ));
         for r in [
             a.remove(t),
             a.remove(s),
@@ -644,15 +628,14 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
             r.unwrap();
         }
         let stale = |r: evloop::Result<()>| matches!(r, Err(Error::StaleHandle { .. }));
-        assert!(stale(a.set_callback(t, |_, _, _| {})), "{name}");
-        assert!(stale(a.set_signal(s, libc::SIGUSR1)), "{name}");
-        assert!(stale(a.set_schedule(p, Schedule::At(later))), "{name}");
-        assert!(stale(a.set_cleanup_callback(c, |_| {})), "{name}");
-        assert!(
-            stale(a.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})),
-            "{name}"
-        );
-        assert_eq!(a.active_count(), 0, "{name}");
+        assert!(stale(a.set_callback(t, |_, _, _| {})));
+        assert!(stale(a.set_signal(s, libc::SIGUSR1)));
+        assert!(stale(a.set_schedule(p, Schedule::At(later))));
+        assert!(stale(a.set_cleanup_callback(c, |_| {})));
+        assert!(stale(
+            a.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+        ));
+        assert_eq!(a.active_count(), 0);
     });
 }
 
@@ -705,8 +688,7 @@ fn raise_here(signal: i32) {
 /// its own.
 #[test]
 fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
-    on_every_backend("set_signal", |name| {
-        let w = World::new(name);
+    on_every_world("set_signal", |w| {
         let mut lp: Loop<Vec<i32>> = w.new_loop();
         let s = lp
             .signal(libc::SIGUSR1, |lp, log, me| {
@@ -723,24 +705,17 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
                     what: "signal"
                 }
             ),
-            "{name}: {active:?}"
+            "{active:?}"
         );
-        assert!(active.to_string().contains("stopped"), "{name}: {active}");
+        assert!(active.to_string().contains("stopped"), "{active}");
         lp.stop(s).unwrap();
         for bad in [0, libc::SIGKILL, 65] {
             let err = lp.set_signal(s, bad).unwrap_err();
-            assert!(
-                matches!(err, Error::InvalidSignal { .. }),
-                "{name}: {err:?}"
-            );
+            assert!(matches!(err, Error::InvalidSignal { .. }), "{err:?}");
         }
-        assert_eq!(
-            lp.signal_number(s).unwrap(),
-            libc::SIGUSR1,
-            "{name}: unchanged"
-        );
+        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR1, "unchanged");
         lp.set_signal(s, libc::SIGUSR2).unwrap();
-        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR2, "{name}");
+        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR2);
         lp.start(s).unwrap();
         match &w.sim {
             Some(sim) => {
@@ -751,7 +726,7 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
             }
             None => raise_here(libc::SIGUSR2),
         }
-        assert_eq!(lp.finish(vec![]), [libc::SIGUSR2], "{name}");
+        assert_eq!(lp.finish(vec![]), [libc::SIGUSR2]);
     });
 }
 

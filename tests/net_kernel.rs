@@ -105,8 +105,7 @@ fn run_clients(addr: SocketAddr, clients: usize, per_client: usize) -> usize {
         })
         .unwrap();
     }
-    let done = lp.finish(0);
-    done
+    lp.finish(0)
 }
 
 /// The echo example's server on `backend` in a thread, `clients` clients

@@ -6,13 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{drain, on_every_backend, RunTo, World};
+use common::{drain, on_every_world, RunTo};
 use evloop::{Interest, Loop, Once, RunMode, RunOutcome};
 
 #[test]
 fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
-    on_every_backend("once ready", |name| {
-        let w = World::new(name);
+    on_every_world("once ready", |w| {
         let (conn, mut peer) = w.pair();
         peer.send(b"hi");
         let mut lp: Loop<Vec<String>> = w.new_loop();
@@ -30,15 +29,14 @@ fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, [format!("ready r: {:?}", b"hi".to_vec())], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, [format!("ready r: {:?}", b"hi".to_vec())]);
     });
 }
 
 #[test]
 fn the_timeout_first_hands_the_source_back_too() {
-    on_every_backend("once timed out", |name| {
-        let w = World::new(name);
+    on_every_world("once timed out", |w| {
         let (conn, _peer) = w.pair();
         let mut lp: Loop<Vec<String>> = w.new_loop();
         lp.update_now();
@@ -57,15 +55,14 @@ fn the_timeout_first_hands_the_source_back_too() {
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, ["timed out, source back: true"], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, ["timed out, source back: true"]);
     });
 }
 
 #[test]
 fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_once() {
-    on_every_backend("once, io only / nothing", |name| {
-        let w = World::new(name);
+    on_every_world("once, io only / nothing", |w| {
         let (conn, mut peer) = w.pair();
         peer.send(b"x");
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
@@ -83,8 +80,8 @@ fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_onc
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, ["ready", "nothing to wait for"], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, ["ready", "nothing to wait for"]);
     });
 }
 

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, RunTo, Shifted, World};
+use common::{on_every_backend, on_every_world, RunTo, Shifted, World};
 use evloop::{Backend, Error, Interest, Loop, RunMode, Schedule};
 
 /// The message of a caught panic.
@@ -181,8 +181,7 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
 /// panics then is stopped, and the others are still realigned.
 #[test]
 fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
-    on_every_backend("schedule panics after a clock step", |name| {
-        let w = World::new(name);
+    on_every_world("schedule panics after a clock step", |w| {
         let inner: Box<dyn Backend> = match &w.sim {
             Some(sim) => {
                 // (Its wall clock starts at the epoch: a step back from
@@ -190,7 +189,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
                 sim.set_wall_clock(SystemTime::UNIX_EPOCH + 10 * HOUR);
                 Box::new(sim.backend())
             }
-            None => evloop::backends::open(name).unwrap(),
+            None => evloop::backends::open(w.backend).unwrap(),
         };
         let shift = Arc::new(AtomicI64::new(0));
         let backend = Shifted {
@@ -227,22 +226,22 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         let why = panics(|| {
             let _ = lp.run(RunMode::Default, &mut log);
         });
-        assert_eq!(why, "the schedule panics", "{name}");
-        assert_eq!(asked.get(), 2, "{name}");
-        assert!(!lp.is_active(panicky).unwrap(), "{name}");
-        assert_eq!(lp.periodic_at(panicky).unwrap(), None, "{name}");
+        assert_eq!(why, "the schedule panics");
+        assert_eq!(asked.get(), 2);
+        assert!(!lp.is_active(panicky).unwrap());
+        assert_eq!(lp.periodic_at(panicky).unwrap(), None);
         // The other one was realigned: an hour from the new time (not an
         // hour and a half, as before the step).
         let next = lp.periodic_at(steady).unwrap().unwrap();
         let ahead = next.duration_since(lp.wall_now()).unwrap();
-        assert!(ahead <= HOUR, "{name}: {ahead:?} ahead, not realigned");
-        assert_eq!(lp.active_count(), 1, "{name}: the steady periodic");
-        assert_eq!(lp.pending_count(), 1, "{name}: the second timer");
+        assert!(ahead <= HOUR, "{ahead:?} ahead, not realigned");
+        assert_eq!(lp.active_count(), 1, "the steady periodic");
+        assert_eq!(lp.pending_count(), 1, "the second timer");
         lp.remove(steady).unwrap();
         lp.run_to_end(&mut log);
-        assert_eq!(log, ["stepped", "woke"], "{name}");
+        assert_eq!(log, ["stepped", "woke"]);
         lp.remove(panicky).unwrap();
-        assert_eq!(lp.active_count(), 0, "{name}");
+        assert_eq!(lp.active_count(), 0);
     });
 }
 
@@ -254,8 +253,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
 /// the counts are right.
 #[test]
 fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consistent() {
-    on_every_backend("panic in drop on remove", |name| {
-        let w = World::new(name);
+    on_every_world("panic in drop on remove", |w| {
         let mut lp: Loop<()> = w.new_loop();
         let dropped = Rc::new(Cell::new(0));
         let (conn, _peer) = w.pair();
@@ -304,30 +302,26 @@ fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consi
                 },
             )
             .unwrap();
-        assert_eq!(lp.active_count(), 6, "{name}");
+        assert_eq!(lp.active_count(), 6);
 
         assert_eq!(panics(|| lp.remove(idle).unwrap()), "idle capture");
-        assert_eq!((lp.active_count(), dropped.get()), (5, 1), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (5, 1));
         assert_eq!(panics(|| lp.remove(timer).unwrap()), "timer capture");
-        assert_eq!((lp.active_count(), dropped.get()), (4, 2), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (4, 2));
         assert_eq!(panics(|| lp.remove(io).unwrap()), "io capture");
-        assert_eq!((lp.active_count(), dropped.get()), (3, 3), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (3, 3));
         // The once's timeout goes with it.
         assert_eq!(panics(|| lp.remove(once).unwrap()), "once capture");
-        assert_eq!((lp.active_count(), dropped.get()), (1, 4), "{name}");
-        assert_eq!(
-            panics(|| lp.remove(periodic).unwrap()),
-            "schedule capture",
-            "{name}"
-        );
-        assert_eq!((lp.active_count(), dropped.get()), (0, 6), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (1, 4));
+        assert_eq!(panics(|| lp.remove(periodic).unwrap()), "schedule capture");
+        assert_eq!((lp.active_count(), dropped.get()), (0, 6));
         for gone in [
             lp.remove(idle),
             lp.remove(timer),
             lp.remove(io),
             lp.remove(periodic),
         ] {
-            assert!(matches!(gone, Err(Error::StaleHandle { .. })), "{name}");
+            assert!(matches!(gone, Err(Error::StaleHandle { .. })));
         }
         lp.run_to_end(&mut ());
         // The loop still makes and runs watchers.
@@ -393,8 +387,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
 /// even if some of those drops panic; the first panic propagates.
 #[test]
 fn dropping_the_loop_drops_everything_even_if_drops_panic() {
-    on_every_backend("panics in drops at loop drop", |name| {
-        let w = World::new(name);
+    on_every_world("panics in drops at loop drop", |w| {
         let mut lp: Loop<()> = w.new_loop();
         let dropped = Rc::new(Cell::new(0));
         let (conn, _peer) = w.pair();
@@ -425,9 +418,9 @@ fn dropping_the_loop_drops_everything_even_if_drops_panic() {
         let why = panics(move || drop(lp));
         assert!(
             ["first", "second", "schedule"].contains(&why.as_str()),
-            "{name}: {why}"
+            "{why}"
         );
-        assert_eq!(dropped.get(), 4, "{name}: every drop ran");
+        assert_eq!(dropped.get(), 4, "every drop ran");
     });
 }
 

@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{on_every_backend, RunTo, TempDir, World};
+use common::{on_every_backend, on_every_world, RunTo, TempDir, World};
 use evloop::{FileStat, Loop, RunMode, RunOutcome, Sim, StatEvent};
 
 /// Makes the file changes, on the simulator or for real.
@@ -367,9 +367,8 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         let name = ev.path.file_name().unwrap().to_string_lossy();
         log.push(format!("{name}: {} bytes", ev.current.size));
     }
-    on_every_backend("the event's path", |name| {
-        let w = World::new(name);
-        let dir = TempDir::new("event-path", name);
+    on_every_world("the event's path", |w| {
+        let dir = TempDir::new("event-path", w.backend);
         let (a, b) = (dir.0.join("a.conf"), dir.0.join("b.conf"));
         let mut lp: Loop<Log> = w.new_loop();
         let wa = lp.stat(&a, Duration::from_millis(100), on_change).unwrap();
@@ -395,7 +394,7 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         }
         second(&lp, &a, b"aaa");
         lp.run_to_end(&mut log);
-        assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"], "{name}");
+        assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"]);
     });
 }
 

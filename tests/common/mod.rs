@@ -585,3 +585,9 @@ pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
         .filter(|l| l.contains(what))
         .collect()
 }
+
+/// Runs `scenario` in a [`World`] of each backend of [`backends`], each
+/// under the [`watchdog`].
+pub fn on_every_world(what: &str, scenario: fn(&World)) {
+    in_worlds(what, &backends(), scenario);
+}

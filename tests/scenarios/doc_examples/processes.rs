@@ -354,8 +354,7 @@ fn loop_child_two_loops_example(w: &World) {
         let mut lp: Loop<Option<ExitStatus>> = World::new(name).new_loop();
         lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
         watching.send(()).unwrap();
-        let got = lp.finish(None);
-        got
+        lp.finish(None)
     });
     let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
     lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
