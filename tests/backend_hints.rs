@@ -23,8 +23,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{alone, on_each_kernel, watchdog, TempDir};
-use evloop::{backends, Backend, Notices, PollEvent};
+use common::{alone, gather, on_each_kernel, open, watchdog, TempDir};
+use evloop::{backends, Backend};
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -50,29 +50,6 @@ fn expect(name: &str) -> Expect {
 /// `EVFILT_VNODE` on kqueue; poll and select elsewhere have none.
 fn hints(name: &str) -> bool {
     cfg!(any(target_os = "linux", target_os = "android")) || name == "kqueue"
-}
-
-fn open(name: &str) -> Box<dyn Backend> {
-    backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
-}
-
-/// Polls and takes notices, as the loop does, until `done` holds or
-/// `limit` has passed. No poll may report an fd: none is registered, and
-/// internal fds are never reported.
-fn gather(b: &mut dyn Backend, limit: Duration, done: impl Fn(&Notices) -> bool) -> Notices {
-    let mut all = Notices::default();
-    let deadline = Instant::now() + limit;
-    let mut events: Vec<PollEvent> = Vec::new();
-    loop {
-        events.clear();
-        let left = deadline.saturating_duration_since(Instant::now());
-        b.poll(Some(left), &mut events).unwrap();
-        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
-        b.take_notices(&mut all);
-        if done(&all) || Instant::now() >= deadline {
-            return all;
-        }
-    }
 }
 
 /// The tokens hinted at within `limit` (everything noticed, for `limit`).

@@ -21,19 +21,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{
-    action, alone, held, install_marker, is_marker, on_each_kernel, shared, spawn, wait_exited,
-    watchdog, MARKS,
+    action, alone, gather, held, install_marker, is_marker, on_each_kernel, open, shared, spawn,
+    wait_exited, watchdog, MARKS,
 };
-use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, PollEvent, Wake};
+use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, Wake};
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);
 /// How long a wait that must end early may last before it counts as stuck.
 const LONG: Duration = Duration::from_secs(5);
-
-fn open(name: &str) -> Box<dyn Backend> {
-    backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
-}
 
 /// A signal for one test (each test its own: they run in parallel).
 fn sig(n: usize) -> i32 {
@@ -51,26 +47,6 @@ fn kill_self(signal: i32) {
     // SAFETY: sends a signal to this process; every caller has a watcher
     // of it installed (or a disposition that does not end the process).
     assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
-}
-
-/// Polls `b` and gathers its notices, as the loop does (a poll, then
-/// `take_notices`), until `done` holds or `limit` has passed. No poll may
-/// report an fd: none is registered, and the backends' internal fds are
-/// never reported.
-fn gather(b: &mut dyn Backend, limit: Duration, done: impl Fn(&Notices) -> bool) -> Notices {
-    let mut all = Notices::default();
-    let deadline = Instant::now() + limit;
-    let mut events: Vec<PollEvent> = Vec::new();
-    loop {
-        events.clear();
-        let left = deadline.saturating_duration_since(Instant::now());
-        b.poll(Some(left), &mut events).unwrap();
-        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
-        b.take_notices(&mut all);
-        if done(&all) || Instant::now() >= deadline {
-            return all;
-        }
-    }
 }
 
 /// One poll of `timeout`: how long it took, and the notices after it.

@@ -302,6 +302,20 @@ fn a_full_input_buffer_stops_reading_until_consumed() {
     assert_eq!(sim.buffered(fd), 2); // never read
 }
 
+/// A handler that relays what arrives to every other connection, in one
+/// pass.
+fn relay(lp: &mut Loop<'_, World>, w: &mut World, id: ConnId, ev: ConnEvent) {
+    if let ConnEvent::Data = ev {
+        let line = w.conns[id].input().to_vec();
+        w.conns[id].consume(line.len());
+        for (other, c) in w.conns.iter_mut() {
+            if other != id {
+                c.write(lp, &line);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_write_from_another_handler_goes_out_in_the_same_iteration() {
     let sim = Sim::new();
@@ -311,24 +325,7 @@ fn a_write_from_another_handler_goes_out_in_the_same_iteration() {
     let mut w = World::default();
     for (sock, name) in [(a, "a"), (b, "b")] {
         w.conns
-            .open(
-                &mut lp,
-                sock,
-                ConnOptions::new(),
-                name,
-                |lp, w: &mut World, id, ev| {
-                    if let ConnEvent::Data = ev {
-                        // Relay to every other connection, in one pass.
-                        let line = w.conns[id].input().to_vec();
-                        w.conns[id].consume(line.len());
-                        for (other, c) in w.conns.iter_mut() {
-                            if other != id {
-                                c.write(lp, &line);
-                            }
-                        }
-                    }
-                },
-            )
+            .open(&mut lp, sock, ConnOptions::new(), name, relay)
             .unwrap();
     }
     use std::io::{Read, Write};
@@ -435,18 +432,7 @@ fn a_panicking_handler_leaves_the_connection_usable() {
             b,
             ConnOptions::new(),
             "b",
-            |lp, w: &mut World, id, ev| {
-                if let ConnEvent::Data = ev {
-                    // Relays to a: its handler panicked before.
-                    let line = w.conns[id].input().to_vec();
-                    w.conns[id].consume(line.len());
-                    for (other, c) in w.conns.iter_mut() {
-                        if other != id {
-                            c.write(lp, &line);
-                        }
-                    }
-                }
-            },
+            relay, // to a, whose handler panicked before
         )
         .unwrap();
     a_peer.write_all(b"boom").unwrap();

@@ -591,3 +591,32 @@ pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
 pub fn on_every_world(what: &str, scenario: fn(&World)) {
     in_worlds(what, &backends(), scenario);
 }
+
+/// The OS backend `name`, opened directly (no loop).
+pub fn open(name: &str) -> Box<dyn evloop::Backend> {
+    evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
+}
+
+/// Polls `b` and gathers its notices, as the loop does (a poll, then
+/// `take_notices`), until `done` holds or `limit` has passed. No poll may
+/// report an fd: none is registered, and the backends' internal fds are
+/// never reported.
+pub fn gather(
+    b: &mut dyn evloop::Backend,
+    limit: Duration,
+    done: impl Fn(&evloop::Notices) -> bool,
+) -> evloop::Notices {
+    let mut all = evloop::Notices::default();
+    let deadline = std::time::Instant::now() + limit;
+    let mut events: Vec<evloop::PollEvent> = Vec::new();
+    loop {
+        events.clear();
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        b.poll(Some(left), &mut events).unwrap();
+        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
+        b.take_notices(&mut all);
+        if done(&all) || std::time::Instant::now() >= deadline {
+            return all;
+        }
+    }
+}
