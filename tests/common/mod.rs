@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
 
+pub mod settle_points;
+
 /// How long a scenario may take before the watchdog fails it. Generous:
 /// a scenario takes milliseconds; a hang never ends.
 pub const WATCHDOG: Duration = Duration::from_secs(30);

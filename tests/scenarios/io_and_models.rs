@@ -16,6 +16,7 @@
 use std::io::Read;
 use std::time::Duration;
 
+use crate::common::settle_points::{self, Act, Case};
 use crate::common::{drain, ms, outcome, Conn, RunTo, World};
 use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Timer, Trigger};
 
@@ -253,30 +254,6 @@ fn pending_queries_see_the_rest_of_a_direct_batch(w: &World) {
     drop(peers);
 }
 
-/// What a hand-built program's callback does (a subset of
-/// direct_dispatch.rs's actions: those its hand-built programs use).
-#[derive(Debug, Clone, Copy)]
-enum Act {
-    Stop(usize),
-    Start(usize),
-    SetPriority(usize, i32),
-    SetInterest(usize, bool),
-    CreateIo(usize),
-    Feed(usize),
-    Clear(usize),
-    IsActive(usize),
-}
-
-struct Program {
-    name: &'static str,
-    /// Each watcher: its connection, whether one-shot, its script.
-    watchers: Vec<(usize, bool, Vec<Vec<Act>>)>,
-    /// Connections whose peer sends a byte before the run.
-    sends: &'static [usize],
-    /// Connections whose peer is closed before the run.
-    closes: &'static [usize],
-}
-
 /// What the callbacks of a program see and record.
 struct DState<'s> {
     conns: &'s [Conn],
@@ -305,15 +282,11 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
         }
         Act::CreateIo(c) => {
             let n = st.created.len();
-            let conns: &'s [Conn] = st.conns;
-            let made = lp.io_borrowed(
-                &conns[c],
-                Interest::READABLE,
-                move |_, st: &mut DState, ev| {
-                    st.log.push(format!("io new{n} {:?}", ev.ready));
-                    let _ = ev.source.read(&mut [0u8; 8]);
-                },
-            );
+            let conn: &'s Conn = &st.conns[c];
+            let made = lp.io_borrowed(conn, Interest::READABLE, move |_, st: &mut DState, ev| {
+                let _ = ev.source.read(&mut [0u8; 8]);
+                st.log.push(format!("io new{n} {:?}", ev.ready));
+            });
             if let Ok(io) = made {
                 st.created.push(io);
             }
@@ -332,7 +305,7 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
 /// Runs the program for three iterations (everything it reacts to is there
 /// before the run, so `NoWait` sees it), then removes every watcher, after
 /// which `run` must return. Returns the callback log.
-fn observe(backend: &'static str, p: &Program, direct: bool) -> Vec<String> {
+fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
     let w = World::new(backend);
     let mut peers = Vec::new();
     let mut conns = Vec::new();
@@ -354,29 +327,28 @@ fn observe(backend: &'static str, p: &Program, direct: bool) -> Vec<String> {
     };
     let mut lp: Loop<'_, DState<'_>> = w.new_loop();
     lp.set_direct_dispatch(direct);
-    for (i, (c, oneshot, script)) in p.watchers.iter().enumerate() {
-        let interest = if *oneshot {
-            Interest::READABLE.with_trigger(Trigger::Oneshot)
-        } else {
-            Interest::READABLE
-        };
+    for (i, spec) in p.watchers.iter().enumerate() {
         let io = lp
-            .io_borrowed(&conns[*c], interest, move |lp, st: &mut DState, ev| {
-                st.log.push(format!("io {i} {:?}", ev.ready));
-                let _ = ev.source.read(&mut [0u8; 8]);
-                let (_, script, calls) = &mut st.ios[i];
-                *calls += 1;
-                if *calls > 20 {
-                    let _ = lp.stop(ev.watcher);
-                    return;
-                }
-                let step = script[(*calls - 1) % script.len()].clone();
-                for a in step {
-                    perform(lp, st, a);
-                }
-            })
+            .io_borrowed(
+                &conns[spec.socket],
+                settle_points::interest(spec.oneshot),
+                move |lp, st: &mut DState, ev| {
+                    st.log.push(format!("io {i} {:?}", ev.ready));
+                    let _ = ev.source.read(&mut [0u8; 8]);
+                    let (_, script, calls) = &mut st.ios[i];
+                    *calls += 1;
+                    if *calls > 20 {
+                        let _ = lp.stop(ev.watcher);
+                        return;
+                    }
+                    let step = script[(*calls - 1) % script.len()].clone();
+                    for a in step {
+                        perform(lp, st, a);
+                    }
+                },
+            )
             .unwrap();
-        st.ios.push((io, script.clone(), 0));
+        st.ios.push((io, spec.script.clone(), 0));
     }
     for _ in 0..3 {
         let r = lp.run(RunMode::NoWait, &mut st);
@@ -401,72 +373,13 @@ fn observe(backend: &'static str, p: &Program, direct: bool) -> Vec<String> {
 /// `each_settle_point_is_needed` (all cases but "invalid fd"): with and
 /// without direct dispatch, each backend's callbacks see the same.
 fn each_settle_point_program_behaves_alike_with_and_without_direct_dispatch(w: &World) {
-    fn programs() -> Vec<Program> {
-        let plain = |c: usize, script: Vec<Vec<Act>>| (c, false, script);
-        vec![
-            Program {
-                name: "start",
-                watchers: vec![
-                    plain(0, vec![vec![Act::Stop(1), Act::Start(1)]]),
-                    plain(1, vec![vec![]]),
-                ],
-                sends: &[0, 1],
-                closes: &[],
-            },
-            Program {
-                name: "set_priority",
-                watchers: vec![
-                    plain(0, vec![vec![Act::SetPriority(2, 1)]]),
-                    plain(1, vec![vec![]]),
-                    plain(2, vec![vec![]]),
-                ],
-                sends: &[0, 1, 2],
-                closes: &[],
-            },
-            Program {
-                name: "set_interest",
-                watchers: vec![
-                    plain(0, vec![vec![], vec![Act::SetInterest(1, false)]]),
-                    plain(1, vec![vec![Act::SetInterest(1, true)], vec![]]),
-                ],
-                sends: &[1],
-                closes: &[0],
-            },
-            Program {
-                name: "create io",
-                watchers: vec![
-                    plain(0, vec![vec![Act::CreateIo(1)]]),
-                    plain(1, vec![vec![]]),
-                ],
-                sends: &[0, 1],
-                closes: &[],
-            },
-            Program {
-                name: "feed",
-                watchers: vec![plain(0, vec![vec![Act::Feed(1)]]), plain(1, vec![vec![]])],
-                sends: &[0, 1],
-                closes: &[],
-            },
-            Program {
-                name: "clear",
-                watchers: vec![plain(0, vec![vec![Act::Clear(1)]]), plain(1, vec![vec![]])],
-                sends: &[0, 1],
-                closes: &[],
-            },
-            Program {
-                name: "one-shot",
-                watchers: vec![
-                    plain(0, vec![vec![Act::IsActive(1)]]),
-                    (1, true, vec![vec![]]),
-                ],
-                sends: &[0, 1],
-                closes: &[],
-            },
-        ]
-    }
-    for p in programs() {
-        let eager = observe(w.backend, &p, false);
-        let direct = observe(w.backend, &p, true);
+    // The invalid fd is the simulator's only (tests/direct_dispatch.rs).
+    for p in settle_points::cases()
+        .iter()
+        .filter(|c| c.invalid.is_empty())
+    {
+        let eager = observe(w.backend, p, false);
+        let direct = observe(w.backend, p, true);
         assert_eq!(direct, eager, "{}: callback log differs", p.name);
         assert!(eager.iter().any(|l| l.starts_with("io ")), "{}", p.name);
     }
