@@ -228,8 +228,7 @@ fn spurious_wakeup_changes_nothing() {
 #[test]
 fn fd_invalidated_while_registered_stops_its_watchers_without_spinning() {
     let (sim, sock) = sim_socket("s", 0);
-    let fd = sock.fd();
-    sim.invalidate(ms(3), fd);
+    sim.invalidate(ms(3), sock.fd());
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let reader = lp
         .io(sock, Interest::READABLE, |lp, log, ev| {

@@ -104,9 +104,9 @@ fn conn_example(w: &World) {
 fn conn_abort_example(w: &World) {
     let (sock, _peer) = w.pair();
     let mut lp: Loop<Conns<bool>> = w.new_loop();
-    let aborted = Rc::new(Cell::new(false));
-    let seen = aborted.clone();
     let mut conns = Conns::new();
+    let events = Rc::new(RefCell::new(Vec::new()));
+    let log = events.clone();
     let id = conns
         .open(
             &mut lp,
@@ -114,16 +114,15 @@ fn conn_abort_example(w: &World) {
             ConnOptions::new(),
             false,
             move |_, conns, id, ev| {
-                if let ConnEvent::Closed(CloseReason::Aborted) = ev {
-                    conns[id].data = true;
-                    seen.set(true);
-                }
+                conns[id].data = true; // there for its last event
+                let aborted = matches!(ev, ConnEvent::Closed(CloseReason::Aborted));
+                log.borrow_mut().push(aborted);
             },
         )
         .unwrap();
     conns[id].abort(&mut lp);
     lp.run_to_end(&mut conns);
-    assert!(aborted.get());
+    assert_eq!(*events.borrow(), [true], "one event: closed, aborted");
     assert!(conns.is_empty());
 }
 
