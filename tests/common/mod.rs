@@ -2,7 +2,12 @@
 //! scenario runs on (the simulator and every OS backend of the host), a
 //! loop on one of them, a connection that works on each, and a watchdog,
 //! so that a scenario that hangs or spins fails in seconds instead of
-//! hanging the test run.
+//! hanging the test run; a scenario written once as a `fn(&World)` runs on
+//! each through [`on_every_world`] (or [`in_worlds`]), and [`RunTo`] runs a
+//! loop and checks why the run ended. Then what several test files need
+//! alike: children held open, the signal marker, the fork lock, a
+//! backend's notices, the simulator's trace, the `net` echo handler, and
+//! the direct-dispatch programs ([`settle_points`]).
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::io::{self, Read, Write};
