@@ -10,7 +10,7 @@
 //! privilege (`CAP_SYS_TIME`); otherwise it says so and passes. `.ci/run`
 //! sets `EVLOOP_TEST_SET_CLOCK=try`: run it where the clock may be set,
 //! skip loudly where `clock_settime` says `EPERM`. The fork
-//! tests take [`FORK`] for writing, so that no other test is inside a
+//! tests take `common::FORK` for writing, so that no other test is inside a
 //! backend when they fork (or when the clock is set); every other test
 //! holds it for reading. Anything that waits runs under a watchdog.
 #![cfg(unix)]
@@ -21,18 +21,10 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
-use common::{watchdog, TempDir};
-use evloop::{backends, Backend, Notices, PollEvent};
-
-/// Held for writing by the fork and clock tests, for reading by the others.
-static FORK: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FORK.read().unwrap_or_else(|e| e.into_inner())
-}
+use common::{alone, gather, on_each_kernel, open, watchdog, TempDir};
+use evloop::{backends, Backend};
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -58,36 +50,6 @@ fn expect(name: &str) -> Expect {
 /// `EVFILT_VNODE` on kqueue; poll and select elsewhere have none.
 fn hints(name: &str) -> bool {
     cfg!(any(target_os = "linux", target_os = "android")) || name == "kqueue"
-}
-
-fn on_every_backend(test: &str, body: fn(&'static str)) {
-    let _shared = shared();
-    for &name in backends::AVAILABLE {
-        watchdog(&format!("{test} on {name}"), LIMIT, move || body(name));
-    }
-}
-
-fn open(name: &str) -> Box<dyn Backend> {
-    backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
-}
-
-/// Polls and takes notices, as the loop does, until `done` holds or
-/// `limit` has passed. No poll may report an fd: none is registered, and
-/// internal fds are never reported.
-fn gather(b: &mut dyn Backend, limit: Duration, done: impl Fn(&Notices) -> bool) -> Notices {
-    let mut all = Notices::default();
-    let deadline = Instant::now() + limit;
-    let mut events: Vec<PollEvent> = Vec::new();
-    loop {
-        events.clear();
-        let left = deadline.saturating_duration_since(Instant::now());
-        b.poll(Some(left), &mut events).unwrap();
-        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
-        b.take_notices(&mut all);
-        if done(&all) || Instant::now() >= deadline {
-            return all;
-        }
-    }
 }
 
 /// The tokens hinted at within `limit` (everything noticed, for `limit`).
@@ -116,7 +78,7 @@ fn chmod(path: &Path, mode: u32) {
 
 #[test]
 fn clock_steps_are_watched_where_the_kernel_reports_them_and_stay_quiet() {
-    on_every_backend("clock quiet", |name| {
+    on_each_kernel("clock quiet", |name| {
         let mut b = open(name);
         assert_eq!(b.watch_clock_steps(), expect(name).clock_steps, "{name}");
         assert_eq!(
@@ -188,7 +150,7 @@ fn a_set_of_the_clock_is_reported() {
             panic!("clock_settime: {e}");
         }
     }
-    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     for &name in backends::AVAILABLE {
         watchdog(&format!("clock set on {name}"), LIMIT, move || {
             let mut b = open(name);
@@ -253,7 +215,7 @@ fn a_set_of_the_clock_is_reported() {
 /// directory, which the watched directory does not see, is hinted too.
 #[test]
 fn each_change_of_a_file_is_hinted_at() {
-    on_every_backend("file life", |name| {
+    on_each_kernel("file life", |name| {
         if !hints(name) {
             return;
         }
@@ -308,7 +270,7 @@ fn each_change_of_a_file_is_hinted_at() {
 /// and the backend sees that the path still names the same file).
 #[test]
 fn siblings_do_not_hint_at_a_watched_file() {
-    on_every_backend("siblings", |name| {
+    on_each_kernel("siblings", |name| {
         if !hints(name) {
             return;
         }
@@ -340,7 +302,7 @@ fn siblings_do_not_hint_at_a_watched_file() {
 /// hints at that one only.
 #[test]
 fn a_hundred_files_in_one_directory_are_told_apart() {
-    on_every_backend("hundred", |name| {
+    on_each_kernel("hundred", |name| {
         if !hints(name) {
             return;
         }
@@ -370,7 +332,7 @@ fn a_hundred_files_in_one_directory_are_told_apart() {
 /// Two tokens on one file share what watches it; each goes on its own.
 #[test]
 fn two_watchers_of_one_file() {
-    on_every_backend("two tokens", |name| {
+    on_each_kernel("two tokens", |name| {
         if !hints(name) {
             return;
         }
@@ -407,7 +369,7 @@ fn two_watchers_of_one_file() {
 /// directory does not exist either is accepted and left to polling.
 #[test]
 fn missing_paths() {
-    on_every_backend("missing", |name| {
+    on_each_kernel("missing", |name| {
         if !hints(name) {
             let mut b = open(name);
             assert!(
@@ -435,7 +397,7 @@ fn missing_paths() {
 /// not have taken, hears it too.
 #[test]
 fn reinit_in_a_forked_child_gives_it_its_own_hints() {
-    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     for &name in backends::AVAILABLE {
         if !hints(name) {
             continue;

@@ -6,7 +6,7 @@
 //! Signals are process-wide and the tests of one binary run in parallel,
 //! so every signal test lives in this binary, each with a signal of its
 //! own, and a signal whose default action ends the process is raised only
-//! while a watcher of it is installed. The fork test takes [`FORK`] for
+//! while a watcher of it is installed. The fork test takes `common::FORK` for
 //! writing, so that no other test is inside a backend (or holds the hub's
 //! lock) when it forks; every other test holds it for reading. Anything
 //! that waits runs under a watchdog.
@@ -16,36 +16,20 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{spawn, wait_exited, watchdog};
-use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, PollEvent, Wake};
-
-/// Held for writing by the fork test, for reading by every other one.
-static FORK: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FORK.read().unwrap_or_else(|e| e.into_inner())
-}
+use common::{
+    action, alone, gather, held, install_marker, is_marker, on_each_kernel, open, shared, spawn,
+    wait_exited, watchdog, MARKS,
+};
+use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, Wake};
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);
 /// How long a wait that must end early may last before it counts as stuck.
 const LONG: Duration = Duration::from_secs(5);
-
-/// Runs `body(backend)` for every OS backend, each under the watchdog.
-fn on_every_backend(test: &str, body: fn(&'static str)) {
-    let _shared = shared();
-    for &name in backends::AVAILABLE {
-        watchdog(&format!("{test} on {name}"), LIMIT, move || body(name));
-    }
-}
-
-fn open(name: &str) -> Box<dyn Backend> {
-    backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
-}
 
 /// A signal for one test (each test its own: they run in parallel).
 fn sig(n: usize) -> i32 {
@@ -63,26 +47,6 @@ fn kill_self(signal: i32) {
     // SAFETY: sends a signal to this process; every caller has a watcher
     // of it installed (or a disposition that does not end the process).
     assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
-}
-
-/// Polls `b` and gathers its notices, as the loop does (a poll, then
-/// `take_notices`), until `done` holds or `limit` has passed. No poll may
-/// report an fd: none is registered, and the backends' internal fds are
-/// never reported.
-fn gather(b: &mut dyn Backend, limit: Duration, done: impl Fn(&Notices) -> bool) -> Notices {
-    let mut all = Notices::default();
-    let deadline = Instant::now() + limit;
-    let mut events: Vec<PollEvent> = Vec::new();
-    loop {
-        events.clear();
-        let left = deadline.saturating_duration_since(Instant::now());
-        b.poll(Some(left), &mut events).unwrap();
-        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
-        b.take_notices(&mut all);
-        if done(&all) || Instant::now() >= deadline {
-            return all;
-        }
-    }
 }
 
 /// One poll of `timeout`: how long it took, and the notices after it.
@@ -138,7 +102,7 @@ fn raise_later(signal: i32, delay: Duration) -> std::thread::JoinHandle<()> {
 
 #[test]
 fn a_signal_is_reported_and_wakes_a_blocked_poll() {
-    on_every_backend("signal", |name| {
+    on_each_kernel("signal", |name| {
         let signal = libc::SIGUSR1;
         let mut b = open(name);
         b.watch_signal(signal).unwrap();
@@ -181,7 +145,7 @@ fn every_backend_watching_a_signal_hears_each_arrival() {
 
 #[test]
 fn arrivals_between_two_takes_coalesce() {
-    on_every_backend("coalescing", |name| {
+    on_each_kernel("coalescing", |name| {
         // SIGWINCH: ignored by default, harmless if it came late.
         let signal = libc::SIGWINCH;
         let mut b = open(name);
@@ -203,40 +167,9 @@ fn arrivals_between_two_takes_coalesce() {
     });
 }
 
-static MARKS: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn marker(_: libc::c_int) {
-    MARKS.fetch_add(1, Ordering::SeqCst);
-}
-
-fn action(signal: i32) -> libc::sigaction {
-    // SAFETY: sigaction writes the current action to `now`.
-    unsafe {
-        let mut now: libc::sigaction = std::mem::zeroed();
-        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
-        now
-    }
-}
-
-/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
-fn install_marker(signal: i32) {
-    // SAFETY: a valid action with a handler that only counts.
-    unsafe {
-        let mut mine: libc::sigaction = std::mem::zeroed();
-        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        mine.sa_flags = libc::SA_NODEFER;
-        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
-    }
-}
-
-fn is_marker(a: &libc::sigaction) -> bool {
-    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
-        && a.sa_flags & libc::SA_NODEFER != 0
-}
-
 #[test]
 fn the_last_unwatch_restores_the_previous_disposition() {
-    on_every_backend("restore", |name| {
+    on_each_kernel("restore", |name| {
         let signal = sig(3);
         install_marker(signal);
         let (mut a, mut b) = (open(name), open(name));
@@ -272,7 +205,7 @@ fn the_last_unwatch_restores_the_previous_disposition() {
 
 #[test]
 fn dropping_a_backend_unwatches_its_signals() {
-    on_every_backend("drop", |name| {
+    on_each_kernel("drop", |name| {
         let signal = sig(4);
         install_marker(signal);
         let mut b = open(name);
@@ -296,7 +229,7 @@ fn dropping_a_backend_unwatches_its_signals() {
 
 #[test]
 fn a_waker_ends_a_blocked_poll_from_another_thread() {
-    on_every_backend("waker", |name| {
+    on_each_kernel("waker", |name| {
         let mut b = open(name);
         let waker = b.waker().unwrap();
         let wake_later = |waker: Arc<dyn Wake>| {
@@ -412,31 +345,31 @@ fn unwatch_leaves_it_unreaped(b: &mut dyn Backend) {
 
 #[test]
 fn child_exits_are_reported_with_their_status() {
-    on_every_backend("exit status", |name| exit_code_and_signal(&mut *open(name)));
+    on_each_kernel("exit status", |name| exit_code_and_signal(&mut *open(name)));
 }
 
 #[test]
 fn a_child_that_exited_before_watch_child_is_reported() {
-    on_every_backend("exited before", |name| {
+    on_each_kernel("exited before", |name| {
         exited_before_watch(&mut *open(name))
     });
 }
 
 #[test]
 fn a_hundred_children_exiting_at_once_are_each_reported_once() {
-    on_every_backend("hundred", |name| hundred_at_once(&mut *open(name)));
+    on_each_kernel("hundred", |name| hundred_at_once(&mut *open(name)));
 }
 
 #[test]
 fn unwatch_child_does_not_reap() {
-    on_every_backend("unwatch", |name| {
+    on_each_kernel("unwatch", |name| {
         unwatch_leaves_it_unreaped(&mut *open(name))
     });
 }
 
 #[test]
 fn watch_child_refuses_what_is_not_an_unreaped_child() {
-    on_every_backend("not a child", |name| {
+    on_each_kernel("not a child", |name| {
         let mut b = open(name);
         let not_mine = [1, std::process::id()];
         for pid in not_mine {
@@ -483,7 +416,7 @@ fn fallback(name: &str) -> Option<Box<dyn Backend>> {
 
 #[test]
 fn the_sigchld_fallback_reports_the_same() {
-    on_every_backend("sigchld fallback", |name| {
+    on_each_kernel("sigchld fallback", |name| {
         let Some(mut b) = fallback(name) else { return };
         exit_code_and_signal(&mut *b);
         exited_before_watch(&mut *b);
@@ -532,15 +465,6 @@ fn open_kind(kind: &str) -> Box<dyn Backend> {
         Some(name) => fallback(name).unwrap(),
         None => open(kind),
     }
-}
-
-/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
-fn held(code: i32) -> std::process::Child {
-    Command::new("sh")
-        .args(["-c", &format!("read _; exit {code}")])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]
@@ -646,7 +570,7 @@ fn in_child(b: &mut dyn Backend, signal: i32, waker: &dyn Wake) -> i32 {
 #[test]
 fn reinit_in_a_forked_child_gives_the_child_its_own_wakeups() {
     // No other test runs while this one forks.
-    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     for &name in backends::AVAILABLE {
         watchdog(&format!("fork on {name}"), LIMIT, move || {
             let signal = sig(5);

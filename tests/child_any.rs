@@ -14,12 +14,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{mpsc, Mutex};
 use std::thread;
 
-use common::{child_kernels, kernel_loop, spawn, wait_exited, watchdog, WATCHDOG};
-use evloop::{Error, ExitStatus, Loop, RunMode, RunOutcome, Signal};
+use common::{child_kernels, held, kernel_loop, spawn, wait_exited, watchdog, RunTo, WATCHDOG};
+use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
 
 /// One scenario at a time: each one's watcher of any child takes every
 /// child of the process.
@@ -64,15 +64,6 @@ fn run_until(lp: &mut Loop<'_, Seen>, seen: &mut Seen, pids: &[u32]) {
     }
 }
 
-/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
-fn held(code: i32) -> std::process::Child {
-    Command::new("sh")
-        .args(["-c", &format!("read _; exit {code}")])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn a_watcher_of_any_child_reaps_every_child_reports_each_once_and_stays_active() {
     on_each_child_kernel("any child", |name| {
@@ -114,11 +105,7 @@ fn a_watcher_of_any_child_reaps_every_child_reports_each_once_and_stays_active()
         // to wait for.
         lp.stop(any).unwrap();
         let mut mine = Command::new("sh").args(["-c", "exit 6"]).spawn().unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut seen);
         assert_eq!(mine.wait().unwrap().code(), Some(6), "{name}: std's");
         // Started again, it reaps what exited meanwhile.
         let late = spawn("exit 7");
@@ -164,9 +151,7 @@ fn watchers_of_a_pid_still_get_the_real_status_on_every_loop() {
             lp.child(pid, |_, got, ev| got.push(ev.status.unwrap()))
                 .unwrap();
             watching.send(()).unwrap();
-            let mut got = vec![];
-            lp.run(RunMode::Default, &mut got).unwrap();
-            got
+            lp.finish(vec![])
         });
         let mut lp: Loop<Vec<String>> = kernel_loop(name);
         lp.child_any(|_, log, ev| log.push(format!("any {} {}", ev.pid, ev.status.unwrap())))
@@ -208,12 +193,7 @@ fn exits_reaped_by_another_loops_watcher_of_the_pid_reach_a_watcher_of_any_child
             .child(pid, |_, got, ev| got.push(ev.status.unwrap()))
             .unwrap();
         drop(job.stdin.take());
-        let mut got = vec![];
-        assert_eq!(
-            by_pid.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
-        assert_eq!(got, [ExitStatus::Exited(3)], "{name}");
+        assert_eq!(by_pid.finish(vec![]), [ExitStatus::Exited(3)], "{name}");
         let mut seen = Seen::new();
         run_until(&mut any_loop, &mut seen, &[pid]);
         assert_eq!(seen[&pid], [ExitStatus::Exited(3)], "{name}");
@@ -255,11 +235,7 @@ fn spawn_loses_no_child_to_a_watcher_of_any_child_in_another_thread() {
                 .unwrap_or_else(|e| panic!("{name}: child {i}: {e}"));
             codes.insert(spawned.pid, ExitStatus::Exited(i as i32));
         }
-        let mut seen = Seen::new();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let seen = lp.finish(Seen::new());
         let theirs = thread.join().unwrap();
         for (pid, status) in &codes {
             assert_eq!(seen[pid], [*status], "{name}: pid {pid}");

@@ -12,10 +12,14 @@
 //! `is_active`,
 //! feed timers at other priorities, and run the loop nested.
 
+mod common;
+
 use std::io::Read;
 use std::time::Duration;
 
-use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer, Trigger};
+use common::outcome;
+use common::settle_points::{self, Act};
+use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer};
 use proptest::prelude::*;
 
 const SOCKETS: usize = 8;
@@ -138,11 +142,6 @@ struct State<'s> {
     calls: Vec<usize>,
 }
 
-/// One log line: what was done and what it returned.
-fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
-    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
-}
-
 fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: Action) {
     let line = match a {
         Action::Nothing => return,
@@ -233,11 +232,7 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
     let mut oneshot_of = [None; SOCKETS];
     for (i, w) in p.watchers.iter().enumerate() {
         let oneshot = *oneshot_of[w.socket].get_or_insert(w.oneshot);
-        let interest = if oneshot {
-            Interest::READABLE.with_trigger(Trigger::Oneshot)
-        } else {
-            Interest::READABLE
-        };
+        let interest = settle_points::interest(oneshot);
         let io = lp
             .io_borrowed(
                 &sockets[w.socket],
@@ -314,125 +309,50 @@ proptest! {
     }
 }
 
-/// Programs built by hand, one per operation that must settle a direct
-/// batch before acting, each arranged so that skipping the settle changes
-/// what is observed (random programs hit these orderings only sometimes).
-/// Poll results come in registration order, so watcher 0's callback runs
-/// before watcher 1's event in the same batch.
+/// The programs built by hand (tests/common/settle_points.rs), one per
+/// operation that must settle a direct batch before acting, each arranged
+/// so that skipping the settle changes what is observed.
 #[test]
 fn each_settle_point_is_needed() {
-    fn watcher(socket: usize, script: Vec<Vec<Action>>) -> WatcherSpec {
-        WatcherSpec {
-            socket,
+    for case in settle_points::cases() {
+        let at = case.at_ms;
+        let world = (case.closes.iter().map(|&s| WorldEvent::ClosePeer(s, at)))
+            .chain(case.sends.iter().map(|&s| WorldEvent::Deliver(s, at)))
+            .chain(case.invalid.iter().map(|&s| WorldEvent::Invalidate(s, at)))
+            .collect();
+        let watchers = case.watchers.iter().map(|w| WatcherSpec {
+            socket: w.socket,
             priority: 0,
-            oneshot: false,
-            script,
-        }
-    }
-    let cases = [
-        (
-            // Stopped and started again before its event: not pending any
-            // more (the eager path cancelled its entry), so not invoked in
-            // this iteration.
-            "start",
-            vec![
-                watcher(0, vec![vec![Action::Stop(1), Action::Start(1)]]),
-                watcher(1, vec![vec![]]),
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
-        ),
-        (
-            // Moved to a higher priority before its event: runs before the
-            // rest of the batch.
-            "set_priority",
-            vec![
-                watcher(0, vec![vec![Action::SetPriority(2, 1)]]),
-                watcher(1, vec![vec![]]),
-                watcher(2, vec![vec![]]),
-            ],
-            vec![
-                WorldEvent::Deliver(0, 1),
-                WorldEvent::Deliver(1, 1),
-                WorldEvent::Deliver(2, 1),
-            ],
-        ),
-        (
-            // Watcher 1 asks for both directions; in the next iteration its
-            // socket is writable and watcher 0 narrows it to reading before
-            // its event: the event was queued with the old interest.
-            "set_interest",
-            vec![
-                watcher(0, vec![vec![], vec![Action::SetInterest(1, false)]]),
-                watcher(1, vec![vec![Action::SetInterest(1, true)], vec![]]),
-            ],
-            vec![WorldEvent::ClosePeer(0, 0), WorldEvent::Deliver(1, 0)],
-        ),
-        (
-            // A new watcher on a socket whose event is later in the batch:
-            // not pending in this iteration.
-            "create io",
-            vec![
-                watcher(0, vec![vec![Action::CreateIo(1)]]),
-                watcher(1, vec![vec![]]),
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
-        ),
-        (
-            // Fed before its io event: one call with both, in the io
-            // event's place.
-            "feed",
-            vec![
-                watcher(0, vec![vec![Action::Feed(1)]]),
-                watcher(1, vec![vec![]]),
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
-        ),
-        (
-            // Cleared before its io event: not invoked, and the clear
-            // returns the readiness.
-            "clear",
-            vec![
-                watcher(0, vec![vec![Action::Clear(1)]]),
-                watcher(1, vec![vec![]]),
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
-        ),
-        (
-            // An invalid fd is killed (its watchers stopped, the backend
-            // told) when the events are queued, before any callback runs:
-            // no direct batch for such a poll.
-            "invalid fd",
-            vec![
-                watcher(0, vec![vec![Action::IsActive(1)]]),
-                watcher(1, vec![vec![]]),
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Invalidate(1, 1)],
-        ),
-        (
-            // A one-shot watcher is disarmed when its event is queued: no
-            // direct batch while one is active.
-            "one-shot",
-            vec![
-                watcher(0, vec![vec![Action::IsActive(1)]]),
-                WatcherSpec {
-                    oneshot: true,
-                    ..watcher(1, vec![vec![]])
-                },
-            ],
-            vec![WorldEvent::Deliver(0, 1), WorldEvent::Deliver(1, 1)],
-        ),
-    ];
-    for (name, watchers, world) in cases {
+            oneshot: w.oneshot,
+            script: (w.script.iter())
+                .map(|step| step.iter().map(|&a| Action::from(a)).collect())
+                .collect(),
+        });
         let p = Program {
-            watchers,
+            watchers: watchers.collect(),
             world,
             timer_priorities: [0, 0],
             idle: false,
         };
         let eager = observe(&p, false);
         let direct = observe(&p, true);
-        assert_eq!(direct.0, eager.0, "{name}: callback log differs");
-        assert_eq!(direct.1, eager.1, "{name}: backend trace differs");
+        assert_eq!(direct.0, eager.0, "{}: callback log differs", case.name);
+        assert_eq!(direct.1, eager.1, "{}: backend trace differs", case.name);
+    }
+}
+
+impl From<Act> for Action {
+    fn from(a: Act) -> Action {
+        match a {
+            Act::Stop(w) => Action::Stop(w),
+            Act::Start(w) => Action::Start(w),
+            Act::SetPriority(w, p) => Action::SetPriority(w, p),
+            Act::SetInterest(w, both) => Action::SetInterest(w, both),
+            Act::CreateIo(s) => Action::CreateIo(s),
+            Act::Feed(w) => Action::Feed(w),
+            Act::Clear(w) => Action::Clear(w),
+            Act::IsActive(w) => Action::IsActive(w),
+        }
     }
 }
 

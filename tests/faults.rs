@@ -9,15 +9,16 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use common::{drain, on_every_backend, watchdog, World, WATCHDOG};
+use common::{
+    drain, on_every_backend, on_every_world, sim_socket, watchdog, RunTo, World, WATCHDOG,
+};
 use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 
 // ---- a panic in a callback -------------------------------------------------
 
 #[test]
 fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
-    on_every_backend("panic in io callback", |name| {
-        let w = World::new(name);
+    on_every_world("panic in io callback", |w| {
         let mut lp: Loop<Vec<u8>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let io = lp
@@ -32,25 +33,19 @@ fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
         peer.send(b"boom");
         let mut got = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut got)));
-        assert!(caught.is_err(), "{name}: the panic propagates out of run");
-        assert_eq!(lp.depth(), 0, "{name}");
-        assert!(lp.is_active(io).unwrap(), "{name}");
-        assert_eq!(lp.pending_count(), 0, "{name}");
+        assert!(caught.is_err(), "the panic propagates out of run");
+        assert_eq!(lp.depth(), 0);
+        assert!(lp.is_active(io).unwrap());
+        assert_eq!(lp.pending_count(), 0);
         // The source was not dropped (closed while registered): the same
         // watcher still hears from it.
         peer.send(b" and more");
-        assert_eq!(
-            lp.run(RunMode::Once, &mut got).unwrap(),
-            RunOutcome::IterationDone
-        );
-        assert_eq!(got, b"boom and more", "{name}");
+        lp.run_expect(RunMode::Once, &mut got, RunOutcome::IterationDone);
+        assert_eq!(got, b"boom and more");
         // And it can be taken back (not Busy).
         let conn: common::Conn = lp.into_source(io).unwrap();
         drop(conn);
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut got);
     });
 }
 
@@ -75,10 +70,7 @@ fn after_a_panic_the_rest_of_the_iteration_runs_in_the_next_run() {
             (vec!["first"], 1),
             "{name}"
         );
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["first", "second"], "{name}");
     });
 }
@@ -105,10 +97,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
         // The loop runs again, and break_loop works there.
         lp.idle(|lp, _, _| lp.break_loop(evloop::Break::One))
             .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut depth).unwrap(),
-            RunOutcome::Broken
-        );
+        lp.run_expect(RunMode::Default, &mut depth, RunOutcome::Broken);
     });
 }
 
@@ -117,8 +106,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
 /// them; the watcher that panicked still works.
 #[test]
 fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
-    on_every_backend("panic amid a batch", |name| {
-        let w = World::new(name);
+    on_every_world("panic amid a batch", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let mut peers = vec![];
         for i in 0..3 {
@@ -139,8 +127,8 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
         }
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut log)));
-        assert!(caught.is_err(), "{name}");
-        assert_eq!(lp.depth(), 0, "{name}");
+        assert!(caught.is_err());
+        assert_eq!(lp.depth(), 0);
         // The third's event was read from the kernel with the others: it
         // is still owed, and a level-triggered fd would report it again
         // anyway. Either way it is delivered exactly once.
@@ -153,11 +141,7 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
         }
         let mut sorted = log.clone();
         sorted.sort();
-        assert_eq!(
-            sorted,
-            ["0:data", "1:again", "1:boom", "2:data"],
-            "{name}: {log:?}"
-        );
+        assert_eq!(sorted, ["0:data", "1:again", "1:boom", "2:data"], "{log:?}");
     });
 }
 
@@ -166,8 +150,7 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
 /// delivered once the loop runs again.
 #[test]
 fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
-    on_every_backend("held back across a nested panic", |name| {
-        let w = World::new(name);
+    on_every_world("held back across a nested panic", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let boom = lp
@@ -201,15 +184,15 @@ fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
         .unwrap();
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut log)));
-        assert!(caught.is_err(), "{name}");
-        assert_eq!(lp.depth(), 0, "{name}");
+        assert!(caught.is_err());
+        assert_eq!(lp.depth(), 0);
         for _ in 0..3 {
             if log.len() >= 2 {
                 break;
             }
             lp.run(RunMode::Once, &mut log).unwrap();
         }
-        assert_eq!(log, ["read one", "read two"], "{name}");
+        assert_eq!(log, ["read one", "read two"]);
     });
 }
 
@@ -218,8 +201,7 @@ fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
 /// it is delivered with the new interest only.
 #[test]
 fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
-    on_every_backend("held back, then narrowed", |name| {
-        let w = World::new(name);
+    on_every_world("held back, then narrowed", |w| {
         let mut lp: Loop<Vec<Ready>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         let mut first = true;
@@ -245,11 +227,11 @@ fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
             }
             lp.run(RunMode::Once, &mut log).unwrap();
         }
-        assert_eq!(log.len(), 2, "{name}: {log:?}");
-        assert!(log[0].is_writable(), "{name}: first {:?}", log[0]);
+        assert_eq!(log.len(), 2, "{log:?}");
+        assert!(log[0].is_writable(), "first {:?}", log[0]);
         assert!(
             log[1].is_readable() && !log[1].is_writable(),
-            "{name}: the held-back event kept WRITABLE: {:?}",
+            "the held-back event kept WRITABLE: {:?}",
             log[1]
         );
     });
@@ -259,8 +241,7 @@ fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
 
 #[test]
 fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
-    on_every_backend("foreign handles", |name| {
-        let w = World::new(name);
+    on_every_world("foreign handles", |w| {
         let mut a: Loop = w.new_loop();
         let mut b: Loop = w.new_loop();
         // Both in slot 0 of their loop, so only the generation tells them
@@ -279,7 +260,7 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
             Err(e @ Error::ForeignHandle { .. }) => {
                 assert!(e.to_string().contains("another loop"), "{e}")
             }
-            other => panic!("{name}: {h:?} on the wrong loop gave {other:?}"),
+            other => panic!("{h:?} on the wrong loop gave {other:?}"),
         };
         foreign(a.stop(tb), &tb);
         foreign(a.start(tb), &tb);
@@ -322,8 +303,7 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
 
 #[test]
 fn an_invalidated_simulated_socket_is_refused_at_creation() {
-    let sim = Sim::new();
-    let sock = sim.socket("gone", 0);
+    let (sim, sock) = sim_socket("gone", 0);
     sim.invalidate(Duration::ZERO, &sock);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     // Let the simulator apply the invalidation.
@@ -359,10 +339,7 @@ fn a_repeating_timer_at_the_end_of_the_clock_fires_once_and_the_run_ends() {
         let mut n = 0;
         // Nothing can happen after the end of the clock: on the simulator
         // the run stalls (a kernel would simply wait).
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::Stalled
-        );
+        lp.run_expect(RunMode::Default, &mut n, RunOutcome::Stalled);
         assert_eq!(n, 1);
         // Still active, due "never".
         assert!(lp.is_active(t).unwrap());
@@ -381,12 +358,7 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
         lp.set_ref(never, false).unwrap();
         lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
-        let mut n = 0;
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
-        assert_eq!(n, 0, "{name}");
+        assert_eq!(lp.finish(0), 0, "{name}");
         assert!(lp.is_active(never).unwrap());
         assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");
     });

@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, Conn, World};
+use common::{on_every_backend, on_every_world, Conn, RunTo, World};
 use evloop::{
     Break, Check, Error, ExitStatus, Idle, Interest, IoEvent, Loop, Prepare, Ready, RunMode,
     RunOutcome, Schedule, Signal,
@@ -35,9 +35,7 @@ fn an_async_watcher_is_pending_from_its_send_until_its_callback_runs() {
         assert!(!lp.is_pending(a).unwrap(), "{name}: not sent yet");
         sender.send().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}: pending from the send");
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
-        assert_eq!(seen, [false], "{name}");
+        assert_eq!(lp.finish(vec![]), [false], "{name}");
     });
 }
 
@@ -85,8 +83,7 @@ fn a_send_during_its_callback_makes_an_async_watcher_pending_again_and_a_stopped
             (true, 1),
             "{name}"
         );
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
+        let seen = lp.finish(vec![]);
         // Each call resends: called twice, then stopped.
         assert_eq!(seen, [(false, true, 1); 2], "{name}");
         // Stopped: a send is dropped, and nothing is pending.
@@ -218,10 +215,7 @@ fn a_nested_run_in_a_prepare_callback_has_its_own_phase() {
             })
             .unwrap();
             let mut log = vec![];
-            assert_eq!(
-                lp.run(RunMode::Default, &mut log).unwrap(),
-                RunOutcome::Broken
-            );
+            lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
             assert_eq!(log, ["outer Some(2s)", "idle Some(0ns)", "back Some(2s)"]);
         },
     );
@@ -256,8 +250,7 @@ type Log = Vec<String>;
 /// path's attributes, an io watcher its source).
 #[test]
 fn set_callback_replaces_the_callback_of_every_kind() {
-    on_every_backend("set_callback, every kind", |name| {
-        let w = World::new(name);
+    on_every_world("set_callback, every kind", |w| {
         let mut lp: Loop<Log> = w.new_loop();
         let far = Duration::from_secs(3600);
         let t = lp.timer(far, Duration::ZERO, old("timer")).unwrap();
@@ -324,7 +317,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         lp.feed_event(io, Ready::READABLE).unwrap();
         let mut log = vec![];
         lp.run(RunMode::NoWait, &mut log).unwrap();
-        let sim = name == "sim";
+        let sim = w.backend == "sim";
         assert_eq!(
             log,
             [
@@ -338,18 +331,11 @@ fn set_callback_replaces_the_callback_of_every_kind() {
                 "new fork".into(),
                 "new stat exists=false".into(),
                 format!("new io {sim}"),
-            ],
-            "{name}"
+            ]
         );
         // The watchers kept their state.
-        assert!(
-            lp.is_active(t).unwrap() && lp.is_active(io).unwrap(),
-            "{name}"
-        );
-        assert!(
-            !lp.is_active(i).unwrap() && !lp.is_active(s).unwrap(),
-            "{name}"
-        );
+        assert!(lp.is_active(t).unwrap() && lp.is_active(io).unwrap());
+        assert!(!lp.is_active(i).unwrap() && !lp.is_active(s).unwrap());
         // The new io callback holds the source: it can be taken back.
         let _: Conn = lp.into_source(io).unwrap();
     });
@@ -402,8 +388,7 @@ impl From<Signal> for AnyHandle {
 /// adaptor no longer keeps it: it reads the watcher's).
 #[test]
 fn a_child_watchers_new_callback_gets_its_exit() {
-    on_every_backend("set_callback, child", |name| {
-        let w = World::new(name);
+    on_every_world("set_callback, child", |w| {
         let mut lp: Loop<Log> = w.new_loop();
         let pid = match &w.sim {
             Some(sim) => {
@@ -419,9 +404,7 @@ fn a_child_watchers_new_callback_gets_its_exit() {
             log.push(format!("new child {:?}", ev.status));
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, ["new child Some(Exited(3))"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new child Some(Exited(3))"]);
     });
 }
 
@@ -463,8 +446,7 @@ fn replaced_while_running() {
             log.push("old, end".into());
         })
         .unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -524,20 +506,13 @@ fn the_old_callback_is_dropped_at_once_and_a_panic_in_its_drop_leaves_the_new_on
         assert!(lp.is_active(t).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 1, "{name}");
         lp.feed_event(t, Ready::EMPTY).unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
-        assert_eq!(log, ["third"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["third"], "{name}");
     });
 }
 
 #[test]
 fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
-    on_every_backend("set_io_callback", |name| {
-        let w = World::new(name);
+    on_every_world("set_io_callback", |w| {
         let (other, _other_peer) = w.pair();
         let mut lp: Loop<Log> = w.new_loop();
         let (conn, mut peer) = w.pair();
@@ -552,13 +527,13 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
             .unwrap();
         // Not the source's type, or not a borrowed one: refused, kept.
         let wrong = lp.set_io_callback(io, |_, _, _: IoEvent<'_, std::fs::File>| {});
-        assert!(matches!(wrong, Err(Error::SourceType)), "{name}: {wrong:?}");
+        assert!(matches!(wrong, Err(Error::SourceType)), "{wrong:?}");
         let owned = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
-        assert!(matches!(owned, Err(Error::SourceType)), "{name}: {owned:?}");
+        assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
         peer.send(b"abc");
         let mut log = vec![];
         lp.run(RunMode::Once, &mut log).unwrap();
-        assert_eq!(log, ["old: Err(Busy)", "old read 3"], "{name}");
+        assert_eq!(log, ["old: Err(Busy)", "old read 3"]);
         // Replaced: the new callback reads the same source.
         lp.set_io_callback(io, |lp, log, ev: IoEvent<'_, Conn>| {
             let data = common::drain(ev.source);
@@ -568,7 +543,7 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
         .unwrap();
         peer.send(b"defg");
         lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log[2..], ["new read 4"], "{name}");
+        assert_eq!(log[2..], ["new read 4"]);
         let back: Conn = lp.into_source(io).unwrap();
         drop(back);
     });
@@ -576,8 +551,7 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
 
 #[test]
 fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
-    on_every_backend("set_borrowed_io_callback", |name| {
-        let w = World::new(name);
+    on_every_world("set_borrowed_io_callback", |w| {
         let (conn, mut peer) = w.pair();
         let (other, _other_peer) = w.pair();
         let mut lp: Loop<Log> = w.new_loop();
@@ -587,12 +561,9 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
             })
             .unwrap();
         let wrong = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
-        assert!(
-            matches!(wrong, Err(Error::InvalidFd { .. })),
-            "{name}: {wrong:?}"
-        );
+        assert!(matches!(wrong, Err(Error::InvalidFd { .. })), "{wrong:?}");
         let owned = lp.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {});
-        assert!(matches!(owned, Err(Error::SourceType)), "{name}: {owned:?}");
+        assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
         lp.set_borrowed_io_callback(io, &conn, |lp, log, ev| {
             let mut buf = [0; 16];
             let n = ev.source.read(&mut buf).unwrap();
@@ -601,9 +572,7 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
         })
         .unwrap();
         peer.send(b"xy");
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, ["new read 2"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["new read 2"]);
     });
 }
 
@@ -627,8 +596,7 @@ fn a_cleanup_watchers_new_callback_runs_at_drop() {
 
 #[test]
 fn the_set_family_refuses_stale_and_foreign_handles() {
-    on_every_backend("set family: stale and foreign handles", |name| {
-        let w = World::new(name);
+    on_every_world("set family: stale and foreign handles", |w| {
         let mut a: Loop = w.new_loop();
         let mut b: Loop = w.new_loop();
         let t = a
@@ -643,14 +611,13 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
         a.stop(s).unwrap();
         a.stop(p).unwrap();
         let foreign = |r: evloop::Result<()>| matches!(r, Err(Error::ForeignHandle { .. }));
-        assert!(foreign(b.set_callback(t, |_, _, _| {})), "{name}");
-        assert!(foreign(b.set_signal(s, libc::SIGUSR1)), "{name}");
-        assert!(foreign(b.set_schedule(p, Schedule::At(later))), "{name}");
-        assert!(foreign(b.set_cleanup_callback(c, |_| {})), "{name}");
-        assert!(
-            foreign(b.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})),
-            "{name}"
-        );
+        assert!(foreign(b.set_callback(t, |_, _, _| {})));
+        assert!(foreign(b.set_signal(s, libc::SIGUSR1)));
+        assert!(foreign(b.set_schedule(p, Schedule::At(later))));
+        assert!(foreign(b.set_cleanup_callback(c, |_| {})));
+        assert!(foreign(
+            b.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+        ));
         for r in [
             a.remove(t),
             a.remove(s),
@@ -661,15 +628,14 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
             r.unwrap();
         }
         let stale = |r: evloop::Result<()>| matches!(r, Err(Error::StaleHandle { .. }));
-        assert!(stale(a.set_callback(t, |_, _, _| {})), "{name}");
-        assert!(stale(a.set_signal(s, libc::SIGUSR1)), "{name}");
-        assert!(stale(a.set_schedule(p, Schedule::At(later))), "{name}");
-        assert!(stale(a.set_cleanup_callback(c, |_| {})), "{name}");
-        assert!(
-            stale(a.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})),
-            "{name}"
-        );
-        assert_eq!(a.active_count(), 0, "{name}");
+        assert!(stale(a.set_callback(t, |_, _, _| {})));
+        assert!(stale(a.set_signal(s, libc::SIGUSR1)));
+        assert!(stale(a.set_schedule(p, Schedule::At(later))));
+        assert!(stale(a.set_cleanup_callback(c, |_| {})));
+        assert!(stale(
+            a.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+        ));
+        assert_eq!(a.active_count(), 0);
     });
 }
 
@@ -705,11 +671,7 @@ fn async_callbacks_set_from_each_other_as_in_perl_evs_async_test() {
         assert!(lp.async_pending(a1).unwrap(), "{name}");
         assert!(!lp.async_pending(a3).unwrap(), "{name}");
         let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::Broken,
-            "{name}"
-        );
+        lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
         assert_eq!(log, ["a1, pending false", "a2", "a1 again"], "{name}");
     });
 }
@@ -726,8 +688,7 @@ fn raise_here(signal: i32) {
 /// its own.
 #[test]
 fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
-    on_every_backend("set_signal", |name| {
-        let w = World::new(name);
+    on_every_world("set_signal", |w| {
         let mut lp: Loop<Vec<i32>> = w.new_loop();
         let s = lp
             .signal(libc::SIGUSR1, |lp, log, me| {
@@ -744,24 +705,17 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
                     what: "signal"
                 }
             ),
-            "{name}: {active:?}"
+            "{active:?}"
         );
-        assert!(active.to_string().contains("stopped"), "{name}: {active}");
+        assert!(active.to_string().contains("stopped"), "{active}");
         lp.stop(s).unwrap();
         for bad in [0, libc::SIGKILL, 65] {
             let err = lp.set_signal(s, bad).unwrap_err();
-            assert!(
-                matches!(err, Error::InvalidSignal { .. }),
-                "{name}: {err:?}"
-            );
+            assert!(matches!(err, Error::InvalidSignal { .. }), "{err:?}");
         }
-        assert_eq!(
-            lp.signal_number(s).unwrap(),
-            libc::SIGUSR1,
-            "{name}: unchanged"
-        );
+        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR1, "unchanged");
         lp.set_signal(s, libc::SIGUSR2).unwrap();
-        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR2, "{name}");
+        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR2);
         lp.start(s).unwrap();
         match &w.sim {
             Some(sim) => {
@@ -772,9 +726,7 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
             }
             None => raise_here(libc::SIGUSR2),
         }
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, [libc::SIGUSR2], "{name}");
+        assert_eq!(lp.finish(vec![]), [libc::SIGUSR2]);
     });
 }
 
@@ -804,11 +756,7 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
                 }
             })
             .unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             [
@@ -847,13 +795,7 @@ fn a_stopped_periodic_takes_a_new_schedule_on_every_backend() {
             }
         })
         .unwrap();
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
-        assert_eq!(seen, [true, true], "{name}");
+        assert_eq!(lp.finish(vec![]), [true, true], "{name}");
     });
 }
 
@@ -882,9 +824,7 @@ fn now_wall_is_the_wall_time_of_the_iteration_exactly_on_the_simulator() {
             log.push(format!("{:?} {}", lp.now(), secs(lp.now_wall())));
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, ["5s 105 true", "5s 105 true", "8s 158"]);
+        assert_eq!(lp.finish(vec![]), ["5s 105 true", "5s 105 true", "8s 158"]);
     });
 }
 
@@ -898,8 +838,7 @@ fn now_wall_is_one_value_per_iteration_on_every_backend() {
             })
             .unwrap();
         }
-        let mut seen = vec![];
-        lp.run(RunMode::Default, &mut seen).unwrap();
+        let seen = lp.finish(vec![]);
         assert_eq!(seen.len(), 3, "{name}");
         assert!(seen.iter().all(|&t| t == seen[0]), "{name}: {seen:?}");
         // Refreshed with `now`: a new value after update_now.
@@ -921,9 +860,7 @@ fn a_wall_clock_step_without_periodic_watchers_does_not_spin_the_simulator() {
             log.push(lp.now())
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, [Duration::from_secs(2)]);
+        assert_eq!(lp.finish(vec![]), [Duration::from_secs(2)]);
         assert_eq!(lp.iteration(), 1, "one poll, until the timer");
     });
 }

@@ -4,8 +4,11 @@
 //! timeout, abort, a full input buffer, writes from another connection's
 //! handler, and a shutdown on SIGTERM.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{sim_socket, trace_with};
 use evloop::net::{CloseReason, ConnEvent, ConnId, ConnOptions, Conns};
 use evloop::{Interest, Loop, RunMode, RunOutcome, Sim};
 
@@ -72,11 +75,7 @@ fn writable_is_watched_only_while_output_is_queued() {
         .unwrap();
     assert_eq!(run(&mut lp, &mut w), RunOutcome::NoActiveWatchers);
     assert_eq!(sim.sent(fd), b"hello world");
-    let modifies: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains("modify"))
-        .collect();
+    let modifies: Vec<String> = trace_with(&sim, "modify");
     assert_eq!(
         modifies,
         [
@@ -138,11 +137,7 @@ fn above_the_high_watermark_reading_stops_until_the_low_one() {
             "t=20ms c closed: error ConnectionReset",
         ]
     );
-    let modifies: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains("modify"))
-        .collect();
+    let modifies: Vec<String> = trace_with(&sim, "modify");
     assert_eq!(
         modifies,
         [
@@ -158,8 +153,7 @@ fn above_the_high_watermark_reading_stops_until_the_low_one() {
 
 #[test]
 fn graceful_close_flushes_everything_then_lingers_until_the_peer_closes() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 1000);
+    let (sim, sock) = sim_socket("c", 1000);
     let fd = sock.fd();
     for i in 1..=9 {
         sim.free_send(ms(i), &sock, 1000);
@@ -190,8 +184,7 @@ fn graceful_close_flushes_everything_then_lingers_until_the_peer_closes() {
 
 #[test]
 fn a_peer_that_never_closes_is_closed_after_the_linger() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 1000);
+    let (sim, sock) = sim_socket("c", 1000);
     let mut lp: Loop<World> = Loop::with_backend(sim.backend());
     let mut w = World::default();
     let opts = ConnOptions::new().linger(ms(300));
@@ -209,8 +202,7 @@ fn a_peer_that_never_closes_is_closed_after_the_linger() {
 
 #[test]
 fn the_idle_timeout_is_pushed_back_by_traffic() {
-    let sim = Sim::new();
-    let quiet = sim.socket("quiet", 100);
+    let (sim, quiet) = sim_socket("quiet", 100);
     let busy = sim.socket("busy", 100);
     sim.deliver(ms(300), &busy, b"a");
     sim.deliver(ms(700), &busy, b"b");
@@ -242,8 +234,7 @@ fn the_idle_timeout_is_pushed_back_by_traffic() {
 
 #[test]
 fn a_flush_the_peer_does_not_take_ends_at_the_idle_timeout() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 2);
+    let (sim, sock) = sim_socket("c", 2);
     let fd = sock.fd();
     sim.free_send(ms(100), &sock, 2); // progress: the timeout moves
     let mut lp: Loop<World> = Loop::with_backend(sim.backend());
@@ -264,8 +255,7 @@ fn a_flush_the_peer_does_not_take_ends_at_the_idle_timeout() {
 
 #[test]
 fn abort_drops_what_is_queued() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 0);
+    let (sim, sock) = sim_socket("c", 0);
     let fd = sock.fd();
     let mut lp: Loop<World> = Loop::with_backend(sim.backend());
     let mut w = World::default();
@@ -289,8 +279,7 @@ fn abort_drops_what_is_queued() {
 
 #[test]
 fn a_full_input_buffer_stops_reading_until_consumed() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 100);
+    let (sim, sock) = sim_socket("c", 100);
     let fd = sock.fd();
     sim.deliver(ms(1), &sock, b"0123456789");
     let mut lp: Loop<World> = Loop::with_backend(sim.backend());
@@ -313,6 +302,20 @@ fn a_full_input_buffer_stops_reading_until_consumed() {
     assert_eq!(sim.buffered(fd), 2); // never read
 }
 
+/// A handler that relays what arrives to every other connection, in one
+/// pass.
+fn relay(lp: &mut Loop<'_, World>, w: &mut World, id: ConnId, ev: ConnEvent) {
+    if let ConnEvent::Data = ev {
+        let line = w.conns[id].input().to_vec();
+        w.conns[id].consume(line.len());
+        for (other, c) in w.conns.iter_mut() {
+            if other != id {
+                c.write(lp, &line);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_write_from_another_handler_goes_out_in_the_same_iteration() {
     let sim = Sim::new();
@@ -322,24 +325,7 @@ fn a_write_from_another_handler_goes_out_in_the_same_iteration() {
     let mut w = World::default();
     for (sock, name) in [(a, "a"), (b, "b")] {
         w.conns
-            .open(
-                &mut lp,
-                sock,
-                ConnOptions::new(),
-                name,
-                |lp, w: &mut World, id, ev| {
-                    if let ConnEvent::Data = ev {
-                        // Relay to every other connection, in one pass.
-                        let line = w.conns[id].input().to_vec();
-                        w.conns[id].consume(line.len());
-                        for (other, c) in w.conns.iter_mut() {
-                            if other != id {
-                                c.write(lp, &line);
-                            }
-                        }
-                    }
-                },
-            )
+            .open(&mut lp, sock, ConnOptions::new(), name, relay)
             .unwrap();
     }
     use std::io::{Read, Write};
@@ -446,18 +432,7 @@ fn a_panicking_handler_leaves_the_connection_usable() {
             b,
             ConnOptions::new(),
             "b",
-            |lp, w: &mut World, id, ev| {
-                if let ConnEvent::Data = ev {
-                    // Relays to a: its handler panicked before.
-                    let line = w.conns[id].input().to_vec();
-                    w.conns[id].consume(line.len());
-                    for (other, c) in w.conns.iter_mut() {
-                        if other != id {
-                            c.write(lp, &line);
-                        }
-                    }
-                }
-            },
+            relay, // to a, whose handler panicked before
         )
         .unwrap();
     a_peer.write_all(b"boom").unwrap();
@@ -487,8 +462,7 @@ fn a_panicking_handler_leaves_the_connection_usable() {
 /// high watermark; the peer takes everything at once.
 #[test]
 fn congestion_cleared_as_an_events_rounds_run_out_still_reads_on() {
-    let sim = Sim::new();
-    let sock = sim.socket("c", 1 << 20);
+    let (sim, sock) = sim_socket("c", 1 << 20);
     let fd = sock.fd();
     let data: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
     sim.deliver(ms(1), &sock, &data);

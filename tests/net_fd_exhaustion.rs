@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
+use evloop::net::{Acceptor, ConnOptions, Conns, ListenOptions};
 use evloop::{Loop, RunMode};
 
 const CHILD_ENV: &str = "EVLOOP_EMFILE_CHILD";
@@ -40,20 +40,7 @@ fn child_process_entry() {
     Acceptor::start(&mut lp, listener, |lp, conns, accepted| match accepted {
         Ok(stream) => {
             conns
-                .open(
-                    lp,
-                    stream,
-                    ConnOptions::new(),
-                    (),
-                    |lp, conns, id, ev| match ev {
-                        ConnEvent::Data => {
-                            let n = conns[id].input().len();
-                            conns[id].write_from_input(lp, n);
-                        }
-                        ConnEvent::Eof => conns[id].close(lp),
-                        _ => {}
-                    },
-                )
+                .open(lp, stream, ConnOptions::new(), (), common::echo)
                 .unwrap();
             println!("accepted {}", conns.len());
         }

@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{example, watchdog};
+use common::{example, watchdog, RunTo};
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Interest, Loop, RunMode};
 
@@ -105,9 +105,7 @@ fn run_clients(addr: SocketAddr, clients: usize, per_client: usize) -> usize {
         })
         .unwrap();
     }
-    let mut done = 0;
-    lp.run(RunMode::Default, &mut done).unwrap();
-    done
+    lp.finish(0)
 }
 
 /// The echo example's server on `backend` in a thread, `clients` clients
@@ -171,132 +169,112 @@ fn echo_server_serves_1000_concurrent_clients_every_byte_checked() {
 
 #[test]
 fn pipelined_requests_then_a_half_close_get_every_reply() {
-    for backend in evloop::backends::AVAILABLE {
-        watchdog(
-            &format!("http half-close on {backend}"),
-            common::WATCHDOG,
-            move || {
-                let l = listener();
-                let addr = l.local_addr().unwrap();
-                let mut lp: Loop<Conns<()>> = kernel_loop(backend);
-                let acceptor = http_server::serve(&mut lp, l).unwrap();
-                let client = std::thread::spawn(move || {
-                    let mut s = TcpStream::connect(addr).unwrap();
-                    let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
-                    s.write_all(&req).unwrap();
-                    s.shutdown(Shutdown::Write).unwrap(); // FIN right behind
-                    let mut back = Vec::new();
-                    s.read_to_end(&mut back).unwrap(); // until the server closes
-                    back
-                });
-                let mut conns = Conns::new();
-                // Until the connection is accepted and done.
-                while acceptor.accepted() == 0 || !conns.is_empty() {
-                    lp.run(RunMode::Once, &mut conns).unwrap();
-                }
-                let back = client.join().unwrap();
-                let replies = back.windows(15).filter(|w| w == b"HTTP/1.1 200 OK").count();
-                assert_eq!(replies, 100, "{backend}: replies lost at the half-close");
-                assert!(back.ends_with(b"Hello, world!\n"));
-                acceptor.close(&mut lp).unwrap();
-            },
-        );
-    }
+    common::on_backends("http half-close", evloop::backends::AVAILABLE, |backend| {
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let mut lp: Loop<Conns<()>> = kernel_loop(backend);
+        let acceptor = http_server::serve(&mut lp, l).unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
+            s.write_all(&req).unwrap();
+            s.shutdown(Shutdown::Write).unwrap(); // FIN right behind
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).unwrap(); // until the server closes
+            back
+        });
+        let mut conns = Conns::new();
+        // Until the connection is accepted and done.
+        while acceptor.accepted() == 0 || !conns.is_empty() {
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        let back = client.join().unwrap();
+        let replies = back.windows(15).filter(|w| w == b"HTTP/1.1 200 OK").count();
+        assert_eq!(replies, 100, "{backend}: replies lost at the half-close");
+        assert!(back.ends_with(b"Hello, world!\n"));
+        acceptor.close(&mut lp).unwrap();
+    });
 }
 
 #[test]
 fn the_acceptor_takes_a_burst_in_one_event() {
-    for backend in evloop::backends::AVAILABLE {
-        watchdog(
-            &format!("accept burst on {backend}"),
-            common::WATCHDOG,
-            move || {
-                let l = listener();
-                let addr = l.local_addr().unwrap();
-                // All connected (in the backlog) before the loop looks.
-                let clients: Vec<TcpStream> =
-                    (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
-                let mut lp: Loop<Vec<TcpStream>> = kernel_loop(backend);
-                let acceptor =
-                    Acceptor::start(&mut lp, l, |_, got, s| got.push(s.unwrap())).unwrap();
-                let mut got = Vec::new();
-                lp.run(RunMode::Once, &mut got).unwrap();
-                assert_eq!(got.len(), 50, "{backend}: accepted until WouldBlock");
-                for s in &got {
-                    // Non-blocking: a read with nothing there does not wait.
-                    let err = (&*s).read(&mut [0u8; 1]).unwrap_err();
-                    assert_eq!(err.kind(), ErrorKind::WouldBlock);
-                }
-                assert_eq!(acceptor.errors_reported(), 0);
-                acceptor.close(&mut lp).unwrap();
-                drop(clients);
-            },
-        );
-    }
+    common::on_backends("accept burst", evloop::backends::AVAILABLE, |backend| {
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        // All connected (in the backlog) before the loop looks.
+        let clients: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut lp: Loop<Vec<TcpStream>> = kernel_loop(backend);
+        let acceptor = Acceptor::start(&mut lp, l, |_, got, s| got.push(s.unwrap())).unwrap();
+        let mut got = Vec::new();
+        lp.run(RunMode::Once, &mut got).unwrap();
+        assert_eq!(got.len(), 50, "{backend}: accepted until WouldBlock");
+        for s in &got {
+            // Non-blocking: a read with nothing there does not wait.
+            let err = (&*s).read(&mut [0u8; 1]).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::WouldBlock);
+        }
+        assert_eq!(acceptor.errors_reported(), 0);
+        acceptor.close(&mut lp).unwrap();
+        drop(clients);
+    });
 }
 
 #[test]
 fn a_slow_reader_makes_the_echo_stop_reading_and_nothing_is_lost() {
-    for backend in evloop::backends::AVAILABLE {
-        watchdog(
-            &format!("backpressure on {backend}"),
-            common::WATCHDOG,
-            move || {
-                let l = listener();
-                let addr = l.local_addr().unwrap();
-                let mut lp: Loop<Conns<()>> = kernel_loop(backend);
-                let opts = ConnOptions::new().watermarks(16 * 1024, 64 * 1024);
-                let acceptor = Acceptor::start(&mut lp, l, move |lp, conns, s| {
-                    conns
-                        .open(lp, s.unwrap(), opts, (), |lp, conns, id, ev| match ev {
-                            ConnEvent::Data => {
-                                let n = conns[id].input().len();
-                                conns[id].write_from_input(lp, n);
-                                // Never much more than the high watermark
-                                // (plus one read) is queued.
-                                assert!(conns[id].queued() <= 64 * 1024 + 16 * 1024);
-                            }
-                            ConnEvent::Eof => conns[id].close(lp),
-                            _ => {}
-                        })
-                        .unwrap();
+    common::on_backends("backpressure", evloop::backends::AVAILABLE, |backend| {
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let mut lp: Loop<Conns<()>> = kernel_loop(backend);
+        let opts = ConnOptions::new().watermarks(16 * 1024, 64 * 1024);
+        let acceptor = Acceptor::start(&mut lp, l, move |lp, conns, s| {
+            conns
+                .open(lp, s.unwrap(), opts, (), |lp, conns, id, ev| match ev {
+                    ConnEvent::Data => {
+                        let n = conns[id].input().len();
+                        conns[id].write_from_input(lp, n);
+                        // Never much more than the high watermark
+                        // (plus one read) is queued.
+                        assert!(conns[id].queued() <= 64 * 1024 + 16 * 1024);
+                    }
+                    ConnEvent::Eof => conns[id].close(lp),
+                    _ => {}
                 })
                 .unwrap();
-                const TOTAL: usize = 8 << 20;
-                let client = std::thread::spawn(move || {
-                    let s = TcpStream::connect(addr).unwrap();
-                    let mut w = s.try_clone().unwrap();
-                    // Writes 8 MiB while the reader below takes its time.
-                    let writer = std::thread::spawn(move || {
-                        let data: Vec<u8> = (0..TOTAL).map(|i| pattern(1, i)).collect();
-                        w.write_all(&data).unwrap();
-                        w.shutdown(Shutdown::Write).unwrap();
-                    });
-                    let mut r = s;
-                    let mut got = 0;
-                    let mut buf = [0u8; 4096];
-                    loop {
-                        let n = r.read(&mut buf).unwrap();
-                        if n == 0 {
-                            break;
-                        }
-                        for (i, &b) in buf[..n].iter().enumerate() {
-                            assert_eq!(b, pattern(1, got + i));
-                        }
-                        got += n;
-                    }
-                    writer.join().unwrap();
-                    got
-                });
-                let mut conns = Conns::new();
-                while acceptor.accepted() == 0 || !conns.is_empty() {
-                    lp.run(RunMode::Once, &mut conns).unwrap();
+        })
+        .unwrap();
+        const TOTAL: usize = 8 << 20;
+        let client = std::thread::spawn(move || {
+            let s = TcpStream::connect(addr).unwrap();
+            let mut w = s.try_clone().unwrap();
+            // Writes 8 MiB while the reader below takes its time.
+            let writer = std::thread::spawn(move || {
+                let data: Vec<u8> = (0..TOTAL).map(|i| pattern(1, i)).collect();
+                w.write_all(&data).unwrap();
+                w.shutdown(Shutdown::Write).unwrap();
+            });
+            let mut r = s;
+            let mut got = 0;
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
                 }
-                assert_eq!(client.join().unwrap(), TOTAL);
-                acceptor.close(&mut lp).unwrap();
-            },
-        );
-    }
+                for (i, &b) in buf[..n].iter().enumerate() {
+                    assert_eq!(b, pattern(1, got + i));
+                }
+                got += n;
+            }
+            writer.join().unwrap();
+            got
+        });
+        let mut conns = Conns::new();
+        while acceptor.accepted() == 0 || !conns.is_empty() {
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        assert_eq!(client.join().unwrap(), TOTAL);
+        acceptor.close(&mut lp).unwrap();
+    });
 }
 
 #[test]

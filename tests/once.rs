@@ -6,13 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{drain, on_every_backend, World};
+use common::{drain, on_every_world, RunTo};
 use evloop::{Interest, Loop, Once, RunMode, RunOutcome};
 
 #[test]
 fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
-    on_every_backend("once ready", |name| {
-        let w = World::new(name);
+    on_every_world("once ready", |w| {
         let (conn, mut peer) = w.pair();
         peer.send(b"hi");
         let mut lp: Loop<Vec<String>> = w.new_loop();
@@ -30,15 +29,14 @@ fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, [format!("ready r: {:?}", b"hi".to_vec())], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, [format!("ready r: {:?}", b"hi".to_vec())]);
     });
 }
 
 #[test]
 fn the_timeout_first_hands_the_source_back_too() {
-    on_every_backend("once timed out", |name| {
-        let w = World::new(name);
+    on_every_world("once timed out", |w| {
         let (conn, _peer) = w.pair();
         let mut lp: Loop<Vec<String>> = w.new_loop();
         lp.update_now();
@@ -57,15 +55,14 @@ fn the_timeout_first_hands_the_source_back_too() {
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, ["timed out, source back: true"], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, ["timed out, source back: true"]);
     });
 }
 
 #[test]
 fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_once() {
-    on_every_backend("once, io only / nothing", |name| {
-        let w = World::new(name);
+    on_every_world("once, io only / nothing", |w| {
         let (conn, mut peer) = w.pair();
         peer.send(b"x");
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
@@ -83,8 +80,8 @@ fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_onc
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, ["ready", "nothing to wait for"], "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, ["ready", "nothing to wait for"]);
     });
 }
 
@@ -108,11 +105,7 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
         lp.remove(once).unwrap();
         // Nothing left: the run returns at once, without waiting for the
         // (removed) timeout.
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let mut log = lp.finish(vec![]);
         assert!(log.is_empty());
         assert_eq!(lp.active_count(), 0);
 
@@ -136,8 +129,8 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
 /// the next iteration.
 #[test]
 fn a_stopped_once_is_paused_and_a_started_one_resumes() {
-    on_every_backend("a paused once", |name| {
-        let w = World::new(name);
+    on_every_world("a paused once", |w| {
+        let name = w.backend;
         let (quiet, _peer) = w.pair();
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
         let once = lp

@@ -3,12 +3,15 @@
 //! cross-backend conformance suite lives elsewhere.
 #![cfg(unix)]
 
+mod common;
+
 use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+use common::RunTo;
 use evloop::{
     backends, Backend, Builder, Error, Interest, Loop, PollEvent, Ready, RunMode, RunOutcome,
 };
@@ -134,9 +137,7 @@ fn writable() {
             })
             .unwrap();
         }
-        let mut n = 0;
-        lp.run(RunMode::Default, &mut n).unwrap();
-        assert_eq!(n, 2, "{name}");
+        assert_eq!(lp.finish(0), 2, "{name}");
         let mut buf = [0u8; 1];
         b.read_exact(&mut buf).unwrap();
         pr.read_exact(&mut buf).unwrap();
@@ -152,8 +153,7 @@ fn peer_close_gives_hup_and_eof() {
         let (pr, pw) = pipe();
         read_once(&mut lp, pr);
         drop((b, pw));
-        let mut log = Log::new();
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(Log::new());
         assert_eq!(log.len(), 2, "{name}");
         for (ready, bytes) in log {
             assert!(ready.is_readable(), "{name}: {ready}");
@@ -442,9 +442,11 @@ fn reinit_keeps_watching() {
         );
         lp.reinit_after_fork().unwrap();
         b.write_all(b"again").unwrap();
-        let mut log = Log::new();
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, [(Ready::READABLE, b"again".to_vec())], "{name}");
+        assert_eq!(
+            lp.finish(Log::new()),
+            [(Ready::READABLE, b"again".to_vec())],
+            "{name}"
+        );
     }
 }
 

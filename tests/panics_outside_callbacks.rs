@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::{on_every_backend, Shifted, World};
-use evloop::{Backend, Error, Interest, Loop, RunMode, RunOutcome, Schedule};
+use common::{on_every_backend, on_every_world, RunTo, Shifted, World};
+use evloop::{Backend, Error, Interest, Loop, RunMode, Schedule};
 
 /// The message of a caught panic.
 fn message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -88,11 +88,7 @@ fn a_schedule_that_panics_as_its_periodic_is_created_leaves_nothing_behind() {
         // No phantom: nothing active, nothing kept (the callback is gone).
         assert_eq!(lp.active_count(), 0, "{name}");
         assert_eq!(dropped.get(), 1, "{name}: the callback was not dropped");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // The periodics still work.
         let p = lp.periodic(Schedule::every(HOUR), |_, _, _| {}).unwrap();
         assert_eq!(lp.active_count(), 1, "{name}");
@@ -120,11 +116,7 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
         assert!(!lp.is_active(p).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 0, "{name}");
         assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // Stopping it again, or starting it once the schedule works, is fine.
         lp.stop(p).unwrap();
         fail.set(false);
@@ -175,11 +167,7 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
         assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
         assert_eq!(lp.pending_count(), 2, "{name}: both firings queued");
         assert_eq!(lp.depth(), 0, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["custom", "at"], "{name}");
         assert_eq!(asked.get(), 2, "{name}: not asked again");
         lp.start(p).unwrap(); // asked again: no time, and no panic
@@ -193,8 +181,7 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
 /// panics then is stopped, and the others are still realigned.
 #[test]
 fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
-    on_every_backend("schedule panics after a clock step", |name| {
-        let w = World::new(name);
+    on_every_world("schedule panics after a clock step", |w| {
         let inner: Box<dyn Backend> = match &w.sim {
             Some(sim) => {
                 // (Its wall clock starts at the epoch: a step back from
@@ -202,7 +189,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
                 sim.set_wall_clock(SystemTime::UNIX_EPOCH + 10 * HOUR);
                 Box::new(sim.backend())
             }
-            None => evloop::backends::open(name).unwrap(),
+            None => evloop::backends::open(w.backend).unwrap(),
         };
         let shift = Arc::new(AtomicI64::new(0));
         let backend = Shifted {
@@ -239,26 +226,22 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         let why = panics(|| {
             let _ = lp.run(RunMode::Default, &mut log);
         });
-        assert_eq!(why, "the schedule panics", "{name}");
-        assert_eq!(asked.get(), 2, "{name}");
-        assert!(!lp.is_active(panicky).unwrap(), "{name}");
-        assert_eq!(lp.periodic_at(panicky).unwrap(), None, "{name}");
+        assert_eq!(why, "the schedule panics");
+        assert_eq!(asked.get(), 2);
+        assert!(!lp.is_active(panicky).unwrap());
+        assert_eq!(lp.periodic_at(panicky).unwrap(), None);
         // The other one was realigned: an hour from the new time (not an
         // hour and a half, as before the step).
         let next = lp.periodic_at(steady).unwrap().unwrap();
         let ahead = next.duration_since(lp.wall_now()).unwrap();
-        assert!(ahead <= HOUR, "{name}: {ahead:?} ahead, not realigned");
-        assert_eq!(lp.active_count(), 1, "{name}: the steady periodic");
-        assert_eq!(lp.pending_count(), 1, "{name}: the second timer");
+        assert!(ahead <= HOUR, "{ahead:?} ahead, not realigned");
+        assert_eq!(lp.active_count(), 1, "the steady periodic");
+        assert_eq!(lp.pending_count(), 1, "the second timer");
         lp.remove(steady).unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
-        assert_eq!(log, ["stepped", "woke"], "{name}");
+        lp.run_to_end(&mut log);
+        assert_eq!(log, ["stepped", "woke"]);
         lp.remove(panicky).unwrap();
-        assert_eq!(lp.active_count(), 0, "{name}");
+        assert_eq!(lp.active_count(), 0);
     });
 }
 
@@ -270,8 +253,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
 /// the counts are right.
 #[test]
 fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consistent() {
-    on_every_backend("panic in drop on remove", |name| {
-        let w = World::new(name);
+    on_every_world("panic in drop on remove", |w| {
         let mut lp: Loop<()> = w.new_loop();
         let dropped = Rc::new(Cell::new(0));
         let (conn, _peer) = w.pair();
@@ -321,46 +303,34 @@ fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consi
             )
             .unwrap();
         // (A once, source and timeout, is one watcher.)
-        assert_eq!(lp.active_count(), 5, "{name}");
+        assert_eq!(lp.active_count(), 5);
 
         assert_eq!(panics(|| lp.remove(idle).unwrap()), "idle capture");
-        assert_eq!((lp.active_count(), dropped.get()), (4, 1), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (4, 1));
         assert_eq!(panics(|| lp.remove(timer).unwrap()), "timer capture");
-        assert_eq!((lp.active_count(), dropped.get()), (3, 2), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (3, 2));
         assert_eq!(panics(|| lp.remove(io).unwrap()), "io capture");
-        assert_eq!((lp.active_count(), dropped.get()), (2, 3), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (2, 3));
         // Its timeout goes with it: nothing of the once is left.
         assert_eq!(panics(|| lp.remove(once).unwrap()), "once capture");
-        assert_eq!((lp.active_count(), dropped.get()), (1, 4), "{name}");
-        assert_eq!(
-            panics(|| lp.remove(periodic).unwrap()),
-            "schedule capture",
-            "{name}"
-        );
-        assert_eq!((lp.active_count(), dropped.get()), (0, 6), "{name}");
+        assert_eq!((lp.active_count(), dropped.get()), (1, 4));
+        assert_eq!(panics(|| lp.remove(periodic).unwrap()), "schedule capture");
+        assert_eq!((lp.active_count(), dropped.get()), (0, 6));
         for gone in [
             lp.remove(idle),
             lp.remove(timer),
             lp.remove(io),
             lp.remove(periodic),
         ] {
-            assert!(matches!(gone, Err(Error::StaleHandle { .. })), "{name}");
+            assert!(matches!(gone, Err(Error::StaleHandle { .. })));
         }
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
         // The loop still makes and runs watchers.
         lp.timer(Duration::ZERO, Duration::ZERO, |lp, _, me| {
             lp.remove(me).unwrap()
         })
         .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut ()).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut ());
     });
 }
 
@@ -392,11 +362,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
         );
         assert_eq!((dropped.get(), lp.depth()), (1, 0), "{name}");
         assert_eq!((lp.active_count(), lp.pending_count()), (0, 1), "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["returns", "next"], "{name}");
 
         let b = Bomb::new(&dropped, Some("capture"));
@@ -414,11 +380,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
             "{name}"
         );
         assert_eq!((dropped.get(), lp.depth(), lp.active_count()), (2, 0, 0));
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
     });
 }
 
@@ -426,8 +388,7 @@ fn a_watcher_removed_in_its_own_callback_with_a_capture_that_panics_in_drop() {
 /// even if some of those drops panic; the first panic propagates.
 #[test]
 fn dropping_the_loop_drops_everything_even_if_drops_panic() {
-    on_every_backend("panics in drops at loop drop", |name| {
-        let w = World::new(name);
+    on_every_world("panics in drops at loop drop", |w| {
         let mut lp: Loop<()> = w.new_loop();
         let dropped = Rc::new(Cell::new(0));
         let (conn, _peer) = w.pair();
@@ -458,9 +419,9 @@ fn dropping_the_loop_drops_everything_even_if_drops_panic() {
         let why = panics(move || drop(lp));
         assert!(
             ["first", "second", "schedule"].contains(&why.as_str()),
-            "{name}: {why}"
+            "{why}"
         );
-        assert_eq!(dropped.get(), 4, "{name}: every drop ran");
+        assert_eq!(dropped.get(), 4, "every drop ran");
     });
 }
 

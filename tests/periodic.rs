@@ -10,14 +10,14 @@
 
 mod common;
 
-use common::Shifted;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use evloop::{Loop, RunMode, Schedule, Sim};
+use common::{RunTo, Shifted};
+use evloop::{Loop, Schedule, Sim};
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;
@@ -59,8 +59,7 @@ fn an_absolute_periodic_never_fires_early_and_fires_once_when_stepped_over() {
             record(lp, log)
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log, [(90, 10 * 60 + 30)], "report={report}");
 
         // Step forward over it: fires at once, late, once.
@@ -71,8 +70,7 @@ fn an_absolute_periodic_never_fires_early_and_fires_once_when_stepped_over() {
             record(lp, log)
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         let (mono, wall) = log[0];
         assert_eq!(log.len(), 1, "report={report}");
         assert!(
@@ -102,9 +100,11 @@ fn an_interval_periodic_is_realigned_after_a_step_back() {
             .unwrap();
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, [(60, 10 * 60), (120, 11 * 60)], "report={report}");
+        assert_eq!(
+            lp.finish(vec![]),
+            [(60, 10 * 60), (120, 11 * 60)],
+            "report={report}"
+        );
     }
 }
 
@@ -127,8 +127,7 @@ fn an_interval_periodic_fires_a_missed_tick_once_after_a_step_forward() {
             .unwrap();
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(log.len(), 2, "report={report}: {log:?}");
         let (first_mono, first_wall) = log[0];
         // At the step (reported) or within a minute of it (noticed).
@@ -161,8 +160,7 @@ fn a_custom_schedule_is_asked_once_per_firing_and_once_per_realignment() {
             }
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         // 10:10 and 10:20 as planned; then the step at 10:25 (to 9:25)
         // realigns to 9:35: never early, never lost.
         assert_eq!(
@@ -254,7 +252,7 @@ fn timers_then_periodics_then_stat_watchers_then_other_kinds_whatever_the_creati
     lp.timer(second, Duration::ZERO, |_, log, _| log.push("timer"))
         .unwrap();
     let mut log = vec![];
-    lp.run(RunMode::Once, &mut log).unwrap();
+    lp.run(evloop::RunMode::Once, &mut log).unwrap();
     assert_eq!(lp.now(), second);
     assert_eq!(log, ["timer", "periodic", "stat", "other kind"]);
 }
@@ -294,9 +292,7 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
                 .unwrap();
                 lp.update_now();
                 let start = lp.now();
-                let mut log = vec![];
-                lp.run(RunMode::Default, &mut log).unwrap();
-                assert_eq!(log, ["stepped back", "fired"], "{name}");
+                assert_eq!(lp.finish(vec![]), ["stepped back", "fired"], "{name}");
                 assert!(lp.now() - start >= Duration::from_millis(350), "{name}");
             },
         );

@@ -13,7 +13,7 @@
 //!   fallback ([`child_kernels`]) may be woken by each of those exits, so
 //!   only loops that do not watch `SIGCHLD` are checked for waiting
 //!   quietly ([`waits_for_a_timer`]).
-//! - The fork test takes [`FORK`] for writing, so that no other test is
+//! - The fork test takes `common::FORK` for writing, so that no other test is
 //!   inside a backend (or holds a lock a backend takes) when it forks;
 //!   every other test holds it for reading.
 //!
@@ -32,12 +32,15 @@ use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::{Command, Stdio};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Condvar, Mutex, RwLock, RwLockReadGuard};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Condvar, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
-use common::{child_kernels, drain, kernel_loop, spawn, wait_exited, watchdog, World, WATCHDOG};
+use common::{
+    action, alone, child_kernels, drain, held, install_marker, is_marker, kernel_loop,
+    on_each_kernel, shared, spawn, wait_exited, watchdog, RunTo, World, MARKS, WATCHDOG,
+};
 use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
 
 fn ms(n: u64) -> Duration {
@@ -45,23 +48,6 @@ fn ms(n: u64) -> Duration {
 }
 
 // ---- sharing the process -----------------------------------------------------
-
-/// Held for writing by the fork test, for reading by every other test.
-static FORK: RwLock<()> = RwLock::new(());
-
-fn shared() -> RwLockReadGuard<'static, ()> {
-    FORK.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Runs `scenario(backend)` on every OS backend, each under the watchdog.
-fn on_each_kernel(what: &str, scenario: fn(&'static str)) {
-    let _shared = shared();
-    for &name in backends::AVAILABLE {
-        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
-            scenario(name)
-        });
-    }
-}
 
 /// As [`on_each_kernel`], with signals of the test's own (`ns`: see
 /// [`own_signals`]).
@@ -140,7 +126,7 @@ impl Drop for OwnSignals {
 }
 
 /// Claims [`test_signal`]`(n)` for each of `ns`, all at once, waiting
-/// while another test has any of them. Taken after [`FORK`], always.
+/// while another test has any of them. Taken after `common::FORK`, always.
 fn own_signals(ns: &[usize]) -> OwnSignals {
     let bits = ns
         .iter()
@@ -168,40 +154,8 @@ fn kill_process(signal: i32) {
     assert_eq!(unsafe { libc::kill(libc::getpid(), signal) }, 0);
 }
 
-/// The action in place for `signal`.
-fn action(signal: i32) -> libc::sigaction {
-    // SAFETY: sigaction writes the current action to `now`.
-    unsafe {
-        let mut now: libc::sigaction = std::mem::zeroed();
-        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
-        now
-    }
-}
-
 fn handler_of(signal: i32) -> libc::sighandler_t {
     action(signal).sa_sigaction
-}
-
-static MARKS: AtomicUsize = AtomicUsize::new(0);
-
-extern "C" fn marker(_: libc::c_int) {
-    MARKS.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
-fn install_marker(signal: i32) {
-    // SAFETY: a valid action whose handler only counts.
-    unsafe {
-        let mut mine: libc::sigaction = std::mem::zeroed();
-        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        mine.sa_flags = libc::SA_NODEFER;
-        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
-    }
-}
-
-fn is_marker(a: &libc::sigaction) -> bool {
-    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
-        && a.sa_flags & libc::SA_NODEFER != 0
 }
 
 fn set_default(signal: i32) {
@@ -303,10 +257,7 @@ fn waits_for_a_timer<S>(lp: &mut Loop<'_, S>, state: &mut S, name: &str) {
         })
         .unwrap();
     let start = Instant::now();
-    assert_eq!(
-        lp.run(RunMode::Once, state).unwrap(),
-        RunOutcome::IterationDone
-    );
+    lp.run_expect(RunMode::Once, state, RunOutcome::IterationDone);
     assert!(
         *fired.borrow(),
         "{name}: the wait ended after {:?}, before its timer: something was left over",
@@ -339,10 +290,7 @@ fn a_burst_of_arrivals_runs_each_watcher_once_lower_signals_first_then_in_start_
             raise_here(low);
         }
         let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Once, &mut log).unwrap(),
-            RunOutcome::IterationDone
-        );
+        lp.run_expect(RunMode::Once, &mut log, RunOutcome::IterationDone);
         assert_eq!(
             log,
             ["a", "b", "high"],
@@ -387,12 +335,7 @@ fn a_signal_sent_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_th
             wait_until_blocked(rx.recv().unwrap());
             kill_process(signal);
         });
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let seen = lp.finish(vec![]);
         killer.join().unwrap();
         assert_eq!(seen, [here], "{name}: once, on the loop's thread");
     });
@@ -551,11 +494,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         }
         // Nothing was left behind: the run has nothing to do...
         assert_eq!(lp.active_count(), 0, "{name}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut 0).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut 0);
         assert_eq!(lp.iteration(), 0, "{name}");
         // ...and a signal that can be watched still is.
         lp.signal(fine, |lp, n, me| {
@@ -564,9 +503,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         })
         .unwrap();
         raise_here(fine);
-        let mut n = 0;
-        lp.run(RunMode::Default, &mut n).unwrap();
-        assert_eq!(n, 1, "{name}");
+        assert_eq!(lp.finish(0), 1, "{name}");
     });
 }
 
@@ -600,12 +537,11 @@ fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_befo
         peer.write_all(b"x").unwrap();
         raise_here(plain);
         raise_here(urgent);
-        let mut log = vec![];
         assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
+            lp.finish(vec![]),
+            ["urgent signal", "io", "signal", "check"],
+            "{name}"
         );
-        assert_eq!(log, ["urgent signal", "io", "signal", "check"], "{name}");
     });
 }
 
@@ -679,12 +615,7 @@ fn child_watchers_report_an_exit_code_or_a_signal_once_then_stop() {
         })
         .unwrap();
         assert_eq!(lp.active_count(), 4, "{name}");
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let got = lp.finish(vec![]);
         let of = |pid: u32| -> Vec<(ExitStatus, &str)> {
             got.iter()
                 .filter(|e| e.0 == pid)
@@ -728,12 +659,7 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
             got.push((ev.pid, ev.status.unwrap(), ""))
         })
         .unwrap();
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let mut got = lp.finish(vec![]);
         assert_eq!(got, [(early, ExitStatus::Exited(7), "")], "{name}");
         // Watched while running, stopped, exited, started again.
         let mut late = Command::new("sh")
@@ -750,11 +676,7 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
         drop(late.stdin.take());
         wait_exited(late.id());
         lp.start(w).unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut got);
         assert_eq!(
             got[1..],
             [(late.id(), ExitStatus::Exited(8), "late")],
@@ -774,12 +696,7 @@ fn a_hundred_children_exiting_together_are_each_reported_once() {
             })
             .unwrap();
         }
-        let mut got = HashMap::new();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let got = lp.finish(HashMap::new());
         assert_eq!(got.len(), 100, "{name}");
         for (i, pid) in pids.iter().enumerate() {
             assert_eq!(
@@ -849,12 +766,7 @@ fn the_loop_reaps_only_the_children_it_watches() {
         // One watched child, run to its end.
         let watched = spawn("exit 6");
         lp.child(watched, |_, got, ev| got.push(ev.pid)).unwrap();
-        let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut got).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
-        assert_eq!(got, [watched], "{name}");
+        assert_eq!(lp.finish(vec![]), [watched], "{name}");
         // The others are still there for their owners to reap.
         assert_eq!(unwatched.wait().unwrap().code(), Some(4), "{name}");
         assert_eq!(stopped.wait().unwrap().code(), Some(5), "{name}");
@@ -891,11 +803,7 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
         let pid = spawn("exit 3");
         lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
             .unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut seen);
         assert_eq!(seen.exits[1..], [ExitStatus::Exited(3)], "{name}");
         // ...and, the children gone, a SIGCHLD watcher still hears exits.
         let sigchld = lp
@@ -933,10 +841,7 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
         );
         assert!(!lp.is_active(first).unwrap(), "{name}: its child is gone");
         // The second watcher, interrupted, runs in the next run.
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["first", "second"], "{name}");
         // And the next child is watched as usual.
         let next = spawn("exit 2");
@@ -951,15 +856,6 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
 }
 
 // ---- one child, several loops; a child reaped elsewhere ---------------------------
-
-/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
-fn held(code: i32) -> std::process::Child {
-    Command::new("sh")
-        .args(["-c", &format!("read _; exit {code}")])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
 
 /// The kernel `k` places after `name` in [`child_kernels`]: loops on
 /// different mechanisms (pidfd, `SIGCHLD`, `EVFILT_PROC`) side by side.
@@ -1057,10 +953,7 @@ fn a_child_reaped_by_std_wait_is_reported_as_unknown_and_the_run_returns() {
         watch_into(&mut lp, job.id());
         // An iteration that finds it running.
         let mut got = vec![];
-        assert_eq!(
-            lp.run(RunMode::NoWait, &mut got).unwrap(),
-            RunOutcome::IterationDone
-        );
+        lp.run_expect(RunMode::NoWait, &mut got, RunOutcome::IterationDone);
         drop(job.stdin.take());
         assert_eq!(job.wait().unwrap().code(), Some(3), "{name}: std reaps it");
         let got = run_out(&mut lp, name);
@@ -1226,12 +1119,7 @@ fn a_send_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_thread() 
             wait_until_blocked(rx.recv().unwrap());
             sender.send().unwrap();
         });
-        let mut seen = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut seen).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let seen = lp.finish(vec![]);
         t.join().unwrap();
         assert_eq!(seen, [here], "{name}");
     });
@@ -1275,11 +1163,7 @@ fn sends_before_the_callback_runs_coalesce_and_one_from_inside_it_runs_it_again(
         // Sent again: call 2 sends from inside, and call 3 follows
         // without the loop blocking (or this run would never end).
         sender.send().unwrap();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        lp.run_to_end(&mut log);
         assert_eq!(log, ["call 1", "call 2", "call 3"], "{name}");
         assert!(matches!(
             sender.send(),
@@ -1318,13 +1202,7 @@ fn round_trips_through_several_async_watchers_lose_no_wake_up() {
                 }
             }));
         }
-        let mut done = 0;
-        assert_eq!(
-            lp.run(RunMode::Default, &mut done).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
-        assert_eq!(done, WATCHERS, "{name}");
+        assert_eq!(lp.finish(0), WATCHERS, "{name}");
         for t in threads {
             t.join().unwrap();
         }
@@ -1429,13 +1307,7 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
         peer.write_all(b"x").unwrap();
         // Each send leaves its watcher the only thing to wait for: had
         // the loop not seen it, it would block forever.
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
-        assert_eq!(log, ["io", "a", "timer", "b"], "{name}");
+        assert_eq!(lp.finish(vec![]), ["io", "a", "timer", "b"], "{name}");
     });
 }
 
@@ -1703,7 +1575,7 @@ fn fork_case(name: &'static str, signal: i32) {
 #[test]
 fn a_forked_child_reinits_its_loop_and_then_both_loops_work_on_their_own() {
     // No other test runs while this one forks.
-    let _alone = FORK.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     let _own = own_signals(&[9]);
     let signal = test_signal(9);
     for &name in backends::AVAILABLE {
@@ -1898,12 +1770,7 @@ fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
             }
         })
         .unwrap();
-        let mut job = Job::default();
-        assert_eq!(
-            lp.run(RunMode::Default, &mut job).unwrap(),
-            RunOutcome::NoActiveWatchers,
-            "{name}"
-        );
+        let job = lp.finish(Job::default());
         assert_eq!(job.out, b"got ping\n", "{name}");
         assert_eq!(job.status, Some(ExitStatus::Exited(4)), "{name}");
         // A program that cannot start: refused at the call, nothing left.
@@ -1941,10 +1808,7 @@ fn a_fired_child_watcher_is_stopped_and_stays_until_removed() {
         assert!(matches!(err, Error::Child { .. }), "{name}: {err}");
         let err = lp.kill(w, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::ChildExited { .. }), "{name}: {err}");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut n).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        lp.run_to_end(&mut n);
         assert_eq!(n, 1, "{name}: called once");
         lp.remove(w).unwrap();
         assert!(matches!(lp.is_active(w), Err(Error::StaleHandle { .. })));

@@ -3,10 +3,13 @@
 //! virtual times. (The same behaviour on the kernels is in
 //! `tests/process_watchers.rs`.)
 
+mod common;
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+use common::{sim_socket, trace_with, RunTo};
 use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Sim};
 
 fn ms(n: u64) -> Duration {
@@ -47,11 +50,7 @@ fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
         }
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -88,52 +87,44 @@ fn signals_that_cannot_be_watched_are_refused() {
     assert_eq!(lp.active_count(), 0);
 }
 
-#[test]
-fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
+/// A loop on the simulator where a byte and `signal` both arrive at 2 ms:
+/// its io watcher logs "io", its watcher of `signal` logs `name`, and each
+/// removes itself.
+fn io_and_signal_at_once(
+    signal: i32,
+    name: &'static str,
+) -> (Loop<'static, Vec<&'static str>>, evloop::Signal) {
+    let (sim, sock) = sim_socket("s", 0);
     sim.deliver(ms(2), &sock, b"x");
-    sim.raise(ms(2), libc::SIGUSR1);
+    sim.raise(ms(2), signal);
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
     lp.io(sock, Interest::READABLE, |lp, log, ev| {
         log.push("io");
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let usr1 = lp
-        .signal(libc::SIGUSR1, |lp, log, me| {
-            log.push("usr1");
+    let watcher = lp
+        .signal(signal, move |lp, log, me| {
+            log.push(name);
             lp.remove(me).unwrap();
         })
         .unwrap();
+    (lp, watcher)
+}
+
+#[test]
+fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
+    let (mut lp, usr1) = io_and_signal_at_once(libc::SIGUSR1, "usr1");
     lp.set_priority(usr1, 1).unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["usr1", "io"]);
+    assert_eq!(lp.finish(vec![]), ["usr1", "io"]);
 }
 
 #[test]
 fn at_the_default_priority_signals_come_after_io_and_before_checks() {
-    let sim = Sim::new();
-    let sock = sim.socket("s", 0);
-    sim.deliver(ms(2), &sock, b"x");
-    sim.raise(ms(2), libc::SIGUSR2);
-    let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
-    lp.io(sock, Interest::READABLE, |lp, log, ev| {
-        log.push("io");
-        lp.remove(ev.watcher).unwrap();
-    })
-    .unwrap();
-    lp.signal(libc::SIGUSR2, |lp, log, me| {
-        log.push("usr2");
-        lp.remove(me).unwrap();
-    })
-    .unwrap();
+    let (mut lp, _) = io_and_signal_at_once(libc::SIGUSR2, "usr2");
     let check = lp.check(|_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["io", "usr2", "check"]);
+    assert_eq!(lp.finish(vec![]), ["io", "usr2", "check"]);
 }
 
 #[test]
@@ -215,11 +206,7 @@ fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
         log.push(format!("again: {}", ev.status.unwrap()))
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -266,8 +253,7 @@ fn a_hundred_children_exiting_at_once_are_each_reported_once() {
         lp.child(pid, |_, got, ev| got.push((ev.pid, ev.status.unwrap())))
             .unwrap();
     }
-    let mut got = vec![];
-    lp.run(RunMode::Default, &mut got).unwrap();
+    let got = lp.finish(vec![]);
     let want: Vec<_> = pids
         .iter()
         .enumerate()
@@ -296,11 +282,7 @@ fn a_child_reaped_elsewhere_stops_its_watchers_with_an_unknown_status() {
         })
         .unwrap();
     }
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let mut log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -359,12 +341,10 @@ fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
     });
     let s = sender.clone();
     sim.call_at(ms(9), move || s.send().unwrap());
-    let mut log = vec![];
     assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
+        lp.finish(vec![]),
+        ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]
     );
-    assert_eq!(log, ["call 1 at 5ms", "call 2 at 5ms", "call 3 at 9ms"]);
     let lines = sim.trace_lines();
     assert!(lines.contains(&"t=5ms woken".to_string()), "{lines:?}");
     assert!(matches!(
@@ -424,9 +404,7 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
         "watched again"
     );
     sim.raise(ms(1), libc::SIGTERM);
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["fork", "prepare", "TERM"]);
+    assert_eq!(lp.finish(vec![]), ["fork", "prepare", "TERM"]);
 }
 
 #[test]
@@ -456,10 +434,7 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
         0,
         "cleanup watchers never keep the loop alive"
     );
-    assert_eq!(
-        lp.run(RunMode::Default, &mut ()).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    lp.run_to_end(&mut ());
     assert!(log.borrow().is_empty());
     drop(lp);
     assert_eq!(*log.borrow(), ["first", "second"]);
@@ -550,10 +525,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
     })
     .unwrap();
     let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::Broken
-    );
+    lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
     assert_eq!(log, ["signal at 10ms"]);
 }
 
@@ -601,11 +573,7 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
     lp.timer(ms(5), Duration::ZERO, move |lp, _, _| lp.stop(any).unwrap())
         .unwrap();
     lp.timer(ms(7), Duration::ZERO, |_, _, _| {}).unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let mut log = lp.finish(vec![]);
     assert_eq!(
         log,
         [
@@ -616,11 +584,7 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
             "any: 4343 exited with code 1 at 5ms",
         ]
     );
-    let exits: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains(" child "))
-        .collect();
+    let exits: Vec<String> = trace_with(&sim, " child ");
     assert_eq!(
         exits,
         [
@@ -663,9 +627,7 @@ fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
     assert!(!lp.is_active(by_pid).unwrap(), "the parent's child");
     assert!(lp.is_active(any).unwrap(), "the child's own children");
     sim.exit(ms(1), 5000, ExitStatus::Exited(0));
-    let mut got = vec![];
-    lp.run(RunMode::Default, &mut got).unwrap();
-    assert_eq!(got, [5000]);
+    assert_eq!(lp.finish(vec![]), [5000]);
 }
 
 /// `Loop::spawn` and `Loop::kill` on the simulator, exactly: the spawn and
@@ -697,18 +659,9 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
         s.exit(ms(4), spawned.pid, by_term);
     })
     .unwrap();
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
-    assert_eq!(log, ["1000 killed by signal 15 at 4ms"]);
+    assert_eq!(lp.finish(vec![]), ["1000 killed by signal 15 at 4ms"]);
     assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
-    let steps: Vec<String> = sim
-        .trace_lines()
-        .into_iter()
-        .filter(|l| l.contains("child"))
-        .collect();
+    let steps: Vec<String> = trace_with(&sim, "child");
     assert_eq!(
         steps,
         [

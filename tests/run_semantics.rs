@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{drain, on_every_backend, World};
+use common::{drain, on_every_backend, on_every_world, RunTo, World};
 use evloop::{Interest, Loop, Ready, RunMode, RunOutcome};
 
 // ---- run never blocks with nothing to wait for ----------------------------
@@ -40,12 +40,11 @@ fn a_prepare_watcher_that_removes_itself_ends_the_run() {
 /// the prepare watcher unrefs itself: `run` must not wait on the rest.
 #[test]
 fn a_prepare_watcher_that_unrefs_itself_ends_the_run_even_in_once_mode() {
-    on_every_backend("prepare unrefs itself", |name| {
-        let w = World::new(name);
+    on_every_world("prepare unrefs itself", |w| {
         let (conn, _peer) = w.pair();
         for mode in [RunMode::Default, RunMode::Once] {
             let mut lp: Loop<u32> = w.new_loop();
-            let quiet = lp.io(conn_clone(&w, &conn), Interest::READABLE, |_, _, _| {});
+            let quiet = lp.io(conn_clone(w, &conn), Interest::READABLE, |_, _, _| {});
             let quiet = quiet.unwrap();
             lp.set_ref(quiet, false).unwrap();
             lp.prepare(|lp, n, me| {
@@ -55,11 +54,7 @@ fn a_prepare_watcher_that_unrefs_itself_ends_the_run_even_in_once_mode() {
             .unwrap();
             let mut n = 0;
             let outcome = lp.run(mode, &mut n).unwrap();
-            assert_eq!(
-                (outcome, n),
-                (RunOutcome::NoActiveWatchers, 1),
-                "{name} {mode:?}"
-            );
+            assert_eq!((outcome, n), (RunOutcome::NoActiveWatchers, 1), "{mode:?}");
         }
     });
 }
@@ -132,10 +127,7 @@ fn the_simulator_stalls_only_with_active_watchers_left() {
     let (conn, _peer) = w.pair();
     let mut lp: Loop = w.new_loop();
     lp.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut ()).unwrap(),
-        RunOutcome::Stalled
-    );
+    lp.run_expect(RunMode::Default, &mut (), RunOutcome::Stalled);
 }
 
 /// A loop with only prepare and check watchers has nothing that could end
@@ -218,10 +210,9 @@ fn always_readable(
 
 #[test]
 fn a_high_priority_idle_runs_while_lower_priority_work_is_pending() {
-    on_every_backend("idle above pending io", |name| {
-        let w = World::new(name);
+    on_every_world("idle above pending io", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
-        let io = always_readable(&mut lp, &w, 0, 5);
+        let io = always_readable(&mut lp, w, 0, 5);
         let mut n = 0;
         let idle = lp
             .idle(move |lp, log, me| {
@@ -234,22 +225,17 @@ fn a_high_priority_idle_runs_while_lower_priority_work_is_pending() {
             })
             .unwrap();
         lp.set_priority(idle, 2).unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         // Each iteration: the priority-2 idle first, then the io event.
-        assert_eq!(log, ["idle2", "io0", "idle2", "io0", "idle2"], "{name}");
+        assert_eq!(log, ["idle2", "io0", "idle2", "io0", "idle2"]);
     });
 }
 
 #[test]
 fn an_idle_waits_while_anything_at_its_priority_or_above_is_pending() {
-    on_every_backend("idle below pending io", |name| {
-        let w = World::new(name);
+    on_every_world("idle below pending io", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
-        always_readable(&mut lp, &w, 0, 3);
+        always_readable(&mut lp, w, 0, 3);
         for priority in [0, -1] {
             let idle = lp
                 .idle(move |lp, log, me| {
@@ -259,11 +245,10 @@ fn an_idle_waits_while_anything_at_its_priority_or_above_is_pending() {
                 .unwrap();
             lp.set_priority(idle, priority).unwrap();
         }
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         // The idles wait for the io watcher to go; then one level per
         // iteration, highest first.
-        assert_eq!(log, ["io0", "io0", "io0", "idle0", "idle-1"], "{name}");
+        assert_eq!(log, ["io0", "io0", "io0", "idle0", "idle-1"]);
     });
 }
 
@@ -297,9 +282,11 @@ fn idles_run_one_priority_level_per_iteration() {
             })
             .unwrap();
         lp.set_priority(moved, 1).unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, ["idle1", "moved to 1", "idle1", "idle-1"], "{name}");
+        assert_eq!(
+            lp.finish(vec![]),
+            ["idle1", "moved to 1", "idle1", "idle-1"],
+            "{name}"
+        );
         assert_eq!(lp.iteration(), 3, "{name}");
     });
 }
@@ -323,9 +310,11 @@ fn expired_timers_hold_back_idles_of_their_priority_and_below_only() {
             })
             .unwrap();
         lp.set_priority(t, 1).unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(log, ["idle2 @1", "timer @1", "idle0 @2"], "{name}");
+        assert_eq!(
+            lp.finish(vec![]),
+            ["idle2 @1", "timer @1", "idle0 @2"],
+            "{name}"
+        );
     });
 }
 
@@ -333,8 +322,7 @@ fn expired_timers_hold_back_idles_of_their_priority_and_below_only() {
 
 #[test]
 fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
-    on_every_backend("check before timer", |name| {
-        let w = World::new(name);
+    on_every_world("check before timer", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let (conn, mut peer) = w.pair();
         peer.send(b"x");
@@ -365,8 +353,7 @@ fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
             log.push(format!("timer @{}", lp.iteration()))
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             [
@@ -375,8 +362,7 @@ fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
                 "timer @1",
                 "check from io @2",
                 "timer(0) from io @2",
-            ],
-            "{name}"
+            ]
         );
         drop(peer);
     });
@@ -386,8 +372,7 @@ fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
 
 #[test]
 fn an_event_queued_before_set_interest_delivers_only_the_new_interest() {
-    on_every_backend("filter at delivery", |name| {
-        let w = World::new(name);
+    on_every_world("filter at delivery", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         // Readable (data waits) and writable.
         let (both, mut peer_a) = w.pair();
@@ -423,8 +408,8 @@ fn an_event_queued_before_set_interest_delivers_only_the_new_interest() {
         let mut log = vec![];
         lp.run(RunMode::Once, &mut log).unwrap();
         // z's queued `w` was all it had: it is not called at all.
-        assert_eq!(log, ["x", "y r"], "{name}");
-        assert!(!lp.is_pending(z).unwrap(), "{name}");
+        assert_eq!(log, ["x", "y r"]);
+        assert!(!lp.is_pending(z).unwrap());
         lp.remove(z).unwrap();
         drop((peer_a, peer_c));
     });
@@ -441,8 +426,7 @@ fn set_interest_from_a_callback_filters_a_direct_batch_too() {
         log: Vec<String>,
         watchers: Vec<evloop::Io>,
     }
-    on_every_backend("filter at delivery, direct", |name| {
-        let w = World::new(name);
+    on_every_world("filter at delivery, direct", |w| {
         let mut lp: Loop<St> = w.new_loop();
         let mut st = St::default();
         let mut peers = vec![];
@@ -466,7 +450,7 @@ fn set_interest_from_a_callback_filters_a_direct_batch_too() {
             st.watchers.push(h);
         }
         lp.run(RunMode::Once, &mut st).unwrap();
-        assert_eq!(st.log, ["rw", "r"], "{name}");
+        assert_eq!(st.log, ["rw", "r"]);
         drop(peers);
     });
 }
@@ -476,8 +460,7 @@ fn set_interest_from_a_callback_filters_a_direct_batch_too() {
 /// the timer stops and the run ends; on every backend.
 #[test]
 fn a_repeat_set_to_zero_fires_once_more_then_stops() {
-    on_every_backend("set_repeat zero", |name| {
-        let w = World::new(name);
+    on_every_world("set_repeat zero", |w| {
         let mut lp: Loop<Vec<u32>> = w.new_loop();
         let t = lp
             .timer(
@@ -496,9 +479,9 @@ fn a_repeat_set_to_zero_fires_once_more_then_stops() {
             .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
-        assert_eq!(outcome, RunOutcome::NoActiveWatchers, "{name}");
-        assert_eq!(log, [1, 2, 3], "{name}");
-        assert!(!lp.is_active(t).unwrap(), "{name}");
-        assert_eq!(lp.repeat(t).unwrap(), Duration::ZERO, "{name}");
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        assert_eq!(log, [1, 2, 3]);
+        assert!(!lp.is_active(t).unwrap());
+        assert_eq!(lp.repeat(t).unwrap(), Duration::ZERO);
     });
 }

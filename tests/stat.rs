@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{on_every_backend, TempDir, World};
+use common::{on_every_backend, on_every_world, RunTo, TempDir, World};
 use evloop::{FileStat, Loop, RunMode, RunOutcome, Sim, StatEvent};
 
 /// Makes the file changes, on the simulator or for real.
@@ -106,12 +106,7 @@ fn with_hints_the_simulator_sees_each_change_at_once() {
         "/srv".into(),
         Duration::from_secs(5),
     );
-    let mut log = vec![];
-    assert_eq!(
-        lp.run(RunMode::Default, &mut log).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
-    assert_eq!(log, EXPECTED);
+    assert_eq!(lp.finish(vec![]), EXPECTED);
     // Each seen when made: 10 ms apart, well inside one second, while the
     // polling interval is 5 s.
     assert_eq!(lp.now(), Duration::from_millis(50));
@@ -128,9 +123,7 @@ fn without_hints_the_simulator_polls_and_still_sees_each_change() {
         "/srv".into(),
         Duration::from_millis(100),
     );
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, EXPECTED);
+    assert_eq!(lp.finish(vec![]), EXPECTED);
     // Each change waits for the next look, 100 ms after the previous one.
     assert_eq!(lp.now(), Duration::from_millis(500));
 }
@@ -149,8 +142,7 @@ fn on_every_kernel_backend_a_real_file_goes_through_the_same_life() {
         std::fs::create_dir_all(&dir).unwrap();
         let mut lp: Loop<Log> = World::new(name).new_loop();
         life_of_a_file(&mut lp, Fs::Real, dir.clone(), Duration::from_millis(100));
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(log, EXPECTED, "{name}");
     });
@@ -170,9 +162,7 @@ fn the_interval_is_clamped_and_a_missing_path_is_a_state() {
         })
         .unwrap();
     assert_eq!(lp.file_stat(s).unwrap(), FileStat::MISSING);
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["created, 1 bytes at 100ms"]);
+    assert_eq!(lp.finish(vec![]), ["created, 1 bytes at 100ms"]);
 }
 
 // ---- change hints on the kernels ---------------------------------------------
@@ -266,11 +256,7 @@ fn on_every_kernel_backend_hints_make_each_change_seen_at_once() {
             .unwrap();
         })
         .unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             ["7 bytes", "mode 600", "replaced", "deleted", "created", "mode 640"],
@@ -316,8 +302,7 @@ fn on_every_kernel_backend_a_siblings_changes_do_not_call_the_watcher() {
             lp.remove(ev.watcher).unwrap();
         })
         .unwrap();
-        let mut log = vec![];
-        lp.run(RunMode::Default, &mut log).unwrap();
+        let log = lp.finish(vec![]);
         assert_eq!(
             log,
             ["siblings changed", "mine changed", "watcher: 13 bytes"],
@@ -348,11 +333,7 @@ fn on_every_kernel_backend_a_hundred_watchers_in_one_directory() {
             }
         })
         .unwrap();
-        let mut log = vec![];
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
+        let mut log = lp.finish(vec![]);
         log.sort_by_key(|l| l.split(':').next().unwrap().parse::<usize>().unwrap());
         let want: Vec<String> = (0..100).map(|i| format!("{i}: {} bytes", i + 2)).collect();
         assert_eq!(log, want, "{name}");
@@ -372,9 +353,7 @@ fn an_interval_of_zero_polls_every_five_seconds() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let mut log = vec![];
-    lp.run(RunMode::Default, &mut log).unwrap();
-    assert_eq!(log, ["created, 1 bytes at 5s"]);
+    assert_eq!(lp.finish(vec![]), ["created, 1 bytes at 5s"]);
 }
 
 /// Each event names the watcher's path (`StatEvent::path`), as given to
@@ -388,9 +367,8 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         let name = ev.path.file_name().unwrap().to_string_lossy();
         log.push(format!("{name}: {} bytes", ev.current.size));
     }
-    on_every_backend("the event's path", |name| {
-        let w = World::new(name);
-        let dir = TempDir::new("event-path", name);
+    on_every_world("the event's path", |w| {
+        let dir = TempDir::new("event-path", w.backend);
         let (a, b) = (dir.0.join("a.conf"), dir.0.join("b.conf"));
         let mut lp: Loop<Log> = w.new_loop();
         let wa = lp.stat(&a, Duration::from_millis(100), on_change).unwrap();
@@ -415,11 +393,8 @@ fn on_every_backend_the_event_carries_the_watched_path() {
             lp.run(RunMode::Once, &mut log).unwrap();
         }
         second(&lp, &a, b"aaa");
-        assert_eq!(
-            lp.run(RunMode::Default, &mut log).unwrap(),
-            RunOutcome::NoActiveWatchers
-        );
-        assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"], "{name}");
+        lp.run_to_end(&mut log);
+        assert_eq!(log, ["b.conf: 2 bytes", "a.conf: 3 bytes"]);
     });
 }
 

@@ -2,7 +2,12 @@
 //! scenario runs on (the simulator and every OS backend of the host), a
 //! loop on one of them, a connection that works on each, and a watchdog,
 //! so that a scenario that hangs or spins fails in seconds instead of
-//! hanging the test run.
+//! hanging the test run; a scenario written once as a `fn(&World)` runs on
+//! each through [`on_every_world`] (or [`in_worlds`]), and [`RunTo`] runs a
+//! loop and checks why the run ended. Then what several test files need
+//! alike: children held open, the signal marker, the fork lock, a
+//! backend's notices, the simulator's trace, the `net` echo handler, and
+//! the direct-dispatch programs ([`settle_points`]).
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::io::{self, Read, Write};
@@ -10,7 +15,9 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evloop::{Loop, Sim, SimSocket, Source, SourceFd};
+use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
+
+pub mod settle_points;
 
 /// How long a scenario may take before the watchdog fails it. Generous:
 /// a scenario takes milliseconds; a hang never ends.
@@ -56,10 +63,64 @@ pub fn backends() -> Vec<&'static str> {
 /// Runs `scenario(backend)` on every backend of [`backends`], each under
 /// the [`watchdog`].
 pub fn on_every_backend(what: &str, scenario: fn(&'static str)) {
-    for name in backends() {
+    on_backends(what, &backends(), scenario);
+}
+
+/// Runs `scenario(backend)` on each of `names`, each under the
+/// [`watchdog`] (whose thread is named after `what` and the backend, so
+/// that a failing assertion names both).
+pub fn on_backends(what: &str, names: &[&'static str], scenario: fn(&'static str)) {
+    for &name in names {
         watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
             scenario(name)
         });
+    }
+}
+
+/// Runs `scenario` in a [`World`] of each of `names`, each under the
+/// [`watchdog`] (the world is made on the watched thread).
+pub fn in_worlds(what: &str, names: &[&'static str], scenario: fn(&World)) {
+    for &name in names {
+        watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
+            scenario(&World::new(name))
+        });
+    }
+}
+
+/// How a loop-level scenario runs a loop and checks why the run ended.
+pub trait RunTo<S> {
+    /// Runs `mode` and asserts that it ended with `outcome`.
+    fn run_expect(&mut self, mode: RunMode, st: &mut S, outcome: RunOutcome);
+
+    /// Runs `Default` and asserts that it ended for want of active
+    /// watchers (what every scenario that must not hang ends with).
+    #[track_caller]
+    fn run_to_end(&mut self, st: &mut S) {
+        self.run_expect(RunMode::Default, st, RunOutcome::NoActiveWatchers);
+    }
+
+    /// [`run_to_end`](RunTo::run_to_end) from `st`; returns the state the
+    /// run left (what the callbacks logged, say).
+    #[track_caller]
+    fn finish(&mut self, mut st: S) -> S {
+        self.run_to_end(&mut st);
+        st
+    }
+}
+
+impl<'s, S> RunTo<S> for Loop<'s, S> {
+    #[track_caller]
+    fn run_expect(&mut self, mode: RunMode, st: &mut S, outcome: RunOutcome) {
+        let got = self.run(mode, st);
+        match got {
+            Ok(got) => assert_eq!(
+                got,
+                outcome,
+                "{mode:?} run on {} ended {got:?}",
+                self.backend_name()
+            ),
+            Err(e) => panic!("{mode:?} run on {}: {e}", self.backend_name()),
+        }
     }
 }
 
@@ -90,11 +151,23 @@ impl World {
         }
     }
 
+    /// The simulator, if this world is the simulator's: for what only it
+    /// can check (its trace, exact virtual times).
+    pub fn sim(&self) -> Option<&Sim> {
+        self.sim.as_ref()
+    }
+
     /// A connection: the end the loop watches, and its peer.
     pub fn pair(&self) -> (Conn, Peer) {
+        self.pair_sized(1 << 16)
+    }
+
+    /// A connection whose directions hold at most `buffer` unread bytes on
+    /// the simulator (a kernel sizes its own buffers).
+    pub fn pair_sized(&self, buffer: usize) -> (Conn, Peer) {
         match &self.sim {
             Some(sim) => {
-                let (a, b) = sim.pair("conn", 1 << 16);
+                let (a, b) = sim.pair("conn", buffer);
                 (Conn::Sim(a), Peer::Sim(b))
             }
             None => {
@@ -187,18 +260,44 @@ impl Peer {
     }
 }
 
-/// Reads what is there (up to 64 KiB) without blocking.
+/// Reads what is there without blocking.
 pub fn drain(conn: &mut impl Read) -> Vec<u8> {
+    drain_to_eof(conn).0
+}
+
+/// Reads what is there without blocking; returns the bytes and whether
+/// the end of file was seen.
+pub fn drain_to_eof(conn: &mut impl Read) -> (Vec<u8>, bool) {
     let mut buf = vec![0; 1 << 16];
     let mut got = Vec::new();
     loop {
         match conn.read(&mut buf) {
-            Ok(0) => return got,
+            Ok(0) => return (got, true),
             Ok(n) => got.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (got, false),
             Err(e) => panic!("read: {e}"),
         }
     }
+}
+
+/// Writes as much of `unsent` as `sock` takes without blocking (what it
+/// took is drained from `unsent`); returns whether all of it went.
+pub fn flush(sock: &mut impl Write, unsent: &mut Vec<u8>) -> bool {
+    while !unsent.is_empty() {
+        match sock.write(unsent) {
+            Ok(n) => {
+                unsent.drain(..n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(e) => panic!("write failed: {e}"),
+        }
+    }
+    true
+}
+
+/// Milliseconds, the unit of most scenarios' delays.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
 }
 
 /// Starts `sh -c script` and returns its pid. Dropping a `Child` neither
@@ -381,5 +480,150 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Held for writing by a test that forks (or sets the clock), through
+/// [`alone`], so that no other test of its binary is inside a backend (or
+/// holds a lock of the loop's) at that moment; every other test of such a
+/// binary holds it for reading, through [`shared`].
+pub static FORK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// [`FORK`] for reading: what a test holds while it may be inside a backend.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    FORK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// [`FORK`] for writing: no other test of the binary runs meanwhile.
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    FORK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `scenario(backend)` on every OS backend, each under the
+/// [`watchdog`], holding [`FORK`] for reading.
+pub fn on_each_kernel(what: &str, scenario: fn(&'static str)) {
+    let _shared = shared();
+    on_backends(what, evloop::backends::AVAILABLE, scenario);
+}
+
+/// `sh -c "read _; exit code"`: it runs until the test drops its stdin.
+pub fn held(code: i32) -> std::process::Child {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("read _; exit {code}")])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// How many times [`marker`] ran.
+pub static MARKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A signal handler of the test's own, which only counts: installed
+/// before a watcher, it shows whether the watcher's end restores it.
+extern "C" fn marker(_: libc::c_int) {
+    MARKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The current action of `signal`.
+pub fn action(signal: i32) -> libc::sigaction {
+    // SAFETY: sigaction writes the current action to `now`.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        assert_eq!(libc::sigaction(signal, std::ptr::null(), &mut now), 0);
+        now
+    }
+}
+
+/// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
+pub fn install_marker(signal: i32) {
+    // SAFETY: a valid action whose handler only counts.
+    unsafe {
+        let mut mine: libc::sigaction = std::mem::zeroed();
+        mine.sa_sigaction = marker as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        mine.sa_flags = libc::SA_NODEFER;
+        assert_eq!(libc::sigaction(signal, &mine, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Whether `a` is the action [`install_marker`] installs.
+pub fn is_marker(a: &libc::sigaction) -> bool {
+    a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
+        && a.sa_flags & libc::SA_NODEFER != 0
+}
+
+/// The echo handler of `evloop::net`'s examples: what arrives goes back
+/// out (`Conn::write_from_input`), and the end of the input closes the
+/// connection.
+pub fn echo<S: AsMut<evloop::net::Conns<C>>, C>(
+    lp: &mut Loop<'_, S>,
+    state: &mut S,
+    id: evloop::net::ConnId,
+    ev: evloop::net::ConnEvent,
+) {
+    let conn = &mut state.as_mut()[id];
+    match ev {
+        evloop::net::ConnEvent::Data => {
+            let n = conn.input().len();
+            conn.write_from_input(lp, n);
+        }
+        evloop::net::ConnEvent::Eof => conn.close(lp),
+        _ => {}
+    }
+}
+
+/// One log line of a scripted callback: what it did and what that
+/// returned (an error by its message).
+pub fn outcome<T: std::fmt::Debug>(what: String, r: evloop::Result<T>) -> String {
+    format!("{what}: {:?}", r.map_err(|e| e.to_string()))
+}
+
+/// A simulator and one socket of it, `name`, with `send_capacity` bytes
+/// of room in its send buffer.
+pub fn sim_socket(name: &str, send_capacity: usize) -> (Sim, SimSocket) {
+    let sim = Sim::new();
+    let sock = sim.socket(name, send_capacity);
+    (sim, sock)
+}
+
+/// The lines of the simulator's trace that contain `what`.
+pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
+    sim.trace_lines()
+        .into_iter()
+        .filter(|l| l.contains(what))
+        .collect()
+}
+
+/// Runs `scenario` in a [`World`] of each backend of [`backends`], each
+/// under the [`watchdog`].
+pub fn on_every_world(what: &str, scenario: fn(&World)) {
+    in_worlds(what, &backends(), scenario);
+}
+
+/// The OS backend `name`, opened directly (no loop).
+pub fn open(name: &str) -> Box<dyn evloop::Backend> {
+    evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
+}
+
+/// Polls `b` and gathers its notices, as the loop does (a poll, then
+/// `take_notices`), until `done` holds or `limit` has passed. No poll may
+/// report an fd: none is registered, and the backends' internal fds are
+/// never reported.
+pub fn gather(
+    b: &mut dyn evloop::Backend,
+    limit: Duration,
+    done: impl Fn(&evloop::Notices) -> bool,
+) -> evloop::Notices {
+    let mut all = evloop::Notices::default();
+    let deadline = std::time::Instant::now() + limit;
+    let mut events: Vec<evloop::PollEvent> = Vec::new();
+    loop {
+        events.clear();
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        b.poll(Some(left), &mut events).unwrap();
+        assert_eq!(events, [], "{}: an internal fd was reported", b.name());
+        b.take_notices(&mut all);
+        if done(&all) || std::time::Instant::now() >= deadline {
+            return all;
+        }
     }
 }
