@@ -39,6 +39,7 @@ mod asyncs;
 mod backend;
 mod builder;
 mod direct_batch;
+mod dispatch;
 mod error;
 mod event_loop;
 mod fd_table;

@@ -1,0 +1,244 @@
+//! Dispatch: how a watcher's callback is stored (one trait object per
+//! watcher), invoked (from the pending queues or straight from the poll
+//! results), put back whether it returns or panics, and deferred while it
+//! runs further up the stack (a nested `run`); and how a handle reaches
+//! its watcher (`Loop::entry_mut`, the one checked path). The callback
+//! trait itself (`Dispatch`) is with `Loop`, in event_loop.rs.
+
+use tracing::trace;
+
+use crate::event_loop::BoxedCallback;
+use crate::handle::{Handle, Key};
+use crate::pending::Priority;
+use crate::registry::Entry;
+use crate::slot_list::Slot;
+use crate::unwind::Held;
+use crate::{Loop, Ready, Result};
+
+impl<'s, S> Loop<'s, S> {
+    /// Invokes pending callbacks, highest priority first, FIFO within one.
+    pub(crate) fn invoke_pending(&mut self, state: &mut S) {
+        // Whether each dispatch must be reported (to the backend or to a
+        // `tracing` subscriber): decided once per call, not per event.
+        let observed = self.report_dispatch || tracing::level_enabled!(tracing::Level::TRACE);
+        loop {
+            // Directly dispatched io events come after every queue above the
+            // default priority and before the default queue.
+            if self.poll.is_open() && !self.pending.has_above(Priority::DEFAULT) {
+                if observed {
+                    self.run_batch::<true>(state);
+                } else {
+                    self.run_batch::<false>(state);
+                }
+                continue;
+            }
+            let Some(p) = self.pending.highest() else {
+                break;
+            };
+            while let Some((slot, ready)) = self.pending.next_in(p) {
+                self.invoke::<true>(slot, ready, observed, state);
+                if self.pending.has_above(p) {
+                    // A callback queued something more urgent.
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Invokes the direct batch's results in order until they run out, a
+    /// callback queues something more urgent than the default priority, or
+    /// a result needs the queued path (then the rest is materialised).
+    /// `OBSERVED` (dispatches are reported): a constant, so that the common
+    /// unobserved loop does not test it per event.
+    #[inline(never)]
+    fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
+        while let Some(ev) = self.poll.next() {
+            let Some(fd) = self.fds.get(ev.fd) else {
+                continue;
+            };
+            // Ruled out when the batch opened, and nothing changes an fd's
+            // watchers during a batch without materialising it first.
+            debug_assert!(!ev.ready.is_invalid() && !fd.is_oneshot());
+            let Some(slot) = fd.single() else {
+                if fd.watchers().is_empty() {
+                    continue;
+                }
+                // Several watchers on the fd: the queued path from here on.
+                self.poll.unread();
+                self.materialise_batch();
+                return;
+            };
+            let e = &mut self.watchers[slot];
+            let r = ev.ready & e.receives;
+            if r.is_empty() {
+                continue;
+            }
+            // Nothing queues an io watcher while a batch is open: feeding or
+            // re-prioritising one materialises the batch first.
+            debug_assert!(
+                e.pending.is_none(),
+                "io watcher queued during a direct batch"
+            );
+            self.invoke::<false>(slot, r, OBSERVED, state);
+            if self.pending.has_above(Priority::DEFAULT) {
+                return;
+            }
+        }
+    }
+
+    /// Materialises the direct batch, if one is open: see direct_batch.rs.
+    #[inline]
+    pub(crate) fn materialise_batch(&mut self) {
+        if self.poll.is_open() {
+            self.poll.materialise(
+                &mut self.fds,
+                &mut self.watchers,
+                &mut self.pending,
+                &mut *self.backend,
+            );
+        }
+    }
+
+    /// Runs one watcher's callback: from a pending entry (`QUEUED`: the
+    /// watcher forgets its queue position; a live entry names a live
+    /// watcher, since stop and remove cancel it) or from a direct batch.
+    /// Always inlined: it is the body of both dispatch loops.
+    #[inline(always)]
+    fn invoke<const QUEUED: bool>(
+        &mut self,
+        slot: Slot,
+        ready: Ready,
+        observed: bool,
+        state: &mut S,
+    ) {
+        let e = &mut self.watchers[slot];
+        if QUEUED {
+            e.pending = None;
+        }
+        let gen = e.gen;
+        let Some(cb) = e.cb.take() else {
+            // Its callback is running further up the stack (a nested
+            // `run`): the event is delivered once it returns, rather than
+            // recursing or being dropped.
+            self.watchers.defer(slot, ready);
+            return;
+        };
+        if observed {
+            self.observe_dispatch(slot, ready);
+        }
+        // The guard puts the callback back when it returns, and also if it
+        // panics: the watcher and its io source survive the unwinding.
+        let mut running = Running {
+            lp: self,
+            slot,
+            gen,
+            cb: Some(cb),
+        };
+        if let Some(cb) = running.cb.as_mut() {
+            cb.call(running.lp, state, Key { slot, gen }, ready);
+        }
+    }
+
+    /// Tells the backend (if it asked, as the simulator does to record its
+    /// trace) and `tracing` about a dispatch.
+    #[cold]
+    fn observe_dispatch(&mut self, slot: Slot, ready: Ready) {
+        if self.report_dispatch {
+            if let Some(fd) = self.watchers[slot].fd() {
+                self.backend.dispatched(fd, ready);
+            }
+        }
+        trace!(watcher = slot.index(), ready = %ready, "dispatch");
+    }
+
+    /// The watcher `h` names, for an operation that a direct batch could
+    /// tell from queued events: for an io handle, the batch is
+    /// materialised first. Every handle operation goes through here or
+    /// [`Loop::entry`], so that a new one cannot forget; the only
+    /// exceptions, stop and remove, say why.
+    #[inline]
+    pub(crate) fn entry_mut<H: Handle>(
+        &mut self,
+        h: &H,
+    ) -> Result<&mut Entry<BoxedCallback<'s, S>>> {
+        if H::IO {
+            self.materialise_batch();
+        }
+        self.watchers.lookup_mut(h.key(), h.kind())
+    }
+
+    /// The watcher `h` names, for a query (queries take `&self`, so they
+    /// count a direct batch's results instead of materialising it).
+    #[inline]
+    pub(crate) fn entry<H: Handle>(&self, h: &H) -> Result<&Entry<BoxedCallback<'s, S>>> {
+        self.watchers.lookup(h.key(), h.kind())
+    }
+}
+
+/// A callback taken out of its entry to run; dropping this puts it back
+/// (see [`Loop::invoke`]), whether the callback returned or panicked.
+struct Running<'a, 's, S> {
+    lp: &'a mut Loop<'s, S>,
+    slot: Slot,
+    gen: u64,
+    cb: Option<BoxedCallback<'s, S>>,
+}
+
+impl<S> Drop for Running<'_, '_, S> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let Some(cb) = self.cb.take() else { return };
+        // Put the callback back unless the watcher was removed meanwhile
+        // (then the callback, and an owned source, are dropped here).
+        match self.lp.watchers.get_mut(self.slot) {
+            Some(e) if e.gen == self.gen => {
+                if e.cb.is_some() {
+                    // `set_callback` put a new one in meanwhile.
+                    return self.lp.replaced_while_running(self.slot, cb);
+                }
+                // The slot is empty: the callback was taken out above and
+                // only this frame puts it back. So there is nothing to drop;
+                // forgetting the `None` saves dropping it.
+                std::mem::forget(e.cb.replace(cb));
+                if e.deferred().is_some() {
+                    self.lp.requeue_deferred(self.slot);
+                }
+            }
+            _ => drop_removed(cb),
+        }
+    }
+}
+
+/// Drops the callback of a watcher removed while it ran (its captures
+/// and an owned source are user code). A panic in that `Drop` propagates
+/// (the watcher is gone already: the loop is consistent), unless the
+/// callback itself panicked: then it is dropped, as a second panic out of
+/// the unwinding would abort the process.
+#[cold]
+#[inline(never)]
+fn drop_removed<T>(cb: T) {
+    let mut held = Held::default();
+    held.drop(cb);
+    held.resume();
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// A callback returned that was replaced while it ran: the new one
+    /// stays, events deferred meanwhile are queued for it, and the old
+    /// one is dropped (last: its drop may panic).
+    #[cold]
+    fn replaced_while_running(&mut self, slot: Slot, old: BoxedCallback<'s, S>) {
+        if self.watchers[slot].deferred().is_some() {
+            self.requeue_deferred(slot);
+        }
+        drop_removed(old);
+    }
+
+    /// Queues the events a watcher received while its callback ran.
+    #[cold]
+    fn requeue_deferred(&mut self, slot: Slot) {
+        if let Some(ready) = self.watchers.take_deferred(slot) {
+            self.watchers.queue(&mut self.pending, slot, ready);
+        }
+    }
+}
