@@ -11,6 +11,7 @@ use crate::event_loop::BoxedCallback;
 use crate::handle::{Handle, Key};
 use crate::pending::Priority;
 use crate::registry::Entry;
+use crate::settled::{Batch, Settled};
 use crate::slot_list::Slot;
 use crate::unwind::Held;
 use crate::{Loop, Ready, Result};
@@ -116,7 +117,7 @@ impl<'s, S> Loop<'s, S> {
             e.pending = None;
         }
         let gen = e.gen;
-        let Some(cb) = e.cb.take() else {
+        let Some(cb) = e.cb.take_to_run() else {
             // Its callback is running further up the stack (a nested
             // `run`): the event is delivered once it returns, rather than
             // recursing or being dropped.
@@ -153,18 +154,16 @@ impl<'s, S> Loop<'s, S> {
 
     /// The watcher `h` names, for an operation that a direct batch could
     /// tell from queued events: for an io handle, the batch is
-    /// materialised first. Every handle operation goes through here or
-    /// [`Loop::entry`], so that a new one cannot forget; the only
-    /// exceptions, stop and remove, say why.
+    /// materialised first ([`Settled`], without which the registry hands
+    /// out no watcher for a change). Queries use [`Loop::entry`]; the only
+    /// other path, stop and remove's, says why.
     #[inline]
     pub(crate) fn entry_mut<H: Handle>(
         &mut self,
         h: &H,
     ) -> Result<&mut Entry<BoxedCallback<'s, S>>> {
-        if H::IO {
-            self.materialise_batch();
-        }
-        self.watchers.lookup_mut(h.key(), h.kind())
+        let settled = Settled::for_handle::<H>(self);
+        self.watchers.lookup_mut(h.key(), h.kind(), settled)
     }
 
     /// The watcher `h` names, for a query (queries take `&self`, so they
@@ -192,14 +191,14 @@ impl<S> Drop for Running<'_, '_, S> {
         // (then the callback, and an owned source, are dropped here).
         match self.lp.watchers.get_mut(self.slot) {
             Some(e) if e.gen == self.gen => {
-                if e.cb.is_some() {
+                if !e.cb.is_running() {
                     // `set_callback` put a new one in meanwhile.
                     return self.lp.replaced_while_running(self.slot, cb);
                 }
                 // The slot is empty: the callback was taken out above and
                 // only this frame puts it back. So there is nothing to drop;
                 // forgetting the `None` saves dropping it.
-                std::mem::forget(e.cb.replace(cb));
+                std::mem::forget(e.cb.store(cb));
                 if e.deferred().is_some() {
                     self.lp.requeue_deferred(self.slot);
                 }
@@ -240,5 +239,15 @@ impl<'s, S> Loop<'s, S> {
         if let Some(ready) = self.watchers.take_deferred(slot) {
             self.watchers.queue(&mut self.pending, slot, ready);
         }
+    }
+}
+
+impl<S> Batch for Loop<'_, S> {
+    #[inline(always)]
+    fn is_open(&self) -> bool {
+        self.poll.is_open()
+    }
+    fn materialise(&mut self) {
+        self.materialise_batch();
     }
 }

@@ -16,7 +16,7 @@ use crate::fd_table::FdTable;
 use crate::handle::Key;
 use crate::kind::{Kinds, Phase};
 use crate::pending::PendingQueues;
-use crate::registry::Registry;
+use crate::registry::{CallbackState, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::slot_list::{Slot, SlotList};
 use crate::timers::Timers;
@@ -43,7 +43,7 @@ pub(crate) trait Dispatch<'s, S> {
     /// `Some`: the caller checks.
     fn give_source(
         self: Box<Self>,
-        into: &mut Option<BoxedCallback<'s, S>>,
+        into: &mut CallbackState<BoxedCallback<'s, S>>,
         make: &mut dyn FnMut(Box<dyn std::any::Any>) -> BoxedCallback<'s, S>,
     ) {
         let _ = (into, make);

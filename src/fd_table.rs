@@ -194,11 +194,11 @@ impl FdTable {
             // held back meanwhile.
             let mut want = Interest::NONE;
             match state.single {
-                Some(slot) if registry[slot].cb.is_some() => want = registry[slot].interest(),
+                Some(slot) if !registry[slot].cb.is_running() => want = registry[slot].interest(),
                 Some(_) => {}
                 None => {
                     for slot in state.watchers.iter(registry) {
-                        if registry[slot].cb.is_some() {
+                        if !registry[slot].cb.is_running() {
                             want |= registry[slot].interest();
                         }
                     }

@@ -54,6 +54,7 @@ pub mod net;
 mod pending;
 mod registry;
 mod run_state;
+mod settled;
 mod slot_list;
 mod source;
 mod timer_heap;

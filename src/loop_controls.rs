@@ -310,7 +310,7 @@ impl<'s, S> Drop for Loop<'s, S> {
         let mut held = Held::default();
         while let Some(slot) = self.cleanups.first() {
             self.deactivate(slot);
-            if let Some(cb) = self.watchers[slot].cb.take() {
+            if let Some(cb) = self.watchers[slot].cb.take_to_run() {
                 held.run(|| cb.cleanup(self));
             }
         }
@@ -326,7 +326,7 @@ impl<'s, S> Drop for Loop<'s, S> {
                     continue;
                 }
                 self.deactivate(key.slot);
-                if let Some(cb) = self.watchers[key.slot].cb.take() {
+                if let Some(cb) = self.watchers[key.slot].cb.take_to_run() {
                     held.run(|| cb.cleanup(self));
                 }
             }

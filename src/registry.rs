@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::handle::Key;
 use crate::pending::{PendingQueues, Priority, QueuePos};
+use crate::settled::Settled;
 use crate::slot_list::{Link, LinkStore, Slot};
 use crate::unwind::Held;
 use crate::{Error, Interest, Ready};
@@ -99,6 +100,52 @@ impl Kind {
     }
 }
 
+/// Where a watcher's callback is: stored in its entry, or taken out to
+/// run (a nested `run` meanwhile defers the watcher's events, and does not
+/// count or watch it: it cannot serve it). One explicit state rather than
+/// a missing box; the same size as an `Option` (the box's niche). A
+/// vacant entry holds `Running`: no handle or trusted slot reaches it.
+pub(crate) enum CallbackState<C> {
+    Stored(C),
+    Running,
+}
+
+impl<C> CallbackState<C> {
+    /// Takes the callback out to run it; `None` if it is running already
+    /// (further up the stack).
+    #[inline(always)]
+    pub fn take_to_run(&mut self) -> Option<C> {
+        match std::mem::replace(self, CallbackState::Running) {
+            CallbackState::Stored(cb) => Some(cb),
+            CallbackState::Running => None,
+        }
+    }
+
+    #[inline]
+    pub fn is_running(&self) -> bool {
+        matches!(self, CallbackState::Running)
+    }
+
+    /// The callback, unless it is running.
+    #[inline]
+    pub fn stored(&self) -> Option<&C> {
+        match self {
+            CallbackState::Stored(cb) => Some(cb),
+            CallbackState::Running => None,
+        }
+    }
+
+    /// Stores `cb` (set_callback, or a callback back from running); the
+    /// one stored before, if any.
+    #[inline(always)]
+    pub fn store(&mut self, cb: C) -> Option<C> {
+        match std::mem::replace(self, CallbackState::Stored(cb)) {
+            CallbackState::Stored(old) => Some(old),
+            CallbackState::Running => None,
+        }
+    }
+}
+
 /// One watcher.
 pub(crate) struct Entry<C> {
     /// Matched against the handle's; [`VACANT`] for a free slot.
@@ -115,8 +162,8 @@ pub(crate) struct Entry<C> {
     /// Events that arrived while its callback was running further up the
     /// stack (a nested `run`); queued when the callback returns.
     deferred: Option<Ready>,
-    /// `None` while the callback runs.
-    pub cb: Option<C>,
+    /// Its callback, or where it is while it runs.
+    pub cb: CallbackState<C>,
     /// Its place in the list of active watchers it is in (its fd's, or its
     /// kind's): slot_list.rs.
     pub link: Link,
@@ -133,7 +180,7 @@ impl<C> Entry<C> {
             pending: None,
             receives: Ready::EMPTY,
             deferred: None,
-            cb: None,
+            cb: CallbackState::Running,
             link: Link::default(),
             kind: Kind::Timer,
         }
@@ -296,7 +343,7 @@ impl<C> Registry<C> {
                 _ => Ready::EMPTY,
             },
             referenced: kind.can_keep_alive(),
-            cb: Some(cb),
+            cb: CallbackState::Stored(cb),
             kind,
             ..Entry::vacant()
         };
@@ -334,9 +381,15 @@ impl<C> Registry<C> {
         }
     }
 
-    /// Mutable [`Registry::lookup`].
+    /// Mutable [`Registry::lookup`], for a change: only against the proof
+    /// that a direct batch cannot tell it from queued events (settled.rs).
     #[inline]
-    pub fn lookup_mut(&mut self, key: Key, kind: &'static str) -> Result<&mut Entry<C>, Error> {
+    pub fn lookup_mut(
+        &mut self,
+        key: Key,
+        kind: &'static str,
+        _: Settled,
+    ) -> Result<&mut Entry<C>, Error> {
         let blocks = &self.blocks;
         match self.entries.get_mut(key.slot.index()) {
             Some(e) if e.gen == key.gen => Ok(e),
@@ -367,7 +420,7 @@ impl<C> Registry<C> {
     /// further up the stack (a scan: for nested runs only).
     pub fn running(&self) -> Vec<Slot> {
         (1..self.entries.len())
-            .filter(|&i| self.entries[i].gen != VACANT && self.entries[i].cb.is_none())
+            .filter(|&i| self.entries[i].gen != VACANT && self.entries[i].cb.is_running())
             .map(Slot::new)
             .collect()
     }
@@ -592,7 +645,11 @@ mod tests {
             Err(Error::ForeignHandle { .. })
         ));
         assert!(matches!(
-            b.lookup_mut(ka, "timer"),
+            b.lookup_mut(
+                ka,
+                "timer",
+                crate::settled::Settled::for_handle::<crate::Timer>(&mut NoBatch)
+            ),
             Err(Error::ForeignHandle { .. })
         ));
         // The end of a block moves on to a fresh one, still ours.
@@ -602,6 +659,23 @@ mod tests {
         assert!(next >> 32 != last >> 32);
         assert_eq!(a.blocks.len(), 2);
         assert!(a.blocks.contains(&(last >> 32)) && a.blocks.contains(&(next >> 32)));
+    }
+
+    struct NoBatch;
+    impl crate::settled::Batch for NoBatch {
+        fn is_open(&self) -> bool {
+            false
+        }
+        fn materialise(&mut self) {}
+    }
+
+    #[test]
+    fn a_callbacks_state_is_the_size_of_its_box() {
+        type Cb = Box<dyn FnMut()>;
+        assert_eq!(
+            std::mem::size_of::<CallbackState<Cb>>(),
+            std::mem::size_of::<Cb>()
+        );
     }
 
     #[test]

@@ -85,11 +85,11 @@ where
     }
     fn give_source(
         self: Box<Self>,
-        into: &mut Option<BoxedCallback<'s, S>>,
+        into: &mut crate::registry::CallbackState<BoxedCallback<'s, S>>,
         make: &mut dyn FnMut(Box<dyn Any>) -> BoxedCallback<'s, S>,
     ) {
         let OwnedIo { source, cb } = *self;
-        *into = Some(make(Box::new(source)));
+        into.store(make(Box::new(source)));
         drop(cb);
     }
 }
@@ -244,17 +244,17 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn into_source<T: 'static>(&mut self, io: Io) -> Result<T> {
         let e = self.entry(&io)?;
-        match &e.cb {
+        match e.cb.stored() {
             None => return Err(Error::Busy),
             Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
             Some(_) => return Err(Error::SourceType),
         }
         self.stop(io)?;
-        let e = self.watchers.remove(io.0.slot);
+        let mut e = self.watchers.remove(io.0.slot);
         let mut held = crate::unwind::Held::default();
         self.released(io.0, e.kind(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
-        let Some(cb) = e.cb else {
+        let Some(cb) = e.cb.take_to_run() else {
             unreachable!("checked above")
         };
         let any = cb.into_source().ok_or(Error::SourceType)?;
@@ -301,12 +301,12 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>) + 's,
     {
         let e = self.entry_mut(&io)?;
-        match &e.cb {
+        match e.cb.stored() {
             None => return Err(Error::Busy),
             Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
             Some(_) => return Err(Error::SourceType),
         }
-        let Some(old) = e.cb.take() else {
+        let Some(old) = e.cb.take_to_run() else {
             unreachable!("checked above")
         };
         let mut callback = Some(callback);
@@ -367,7 +367,7 @@ impl<'s, S> Loop<'s, S> {
     {
         let e = self.entry_mut(&io)?;
         let watched = fd_of(e);
-        match &e.cb {
+        match e.cb.stored() {
             None => return Err(Error::Busy),
             Some(cb) if cb.borrows_source() => {}
             Some(_) => return Err(Error::SourceType),

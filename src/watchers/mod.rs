@@ -343,7 +343,7 @@ impl<'s, S> Loop<'s, S> {
     /// dropped when it returns (`Running` in event_loop.rs); otherwise the
     /// old one is dropped here, after the new one is in place.
     pub(crate) fn replace_callback(&mut self, slot: Slot, new: BoxedCallback<'s, S>) {
-        let old = self.watchers[slot].cb.replace(new);
+        let old = self.watchers[slot].cb.store(new);
         drop(old);
     }
 
