@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 
-use crate::asyncs::Asyncs;
 use crate::backends::{self, Factory};
 use crate::children::Children;
 use crate::direct_batch::PollResults;
@@ -16,7 +15,6 @@ use crate::periodics::Periodics;
 use crate::registry::Registry;
 use crate::run_state::RunState;
 use crate::signals::Signals;
-use crate::slot_list::SlotList;
 use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::{Backend, Error, Loop, Notices, Result};
@@ -280,8 +278,6 @@ impl<'s, S> Loop<'s, S> {
             timers,
             signals: Signals::default(),
             children: Children::default(),
-            asyncs: Asyncs::default(),
-            cleanups: SlotList::default(),
             onces: Onces::default(),
             periodics: Periodics::default(),
             stats: Stats::default(),

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tracing::trace;
 
-use crate::asyncs::Asyncs;
 use crate::children::Children;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
@@ -22,7 +21,7 @@ use crate::periodics::{Periodics, MAX_WAIT_WITHOUT_STEP_REPORTS};
 use crate::registry::{Entry, Kind, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::signals::Signals;
-use crate::slot_list::{Slot, SlotList};
+use crate::slot_list::Slot;
 use crate::stats::Stats;
 use crate::timers::Timers;
 use crate::unwind::Held;
@@ -110,8 +109,6 @@ pub struct Loop<'s, S = ()> {
     pub(crate) timers: Timers,
     pub(crate) signals: Signals,
     pub(crate) children: Children,
-    pub(crate) asyncs: Asyncs,
-    pub(crate) cleanups: SlotList,
     pub(crate) onces: Onces,
     pub(crate) periodics: Periodics<'s>,
     pub(crate) stats: Stats,
@@ -364,11 +361,10 @@ impl<'s, S> Loop<'s, S> {
             let (mut timeout, nothing_to_wait_for) = self.block_time(mode);
             // From here a send to an async watcher wakes the backend; one
             // made already means the poll must not block.
-            if timeout != Some(Duration::ZERO) && (self.asyncs.sleep() | self.kinds_sleep()) {
+            if timeout != Some(Duration::ZERO) && self.kinds_sleep() {
                 timeout = Some(Duration::ZERO);
             }
             let polled = self.backend.poll(timeout, self.poll.buffer());
-            self.asyncs.wake_up();
             self.kinds_wake();
             let status = polled.map_err(|source| Error::Backend {
                 backend: self.backend.name(),

@@ -1,10 +1,11 @@
 //! The phases that feed the watchers whose events do not come from fd
 //! readiness or the timer heap: what the backend noticed besides fds
-//! (signals, child exits, async sends, wall-clock steps, path hints), the
-//! periodic watchers due by the wall clock, and the stat watchers' paths.
+//! (signals, child exits, wall-clock steps, path hints), the periodic
+//! watchers due by the wall clock, and the stat watchers' paths.
 //! [`Loop::run`](crate::Loop::run)'s iteration calls them in its order;
 //! each kind's state is in its component (signals.rs, children.rs,
-//! asyncs.rs, periodics.rs, stats.rs).
+//! periodics.rs, stats.rs). (Async sends are the async kind's, in
+//! kinds/asyncs.rs.)
 
 use crate::pending::Priority;
 use crate::unwind::Held;
@@ -58,12 +59,12 @@ impl<S> Loop<'_, S> {
     }
 
     /// Whether the backend may have notices for this loop: it watches a
-    /// signal or a child for it, or async watchers are active.
+    /// signal or a child for it, or a kind wants them (async watchers
+    /// are active).
     #[inline]
     pub(crate) fn uses_notices(&self) -> bool {
         !self.signals.watched().is_empty()
             || self.children.any()
-            || !self.asyncs.is_empty()
             || (!self.periodics.is_empty() && self.periodics.steps_reported())
             || !self.stats.is_empty()
             || self.kinds_want_notices()
@@ -83,7 +84,8 @@ impl<S> Loop<'_, S> {
 
     /// Queues what the backend noticed besides fd readiness, after the io
     /// events: signal watchers (by signal number), child watchers (in
-    /// exit order), then async watchers sent to (in start order).
+    /// exit order); the async watchers sent to follow, in the polled
+    /// phase.
     pub(crate) fn queue_notices(&mut self) {
         let mut notices = std::mem::take(&mut self.notices);
         self.backend.take_notices(&mut notices);
@@ -97,7 +99,6 @@ impl<S> Loop<'_, S> {
             self.children
                 .exited(exit, &mut self.watchers, &mut self.pending);
         }
-        self.asyncs.collect(&mut self.watchers, &mut self.pending);
         if notices.clock_stepped {
             self.periodics.step_reported();
         }

@@ -54,8 +54,6 @@ impl<'s, S> Loop<'s, S> {
             Kind::Signal { signal } => self.signals.add(w, slot, signal),
             Kind::Child { pid } => self.children.add(w, slot, pid),
             Kind::ChildAny => self.children.add_any(w, slot),
-            Kind::Async => self.asyncs.add(w, slot),
-            Kind::Cleanup => self.cleanups.push(w, slot),
             Kind::Periodic | Kind::Other { .. } => {} // started above
             Kind::Stat => {
                 let Some(w) = self.stats.get(slot) else {
@@ -165,7 +163,6 @@ impl<'s, S> Loop<'s, S> {
             }
             Kind::Timer => self.timers.forget(slot),
             Kind::Child { .. } | Kind::ChildAny => self.children.forget(slot),
-            Kind::Async => self.asyncs.forget(slot),
             Kind::Periodic => {
                 if let Some(rule) = self.periodics.forget(slot) {
                     held.drop(rule);
@@ -207,8 +204,6 @@ impl<'s, S> Loop<'s, S> {
                     self.backend.unwatch_any_child();
                 }
             }
-            Kind::Async => self.asyncs.remove(w, slot),
-            Kind::Cleanup => self.cleanups.remove(w, slot),
             Kind::Periodic => {
                 self.periodics.stop(slot);
                 if self.periodics.done_with_steps() {

@@ -65,8 +65,6 @@ pub(crate) enum Kind {
     },
     /// A watcher of every child ([`Loop::child_any`](crate::Loop::child_any)).
     ChildAny,
-    Async,
-    Cleanup,
     Periodic,
     Stat,
     /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
@@ -91,7 +89,6 @@ impl Kind {
                 | Kind::Signal { .. }
                 | Kind::Child { .. }
                 | Kind::ChildAny
-                | Kind::Async
                 | Kind::Other { source: true, .. }
         )
     }
@@ -101,11 +98,10 @@ impl Kind {
     fn can_keep_alive(&self) -> bool {
         !matches!(
             self,
-            Kind::Cleanup
-                | Kind::Other {
-                    keeps_alive: false,
-                    ..
-                }
+            Kind::Other {
+                keeps_alive: false,
+                ..
+            }
         )
     }
 }

@@ -191,7 +191,6 @@ fn no_component_names_the_loop() {
         "stats",
         "signals",
         "children",
-        "asyncs",
         "onces",
         "kind",
         "pending",
