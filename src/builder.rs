@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 
-use crate::asyncs::Asyncs;
 use crate::backends::{self, Factory};
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
@@ -12,7 +11,6 @@ use crate::kind::Kinds;
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::run_state::RunState;
-use crate::slot_list::SlotList;
 use crate::timers::Timers;
 use crate::{Backend, Error, Loop, Notices, Result};
 
@@ -273,8 +271,6 @@ impl<'s, S> Loop<'s, S> {
             fds: FdTable::default(),
             poll: PollResults::default(),
             timers,
-            asyncs: Asyncs::default(),
-            cleanups: SlotList::default(),
             notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use tracing::trace;
 
-use crate::asyncs::Asyncs;
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::Key;
@@ -18,7 +17,7 @@ use crate::kind::{Kinds, Phase};
 use crate::pending::PendingQueues;
 use crate::registry::{CallbackState, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
-use crate::slot_list::{Slot, SlotList};
+use crate::slot_list::Slot;
 use crate::timers::Timers;
 use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
 
@@ -97,8 +96,6 @@ pub struct Loop<'s, S = ()> {
     pub(crate) poll: PollResults,
     /// The clock and the timers.
     pub(crate) timers: Timers,
-    pub(crate) asyncs: Asyncs,
-    pub(crate) cleanups: SlotList,
     /// What the backend noticed besides fd readiness (kept for its
     /// capacity).
     pub(crate) notices: Notices,
@@ -317,7 +314,7 @@ impl<'s, S> Loop<'s, S> {
             }
             self.run_phase(Phase::Polled, None);
             if noticed {
-                self.queue_notices();
+                self.clear_notices();
             }
             self.run_phase(Phase::Check, None);
             let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
@@ -348,11 +345,10 @@ impl<'s, S> Loop<'s, S> {
             let (mut timeout, nothing_to_wait_for) = self.block_time(mode);
             // From here a send to an async watcher wakes the backend; one
             // made already means the poll must not block.
-            if timeout != Some(Duration::ZERO) && (self.asyncs.sleep() | self.kinds_sleep()) {
+            if timeout != Some(Duration::ZERO) && self.kinds_sleep() {
                 timeout = Some(Duration::ZERO);
             }
             let polled = self.backend.poll(timeout, self.poll.buffer());
-            self.asyncs.wake_up();
             self.kinds_wake();
             let status = polled.map_err(|source| Error::Backend {
                 backend: self.backend.name(),

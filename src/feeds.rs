@@ -6,11 +6,12 @@
 use crate::Loop;
 
 impl<S> Loop<'_, S> {
-    /// Whether the backend may have notices for this loop: async watchers
-    /// are active, or a kind wants them (it watches a signal or a child).
+    /// Whether the backend may have notices for this loop: a kind wants
+    /// them (it watches a signal, a child, the clock, a path, or waits
+    /// for wake-ups).
     #[inline]
     pub(crate) fn uses_notices(&self) -> bool {
-        !self.asyncs.is_empty() || self.kinds_want_notices()
+        self.kinds_want_notices()
     }
 
     /// Whether the backend noticed something besides fd readiness during
@@ -27,16 +28,13 @@ impl<S> Loop<'_, S> {
     /// Takes what the backend noticed besides fd readiness, after the io
     /// events: the kinds see it in [`Phase::Polled`](crate::Phase::Polled)
     /// (signal watchers by signal number, child watchers in exit order),
-    /// then [`Loop::queue_notices`] deals with the rest and clears it.
+    /// then [`Loop::clear_notices`] clears it.
     pub(crate) fn take_notices(&mut self) {
         self.backend.take_notices(&mut self.notices);
     }
 
-    /// After the kinds' [`Phase::Polled`](crate::Phase::Polled): queues
-    /// the async watchers sent to (in start order); the notices are
-    /// cleared.
-    pub(crate) fn queue_notices(&mut self) {
-        self.asyncs.collect(&mut self.watchers, &mut self.pending);
+    /// After the kinds' [`Phase::Polled`](crate::Phase::Polled).
+    pub(crate) fn clear_notices(&mut self) {
         self.notices.clear();
     }
 }

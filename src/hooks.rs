@@ -1,9 +1,7 @@
-//! The activation hooks: the one place that knows where each kind of
-//! watcher goes when it starts ([`Loop::activate`], after
-//! [`Loop::can_start`] said it may), when it stops
-//! ([`Loop::deactivate`]) and when it leaves the registry
-//! ([`Loop::released`]). A new kind adds an arm to each `match` here (the
-//! compiler points at them) and its component's calls.
+//! Where a watcher goes when it starts, stops and leaves the registry:
+//! io watchers to their fd's list, timers to the heap, and every other
+//! kind to its [`Kind`](crate::Kind) (kinds/mod.rs calls its hooks). No
+//! kind beyond the core has an arm here.
 
 use std::os::fd::RawFd;
 
@@ -14,21 +12,24 @@ use crate::unwind::Held;
 use crate::{Interest, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
-    /// Starts a watcher: marks it active (the registry keeps the counts)
-    /// and puts it where its kind's phase finds it. With
-    /// [`Loop::deactivate`], the one place that knows where each kind goes.
-    pub(crate) fn activate(&mut self, slot: Slot) {
-        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
-            // (Starting can fail only in `Loop::start`, which asks first.)
-            let key = Key {
-                slot,
-                gen: self.watchers[slot].gen,
-            };
-            if !self.watchers[slot].is_active() {
-                let _ = self.start_other(index, key);
-            }
-            return;
+    /// Starts a stopped watcher, asking first what may refuse: an io
+    /// watcher's trigger mode and fd ([`Loop::check_interest`]), or its
+    /// kind ([`Kind::start`](crate::Kind::start)).
+    pub(crate) fn start_slot(&mut self, key: Key) -> Result<()> {
+        let slot = key.slot;
+        match self.watchers[slot].kind() {
+            Kind::Other { index, .. } => return self.start_other(index, key),
+            Kind::Io { fd, interest } => self.check_interest(fd, interest, None)?,
+            Kind::Timer => {}
         }
+        self.activate(slot);
+        Ok(())
+    }
+
+    /// Starts a core watcher (io, timer) whose start cannot fail: marks
+    /// it active (the registry keeps the counts) and puts it where its
+    /// phase finds it.
+    pub(crate) fn activate(&mut self, slot: Slot) {
         if !self.watchers.activate(slot) {
             return;
         }
@@ -36,19 +37,7 @@ impl<'s, S> Loop<'s, S> {
         match w[slot].kind() {
             Kind::Io { fd, interest } => self.fds.attach(w, fd, slot, interest.trigger()),
             Kind::Timer => self.timers.start(slot),
-            Kind::Async => self.asyncs.add(w, slot),
-            Kind::Cleanup => self.cleanups.push(w, slot),
-            Kind::Other { .. } => {} // started above
-        }
-    }
-
-    /// What must hold before the watcher in `slot` starts: an io watcher's
-    /// trigger mode must suit the backend and its fd (the kinds behind
-    /// `Kind` say so in `Kind::start`).
-    pub(crate) fn can_start(&mut self, slot: Slot) -> Result<()> {
-        match self.watchers[slot].kind() {
-            Kind::Io { fd, interest } => self.check_interest(fd, interest, None),
-            _ => Ok(()),
+            Kind::Other { .. } => unreachable!("a kind's watcher starts through its kind"),
         }
     }
 
@@ -64,30 +53,13 @@ impl<'s, S> Loop<'s, S> {
             .check_interest(&self.caps, self.backend.name(), fd, interest, except)
     }
 
-    /// A watcher left the registry (removed): what its kind kept for it
-    /// goes too. What holds user code (a custom schedule's captures) is
-    /// dropped last, through `held`, so that a panic in its `Drop` finds
-    /// the loop consistent.
-    pub(crate) fn released(&mut self, key: Key, kind: Kind, held: &mut Held) {
-        let slot = key.slot;
-        match kind {
-            Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
-            // Before the source is closed and its number can be reused.
-            Kind::Io { fd, .. } => {
-                self.fds.forget_if_unwatched(fd, &mut *self.backend);
-            }
-            Kind::Timer => self.timers.forget(slot),
-            Kind::Async => self.asyncs.forget(slot),
-            _ => {}
-        }
-    }
-
-    /// Stops a watcher: takes it out of its kind's structure. Does not
-    /// touch a pending invocation.
+    /// Stops a watcher: takes it out of its fd's list, the heap or its
+    /// kind. Does not touch a pending invocation.
     pub(crate) fn deactivate(&mut self, slot: Slot) {
-        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
-            let gen = self.watchers[slot].gen;
-            return self.stop_other(index, Key { slot, gen });
+        let e = &self.watchers[slot];
+        if let Kind::Other { index, .. } = e.kind() {
+            let key = Key { slot, gen: e.gen };
+            return self.stop_other(index, key);
         }
         if !self.watchers.deactivate(slot) {
             return;
@@ -96,9 +68,20 @@ impl<'s, S> Loop<'s, S> {
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
             Kind::Timer => self.timers.stop(slot),
-            Kind::Async => self.asyncs.remove(w, slot),
-            Kind::Cleanup => self.cleanups.remove(w, slot),
             Kind::Other { .. } => {} // stopped above
+        }
+    }
+
+    /// A watcher left the registry (removed): what was kept for it goes
+    /// too. A kind's hook may run user code (a custom schedule's `Drop`):
+    /// it runs through `held`, so that a panic there finds the loop
+    /// consistent and the watcher's own drop still happens.
+    pub(crate) fn released(&mut self, key: Key, kind: Kind, held: &mut Held) {
+        match kind {
+            Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
+            // Before the source is closed and its number can be reused.
+            Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
+            Kind::Timer => self.timers.forget(key.slot),
         }
     }
 }

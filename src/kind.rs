@@ -162,10 +162,67 @@ pub trait Kind: Any {
     /// The poll returned.
     fn wake(&mut self) {}
 
-    /// How many of its watchers are due but not queued yet (they count as
-    /// pending: [`Loop::pending_count`](crate::Loop::pending_count)).
-    fn due(&self) -> usize {
-        0
+    /// Calls `each` with every active watcher it knows to be due but has
+    /// not queued yet (an async watcher sent to from another thread,
+    /// until its phase takes the send). Those not queued already count
+    /// as pending ([`Loop::pending_count`](crate::Loop::pending_count)),
+    /// and the next poll does not block for them.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim, Watcher};
+    /// use std::collections::HashSet;
+    /// // Watchers marked due (from outside the loop, say) until a phase
+    /// // would queue them.
+    /// #[derive(Default)]
+    /// struct Marked(HashSet<Watcher<Marked>>);
+    /// impl Kind for Marked {
+    ///     const NAME: &'static str = "marked";
+    ///     fn due(&self, each: &mut dyn FnMut(Watcher<Self>)) {
+    ///         for &w in &self.0 {
+    ///             each(w);
+    ///         }
+    ///     }
+    ///     fn clear_due(&mut self, w: Watcher<Self>) {
+    ///         self.0.remove(&w);
+    ///     }
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Marked::default()).unwrap();
+    /// let w = lp.watcher::<Marked, _>(|_, _, _, _| {}).unwrap();
+    /// lp.start(w).unwrap();
+    /// lp.kind_mut::<Marked>().unwrap().0.insert(w);
+    /// assert!(lp.is_pending(w).unwrap());
+    /// assert_eq!(lp.pending_count(), 1);
+    /// lp.clear_pending(w).unwrap();
+    /// assert!(!lp.is_pending(w).unwrap());
+    /// assert_eq!(lp.pending_count(), 0);
+    /// ```
+    fn due(&self, each: &mut dyn FnMut(Watcher<Self>))
+    where
+        Self: Sized,
+    {
+        let _ = each;
+    }
+
+    /// Whether `w` is one of the watchers [`Kind::due`] gives: then, if
+    /// it is active, [`Loop::is_pending`](crate::Loop::is_pending) says
+    /// true (a kind with many watchers answers without the walk).
+    fn is_due(&self, w: Watcher<Self>) -> bool
+    where
+        Self: Sized,
+    {
+        let mut due = false;
+        self.due(&mut |d| due |= d == w);
+        due
+    }
+
+    /// [`Loop::clear_pending`](crate::Loop::clear_pending) on `w`: what
+    /// makes it due goes too (it is no longer [`Kind::is_due`]).
+    fn clear_due(&mut self, w: Watcher<Self>)
+    where
+        Self: Sized,
+    {
+        let _ = w;
     }
 
     /// The loop is being dropped: push the watchers whose callbacks must
@@ -282,7 +339,6 @@ impl<K> Watcher<K> {
         self.key.slot
     }
 
-    #[allow(dead_code)] // (used by the kinds being converted)
     pub(crate) fn key(self) -> Key {
         self.key
     }
@@ -569,7 +625,9 @@ pub(crate) trait Erased: Any {
     fn wants_notices(&self) -> bool;
     fn sleep(&mut self) -> bool;
     fn wake(&mut self);
-    fn due(&self) -> usize;
+    fn due(&self, each: &mut dyn FnMut(Key));
+    fn is_due(&self, key: Key) -> bool;
+    fn clear_due(&mut self, key: Key);
     fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>);
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()>;
     fn as_any(&self) -> &dyn Any;
@@ -607,8 +665,14 @@ impl<K: Kind> Erased for K {
     fn wake(&mut self) {
         Kind::wake(self)
     }
-    fn due(&self) -> usize {
-        Kind::due(self)
+    fn due(&self, each: &mut dyn FnMut(Key)) {
+        Kind::due(self, &mut |w| each(w.key))
+    }
+    fn is_due(&self, key: Key) -> bool {
+        Kind::is_due(self, Watcher::new(key))
+    }
+    fn clear_due(&mut self, key: Key) {
+        Kind::clear_due(self, Watcher::new(key))
     }
     fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>) {
         Kind::dropping(self, cx, run)

@@ -35,7 +35,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod asyncs;
 mod backend;
 mod builder;
 mod direct_batch;
@@ -72,7 +71,6 @@ pub mod backends;
 #[path = "../backends/conformance/mod.rs"]
 pub mod conformance;
 
-pub use asyncs::AsyncSender;
 pub use backend::{
     Backend, Capabilities, ChildExit, ClosedFd, ExitStatus, FileStat, Hangup, Notices, PollEvent,
     PollStatus, SignalSet, Spawned, Wake,
@@ -84,7 +82,9 @@ pub use event_loop::Loop;
 pub use handle::Handle;
 pub use interest::{Interest, Ready, Trigger};
 pub use kind::{Context, Kind, Phase, Phases, Watcher};
+pub use kinds::asyncs::{Async, AsyncSender};
 pub use kinds::child::{Child, ChildEvent};
+pub use kinds::cleanup::Cleanup;
 pub use kinds::once::{Once, OnceWatcher};
 pub use kinds::periodic::{Periodic, Schedule};
 pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
@@ -93,8 +93,6 @@ pub use kinds::stat::{Stat, StatEvent};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
 pub use run_state::{Break, RunMode, RunOutcome};
 pub use source::{Source, SourceFd, VirtualFd};
-pub use watchers::async_watcher::Async;
-pub use watchers::cleanup::Cleanup;
 pub use watchers::io::{Io, IoEvent};
 pub use watchers::timer::Timer;
 pub use watchers::Callback;

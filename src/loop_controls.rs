@@ -139,7 +139,7 @@ impl<'s, S> Loop<'s, S> {
         self.pending.len()
             + self.watchers.deferred_count()
             + self.poll.invocations(&self.fds, &self.watchers)
-            + (self.asyncs.sent_unqueued(&self.watchers) + self.kinds_due())
+            + self.kinds_due()
     }
 
     /// How long the next poll would block if nothing changed meanwhile
@@ -186,7 +186,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn backend_timeout(&mut self) -> Option<Duration> {
         let phase = self.run.phase;
-        if (self.asyncs.sent_unqueued(&self.watchers) + self.kinds_due()) > 0 {
+        if self.kinds_due() > 0 {
             // The poll does not block: it takes the send at once.
             return Some(Duration::ZERO);
         }
@@ -298,31 +298,27 @@ impl<'s, S> Loop<'s, S> {
 }
 
 impl<'s, S> Drop for Loop<'s, S> {
-    /// Runs the cleanup watchers (in start order, each once), then tells
-    /// the async watchers' senders that the loop is gone (the watchers'
-    /// callbacks and sources go with the registry, after the backend; the
-    /// custom schedules with the kinds, last). A cleanup callback that panics does
-    /// not stop the others, the senders are closed all the same, and
-    /// every `Drop` runs; the first panic then propagates (or is dropped
-    /// if the loop is being dropped by another panic's unwinding, which a
-    /// second panic would abort).
+    /// Runs the watchers the kinds give it (`Kind::dropping`: the cleanup
+    /// watchers, in start order, each once), then drops the kinds (the
+    /// async watchers' senders report the loop gone from then on),
+    /// with them the custom schedules (the watchers' callbacks and sources go
+    /// with the registry, after the backend). A cleanup callback that
+    /// panics does not stop the others, the senders are closed all the
+    /// same, and every `Drop` runs; the first panic then propagates (or is
+    /// dropped if the loop is being dropped by another panic's unwinding,
+    /// which a second panic would abort).
     fn drop(&mut self) {
         let mut held = Held::default();
-        while let Some(slot) = self.cleanups.first() {
-            self.deactivate(slot);
-            if let Some(cb) = self.watchers[slot].cb.take_to_run() {
-                held.run(|| cb.cleanup(self));
-            }
-        }
-        // The kinds' watchers that run as the loop goes (started in start
-        // order; one started meanwhile runs too), each once.
+        // The kinds' watchers that run as the loop goes (cleanup watchers:
+        // in start order; one started meanwhile runs too, one stopped
+        // does not), each once.
         loop {
             let due = self.kinds_dropping();
             if due.is_empty() {
                 break;
             }
             for key in due {
-                if self.watchers.lookup(key, "").is_err() {
+                if !self.watchers.lookup(key, "").is_ok_and(|e| e.is_active()) {
                     continue;
                 }
                 self.deactivate(key.slot);
@@ -331,7 +327,9 @@ impl<'s, S> Drop for Loop<'s, S> {
                 }
             }
         }
-        self.asyncs.close_all();
+        // Before the registry: its callbacks' captures may hold senders
+        // (and the periodic kind drops the custom schedules).
+        held.drop(std::mem::take(&mut self.kinds));
         held.resume();
     }
 }

@@ -58,8 +58,6 @@ pub(crate) enum Kind {
         interest: Interest,
     },
     Timer,
-    Async,
-    Cleanup,
     /// A kind behind [`Kind`](crate::Kind): its index in the loop's table
     /// (kind.rs), what the counts need to know of it, and the fd it has
     /// the loop watch for it, if any (`fd` -1: none;
@@ -80,10 +78,7 @@ impl Kind {
     /// by the timer component (a timer beyond the end of the clock never
     /// expires).
     fn is_source(&self) -> bool {
-        matches!(
-            self,
-            Kind::Io { .. } | Kind::Async | Kind::Other { source: true, .. }
-        )
+        matches!(self, Kind::Io { .. } | Kind::Other { source: true, .. })
     }
 
     /// Whether an active, referenced watcher of this kind keeps `run`
@@ -91,11 +86,10 @@ impl Kind {
     fn can_keep_alive(&self) -> bool {
         !matches!(
             self,
-            Kind::Cleanup
-                | Kind::Other {
-                    keeps_alive: false,
-                    ..
-                }
+            Kind::Other {
+                keeps_alive: false,
+                ..
+            }
         )
     }
 }
@@ -645,11 +639,7 @@ mod tests {
             Err(Error::ForeignHandle { .. })
         ));
         assert!(matches!(
-            b.lookup_mut(
-                ka,
-                "timer",
-                crate::settled::Settled::for_handle::<crate::Timer>(&mut NoBatch)
-            ),
+            b.lookup_mut(ka, "timer", Settled::for_tests()),
             Err(Error::ForeignHandle { .. })
         ));
         // The end of a block moves on to a fresh one, still ours.
@@ -659,14 +649,6 @@ mod tests {
         assert!(next >> 32 != last >> 32);
         assert_eq!(a.blocks.len(), 2);
         assert!(a.blocks.contains(&(last >> 32)) && a.blocks.contains(&(next >> 32)));
-    }
-
-    struct NoBatch;
-    impl crate::settled::Batch for NoBatch {
-        fn is_open(&self) -> bool {
-            false
-        }
-        fn materialise(&mut self) {}
     }
 
     #[test]

@@ -32,4 +32,10 @@ impl Settled {
         }
         Settled(())
     }
+
+    /// For the registry's unit tests, which have no loop.
+    #[cfg(test)]
+    pub fn for_tests() -> Settled {
+        Settled(())
+    }
 }

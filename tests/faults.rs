@@ -363,3 +363,58 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
         assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");
     });
 }
+
+// ---- a backend that cannot be woken ----------------------------------------
+
+/// A backend from outside the crate that offers no waker (the default).
+struct Unwakeable(Duration);
+
+impl evloop::Backend for Unwakeable {
+    fn name(&self) -> &'static str {
+        "unwakeable"
+    }
+    fn capabilities(&self) -> evloop::Capabilities {
+        evloop::Capabilities::default()
+    }
+    fn modify(&mut self, _: std::os::fd::RawFd, _: Interest, _: Interest) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        _: &mut Vec<evloop::PollEvent>,
+    ) -> std::io::Result<evloop::PollStatus> {
+        self.0 += timeout.unwrap_or(Duration::from_millis(1));
+        Ok(evloop::PollStatus::Done)
+    }
+    fn now(&mut self) -> Duration {
+        self.0
+    }
+}
+
+/// Without a waker an async watcher is refused when it is created, with
+/// the backend's error, and leaves nothing behind; the loop goes on.
+#[test]
+fn an_async_watcher_on_a_backend_without_a_waker_is_refused_and_leaves_nothing() {
+    let mut lp: Loop<u32> = Loop::with_backend(Unwakeable(Duration::ZERO));
+    for _ in 0..2 {
+        match lp.async_watcher(|_, _, _| {}) {
+            Err(Error::Backend {
+                backend: "unwakeable",
+                op: "provide a waker",
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(format!("{lp:?}").contains("watchers: 0"), "{lp:?}");
+    assert_eq!(lp.pending_count(), 0);
+    lp.timer(Duration::from_millis(5), Duration::ZERO, |_, n, _| *n += 1)
+        .unwrap();
+    let mut n = 0;
+    assert_eq!(
+        lp.run(RunMode::Default, &mut n).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(n, 1);
+}

@@ -113,6 +113,28 @@ fn a_sent_async_watcher_makes_the_poll_timeout_zero() {
     });
 }
 
+/// Fed and sent: one callback is due, counted once, and `clear_pending`
+/// takes back both the queued invocation and the send.
+#[test]
+fn an_async_watcher_fed_and_sent_is_pending_once() {
+    on_every_backend("async fed and sent", |name| {
+        let mut lp: Loop<u32> = World::new(name).new_loop();
+        let (a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+        lp.feed_event(a, Ready::EMPTY).unwrap();
+        sender.send().unwrap();
+        assert!(lp.is_pending(a).unwrap(), "{name}");
+        assert_eq!(lp.pending_count(), 1, "{name}: one callback");
+        assert_eq!(lp.backend_timeout(), Some(Duration::ZERO), "{name}");
+        lp.clear_pending(a).unwrap();
+        assert!(!lp.is_pending(a).unwrap(), "{name}");
+        assert!(!lp.async_pending(a).unwrap(), "{name}");
+        assert_eq!(lp.pending_count(), 0, "{name}");
+        let mut n = 0;
+        lp.run(RunMode::NoWait, &mut n).unwrap();
+        assert_eq!(n, 0, "{name}: nothing was left to call");
+    });
+}
+
 // ---- 9: a prepare watcher learns the timeout of the poll that follows it ------
 
 /// The timeout each of three prepare watchers sees before the first poll,

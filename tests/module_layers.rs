@@ -187,7 +187,6 @@ fn no_component_names_the_loop() {
         "direct_batch",
         "timers",
         "timer_heap",
-        "asyncs",
         "kind",
         "pending",
         "slot_list",

@@ -440,6 +440,66 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
     assert_eq!(*log.borrow(), ["first", "second"]);
 }
 
+/// The cleanup watchers run as libev walks its list: one a cleanup
+/// callback starts runs after the others, one it stops does not, one it
+/// stops and starts again moves to the end. The async senders are still
+/// open while they run (a send succeeds, a new sender is handed out), and
+/// closed once they have: before the watchers' callbacks are dropped.
+#[test]
+fn cleanup_callbacks_start_and_stop_cleanups_and_see_the_senders_open() {
+    let log = Rc::new(RefCell::new(Vec::<String>::new()));
+    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    let (a, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+    // What an idle callback's captures see of the sender when they drop.
+    struct OnDrop(evloop::AsyncSender, Rc<RefCell<Vec<String>>>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            let open = self.0.send().is_ok();
+            let mut log = self.1.borrow_mut();
+            log.push(format!("idle dropped, sender open: {open}"));
+        }
+    }
+    let on_drop = OnDrop(sender.clone(), log.clone());
+    lp.idle(move |_, _, _| {
+        let _ = &on_drop;
+    })
+    .unwrap();
+    // Its callback, which needs the others' handles, is set below.
+    let first = lp.cleanup(|_| {}).unwrap();
+    let l = log.clone();
+    let stopped = lp
+        .cleanup(move |_| l.borrow_mut().push("stopped".into()))
+        .unwrap();
+    let l = log.clone();
+    let moved = lp
+        .cleanup(move |_| l.borrow_mut().push("moved".into()))
+        .unwrap();
+    let l = log.clone();
+    lp.set_cleanup_callback(first, move |lp| {
+        l.borrow_mut().push("first".into());
+        lp.stop(stopped).unwrap();
+        lp.stop(moved).unwrap();
+        let started = l.clone();
+        lp.cleanup(move |_| started.borrow_mut().push("started by first".into()))
+            .unwrap();
+        lp.start(moved).unwrap();
+        let sent = sender.send().is_ok() && lp.async_sender(a).unwrap().send().is_ok();
+        l.borrow_mut().push(format!("sender open: {sent}"));
+    })
+    .unwrap();
+    drop(lp);
+    assert_eq!(
+        *log.borrow(),
+        [
+            "first",
+            "sender open: true",
+            "started by first",
+            "moved",
+            "idle dropped, sender open: false",
+        ]
+    );
+}
+
 #[test]
 fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
     let runs = Rc::new(RefCell::new(0));

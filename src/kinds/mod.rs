@@ -3,7 +3,9 @@
 //! side of the kind table: installing kinds, creating their watchers, and
 //! calling their hooks in each phase.
 
+pub(crate) mod asyncs;
 pub(crate) mod child;
+pub(crate) mod cleanup;
 pub(crate) mod once;
 pub(crate) mod periodic;
 pub(crate) mod phase_hooks;
@@ -311,9 +313,34 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// Watchers due in the kinds but not queued yet.
+    /// Watchers due in the kinds but not queued yet: active, and not
+    /// queued (or deferred) already.
     pub(crate) fn kinds_due(&self) -> usize {
-        self.kinds.iter().map(|k| k.due()).sum()
+        let mut due = 0;
+        for kind in self.kinds.iter() {
+            kind.due(&mut |key| {
+                if let Ok(e) = self.watchers.lookup(key, "") {
+                    if e.is_active() && e.pending.is_none() && e.deferred().is_none() {
+                        due += 1;
+                    }
+                }
+            });
+        }
+        due
+    }
+
+    /// Whether the watcher `key` of the kind at `index` is due in it (not
+    /// queued yet).
+    pub(crate) fn kind_is_due(&self, index: u16, key: crate::handle::Key) -> bool {
+        self.kinds
+            .iter()
+            .nth(index as usize)
+            .is_some_and(|k| k.is_due(key))
+    }
+
+    /// `clear_pending` on the watcher `key` of the kind at `index`.
+    pub(crate) fn kind_clear_due(&mut self, index: u16, key: crate::handle::Key) {
+        self.kinds.at(index).clear_due(key);
     }
 
     /// Each kind after `fork()`.

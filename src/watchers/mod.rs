@@ -8,8 +8,6 @@
 //! work. The handle is checked through `Loop::entry_mut` or `Loop::entry`,
 //! which materialise (or count) a direct dispatch batch for io handles.
 
-pub(crate) mod async_watcher;
-pub(crate) mod cleanup;
 pub(crate) mod io;
 pub(crate) mod plain;
 pub(crate) mod timer;
@@ -101,13 +99,7 @@ impl<'s, S> Loop<'s, S> {
         if self.entry_mut(&h)?.is_active() {
             return Ok(());
         }
-        let slot = h.key().slot;
-        if let Kind::Other { index, .. } = self.watchers[slot].kind() {
-            return self.start_other(index, h.key());
-        }
-        self.can_start(slot)?;
-        self.activate(slot);
-        Ok(())
+        self.start_slot(h.key())
     }
 
     /// Stops a watcher: it leaves the backend, heap or list, and a pending
@@ -202,7 +194,7 @@ impl<'s, S> Loop<'s, S> {
         // pending all the same; so is a send the loop has not taken yet.
         let not_queued_yet = match e.kind() {
             Kind::Io { fd, .. } if e.is_active() => self.poll.holds(fd, e.receives),
-            Kind::Async if e.is_active() => self.asyncs.is_sent(h.key().slot),
+            Kind::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
             _ => false,
         };
         Ok(e.pending.is_some() || e.deferred().is_some() || not_queued_yet)
@@ -364,9 +356,9 @@ impl<'s, S> Loop<'s, S> {
     pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
         let kind = self.entry_mut(&h)?.kind();
         let slot = h.key().slot;
-        if kind == Kind::Async {
+        if let Kind::Other { index, .. } = kind {
             // A send the loop has not taken yet is pending too: it goes.
-            self.asyncs.take_sent(slot);
+            self.kind_clear_due(index, h.key());
         }
         Ok(self.watchers.cancel(&mut self.pending, slot))
     }

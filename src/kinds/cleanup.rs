@@ -1,10 +1,48 @@
-//! Cleanup watchers: run once when the loop is dropped (the loop's
-//! `cleanups` list; `Drop for Loop` in loop_controls.rs).
+//! Cleanup watchers, as a [`Kind`]: run once when the loop is dropped
+//! ([`Kind::dropping`]; `Drop for Loop` in loop_controls.rs runs them),
+//! never keeping `run` going; the handle, the callback adaptor and the
+//! `Loop` methods.
+
+use std::collections::HashMap;
 
 use crate::event_loop::Dispatch;
 use crate::handle::{handle, Key};
-use crate::registry::Kind;
+use crate::kind::{Context, Kind, Watcher};
+use crate::kinds::rank;
+use crate::slot_list::{Slot, SlotList};
 use crate::{Loop, Ready, Result};
+
+/// The active cleanup watchers, in start order.
+#[derive(Default)]
+pub(crate) struct Cleanups {
+    list: SlotList,
+    /// Their keys, for `dropping`.
+    keys: HashMap<Slot, Key>,
+}
+
+impl Kind for Cleanups {
+    const NAME: &'static str = "cleanup";
+    const PRODUCES_EVENTS: bool = false;
+    const KEEPS_ALIVE: bool = false;
+
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool> {
+        self.list.push(cx.links(), w.slot());
+        self.keys.insert(w.slot(), w.key());
+        Ok(true)
+    }
+
+    fn stop(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) {
+        self.list.remove(cx.links(), w.slot());
+        self.keys.remove(&w.slot());
+    }
+
+    /// The first active one: the loop stops it, runs it and asks again,
+    /// so that one a cleanup callback starts runs too (after the others)
+    /// and one it stops does not run.
+    fn dropping(&mut self, _: &mut Context<'_>, run: &mut Vec<Key>) {
+        run.extend(self.list.first().and_then(|slot| self.keys.get(&slot)));
+    }
+}
 
 handle!(
     /// Handle to a cleanup watcher, returned by [`Loop::cleanup`].
@@ -69,8 +107,7 @@ impl<'s, S> Loop<'s, S> {
         F: FnOnce(&mut Loop<'s, S>) + 's,
     {
         let cb = Box::new(CleanupCallback(Some(callback)));
-        let key = self.watchers.insert(Kind::Cleanup, cb);
-        self.activate(key.slot);
+        let key = self.create::<Cleanups>(rank::CLEANUP, cb, |_, _| {})?;
         Ok(Cleanup(key))
     }
 

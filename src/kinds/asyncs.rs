@@ -1,9 +1,20 @@
-//! The async component: watchers woken from other threads through their
-//! senders, and the protocol that wakes the loop only when it needs it.
+//! Async watchers, as a [`Kind`]: watchers woken from other threads
+//! through their senders, the protocol that wakes the loop only when it
+//! needs it, the handle and the `Loop` methods.
 //!
-//! Each async watcher has a flag its senders set; the loop has one `any`
-//! flag that says some watcher's flag may be set, and a `sleeping` flag
-//! that says it is in, or about to enter, a poll that may block. A send
+//! The kind takes part in the iteration through [`Kind::sleep`] and
+//! [`Kind::wake`] (around the poll: the protocol below), in
+//! [`Phase::Polled`] (it queues the watchers sent to, in start order,
+//! after the signal and child watchers), and through [`Kind::due`] (a
+//! send the loop has not taken yet is pending: `is_pending`,
+//! `pending_count`, `backend_timeout`). When the loop is dropped, the
+//! kind goes after the last cleanup callback, and its senders report the
+//! loop gone from then on (`Drop for Asyncs`).
+//!
+//! The protocol. Each async watcher has a flag its senders set; the loop
+//! has one `any` flag that says some watcher's flag may be set, and a
+//! `sleeping` flag that says it is in, or about to enter, a poll that may
+//! block. A send
 //! sets its watcher's flag (done, if it was already set: sends coalesce),
 //! then `any`, then wakes the backend only if `sleeping` is set: libev's
 //! rule that the wake fd is written only while the loop waits.
@@ -39,10 +50,12 @@ use loom::sync::atomic::{fence, AtomicBool, Ordering};
 #[cfg(not(all(test, loom)))]
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 
-use crate::pending::PendingQueues;
-use crate::registry::Registry;
-use crate::slot_list::{LinkStore, Slot, SlotList};
-use crate::{Error, Ready, Result, Wake};
+use crate::handle::{handle, Key};
+use crate::kind::{Context, Kind, Phase, Phases, Watcher};
+use crate::kinds::rank;
+use crate::slot_list::{Slot, SlotList};
+use crate::watchers::plain::Plain;
+use crate::{Error, Loop, Ready, Result, Wake};
 
 /// What a loop shares with the senders of all its async watchers.
 pub(crate) struct LoopWake {
@@ -140,132 +153,164 @@ impl AsyncFlag {
     }
 }
 
+/// One async watcher, as its kind knows it.
+struct Watched {
+    key: Key,
+    flag: Arc<AsyncFlag>,
+    active: bool,
+}
+
+/// The async watchers of one loop: the wake state they share with their
+/// senders, the active ones in start order, and every one's flag.
 #[derive(Default)]
 pub(crate) struct Asyncs {
     /// Made when the loop's first async watcher is created.
     wake: Option<Arc<LoopWake>>,
     /// The active async watchers, in start order.
     list: SlotList,
-    /// Every async watcher's flag.
-    flags: HashMap<Slot, Arc<AsyncFlag>>,
+    /// Every async watcher.
+    watched: HashMap<Slot, Watched>,
 }
 
 impl Asyncs {
-    /// Whether the loop has its backend's waker yet.
-    pub fn has_waker(&self) -> bool {
-        self.wake.is_some()
-    }
-
-    /// Keeps the backend's waker (the first async watcher's creation).
-    pub fn set_waker(&mut self, waker: Arc<dyn Wake>) {
-        self.wake = Some(Arc::new(LoopWake::new(waker)));
-    }
-
-    /// A new async watcher in `slot` (the waker is set): its flag, for
-    /// its first sender.
-    pub fn create(&mut self, slot: Slot) -> Arc<AsyncFlag> {
-        let wake = self.wake.clone().expect("the waker is set first");
-        let flag = Arc::new(AsyncFlag::new(wake));
-        self.flags.insert(slot, flag.clone());
-        flag
-    }
-
     /// The flag of the async watcher in `slot`, for another sender.
-    pub fn flag(&self, slot: Slot) -> Option<Arc<AsyncFlag>> {
-        self.flags.get(&slot).cloned()
+    fn flag(&self, slot: Slot) -> Option<Arc<AsyncFlag>> {
+        self.watched.get(&slot).map(|w| w.flag.clone())
     }
 
-    /// An async watcher starts: sends made while it was stopped are
-    /// dropped (as libev does).
-    pub fn add(&mut self, links: &mut impl LinkStore, slot: Slot) {
-        if let Some(flag) = self.flags.get(&slot) {
-            flag.pending.store(false, Ordering::Release);
+    /// Whether the async watcher in `slot` was sent to since the loop
+    /// last queued it (its callback will run if it is active: the loop
+    /// takes the send at its next poll).
+    fn is_sent(&self, slot: Slot) -> bool {
+        self.watched.get(&slot).is_some_and(|w| w.flag.is_sent())
+    }
+}
+
+impl Kind for Asyncs {
+    const NAME: &'static str = "async";
+    const PHASES: Phases = Phases::POLLED;
+
+    /// The first start of the loop's first async watcher asks the
+    /// backend for its waker; a watcher's first start makes its flag.
+    /// Sends made while it was stopped are dropped (as libev does).
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool> {
+        let wake = match &self.wake {
+            Some(wake) => wake.clone(),
+            None => {
+                let backend = cx.backend().name();
+                let waker = cx.backend().waker().map_err(|source| Error::Backend {
+                    backend,
+                    op: "provide a waker",
+                    source,
+                })?;
+                self.wake.insert(Arc::new(LoopWake::new(waker))).clone()
+            }
+        };
+        let watched = match self.watched.get_mut(&w.slot()) {
+            Some(watched) if watched.key == w.key() => watched,
+            _ => {
+                let watched = Watched {
+                    key: w.key(),
+                    flag: Arc::new(AsyncFlag::new(wake)),
+                    active: false,
+                };
+                if let Some(stale) = self.watched.insert(w.slot(), watched) {
+                    // (Not reached: a removed watcher is forgotten.)
+                    stale.flag.alive.store(false, Ordering::Release);
+                }
+                self.watched.get_mut(&w.slot()).expect("inserted")
+            }
+        };
+        watched.flag.pending.store(false, Ordering::Release);
+        watched.active = true;
+        self.list.push(cx.links(), w.slot());
+        Ok(true)
+    }
+
+    fn stop(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) {
+        self.list.remove(cx.links(), w.slot());
+        if let Some(watched) = self.watched.get_mut(&w.slot()) {
+            watched.active = false;
         }
-        self.list.push(links, slot);
     }
 
-    pub fn remove(&mut self, links: &mut impl LinkStore, slot: Slot) {
-        self.list.remove(links, slot);
-    }
-
-    /// The watcher was removed: its senders now report it.
-    pub fn forget(&mut self, slot: Slot) {
-        if let Some(flag) = self.flags.remove(&slot) {
-            flag.alive.store(false, Ordering::Release);
+    /// Its senders report it gone from now on.
+    fn remove(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
+        if let Some(watched) = self.watched.remove(&w.slot()) {
+            watched.flag.alive.store(false, Ordering::Release);
         }
     }
 
-    /// The loop is being dropped: every sender now reports it.
-    pub fn close_all(&mut self) {
-        for (_, flag) in self.flags.drain() {
-            flag.alive.store(false, Ordering::Release);
+    /// Queues every active async watcher sent to since it was last
+    /// queued, in start order.
+    fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+        let Some(wake) = &self.wake else { return };
+        if self.list.is_empty() || !wake.take_any() {
+            return;
+        }
+        let mut cur = self.list.first();
+        while let Some(slot) = cur {
+            cur = cx.links().link(slot).next;
+            if self.watched.get(&slot).is_some_and(|w| w.flag.take()) {
+                cx.queue_slot(slot, Ready::EMPTY);
+            }
         }
     }
 
-    /// Before a poll that may block: from now on a send wakes the backend.
-    /// True if something was sent already (then the poll must not block).
-    pub fn sleep(&self) -> bool {
+    /// While one is active the backend's notices are taken after each
+    /// poll (a kernel backend drains its wake fd then).
+    fn wants_notices(&self) -> bool {
+        !self.list.is_empty()
+    }
+
+    /// From now on a send wakes the backend. True if something was sent
+    /// already (then the poll must not block).
+    fn sleep(&mut self) -> bool {
         match &self.wake {
             Some(w) if !self.list.is_empty() => w.sleep(),
             _ => false,
         }
     }
 
-    /// After the poll: sends need not wake the backend.
-    pub fn wake_up(&self) {
+    /// Sends need not wake the backend.
+    fn wake(&mut self) {
         if let Some(w) = &self.wake {
             w.wake_up();
         }
     }
 
-    /// Queues every active async watcher sent to since it was last queued.
-    pub fn collect<C>(&self, registry: &mut Registry<C>, pending: &mut PendingQueues) {
-        let Some(w) = &self.wake else { return };
-        if self.list.is_empty() || !w.take_any() {
+    /// The active watchers sent to (one queued already absorbs a new
+    /// send: the loop does not count it twice).
+    fn due(&self, each: &mut dyn FnMut(Watcher<Self>)) {
+        if self.list.is_empty() {
             return;
         }
-        self.list.for_each(registry, |registry, slot| {
-            let sent = self.flags.get(&slot).is_some_and(|f| f.take());
-            if sent {
-                registry.queue(pending, slot, Ready::EMPTY);
+        for w in self.watched.values() {
+            if w.active && w.flag.is_sent() {
+                each(Watcher::new(w.key));
             }
-        });
-    }
-
-    /// Whether the active async watcher in `slot` was sent to since the
-    /// loop last queued it: its callback will run (the loop takes the send
-    /// at its next poll).
-    pub fn is_sent(&self, slot: Slot) -> bool {
-        self.flags.get(&slot).is_some_and(|f| f.is_sent())
-    }
-
-    /// Takes back a send to the watcher in `slot` that the loop has not
-    /// taken yet (its invocation is cancelled).
-    pub fn take_sent(&self, slot: Slot) {
-        if let Some(f) = self.flags.get(&slot) {
-            f.take();
         }
     }
 
-    /// How many active async watchers were sent to and are not queued yet
-    /// (one queued already absorbs a new send: they coalesce).
-    pub fn sent_unqueued<C>(&self, registry: &Registry<C>) -> usize {
-        if self.list.is_empty() {
-            return 0;
-        }
-        self.list
-            .iter(registry)
-            .filter(|&slot| {
-                let e = &registry[slot];
-                e.pending.is_none() && e.deferred().is_none() && self.is_sent(slot)
-            })
-            .count()
+    fn is_due(&self, w: Watcher<Self>) -> bool {
+        self.is_sent(w.slot())
     }
 
-    /// Whether there are active async watchers (the loop then asks the
-    /// backend for notices after each poll).
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
+    /// A send the loop has not taken yet is taken back.
+    fn clear_due(&mut self, w: Watcher<Self>) {
+        if let Some(w) = self.watched.get(&w.slot()) {
+            w.flag.take();
+        }
+    }
+}
+
+impl Drop for Asyncs {
+    /// The loop is being dropped (its last cleanup callback has run):
+    /// every sender now reports it.
+    fn drop(&mut self) {
+        for (_, w) in self.watched.drain() {
+            w.flag.alive.store(false, Ordering::Release);
+        }
     }
 }
 
@@ -337,10 +382,123 @@ impl std::fmt::Debug for AsyncSender {
     }
 }
 
+handle!(
+    /// Handle to an async watcher, returned by [`Loop::async_watcher`].
+    ///
+    /// ```
+    /// use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let (a, _sender) = lp.async_watcher(|_, _, _| {})?;
+    /// let another = lp.async_sender(a)?;
+    /// another.send()?;
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    Async,
+    "async",
+    false
+);
+
+impl<'s, S> Loop<'s, S> {
+    /// Creates and starts an async watcher, and a sender that other threads
+    /// use to make the loop run its callback ([`AsyncSender::send`]): the
+    /// loop's way to be woken from outside (libev's `ev_async`). A loop may
+    /// have any number of them; they share one wake-up of the backend,
+    /// written only while the loop waits.
+    ///
+    /// Sends made before the callback runs coalesce into one call; a send
+    /// made once it has started is followed by another call.
+    ///
+    /// Errors: [`Error::Backend`] if the backend cannot be woken from
+    /// another thread.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// use std::sync::mpsc;
+    /// let (results, done) = mpsc::channel();
+    /// let mut lp: Loop<Vec<u64>> = Loop::new()?;
+    /// let (_, sender) = lp.async_watcher(move |lp, got, me| {
+    ///     got.extend(done.try_iter()); // what the worker has sent so far
+    ///     if got.len() == 3 {
+    ///         lp.remove(me).unwrap(); // all in: the loop has nothing left
+    ///     }
+    /// })?;
+    /// // A worker thread hands its results over while the loop waits.
+    /// let worker = std::thread::spawn(move || {
+    ///     for n in 1..=3u64 {
+    ///         results.send(n * n).unwrap();
+    ///         // Wakes the loop. Once it has all three, it removes the
+    ///         // watcher, maybe before the last send: that one then fails.
+    ///         sender.send().ok();
+    ///     }
+    /// });
+    /// let mut got = vec![];
+    /// lp.run(RunMode::Default, &mut got)?;
+    /// assert_eq!(got, [1, 4, 9]);
+    /// worker.join().unwrap();
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn async_watcher<F>(&mut self, callback: F) -> Result<(Async, AsyncSender)>
+    where
+        F: FnMut(&mut Loop<'s, S>, &mut S, Async) + 's,
+    {
+        let cb = Plain::<Async, F>::boxed(callback);
+        // Its first start makes its flag (and asks for the waker).
+        let a = Async(self.create::<Asyncs>(rank::ASYNC, cb, |_, _| {})?);
+        Ok((a, self.async_sender(a)?))
+    }
+
+    /// Whether the async watcher was sent to and the loop has not taken
+    /// the send yet (libev's `ev_async_pending`): true from a send until
+    /// the loop, after its next poll, queues the callback; false for a
+    /// stopped watcher, whose sends are dropped. [`Loop::is_pending`]
+    /// says whether the callback is due at all: sent, or queued.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// let mut lp: Loop<Vec<(bool, bool)>> = Loop::new()?;
+    /// let (a, sender) = lp.async_watcher(|lp, seen, me| {
+    ///     // Queued, then called: the send was taken.
+    ///     seen.push((lp.async_pending(me).unwrap(), lp.is_pending(me).unwrap()));
+    ///     lp.remove(me).unwrap();
+    /// })?;
+    /// assert!(!lp.async_pending(a)?);
+    /// std::thread::spawn(move || sender.send().unwrap()).join().unwrap();
+    /// assert!(lp.async_pending(a)? && lp.is_pending(a)?);
+    /// let mut seen = vec![];
+    /// lp.run(RunMode::Default, &mut seen)?;
+    /// assert_eq!(seen, [(false, false)]);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn async_pending(&self, a: Async) -> Result<bool> {
+        let active = self.entry(&a)?.is_active();
+        Ok(active && self.kind::<Asyncs>().is_some_and(|k| k.is_sent(a.0.slot)))
+    }
+
+    /// Another sender for an async watcher.
+    ///
+    /// ```
+    /// # use evloop::Loop;
+    /// let mut lp: Loop = Loop::new()?;
+    /// let (a, _) = lp.async_watcher(|_, _, _| {})?;
+    /// assert!(lp.async_sender(a).is_ok());
+    /// lp.remove(a)?;
+    /// assert!(lp.async_sender(a).is_err()); // a stale handle
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn async_sender(&self, a: Async) -> Result<AsyncSender> {
+        self.entry(&a)?;
+        let flag = self
+            .kind::<Asyncs>()
+            .and_then(|k| k.flag(a.0.slot))
+            .expect("an async watcher has a flag from its first start");
+        Ok(AsyncSender::new(flag))
+    }
+}
+
 /// The model check of the wake-up protocol: loom runs a loop's
 /// iterations against concurrent sends in every interleaving its memory
 /// model allows (the atomics above are loom's under `--cfg loom`).
-/// `RUSTFLAGS="--cfg loom" cargo test --release --lib asyncs::model`
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib kinds::asyncs::model`
 /// (`.ci/run` does). What it checks: a loop that decides to block after a
 /// send it did not see is always woken (no lost wake-up), and the send is
 /// followed by exactly one call. Without the two fences it fails.
