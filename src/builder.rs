@@ -12,7 +12,7 @@ use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::run_state::RunState;
 use crate::timers::Timers;
-use crate::{Backend, Error, Loop, Notices, Result};
+use crate::{Backend, Error, Loop, Result};
 
 /// The environment variable that picks the backend when the program does
 /// not (like libev's `LIBEV_FLAGS`): `EVLOOP_BACKEND=poll`. Empty means
@@ -267,11 +267,10 @@ impl<'s, S> Loop<'s, S> {
         Loop {
             backend,
             caps,
-            watchers: Registry::default(),
+            registry: Registry::default(),
             fds: FdTable::default(),
-            poll: PollResults::default(),
+            results: PollResults::default(),
             timers,
-            notices: Notices::default(),
             pending: PendingQueues::default(),
             run: RunState::default(),
             report_dispatch,

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use crate::fd_table::FdTable;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
-use crate::{Backend, PollEvent, Ready};
+use crate::{Backend, Notices, PollEvent, Ready};
 
 /// The cursor of a closed batch: past any results.
 const CLOSED: usize = usize::MAX;
@@ -27,6 +27,9 @@ pub(crate) struct PollResults {
     enabled: bool,
     /// Scratch space for materialising (kept for its capacity).
     requeue: Vec<Pending>,
+    /// What the backend noticed besides fd readiness in the last poll:
+    /// the kinds read it in the polled phase (kept for its capacity).
+    pub notices: Notices,
 }
 
 impl Default for PollResults {
@@ -36,6 +39,7 @@ impl Default for PollResults {
             next: CLOSED,
             enabled: true,
             requeue: Vec::new(),
+            notices: Notices::default(),
         }
     }
 }

@@ -25,7 +25,7 @@ impl<'s, S> Loop<'s, S> {
         loop {
             // Directly dispatched io events come after every queue above the
             // default priority and before the default queue.
-            if self.poll.is_open() && !self.pending.has_above(Priority::DEFAULT) {
+            if self.results.is_open() && !self.pending.has_above(Priority::DEFAULT) {
                 if observed {
                     self.run_batch::<true>(state);
                 } else {
@@ -53,7 +53,7 @@ impl<'s, S> Loop<'s, S> {
     /// unobserved loop does not test it per event.
     #[inline(never)]
     fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
-        while let Some(ev) = self.poll.next() {
+        while let Some(ev) = self.results.next() {
             let Some(fd) = self.fds.get(ev.fd) else {
                 continue;
             };
@@ -65,11 +65,11 @@ impl<'s, S> Loop<'s, S> {
                     continue;
                 }
                 // Several watchers on the fd: the queued path from here on.
-                self.poll.unread();
+                self.results.unread();
                 self.materialise_batch();
                 return;
             };
-            let e = &mut self.watchers[slot];
+            let e = &mut self.registry[slot];
             let r = ev.ready & e.receives;
             if r.is_empty() {
                 continue;
@@ -90,10 +90,10 @@ impl<'s, S> Loop<'s, S> {
     /// Materialises the direct batch, if one is open: see direct_batch.rs.
     #[inline]
     pub(crate) fn materialise_batch(&mut self) {
-        if self.poll.is_open() {
-            self.poll.materialise(
+        if self.results.is_open() {
+            self.results.materialise(
                 &mut self.fds,
-                &mut self.watchers,
+                &mut self.registry,
                 &mut self.pending,
                 &mut *self.backend,
             );
@@ -112,7 +112,7 @@ impl<'s, S> Loop<'s, S> {
         observed: bool,
         state: &mut S,
     ) {
-        let e = &mut self.watchers[slot];
+        let e = &mut self.registry[slot];
         if QUEUED {
             e.pending = None;
         }
@@ -121,7 +121,7 @@ impl<'s, S> Loop<'s, S> {
             // Its callback is running further up the stack (a nested
             // `run`): the event is delivered once it returns, rather than
             // recursing or being dropped.
-            self.watchers.defer(slot, ready);
+            self.registry.defer(slot, ready);
             return;
         };
         if observed {
@@ -145,7 +145,7 @@ impl<'s, S> Loop<'s, S> {
     #[cold]
     fn observe_dispatch(&mut self, slot: Slot, ready: Ready) {
         if self.report_dispatch {
-            if let Some(fd) = self.watchers[slot].fd() {
+            if let Some(fd) = self.registry[slot].fd() {
                 self.backend.dispatched(fd, ready);
             }
         }
@@ -163,14 +163,14 @@ impl<'s, S> Loop<'s, S> {
         h: &H,
     ) -> Result<&mut Entry<BoxedCallback<'s, S>>> {
         let settled = Settled::for_handle::<H>(self);
-        self.watchers.lookup_mut(h.key(), h.kind(), settled)
+        self.registry.lookup_mut(h.key(), h.kind(), settled)
     }
 
     /// The watcher `h` names, for a query (queries take `&self`, so they
     /// count a direct batch's results instead of materialising it).
     #[inline]
     pub(crate) fn entry<H: Handle>(&self, h: &H) -> Result<&Entry<BoxedCallback<'s, S>>> {
-        self.watchers.lookup(h.key(), h.kind())
+        self.registry.lookup(h.key(), h.kind())
     }
 }
 
@@ -189,7 +189,7 @@ impl<S> Drop for Running<'_, '_, S> {
         let Some(cb) = self.cb.take() else { return };
         // Put the callback back unless the watcher was removed meanwhile
         // (then the callback, and an owned source, are dropped here).
-        match self.lp.watchers.get_mut(self.slot) {
+        match self.lp.registry.get_mut(self.slot) {
             Some(e) if e.gen == self.gen => {
                 if !e.cb.is_running() {
                     // `set_callback` put a new one in meanwhile.
@@ -227,7 +227,7 @@ impl<'s, S> Loop<'s, S> {
     /// one is dropped (last: its drop may panic).
     #[cold]
     fn replaced_while_running(&mut self, slot: Slot, old: BoxedCallback<'s, S>) {
-        if self.watchers[slot].deferred().is_some() {
+        if self.registry[slot].deferred().is_some() {
             self.requeue_deferred(slot);
         }
         drop_removed(old);
@@ -236,8 +236,8 @@ impl<'s, S> Loop<'s, S> {
     /// Queues the events a watcher received while its callback ran.
     #[cold]
     fn requeue_deferred(&mut self, slot: Slot) {
-        if let Some(ready) = self.watchers.take_deferred(slot) {
-            self.watchers.queue(&mut self.pending, slot, ready);
+        if let Some(ready) = self.registry.take_deferred(slot) {
+            self.registry.queue(&mut self.pending, slot, ready);
         }
     }
 }
@@ -245,7 +245,7 @@ impl<'s, S> Loop<'s, S> {
 impl<S> Batch for Loop<'_, S> {
     #[inline(always)]
     fn is_open(&self) -> bool {
-        self.poll.is_open()
+        self.results.is_open()
     }
     fn materialise(&mut self) {
         self.materialise_batch();

@@ -19,7 +19,7 @@ use crate::registry::{CallbackState, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::slot_list::Slot;
 use crate::timers::Timers;
-use crate::{Backend, Capabilities, Error, Notices, PollStatus, Ready, Result};
+use crate::{Backend, Capabilities, Error, PollStatus, Ready, Result};
 
 /// A watcher's callback, type-erased: one trait object per watcher, so
 /// that invoking any kind of watcher is a single indirect call. The kinds'
@@ -89,16 +89,13 @@ pub struct Loop<'s, S = ()> {
     pub(crate) backend: Box<dyn Backend + 's>,
     pub(crate) caps: Capabilities,
     /// Every watcher, and the counts the loop relies on.
-    pub(crate) watchers: Registry<BoxedCallback<'s, S>>,
+    pub(crate) registry: Registry<BoxedCallback<'s, S>>,
     /// Per-fd state and the changes to send to the backend.
     pub(crate) fds: FdTable,
     /// The last poll's results, and the direct batch among them.
-    pub(crate) poll: PollResults,
+    pub(crate) results: PollResults,
     /// The clock and the timers.
     pub(crate) timers: Timers,
-    /// What the backend noticed besides fd readiness (kept for its
-    /// capacity).
-    pub(crate) notices: Notices,
     pub(crate) pending: PendingQueues,
     pub(crate) run: RunState,
     /// Whether the backend wants [`Backend::dispatched`] calls.
@@ -191,7 +188,7 @@ impl<'s, S> Loop<'s, S> {
         // keeps track of them.
         let nested = self.run.depth > 0;
         if nested {
-            let suspended = self.watchers.running();
+            let suspended = self.registry.running();
             // Their fds leave the backend's set for this run (the flush
             // leaves running watchers out): a level-triggered fd that
             // stays ready would otherwise end every wait at once, a spin
@@ -230,7 +227,7 @@ impl<'s, S> Loop<'s, S> {
     /// the next flush recomputes what the backend is told for them.
     fn fds_changed(&mut self, slots: &[Slot]) {
         for &slot in slots {
-            if let Some(fd) = self.watchers[slot].fd() {
+            if let Some(fd) = self.registry[slot].fd() {
                 self.fds.mark_changed(fd);
             }
         }
@@ -243,11 +240,11 @@ impl<'s, S> Loop<'s, S> {
     /// cannot deliver them.
     #[inline]
     fn out_of_work(&self) -> bool {
-        let mut serving = self.watchers.active_referenced();
+        let mut serving = self.registry.active_referenced();
         if let Some(suspended) = self.run.suspended.last() {
             serving -= suspended
                 .iter()
-                .filter(|&&slot| self.watchers.is_active_referenced(slot))
+                .filter(|&&slot| self.registry.is_active_referenced(slot))
                 .count();
         }
         serving == 0 && self.pending.is_empty()
@@ -287,7 +284,7 @@ impl<'s, S> Loop<'s, S> {
             }
 
             self.fds.flush_changes(
-                &mut self.watchers,
+                &mut self.registry,
                 &mut self.pending,
                 &mut *self.backend,
                 self.caps.oneshot,
@@ -298,10 +295,10 @@ impl<'s, S> Loop<'s, S> {
                 return Ok(RunOutcome::Stalled);
             }
 
-            if !self.poll.open(&self.watchers, &self.pending) {
+            if !self.results.open(&self.registry, &self.pending) {
                 self.fds.queue_events(
-                    self.poll.all(),
-                    &mut self.watchers,
+                    self.results.all(),
+                    &mut self.registry,
                     &mut self.pending,
                     &mut *self.backend,
                 );
@@ -317,7 +314,7 @@ impl<'s, S> Loop<'s, S> {
                 self.clear_notices();
             }
             self.run_phase(Phase::Check, None);
-            let mut timers_up_to = self.timers.expire(&mut self.watchers, &mut self.pending);
+            let mut timers_up_to = self.timers.expire(&mut self.registry, &mut self.pending);
             timers_up_to = timers_up_to.max(self.run_phase(Phase::Expire, timers_up_to));
             self.run_phase(Phase::Idle, timers_up_to);
             self.invoke_pending(state);
@@ -348,7 +345,7 @@ impl<'s, S> Loop<'s, S> {
             if timeout != Some(Duration::ZERO) && self.kinds_sleep() {
                 timeout = Some(Duration::ZERO);
             }
-            let polled = self.backend.poll(timeout, self.poll.buffer());
+            let polled = self.backend.poll(timeout, self.results.buffer());
             self.kinds_wake();
             let status = polled.map_err(|source| Error::Backend {
                 backend: self.backend.name(),
@@ -356,9 +353,9 @@ impl<'s, S> Loop<'s, S> {
                 source,
             })?;
             self.timers.set_now(self.backend.now());
-            trace!(ready = self.poll.all().len(), ?timeout, "poll");
+            trace!(ready = self.results.all().len(), ?timeout, "poll");
             let timed_out = status == PollStatus::Done
-                && self.poll.all().is_empty()
+                && self.results.all().is_empty()
                 && timeout.is_some_and(|t| !t.is_zero());
             if timed_out && self.timers.woke_early() && !self.noticed_anything() {
                 // The timer that bounded the wait was restarted later
@@ -394,7 +391,7 @@ impl<'s, S> Loop<'s, S> {
         match wait {
             // Nothing could end the wait: poll without blocking, so that
             // the iteration's check watchers run, and stop after it.
-            None if self.watchers.active_sources() == 0 => (Some(Duration::ZERO), true),
+            None if self.registry.active_sources() == 0 => (Some(Duration::ZERO), true),
             wait => (wait, false),
         }
     }
@@ -407,7 +404,7 @@ impl<'s, S> Loop<'s, S> {
     fn nothing_can_happen(&mut self) -> bool {
         self.pending.is_empty()
             && !self.kinds_have_deadline()
-            && self.watchers.active_sources() == 0
+            && self.registry.active_sources() == 0
             && !self.timers.has_deadline()
     }
 }

@@ -21,8 +21,8 @@ impl<S> Loop<'_, S> {
         if !self.uses_notices() {
             return false;
         }
-        self.backend.take_notices(&mut self.notices);
-        !self.notices.is_empty()
+        self.backend.take_notices(&mut self.results.notices);
+        !self.results.notices.is_empty()
     }
 
     /// Takes what the backend noticed besides fd readiness, after the io
@@ -30,11 +30,11 @@ impl<S> Loop<'_, S> {
     /// (signal watchers by signal number, child watchers in exit order),
     /// then [`Loop::clear_notices`] clears it.
     pub(crate) fn take_notices(&mut self) {
-        self.backend.take_notices(&mut self.notices);
+        self.backend.take_notices(&mut self.results.notices);
     }
 
     /// After the kinds' [`Phase::Polled`](crate::Phase::Polled).
     pub(crate) fn clear_notices(&mut self) {
-        self.notices.clear();
+        self.results.notices.clear();
     }
 }

@@ -17,7 +17,7 @@ impl<'s, S> Loop<'s, S> {
     /// kind ([`Kind::start`](crate::Kind::start)).
     pub(crate) fn start_slot(&mut self, key: Key) -> Result<()> {
         let slot = key.slot;
-        match self.watchers[slot].kind() {
+        match self.registry[slot].kind() {
             Kind::Other { index, .. } => return self.start_other(index, key),
             Kind::Io { fd, interest } => self.check_interest(fd, interest, None)?,
             Kind::Timer => {}
@@ -30,10 +30,10 @@ impl<'s, S> Loop<'s, S> {
     /// it active (the registry keeps the counts) and puts it where its
     /// phase finds it.
     pub(crate) fn activate(&mut self, slot: Slot) {
-        if !self.watchers.activate(slot) {
+        if !self.registry.activate(slot) {
             return;
         }
-        let w = &mut self.watchers;
+        let w = &mut self.registry;
         match w[slot].kind() {
             Kind::Io { fd, interest } => self.fds.attach(w, fd, slot, interest.trigger()),
             Kind::Timer => self.timers.start(slot),
@@ -56,15 +56,15 @@ impl<'s, S> Loop<'s, S> {
     /// Stops a watcher: takes it out of its fd's list, the heap or its
     /// kind. Does not touch a pending invocation.
     pub(crate) fn deactivate(&mut self, slot: Slot) {
-        let e = &self.watchers[slot];
+        let e = &self.registry[slot];
         if let Kind::Other { index, .. } = e.kind() {
             let key = Key { slot, gen: e.gen };
             return self.stop_other(index, key);
         }
-        if !self.watchers.deactivate(slot) {
+        if !self.registry.deactivate(slot) {
             return;
         }
-        let w = &mut self.watchers;
+        let w = &mut self.registry;
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
             Kind::Timer => self.timers.stop(slot),

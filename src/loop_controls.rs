@@ -137,8 +137,8 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn pending_count(&self) -> usize {
         self.pending.len()
-            + self.watchers.deferred_count()
-            + self.poll.invocations(&self.fds, &self.watchers)
+            + self.registry.deferred_count()
+            + self.results.invocations(&self.fds, &self.registry)
             + self.kinds_due()
     }
 
@@ -208,7 +208,7 @@ impl<'s, S> Loop<'s, S> {
     #[doc(hidden)]
     pub fn set_direct_dispatch(&mut self, on: bool) {
         self.materialise_batch();
-        self.poll.set_enabled(on);
+        self.results.set_enabled(on);
     }
 
     /// How many iterations ran (the backend was polled this many times).
@@ -248,7 +248,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.active_count(), 0);
     /// ```
     pub fn active_count(&self) -> usize {
-        self.watchers.active_referenced()
+        self.registry.active_referenced()
     }
 
     /// Asks the running [`Loop::run`] (or all nested ones) to return once the
@@ -318,11 +318,11 @@ impl<'s, S> Drop for Loop<'s, S> {
                 break;
             }
             for key in due {
-                if !self.watchers.lookup(key, "").is_ok_and(|e| e.is_active()) {
+                if !self.registry.lookup(key, "").is_ok_and(|e| e.is_active()) {
                     continue;
                 }
                 self.deactivate(key.slot);
-                if let Some(cb) = self.watchers[key.slot].cb.take_to_run() {
+                if let Some(cb) = self.registry[key.slot].cb.take_to_run() {
                     held.run(|| cb.cleanup(self));
                 }
             }
@@ -338,8 +338,8 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loop")
             .field("backend", &self.backend.name())
-            .field("watchers", &self.watchers.len())
-            .field("active", &self.watchers.active_referenced())
+            .field("watchers", &self.registry.len())
+            .field("active", &self.registry.active_referenced())
             .field("pending", &self.pending.len())
             .field("timers", &self.timers.len())
             .field("iteration", &self.run.iteration)

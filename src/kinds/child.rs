@@ -300,7 +300,7 @@ where
                 // that a panic in it loses none) while more wait.
                 let (exit, more) = children.next_exit(key.slot);
                 if more {
-                    lp.watchers.queue(&mut lp.pending, key.slot, Ready::EMPTY);
+                    lp.registry.queue(&mut lp.pending, key.slot, Ready::EMPTY);
                 }
                 exit.ok_or(0)
             }

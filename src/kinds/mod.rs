@@ -46,13 +46,13 @@ macro_rules! split_core {
         (
             &mut lp.kinds,
             Context {
-                entries: &mut lp.watchers,
+                entries: &mut lp.registry,
                 pending: &mut lp.pending,
                 timers: &mut lp.timers,
                 backend: &mut *lp.backend,
                 fds: &mut lp.fds,
                 caps: &lp.caps,
-                notices: &lp.notices,
+                notices: &lp.results.notices,
                 queued: None,
                 batch_busy: false,
                 expired: None,
@@ -180,7 +180,7 @@ impl<'s, S> Loop<'s, S> {
         if let Err(e) = self.start_other(index, key) {
             // Never started: nothing but the registry knows of it.
             self.remove_other(index, key);
-            let entry = self.watchers.remove(key.slot);
+            let entry = self.registry.remove(key.slot);
             drop(entry);
             return Err(e);
         }
@@ -200,7 +200,7 @@ impl<'s, S> Loop<'s, S> {
             fd: -1,
             interest: crate::Interest::NONE,
         };
-        self.watchers.insert(tag, cb)
+        self.registry.insert(tag, cb)
     }
 
     /// Starts the stopped watcher `key` of the kind at `index`, if the
@@ -210,14 +210,14 @@ impl<'s, S> Loop<'s, S> {
         self.materialise_batch();
         let (kinds, mut cx) = split_core!(self);
         if kinds.at(index).start(&mut cx, key)? {
-            self.watchers.activate(key.slot);
+            self.registry.activate(key.slot);
         }
         Ok(())
     }
 
     /// Stops the active watcher `key` of the kind at `index`.
     pub(crate) fn stop_other(&mut self, index: u16, key: crate::handle::Key) {
-        if self.watchers.deactivate(key.slot) {
+        if self.registry.deactivate(key.slot) {
             self.materialise_batch();
             let (kinds, mut cx) = split_core!(self);
             kinds.at(index).stop(&mut cx, key);
@@ -258,7 +258,7 @@ impl<'s, S> Loop<'s, S> {
             return None;
         }
         let batch_busy = matches!(phase, Phase::Check | Phase::Idle)
-            && self.poll.has_invocations(&self.fds, &self.watchers);
+            && self.results.has_invocations(&self.fds, &self.registry);
         let (kinds, mut cx) = split_core!(self);
         cx.batch_busy = batch_busy;
         cx.expired = expired;
@@ -319,7 +319,7 @@ impl<'s, S> Loop<'s, S> {
         let mut due = 0;
         for kind in self.kinds.iter() {
             kind.due(&mut |key| {
-                if let Ok(e) = self.watchers.lookup(key, "") {
+                if let Ok(e) = self.registry.lookup(key, "") {
                     if e.is_active() && e.pending.is_none() && e.deferred().is_none() {
                         due += 1;
                     }

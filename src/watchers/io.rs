@@ -224,7 +224,7 @@ impl<'s, S> Loop<'s, S> {
     ) -> Key {
         // A new watcher on an fd: a direct batch must not skip it.
         self.materialise_batch();
-        let key = self.watchers.insert(Kind::Io { fd, interest }, cb);
+        let key = self.registry.insert(Kind::Io { fd, interest }, cb);
         self.activate(key.slot);
         key
     }
@@ -250,7 +250,7 @@ impl<'s, S> Loop<'s, S> {
             Some(_) => return Err(Error::SourceType),
         }
         self.stop(io)?;
-        let mut e = self.watchers.remove(io.0.slot);
+        let mut e = self.registry.remove(io.0.slot);
         let mut held = crate::unwind::Held::default();
         self.released(io.0, e.kind(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
@@ -322,7 +322,7 @@ impl<'s, S> Loop<'s, S> {
                 cb,
             })
         };
-        old.give_source(&mut self.watchers[io.0.slot].cb, &mut make);
+        old.give_source(&mut self.registry[io.0.slot].cb, &mut make);
         Ok(())
     }
 
@@ -408,15 +408,15 @@ impl<'s, S> Loop<'s, S> {
         }
         let slot = io.0.slot;
         self.check_interest(fd, interest, Some(slot))?;
-        self.watchers.set_interest(slot, interest);
+        self.registry.set_interest(slot, interest);
         if active {
             self.fds.interest_changed(fd, interest);
         }
         // An event queued (or deferred) before the change carries what the
         // old interest let through: deliver only what the new one does.
         let mask = Ready::receive_mask(interest);
-        self.watchers.restrict_deferred(slot, mask);
-        let e = &mut self.watchers[slot];
+        self.registry.restrict_deferred(slot, mask);
+        let e = &mut self.registry[slot];
         if let Some(pos) = e.pending {
             if (self.pending.get(e.priority(), pos) & mask).is_empty() {
                 e.pending = None;

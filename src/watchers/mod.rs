@@ -123,9 +123,9 @@ impl<'s, S> Loop<'s, S> {
         // Not `entry_mut`: a direct batch need not be materialised. It finds
         // an fd's watchers when it reaches the fd, so a stopped one is
         // skipped just as its cancelled entry would have been.
-        self.watchers.lookup(h.key(), h.kind())?;
+        self.registry.lookup(h.key(), h.kind())?;
         let slot = h.key().slot;
-        self.watchers.cancel(&mut self.pending, slot);
+        self.registry.cancel(&mut self.pending, slot);
         self.deactivate(slot);
         Ok(())
     }
@@ -145,7 +145,7 @@ impl<'s, S> Loop<'s, S> {
     pub fn remove(&mut self, h: impl Handle) -> Result<()> {
         self.stop(h)?;
         let slot = h.key().slot;
-        let e = self.watchers.remove(slot);
+        let e = self.registry.remove(slot);
         // The loop is done with the watcher before what the user gave it
         // is dropped (the callback's captures, an owned source, a custom
         // schedule): a panic in one of those `Drop`s propagates from here
@@ -193,7 +193,7 @@ impl<'s, S> Loop<'s, S> {
         // An io event not yet queued because it is dispatched directly is
         // pending all the same; so is a send the loop has not taken yet.
         let not_queued_yet = match e.kind() {
-            Kind::Io { fd, .. } if e.is_active() => self.poll.holds(fd, e.receives),
+            Kind::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives),
             Kind::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
             _ => false,
         };
@@ -226,13 +226,13 @@ impl<'s, S> Loop<'s, S> {
             _ => None,
         };
         let slot = h.key().slot;
-        self.watchers.set_priority(slot, new);
+        self.registry.set_priority(slot, new);
         if let Some(index) = moved {
             self.reprioritised_other(index, h.key(), old, new);
         }
-        if let Some(pos) = self.watchers[slot].pending.take() {
+        if let Some(pos) = self.registry[slot].pending.take() {
             let ready = self.pending.cancel(old, pos);
-            self.watchers.queue(&mut self.pending, slot, ready);
+            self.registry.queue(&mut self.pending, slot, ready);
         }
         Ok(())
     }
@@ -264,7 +264,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn set_ref(&mut self, h: impl Handle, referenced: bool) -> Result<()> {
         self.entry_mut(&h)?;
-        self.watchers.set_referenced(h.key().slot, referenced);
+        self.registry.set_referenced(h.key().slot, referenced);
         Ok(())
     }
 
@@ -287,7 +287,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn feed_event(&mut self, h: impl Handle, ready: Ready) -> Result<()> {
         self.entry_mut(&h)?;
-        self.watchers.queue(&mut self.pending, h.key().slot, ready);
+        self.registry.queue(&mut self.pending, h.key().slot, ready);
         Ok(())
     }
 
@@ -335,7 +335,7 @@ impl<'s, S> Loop<'s, S> {
     /// dropped when it returns (`Running` in event_loop.rs); otherwise the
     /// old one is dropped here, after the new one is in place.
     pub(crate) fn replace_callback(&mut self, slot: Slot, new: BoxedCallback<'s, S>) {
-        let old = self.watchers[slot].cb.store(new);
+        let old = self.registry[slot].cb.store(new);
         drop(old);
     }
 
@@ -360,6 +360,6 @@ impl<'s, S> Loop<'s, S> {
             // A send the loop has not taken yet is pending too: it goes.
             self.kind_clear_due(index, h.key());
         }
-        Ok(self.watchers.cancel(&mut self.pending, slot))
+        Ok(self.registry.cancel(&mut self.pending, slot))
     }
 }

@@ -52,7 +52,7 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
         let key = self
-            .watchers
+            .registry
             .insert(Kind::Timer, Plain::<Timer, F>::boxed(callback));
         self.timers.configure(key.slot, after, repeat);
         self.activate(key.slot);
@@ -103,7 +103,7 @@ impl<'s, S> Loop<'s, S> {
         let (active, queued) = (e.is_active(), e.pending.is_some() || e.deferred().is_some());
         let slot = t.0.slot;
         if queued {
-            self.watchers.cancel(&mut self.pending, slot);
+            self.registry.cancel(&mut self.pending, slot);
         }
         // Armed at `repeat` from now (not at its `after`, as a start
         // would); a timer without a period is stopped.
@@ -120,7 +120,7 @@ impl<'s, S> Loop<'s, S> {
     #[inline(never)]
     fn again_changed_activity(&mut self, slot: crate::slot_list::Slot, rearmed: bool) {
         if rearmed {
-            self.watchers.activate(slot);
+            self.registry.activate(slot);
         } else {
             self.deactivate(slot);
         }
