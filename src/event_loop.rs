@@ -14,7 +14,7 @@ use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::Key;
 use crate::kind::{Kinds, Phase};
-use crate::pending::PendingQueues;
+use crate::pending::{PendingQueues, Priority};
 use crate::registry::{CallbackState, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::slot_list::Slot;
@@ -115,11 +115,14 @@ impl<'s, S> Loop<'s, S> {
     /// 2. fd changes are sent to the backend (at most one call per fd);
     /// 3. the blocking time is computed: zero with active idle watchers,
     ///    pending callbacks or [`RunMode::NoWait`], else until the earliest
-    ///    timer, else forever;
+    ///    timer or other deadline (periodic, stat, once), else forever;
     /// 4. the backend is polled;
     /// 5. the cached time is updated;
-    /// 6. io events become pending (in poll order), then check watchers,
-    ///    then expired timers (in deadline order);
+    /// 6. io events become pending (in poll order), then what the kinds
+    ///    queue after the poll (signals by number, child exits, async
+    ///    sends, then kinds from outside the crate), then check watchers,
+    ///    then expired timers (in deadline order), then periodic, stat
+    ///    and once watchers whose time has come;
     /// 7. idle watchers of one priority become pending: those of the
     ///    highest priority that has any, if no io event, expired timer or
     ///    other callback is pending at that priority or above (libev's rule;
@@ -254,90 +257,122 @@ impl<'s, S> Loop<'s, S> {
         // Callbacks fed before `run` (or left by a nested run) go first.
         self.invoke_pending(state);
         loop {
-            if self.run.break_req.is_some() {
-                return Ok(RunOutcome::Broken);
-            }
-            // Checked after every phase that runs callbacks: the last
-            // watcher may have gone in any of them.
-            if self.out_of_work() {
-                return Ok(RunOutcome::NoActiveWatchers);
-            }
-            self.run.iteration += 1;
-            trace!(
-                iteration = self.run.iteration,
-                depth = self.run.depth,
-                "iteration"
-            );
-
-            if self.run_phase(Phase::Prepare, None).is_some() {
-                // What is pending now runs before the poll: it does not
-                // make the timeout a prepare watcher asks for zero.
-                self.run.phase.preparing = true;
-                self.invoke_pending(state);
-                self.run.phase.preparing = false;
-                if self.run.break_req.is_some() {
-                    return Ok(RunOutcome::Broken);
-                }
-                if self.out_of_work() {
-                    return Ok(RunOutcome::NoActiveWatchers);
-                }
-            }
-
-            self.fds.flush_changes(
-                &mut self.registry,
-                &mut self.pending,
-                &mut *self.backend,
-                self.caps.oneshot,
-            );
-
-            let (status, nothing_to_wait_for) = self.poll_backend(mode)?;
-            if status == PollStatus::Stalled {
-                return Ok(RunOutcome::Stalled);
-            }
-
-            if !self.results.open(&self.registry, &self.pending) {
-                self.fds.queue_events(
-                    self.results.all(),
-                    &mut self.registry,
-                    &mut self.pending,
-                    &mut *self.backend,
-                );
-            }
-            // Whether notices are taken, once: the phase changes what the
-            // kinds want, and what is taken must be cleared.
-            let noticed = self.uses_notices();
-            if noticed {
-                self.take_notices();
-            }
-            self.run_phase(Phase::Polled, None);
-            if noticed {
-                self.clear_notices();
-            }
-            self.run_phase(Phase::Check, None);
-            let mut timers_up_to = self.timers.expire(&mut self.registry, &mut self.pending);
-            timers_up_to = timers_up_to.max(self.run_phase(Phase::Expire, timers_up_to));
-            self.run_phase(Phase::Idle, timers_up_to);
-            self.invoke_pending(state);
-
-            if self.run.break_req.is_some() {
-                return Ok(RunOutcome::Broken);
-            }
-            if nothing_to_wait_for && !self.out_of_work() && self.nothing_can_happen() {
-                // Only prepare and check watchers (or timers beyond the end
-                // of the clock) are left: the iteration ran them without
-                // waiting, and waiting for another would hang forever.
-                return Ok(RunOutcome::Stalled);
-            }
-            if mode != RunMode::Default {
-                return Ok(RunOutcome::IterationDone);
+            match self.iterate(mode, state) {
+                Ok(()) => {}
+                Err(Exit::Returns(outcome)) => return Ok(outcome),
+                Err(Exit::Fails(e)) => return Err(e),
             }
         }
     }
 
+    /// One iteration: the phases of [`Loop::run`]'s doc, one step a line;
+    /// `Err` when `run` returns.
+    fn iterate(&mut self, mode: RunMode, state: &mut S) -> Step {
+        self.may_go_on()?; // 0. a break, or nothing left to serve
+        self.run.next_iteration();
+        self.run_prepare(state)?; // 1. prepare watchers, invoked before the poll
+        self.flush_fds(); // 2. fd changes, one backend call per fd
+        let nothing_to_wait_for = self.poll_backend(mode)?; // 3-5. block time, poll, time
+        self.queue_io(); // 6. io events (or a direct batch), then the kinds:
+        self.polled(); //    signals, child exits, async sends...
+        self.run_phase(Phase::Check, None); //    check watchers
+        let expired = self.expire(); //    timers, then periodics and stats
+        self.run_phase(Phase::Idle, expired); // 7. idle watchers, libev's rule
+        self.invoke_pending(state); // 8. invoked by priority, FIFO
+        self.iteration_done(mode, nothing_to_wait_for)
+    }
+
+    /// Whether `run` goes on: no break was asked for, and something is
+    /// left to serve (checked after every phase that runs callbacks: the
+    /// last watcher may go in any of them).
+    fn may_go_on(&self) -> Step {
+        if self.run.break_req.is_some() {
+            return Err(Exit::Returns(RunOutcome::Broken));
+        }
+        if self.out_of_work() {
+            return Err(Exit::Returns(RunOutcome::NoActiveWatchers));
+        }
+        Ok(())
+    }
+
+    /// The prepare phase: what it queues runs before the poll (and does
+    /// not make the timeout a prepare watcher asks for zero).
+    fn run_prepare(&mut self, state: &mut S) -> Step {
+        if self.run_phase(Phase::Prepare, None).is_none() {
+            return Ok(());
+        }
+        self.run.phase.preparing = true;
+        self.invoke_pending(state);
+        self.run.phase.preparing = false;
+        self.may_go_on()
+    }
+
+    /// libev's `fd_reify`: the changed fds' interests to the backend.
+    fn flush_fds(&mut self) {
+        self.fds.flush_changes(
+            &mut self.registry,
+            &mut self.pending,
+            &mut *self.backend,
+            self.caps.oneshot,
+        );
+    }
+
+    /// The poll's io events become pending, in poll order, unless they
+    /// can be dispatched straight from the results (direct_batch.rs).
+    fn queue_io(&mut self) {
+        if !self.results.open(&self.registry, &self.pending) {
+            self.fds.queue_events(
+                self.results.all(),
+                &mut self.registry,
+                &mut self.pending,
+                &mut *self.backend,
+            );
+        }
+    }
+
+    /// The kinds' polled phase, with the backend's notices taken for it
+    /// (once: the phase changes what the kinds want) and cleared after.
+    fn polled(&mut self) {
+        let noticed = self.uses_notices();
+        if noticed {
+            self.take_notices();
+        }
+        self.run_phase(Phase::Polled, None);
+        if noticed {
+            self.clear_notices();
+        }
+    }
+
+    /// Expired timers, then the kinds' deadlines; the highest priority
+    /// among them (the idle rule needs it).
+    fn expire(&mut self) -> Option<Priority> {
+        let timers = self.timers.expire(&mut self.registry, &mut self.pending);
+        timers.max(self.run_phase(Phase::Expire, timers))
+    }
+
+    /// After the invocations: a break, a run that could only stall, or
+    /// the end of a `Once`/`NoWait` run.
+    fn iteration_done(&mut self, mode: RunMode, nothing_to_wait_for: bool) -> Step {
+        if self.run.break_req.is_some() {
+            return Err(Exit::Returns(RunOutcome::Broken));
+        }
+        if nothing_to_wait_for && !self.out_of_work() && self.nothing_can_happen() {
+            // Only prepare and check watchers (or timers beyond the end
+            // of the clock) are left: the iteration ran them without
+            // waiting, and waiting for another would hang forever.
+            return Err(Exit::Returns(RunOutcome::Stalled));
+        }
+        if mode != RunMode::Default {
+            return Err(Exit::Returns(RunOutcome::IterationDone));
+        }
+        Ok(())
+    }
+
     /// Polls the backend for as long as the loop may block, and caches
-    /// the time after it. Also says whether the poll did not block only
-    /// because nothing could have ended the wait.
-    fn poll_backend(&mut self, mode: RunMode) -> Result<(PollStatus, bool)> {
+    /// the time after it. Says whether the poll did not block only because
+    /// nothing could have ended the wait; a simulator that knows nothing
+    /// will ever happen ends the run (`Stalled`).
+    fn poll_backend(&mut self, mode: RunMode) -> std::result::Result<bool, Exit> {
         loop {
             let (mut timeout, nothing_to_wait_for) = self.block_time(mode);
             // From here a send to an async watcher wakes the backend; one
@@ -362,7 +397,10 @@ impl<'s, S> Loop<'s, S> {
                 // meanwhile (a lazy `again`): nothing is due; wait on.
                 continue;
             }
-            return Ok((status, nothing_to_wait_for));
+            if status == PollStatus::Stalled {
+                return Err(Exit::Returns(RunOutcome::Stalled));
+            }
+            return Ok(nothing_to_wait_for);
         }
     }
 
@@ -406,6 +444,21 @@ impl<'s, S> Loop<'s, S> {
             && !self.kinds_have_deadline()
             && self.registry.active_sources() == 0
             && !self.timers.has_deadline()
+    }
+}
+
+/// A step of an iteration: `Err` when `run` returns.
+type Step = std::result::Result<(), Exit>;
+
+/// Why an iteration ends the `run`: with an outcome, or an error.
+enum Exit {
+    Returns(RunOutcome),
+    Fails(Error),
+}
+
+impl From<Error> for Exit {
+    fn from(e: Error) -> Exit {
+        Exit::Fails(e)
     }
 }
 

@@ -100,3 +100,12 @@ impl Default for RunPhase {
         }
     }
 }
+
+impl RunState {
+    /// Counts an iteration starting (`Loop::iteration`).
+    #[inline]
+    pub fn next_iteration(&mut self) {
+        self.iteration += 1;
+        tracing::trace!(iteration = self.iteration, depth = self.depth, "iteration");
+    }
+}
