@@ -697,6 +697,8 @@ pub(crate) struct Kinds {
     table: Vec<(TypeId, u32, Box<dyn Erased>)>,
     /// Per phase, the indexes of the kinds in it, by rank.
     by_phase: [Vec<u16>; 5],
+    /// The phases some kind takes part in.
+    present: Phases,
 }
 
 /// The rank of the first kind installed from outside the crate: they
@@ -719,6 +721,7 @@ impl Kinds {
         }
         let index = u16::try_from(self.table.len()).expect("fewer than 65536 kinds");
         self.table.push((TypeId::of::<K>(), rank, Box::new(kind)));
+        self.present = self.present.union(K::PHASES);
         for (p, list) in self.by_phase.iter_mut().enumerate() {
             if K::PHASES.0 & (1 << p) != 0 {
                 let at = list.partition_point(|&i| self.table[i as usize].1 < rank);
@@ -754,6 +757,12 @@ impl Kinds {
 
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+
+    /// Whether a kind takes part in `phase`.
+    #[inline(always)]
+    pub fn any_in(&self, phase: Phase) -> bool {
+        self.present.0 & (1 << phase as u8) != 0
     }
 
     /// The indexes of the kinds taking part in `phase`.

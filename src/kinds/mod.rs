@@ -248,15 +248,22 @@ impl<'s, S> Loop<'s, S> {
 
     /// Runs `phase` for every kind in it; the highest priority queued.
     /// `expired`: the highest among the timers and deadlines expired in
-    /// this iteration (for [`Phase::Idle`]).
+    /// this iteration (for [`Phase::Idle`]). Inlined: with no kind in the
+    /// phase (the common case on the hot path), one bit test.
+    #[inline(always)]
     pub(crate) fn run_phase(
         &mut self,
         phase: Phase,
         expired: Option<Priority>,
     ) -> Option<Priority> {
-        if self.kinds.in_phase(phase).is_empty() {
+        if !self.kinds.any_in(phase) {
             return None;
         }
+        self.run_kinds_phase(phase, expired)
+    }
+
+    #[inline(never)]
+    fn run_kinds_phase(&mut self, phase: Phase, expired: Option<Priority>) -> Option<Priority> {
         let batch_busy = matches!(phase, Phase::Check | Phase::Idle)
             && self.results.has_invocations(&self.fds, &self.registry);
         let (kinds, mut cx) = split_core!(self);
