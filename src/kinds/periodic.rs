@@ -627,7 +627,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn periodic_at(&self, p: Periodic) -> Result<Option<SystemTime>> {
         let active = self.entry(&p)?.is_active();
-        let periodics = self.kinds.get::<Periodics>().filter(|_| active);
+        let periodics = self.kind::<Periodics>().filter(|_| active);
         Ok(periodics.map(|k| k.next_at(p.0.slot)))
     }
 }

@@ -362,7 +362,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn signal_number(&self, s: Signal) -> Result<i32> {
         self.entry(&s)?;
-        let signals = self.kinds.get::<Signals>();
+        let signals = self.kind::<Signals>();
         Ok(signals
             .expect("a signal handle names a signal watcher")
             .signal(s.0.slot))

@@ -318,7 +318,7 @@ where
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
         // The component holds every live stat watcher's state: a callback
         // is only invoked for a live watcher.
-        let Some(w) = lp.kinds.get::<Stats>().and_then(|k| k.get(key.slot)) else {
+        let Some(w) = lp.kind::<Stats>().and_then(|k| k.get(key.slot)) else {
             return;
         };
         let (path, previous, current) = (Rc::clone(&w.path), w.previous, w.current);
