@@ -699,6 +699,8 @@ pub(crate) struct Kinds {
     by_phase: [Vec<u16>; 5],
     /// The phases some kind takes part in.
     present: Phases,
+    /// Every kind's index, by rank.
+    ranked: Vec<u16>,
 }
 
 /// The rank of the first kind installed from outside the crate: they
@@ -722,6 +724,10 @@ impl Kinds {
         let index = u16::try_from(self.table.len()).expect("fewer than 65536 kinds");
         self.table.push((TypeId::of::<K>(), rank, Box::new(kind)));
         self.present = self.present.union(K::PHASES);
+        let at = self
+            .ranked
+            .partition_point(|&i| self.table[i as usize].1 < rank);
+        self.ranked.insert(at, index);
         for (p, list) in self.by_phase.iter_mut().enumerate() {
             if K::PHASES.0 & (1 << p) != 0 {
                 let at = list.partition_point(|&i| self.table[i as usize].1 < rank);
@@ -777,5 +783,46 @@ impl Kinds {
 
     pub fn len(&self) -> usize {
         self.table.len()
+    }
+
+    /// The kinds' indexes by rank (the crate's in their documented order,
+    /// then the user's in install order).
+    pub fn by_rank(&self) -> Vec<u16> {
+        self.ranked.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Outside;
+    impl Kind for Outside {
+        const NAME: &'static str = "outside";
+        const PHASES: Phases = Phases::CHECK;
+    }
+    struct Late;
+    impl Kind for Late {
+        const NAME: &'static str = "late";
+        const PHASES: Phases = Phases::CHECK.union(Phases::IDLE);
+    }
+    struct Early;
+    impl Kind for Early {
+        const NAME: &'static str = "early";
+        const PHASES: Phases = Phases::CHECK;
+    }
+
+    #[test]
+    fn kinds_come_by_rank_whatever_the_install_order() {
+        let mut k = Kinds::default();
+        assert_eq!(k.install(Outside), Some(0));
+        assert_eq!(k.install_ranked(Late, 20), Some(1));
+        assert_eq!(k.install_ranked(Early, 10), Some(2));
+        assert_eq!(k.install(Outside), None, "one per type");
+        assert_eq!(k.by_rank(), [2, 1, 0]);
+        assert_eq!(k.in_phase(Phase::Check), [2, 1, 0]);
+        assert_eq!(k.in_phase(Phase::Idle), [1]);
+        assert!(k.any_in(Phase::Idle) && !k.any_in(Phase::Prepare));
+        assert!(k.get::<Early>().is_some() && k.get_mut::<Late>().is_some());
     }
 }

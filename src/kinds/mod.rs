@@ -350,11 +350,12 @@ impl<'s, S> Loop<'s, S> {
         self.kinds.at(index).clear_due(key);
     }
 
-    /// Each kind after `fork()`.
+    /// Each kind after `fork()`, by rank (signals are watched again
+    /// before fork watchers are queued, whichever the loop used first).
     pub(crate) fn kinds_after_fork(&mut self) -> Result<()> {
         let (kinds, mut cx) = split_core!(self);
-        for i in 0..kinds.len() {
-            kinds.at(i as u16).after_fork(&mut cx)?;
+        for index in kinds.by_rank() {
+            kinds.at(index).after_fork(&mut cx)?;
         }
         Ok(())
     }
@@ -363,8 +364,8 @@ impl<'s, S> Loop<'s, S> {
     pub(crate) fn kinds_dropping(&mut self) -> Vec<crate::handle::Key> {
         let mut run = Vec::new();
         let (kinds, mut cx) = split_core!(self);
-        for i in 0..kinds.len() {
-            kinds.at(i as u16).dropping(&mut cx, &mut run);
+        for index in kinds.by_rank() {
+            kinds.at(index).dropping(&mut cx, &mut run);
         }
         run
     }
