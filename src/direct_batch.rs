@@ -74,12 +74,7 @@ impl PollResults {
         let direct = self.enabled
             && registry.blocking_direct() == 0
             && !pending.has_entries_in(Priority::DEFAULT)
-            // An OR over all of them, which compiles to a branch-free loop.
-            && !self
-                .events
-                .iter()
-                .fold(Ready::EMPTY, |all, ev| all | ev.ready)
-                .is_invalid();
+            && !any_invalid(&self.events);
         if direct {
             self.next = 0;
         }
@@ -182,4 +177,51 @@ impl PollResults {
 /// receives `receives` (an invalid fd reaches every watcher on it).
 fn reaches(ready: Ready, receives: Ready) -> bool {
     ready.is_invalid() || !(ready & receives).is_empty()
+}
+
+/// Whether a result reports an invalid fd: an OR over all of them,
+/// eight at a time (branch-free, one load and OR per result: it runs
+/// over every poll's results on the direct path).
+#[inline]
+fn any_invalid(events: &[PollEvent]) -> bool {
+    let mut chunks = events.chunks_exact(8);
+    let mut all = 0u8;
+    for c in &mut chunks {
+        all |= c[0].ready.bits()
+            | c[1].ready.bits()
+            | c[2].ready.bits()
+            | c[3].ready.bits()
+            | c[4].ready.bits()
+            | c[5].ready.bits()
+            | c[6].ready.bits()
+            | c[7].ready.bits();
+    }
+    for ev in chunks.remainder() {
+        all |= ev.ready.bits();
+    }
+    all & Ready::INVALID.bits() != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_invalid_result_is_found_wherever_it_is() {
+        for len in 0..20 {
+            let mut events = vec![
+                PollEvent {
+                    fd: 3,
+                    ready: Ready::READABLE | Ready::HUP,
+                };
+                len
+            ];
+            assert!(!any_invalid(&events), "{len}");
+            for at in 0..len {
+                events[at].ready = Ready::INVALID;
+                assert!(any_invalid(&events), "{len} {at}");
+                events[at].ready = Ready::WRITABLE;
+            }
+        }
+    }
 }

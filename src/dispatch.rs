@@ -10,7 +10,7 @@ use tracing::trace;
 use crate::event_loop::BoxedCallback;
 use crate::handle::{Handle, Key};
 use crate::pending::Priority;
-use crate::registry::Entry;
+use crate::registry::{CallbackState, Entry};
 use crate::settled::{Batch, Settled};
 use crate::slot_list::Slot;
 use crate::unwind::Held;
@@ -191,14 +191,13 @@ impl<S> Drop for Running<'_, '_, S> {
         // (then the callback, and an owned source, are dropped here).
         match self.lp.registry.get_mut(self.slot) {
             Some(e) if e.gen == self.gen => {
-                if !e.cb.is_running() {
+                let CallbackState::Running = e.cb else {
                     // `set_callback` put a new one in meanwhile.
                     return self.lp.replaced_while_running(self.slot, cb);
-                }
-                // The slot is empty: the callback was taken out above and
-                // only this frame puts it back. So there is nothing to drop;
-                // forgetting the `None` saves dropping it.
-                std::mem::forget(e.cb.store(cb));
+                };
+                // Running: only this frame puts the callback back, and
+                // there is nothing to drop (the state is known here).
+                e.cb = CallbackState::Stored(cb);
                 if e.deferred().is_some() {
                     self.lp.requeue_deferred(self.slot);
                 }
