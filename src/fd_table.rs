@@ -102,7 +102,7 @@ impl FdTable {
 
     /// Adds an active watcher to `fd`'s list (the registry has marked it
     /// active).
-    pub fn attach(
+    pub fn start(
         &mut self,
         links: &mut (impl LinkStore + ?Sized),
         fd: RawFd,
@@ -118,7 +118,7 @@ impl FdTable {
 
     /// Removes a watcher from `fd`'s list (the registry has marked it
     /// inactive).
-    pub fn detach(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
+    pub fn stop(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
         let state = self.state_mut(fd);
         state.watchers.remove(links, slot);
         state.sync_single();
@@ -256,7 +256,7 @@ impl FdTable {
     /// After an io watcher is removed: if no active watcher is left on its
     /// fd, tells the backend now, before the source is closed and its
     /// number can be reused (mio asks its users to do this by hand).
-    pub fn forget_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
+    pub fn remove_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
         let state = self.state_mut(fd);
         if state.watchers.is_empty() && state.registered != Interest::NONE {
             let old = std::mem::replace(&mut state.registered, Interest::NONE);

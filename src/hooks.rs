@@ -35,7 +35,7 @@ impl<'s, S> Loop<'s, S> {
         }
         let w = &mut self.registry;
         match w[slot].kind() {
-            Kind::Io { fd, interest } => self.fds.attach(w, fd, slot, interest.trigger()),
+            Kind::Io { fd, interest } => self.fds.start(w, fd, slot, interest.trigger()),
             Kind::Timer => self.timers.start(slot),
             Kind::Other { .. } => unreachable!("a kind's watcher starts through its kind"),
         }
@@ -66,7 +66,7 @@ impl<'s, S> Loop<'s, S> {
         }
         let w = &mut self.registry;
         match w[slot].kind() {
-            Kind::Io { fd, .. } => self.fds.detach(w, fd, slot),
+            Kind::Io { fd, .. } => self.fds.stop(w, fd, slot),
             Kind::Timer => self.timers.stop(slot),
             Kind::Other { .. } => {} // stopped above
         }
@@ -76,12 +76,12 @@ impl<'s, S> Loop<'s, S> {
     /// too. A kind's hook may run user code (a custom schedule's `Drop`):
     /// it runs through `held`, so that a panic there finds the loop
     /// consistent and the watcher's own drop still happens.
-    pub(crate) fn released(&mut self, key: Key, kind: Kind, held: &mut Held) {
+    pub(crate) fn removed(&mut self, key: Key, kind: Kind, held: &mut Held) {
         match kind {
             Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
             // Before the source is closed and its number can be reused.
-            Kind::Io { fd, .. } => self.fds.forget_if_unwatched(fd, &mut *self.backend),
-            Kind::Timer => self.timers.forget(key.slot),
+            Kind::Io { fd, .. } => self.fds.remove_if_unwatched(fd, &mut *self.backend),
+            Kind::Timer => self.timers.remove(key.slot),
         }
     }
 }

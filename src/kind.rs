@@ -558,7 +558,7 @@ impl Context<'_> {
         self.unwatch_fd(w);
         self.entries.bind_fd(slot, fd, interest);
         self.fds
-            .attach(&mut *self.entries, fd, slot, interest.trigger());
+            .start(&mut *self.entries, fd, slot, interest.trigger());
         Ok(())
     }
 
@@ -570,9 +570,9 @@ impl Context<'_> {
 
     pub(crate) fn unwatch_slot(&mut self, slot: Slot) {
         if let Some(fd) = self.entries.fd(slot) {
-            self.fds.detach(&mut *self.entries, fd, slot);
+            self.fds.stop(&mut *self.entries, fd, slot);
             self.entries.bind_fd(slot, -1, Interest::NONE);
-            self.fds.forget_if_unwatched(fd, &mut *self.backend);
+            self.fds.remove_if_unwatched(fd, &mut *self.backend);
         }
     }
 
@@ -581,7 +581,7 @@ impl Context<'_> {
     pub(crate) fn watch_checked(&mut self, slot: Slot, fd: RawFd, interest: Interest) {
         self.entries.bind_fd(slot, fd, interest);
         self.fds
-            .attach(&mut *self.entries, fd, slot, interest.trigger());
+            .start(&mut *self.entries, fd, slot, interest.trigger());
     }
 
     #[inline]

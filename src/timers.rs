@@ -135,7 +135,7 @@ impl Timers {
     }
 
     /// The timer watcher was removed: its node leaves the heap.
-    pub fn forget(&mut self, slot: Slot) {
+    pub fn remove(&mut self, slot: Slot) {
         self.heap.discard(slot);
     }
 

@@ -252,7 +252,7 @@ impl<'s, S> Loop<'s, S> {
         self.stop(io)?;
         let mut e = self.registry.remove(io.0.slot);
         let mut held = crate::unwind::Held::default();
-        self.released(io.0, e.kind(), &mut held);
+        self.removed(io.0, e.kind(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
         let Some(cb) = e.cb.take_to_run() else {
             unreachable!("checked above")

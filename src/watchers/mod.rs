@@ -151,7 +151,7 @@ impl<'s, S> Loop<'s, S> {
         // schedule): a panic in one of those `Drop`s propagates from here
         // with every count right, after the others were dropped too.
         let mut held = Held::default();
-        self.released(crate::handle::Key { slot, gen: e.gen }, e.kind(), &mut held);
+        self.removed(crate::handle::Key { slot, gen: e.gen }, e.kind(), &mut held);
         held.drop(e);
         held.resume();
         Ok(())
