@@ -85,7 +85,7 @@ pub use kind::{Context, Kind, Phase, Phases, Watcher};
 pub use kinds::asyncs::{Async, AsyncSender};
 pub use kinds::child::{Child, ChildEvent};
 pub use kinds::cleanup::Cleanup;
-pub use kinds::once::{Once, OnceWatcher};
+pub use kinds::once::{Once, OnceEvent};
 pub use kinds::periodic::{Periodic, Schedule};
 pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
 pub use kinds::signal::Signal;
