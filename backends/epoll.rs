@@ -59,7 +59,8 @@ use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::{Interest, Ready, Trigger};
 
 /// Initial number of events one `epoll_wait` can return.
 const INITIAL_EVENTS: usize = 64;
@@ -73,8 +74,9 @@ const INTERNAL: u64 = 1 << 31;
 /// The `epoll` backend (Linux).
 ///
 /// ```
+/// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::epoll::Epoll;
-/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use evloop::{Interest, Ready};
 /// use std::io::Write;
 /// use std::os::fd::AsRawFd;
 /// use std::os::unix::net::UnixStream;
@@ -203,7 +205,8 @@ impl Epoll {
     /// Creates an epoll instance (`epoll_create1(EPOLL_CLOEXEC)`).
     ///
     /// ```
-    /// use evloop::{backends::epoll::Epoll, Backend, Loop};
+    /// use evloop::backend::Backend;
+    /// use evloop::{backends::epoll::Epoll, Loop};
     /// let ep = Epoll::new().unwrap();
     /// assert!(ep.capabilities().edge && ep.capabilities().oneshot);
     /// let lp: Loop = Loop::with_backend(ep);
@@ -457,8 +460,8 @@ impl Backend for Epoll {
             oneshot: true,
             virtual_fds: false,
             max_fd: None,
-            hangup: crate::Hangup::Always,
-            closed_fd: crate::ClosedFd::ModifyFails,
+            hangup: crate::backend::Hangup::Always,
+            closed_fd: crate::backend::ClosedFd::ModifyFails,
         }
     }
 
@@ -1011,7 +1014,7 @@ mod tests {
             let t = Instant::now();
             assert_eq!(poll(&mut ep, LONG), []);
             assert!(t.elapsed() < LONG, "the wake fd was left out");
-            let mut notices = crate::Notices::default();
+            let mut notices = crate::backend::Notices::default();
             ep.take_notices(&mut notices);
             assert!(notices.woken);
             assert_waits(&mut ep); // drained
@@ -1074,7 +1077,7 @@ mod tests {
             );
             std::fs::write(&file, "y").unwrap();
             assert_eq!(poll(&mut ep, LONG), [], "the hint is not an io event");
-            let mut notices = crate::Notices::default();
+            let mut notices = crate::backend::Notices::default();
             ep.take_notices(&mut notices);
             assert_eq!(notices.paths, [1]);
             assert_waits(&mut ep);

@@ -121,7 +121,8 @@ use ::io_uring::{
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::{Interest, Ready, Trigger};
 
 /// Submission queue entries: how many requests can wait for the next
 /// `io_uring_enter` (more are submitted early, without waiting).
@@ -156,8 +157,9 @@ const REQUEST: u32 = POLLIN | POLLRDHUP | POLLOUT;
 /// kernel ties each poll request to the thread that submitted it.
 ///
 /// ```
+/// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::io_uring::IoUring;
-/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use evloop::{Interest, Ready};
 /// use std::io::Write;
 /// use std::os::fd::AsRawFd;
 /// use std::os::unix::net::UnixStream;
@@ -966,8 +968,8 @@ impl IoUring {
     /// which, and why.
     ///
     /// ```
+    /// use evloop::backend::Backend;
     /// use evloop::backends::io_uring::IoUring;
-    /// use evloop::Backend;
     /// match IoUring::new() {
     ///     Ok(ring) => assert!(ring.capabilities().oneshot),
     ///     Err(err) => assert!(err.to_string().contains("cannot start"), "{err}"),
@@ -1027,7 +1029,7 @@ impl IoUring {
     /// before the backend is handed to a loop. Not part of the API.
     ///
     /// ```
-    /// use evloop::Backend;
+    /// use evloop::backend::Backend;
     /// # let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
     /// ring.force_no_multishot();
     /// assert!(!ring.capabilities().edge);
@@ -1058,10 +1060,10 @@ impl Backend for IoUring {
             // A poll completes at the first wake-up after it is armed,
             // with that wake-up's events: data, then a close before the
             // wait, gives `POLLIN` alone.
-            hangup: crate::Hangup::AsOfWakeup,
+            hangup: crate::backend::Hangup::AsOfWakeup,
             // The pending poll holds the file: nothing while it is quiet;
             // the change's new poll fails (`EBADF`) in the next wait.
-            closed_fd: crate::ClosedFd::InvalidAfterChange,
+            closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
         }
     }
 
@@ -1175,7 +1177,7 @@ impl Drop for IoUring {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Notices;
+    use crate::backend::Notices;
     use std::io::{Read, Write};
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     use std::os::unix::net::UnixStream;
@@ -1508,7 +1510,7 @@ mod tests {
             let n = fd.as_raw_fd();
             assert_eq!(
                 r.capabilities().closed_fd,
-                crate::ClosedFd::InvalidAfterChange
+                crate::backend::ClosedFd::InvalidAfterChange
             );
             r.modify(n, Interest::NONE, R).unwrap();
             assert_eq!(poll(&mut r, Duration::ZERO), []);
@@ -1539,7 +1541,7 @@ mod tests {
     fn a_hang_up_is_reported_as_of_the_wake_up() {
         watchdog(|| {
             let Some(mut r) = ring() else { return };
-            assert_eq!(r.capabilities().hangup, crate::Hangup::AsOfWakeup);
+            assert_eq!(r.capabilities().hangup, crate::backend::Hangup::AsOfWakeup);
             // Armed, then data, then the close, before the wait.
             let (a, mut b) = pair();
             r.modify(a.as_raw_fd(), Interest::NONE, R).unwrap();

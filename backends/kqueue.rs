@@ -212,9 +212,8 @@ use super::unix::children::{self, Member};
 use super::unix::notifier::{Wakeup, SIGCHLD_BIT};
 use super::unix::InternalFds;
 use super::{Clock, Deadline};
-use crate::{
-    Backend, Capabilities, Interest, Notices, PollEvent, PollStatus, Ready, Trigger, Wake,
-};
+use crate::backend::{Backend, Capabilities, Notices, PollEvent, PollStatus, Wake};
+use crate::{Interest, Ready, Trigger};
 
 /// Room for events in the first waits (on top of room for change errors).
 const INITIAL_EVENTS: usize = 64;
@@ -291,8 +290,9 @@ enum Action {
 /// The kqueue backend (macOS, iOS, FreeBSD, NetBSD, OpenBSD, DragonFly).
 ///
 /// ```
+/// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::kqueue::Kqueue;
-/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use evloop::{Interest, Ready};
 /// use std::io::Write;
 /// use std::os::fd::AsRawFd;
 /// use std::os::unix::net::UnixStream;
@@ -408,7 +408,8 @@ impl Kqueue {
     /// Creates a kqueue (`kqueue()`, then `FD_CLOEXEC`).
     ///
     /// ```
-    /// use evloop::{backends::kqueue::Kqueue, Backend, Loop};
+    /// use evloop::backend::Backend;
+    /// use evloop::{backends::kqueue::Kqueue, Loop};
     /// let kq = Kqueue::new().unwrap();
     /// assert!(kq.capabilities().edge && kq.capabilities().oneshot);
     /// let lp: Loop = Loop::with_backend(kq);
@@ -619,8 +620,8 @@ impl Backend for Kqueue {
             oneshot: true,
             virtual_fds: false,
             max_fd: None,
-            hangup: crate::Hangup::Always,
-            closed_fd: crate::ClosedFd::InvalidAfterChange,
+            hangup: crate::backend::Hangup::Always,
+            closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
         }
     }
 

@@ -10,8 +10,8 @@
 //! | `select`   | every Unix                      | no          | emulated | `FD_SETSIZE - 1` | never         | next wait         |
 //! | `sim`      | everywhere                      | no          | emulated | virtual fds only | always        | next wait         |
 //!
-//! (The last two columns are [`Capabilities::hangup`](crate::Capabilities::hangup)
-//! and [`Capabilities::closed_fd`](crate::Capabilities::closed_fd).)
+//! (The last two columns are [`Capabilities::hangup`](crate::backend::Capabilities::hangup)
+//! and [`Capabilities::closed_fd`](crate::backend::Capabilities::closed_fd).)
 //!
 //! [`open`] creates an OS backend by name ([`factory`] gives its
 //! [`Factory`]); [`Builder`](crate::Builder) uses it to pick one from an
@@ -28,9 +28,8 @@
 //! }
 //! ```
 
-use crate::{Backend, Error};
-
-pub use crate::backend::unsupported;
+use crate::backend::Backend;
+use crate::Error;
 
 pub mod sim;
 
@@ -61,8 +60,8 @@ pub mod select;
 /// [`Error::Backend`]).
 ///
 /// ```
+/// use evloop::backend::Backend;
 /// use evloop::backends::{poll::Poll, Factory};
-/// use evloop::Backend;
 /// let open: Factory = || Ok(Box::new(Poll::new()));
 /// assert_eq!(open()?.name(), "poll");
 /// # Ok::<(), std::io::Error>(())

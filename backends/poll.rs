@@ -30,7 +30,8 @@ use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::{Interest, Ready, Trigger};
 
 /// `slot` value of an fd that is not registered.
 const NO_SLOT: usize = usize::MAX;
@@ -38,8 +39,9 @@ const NO_SLOT: usize = usize::MAX;
 /// The `poll` backend (every Unix).
 ///
 /// ```
+/// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::poll::Poll;
-/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use evloop::{Interest, Ready};
 /// use std::os::fd::AsRawFd;
 /// use std::os::unix::net::UnixStream;
 /// use std::time::Duration;
@@ -134,7 +136,8 @@ impl Poll {
     /// object.
     ///
     /// ```
-    /// use evloop::{backends::poll::Poll, Backend, Loop};
+    /// use evloop::backend::Backend;
+    /// use evloop::{backends::poll::Poll, Loop};
     /// let p = Poll::new();
     /// assert!(!p.capabilities().edge);
     /// let lp: Loop = Loop::with_backend(p);
@@ -222,8 +225,8 @@ impl Backend for Poll {
             oneshot: false,
             virtual_fds: false,
             max_fd: None,
-            hangup: crate::Hangup::Always,
-            closed_fd: crate::ClosedFd::AtNextWait,
+            hangup: crate::backend::Hangup::Always,
+            closed_fd: crate::backend::ClosedFd::AtNextWait,
         }
     }
 
@@ -336,7 +339,7 @@ impl Backend for Poll {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Notices;
+    use crate::backend::Notices;
 
     fn table(p: &Poll) -> Vec<(RawFd, libc::c_short)> {
         p.set.fds.iter().map(|f| (f.fd, f.events)).collect()

@@ -38,7 +38,8 @@ use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::{Interest, Ready, Trigger};
 
 /// One more than the largest fd an `fd_set` can hold.
 const SETSIZE: RawFd = libc::FD_SETSIZE as RawFd;
@@ -50,8 +51,9 @@ const MAX_WAIT_SECS: u64 = 100_000_000;
 /// The `select` backend (every Unix, fds below `FD_SETSIZE`).
 ///
 /// ```
+/// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::select::Select;
-/// use evloop::{Backend, Interest, PollEvent, Ready};
+/// use evloop::{Interest, Ready};
 /// use std::io::Write;
 /// use std::os::fd::AsRawFd;
 /// use std::os::unix::net::UnixStream;
@@ -269,8 +271,8 @@ impl Backend for Select {
             oneshot: false,
             virtual_fds: false,
             max_fd: Some(SETSIZE - 1),
-            hangup: crate::Hangup::Never,
-            closed_fd: crate::ClosedFd::AtNextWait,
+            hangup: crate::backend::Hangup::Never,
+            closed_fd: crate::backend::ClosedFd::AtNextWait,
         }
     }
 
@@ -389,7 +391,7 @@ impl Backend for Select {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Notices;
+    use crate::backend::Notices;
 
     #[test]
     fn timeval_rounds_up() {

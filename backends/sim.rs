@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::{
-    Backend, Capabilities, ChildExit, ExitStatus, FileStat, Interest, Notices, PollEvent,
-    PollStatus, Ready, SignalSet, Source, SourceFd, VirtualFd, Wake,
+use crate::backend::{
+    Backend, Capabilities, ChildExit, Notices, PollEvent, PollStatus, SignalSet, Wake,
 };
+use crate::{ExitStatus, FileStat, Interest, Ready, Source, SourceFd, VirtualFd};
 
 /// The first simulated pid handed out.
 const FIRST_PID: u32 = 1000;
@@ -235,7 +235,8 @@ enum Action {
 /// One step of the simulator's trace.
 ///
 /// ```
-/// use evloop::{Interest, Loop, RunMode, Sim, StepKind};
+/// use evloop::backends::sim::StepKind;
+/// use evloop::{Interest, Loop, RunMode, Sim};
 /// let sim = Sim::new();
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
 /// lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
@@ -256,7 +257,7 @@ pub struct Step {
 /// What a [`Step`] records (see [`Step`] for an example).
 ///
 /// ```
-/// use evloop::{Step, StepKind};
+/// use evloop::backends::sim::{Step, StepKind};
 /// let s = Step { at: std::time::Duration::from_millis(5), kind: StepKind::Spurious };
 /// assert_eq!(s.to_string(), "t=5ms spurious wakeup");
 /// ```
@@ -433,7 +434,8 @@ impl fmt::Display for Step {
 /// Something that names a simulated fd: a [`SimSocket`] or its number.
 ///
 /// ```
-/// use evloop::{Sim, SimFd};
+/// use evloop::backends::sim::SimFd;
+/// use evloop::Sim;
 /// let sim = Sim::new();
 /// let s = sim.socket("s", 0);
 /// assert_eq!((s.sim_fd(), (&s).sim_fd(), 3.sim_fd()), (3, 3, 3));
@@ -1342,7 +1344,8 @@ impl World {
 /// The loop's view of a [`Sim`]: the [`Backend`] implementation.
 ///
 /// ```
-/// use evloop::{Backend, Sim};
+/// use evloop::backend::Backend;
+/// use evloop::Sim;
 /// let mut b = Sim::new().backend();
 /// assert_eq!(b.name(), "sim");
 /// assert!(b.capabilities().virtual_fds);
@@ -1383,8 +1386,8 @@ impl Backend for SimBackend {
             oneshot: false,
             virtual_fds: true,
             max_fd: None,
-            hangup: crate::Hangup::Always,
-            closed_fd: crate::ClosedFd::AtNextWait,
+            hangup: crate::backend::Hangup::Always,
+            closed_fd: crate::backend::ClosedFd::AtNextWait,
         }
     }
 
@@ -1621,7 +1624,7 @@ impl Backend for SimBackend {
     fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         if w.no_path_hints {
-            return Err(crate::backends::unsupported(
+            return Err(crate::backend::unsupported(
                 "sim",
                 "path change hints (turned off)",
             ));

@@ -46,7 +46,7 @@
 //! # Ok::<(), io::Error>(())
 //! ```
 //!
-//! [`Backend::now`]: crate::Backend::now
+//! [`Backend::now`]: crate::backend::Backend::now
 #![allow(unsafe_code)]
 
 use std::io;
@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 /// The OS backends' clock: monotonic (`CLOCK_MONOTONIC` on Linux, through
 /// [`Instant`]), measured from the moment it was made. Keep the same one
-/// across [`Backend::reinit`](crate::Backend::reinit), so that timers
+/// across [`Backend::reinit`](crate::backend::Backend::reinit), so that timers
 /// already scheduled stay valid, and measure the waits' deadlines with the
 /// same clock ([`Deadline`] uses [`Instant`] too), so that after a wait of
 /// `t` rounded up, [`Clock::now`] has advanced by at least `t`.
@@ -81,7 +81,7 @@ impl Clock {
         }
     }
 
-    /// The time since the origin: what [`Backend::now`](crate::Backend::now)
+    /// The time since the origin: what [`Backend::now`](crate::backend::Backend::now)
     /// returns.
     pub fn now(&self) -> Duration {
         self.origin.elapsed()
@@ -94,7 +94,7 @@ impl Default for Clock {
     }
 }
 
-/// When a wait must end. Make one per [`Backend::poll`](crate::Backend::poll)
+/// When a wait must end. Make one per [`Backend::poll`](crate::backend::Backend::poll)
 /// call, before the first wait, and ask it for the time left before each
 /// wait: a wait interrupted by a signal (`EINTR`), or ended only by
 /// something the backend does not pass to the loop (its internal fds, a
@@ -160,7 +160,7 @@ impl Deadline {
 
 /// Whether `fd` can ever be watched: it must be open, and neither a
 /// regular file nor a directory (see [`refuse_files`]). Call it from
-/// [`Backend::check_fd`](crate::Backend::check_fd), so that
+/// [`Backend::check_fd`](crate::backend::Backend::check_fd), so that
 /// [`Loop::io`](crate::Loop::io) fails at once with the reason; `backend`
 /// (your backend's name) goes into the error's text.
 ///
@@ -194,7 +194,7 @@ pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
 /// and every backend refuses them alike (the conformance kit's
 /// `regular_file` scenario). An fd that `fstat` cannot inspect is let
 /// through: the wait reports it. Call it in
-/// [`Backend::modify`](crate::Backend::modify) when an fd is first
+/// [`Backend::modify`](crate::backend::Backend::modify) when an fd is first
 /// registered (the crate's poll, select and kqueue backends do; epoll's
 /// kernel refuses them by itself).
 ///

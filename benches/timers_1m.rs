@@ -35,7 +35,8 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use evloop::{Backend, Capabilities, Idle, Interest, Loop, PollEvent, PollStatus, RunMode, Timer};
+use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use evloop::{Idle, Interest, Loop, RunMode, Timer};
 
 // ---- the shared workload (identical in timers_1m.c) ----
 

@@ -1,4 +1,5 @@
-//! The [`Backend`] trait: what the loop needs from an I/O multiplexer.
+//! Backend plumbing: the [`Backend`] trait, what the loop needs from an I/O
+//! multiplexer, and the types its methods take and return.
 //!
 //! A backend knows nothing of watchers, callbacks or timers. The loop tells
 //! it, per fd, the old and new union of interests ([`Backend::modify`]) at
@@ -9,6 +10,16 @@
 //! [`Backend::watch_child`], [`Backend::waker`], collected after each poll
 //! by [`Backend::take_notices`]): the loop itself makes no system call.
 //! `docs/porting.md` walks through writing one.
+//!
+//! A user of the watcher API needs this module only to write a backend or
+//! to drive one directly. The four types here that watcher users hold are
+//! re-exported at the crate root: [`Capabilities`] (what
+//! [`Loop::capabilities`](crate::Loop::capabilities) returns),
+//! [`ExitStatus`] (in a [`ChildEvent`](crate::ChildEvent)), [`FileStat`]
+//! (in a [`StatEvent`](crate::StatEvent)) and [`Spawned`] (what
+//! [`Loop::spawn`](crate::Loop::spawn) returns). The crate's backends are
+//! in [`backends`](crate::backends), with the helpers a Unix backend needs
+//! in [`backends::util`](crate::backends::util).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -22,7 +33,8 @@ use crate::{Interest, Ready};
 /// One readiness report from [`Backend::poll`].
 ///
 /// ```
-/// use evloop::{PollEvent, Ready};
+/// use evloop::backend::PollEvent;
+/// use evloop::Ready;
 /// let ev = PollEvent { fd: 7, ready: Ready::READABLE | Ready::HUP };
 /// assert!(ev.ready.is_hup());
 /// ```
@@ -44,7 +56,7 @@ pub struct PollEvent {
 /// later keeps its default:
 ///
 /// ```
-/// use evloop::{Capabilities, ClosedFd, Hangup};
+/// use evloop::backend::{Capabilities, ClosedFd, Hangup};
 /// let caps = Capabilities::default();
 /// assert!(!caps.edge && !caps.oneshot && caps.max_fd.is_none());
 /// assert_eq!((caps.hangup, caps.closed_fd), (Hangup::Always, ClosedFd::AtNextWait));
@@ -88,7 +100,8 @@ pub struct Capabilities {
 /// reads, and sees EOF.
 ///
 /// ```
-/// use evloop::{backends, Hangup};
+/// use evloop::backend::Hangup;
+/// use evloop::backends;
 /// # #[cfg(target_os = "linux")]
 /// assert_eq!(backends::open("epoll")?.capabilities().hangup, Hangup::Always);
 /// assert_eq!(backends::open("select")?.capabilities().hangup, Hangup::Never);
@@ -118,7 +131,8 @@ pub enum Hangup {
 /// in none may the backend spin or fail the whole wait for it.
 ///
 /// ```
-/// use evloop::{backends, ClosedFd};
+/// use evloop::backend::ClosedFd;
+/// use evloop::backends;
 /// # #[cfg(target_os = "linux")]
 /// assert_eq!(backends::open("epoll")?.capabilities().closed_fd, ClosedFd::ModifyFails);
 /// assert_eq!(backends::open("poll")?.capabilities().closed_fd, ClosedFd::AtNextWait);
@@ -145,7 +159,8 @@ pub enum ClosedFd {
 /// How a call to [`Backend::poll`] ended.
 ///
 /// ```
-/// use evloop::{Backend, PollStatus, Sim};
+/// use evloop::backend::{Backend, PollStatus};
+/// use evloop::Sim;
 /// // A simulator with nothing scheduled and no timeout can never wake up.
 /// let mut b = Sim::new().backend();
 /// assert_eq!(b.poll(None, &mut Vec::new()).unwrap(), PollStatus::Stalled);
@@ -240,7 +255,8 @@ impl std::fmt::Display for ExitStatus {
 /// A watched child that exited, as a backend reports it.
 ///
 /// ```
-/// use evloop::{ChildExit, ExitStatus};
+/// use evloop::backend::ChildExit;
+/// use evloop::ExitStatus;
 /// let e = ChildExit { pid: 4242, status: ExitStatus::Exited(3) };
 /// assert_eq!(e.status, ExitStatus::Exited(3));
 /// ```
@@ -260,7 +276,8 @@ pub struct ChildExit {
 /// the loop (or fail with `ECHILD` once the loop has it).
 ///
 /// ```
-/// use evloop::{Backend, Spawned};
+/// use evloop::backend::Backend;
+/// use evloop::Spawned;
 /// use std::process::{Command, Stdio};
 /// let mut b = evloop::backends::open(evloop::backends::default_name()).unwrap();
 /// let s: Spawned = b.spawn_child(Command::new("true").stdout(Stdio::piped()))?;
@@ -307,7 +324,7 @@ impl Spawned {
 /// A set of signal numbers, 1 to 64 (bit `n - 1` for signal `n`).
 ///
 /// ```
-/// use evloop::SignalSet;
+/// use evloop::backend::SignalSet;
 /// let mut s = SignalSet::EMPTY;
 /// assert!(s.insert(libc::SIGINT) && s.insert(libc::SIGTERM));
 /// assert!(!s.insert(0) && !s.insert(65));
@@ -388,7 +405,8 @@ impl std::fmt::Debug for SignalSet {
 /// allocates nothing.
 ///
 /// ```
-/// use evloop::{ChildExit, ExitStatus, Notices};
+/// use evloop::backend::{ChildExit, Notices};
+/// use evloop::ExitStatus;
 /// let mut n = Notices::default();
 /// n.signals.insert(libc::SIGTERM);
 /// n.exits.push(ChildExit { pid: 7, status: ExitStatus::Exited(0) });
@@ -508,7 +526,7 @@ impl FileStat {
 /// uses ([`Backend::waker`]).
 ///
 /// ```
-/// use evloop::Wake;
+/// use evloop::backend::Wake;
 /// use std::sync::atomic::{AtomicBool, Ordering};
 /// struct Flag(AtomicBool);
 /// impl Wake for Flag {
@@ -530,7 +548,7 @@ pub trait Wake: Send + Sync {
 /// defaults return).
 ///
 /// ```
-/// let err = evloop::backends::unsupported("clockwork", "signal watching");
+/// let err = evloop::backend::unsupported("clockwork", "signal watching");
 /// assert_eq!(err.kind(), std::io::ErrorKind::Unsupported);
 /// assert!(err.to_string().contains("clockwork"));
 /// ```
@@ -543,9 +561,11 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 
 /// An I/O readiness multiplexer the loop runs on.
 ///
-/// Implementations live in `backends/` (epoll, poll, select, kqueue, and the
-/// simulator), and a crate may define its own and hand it to
-/// [`Loop::with_backend`](crate::Loop::with_backend).
+/// The crate's implementations are in [`backends`](crate::backends)
+/// (epoll, poll, select, kqueue, io_uring, and the simulator); a crate may
+/// define its own, with this module's types, and hand it to
+/// [`Loop::with_backend`](crate::Loop::with_backend) (or name it with
+/// [`Builder::register`](crate::Builder::register)).
 ///
 /// Contract:
 /// - `modify(fd, old, new)` is called only when `old != new`. `old` is what
@@ -573,7 +593,8 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 /// [`Interest::trigger`]: crate::Interest::trigger
 ///
 /// ```
-/// use evloop::{Backend, Capabilities, Interest, PollEvent, PollStatus};
+/// use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
+/// use evloop::Interest;
 /// use std::{io, os::fd::RawFd, time::Duration};
 ///
 /// /// A backend with no fds: it only lets time pass (virtually).
@@ -780,7 +801,8 @@ pub trait Backend {
     /// with `TFD_TIMER_CANCEL_ON_SET`); kqueue and the others cannot.
     ///
     /// ```
-    /// use evloop::{backends, Backend};
+    /// use evloop::backend::Backend;
+    /// use evloop::backends;
     /// let mut b = backends::open(backends::default_name()).unwrap();
     /// let reported = b.watch_clock_steps();
     /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
@@ -813,7 +835,8 @@ pub trait Backend {
     /// elsewhere refuse.
     ///
     /// ```
-    /// use evloop::{backends, Backend, Notices};
+    /// use evloop::backend::{Backend, Notices};
+    /// use evloop::backends;
     /// use std::time::Duration;
     /// let dir = std::env::temp_dir().join(format!("evloop-doc-watch-path-{}", std::process::id()));
     /// std::fs::create_dir_all(&dir)?;

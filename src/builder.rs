@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::ffi::OsString;
 
+use crate::backend::Backend;
 use crate::backends::{self, Factory};
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
@@ -12,7 +13,7 @@ use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::run_state::RunState;
 use crate::timers::Timers;
-use crate::{Backend, Error, Loop, Result};
+use crate::{Error, Loop, Result};
 
 /// The environment variable that picks the backend when the program does
 /// not (like libev's `LIBEV_FLAGS`): `EVLOOP_BACKEND=poll`. Empty means
@@ -84,8 +85,9 @@ impl Builder {
     /// replaced for this builder (to wrap one, say).
     ///
     /// ```
+    /// use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
     /// use evloop::backends::poll::Poll;
-    /// use evloop::{Backend, Builder, Capabilities, Interest, Loop, PollEvent, PollStatus};
+    /// use evloop::{Builder, Interest, Loop};
     /// use std::{io, os::fd::RawFd, time::Duration};
     ///
     /// /// Another crate's backend (here, the crate's poll backend renamed).
@@ -255,7 +257,8 @@ impl<'s, S> Loop<'s, S> {
     /// produces).
     ///
     /// ```
-    /// use evloop::{Backend, Loop, Sim};
+    /// use evloop::backend::Backend;
+    /// use evloop::{Loop, Sim};
     /// let b: Box<dyn Backend> = Box::new(Sim::new().backend());
     /// let lp: Loop = Loop::from_boxed(b);
     /// assert_eq!(lp.backend_name(), "sim");

@@ -8,10 +8,11 @@
 
 use std::os::fd::RawFd;
 
+use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
-use crate::{Backend, Notices, PollEvent, Ready};
+use crate::Ready;
 
 /// The cursor of a closed batch: past any results.
 const CLOSED: usize = usize::MAX;

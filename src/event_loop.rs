@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tracing::trace;
 
+use crate::backend::{Backend, Capabilities, PollStatus};
 use crate::direct_batch::PollResults;
 use crate::fd_table::FdTable;
 use crate::handle::Key;
@@ -19,7 +20,7 @@ use crate::registry::{CallbackState, Registry};
 use crate::run_state::{Break, RunMode, RunOutcome, RunPhase, RunState};
 use crate::slot_list::Slot;
 use crate::timers::Timers;
-use crate::{Backend, Capabilities, Error, PollStatus, Ready, Result};
+use crate::{Error, Ready, Result};
 
 /// A watcher's callback, type-erased: one trait object per watcher, so
 /// that invoking any kind of watcher is a single indirect call. The kinds'

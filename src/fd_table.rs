@@ -12,10 +12,11 @@
 
 use std::os::fd::RawFd;
 
+use crate::backend::{Backend, Capabilities, PollEvent};
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
-use crate::{Backend, Capabilities, Error, Interest, PollEvent, Ready, Result, SourceFd, Trigger};
+use crate::{Error, Interest, Ready, Result, SourceFd, Trigger};
 use std::os::fd::AsRawFd;
 
 /// What the loop knows about one fd.

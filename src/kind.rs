@@ -15,13 +15,14 @@ use std::marker::PhantomData;
 use std::os::fd::RawFd;
 use std::time::{Duration, SystemTime};
 
+use crate::backend::{Backend, Capabilities, Notices};
 use crate::fd_table::FdTable;
 use crate::handle::{sealed::Sealed, Key};
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
 use crate::timers::Timers;
-use crate::{Backend, Capabilities, Handle, Interest, Notices, Ready, Result, SourceFd};
+use crate::{Handle, Interest, Ready, Result, SourceFd};
 
 /// A kind of watcher, as a component of the loop: its state, and the
 /// hooks through which the loop drives it (every hook has a default that

@@ -31,11 +31,17 @@
 //! assert_eq!(lp.now(), Duration::from_millis(20));
 //! ```
 //!
+//! The crate root holds what a user of the watcher API needs. Writing or
+//! driving a backend takes [`backend`] (the [`Backend`](backend::Backend)
+//! trait and its types); the crate's backends, and the simulator's
+//! inspection types ([`Step`](backends::sim::Step) of its trace, ...), are
+//! in [`backends`]; the TCP server helpers in [`net`].
+//!
 //! See `docs/architecture.md` for how it works inside.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
-mod backend;
+pub mod backend;
 mod builder;
 mod direct_batch;
 mod dispatch;
@@ -71,11 +77,8 @@ pub mod backends;
 #[path = "../backends/conformance/mod.rs"]
 pub mod conformance;
 
-pub use backend::{
-    Backend, Capabilities, ChildExit, ClosedFd, ExitStatus, FileStat, Hangup, Notices, PollEvent,
-    PollStatus, SignalSet, Spawned, Wake,
-};
-pub use backends::sim::{Sim, SimBackend, SimFd, SimSocket, Step, StepKind};
+pub use backend::{Capabilities, ExitStatus, FileStat, Spawned};
+pub use backends::sim::{Sim, SimSocket};
 pub use builder::Builder;
 pub use error::{Error, Result};
 pub use event_loop::Loop;
@@ -85,7 +88,7 @@ pub use kind::{Context, Kind, Phase, Phases, Watcher};
 pub use kinds::asyncs::{Async, AsyncSender};
 pub use kinds::child::{Child, ChildEvent};
 pub use kinds::cleanup::Cleanup;
-pub use kinds::once::{Once, OnceWatcher};
+pub use kinds::once::{Once, OnceEvent};
 pub use kinds::periodic::{Periodic, Schedule};
 pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
 pub use kinds::signal::Signal;

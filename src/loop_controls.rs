@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use crate::backend::{Backend, Capabilities};
 use crate::timers::from_ns;
 use crate::unwind::Held;
-use crate::{Backend, Break, Capabilities, Error, Loop, Result};
+use crate::{Break, Error, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// A loop on the given backend (any [`Backend`], including one defined

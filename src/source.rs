@@ -20,7 +20,7 @@ pub enum SourceFd<'a> {
     /// A real, open file descriptor.
     Os(BorrowedFd<'a>),
     /// A virtual descriptor number understood only by backends whose
-    /// [`Capabilities::virtual_fds`](crate::Capabilities::virtual_fds) is set.
+    /// [`Capabilities::virtual_fds`](crate::backend::Capabilities::virtual_fds) is set.
     Virtual(VirtualFd),
 }
 

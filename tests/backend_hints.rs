@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{alone, gather, on_each_kernel, open, watchdog, TempDir};
-use evloop::{backends, Backend};
+use evloop::backend::Backend;
+use evloop::backends;
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);

@@ -24,7 +24,8 @@ use common::{
     action, alone, gather, held, install_marker, is_marker, on_each_kernel, open, shared, spawn,
     wait_exited, watchdog, MARKS,
 };
-use evloop::{backends, Backend, ChildExit, ExitStatus, Notices, Wake};
+use evloop::backend::{Backend, ChildExit, Notices, Wake};
+use evloop::{backends, ExitStatus};
 
 /// How long a scenario may take.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -158,7 +159,7 @@ fn arrivals_between_two_takes_coalesce() {
         let (_, got) = poll_once(&mut *b, Duration::ZERO);
         assert_eq!(
             got.signals,
-            evloop::SignalSet::from_bits(1 << (signal - 1)),
+            evloop::backend::SignalSet::from_bits(1 << (signal - 1)),
             "{name}"
         );
         // Five arrivals, one notice: nothing left for the next take.

@@ -369,12 +369,12 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
 /// A backend from outside the crate that offers no waker (the default).
 struct Unwakeable(Duration);
 
-impl evloop::Backend for Unwakeable {
+impl evloop::backend::Backend for Unwakeable {
     fn name(&self) -> &'static str {
         "unwakeable"
     }
-    fn capabilities(&self) -> evloop::Capabilities {
-        evloop::Capabilities::default()
+    fn capabilities(&self) -> evloop::backend::Capabilities {
+        evloop::backend::Capabilities::default()
     }
     fn modify(&mut self, _: std::os::fd::RawFd, _: Interest, _: Interest) -> std::io::Result<()> {
         Ok(())
@@ -382,10 +382,10 @@ impl evloop::Backend for Unwakeable {
     fn poll(
         &mut self,
         timeout: Option<Duration>,
-        _: &mut Vec<evloop::PollEvent>,
-    ) -> std::io::Result<evloop::PollStatus> {
+        _: &mut Vec<evloop::backend::PollEvent>,
+    ) -> std::io::Result<evloop::backend::PollStatus> {
         self.0 += timeout.unwrap_or(Duration::from_millis(1));
-        Ok(evloop::PollStatus::Done)
+        Ok(evloop::backend::PollStatus::Done)
     }
     fn now(&mut self) -> Duration {
         self.0

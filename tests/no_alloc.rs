@@ -8,11 +8,9 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::conformance::{self, CountingAllocator, Outcome};
-use evloop::{
-    Backend, Capabilities, Interest, Loop, PollEvent, PollStatus, Ready, RunMode, Source, SourceFd,
-    VirtualFd,
-};
+use evloop::{Interest, Loop, Ready, RunMode, Source, SourceFd, VirtualFd};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{drain, on_every_world, RunTo};
-use evloop::{Interest, Loop, Once, RunMode, RunOutcome};
+use evloop::{Interest, Loop, OnceEvent, RunMode, RunOutcome};
 
 #[test]
 fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
@@ -19,11 +19,11 @@ fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
             Some((conn, Interest::READABLE)),
             Some(Duration::from_secs(3600)),
             |lp, log, what| match what {
-                Once::Ready { ready, mut source } => {
+                OnceEvent::Ready { ready, mut source } => {
                     log.push(format!("ready {ready}: {:?}", drain(&mut source)));
                     assert_eq!(lp.active_count(), 0, "the timeout went too");
                 }
-                Once::TimedOut { .. } => log.push("timed out".into()),
+                OnceEvent::TimedOut { .. } => log.push("timed out".into()),
             },
         )
         .unwrap();
@@ -45,8 +45,8 @@ fn the_timeout_first_hands_the_source_back_too() {
             Some((conn, Interest::READABLE)),
             Some(Duration::from_millis(5)),
             move |lp, log, what| match what {
-                Once::Ready { .. } => log.push("ready".into()),
-                Once::TimedOut { source } => {
+                OnceEvent::Ready { .. } => log.push("ready".into()),
+                OnceEvent::TimedOut { source } => {
                     assert!(lp.now() - start >= Duration::from_millis(5));
                     log.push(format!("timed out, source back: {}", source.is_some()));
                 }
@@ -68,13 +68,13 @@ fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_onc
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
         lp.once(Some((conn, Interest::READABLE)), None, |_, log, what| {
             log.push(match what {
-                Once::Ready { .. } => "ready",
-                Once::TimedOut { .. } => "timed out",
+                OnceEvent::Ready { .. } => "ready",
+                OnceEvent::TimedOut { .. } => "timed out",
             })
         })
         .unwrap();
         lp.once(None::<(common::Conn, Interest)>, None, |_, log, what| {
-            assert!(matches!(what, Once::TimedOut { source: None }));
+            assert!(matches!(what, OnceEvent::TimedOut { source: None }));
             log.push("nothing to wait for");
         })
         .unwrap();
@@ -139,8 +139,8 @@ fn a_stopped_once_is_paused_and_a_started_one_resumes() {
                 Some(Duration::ZERO),
                 |_, log, what| {
                     log.push(match what {
-                        Once::Ready { .. } => "ready",
-                        Once::TimedOut { source } => {
+                        OnceEvent::Ready { .. } => "ready",
+                        OnceEvent::TimedOut { source } => {
                             assert!(source.is_some());
                             "timed out"
                         }

@@ -12,9 +12,8 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::RunTo;
-use evloop::{
-    backends, Backend, Builder, Error, Interest, Loop, PollEvent, Ready, RunMode, RunOutcome,
-};
+use evloop::backend::{Backend, PollEvent};
+use evloop::{backends, Builder, Error, Interest, Loop, Ready, RunMode, RunOutcome};
 
 /// Every OS backend of this platform.
 fn names() -> &'static [&'static str] {

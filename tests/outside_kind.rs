@@ -15,9 +15,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use common::{on_every_backend, World};
+use evloop::backend::Wake;
 use evloop::{
     Context, Error, Interest, Kind, Loop, Phase, Phases, Ready, RunMode, RunOutcome, Sim, Source,
-    Wake, Watcher,
+    Watcher,
 };
 
 // ---------------------------------------------------------------------

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use common::{on_every_backend, on_every_world, RunTo, Shifted, World};
-use evloop::{Backend, Error, Interest, Loop, RunMode, Schedule};
+use evloop::backend::Backend;
+use evloop::{Error, Interest, Loop, RunMode, Schedule};
 
 /// The message of a caught panic.
 fn message(panic: Box<dyn std::any::Any + Send>) -> String {

@@ -522,15 +522,15 @@ fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
 /// drained), so that a second poll blocks; the loop gets it only from
 /// `take_notices`.
 struct Draining {
-    inner: evloop::SimBackend,
-    held: evloop::Notices,
+    inner: evloop::backends::sim::SimBackend,
+    held: evloop::backend::Notices,
 }
 
-impl evloop::Backend for Draining {
+impl evloop::backend::Backend for Draining {
     fn name(&self) -> &'static str {
         "draining-sim"
     }
-    fn capabilities(&self) -> evloop::Capabilities {
+    fn capabilities(&self) -> evloop::backend::Capabilities {
         self.inner.capabilities()
     }
     fn modify(&mut self, fd: i32, old: Interest, new: Interest) -> std::io::Result<()> {
@@ -539,8 +539,8 @@ impl evloop::Backend for Draining {
     fn poll(
         &mut self,
         timeout: Option<Duration>,
-        events: &mut Vec<evloop::PollEvent>,
-    ) -> std::io::Result<evloop::PollStatus> {
+        events: &mut Vec<evloop::backend::PollEvent>,
+    ) -> std::io::Result<evloop::backend::PollStatus> {
         let status = self.inner.poll(timeout, events)?;
         self.inner.take_notices(&mut self.held);
         Ok(status)
@@ -554,7 +554,7 @@ impl evloop::Backend for Draining {
     fn unwatch_signal(&mut self, signal: i32) {
         self.inner.unwatch_signal(signal)
     }
-    fn take_notices(&mut self, notices: &mut evloop::Notices) {
+    fn take_notices(&mut self, notices: &mut evloop::backend::Notices) {
         notices.signals |= self.held.signals;
         self.held.clear();
     }
@@ -569,7 +569,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
     sim.raise(ms(10), libc::SIGUSR1);
     let backend = Draining {
         inner: sim.backend(),
-        held: evloop::Notices::default(),
+        held: evloop::backend::Notices::default(),
     };
     let mut lp: Loop<Vec<String>> = Loop::with_backend(backend);
     let t = lp

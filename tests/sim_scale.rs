@@ -19,7 +19,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread;
 use std::time::Duration;
 
-use evloop::{Backend, Interest, Loop, PollEvent, Ready, RunMode, RunOutcome, Sim, StepKind};
+use evloop::backend::{Backend, PollEvent};
+use evloop::backends::sim::StepKind;
+use evloop::{Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 use proptest::prelude::*;
 
 const N: usize = 200_000;

@@ -23,11 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
+use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::backends::Factory;
-use crate::{
-    Backend, Capabilities, Interest, Loop, PollEvent, PollStatus, Ready, Sim, SimSocket, Source,
-    SourceFd,
-};
+use crate::{Interest, Loop, Ready, Sim, SimSocket, Source, SourceFd};
 
 /// Reading and writing through a shared reference, so that the same helper
 /// serves owned sources (`&mut T` in the callback) and borrowed ones
@@ -584,7 +582,9 @@ impl Fixture for SimFixture {
         }
         let count = || {
             let trace = self.sim.trace();
-            let spurious = |s: &&crate::Step| s.kind == crate::StepKind::Spurious;
+            let spurious = |s: &&crate::backends::sim::Step| {
+                s.kind == crate::backends::sim::StepKind::Spurious
+            };
             trace.iter().filter(spurious).count()
         };
         let before = count();

@@ -33,7 +33,7 @@
 //! - one per [`Scenario`]: the loop driven in steps over real socketpairs
 //!   and pipes (an [`OsFixture`]), with peer actions
 //!   between the steps, asserting what every backend must do and what this
-//!   one declares in its [`Capabilities`](crate::Capabilities) (never its
+//!   one declares in its [`Capabilities`](crate::backend::Capabilities) (never its
 //!   name);
 //! - `differential/<scenario>`, one per [compared](Scenario::compared)
 //!   scenario: the same scenario on the simulator must give the same
@@ -377,7 +377,7 @@ impl fmt::Display for Report {
 
 /// Runs every check of the kit on the backend `open` creates, under the
 /// name `backend` (used for the report only: nothing is asserted of the
-/// backend's own [`name`](crate::Backend::name)), printing one line per
+/// backend's own [`name`](crate::backend::Backend::name)), printing one line per
 /// check as it ends, and the summary. Panics at the end if any check
 /// failed, with every failure and its message; returns the report
 /// otherwise.

@@ -6,15 +6,14 @@
 //! must also produce the same canonical record on every backend (the
 //! differential check compares each OS backend with the simulator); the
 //! others assert the differences a backend declares in its
-//! [`Capabilities`](crate::Capabilities), never by its name.
+//! [`Capabilities`](crate::backend::Capabilities), never by its name.
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::{
-    ClosedFd, Error, Hangup, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger,
-};
+use crate::backend::{ClosedFd, Hangup};
+use crate::{Error, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
 
 use super::fixture::{Fixture, Stream};
 use super::record::{drain, fill, try_write, write_all, End, Log, Record};

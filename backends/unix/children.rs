@@ -103,7 +103,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::hub::Slot;
 use super::InternalFds;
-use crate::{ChildExit, ExitStatus};
+use crate::backend::ChildExit;
+use crate::ExitStatus;
 
 /// Checks that `pid` is an unreaped child of this process, without reaping
 /// it, and returns it as a `pid_t`.

@@ -1,5 +1,5 @@
 //! Reports of wall-clock steps, for the loop's periodic watchers
-//! ([`Backend::watch_clock_steps`](crate::Backend::watch_clock_steps)).
+//! ([`Backend::watch_clock_steps`](crate::backend::Backend::watch_clock_steps)).
 //!
 //! - **Linux, Android**: a timerfd on `CLOCK_REALTIME`, armed with
 //!   `TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET` for a time far in the

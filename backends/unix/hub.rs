@@ -288,7 +288,7 @@ impl Slot {
         self.write_wake_fd();
     }
 
-    /// [`Wake::wake`](crate::Wake::wake) for the owner of `generation`:
+    /// [`Wake::wake`](crate::backend::Wake::wake) for the owner of `generation`:
     /// nothing if the slot has changed hands (or process) since.
     pub(crate) fn wake(&self, generation: u64) {
         if self.owner.load(Ordering::Acquire) != getpid()

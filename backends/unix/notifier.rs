@@ -17,7 +17,8 @@ use super::children::{self, Added, Children};
 use super::clock_steps::ClockSteps;
 use super::hub::{self, Slot};
 use super::path_hints::PathHints;
-use crate::{Notices, SignalSet, Spawned, Wake};
+use crate::backend::{Notices, SignalSet, Wake};
+use crate::Spawned;
 
 /// A backend's kernel set, as the notifier sees it: where its internal
 /// fds (the wake fd, pidfds) are watched for readability.
@@ -506,7 +507,7 @@ impl Notifier {
     }
 }
 
-/// The [`Backend`](crate::Backend) hooks a backend with an embedded
+/// The [`Backend`](crate::backend::Backend) hooks a backend with an embedded
 /// [`Notifier`] hands to it (signals, children: by pid, any, spawned,
 /// signalled; the waker, notices, clock steps, path hints), written once: inside the backend's `impl Backend`,
 /// `notifier_hooks!(s => s.notifier, <its kernel set, from s>)`, where `s`
@@ -553,12 +554,12 @@ macro_rules! notifier_hooks {
             $s2.$notifier.spawn_child(command, $set)
         }
 
-        fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::Wake>> {
+        fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::backend::Wake>> {
             let $s = self;
             $s2.$notifier.waker($set)
         }
 
-        fn take_notices(&mut self, notices: &mut $crate::Notices) {
+        fn take_notices(&mut self, notices: &mut $crate::backend::Notices) {
             let $s = self;
             $s2.$notifier.take_notices(notices, $set);
         }

@@ -1,5 +1,5 @@
 //! Hints that a watched path may have changed, for the loop's stat
-//! watchers ([`Backend::watch_path`](crate::Backend::watch_path)): the
+//! watchers ([`Backend::watch_path`](crate::backend::Backend::watch_path)): the
 //! loop then looks at the path at once instead of at its next polling
 //! interval. A hint is only a hint: a spurious one costs a `stat`, a
 //! missing one a polling interval.
@@ -1036,7 +1036,7 @@ mod other {
             _token: u64,
             _set: &mut impl InternalFds,
         ) -> io::Result<()> {
-            Err(crate::backends::unsupported(
+            Err(crate::backend::unsupported(
                 self.backend,
                 "path change hints on this system",
             ))

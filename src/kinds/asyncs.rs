@@ -50,12 +50,13 @@ use loom::sync::atomic::{fence, AtomicBool, Ordering};
 #[cfg(not(all(test, loom)))]
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 
+use crate::backend::Wake;
 use crate::handle::{handle, Key};
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::{Slot, SlotList};
 use crate::watchers::plain::Plain;
-use crate::{Error, Loop, Ready, Result, Wake};
+use crate::{Error, Loop, Ready, Result};
 
 /// What a loop shares with the senders of all its async watchers.
 pub(crate) struct LoopWake {

@@ -22,13 +22,14 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::process::Command;
 
+use crate::backend::ChildExit;
 use crate::event_loop::Dispatch;
 use crate::handle::{handle, Key};
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::kinds::signal::LAST_SIGNAL;
 use crate::slot_list::{Slot, SlotList};
-use crate::{ChildExit, Error, ExitStatus, Loop, Ready, Result, Spawned};
+use crate::{Error, ExitStatus, Loop, Ready, Result, Spawned};
 
 /// The child watchers of a loop.
 #[derive(Default)]

@@ -42,7 +42,7 @@ handle!(
     /// assert_eq!((n, lp.active_count()), (0, 0));
     /// assert!(lp.is_active(once).is_err());
     /// ```
-    OnceWatcher,
+    Once,
     "once",
     true // it may watch an fd: a direct batch is materialised first
 );
@@ -50,12 +50,12 @@ handle!(
 /// What a [`Loop::once`] callback receives.
 ///
 /// ```
-/// use evloop::{Once, Ready};
-/// let hit: Once<()> = Once::Ready { ready: Ready::READABLE, source: () };
-/// assert!(matches!(hit, Once::Ready { ready, .. } if ready.is_readable()));
+/// use evloop::{OnceEvent, Ready};
+/// let hit: OnceEvent<()> = OnceEvent::Ready { ready: Ready::READABLE, source: () };
+/// assert!(matches!(hit, OnceEvent::Ready { ready, .. } if ready.is_readable()));
 /// ```
 #[derive(Debug)]
-pub enum Once<T> {
+pub enum OnceEvent<T> {
     /// The source became ready first; here it is back.
     Ready {
         /// What was ready.
@@ -145,16 +145,16 @@ struct OnceCallback<T, F> {
 impl<'s, S, T, F> Dispatch<'s, S> for OnceCallback<T, F>
 where
     T: Source + 'static,
-    F: FnOnce(&mut Loop<'s, S>, &mut S, Once<T>),
+    F: FnOnce(&mut Loop<'s, S>, &mut S, OnceEvent<T>),
 {
     /// Readiness (if the fd was ready, even in the iteration its timeout
     /// came too), else the timeout; then the watcher is gone.
     fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
         let Some(cb) = self.cb.take() else { return };
-        let _ = lp.remove(OnceWatcher(key));
+        let _ = lp.remove(Once(key));
         let what = match self.source.take() {
-            Some(source) if !ready.is_empty() => Once::Ready { ready, source },
-            source => Once::TimedOut { source },
+            Some(source) if !ready.is_empty() => OnceEvent::Ready { ready, source },
+            source => OnceEvent::TimedOut { source },
         };
         cb(lp, state, what);
     }
@@ -164,22 +164,22 @@ impl<'s, S> Loop<'s, S> {
     /// Waits once for `source` to become ready for `interest`, or for
     /// `timeout`, whichever comes first, and calls `callback` once with
     /// what happened; then the watchers it used are gone and the source is
-    /// handed back in the [`Once`] (libev's `ev_once`). With neither a
+    /// handed back in the [`OnceEvent`] (libev's `ev_once`). With neither a
     /// source nor a timeout, it reports a timeout at the next iteration.
     ///
-    /// Returns a handle to cancel it ([`OnceWatcher`]). Errors: those of
+    /// Returns a handle to cancel it ([`Once`]). Errors: those of
     /// [`Loop::io`] for the source.
     ///
     /// ```
-    /// use evloop::{Interest, Loop, Once, RunMode, Sim};
+    /// use evloop::{Interest, Loop, OnceEvent, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let quiet = sim.socket("quiet", 0);
     /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     /// lp.once(Some((quiet, Interest::READABLE)), Some(Duration::from_millis(20)), |lp, log, what| {
     ///     match what {
-    ///         Once::Ready { ready, .. } => log.push(format!("ready {ready}")),
-    ///         Once::TimedOut { source } => log.push(format!(
+    ///         OnceEvent::Ready { ready, .. } => log.push(format!("ready {ready}")),
+    ///         OnceEvent::TimedOut { source } => log.push(format!(
     ///             "timed out at {:?}, source back: {}", lp.now(), source.is_some()
     ///         )),
     ///     }
@@ -194,10 +194,10 @@ impl<'s, S> Loop<'s, S> {
         io: Option<(T, Interest)>,
         timeout: Option<Duration>,
         callback: F,
-    ) -> Result<OnceWatcher>
+    ) -> Result<Once>
     where
         T: Source + 'static,
-        F: FnOnce(&mut Loop<'s, S>, &mut S, Once<T>) + 's,
+        F: FnOnce(&mut Loop<'s, S>, &mut S, OnceEvent<T>) + 's,
     {
         let fd = match &io {
             Some((source, interest)) => {
@@ -221,6 +221,6 @@ impl<'s, S> Loop<'s, S> {
         let key = self.create::<Onces>(rank::ONCE, cb, |onces, key| {
             onces.waiting.insert(key.slot, Waiting { fd, deadline });
         })?;
-        Ok(OnceWatcher(key))
+        Ok(Once(key))
     }
 }

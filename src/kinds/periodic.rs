@@ -6,7 +6,7 @@
 //!
 //! The wall clock can jump (NTP, an administrator, resume from suspend).
 //! Steps come from the backend where it can tell (a `CLOCK_REALTIME`
-//! timerfd on Linux: [`Notices::clock_stepped`](crate::Notices), taken in
+//! timerfd on Linux: [`Notices::clock_stepped`](crate::backend::Notices), taken in
 //! [`Phase::Polled`]); elsewhere the kind compares the wall and monotonic
 //! clocks at every iteration ([`Periodics::notice_step`]) and bounds the
 //! wait at [`MAX_WAIT_WITHOUT_STEP_REPORTS`], so that a step is seen within

@@ -12,12 +12,13 @@
 
 use std::collections::HashMap;
 
+use crate::backend::SignalSet;
 use crate::handle::handle;
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::{Slot, SlotList};
 use crate::watchers::plain::Plain;
-use crate::{Error, Loop, Result, SignalSet};
+use crate::{Error, Loop, Result};
 
 /// The signal watchers of a loop.
 pub(crate) struct Signals {

@@ -5,7 +5,7 @@
 //! A stat watcher is correct on its own by polling: its path is looked at
 //! every interval (a heap of monotonic times, like the timers'). Where the
 //! backend can hint at changes (inotify, kqueue's `EVFILT_VNODE`), it
-//! reports the watcher's token ([`Notices::paths`](crate::Notices), taken
+//! reports the watcher's token ([`Notices::paths`](crate::backend::Notices), taken
 //! in [`Phase::Polled`]) and the path is looked at at once. A change is any
 //! difference in the attributes, nanoseconds of the modification time
 //! included (libev compares whole seconds and misses quick edits). Paths

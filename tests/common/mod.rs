@@ -409,16 +409,16 @@ pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
 /// it with the monotonic clock.
 pub struct Shifted {
     /// The backend that does the work.
-    pub inner: Box<dyn evloop::Backend>,
+    pub inner: Box<dyn evloop::backend::Backend>,
     /// The step, in nanoseconds (negative: back).
     pub shift_ns: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
-impl evloop::Backend for Shifted {
+impl evloop::backend::Backend for Shifted {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
-    fn capabilities(&self) -> evloop::Capabilities {
+    fn capabilities(&self) -> evloop::backend::Capabilities {
         self.inner.capabilities()
     }
     fn modify(
@@ -432,8 +432,8 @@ impl evloop::Backend for Shifted {
     fn poll(
         &mut self,
         t: Option<Duration>,
-        ev: &mut Vec<evloop::PollEvent>,
-    ) -> io::Result<evloop::PollStatus> {
+        ev: &mut Vec<evloop::backend::PollEvent>,
+    ) -> io::Result<evloop::backend::PollStatus> {
         self.inner.poll(t, ev)
     }
     fn now(&mut self) -> Duration {
@@ -445,7 +445,7 @@ impl evloop::Backend for Shifted {
             (real + self.shift_ns.load(std::sync::atomic::Ordering::Relaxed)) as u64,
         )
     }
-    fn take_notices(&mut self, n: &mut evloop::Notices) {
+    fn take_notices(&mut self, n: &mut evloop::backend::Notices) {
         self.inner.take_notices(n)
     }
     fn dispatched(&mut self, fd: std::os::fd::RawFd, ready: evloop::Ready) {
@@ -600,7 +600,7 @@ pub fn on_every_world(what: &str, scenario: fn(&World)) {
 }
 
 /// The OS backend `name`, opened directly (no loop).
-pub fn open(name: &str) -> Box<dyn evloop::Backend> {
+pub fn open(name: &str) -> Box<dyn evloop::backend::Backend> {
     evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
 }
 
@@ -609,13 +609,13 @@ pub fn open(name: &str) -> Box<dyn evloop::Backend> {
 /// report an fd: none is registered, and the backends' internal fds are
 /// never reported.
 pub fn gather(
-    b: &mut dyn evloop::Backend,
+    b: &mut dyn evloop::backend::Backend,
     limit: Duration,
-    done: impl Fn(&evloop::Notices) -> bool,
-) -> evloop::Notices {
-    let mut all = evloop::Notices::default();
+    done: impl Fn(&evloop::backend::Notices) -> bool,
+) -> evloop::backend::Notices {
+    let mut all = evloop::backend::Notices::default();
     let deadline = std::time::Instant::now() + limit;
-    let mut events: Vec<evloop::PollEvent> = Vec::new();
+    let mut events: Vec<evloop::backend::PollEvent> = Vec::new();
     loop {
         events.clear();
         let left = deadline.saturating_duration_since(std::time::Instant::now());

@@ -5,8 +5,9 @@ use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::backends::poll::Poll;
-use evloop::{Backend, Capabilities, Interest, PollEvent, PollStatus};
+use evloop::Interest;
 
 /// A backend that breaks the removal rule the way an io_uring backend
 /// could: its registration holds a reference to the file (a pending poll

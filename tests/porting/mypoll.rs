@@ -2,8 +2,9 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::backends::util::{check_pollable, refuse_files, Clock, Deadline};
-use evloop::{Backend, Capabilities, Interest, PollEvent, PollStatus, Ready, Trigger};
+use evloop::{Interest, Ready, Trigger};
 
 pub struct MyPoll {
     fds: Vec<libc::pollfd>,

@@ -38,7 +38,7 @@
 //! `Loop::repeat`, `Loop::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
 //! `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
 //! `Loop::async_sender`, `Callback`, `Loop::set_cleanup_callback`,
-//! `Loop::set_signal`, `Loop::set_schedule`, `Fork`, `Cleanup`, `Once`, `Periodic`,
+//! `Loop::set_signal`, `Loop::set_schedule`, `Fork`, `Cleanup`, `OnceEvent`, `Periodic`,
 //! `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
 //! `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 //! `Signal::name`, `Spawned`, `Spawned::from_std`,

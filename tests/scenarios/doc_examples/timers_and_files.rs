@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use crate::common::{ms, RunTo, World};
-use evloop::{Interest, Loop, Once, Schedule, Sim};
+use evloop::{Interest, Loop, OnceEvent, Schedule, Sim};
 
 tests_on!(
     every_backend,
@@ -16,7 +16,7 @@ tests_on!(
     [
         loop_set_repeat_example,
         loop_once_example,
-        once_watcher_example,
+        once_example,
         loop_periodic_example,
         schedule_every_example,
         loop_now_wall_example,
@@ -91,8 +91,8 @@ fn loop_once_example(w: &World) {
         Some((quiet, Interest::READABLE)),
         Some(ms(20)),
         |lp, log, what| match what {
-            Once::Ready { ready, .. } => log.push(format!("ready {ready}")),
-            Once::TimedOut { source } => {
+            OnceEvent::Ready { ready, .. } => log.push(format!("ready {ready}")),
+            OnceEvent::TimedOut { source } => {
                 assert!(lp.now() >= ms(20), "timed out at {:?}", lp.now());
                 log.push(format!("timed out, source back: {}", source.is_some()))
             }
@@ -103,9 +103,9 @@ fn loop_once_example(w: &World) {
     assert_eq!(lp.active_count(), 0);
 }
 
-/// `OnceWatcher`: a once cancelled by `remove` reports nothing, and the
+/// `Once`: a once cancelled by `remove` reports nothing, and the
 /// run ends at once (its one-second timeout went with it).
-fn once_watcher_example(w: &World) {
+fn once_example(w: &World) {
     let (quiet, _peer) = w.pair();
     let mut lp: Loop<u32> = w.new_loop();
     let once = lp
