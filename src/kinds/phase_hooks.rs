@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::handle::handle;
+use crate::handle::{handle, sealed::Sealed};
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::pending::Priority;
@@ -246,12 +246,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Prepare) + 's,
     {
-        let key = self.create::<Hooks<PrepareHook>>(
-            rank::PREPARE,
-            Plain::<Prepare, F>::boxed(callback),
-            |_, _| {},
-        )?;
-        Ok(Prepare(key))
+        self.hook::<Hooks<PrepareHook>, Prepare, F>(rank::PREPARE, callback)
     }
 
     /// Creates and starts a check watcher: queued after every poll, after
@@ -277,12 +272,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Check) + 's,
     {
-        let key = self.create::<Hooks<CheckHook>>(
-            rank::CHECK,
-            Plain::<Check, F>::boxed(callback),
-            |_, _| {},
-        )?;
-        Ok(Check(key))
+        self.hook::<Hooks<CheckHook>, Check, F>(rank::CHECK, callback)
     }
 
     /// Creates and starts an idle watcher, for work to do when the loop has
@@ -308,8 +298,7 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Idle) + 's,
     {
-        let key = self.create::<Idles>(rank::IDLE, Plain::<Idle, F>::boxed(callback), |_, _| {})?;
-        Ok(Idle(key))
+        self.hook::<Idles, Idle, F>(rank::IDLE, callback)
     }
 
     /// Creates and starts a fork watcher: its callback runs in the child
@@ -331,11 +320,18 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,
     {
-        let key = self.create::<Hooks<ForkHook>>(
-            rank::FORK,
-            Plain::<Fork, F>::boxed(callback),
-            |_, _| {},
-        )?;
-        Ok(Fork(key))
+        self.hook::<Hooks<ForkHook>, Fork, F>(rank::FORK, callback)
+    }
+
+    /// Creates and starts a watcher of one of these kinds (starting one
+    /// cannot fail).
+    fn hook<K, H, F>(&mut self, rank: u32, callback: F) -> Result<H>
+    where
+        K: Kind + Default,
+        H: Sealed + 's,
+        F: FnMut(&mut Loop<'s, S>, &mut S, H) + 's,
+    {
+        let key = self.create::<K>(rank, Plain::<H, F>::boxed(callback), |_, _| {})?;
+        Ok(H::from_key(key))
     }
 }
