@@ -226,9 +226,16 @@ pub trait Kind: Any {
         let _ = w;
     }
 
-    /// The loop is being dropped: push the watchers whose callbacks must
-    /// run then (cleanup watchers), and let go of what refers to the loop.
-    fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>) {
+    /// The loop is being dropped: push the watchers to stop then, before
+    /// anything else goes (the loop stops each and asks again until none
+    /// is given). A cleanup watcher's callback runs as it stops; a
+    /// [`Loop::watcher`](crate::Loop::watcher) callback needs the user
+    /// state, which is gone by then, so it does not run. After this the
+    /// kinds are dropped, before the watchers' callbacks.
+    fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Watcher<Self>>)
+    where
+        Self: Sized,
+    {
         let _ = (cx, run);
     }
 
@@ -676,7 +683,9 @@ impl<K: Kind> Erased for K {
         Kind::clear_due(self, Watcher::new(key))
     }
     fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>) {
-        Kind::dropping(self, cx, run)
+        let mut mine = Vec::new();
+        Kind::dropping(self, cx, &mut mine);
+        run.extend(mine.into_iter().map(Watcher::key));
     }
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
         Kind::after_fork(self, cx)

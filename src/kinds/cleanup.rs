@@ -39,8 +39,13 @@ impl Kind for Cleanups {
     /// The first active one: the loop stops it, runs it and asks again,
     /// so that one a cleanup callback starts runs too (after the others)
     /// and one it stops does not run.
-    fn dropping(&mut self, _: &mut Context<'_>, run: &mut Vec<Key>) {
-        run.extend(self.list.first().and_then(|slot| self.keys.get(&slot)));
+    fn dropping(&mut self, _: &mut Context<'_>, run: &mut Vec<Watcher<Self>>) {
+        run.extend(
+            self.list
+                .first()
+                .and_then(|slot| self.keys.get(&slot))
+                .map(|&key| Watcher::new(key)),
+        );
     }
 }
 
