@@ -18,7 +18,17 @@ use crate::{Loop, Ready, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// Invokes pending callbacks, highest priority first, FIFO within one.
+    /// Inlined down to the test for nothing to do (the common case of the
+    /// call that starts each `run`).
+    #[inline(always)]
     pub(crate) fn invoke_pending(&mut self, state: &mut S) {
+        if self.results.is_open() || self.pending.has_entries() {
+            self.invoke_pending_now(state);
+        }
+    }
+
+    #[inline(never)]
+    fn invoke_pending_now(&mut self, state: &mut S) {
         // Whether each dispatch must be reported (to the backend or to a
         // `tracing` subscriber): decided once per call, not per event.
         let observed = self.report_dispatch || tracing::level_enabled!(tracing::Level::TRACE);

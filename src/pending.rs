@@ -121,6 +121,13 @@ impl PendingQueues {
         self.queues[q].len() - self.heads[q] - self.cancelled[q] as usize
     }
 
+    /// Whether a queue has entries, live or cancelled (a cheap "maybe
+    /// something to invoke").
+    #[inline(always)]
+    pub fn has_entries(&self) -> bool {
+        self.nonempty != 0
+    }
+
     /// Whether nothing is queued.
     #[inline]
     pub fn is_empty(&self) -> bool {
