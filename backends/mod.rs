@@ -45,7 +45,7 @@ pub(crate) use util::{Clock, Deadline};
 
 #[cfg(unix)]
 pub mod fd_io;
-#[cfg(unix)]
+#[cfg(any(unix, windows))]
 pub(crate) mod net_sys;
 #[cfg(unix)]
 pub mod poll;

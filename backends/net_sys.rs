@@ -1,6 +1,7 @@
 //! The few syscalls the `net` helpers need that `std` and `socket2` do not
 //! offer safely: `accept4(2)` with `SOCK_NONBLOCK | SOCK_CLOEXEC` (one call
-//! where `std` makes two), and the descriptor limit (`RLIMIT_NOFILE`).
+//! where `std` makes two), and the descriptor limit (`RLIMIT_NOFILE`). On
+//! Windows both are `std` (sockets there have no per-process limit).
 //!
 //! Everything here is reached through `evloop::net`; nothing is public from
 //! this module itself.
@@ -44,6 +45,7 @@ pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 /// Accepts one connection where there is no `accept4` (macOS): `std`'s
 /// accept (close-on-exec set by `std`), then non-blocking.
 #[cfg(not(any(
+    windows,
     target_os = "linux",
     target_os = "android",
     target_os = "freebsd",
@@ -57,7 +59,29 @@ pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     Ok(stream)
 }
 
+/// Accepts one connection on Windows: `std`'s accept (the new socket is not
+/// inheritable), then non-blocking.
+#[cfg(windows)]
+pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+    let (stream, _) = listener.accept()?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
+/// Windows limits sockets by memory only: no limit to report or raise.
+#[cfg(windows)]
+pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
+    Ok((u64::MAX, u64::MAX))
+}
+
+/// Nothing to raise on Windows.
+#[cfg(windows)]
+pub(crate) fn set_fd_soft_limit(_soft: u64) -> io::Result<()> {
+    Ok(())
+}
+
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`).
+#[cfg(unix)]
 pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -73,6 +97,7 @@ pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
 }
 
 /// Sets the soft limit on open descriptors (at most the hard limit).
+#[cfg(unix)]
 pub(crate) fn set_fd_soft_limit(soft: u64) -> io::Result<()> {
     let (_, hard) = fd_limits()?;
     let lim = libc::rlimit {

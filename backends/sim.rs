@@ -17,12 +17,12 @@
 //! EOF), writable while it has send capacity. `HUP` is reported regardless
 //! of interest, as epoll does.
 
+use crate::RawFd;
 use std::cell::{RefCell, RefMut};
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
@@ -41,7 +41,7 @@ const FIRST_PID: u32 = 1000;
 const FIRST_FD: RawFd = 3;
 
 /// The fd of a hole in [`World::registered`] (a forgotten entry).
-const HOLE: RawFd = -1;
+const HOLE: RawFd = crate::source::NO_FD;
 
 /// [`Socket::reg_slot`] of an unregistered socket.
 const NOT_REGISTERED: u32 = u32::MAX;

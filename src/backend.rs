@@ -21,8 +21,8 @@
 //! in [`backends`](crate::backends), with the helpers a Unix backend needs
 //! in [`backends::util`](crate::backends::util).
 
+use crate::RawFd;
 use std::io;
-use std::os::fd::RawFd;
 use std::path::Path;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 use std::sync::Arc;
@@ -481,7 +481,8 @@ pub struct FileStat {
     pub device: u64,
     /// Hard link count (0 when missing).
     pub links: u64,
-    /// Type and permission bits (`st_mode`).
+    /// Type and permission bits (`st_mode`; on Windows, the file
+    /// attributes).
     pub mode: u32,
 }
 
@@ -506,18 +507,38 @@ impl FileStat {
     /// assert_eq!(FileStat::of(std::path::Path::new("/no/such/file")), FileStat::MISSING);
     /// ```
     pub fn of(path: &Path) -> FileStat {
-        use std::os::unix::fs::MetadataExt;
-        match std::fs::metadata(path) {
-            Ok(m) => FileStat {
+        let Ok(m) = std::fs::metadata(path) else {
+            return FileStat::MISSING;
+        };
+        let modified = m.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            FileStat {
                 exists: true,
                 size: m.size(),
-                modified: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                modified,
                 inode: m.ino(),
                 device: m.dev(),
                 links: m.nlink(),
                 mode: m.mode(),
-            },
-            Err(_) => FileStat::MISSING,
+            }
+        }
+        // Windows: the file index and volume serial are not in stable
+        // std, so a file renamed over another is seen by its size and
+        // time; `mode` holds the file attributes.
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::MetadataExt;
+            FileStat {
+                exists: true,
+                size: m.file_size(),
+                modified,
+                inode: 0,
+                device: 0,
+                links: 1,
+                mode: m.file_attributes(),
+            }
         }
     }
 }

@@ -6,7 +6,7 @@
 //! results turned into the pending entries the queued path would have
 //! made) before anything could observe it.
 
-use std::os::fd::RawFd;
+use crate::RawFd;
 
 use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;

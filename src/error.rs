@@ -1,8 +1,8 @@
 //! The crate's error type.
 
+use crate::RawFd;
 use std::fmt;
 use std::io;
-use std::os::fd::RawFd;
 
 /// Everything that can go wrong when using a [`Loop`](crate::Loop).
 ///

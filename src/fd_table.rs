@@ -10,14 +10,13 @@
 //! backend was last told: many changes in one iteration cost at most one
 //! backend call, and none when they cancel out.
 
-use std::os::fd::RawFd;
+use crate::RawFd;
 
 use crate::backend::{Backend, Capabilities, PollEvent};
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
 use crate::{Error, Interest, Ready, Result, SourceFd, Trigger};
-use std::os::fd::AsRawFd;
 
 /// What the loop knows about one fd.
 #[derive(Default)]
@@ -269,6 +268,7 @@ impl FdTable {
 
     /// After the backend was re-created (fork): every fd it knew is new to
     /// it, and is registered again at the next flush.
+    #[cfg(unix)]
     pub fn reregister_all(&mut self) {
         for fd in 0..self.fds.len() {
             if self.fds[fd].registered != Interest::NONE {
@@ -364,7 +364,7 @@ pub(crate) fn check_source(
 ) -> Result<RawFd> {
     let name = backend.name();
     let fd = match src {
-        SourceFd::Os(fd) if !caps.virtual_fds => fd.as_raw_fd(),
+        SourceFd::Os(fd) if !caps.virtual_fds => crate::source::raw(fd),
         SourceFd::Virtual(v) if caps.virtual_fds => v.get(),
         SourceFd::Os(_) => {
             return Err(Error::WrongSourceKind {
@@ -379,7 +379,9 @@ pub(crate) fn check_source(
             })
         }
     };
-    if fd < 0 {
+    // `as i64`: on Windows a socket is unsigned, and INVALID_SOCKET (all
+    // ones) is negative this way too.
+    if (fd as i64) < 0 {
         return Err(Error::InvalidFd {
             fd,
             reason: "negative descriptor number".into(),

@@ -3,7 +3,7 @@
 //! kind to its [`Kind`](crate::Kind) (kinds/mod.rs calls its hooks). No
 //! kind beyond the core has an arm here.
 
-use std::os::fd::RawFd;
+use crate::RawFd;
 
 use crate::handle::Key;
 use crate::registry::Kind;

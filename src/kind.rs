@@ -10,9 +10,9 @@
 //! through a [`Context`]; the loop invokes their callbacks. A kind is one
 //! file, in this crate (`src/kinds/`) or in the user's.
 
+use crate::RawFd;
 use std::any::{Any, TypeId};
 use std::marker::PhantomData;
-use std::os::fd::RawFd;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::{Backend, Capabilities, Notices};
@@ -579,7 +579,8 @@ impl Context<'_> {
     pub(crate) fn unwatch_slot(&mut self, slot: Slot) {
         if let Some(fd) = self.entries.fd(slot) {
             self.fds.stop(&mut *self.entries, fd, slot);
-            self.entries.bind_fd(slot, -1, Interest::NONE);
+            self.entries
+                .bind_fd(slot, crate::source::NO_FD, Interest::NONE);
             self.fds.remove_if_unwatched(fd, &mut *self.backend);
         }
     }
@@ -637,6 +638,7 @@ pub(crate) trait Erased: Any {
     fn is_due(&self, key: Key) -> bool;
     fn clear_due(&mut self, key: Key);
     fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>);
+    #[cfg(unix)]
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
@@ -687,6 +689,7 @@ impl<K: Kind> Erased for K {
         Kind::dropping(self, cx, &mut mine);
         run.extend(mine.into_iter().map(Watcher::key));
     }
+    #[cfg(unix)]
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
         Kind::after_fork(self, cx)
     }

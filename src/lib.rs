@@ -95,7 +95,7 @@ pub use kinds::signal::Signal;
 pub use kinds::stat::{Stat, StatEvent};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
 pub use run_state::{Break, RunMode, RunOutcome};
-pub use source::{Source, SourceFd, VirtualFd};
+pub use source::{RawFd, Source, SourceFd, VirtualFd};
 pub use watchers::io::{Io, IoEvent};
 pub use watchers::timer::Timer;
 pub use watchers::Callback;

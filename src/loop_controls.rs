@@ -7,7 +7,9 @@ use std::time::Duration;
 use crate::backend::{Backend, Capabilities};
 use crate::timers::from_ns;
 use crate::unwind::Held;
-use crate::{Break, Error, Loop, Result};
+use crate::{Break, Loop};
+#[cfg(unix)]
+use crate::{Error, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// A loop on the given backend (any [`Backend`], including one defined
@@ -276,11 +278,14 @@ impl<'s, S> Loop<'s, S> {
     /// keep going (for the child's own children), async senders wake the
     /// child's loop, and fork watchers run at the start of the next `run`.
     ///
+    /// Unix only: Windows has no `fork()` (the method does not exist there).
+    ///
     /// ```
     /// # use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// lp.reinit_after_fork().unwrap();
     /// ```
+    #[cfg(unix)]
     pub fn reinit_after_fork(&mut self) -> Result<()> {
         self.materialise_batch();
         let name = self.backend.name();

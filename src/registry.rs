@@ -21,8 +21,8 @@
 //! The callback type is a parameter (`C`), so that this module does not
 //! depend on the loop that calls the callbacks.
 
+use crate::RawFd;
 use std::ops::{Index, IndexMut};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::handle::Key;
@@ -216,7 +216,7 @@ impl<C> Entry<C> {
     pub fn fd(&self) -> Option<RawFd> {
         match self.kind {
             Kind::Io { fd, .. } => Some(fd),
-            Kind::Other { fd, .. } if fd >= 0 => Some(fd),
+            Kind::Other { fd, .. } if fd != crate::source::NO_FD => Some(fd),
             _ => None,
         }
     }

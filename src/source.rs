@@ -1,11 +1,66 @@
-//! What an io watcher watches: anything with a file descriptor, or a virtual
-//! fd of a simulated backend.
+//! What an io watcher watches: anything with a file descriptor (a socket
+//! on Windows), or a virtual fd of a simulated backend.
+//!
+//! The platform's descriptor types are named here, once: the rest of the
+//! crate says `RawFd` and means a file descriptor on Unix and a `SOCKET`
+//! on Windows.
 
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+cfg_if::cfg_if! {
+    if #[cfg(windows)] {
+        use std::os::windows::io::{AsSocket as AsOs, BorrowedSocket as BorrowedOs};
+        /// The number of an OS descriptor: on Windows, a socket
+        /// ([`RawSocket`](std::os::windows::io::RawSocket)); on Unix, a
+        /// file descriptor ([`std::os::fd::RawFd`]).
+        ///
+        /// ```
+        /// let fd: evloop::RawFd = 3;
+        /// assert_eq!(fd, 3);
+        /// ```
+        pub type RawFd = std::os::windows::io::RawSocket;
+
+        fn borrow<T: AsOs + ?Sized>(source: &T) -> BorrowedOs<'_> {
+            source.as_socket()
+        }
+
+        /// The number of a borrowed descriptor.
+        pub(crate) fn raw(fd: BorrowedOs<'_>) -> RawFd {
+            std::os::windows::io::AsRawSocket::as_raw_socket(&fd)
+        }
+    } else {
+        use std::os::fd::{AsFd as AsOs, BorrowedFd as BorrowedOs};
+        /// The number of an OS descriptor: on Unix, a file descriptor
+        /// ([`std::os::fd::RawFd`]); on Windows, a socket (`RawSocket`).
+        ///
+        /// ```
+        /// let fd: evloop::RawFd = 3;
+        /// assert_eq!(fd, 3);
+        /// ```
+        pub type RawFd = std::os::fd::RawFd;
+
+        fn borrow<T: AsOs + ?Sized>(source: &T) -> BorrowedOs<'_> {
+            source.as_fd()
+        }
+
+        /// The number of a borrowed descriptor.
+        pub(crate) fn raw(fd: BorrowedOs<'_>) -> RawFd {
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        }
+    }
+}
+
+/// "No descriptor": where the crate keeps an optional fd as a plain number
+/// (-1 on Unix, `INVALID_SOCKET` on Windows).
+pub(crate) const NO_FD: RawFd = !0;
+
+/// The number of the descriptor behind an OS source (`listener`, ...).
+pub(crate) fn raw_of<T: AsOs + ?Sized>(source: &T) -> RawFd {
+    raw(borrow(source))
+}
 
 /// The descriptor behind a [`Source`].
 ///
-/// `Os` carries a [`BorrowedFd`], which cannot be forged without `unsafe`:
+/// `Os` carries a borrowed descriptor (`BorrowedFd` on Unix,
+/// `BorrowedSocket` on Windows), which cannot be forged without `unsafe`:
 /// an io watcher therefore always refers to a descriptor that its owner
 /// (the watcher itself, or a borrow the compiler checks) keeps open.
 /// `Virtual` names an fd of a simulated backend; OS backends refuse it.
@@ -17,8 +72,8 @@ use std::os::fd::{AsFd, BorrowedFd, RawFd};
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub enum SourceFd<'a> {
-    /// A real, open file descriptor.
-    Os(BorrowedFd<'a>),
+    /// A real, open file descriptor (on Windows, a socket).
+    Os(BorrowedOs<'a>),
     /// A virtual descriptor number understood only by backends whose
     /// [`Capabilities::virtual_fds`](crate::backend::Capabilities::virtual_fds) is set.
     Virtual(VirtualFd),
@@ -46,24 +101,25 @@ impl VirtualFd {
 
 /// Something an io watcher can watch.
 ///
-/// Every [`AsFd`] type is a source (sockets, pipes, `File`, `OwnedFd`, and
-/// references to them). The simulated backend's sockets are sources too.
+/// Every `AsFd` type is a source on Unix (sockets, pipes, `File`, `OwnedFd`,
+/// and references to them), every `AsSocket` type on Windows (`TcpStream`,
+/// `TcpListener`, `UdpSocket`, `OwnedSocket`, ...). The simulated backend's
+/// sockets are sources too.
 /// Implementing it for your own type is safe: an OS descriptor can only be
 /// produced from something that already owns or borrows it.
 ///
 /// ```
 /// use evloop::{Source, SourceFd};
-/// use std::os::unix::net::UnixStream;
-/// let (a, _b) = UnixStream::pair().unwrap();
-/// assert!(matches!(a.source_fd(), SourceFd::Os(_)));
+/// let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// assert!(matches!(listener.source_fd(), SourceFd::Os(_)));
 /// ```
 pub trait Source {
     /// The descriptor to register.
     fn source_fd(&self) -> SourceFd<'_>;
 }
 
-impl<T: AsFd + ?Sized> Source for T {
+impl<T: AsOs + ?Sized> Source for T {
     fn source_fd(&self) -> SourceFd<'_> {
-        SourceFd::Os(self.as_fd())
+        SourceFd::Os(borrow(self))
     }
 }

@@ -197,7 +197,7 @@ impl<'s, S> Loop<'s, S> {
             index,
             source: K::PRODUCES_EVENTS,
             keeps_alive: K::KEEPS_ALIVE,
-            fd: -1,
+            fd: crate::source::NO_FD,
             interest: crate::Interest::NONE,
         };
         self.registry.insert(tag, cb)
@@ -352,6 +352,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// Each kind after `fork()`, by rank (signals are watched again
     /// before fork watchers are queued, whichever the loop used first).
+    #[cfg(unix)]
     pub(crate) fn kinds_after_fork(&mut self) -> Result<()> {
         let (kinds, mut cx) = split_core!(self);
         for index in kinds.by_rank() {

@@ -4,8 +4,8 @@
 //! it ([`Context::watch_fd`]'s binding), and the kind keeps its deadline
 //! (bounding the wait, expired after the timers).
 
+use crate::RawFd;
 use std::collections::{BTreeSet, HashMap};
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use crate::event_loop::Dispatch;

@@ -306,6 +306,9 @@ impl<'s, S> Loop<'s, S> {
     /// (before its prepare watchers), to re-create what a child must not
     /// share with its parent (libev's `ev_fork`).
     ///
+    /// Unix only: Windows has no `fork()`, and there the method does not
+    /// exist (a program that calls it does not compile).
+    ///
     /// ```
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
@@ -316,6 +319,7 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut log).unwrap();
     /// assert_eq!(log, ["fork", "prepare"]);
     /// ```
+    #[cfg(unix)]
     pub fn fork<F>(&mut self, callback: F) -> Result<Fork>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,

@@ -142,6 +142,7 @@ handle!(
 
 /// Defines the signal-number constants on [`Signal`] and [`Signal::name`]
 /// from one list: `NAME = libc::SIGNAME`.
+#[cfg(unix)]
 macro_rules! signal_numbers {
     ($($(#[$doc:meta])* $name:ident = $value:ident),* $(,)?) => {
         /// The platform's signal numbers, so that a program needs no direct
@@ -190,6 +191,7 @@ macro_rules! signal_numbers {
     };
 }
 
+#[cfg(unix)]
 signal_numbers! {
     /// `SIGHUP`: hangup (of the controlling terminal; by convention,
     /// "reload your configuration").
@@ -255,13 +257,65 @@ signal_numbers! {
     SYS = SIGSYS,
 }
 
+/// Windows has no signals: a console's control events stand in for them,
+/// numbered as libuv numbers them (Ctrl-C is `INT`, the console window's
+/// close `HUP`), so that a program that watches `Signal::INT` to shut
+/// down works on both. `KILL` and `TERM` can only be sent
+/// ([`Loop::kill`] ends the child, as `TerminateProcess`).
+///
+/// ```
+/// use evloop::Signal;
+/// assert_eq!(Signal::name(Signal::BREAK), Some("CTRL_BREAK"));
+/// ```
+#[cfg(windows)]
+impl Signal {
+    /// `CTRL_CLOSE_EVENT`: the console window is closing (as libuv's
+    /// `SIGHUP` on Windows). The process ends soon after the handlers
+    /// return, whatever they do.
+    pub const HUP: i32 = 1;
+    /// `CTRL_C_EVENT`: Ctrl-C.
+    pub const INT: i32 = 2;
+    /// Not an event: [`Loop::kill`] with it terminates the child.
+    pub const KILL: i32 = 9;
+    /// Not an event: [`Loop::kill`] with it terminates the child.
+    pub const TERM: i32 = 15;
+    /// `CTRL_BREAK_EVENT`: Ctrl-Break (libuv's `SIGBREAK`).
+    pub const BREAK: i32 = 21;
+    /// `CTRL_LOGOFF_EVENT`: a user logs off (services only receive it).
+    pub const LOGOFF: i32 = 30;
+    /// `CTRL_SHUTDOWN_EVENT`: the system shuts down (services only).
+    pub const SHUTDOWN: i32 = 31;
+
+    /// The name of console event `signal` (`"CTRL_C"`), if it is one of
+    /// the constants above.
+    ///
+    /// ```
+    /// use evloop::Signal;
+    /// assert_eq!(Signal::name(Signal::INT), Some("CTRL_C"));
+    /// assert_eq!(Signal::name(3), None);
+    /// ```
+    pub fn name(signal: i32) -> Option<&'static str> {
+        Some(match signal {
+            Signal::HUP => "CTRL_CLOSE",
+            Signal::INT => "CTRL_C",
+            Signal::KILL => "SIGKILL",
+            Signal::TERM => "SIGTERM",
+            Signal::BREAK => "CTRL_BREAK",
+            Signal::LOGOFF => "CTRL_LOGOFF",
+            Signal::SHUTDOWN => "CTRL_SHUTDOWN",
+            _ => return None,
+        })
+    }
+}
+
 /// The highest signal number this platform has (and a signal set holds).
-#[cfg(any(target_os = "macos", target_os = "ios"))]
+#[cfg(any(target_os = "macos", target_os = "ios", windows))]
 pub(crate) const LAST_SIGNAL: i32 = 31;
-#[cfg(not(any(target_os = "macos", target_os = "ios")))]
+#[cfg(not(any(target_os = "macos", target_os = "ios", windows)))]
 pub(crate) const LAST_SIGNAL: i32 = 64;
 
 /// Refuses what no signal watcher can watch.
+#[cfg(unix)]
 fn check_signal(signal: i32) -> Result<()> {
     let reason = if !(1..=LAST_SIGNAL).contains(&signal) {
         "signals are numbered from 1 to the platform's last"
@@ -271,6 +325,19 @@ fn check_signal(signal: i32) -> Result<()> {
         return Ok(());
     };
     Err(Error::InvalidSignal { signal, reason })
+}
+
+/// Refuses what is not a console control event.
+#[cfg(windows)]
+fn check_signal(signal: i32) -> Result<()> {
+    match signal {
+        Signal::HUP | Signal::INT | Signal::BREAK | Signal::LOGOFF | Signal::SHUTDOWN => Ok(()),
+        _ => Err(Error::InvalidSignal {
+            signal,
+            reason: "Windows delivers only console events: Signal::INT (Ctrl-C), BREAK, \
+                     HUP (close), LOGOFF and SHUTDOWN",
+        }),
+    }
 }
 
 impl<'s, S> Loop<'s, S> {

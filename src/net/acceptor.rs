@@ -215,8 +215,7 @@ impl Acceptor {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, io::Result<TcpStream>) + 's,
     {
-        use std::os::fd::AsRawFd;
-        let fd = listener.as_raw_fd();
+        let fd = crate::source::raw_of(&listener);
         // A listener that cannot be made non-blocking or has no address is
         // not one the loop can serve.
         let io_err = |e: io::Error| crate::Error::InvalidFd {

@@ -12,6 +12,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::ops::{Index, IndexMut};
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
@@ -25,7 +26,8 @@ use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer
 ///
 /// ```
 /// use evloop::net::Stream;
-/// let (mut a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+/// let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+/// let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
 /// a.shutdown_write().unwrap();
 /// ```
 pub trait Stream: Read + Write + Source + 'static {
@@ -40,6 +42,7 @@ impl Stream for TcpStream {
     }
 }
 
+#[cfg(unix)]
 impl Stream for UnixStream {
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.shutdown(std::net::Shutdown::Write)

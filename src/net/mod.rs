@@ -133,7 +133,8 @@ impl ListenOptions {
         self.backlog
     }
 
-    /// `SO_REUSEADDR` (default on).
+    /// `SO_REUSEADDR` (default on; not set on Windows, where it would let
+    /// another socket take over the port).
     ///
     /// ```
     /// let opts = evloop::net::ListenOptions::new().reuse_address(false);
@@ -147,14 +148,17 @@ impl ListenOptions {
     /// `SO_REUSEPORT` (default off): several sockets, one per loop and
     /// thread, may then listen on the same address, and the kernel spreads
     /// new connections across them (on Linux, by a hash of the peer's
-    /// address and port).
+    /// address and port). Windows has no such option: there `bind` fails
+    /// with [`io::ErrorKind::Unsupported`] when it is on.
     ///
     /// ```
+    /// # #[cfg(unix)] {
     /// use evloop::net::ListenOptions;
     /// let opts = ListenOptions::new().reuse_port(true);
     /// let a = opts.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     /// let b = opts.bind(a.local_addr().unwrap()).unwrap(); // same port
     /// assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap());
+    /// # }
     /// ```
     pub const fn reuse_port(mut self, on: bool) -> Self {
         self.reuse_port = on;
@@ -174,8 +178,17 @@ impl ListenOptions {
         // socket2 creates the socket close-on-exec (SOCK_CLOEXEC where the
         // platform has it).
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        // On Windows SO_REUSEADDR lets another socket take over a port in
+        // use; a listener there may rebind a port in TIME_WAIT without it.
+        #[cfg(not(windows))]
         socket.set_reuse_address(self.reuse_address)?;
         if self.reuse_port {
+            #[cfg(windows)]
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "SO_REUSEPORT: Windows has no such option (ListenOptions::reuse_port)",
+            ));
+            #[cfg(not(windows))]
             socket.set_reuse_port(true)?;
         }
         socket.set_nonblocking(true)?;
@@ -185,7 +198,8 @@ impl ListenOptions {
     }
 }
 
-/// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`).
+/// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`; on
+/// Windows, which limits sockets by memory only, both are `u64::MAX`).
 ///
 /// ```
 /// let (soft, hard) = evloop::net::fd_limits().unwrap();

@@ -3,8 +3,8 @@
 //! methods. Per-fd state, the flush to the backend and the queuing of poll
 //! results are the io component, fd_table.rs.
 
+use crate::RawFd;
 use std::any::{Any, TypeId};
-use std::os::fd::RawFd;
 
 use crate::event_loop::{BoxedCallback, Dispatch};
 use crate::handle::{handle, Key};
