@@ -38,10 +38,15 @@ pub mod sim;
 // that an fd can be watched at all), for backends outside the crate too.
 #[cfg(unix)]
 pub(crate) mod unix;
-#[cfg(unix)]
+#[cfg(any(unix, windows))]
 pub mod util;
-#[cfg(unix)]
+#[cfg(any(unix, windows))]
 pub(crate) use util::{Clock, Deadline};
+
+// What the Windows backends share: Winsock, console events, children,
+// wake-ups (`windows/`).
+#[cfg(windows)]
+pub(crate) mod windows;
 
 #[cfg(unix)]
 pub mod fd_io;
@@ -122,6 +127,13 @@ cfg_if::cfg_if! {
         const PLATFORM: [Offered; 3] = [kqueue::OFFERED, poll::OFFERED, select::OFFERED];
     } else if #[cfg(unix)] {
         const PLATFORM: [Offered; 2] = [poll::OFFERED, select::OFFERED];
+    } else if #[cfg(windows)] {
+        // Readiness through the AFD driver on a completion port (as
+        // wepoll, mio, polling and libuv), and Winsock's select.
+        pub mod iocp;
+        #[path = "windows/select.rs"]
+        pub mod select;
+        const PLATFORM: [Offered; 2] = [iocp::OFFERED, select::OFFERED];
     } else {
         // No OS backend: only the simulator (and custom backends) remain.
         const PLATFORM: [Offered; 0] = [];

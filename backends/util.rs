@@ -1,5 +1,5 @@
-//! Helpers for writing a backend (Unix): the clock, the deadline of a wait,
-//! and the check that an fd can ever be watched. The crate's own backends
+//! Helpers for writing a backend: the clock, the deadline of a wait, and
+//! (Unix) the check that an fd can ever be watched. The crate's own backends
 //! use exactly these; a backend outside the crate should too, rather than
 //! write its own timeout rounding and `EINTR` handling.
 //!
@@ -49,7 +49,9 @@
 //! [`Backend::now`]: crate::backend::Backend::now
 #![allow(unsafe_code)]
 
+#[cfg(unix)]
 use std::io;
+#[cfg(unix)]
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
@@ -212,6 +214,7 @@ impl Deadline {
     }
 }
 
+#[cfg(unix)]
 /// Whether `fd` can ever be watched: it must be open, and neither a
 /// regular file nor a directory (see [`refuse_files`]). Call it from
 /// [`Backend::check_fd`](crate::backend::Backend::check_fd), so that
@@ -243,6 +246,7 @@ pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
     }
 }
 
+#[cfg(unix)]
 /// Refuses regular files and directories with `EPERM` (as `epoll_ctl`
 /// does): they are always "ready", so watching one only makes a busy loop,
 /// and every backend refuses them alike (the conformance kit's
@@ -280,6 +284,7 @@ pub fn refuse_files(backend: &str, fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+#[cfg(unix)]
 /// The `S_IFMT` bits of `fstat(fd)`.
 fn file_type(fd: RawFd) -> io::Result<libc::mode_t> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -292,7 +297,7 @@ fn file_type(fd: RawFd) -> io::Result<libc::mode_t> {
     Ok(unsafe { st.assume_init() }.st_mode & libc::S_IFMT)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
