@@ -10,6 +10,11 @@
 //! | `select`   | every Unix                      | no          | emulated | `FD_SETSIZE - 1` | never         | next wait         |
 //! | `sim`      | everywhere                      | no          | emulated | virtual fds only | always        | next wait         |
 //!
+//! kqueue, poll and select are built for FreeBSD, macOS and NetBSD;
+//! illumos, which has no kqueue (and no event-ports backend here), gets
+//! poll and select, with poll its default. CI type-checks and lints those
+//! targets but runs nothing on them: the tests run on Linux.
+//!
 //! (The last two columns are [`Capabilities::hangup`](crate::backend::Capabilities::hangup)
 //! and [`Capabilities::closed_fd`](crate::backend::Capabilities::closed_fd).)
 //!

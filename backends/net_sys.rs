@@ -20,7 +20,8 @@ use std::net::{TcpListener, TcpStream};
     target_os = "freebsd",
     target_os = "netbsd",
     target_os = "openbsd",
-    target_os = "dragonfly"
+    target_os = "dragonfly",
+    target_os = "illumos"
 ))]
 pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     use std::os::fd::{AsRawFd, FromRawFd};
@@ -51,7 +52,8 @@ pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     target_os = "freebsd",
     target_os = "netbsd",
     target_os = "openbsd",
-    target_os = "dragonfly"
+    target_os = "dragonfly",
+    target_os = "illumos"
 )))]
 pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
     let (stream, _) = listener.accept()?;

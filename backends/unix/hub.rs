@@ -516,6 +516,10 @@ fn errno_location() -> *mut libc::c_int {
         } else if #[cfg(any(target_os = "android", target_os = "netbsd", target_os = "openbsd"))] {
             // SAFETY: as above.
             unsafe { libc::__errno() }
+        } else if #[cfg(any(target_os = "illumos", target_os = "solaris"))] {
+            // Three underscores: illumos' libc names it `___errno`.
+            // SAFETY: as above.
+            unsafe { libc::___errno() }
         } else {
             // macOS, iOS, FreeBSD, DragonFly.
             // SAFETY: as above.

@@ -1,6 +1,7 @@
 //! The wake fd: what a signal handler or another thread writes to end a
 //! backend's wait. `eventfd(EFD_NONBLOCK | EFD_CLOEXEC)` on Linux and
-//! Android; elsewhere a non-blocking, close-on-exec pipe. The backend
+//! Android; elsewhere a non-blocking, close-on-exec pipe (`pipe2(2)`
+//! where the platform has it; macOS sets the flags after `pipe(2)`). The backend
 //! watches the read end in its own kernel set (kqueue too: `kevent(2)` is
 //! not async-signal-safe per POSIX, so the signal handler could not use
 //! `EVFILT_USER`, whereas `write(2)` is on the list of async-signal-safe
@@ -24,6 +25,22 @@ pub(crate) fn create() -> io::Result<(RawFd, RawFd)> {
                 return Err(io::Error::last_os_error());
             }
             Ok((fd, fd))
+        } else if #[cfg(any(
+            target_os = "freebsd",
+            target_os = "dragonfly",
+            target_os = "netbsd",
+            target_os = "openbsd",
+            target_os = "illumos",
+            target_os = "solaris"
+        ))] {
+            let mut fds = [-1 as libc::c_int; 2];
+            // Both flags in the one call: no window in which a concurrent
+            // exec could inherit the pair.
+            // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok((fds[0], fds[1]))
         } else {
             let mut fds = [-1 as libc::c_int; 2];
             // SAFETY: `fds` has room for the two descriptors pipe writes.

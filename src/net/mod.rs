@@ -148,17 +148,23 @@ impl ListenOptions {
     /// `SO_REUSEPORT` (default off): several sockets, one per loop and
     /// thread, may then listen on the same address, and the kernel spreads
     /// new connections across them (on Linux, by a hash of the peer's
-    /// address and port). Windows has no such option: there `bind` fails
-    /// with [`io::ErrorKind::Unsupported`] when it is on.
+    /// address and port).
+    ///
+    /// Windows, illumos (and Solaris) have no `SO_REUSEPORT`: there
+    /// [`ListenOptions::bind`] with `reuse_port(true)` returns an `Err` of
+    /// kind [`io::ErrorKind::Unsupported`] rather than listen without it.
     ///
     /// ```
-    /// # #[cfg(unix)] {
     /// use evloop::net::ListenOptions;
     /// let opts = ListenOptions::new().reuse_port(true);
-    /// let a = opts.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    /// let b = opts.bind(a.local_addr().unwrap()).unwrap(); // same port
-    /// assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap());
-    /// # }
+    /// let bound = opts.bind("127.0.0.1:0".parse().unwrap());
+    /// if cfg!(any(windows, target_os = "illumos", target_os = "solaris")) {
+    ///     assert_eq!(bound.unwrap_err().kind(), std::io::ErrorKind::Unsupported);
+    /// } else {
+    ///     let a = bound.unwrap();
+    ///     let b = opts.bind(a.local_addr().unwrap()).unwrap(); // same port
+    ///     assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap());
+    /// }
     /// ```
     pub const fn reuse_port(mut self, on: bool) -> Self {
         self.reuse_port = on;
@@ -183,19 +189,30 @@ impl ListenOptions {
         #[cfg(not(windows))]
         socket.set_reuse_address(self.reuse_address)?;
         if self.reuse_port {
-            #[cfg(windows)]
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "SO_REUSEPORT: Windows has no such option (ListenOptions::reuse_port)",
-            ));
-            #[cfg(not(windows))]
-            socket.set_reuse_port(true)?;
+            set_reuse_port(&socket)?;
         }
         socket.set_nonblocking(true)?;
         socket.bind(&addr.into())?;
         socket.listen(self.backlog)?;
         Ok(socket.into())
     }
+}
+
+/// `SO_REUSEPORT` on, where the platform has it.
+#[cfg(not(any(windows, target_os = "illumos", target_os = "solaris")))]
+fn set_reuse_port(socket: &Socket) -> io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+/// Windows, illumos and Solaris have no `SO_REUSEPORT` (socket2 offers no
+/// `set_reuse_port` there): the caller asked for load spreading the
+/// kernel cannot give, so say so rather than listen without it.
+#[cfg(any(windows, target_os = "illumos", target_os = "solaris"))]
+fn set_reuse_port(_: &Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "ListenOptions::reuse_port(true): this platform has no SO_REUSEPORT",
+    ))
 }
 
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`; on
