@@ -24,10 +24,11 @@
 //!   with `WSAENOTSOCK`: the backend then checks each registered socket
 //!   (`getsockopt(SO_TYPE)`) and reports those that are no longer sockets
 //!   as [`Ready::INVALID`] (the loop stops their watchers with
-//!   [`Ready::ERROR`] and forgets them); the others report nothing that
-//!   round and are waited for again at the next one
-//!   ([`ClosedFd::AtNextWait`](crate::backend::ClosedFd::AtNextWait), as the
-//!   Unix select's `EBADF`).
+//!   [`Ready::ERROR`] and forgets them) and leaves out of the sets; a
+//!   second `select` without them, which does not wait, gives the others'
+//!   readiness in the same report
+//!   ([`ClosedFd::AtNextWait`](crate::backend::ClosedFd::AtNextWait), as
+//!   the Unix select's `EBADF`).
 //! - Handles that are not sockets (files, pipes) are refused at once
 //!   ([`Backend::check_fd`], and again when a socket is first registered):
 //!   Winsock's `select` takes only sockets.
@@ -120,6 +121,10 @@ struct Reg {
     interest: Interest,
     /// What the current wait found (empty between waits).
     ready: Ready,
+    /// Found closed and reported [`Ready::INVALID`]: left out of the sets
+    /// until the loop forgets it (or registers a socket of that number
+    /// again).
+    dead: bool,
 }
 
 impl std::fmt::Debug for Select {
@@ -211,7 +216,7 @@ impl Select {
             set.push(0);
         }
         self.read.push(wake);
-        for r in &self.regs {
+        for r in self.regs.iter().filter(|r| !r.dead) {
             if r.interest.is_readable() {
                 self.read.push(r.socket);
             }
@@ -253,11 +258,13 @@ impl Select {
     }
 
     /// After `select` failed with `WSAENOTSOCK`: reports the registered
-    /// sockets that are no longer sockets. Returns how many it found.
-    fn report_invalid(&self, events: &mut Vec<PollEvent>) -> usize {
+    /// sockets that are no longer sockets, and leaves them out of the
+    /// sets from now on. Returns how many it found.
+    fn report_invalid(&mut self, events: &mut Vec<PollEvent>) -> usize {
         let before = events.len();
-        for r in &self.regs {
+        for r in self.regs.iter_mut().filter(|r| !r.dead) {
             if sockets::check_socket("select", r.socket as RawFd).is_err() {
+                r.dead = true;
                 events.push(PollEvent {
                     fd: r.socket as RawFd,
                     ready: Ready::INVALID,
@@ -336,7 +343,16 @@ impl Backend for Select {
             ));
         }
         match self.slot.get(&fd) {
-            Some(&s) => self.regs[s].interest = new,
+            Some(&s) => {
+                let reg = &mut self.regs[s];
+                if reg.dead {
+                    // Registered again under the number of a socket found
+                    // closed: a new socket, or still nothing.
+                    sockets::check_socket("select", fd)?;
+                    reg.dead = false;
+                }
+                reg.interest = new;
+            }
             None => {
                 if fd == crate::source::NO_FD {
                     return Err(io::Error::new(
@@ -350,6 +366,7 @@ impl Backend for Select {
                     socket: fd as SOCKET,
                     interest: new,
                     ready: Ready::EMPTY,
+                    dead: false,
                 });
             }
         }
@@ -366,9 +383,16 @@ impl Backend for Select {
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
         let deadline = Deadline::new(timeout);
+        // Sockets found closed were reported: the others are then only
+        // looked at, without waiting, so that their events come with them.
+        let mut reported_invalid = false;
         loop {
             self.fill_sets();
-            let tv = deadline.remaining().map(timeval);
+            let tv = if reported_invalid {
+                Some(timeval(Duration::ZERO))
+            } else {
+                deadline.remaining().map(timeval)
+            };
             let tv_ptr = tv
                 .as_ref()
                 .map_or(std::ptr::null(), |tv| tv as *const TIMEVAL);
@@ -395,12 +419,18 @@ impl Backend for Select {
                             closed = events.len(),
                             "select: sockets closed behind the loop's back"
                         );
-                        return Ok(PollStatus::Done);
+                        reported_invalid = true;
+                        continue;
                     }
+                    // The closed ones are reported: never lose that.
+                    _ if reported_invalid => return Ok(PollStatus::Done),
                     _ => return Err(err),
                 }
             }
             if n == 0 {
+                if reported_invalid {
+                    return Ok(PollStatus::Done);
+                }
                 if deadline.remaining().is_some_and(|left| left.is_zero()) {
                     return Ok(PollStatus::Done);
                 }
