@@ -609,3 +609,58 @@ fn echo_100_connections() {
         client.join().unwrap();
     });
 }
+
+/// One wait over 2200 sockets (1100 writable client sides, 1100 idle
+/// server sides) reports every writable one, the last registered
+/// included: Winsock's `select` (Wine's too) reads the whole array the
+/// backend hands it, whatever FD_SETSIZE says.
+#[test]
+fn one_wait_holds_2200_sockets() {
+    watchdog("one wait", || {
+        use evloop::backend::PollEvent;
+        const PAIRS: usize = 1100;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let pairs: Vec<(TcpStream, TcpStream)> = (0..PAIRS).map(|_| pair_on(&listener)).collect();
+        let mut b = Select::new().unwrap();
+        for (c, s) in &pairs {
+            b.modify(s.as_raw_socket(), Interest::NONE, Interest::READABLE)
+                .unwrap();
+            b.modify(c.as_raw_socket(), Interest::NONE, Interest::WRITABLE)
+                .unwrap();
+        }
+        let mut events = Vec::new();
+        b.poll(Some(Duration::from_secs(10)), &mut events).unwrap();
+        let mut got: Vec<RawSocket> = events
+            .iter()
+            .map(|&PollEvent { fd, ready }| {
+                assert_eq!(ready, Ready::WRITABLE);
+                fd
+            })
+            .collect();
+        got.sort_unstable();
+        let mut want: Vec<RawSocket> = pairs.iter().map(|(c, _)| c.as_raw_socket()).collect();
+        want.sort_unstable();
+        assert_eq!(got, want);
+    });
+}
+
+/// A loop with no socket at all (only the wake socket is in the set, so
+/// `select` never sees three empty sets, which it refuses): its timer
+/// fires, not early.
+#[test]
+fn timer_alone() {
+    watchdog("timer alone", || {
+        let wall = Instant::now();
+        let mut lp: Loop<Option<Duration>> = select_loop();
+        lp.timer(Duration::from_millis(20), Duration::ZERO, move |_, at, _| {
+            *at = Some(wall.elapsed())
+        })
+        .unwrap();
+        let mut at = None;
+        assert_eq!(
+            lp.run(RunMode::Default, &mut at).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+        assert!(at.unwrap() >= Duration::from_millis(20), "{at:?}");
+    });
+}
