@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use evloop::backend::{Backend, ClosedFd, Hangup};
 use evloop::backends::select::Select;
-use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Source, SourceFd};
+use evloop::{
+    Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Source, SourceFd,
+};
 
 /// How long a test may take before it is failed as hanging or spinning.
 const WATCHDOG: Duration = Duration::from_secs(60);
@@ -94,7 +96,9 @@ fn level_readable_and_writable() {
         let (mut client, server) = pair();
         let mut lp: Loop<Vec<Ready>> = select_loop();
         let io = lp
-            .io(server, Interest::READABLE, |_, seen, ev| seen.push(ev.ready))
+            .io(server, Interest::READABLE, |_, seen, ev| {
+                seen.push(ev.ready)
+            })
             .unwrap();
         let mut seen = Vec::new();
         lp.run(RunMode::NoWait, &mut seen).unwrap();
@@ -306,9 +310,13 @@ fn closed_behind_the_loops_back() {
         let (mut client, other) = pair();
         let mut lp: Loop<Vec<String>> = select_loop();
         let x = lp
-            .io(Raw(doomed.as_raw_socket()), Interest::READABLE, |_, log, ev| {
-                log.push(format!("x {}", ev.ready));
-            })
+            .io(
+                Raw(doomed.as_raw_socket()),
+                Interest::READABLE,
+                |_, log, ev| {
+                    log.push(format!("x {}", ev.ready));
+                },
+            )
             .unwrap();
         lp.io(other, Interest::READABLE, |_, log, ev| {
             let mut b = [0u8; 8];
@@ -366,7 +374,9 @@ fn non_socket_and_closed_handles_are_refused() {
         let (a, _b) = pair();
         let raw = a.as_raw_socket();
         drop(a);
-        let err = lp.io(Raw(raw), Interest::READABLE, |_, _, _| {}).unwrap_err();
+        let err = lp
+            .io(Raw(raw), Interest::READABLE, |_, _, _| {})
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidFd { .. }), "{err:?}");
         drop(file);
     });
@@ -424,9 +434,13 @@ fn timers_never_early() {
         let idle = lp.io(s, Interest::READABLE, |_, _, _| {}).unwrap();
         let start = lp.now();
         for ms in [1u64, 3, 7, 16, 33, 50] {
-            lp.timer(Duration::from_millis(ms), Duration::ZERO, move |lp, seen, _| {
-                seen.push((ms, lp.now() - start, wall.elapsed()));
-            })
+            lp.timer(
+                Duration::from_millis(ms),
+                Duration::ZERO,
+                move |lp, seen, _| {
+                    seen.push((ms, lp.now() - start, wall.elapsed()));
+                },
+            )
             .unwrap();
         }
         let mut seen = Vec::new();
@@ -513,8 +527,9 @@ fn echo_100_connections() {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let client = std::thread::spawn(move || {
-            let mut conns: Vec<TcpStream> =
-                (0..CONNS).map(|_| TcpStream::connect(addr).unwrap()).collect();
+            let mut conns: Vec<TcpStream> = (0..CONNS)
+                .map(|_| TcpStream::connect(addr).unwrap())
+                .collect();
             for (c, s) in conns.iter_mut().enumerate() {
                 let data: Vec<u8> = (0..BYTES).map(|i| pattern(c, i)).collect();
                 s.write_all(&data).unwrap();
@@ -652,9 +667,11 @@ fn timer_alone() {
     watchdog("timer alone", || {
         let wall = Instant::now();
         let mut lp: Loop<Option<Duration>> = select_loop();
-        lp.timer(Duration::from_millis(20), Duration::ZERO, move |_, at, _| {
-            *at = Some(wall.elapsed())
-        })
+        lp.timer(
+            Duration::from_millis(20),
+            Duration::ZERO,
+            move |_, at, _| *at = Some(wall.elapsed()),
+        )
         .unwrap();
         let mut at = None;
         assert_eq!(
