@@ -33,7 +33,7 @@
 //!   ([`Backend::check_fd`], and again when a socket is first registered):
 //!   Winsock's `select` takes only sockets.
 //! - Wake-ups from other threads (async watchers, console events, child
-//!   exits: the shared [`Notifier`]) arrive on a UDP socket bound to
+//!   exits: the shared notifier, `backends/windows/`) arrive on a UDP socket bound to
 //!   `127.0.0.1:0` and connected to itself, always in the read set (so
 //!   the sets are never all empty, which `select` refuses with
 //!   `WSAEINVAL`), never reported to the loop, drained when it is
@@ -78,7 +78,7 @@ compile_error!("the Winsock select sets assume a little-endian target");
 
 /// The Winsock `select` backend (Windows; any number of sockets).
 ///
-/// ```no_run
+/// ```
 /// use evloop::backend::{Backend, PollEvent};
 /// use evloop::backends::select::Select;
 /// use evloop::{Interest, Ready};
@@ -185,7 +185,7 @@ impl Select {
     /// Errors: the wake socket could not be made (no loopback interface,
     /// out of sockets).
     ///
-    /// ```no_run
+    /// ```
     /// use evloop::{backends::select::Select, Loop};
     /// let lp: Loop = Loop::with_backend(Select::new()?);
     /// assert_eq!(lp.backend_name(), "select");
