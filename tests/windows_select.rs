@@ -681,3 +681,40 @@ fn timer_alone() {
         assert!(at.unwrap() >= Duration::from_millis(20), "{at:?}");
     });
 }
+
+/// A running child terminated through its watcher (`Signal::KILL`:
+/// `TerminateProcess`, exit code 1), and a child watched by pid (`std`
+/// started it) reported with its code; several children at once.
+#[test]
+fn child_kill_and_watch_by_pid() {
+    watchdog("kill", || {
+        use std::process::{Command, Stdio};
+        let mut lp: Loop<Vec<(u32, ExitStatus)>> = select_loop();
+        // Waits until its stdin closes (never, until it is killed).
+        let (long, spawned) = lp
+            .spawn(
+                Command::new("cmd")
+                    .args(["/c", "set /p x="])
+                    .stdin(Stdio::piped()),
+                |_, got, ev| got.push((ev.pid, ev.status.unwrap())),
+            )
+            .unwrap();
+        let _stdin = spawned.stdin;
+        let mut job = Command::new("cmd").args(["/c", "exit 7"]).spawn().unwrap();
+        lp.child(job.id(), |_, got, ev| {
+            got.push((ev.pid, ev.status.unwrap()))
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        while got.is_empty() {
+            lp.run(RunMode::Once, &mut got).unwrap();
+        }
+        assert_eq!(got, [(job.id(), ExitStatus::Exited(7))]);
+        assert_eq!(job.wait().unwrap().code(), Some(7), "std still has it too");
+        lp.kill(long, Signal::KILL).unwrap();
+        got.clear();
+        lp.run(RunMode::Default, &mut got).unwrap();
+        assert_eq!(got, [(spawned.pid, ExitStatus::Exited(1))]);
+        assert!(lp.kill(long, Signal::KILL).is_err(), "gone");
+    });
+}
