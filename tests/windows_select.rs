@@ -718,3 +718,121 @@ fn child_kill_and_watch_by_pid() {
         assert!(lp.kill(long, Signal::KILL).is_err(), "gone");
     });
 }
+
+/// A second handle of a socket made by `DuplicateHandle` is the same
+/// socket: it is accepted and watched. (Wine 8's `getsockopt` refuses such
+/// a handle with WSAENOTSOCK while its `select` and `recv` take it: the
+/// socket check falls back to `getsockname`.)
+#[test]
+fn a_duplicated_socket_handle_is_a_socket() {
+    use windows_sys::Win32::Foundation::{DuplicateHandle, DUPLICATE_SAME_ACCESS, HANDLE};
+    use windows_sys::Win32::System::Threading::GetCurrentProcess;
+    watchdog("duplicate", || {
+        use std::os::windows::io::FromRawSocket;
+        let (mut client, server) = pair();
+        let mut dup: HANDLE = std::ptr::null_mut();
+        // SAFETY: duplicates an open handle of this process into it; `dup`
+        // is a valid out pointer, and the duplicate is owned below.
+        let ok = unsafe {
+            DuplicateHandle(
+                GetCurrentProcess(),
+                server.as_raw_socket() as HANDLE,
+                GetCurrentProcess(),
+                &mut dup,
+                0,
+                0,
+                DUPLICATE_SAME_ACCESS,
+            )
+        };
+        assert_ne!(
+            ok,
+            0,
+            "DuplicateHandle: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: `dup` was just made and is owned by nobody else.
+        let second = unsafe { TcpStream::from_raw_socket(dup as RawSocket) };
+        let mut lp: Loop<Vec<String>> = select_loop();
+        lp.io(second, Interest::READABLE, |lp, log, ev| {
+            let mut b = [0u8; 8];
+            let n = ev.source.read(&mut b).unwrap();
+            log.push(format!("{} {:?}", ev.ready, &b[..n]));
+            lp.remove(ev.watcher).unwrap();
+        })
+        .expect("a duplicated socket handle is a socket");
+        client.write_all(b"dup").unwrap();
+        let mut log = Vec::new();
+        lp.run(RunMode::Default, &mut log).unwrap();
+        assert_eq!(log, ["r [100, 117, 112]"]);
+        drop(server);
+    });
+}
+
+/// A socket closed behind the loop's back whose number a file's handle
+/// takes at once (Wine gives out the lowest free value): `select` fails
+/// (WSAENOTSOCK beside other sockets; WSAEOPNOTSUPP, under Wine, when the
+/// file is the only registered handle), and the socket is reported and
+/// stopped all the same; the other socket's data comes in the same
+/// iteration, and the loop goes on.
+#[test]
+fn closed_socket_number_reused_by_a_file() {
+    watchdog("reused", || {
+        reused_by_a_file(true);
+        reused_by_a_file(false);
+    });
+}
+
+fn reused_by_a_file(with_other: bool) {
+    use std::os::windows::io::AsRawHandle;
+    let (_peer, doomed) = pair();
+    let (mut client, other) = pair();
+    let mut lp: Loop<Vec<String>> = select_loop();
+    let raw = doomed.as_raw_socket();
+    let x = lp
+        .io(Raw(raw), Interest::READABLE, |_, log, ev| {
+            log.push(format!("x {}", ev.ready))
+        })
+        .unwrap();
+    if with_other {
+        lp.io(other, Interest::READABLE, |_, log, ev| {
+            let mut b = [0u8; 8];
+            let n = ev.source.read(&mut b).unwrap();
+            log.push(format!("y {} {n}", ev.ready));
+        })
+        .unwrap();
+    }
+    let mut log = Vec::new();
+    lp.run(RunMode::NoWait, &mut log).unwrap(); // registered
+    assert_eq!(log, Vec::<String>::new());
+    drop(doomed);
+    let exe = std::env::current_exe().unwrap();
+    let mut files = Vec::new();
+    let mut taken = false;
+    for _ in 0..64 {
+        let f = std::fs::File::open(&exe).unwrap();
+        let h = f.as_raw_handle() as RawSocket;
+        files.push(f);
+        if h == raw {
+            taken = true;
+            break;
+        }
+    }
+    if !taken {
+        let _ = writeln!(
+            std::io::stderr(),
+            "closed_socket_number_reused_by_a_file: the number {raw} was not given to a file \
+             (another thread took it, or not Wine's lowest-free-first): only the closed-socket \
+             path was exercised"
+        );
+    }
+    client.write_all(b"!").unwrap();
+    lp.run(RunMode::Once, &mut log).unwrap();
+    log.sort();
+    if with_other {
+        assert_eq!(log, ["x r|err", "y r 1"]);
+    } else {
+        assert_eq!(log, ["x r|err"]);
+    }
+    assert!(!lp.is_active(x).unwrap());
+    drop(files);
+}

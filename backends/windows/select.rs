@@ -21,7 +21,9 @@
 //!   `take_error`) returns the error. There is no hang-up or error bit
 //!   ([`Hangup::Never`](crate::backend::Hangup::Never)).
 //! - A socket closed behind the loop's back makes the whole `select` fail
-//!   with `WSAENOTSOCK`: the backend then checks each registered socket
+//!   with `WSAENOTSOCK` (under Wine, `WSAEOPNOTSUPP` if the number now
+//!   names a handle of another kind, a file: Wine gives out the lowest
+//!   free value again at once): the backend then checks each registered socket
 //!   (`getsockopt(SO_TYPE)`) and reports those that are no longer sockets
 //!   as [`Ready::INVALID`] (the loop stops their watchers with
 //!   [`Ready::ERROR`] and forgets them) and leaves out of the sets; a
@@ -55,7 +57,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use windows_sys::Win32::Networking::WinSock::{
-    select, FD_SET, SOCKET, SOCKET_ERROR, TIMEVAL, WSAEINTR, WSAENOTSOCK,
+    select, FD_SET, SOCKET, SOCKET_ERROR, TIMEVAL, WSAEINTR, WSAENOTSOCK, WSAEOPNOTSUPP,
 };
 
 use super::windows::{sockets, Notifier};
@@ -258,7 +260,7 @@ impl Select {
         woken
     }
 
-    /// After `select` failed with `WSAENOTSOCK`: reports the registered
+    /// After `select` failed with `WSAENOTSOCK` (or `WSAEOPNOTSUPP`): reports the registered
     /// sockets that are no longer sockets, and leaves them out of the
     /// sets from now on. Returns how many it found.
     fn report_invalid(&mut self, events: &mut Vec<PollEvent>) -> usize {
@@ -415,7 +417,9 @@ impl Backend for Select {
                 let err = sockets::last_error();
                 match err.raw_os_error() {
                     Some(WSAEINTR) => continue,
-                    Some(WSAENOTSOCK) if self.report_invalid(events) > 0 => {
+                    // A closed socket; or (Wine) a handle of another kind
+                    // now under a closed socket's number: WSAEOPNOTSUPP.
+                    Some(WSAENOTSOCK | WSAEOPNOTSUPP) if self.report_invalid(events) > 0 => {
                         tracing::trace!(
                             closed = events.len(),
                             "select: sockets closed behind the loop's back"
