@@ -836,3 +836,102 @@ fn reused_by_a_file(with_other: bool) {
     assert!(!lp.is_active(x).unwrap());
     drop(files);
 }
+
+/// Counts the allocations of the thread that asks (all others pass
+/// through uncounted), for [`steady_state_allocates_nothing`].
+struct Counting;
+
+thread_local! {
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn note_alloc() {
+    if COUNTING.try_with(|c| c.get()).unwrap_or(false) {
+        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// counting touches only thread-local cells (no allocation).
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        note_alloc();
+        // SAFETY: as above.
+        unsafe { std::alloc::System.realloc(ptr, layout, size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn allocations_in(f: impl FnOnce()) -> u64 {
+    let before = ALLOCS.with(|n| n.get());
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(|n| n.get()) - before
+}
+
+/// Once warm, iterations with readiness on 50 sockets, wake-ups from
+/// another thread and a timer allocate nothing: the sets, the table of
+/// ready slots and the wake socket's buffer are reused.
+#[test]
+fn steady_state_allocates_nothing() {
+    watchdog("no alloc", || {
+        let mut lp: Loop<u64> = select_loop();
+        let mut peers = Vec::new();
+        for _ in 0..50 {
+            let (client, server) = pair();
+            peers.push(client);
+            lp.io(server, Interest::BOTH, |_, n, ev| {
+                let mut b = [0u8; 16];
+                let _ = ev.source.read(&mut b);
+                *n += 1;
+            })
+            .unwrap();
+        }
+        let (_a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+        lp.timer(Duration::ZERO, Duration::from_millis(1), |_, n, _| *n += 1)
+            .unwrap();
+        let mut n = 0;
+        let mut round = |lp: &mut Loop<u64>, n: &mut u64| {
+            for p in peers.iter_mut() {
+                p.write_all(b"x").unwrap();
+            }
+            sender.send().unwrap();
+            lp.run(RunMode::Once, n).unwrap();
+        };
+        for _ in 0..20 {
+            round(&mut lp, &mut n);
+        }
+        let before = n;
+        let allocs = allocations_in(|| {
+            for _ in 0..50 {
+                round(&mut lp, &mut n);
+            }
+        });
+        assert!(
+            n - before >= 50 * 50,
+            "the rounds did something ({})",
+            n - before
+        );
+        assert_eq!(allocs, 0, "allocations in 50 steady-state iterations");
+        let boxed = allocations_in(|| drop(std::hint::black_box(Box::new(0u64))));
+        assert_eq!(boxed, 1, "the counting allocator counts");
+    });
+}
