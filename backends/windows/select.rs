@@ -6,7 +6,8 @@
 //!   `FD_SETSIZE` (64) bounds only the C structure, not the call. The
 //!   backend builds its own sets of the size it needs (a `Vec<usize>`
 //!   laid out as `FD_SET`: the count, then the sockets), as libev does on
-//!   Windows, so [`Capabilities::max_fd`] is `None`. The registrations are
+//!   Windows, so [`Capabilities::max_fd`] is `None` (under Wine 8 one
+//!   wait over 2200 sockets reports every ready one). The registrations are
 //!   kept in an array with a socket → slot index (forgetting one
 //!   swap-removes it); each wait copies them into the three sets, whose
 //!   buffers are reused: nothing is allocated in steady state.
@@ -22,9 +23,11 @@
 //!   ([`Hangup::Never`](crate::backend::Hangup::Never)).
 //! - A socket closed behind the loop's back makes the whole `select` fail
 //!   with `WSAENOTSOCK` (under Wine, `WSAEOPNOTSUPP` if the number now
-//!   names a handle of another kind, a file: Wine gives out the lowest
-//!   free value again at once): the backend then checks each registered socket
-//!   (`getsockopt(SO_TYPE)`) and reports those that are no longer sockets
+//!   names a handle of another kind, a file, and no other socket is
+//!   registered: Wine gives out the lowest free value again at once): the
+//!   backend then checks each registered socket (`getsockopt(SO_TYPE)`,
+//!   and `getsockname` where Wine's `getsockopt` refuses a duplicated
+//!   handle) and reports those that are no longer sockets
 //!   as [`Ready::INVALID`] (the loop stops their watchers with
 //!   [`Ready::ERROR`] and forgets them) and leaves out of the sets; a
 //!   second `select` without them, which does not wait, gives the others'
@@ -35,8 +38,9 @@
 //!   ([`Backend::check_fd`], and again when a socket is first registered):
 //!   Winsock's `select` takes only sockets.
 //! - Wake-ups from other threads (async watchers, console events, child
-//!   exits: the shared notifier, `backends/windows/`) arrive on a UDP socket bound to
-//!   `127.0.0.1:0` and connected to itself, always in the read set (so
+//!   exits: the shared notifier, `backends/windows/`) arrive on a UDP
+//!   socket bound to `127.0.0.1:0` and connected to itself (one datagram
+//!   until it is drained), always in the read set (so
 //!   the sets are never all empty, which `select` refuses with
 //!   `WSAEINVAL`), never reported to the loop, drained when it is
 //!   readable; the wait then returns so that the loop takes the notices.
