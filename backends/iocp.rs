@@ -71,10 +71,36 @@
 //!   that has not completed by then is leaked on purpose (its memory may
 //!   still be written), never freed under the driver.
 //!
-//! Wine (8.0, where the tests run; it has had the AFD poll since 7.13):
-//! it runs this design as it runs mio's. Observed differences are noted
-//! where the code meets them, and the tests (`tests/windows_iocp.rs`) say
-//! what they could not check there.
+//! **Under Wine** (8.0, where the tests run; Wine has had the AFD poll
+//! since 7.13, and runs this design as it runs mio's), measured by
+//! `tests/windows_iocp.rs`:
+//!
+//! - Wine's server answers the poll: a request that finds its socket
+//!   ready completes at once, and its completion is on the port when the
+//!   next `GetQueuedCompletionStatusEx` looks, even with a zero timeout
+//!   (so level re-reports and interest changes show within one
+//!   `RunMode::NoWait` iteration, as on Windows). The completion's data
+//!   reaches the request's memory through the thread that issued it, while
+//!   that thread is in a system call: the backend is not `Send`, and its
+//!   requests are issued and dequeued by the loop's thread.
+//! - The last handle of a socket closed completes its pending requests
+//!   with `AFD_POLL_LOCAL_CLOSE`, as on Windows; a request issued on a
+//!   closed handle fails at once. A pending request holds Wine's socket
+//!   object open, so a forgotten socket's request is cancelled at once
+//!   (`modify` to `Interest::NONE`), not left to complete: the peer sees
+//!   the close when the program closes the socket.
+//! - Wine reports `AFD_POLL_DISCONNECT` only once no data is left to read
+//!   (it finds the peer's FIN by a zero-byte `MSG_PEEK`): data followed by
+//!   the peer's close reports `READABLE` alone, even when the close came
+//!   before the socket was armed, and the hang-up shows in the report after
+//!   the data has been read. Windows reports the FIN as it arrives. The
+//!   reads see the data, then EOF, either way.
+//! - Wine's `SIO_BASE_HANDLE` hands back any handle it is given (a file's
+//!   too), so a new socket is first checked to be one (`getsockopt`), and a
+//!   handle of another kind is refused by `modify` with the reason, as
+//!   [`Loop::io`](crate::Loop::io) refuses it (through `check_fd`).
+//! - A reset (`SO_LINGER` 0 at the peer) is `AFD_POLL_ABORT`, as on
+//!   Windows: `READABLE | WRITABLE | HUP | ERROR`.
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
