@@ -54,7 +54,7 @@
 //!   the socket is not polled again. (A handle value that Windows has
 //!   given to a new socket meanwhile cannot be told from the old one: as
 //!   on Unix, close a socket only after the loop has forgotten it.)
-//! - **Wake-ups** (the [`Notifier`]'s: async watchers, console events,
+//! - **Wake-ups** (the shared Windows notifier's: async watchers, console events,
 //!   child exits) are a completion posted to the port
 //!   (`PostQueuedCompletionStatus`) under a key of their own, at most one
 //!   in flight; the port's handle is shared with the wakers (an `Arc`), so
