@@ -773,3 +773,69 @@ fn waker_used_before_the_wait_and_after_the_backend() {
         assert_eq!(seen.get(), 1);
     });
 }
+
+#[test]
+fn udp_readable() {
+    watchdog(30, || {
+        let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        a.set_nonblocking(true).unwrap();
+        let to = a.local_addr().unwrap();
+        let mut lp: Loop<Vec<Vec<u8>>> = new_loop();
+        lp.io(a, Interest::READABLE, |_, got, ev| {
+            let mut buf = [0u8; 64];
+            while let Ok(n) = ev.source.recv(&mut buf) {
+                got.push(buf[..n].to_vec());
+            }
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        lp.run(RunMode::NoWait, &mut got).unwrap();
+        assert!(got.is_empty());
+        b.send_to(b"one", to).unwrap();
+        b.send_to(b"two", to).unwrap();
+        while got.len() < 2 {
+            lp.run(RunMode::Once, &mut got).unwrap();
+        }
+        assert_eq!(got, [b"one".to_vec(), b"two".to_vec()]);
+    });
+}
+
+#[test]
+fn connects_in_progress() {
+    use socket2::{Domain, Socket, Type};
+    watchdog(30, || {
+        // A listener: the connect succeeds, writable.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let good = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        good.set_nonblocking(true).unwrap();
+        let _ = good.connect(&listener.local_addr().unwrap().into());
+        // A port nobody listens on (the listener's, once it is gone): the
+        // connect fails.
+        let gone = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = gone.local_addr().unwrap();
+        drop(gone);
+        let bad = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        bad.set_nonblocking(true).unwrap();
+        let _ = bad.connect(&addr.into());
+        let mut lp: Loop<Vec<(&str, Ready)>> = new_loop();
+        lp.io(TcpStream::from(good), Interest::WRITABLE, |lp, got, ev| {
+            got.push(("good", ev.ready));
+            lp.stop(ev.watcher).unwrap();
+        })
+        .unwrap();
+        lp.io(TcpStream::from(bad), Interest::WRITABLE, |lp, got, ev| {
+            got.push(("bad", ev.ready));
+            lp.stop(ev.watcher).unwrap();
+        })
+        .unwrap();
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            lp.run(RunMode::Once, &mut got).unwrap();
+        }
+        got.sort_by_key(|g| g.0);
+        assert_eq!(got[1], ("good", Ready::WRITABLE));
+        assert_eq!(got[0].0, "bad");
+        assert!(got[0].1.is_error() && got[0].1.is_writable(), "{got:?}");
+    });
+}
