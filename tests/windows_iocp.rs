@@ -334,6 +334,37 @@ fn a_writer_hears_the_hangup_without_spinning() {
 }
 
 #[test]
+fn a_blocked_writer_hears_the_hangup_once() {
+    watchdog(60, || {
+        let (mut a, peer) = pair();
+        // Fill: the peer never reads.
+        let chunk = [7u8; 65536];
+        let mut filled = 0usize;
+        loop {
+            match a.write(&chunk) {
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) => panic!("fill: {e}"),
+            }
+            assert!(filled < 1 << 30, "never full");
+        }
+        peer.shutdown(Shutdown::Write).unwrap();
+        settle();
+        let mut lp: Loop<Vec<Ready>> = new_loop();
+        lp.io(a, Interest::WRITABLE, |_, got, ev| got.push(ev.ready))
+            .unwrap();
+        let mut got = Vec::new();
+        lp.run(RunMode::Once, &mut got).unwrap();
+        assert_eq!(got, [Ready::HUP], "the FIN, while not writable");
+        for _ in 0..5 {
+            lp.run(RunMode::NoWait, &mut got).unwrap();
+        }
+        assert_eq!(got, [Ready::HUP], "told once: no spin while full");
+        drop(peer);
+    });
+}
+
+#[test]
 fn reset_by_peer_is_an_error() {
     watchdog(30, || {
         let (a, peer) = pair();
