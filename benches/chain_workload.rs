@@ -12,9 +12,41 @@
 #![allow(dead_code)]
 
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::OwnedFd;
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+
+/// One end of an OS socket pair: a Unix socket held as a plain `OwnedFd`
+/// (see [`ChainIo`]); on Windows, which has no socket pairs, a connected
+/// loopback TCP stream.
+#[cfg(unix)]
+pub type OsSock = std::os::fd::OwnedFd;
+/// One end of an OS socket pair (see the Unix definition).
+#[cfg(windows)]
+pub type OsSock = std::net::TcpStream;
+
+/// A connected, non-blocking pair of OS sockets.
+#[cfg(unix)]
+fn os_pair() -> (OsSock, OsSock) {
+    let (r, w) = UnixStream::pair().expect("socketpair (raise RLIMIT_NOFILE?)");
+    r.set_nonblocking(true).unwrap();
+    w.set_nonblocking(true).unwrap();
+    (OsSock::from(r), OsSock::from(w))
+}
+
+/// A connected, non-blocking pair of OS sockets: loopback TCP, with
+/// Nagle's delay off (each hop is one byte).
+#[cfg(windows)]
+fn os_pair() -> (OsSock, OsSock) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (r, _) = l.accept().unwrap();
+    for s in [&r, &w] {
+        s.set_nonblocking(true).unwrap();
+        s.set_nodelay(true).unwrap();
+    }
+    (r, w)
+}
 
 use evloop::{Break, Builder, Interest, Loop, RunMode, Sim, SimSocket, Source, Timer, Trigger};
 
@@ -66,7 +98,8 @@ pub trait ChainIo {
 
 /// The OS sockets are held as plain `OwnedFd`s: their `as_fd` inlines,
 /// where `UnixStream::as_fd` is an out-of-line call into `std`.
-impl ChainIo for OwnedFd {
+#[cfg(unix)]
+impl ChainIo for std::os::fd::OwnedFd {
     #[inline]
     fn read_byte(&mut self) -> std::io::Result<usize> {
         evloop::backends::fd_io::read(&*self, &mut [0u8; 1])
@@ -74,6 +107,16 @@ impl ChainIo for OwnedFd {
     #[inline]
     fn write_byte(&mut self) -> std::io::Result<usize> {
         evloop::backends::fd_io::write(&*self, b"e")
+    }
+}
+
+#[cfg(windows)]
+impl ChainIo for std::net::TcpStream {
+    fn read_byte(&mut self) -> std::io::Result<usize> {
+        self.read(&mut [0u8; 1])
+    }
+    fn write_byte(&mut self) -> std::io::Result<usize> {
+        self.write(b"e")
     }
 }
 
@@ -183,32 +226,22 @@ impl<'s, W: ChainIo + 's> Bench<'s, W> {
 /// The workload on the OS backend called `backend` ("epoll", "poll",
 /// "select", ...: a name of [`Builder::available`](evloop::Builder::available)
 /// on a plain builder), with real non-blocking Unix socket pairs.
-pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, OwnedFd>> {
+pub fn on_os(backend: &str, shape: Shape) -> evloop::Result<Bench<'static, OsSock>> {
     on_builder(&Loop::builder().backend(backend), shape)
 }
 
 /// The workload on the loop `builder` builds: a backend registered with it
 /// ([`Builder::register`](evloop::Builder::register)) as well as one of the
 /// crate's.
-pub fn on_builder(builder: &Builder, shape: Shape) -> evloop::Result<Bench<'static, OwnedFd>> {
+pub fn on_builder(builder: &Builder, shape: Shape) -> evloop::Result<Bench<'static, OsSock>> {
     on_loop(builder.build()?, shape)
 }
 
 /// The workload on any loop whose backend watches OS fds (one made with
 /// [`Loop::with_backend`] on a backend of another crate, say), with real
 /// non-blocking Unix socket pairs.
-pub fn on_loop<'s>(
-    lp: Loop<'s, State<OwnedFd>>,
-    shape: Shape,
-) -> evloop::Result<Bench<'s, OwnedFd>> {
-    let ends = (0..shape.pairs)
-        .map(|_| {
-            let (r, w) = UnixStream::pair().expect("socketpair (raise RLIMIT_NOFILE?)");
-            r.set_nonblocking(true).unwrap();
-            w.set_nonblocking(true).unwrap();
-            (OwnedFd::from(r), OwnedFd::from(w))
-        })
-        .collect();
+pub fn on_loop<'s>(lp: Loop<'s, State<OsSock>>, shape: Shape) -> evloop::Result<Bench<'s, OsSock>> {
+    let ends = (0..shape.pairs).map(|_| os_pair()).collect();
     Bench::build(lp, ends, shape)
 }
 
@@ -236,6 +269,7 @@ pub fn on_sim_world(shape: Shape) -> (Bench<'static, SimSocket>, Sim) {
 /// same non-blocking Unix socket pairs), the bytes visited round-robin as
 /// the loop would dispatch them. Its cost per event is the floor that any
 /// loop adds to; `benches/callgrind.sh bare` counts its instructions.
+#[cfg(unix)]
 pub struct Bare<T = UnixStream> {
     readers: Vec<T>,
     writers: Vec<T>,
@@ -246,6 +280,7 @@ pub struct Bare<T = UnixStream> {
 
 /// Sets up [`Bare`] (`shape.timers` is ignored: there is no loop to hold
 /// timers).
+#[cfg(unix)]
 pub fn bare(shape: Shape) -> Bare {
     let (mut readers, mut writers) = (Vec::new(), Vec::new());
     for _ in 0..shape.pairs {
@@ -265,16 +300,18 @@ pub fn bare(shape: Shape) -> Bare {
 
 /// [`bare`] with the sockets held as `OwnedFd`s, as the loop's workload
 /// holds them, for [`Bare::run_fd_io`].
-pub fn bare_fd(shape: Shape) -> Bare<OwnedFd> {
+#[cfg(unix)]
+pub fn bare_fd(shape: Shape) -> Bare<OsSock> {
     let b = bare(shape);
     Bare {
-        readers: b.readers.into_iter().map(OwnedFd::from).collect(),
-        writers: b.writers.into_iter().map(OwnedFd::from).collect(),
+        readers: b.readers.into_iter().map(OsSock::from).collect(),
+        writers: b.writers.into_iter().map(OsSock::from).collect(),
         at: b.at,
         shape: b.shape,
     }
 }
 
+#[cfg(unix)]
 impl Bare {
     /// One run: prime `active` chains, then read and pass on every byte
     /// until `writes` writes were made and every byte was read, with the
@@ -308,7 +345,8 @@ impl Bare {
     }
 }
 
-impl Bare<OwnedFd> {
+#[cfg(unix)]
+impl Bare<OsSock> {
     /// [`Bare::run`] with the calls the loop's callbacks make on OS
     /// sockets (`evloop::backends::fd_io`, one `read(2)`/`write(2)` each,
     /// on `OwnedFd`s): the floor the loop's own cost is measured against.
@@ -320,6 +358,7 @@ impl Bare<OwnedFd> {
     }
 }
 
+#[cfg(unix)]
 impl<T> Bare<T> {
     fn run_with(
         &mut self,
@@ -367,18 +406,8 @@ impl<T> Bare<T> {
     }
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limit.
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the limit
+/// (on Windows, which has none, `u64::MAX`).
 pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
-    lim.rlim_cur
+    evloop::net::raise_fd_limit().unwrap_or(0)
 }
