@@ -1,0 +1,284 @@
+//! The Windows part of [`OsFixture`](super::OsFixture): connected TCP
+//! loopback pairs for the pairs and the pipes, sockets closed behind the
+//! loop's back with `closesocket`, handle values reused on purpose.
+//!
+//! Windows has no socketpair, and its pipes (anonymous or named) are not
+//! sockets: select and AFD poll, all a Windows backend watches, refuse
+//! them. So a "pipe" here is a TCP pair of which one end is only read and
+//! the other only written, which is the same observable thing for what
+//! the scenarios do with pipes (data through, the writer's close giving
+//! EOF, a full writer whose reader leaves woken and its write failing).
+//!
+//! Handle values, unlike fd numbers, are not given out lowest-first on
+//! every Windows (Wine does; Windows reuses the most recently freed
+//! entry): a scenario that closes a socket behind the loop's back, or
+//! reuses a value on purpose, holds [`handles_exclusive`] for as long as
+//! the value matters, and every socket and loop the fixture makes is made
+//! under its shared side, so that no other scenario of the kit takes the
+//! value meanwhile. (A handle made outside the fixture, say a new test
+//! thread's, could still take it: the scenario would then fail, not hang.)
+
+use std::cell::Cell;
+use std::io::{self, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::windows::io::{AsRawSocket, AsSocket, BorrowedSocket, RawSocket};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use windows_sys::Win32::Foundation::{CloseHandle, DuplicateHandle, DUPLICATE_SAME_ACCESS, HANDLE};
+use windows_sys::Win32::Networking::WinSock::{closesocket, recv, send, WSAGetLastError, SOCKET};
+use windows_sys::Win32::System::Threading::GetCurrentProcess;
+
+use super::Stream;
+use crate::RawFd;
+
+/// What [`Fixture::pair`](super::Fixture::pair) gives on this platform: a
+/// connected TCP loopback pair.
+pub type OsSock = TcpStream;
+/// The read end of [`Fixture::pipe`](super::Fixture::pipe) on this
+/// platform: one end of a TCP pair, only read.
+pub type OsPipeR = TcpStream;
+/// The write end of [`Fixture::pipe`](super::Fixture::pipe) on this
+/// platform: the other end, only written.
+pub type OsPipeW = TcpStream;
+
+stream_via_shared_ref!(TcpStream);
+
+/// The number of a borrowed socket.
+pub(crate) fn raw(socket: BorrowedSocket<'_>) -> RawFd {
+    socket.as_raw_socket()
+}
+
+/// The handles the fixture makes, and those it closes or reuses on
+/// purpose (see the module documentation).
+static HANDLES: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// This thread holds [`handles_exclusive`]: what it makes needs no
+    /// shared lock (which it could not take).
+    static EXCLUSIVE_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Held while the fixture makes sockets or a loop (a backend makes
+/// handles: a completion port, an AFD handle, a wake socket): `None` on
+/// the thread that holds [`handles_exclusive`].
+pub(crate) fn creating() -> Option<RwLockReadGuard<'static, ()>> {
+    if EXCLUSIVE_HERE.with(Cell::get) {
+        return None;
+    }
+    Some(HANDLES.read().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// No other scenario of the kit makes a handle while this is held.
+pub struct Exclusive {
+    _guard: RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        EXCLUSIVE_HERE.with(|e| e.set(false));
+    }
+}
+
+/// Takes the fixture's handles for this thread alone (see the module
+/// documentation).
+pub fn handles_exclusive() -> Exclusive {
+    let guard = HANDLES.write().unwrap_or_else(|p| p.into_inner());
+    EXCLUSIVE_HERE.with(|e| e.set(true));
+    Exclusive { _guard: guard }
+}
+
+/// A connected, non-blocking TCP loopback pair with `TCP_NODELAY` (the
+/// name says what it stands for: Windows has no socketpair). A byte
+/// written to one end can be read from the other at once on loopback.
+pub fn socketpair() -> (TcpStream, TcpStream) {
+    let _creating = creating();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let a = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (b, from) = listener.accept().expect("accept");
+    // Nobody else knows the port; but if somebody connected, this is not
+    // our pair.
+    assert_eq!(from, a.local_addr().unwrap(), "accepted a stranger");
+    for s in [&a, &b] {
+        s.set_nonblocking(true).unwrap();
+        s.set_nodelay(true).unwrap();
+    }
+    (a, b)
+}
+
+/// A "pipe": a TCP pair, (the end that is only read, the end that is only
+/// written).
+pub fn pipe() -> (TcpStream, TcpStream) {
+    socketpair()
+}
+
+/// The last Winsock error.
+fn wsa_error() -> io::Error {
+    // SAFETY: no arguments, no preconditions.
+    io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
+}
+
+/// A socket registered by number only: it owns nothing and closes nothing
+/// when dropped, so that a test can `closesocket` it behind the loop's
+/// back without anything closing it a second time.
+pub struct RawSock {
+    socket: RawSocket,
+}
+
+impl AsSocket for RawSock {
+    fn as_socket(&self) -> BorrowedSocket<'_> {
+        // SAFETY: deliberately weaker than `borrow_raw` asks: the socket is
+        // open when the watcher is registered, and the test closes it while
+        // the watcher is active to check what the loop does then. The loop
+        // only passes the number to the backend; nothing reads through it
+        // after the close but Winsock, which reports WSAENOTSOCK.
+        unsafe { BorrowedSocket::borrow_raw(self.socket) }
+    }
+}
+
+impl Stream for RawSock {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let len = buf.len().min(i32::MAX as usize) as i32;
+        // SAFETY: `buf` is valid for `len` bytes; a closed socket gives
+        // WSAENOTSOCK.
+        let n = unsafe { recv(self.socket as SOCKET, buf.as_mut_ptr(), len, 0) };
+        if n < 0 {
+            Err(wsa_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+        let len = buf.len().min(i32::MAX as usize) as i32;
+        // SAFETY: `buf` is valid for `len` bytes; a closed socket gives
+        // WSAENOTSOCK.
+        let n = unsafe { send(self.socket as SOCKET, buf.as_ptr(), len, 0) };
+        if n < 0 {
+            Err(wsa_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+/// The doomed socket of an [`OsFixture`](super::OsFixture), and the lock
+/// that keeps its value from being reused until the scenario ends.
+pub struct OsDoom {
+    socket: RawSocket,
+    _exclusive: Exclusive,
+}
+
+/// A TCP pair whose first end can be closed behind the loop's back.
+pub(crate) fn doomed_pair() -> (RawSock, TcpStream, OsDoom) {
+    let exclusive = handles_exclusive();
+    let (a, b) = socketpair();
+    let socket = std::os::windows::io::IntoRawSocket::into_raw_socket(a);
+    (
+        RawSock { socket },
+        b,
+        OsDoom {
+            socket,
+            _exclusive: exclusive,
+        },
+    )
+}
+
+/// `closesocket` on the doomed socket.
+pub(crate) fn close_behind_back(doom: &OsDoom) {
+    // SAFETY: `doom.socket` was taken out of its `TcpStream` by
+    // `doomed_pair` and is owned by nobody (the watcher holds a `RawSock`,
+    // which never closes); no other scenario can have reused the value
+    // while the exclusive lock is held.
+    let r = unsafe { closesocket(doom.socket as SOCKET) };
+    assert_eq!(r, 0, "closesocket: {}", wsa_error());
+}
+
+/// A TCP end does not know that its peer has stopped reading until it
+/// writes and the peer's stack answers with a reset (a socketpair knows at
+/// once): one byte, whose fate does not matter. On loopback the reset is
+/// back before `send` returns.
+pub(crate) fn settle_peer_close(end: &TcpStream) {
+    let _ = (&*end).write(b"\0");
+}
+
+/// Never called: no signal interrupts a wait on Windows
+/// ([`Scenario::not_applicable`](super::super::Scenario::not_applicable)
+/// says so for `wait_interrupted`).
+pub(crate) fn interrupt_waits<R>(_span: Duration, _f: impl FnOnce() -> R) -> (R, usize) {
+    panic!(
+        "no signal interrupts a wait on Windows: wait_interrupted does not apply to the Windows \
+         backends"
+    )
+}
+
+/// A second handle of `socket`, owned by the caller. `DuplicateHandle`,
+/// not `WSADuplicateSocket`: the duplicate is the same socket object, kept
+/// alive by either handle (as `dup` keeps a file open), so that what one
+/// handle has pending can still arrive after the other is closed.
+pub fn duplicate(socket: RawSocket) -> RawSocket {
+    let mut dup: HANDLE = std::ptr::null_mut();
+    // SAFETY: duplicates an open handle of this process into this process;
+    // `dup` is a valid out pointer. The duplicate is the caller's.
+    let ok = unsafe {
+        DuplicateHandle(
+            GetCurrentProcess(),
+            socket as HANDLE,
+            GetCurrentProcess(),
+            &mut dup,
+            0,
+            0,
+            DUPLICATE_SAME_ACCESS,
+        )
+    };
+    assert!(ok != 0, "DuplicateHandle: {}", io::Error::last_os_error());
+    dup as RawSocket
+}
+
+/// A [`duplicate`] of `socket` whose value is `want` (a value just freed,
+/// under [`handles_exclusive`]), owned by the caller; `None` if the
+/// system does not give that value back.
+pub fn duplicate_to(socket: RawSocket, want: RawSocket) -> Option<RawSocket> {
+    let mut extra = Vec::new();
+    let mut got = None;
+    // Wine gives out the lowest free value, so other holes may come first
+    // (a few thousand at most in a test binary); Windows the most recently
+    // freed one.
+    for _ in 0..10_000 {
+        let dup = duplicate(socket);
+        if dup == want {
+            got = Some(want);
+            break;
+        }
+        extra.push(dup);
+        if dup > want {
+            // Past it: somebody has it (the lowest free comes first, and
+            // the most recently freed would have come at once).
+            break;
+        }
+    }
+    for h in extra {
+        // SAFETY: a duplicate made above, owned here and closed once.
+        unsafe { CloseHandle(h as HANDLE) };
+    }
+    got
+}
+
+/// Whether a read after the peer's reset returns EOF rather than the
+/// reset: under Wine 8, whose recv returns 0 there (Windows returns
+/// `WSAECONNRESET`).
+pub(crate) fn reset_reads_as_eof() -> bool {
+    under_wine()
+}
+
+/// Whether this program runs under Wine (whose ntdll exports
+/// `wine_get_version`): where Wine is known to differ from Windows, a
+/// scenario says so, loudly, and checks what Wine does.
+pub fn under_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: both names are NUL-terminated; ntdll is always loaded, and a
+    // null module is handled.
+    unsafe {
+        let ntdll = GetModuleHandleA(b"ntdll.dll\0".as_ptr());
+        !ntdll.is_null() && GetProcAddress(ntdll, b"wine_get_version\0".as_ptr()).is_some()
+    }
+}
