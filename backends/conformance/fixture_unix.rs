@@ -30,9 +30,11 @@ pub(crate) fn raw(fd: BorrowedFd<'_>) -> RawFd {
     fd.as_raw_fd()
 }
 
-/// Nothing to hold while a loop or a socketpair is made: fd numbers
-/// nobody else may take are kept apart by [`high_fds`].
-pub(crate) fn creating() {}
+/// Nothing to hold while a loop or a socketpair is made (`None`): fd
+/// numbers nobody else may take are kept apart by [`high_fds`].
+pub(crate) fn creating() -> Option<()> {
+    None
+}
 
 fn set_nonblocking_cloexec(fd: RawFd) {
     // SAFETY: F_GETFL/F_SETFL/F_SETFD only change the flags of an fd that
