@@ -2,8 +2,9 @@
 //! instead of spinning when the process is out of descriptors),
 //! buffered connections with backpressure (reading stops while the peer
 //! is slow to take its echo), an idle timeout, a graceful close at the
-//! peer's half-close, and a clean shutdown on SIGTERM or SIGINT: stop
-//! accepting, close every connection (flushing what is queued), exit 0.
+//! peer's half-close, and a clean shutdown on SIGTERM or SIGINT (on
+//! Windows, Ctrl-C or Ctrl-Break): stop accepting, close every connection
+//! (flushing what is queued), exit 0.
 //!
 //! Run with: `cargo run --example echo_server [ADDR]` (default
 //! `127.0.0.1:7878`; `EVLOOP_BACKEND=poll` for another backend), then
@@ -30,6 +31,13 @@ impl AsMut<Conns<()>> for Server {
         &mut self.conns
     }
 }
+
+/// The signals that shut the server down.
+#[cfg(unix)]
+pub const SHUTDOWN_SIGNALS: [i32; 2] = [Signal::TERM, Signal::INT];
+/// The console events that shut the server down.
+#[cfg(windows)]
+pub const SHUTDOWN_SIGNALS: [i32; 2] = [Signal::INT, Signal::BREAK];
 
 /// The idle timeout `main` serves with: a connection with no traffic
 /// either way for this long is closed.
@@ -97,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut lp: Loop<Server> = Loop::new()?;
     let mut server = Server::default();
     start(&mut lp, &mut server, listener, Some(IDLE_TIMEOUT))?;
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+    for signal in SHUTDOWN_SIGNALS {
         match lp.signal(signal, |lp, server: &mut Server, _| {
             eprintln!("signal: shutting down");
             shutdown(lp, server);

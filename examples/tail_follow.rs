@@ -12,7 +12,6 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read, Seek};
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -40,6 +39,21 @@ pub fn follow<'s, S>(
     Ok(watcher)
 }
 
+/// Which file `meta` describes: its device and inode on Unix. On Windows,
+/// where stable Rust gives no file index, its creation time (a file made
+/// in the place of one renamed away less than 15 s before may inherit the
+/// old one's, NTFS's "tunneling": that rotation is then missed).
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+#[cfg(windows)]
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::windows::fs::MetadataExt;
+    (meta.creation_time(), 0)
+}
+
 /// The file being read (kept open after it is renamed away, to read its
 /// last lines), which file that is, how far it was read, and the line not
 /// yet ended.
@@ -64,13 +78,13 @@ impl Reader {
             let Ok(meta) = std::fs::metadata(path) else {
                 return;
             };
-            if matches!(&self.file, Some((_, id)) if *id == (meta.dev(), meta.ino())) {
+            if matches!(&self.file, Some((_, id)) if *id == file_id(&meta)) {
                 return;
             }
             let Ok(file) = File::open(path) else { return };
             let Ok(meta) = file.metadata() else { return };
             self.end_line(on_line); // the old file's last line, unended
-            self.file = Some((file, (meta.dev(), meta.ino())));
+            self.file = Some((file, file_id(&meta)));
             self.offset = 0;
         }
     }
