@@ -25,9 +25,11 @@ use std::os::windows::io::{AsRawSocket, AsSocket, BorrowedSocket, RawSocket};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use windows_sys::Win32::Foundation::{CloseHandle, DuplicateHandle, DUPLICATE_SAME_ACCESS, HANDLE};
-use windows_sys::Win32::Networking::WinSock::{closesocket, recv, send, WSAGetLastError, SOCKET};
-use windows_sys::Win32::System::Threading::GetCurrentProcess;
+use windows_sys::Win32::Networking::WinSock::{
+    closesocket, recv, send, WSADuplicateSocketW, WSAGetLastError, WSASocketW, FROM_PROTOCOL_INFO,
+    INVALID_SOCKET, SOCKET, WSAPROTOCOL_INFOW, WSA_FLAG_NO_HANDLE_INHERIT, WSA_FLAG_OVERLAPPED,
+};
+use windows_sys::Win32::System::Threading::GetCurrentProcessId;
 
 use super::Stream;
 use crate::RawFd;
@@ -211,27 +213,32 @@ pub(crate) fn interrupt_waits<R>(_span: Duration, _f: impl FnOnce() -> R) -> (R,
     )
 }
 
-/// A second handle of `socket`, owned by the caller. `DuplicateHandle`,
-/// not `WSADuplicateSocket`: the duplicate is the same socket object, kept
-/// alive by either handle (as `dup` keeps a file open), so that what one
-/// handle has pending can still arrive after the other is closed.
+/// A second socket handle of `socket`'s socket, owned by the caller:
+/// `WSADuplicateSocketW` into this process and `WSASocketW` from what it
+/// gives, so that Winsock (Wine's too, which refuses a `DuplicateHandle`
+/// copy in select) takes it for a socket. The underlying socket stays
+/// open until its last handle is closed (as `dup` keeps a file open), so
+/// that what one handle has pending can still arrive after the other is
+/// closed.
 pub fn duplicate(socket: RawSocket) -> RawSocket {
-    let mut dup: HANDLE = std::ptr::null_mut();
-    // SAFETY: duplicates an open handle of this process into this process;
-    // `dup` is a valid out pointer. The duplicate is the caller's.
-    let ok = unsafe {
-        DuplicateHandle(
-            GetCurrentProcess(),
-            socket as HANDLE,
-            GetCurrentProcess(),
-            &mut dup,
+    // SAFETY: WSAPROTOCOL_INFOW is plain data, for WSADuplicateSocketW to
+    // fill in; `socket` is an open socket of this process; WSASocketW only
+    // reads the filled-in structure. The new socket is the caller's.
+    unsafe {
+        let mut info: WSAPROTOCOL_INFOW = std::mem::zeroed();
+        let r = WSADuplicateSocketW(socket as SOCKET, GetCurrentProcessId(), &mut info);
+        assert_eq!(r, 0, "WSADuplicateSocketW: {}", wsa_error());
+        let dup = WSASocketW(
+            FROM_PROTOCOL_INFO,
+            FROM_PROTOCOL_INFO,
+            FROM_PROTOCOL_INFO,
+            &info,
             0,
-            0,
-            DUPLICATE_SAME_ACCESS,
-        )
-    };
-    assert!(ok != 0, "DuplicateHandle: {}", io::Error::last_os_error());
-    dup as RawSocket
+            WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT,
+        );
+        assert!(dup != INVALID_SOCKET, "WSASocketW: {}", wsa_error());
+        dup as RawSocket
+    }
 }
 
 /// A [`duplicate`] of `socket` whose value is `want` (a value just freed,
@@ -258,7 +265,7 @@ pub fn duplicate_to(socket: RawSocket, want: RawSocket) -> Option<RawSocket> {
     }
     for h in extra {
         // SAFETY: a duplicate made above, owned here and closed once.
-        unsafe { CloseHandle(h as HANDLE) };
+        unsafe { closesocket(h as SOCKET) };
     }
     got
 }

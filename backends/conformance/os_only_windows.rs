@@ -31,8 +31,8 @@ pub fn fd_reuse(f: &OsFixture) -> Record {
     let _handles = handles_exclusive();
     let (old, old_peer) = socketpair();
     let n = duplicate(old.as_raw_socket());
-    // SAFETY: `n` was just made by DuplicateHandle and is owned by nobody
-    // else; it is the same socket object as `old`.
+    // SAFETY: `n` was just made by `duplicate` and is owned by nobody
+    // else; it is a handle of the same socket as `old`.
     let old_high = unsafe { TcpStream::from_raw_socket(n) };
     let (mut lp, mut log) = start(f);
     log.name_fd(&old_high, "old");
@@ -55,9 +55,10 @@ pub fn fd_reuse(f: &OsFixture) -> Record {
         panic!("{backend}: the handle value {n} was not given out again (taken meanwhile)")
     });
     drop(new);
-    // SAFETY: `m` was just made by DuplicateHandle and is owned by nobody
+    // SAFETY: `m` was just made by `duplicate` and is owned by nobody
     // else.
     let new_high = unsafe { TcpStream::from_raw_socket(m) };
+    new_high.set_nonblocking(true).unwrap();
     log.name_fd(&new_high, "new");
     lp.io(new_high, Interest::READABLE, reader("new")).unwrap();
     log.step(&mut lp, NoWait);
