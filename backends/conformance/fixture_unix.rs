@@ -36,6 +36,11 @@ pub(crate) fn creating() -> Option<()> {
     None
 }
 
+/// Nothing to hold for a scenario either (`None`): see [`creating`].
+pub(crate) fn scenario_lock(_exclusive: bool) -> Option<()> {
+    None
+}
+
 fn set_nonblocking_cloexec(fd: RawFd) {
     // SAFETY: F_GETFL/F_SETFL/F_SETFD only change the flags of an fd that
     // the caller owns.

@@ -9,14 +9,15 @@
 //! the scenarios do with pipes (data through, the writer's close giving
 //! EOF, a full writer whose reader leaves woken and its write failing).
 //!
-//! Handle values, unlike fd numbers, are not given out lowest-first on
-//! every Windows (Wine does; Windows reuses the most recently freed
-//! entry): a scenario that closes a socket behind the loop's back, or
-//! reuses a value on purpose, holds [`handles_exclusive`] for as long as
-//! the value matters, and every socket and loop the fixture makes is made
-//! under its shared side, so that no other scenario of the kit takes the
-//! value meanwhile. (A handle made outside the fixture, say a new test
-//! thread's, could still take it: the scenario would then fail, not hang.)
+//! Handle values, unlike fd numbers, cannot be kept apart by number
+//! (Wine gives out the lowest free value, Windows reuses a freed entry
+//! soon): a scenario that closes a socket behind the loop's back, or
+//! reuses a value on purpose, holds [`handles_exclusive`] for the whole
+//! scenario, and every other scenario of the kit (on the simulator too)
+//! holds the lock shared, so that while the first runs no other scenario
+//! of the kit runs, or makes a handle that could take the value. (A handle
+//! made outside the kit, by another test of the same binary, could still
+//! take it: the scenario then fails with that reason, it does not hang.)
 
 use std::cell::Cell;
 use std::io::{self, Write};
@@ -55,39 +56,78 @@ pub(crate) fn raw(socket: BorrowedSocket<'_>) -> RawFd {
 /// purpose (see the module documentation).
 static HANDLES: RwLock<()> = RwLock::new(());
 
+/// What this thread holds of [`HANDLES`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Nothing,
+    Shared,
+    Exclusive,
+}
+
 thread_local! {
-    /// This thread holds [`handles_exclusive`]: what it makes needs no
-    /// shared lock (which it could not take).
-    static EXCLUSIVE_HERE: Cell<bool> = const { Cell::new(false) };
+    static HELD_HERE: Cell<Held> = const { Cell::new(Held::Nothing) };
+}
+
+/// A hold on the fixture's handles (nothing if this thread holds them
+/// already: the lock is not re-entrant).
+pub struct Handles {
+    _guard: Option<Guard>,
+}
+
+#[allow(dead_code)] // held for its drop
+enum Guard {
+    Shared(RwLockReadGuard<'static, ()>),
+    Exclusive(RwLockWriteGuard<'static, ()>),
+}
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        if self._guard.is_some() {
+            HELD_HERE.with(|h| h.set(Held::Nothing));
+        }
+    }
+}
+
+/// Holds the fixture's handles for the whole of a scenario: shared, or
+/// for this thread alone (`exclusive`: a scenario that closes a socket
+/// behind the loop's back or reuses a value), so that while one of those
+/// runs no other scenario of the kit runs at all (each waits at its
+/// start, making nothing).
+pub(crate) fn scenario_lock(exclusive: bool) -> Handles {
+    match HELD_HERE.with(Cell::get) {
+        Held::Exclusive => return Handles { _guard: None },
+        Held::Shared => {
+            assert!(
+                !exclusive,
+                "the fixture's handles are held shared on this thread"
+            );
+            return Handles { _guard: None };
+        }
+        Held::Nothing => {}
+    }
+    let guard = if exclusive {
+        HELD_HERE.with(|h| h.set(Held::Exclusive));
+        Guard::Exclusive(HANDLES.write().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        HELD_HERE.with(|h| h.set(Held::Shared));
+        Guard::Shared(HANDLES.read().unwrap_or_else(|p| p.into_inner()))
+    };
+    Handles {
+        _guard: Some(guard),
+    }
 }
 
 /// Held while the fixture makes sockets or a loop (a backend makes
-/// handles: a completion port, an AFD handle, a wake socket): `None` on
-/// the thread that holds [`handles_exclusive`].
-pub(crate) fn creating() -> Option<RwLockReadGuard<'static, ()>> {
-    if EXCLUSIVE_HERE.with(Cell::get) {
-        return None;
-    }
-    Some(HANDLES.read().unwrap_or_else(|p| p.into_inner()))
-}
-
-/// No other scenario of the kit makes a handle while this is held.
-pub struct Exclusive {
-    _guard: RwLockWriteGuard<'static, ()>,
-}
-
-impl Drop for Exclusive {
-    fn drop(&mut self) {
-        EXCLUSIVE_HERE.with(|e| e.set(false));
-    }
+/// handles: a completion port, an AFD handle, a wake socket) outside a
+/// scenario (the no-allocation check).
+pub(crate) fn creating() -> Handles {
+    scenario_lock(false)
 }
 
 /// Takes the fixture's handles for this thread alone (see the module
 /// documentation).
-pub fn handles_exclusive() -> Exclusive {
-    let guard = HANDLES.write().unwrap_or_else(|p| p.into_inner());
-    EXCLUSIVE_HERE.with(|e| e.set(true));
-    Exclusive { _guard: guard }
+pub fn handles_exclusive() -> Handles {
+    scenario_lock(true)
 }
 
 /// A connected, non-blocking TCP loopback pair with `TCP_NODELAY` (the
@@ -167,7 +207,7 @@ impl Stream for RawSock {
 /// that keeps its value from being reused until the scenario ends.
 pub struct OsDoom {
     socket: RawSocket,
-    _exclusive: Exclusive,
+    _exclusive: Handles,
 }
 
 /// A TCP pair whose first end can be closed behind the loop's back.
