@@ -281,35 +281,6 @@ pub fn duplicate(socket: RawSocket) -> RawSocket {
     }
 }
 
-/// A [`duplicate`] of `socket` whose value is `want` (a value just freed,
-/// under [`handles_exclusive`]), owned by the caller; `None` if the
-/// system does not give that value back.
-pub fn duplicate_to(socket: RawSocket, want: RawSocket) -> Option<RawSocket> {
-    let mut extra = Vec::new();
-    let mut got = None;
-    // Wine gives out the lowest free value, so other holes may come first
-    // (a few thousand at most in a test binary); Windows the most recently
-    // freed one.
-    for _ in 0..10_000 {
-        let dup = duplicate(socket);
-        if dup == want {
-            got = Some(want);
-            break;
-        }
-        extra.push(dup);
-        if dup > want {
-            // Past it: somebody has it (the lowest free comes first, and
-            // the most recently freed would have come at once).
-            break;
-        }
-    }
-    for h in extra {
-        // SAFETY: a duplicate made above, owned here and closed once.
-        unsafe { closesocket(h as SOCKET) };
-    }
-    got
-}
-
 /// Whether a read after the peer's reset returns EOF rather than the
 /// reset: under Wine 8, whose recv returns 0 there (Windows returns
 /// `WSAECONNRESET`).
