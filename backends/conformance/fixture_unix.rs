@@ -228,6 +228,11 @@ pub(crate) fn reset_reads_as_eof() -> bool {
     false
 }
 
+/// A hang-up behind unread data is reported with it on every Unix.
+pub(crate) fn fin_hidden_by_data() -> bool {
+    false
+}
+
 /// A socketpair's end knows at once that its peer has gone.
 pub(crate) fn settle_peer_close(_end: &UnixStream) {}
 

@@ -431,6 +431,23 @@ pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
     let hangup = lp.capabilities().hangup;
     for name in ["r", "e"] {
         let raw = log.last().raw(name);
+        if name == "r"
+            && !raw.is_hup()
+            && f.as_os().is_some()
+            && super::fixture::fin_hidden_by_data()
+        {
+            // Wine finds a hang-up with a peek, which returns the data
+            // first: the FIN behind unread data shows only once the data
+            // is read. (`e`, with nothing before its FIN, is still
+            // checked.)
+            eprintln!(
+                "{}: hangup_pipe: WINE DIFFERS FROM WINDOWS: a FIN behind unread data is not \
+                 reported (no AFD_POLL_DISCONNECT) until the data is read; r's report ({raw}) is \
+                 not required to carry HUP",
+                f.backend()
+            );
+            continue;
+        }
         check_hup(&log, name, raw, hangup, true);
     }
 
