@@ -164,7 +164,7 @@ impl Stream for RawSock {
     }
 }
 
-/// The doomed fd of an [`OsFixture`], and the lock that keeps its number
+/// The doomed fd of an [`OsFixture`](super::OsFixture), and the lock that keeps its number
 /// from being reused until the scenario ends.
 pub struct OsDoom {
     fd: RawFd,

@@ -39,8 +39,7 @@
 //!   scenario: the same scenario on the simulator must give the same
 //!   canonical record, step by step (each difference is shown, scenario by
 //!   scenario);
-//! - `fork`: [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork)
-//!   in a forked child;
+//! - `fork`: `Loop::reinit_after_fork` in a forked child (Unix only);
 //! - `no_allocation`: steady-state iterations allocate nothing (skipped
 //!   unless [`CountingAllocator`] is the global allocator).
 //!
