@@ -57,10 +57,10 @@ fn pair() -> (TcpStream, TcpStream) {
     (ours, peer)
 }
 
-/// Waits (a little at a time) until the peer's bytes can have arrived:
-/// loopback delivers at once on Windows; Wine relays through its server.
-fn settle() {
-    std::thread::sleep(Duration::from_millis(20));
+/// A pause between the tries of [`spin_until`] (not synchronisation:
+/// the condition is what is waited for).
+fn pause() {
+    std::thread::sleep(Duration::from_millis(5));
 }
 
 /// A socket by number, for the tests that close one behind the loop's
@@ -108,7 +108,7 @@ fn spin_until<S>(lp: &mut Loop<'_, S>, state: &mut S, n: usize, done: impl Fn(&S
         if done(state) {
             return;
         }
-        settle();
+        pause();
     }
     panic!("not done after {n} iterations");
 }
@@ -160,7 +160,6 @@ fn readable_and_writable() {
         assert_eq!(got, [Ready::WRITABLE]);
         got.clear();
         peer.write_all(b"x").unwrap();
-        settle();
         lp.run(RunMode::NoWait, &mut got).unwrap();
         assert_eq!(got, [Ready::READABLE | Ready::WRITABLE]);
         // Back to readable only: no report without data.
@@ -242,7 +241,6 @@ fn peer_close_gives_data_then_eof_with_hup() {
         let (a, mut peer) = pair();
         peer.write_all(b"bye").unwrap();
         drop(peer);
-        settle();
         #[derive(Default)]
         struct Got {
             ready: Vec<Ready>,
@@ -319,7 +317,6 @@ fn a_writer_hears_the_hangup_without_spinning() {
     watchdog(30, || {
         let (a, peer) = pair();
         peer.shutdown(Shutdown::Write).unwrap();
-        settle();
         let mut lp: Loop<Vec<Ready>> = new_loop();
         lp.io(a, Interest::WRITABLE, |lp, got, ev| {
             got.push(ev.ready);
@@ -349,7 +346,6 @@ fn a_blocked_writer_hears_the_hangup_once() {
             assert!(filled < 1 << 30, "never full");
         }
         peer.shutdown(Shutdown::Write).unwrap();
-        settle();
         let mut lp: Loop<Vec<Ready>> = new_loop();
         lp.io(a, Interest::WRITABLE, |_, got, ev| got.push(ev.ready))
             .unwrap();
@@ -372,7 +368,6 @@ fn reset_by_peer_is_an_error() {
             .set_linger(Some(Duration::ZERO))
             .unwrap();
         drop(peer); // abortive: a reset
-        settle();
         let mut lp: Loop<Vec<Ready>> = new_loop();
         lp.io(a, Interest::READABLE, |lp, got, ev| {
             got.push(ev.ready);
