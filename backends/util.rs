@@ -9,7 +9,7 @@
 //!   signal (`EINTR`), or woken by something the backend does not report
 //!   (an internal fd, a completion it ignores), is resumed with the time
 //!   that is *left*, rounded up to the kernel's unit, never down.
-//! - [`check_pollable`] and [`refuse_files`]: regular files and
+//! - `check_pollable` and `refuse_files` (Unix): regular files and
 //!   directories are always "ready", so no backend watches them (`EPERM`,
 //!   as `epoll_ctl` refuses them), and an fd that is not open cannot be
 //!   watched at all.

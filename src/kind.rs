@@ -239,9 +239,9 @@ pub trait Kind: Any {
         let _ = (cx, run);
     }
 
-    /// After `fork()`, in [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork),
-    /// once the backend has its kernel objects again (it has forgotten
-    /// the signals and children it watched).
+    /// After `fork()`, in `Loop::reinit_after_fork`, once the backend has
+    /// its kernel objects again (it has forgotten the signals and children
+    /// it watched). Never called on Windows, which has no `fork()`.
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
         let _ = cx;
         Ok(())

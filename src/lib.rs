@@ -73,7 +73,7 @@ pub mod backends;
 // The conformance kit: test code for backend authors, published behind a
 // feature. In `backends/` because its fixture needs unsafe code (pipes,
 // fds closed behind the loop's back, signals, fork).
-#[cfg(all(unix, feature = "conformance"))]
+#[cfg(all(any(unix, windows), feature = "conformance"))]
 #[path = "../backends/conformance/mod.rs"]
 pub mod conformance;
 

@@ -10,7 +10,7 @@ cfg_if::cfg_if! {
         use std::os::windows::io::{AsSocket as AsOs, BorrowedSocket as BorrowedOs};
         /// The number of an OS descriptor: on Windows, a socket
         /// ([`RawSocket`](std::os::windows::io::RawSocket)); on Unix, a
-        /// file descriptor ([`std::os::fd::RawFd`]).
+        /// file descriptor (`std::os::fd::RawFd`).
         ///
         /// ```
         /// let fd: evloop::RawFd = 3;

@@ -5,12 +5,11 @@
 //! allocations.
 
 use std::io;
-use std::os::fd::RawFd;
 use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::conformance::{self, CountingAllocator, Outcome};
-use evloop::{Interest, Loop, Ready, RunMode, Source, SourceFd, VirtualFd};
+use evloop::{Interest, Loop, RawFd, Ready, RunMode, Source, SourceFd, VirtualFd};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -101,7 +100,7 @@ fn steady_state(mixed_priorities: bool) {
     let mut lp: Loop<Stats> = Loop::with_backend(backend);
     // 100 connections, each with an inactivity timer pushed back on every
     // event (the libev `ev_timer_again` pattern), at mixed priorities.
-    for fd in 0..100 {
+    for (i, fd) in (0..100).enumerate() {
         let timeout = lp
             .timer(Duration::ZERO, Duration::from_secs(5), |_, st, _| {
                 st.fired += 1
@@ -119,7 +118,7 @@ fn steady_state(mixed_priorities: bool) {
             })
             .unwrap();
         if mixed_priorities {
-            lp.set_priority(io, fd % 5 - 2).unwrap();
+            lp.set_priority(io, (i % 5) as i32 - 2).unwrap();
         }
     }
     // Short repeating timers fire and are rescheduled every iteration.

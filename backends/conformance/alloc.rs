@@ -6,7 +6,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use crate::backends::Factory;
@@ -104,6 +103,22 @@ struct Stats {
     fired: u64,
 }
 
+/// A connected pair: the end the loop watches (non-blocking), and the
+/// peer's (blocking).
+fn pair() -> (super::fixture::OsSock, super::fixture::OsSock) {
+    cfg_if::cfg_if! {
+        if #[cfg(windows)] {
+            // A TCP loopback pair: Windows has no socketpair.
+            let (a, b) = super::fixture::socketpair();
+            b.set_nonblocking(false).unwrap();
+        } else {
+            let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+            a.set_nonblocking(true).unwrap();
+        }
+    }
+    (a, b)
+}
+
 /// Twenty socket pairs, a byte read per callback and a timer pushed back
 /// per event, warmed up, then 200 iterations: none may allocate. Panics
 /// with the count if one does.
@@ -112,8 +127,7 @@ pub fn check(name: &str, open: Factory) {
     let mut lp: Loop<Stats> = Loop::from_boxed(backend);
     let mut peers = Vec::new();
     for _ in 0..20 {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
+        let (a, mut b) = pair();
         b.write_all(b"x").unwrap();
         peers.push(b);
         let timeout = lp

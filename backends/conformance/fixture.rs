@@ -13,19 +13,14 @@
 //! for its world and runs the scenarios with
 //! [`Scenario::check_on`](super::Scenario::check_on).
 
-use std::cell::{Cell, RefCell};
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::cell::RefCell;
+use std::io;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::backends::Factory;
-use crate::{Interest, Loop, Ready, Sim, SimSocket, Source, SourceFd};
+use crate::{Interest, Loop, RawFd, Ready, Sim, SimSocket, Source, SourceFd};
 
 /// Reading and writing through a shared reference, so that the same helper
 /// serves owned sources (`&mut T` in the callback) and borrowed ones
@@ -52,22 +47,22 @@ macro_rules! stream_via_shared_ref {
         impl Stream for $t {
             fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
                 let mut s = self;
-                s.read(buf)
+                ::std::io::Read::read(&mut s, buf)
             }
             fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
                 let mut s = self;
-                s.write(buf)
+                ::std::io::Write::write(&mut s, buf)
             }
         }
     )*};
 }
 
-stream_via_shared_ref!(UnixStream, File, SimSocket);
+stream_via_shared_ref!(SimSocket);
 
 /// The fd number of a source (virtual for the simulator).
 pub fn fd_of(src: &(impl Source + ?Sized)) -> RawFd {
     match src.source_fd() {
-        SourceFd::Os(fd) => fd.as_raw_fd(),
+        SourceFd::Os(fd) => os::raw(fd),
         SourceFd::Virtual(v) => v.get(),
     }
 }
@@ -224,6 +219,14 @@ pub trait Fixture {
     /// on the simulator. Returns `f`'s result and how many interruptions
     /// were delivered.
     fn interrupt_waits<R>(&self, span: Duration, f: impl FnOnce() -> R) -> (R, usize);
+    /// Called after the peer's end of a [`pair`](Fixture::pair) has been
+    /// dropped and before `end` is written to, so that `end` knows that
+    /// nobody reads any more. A socketpair knows at once (the default:
+    /// nothing to do); a TCP connection only once the peer's stack has
+    /// answered a write with a reset (the Windows fixture writes a byte).
+    fn settle_peer_close(&self, end: &Self::Sock) {
+        let _ = end;
+    }
     /// The fixture as an [`OsFixture`], for the scenarios that only a
     /// kernel has (fd numbers reused, regular files); `None` (the default)
     /// skips them.
@@ -234,13 +237,19 @@ pub trait Fixture {
 
 // ------------------------------------------------------------------ the OS
 
-/// Runs the suite on an OS backend, with unix-domain socketpairs and pipes.
+/// Runs the suite on an OS backend, with the platform's streams.
 ///
-/// It installs a handler of `SIGUSR1` that only counts (without
-/// `SA_RESTART`), the signal with which it interrupts waits, and keeps it
-/// for the rest of the process. It duplicates fds to numbers from
-/// [`HIGH_FD_BASE`] (raising the soft `RLIMIT_NOFILE` to `FD_SETSIZE` if
-/// it is lower).
+/// On Unix: unix-domain socketpairs and pipes. It installs a handler of
+/// `SIGUSR1` that only counts (without `SA_RESTART`), the signal with
+/// which it interrupts waits, and keeps it for the rest of the process. It
+/// duplicates fds to numbers from `HIGH_FD_BASE` (raising the soft
+/// `RLIMIT_NOFILE` to `FD_SETSIZE` if it is lower).
+///
+/// On Windows: connected TCP loopback pairs (non-blocking, `TCP_NODELAY`)
+/// for both the pairs and the pipes (Windows has no socketpair, and its
+/// pipes are not sockets, which is all a Windows backend watches); a
+/// source closed behind the loop's back with `closesocket`. Waits are not
+/// interrupted there ([`Scenario::not_applicable`](super::Scenario::not_applicable)).
 pub struct OsFixture {
     name: &'static str,
     open: Factory,
@@ -259,171 +268,27 @@ impl OsFixture {
     }
 }
 
-fn set_nonblocking_cloexec(fd: RawFd) {
-    // SAFETY: F_GETFL/F_SETFL/F_SETFD only change the flags of an fd that
-    // the caller owns.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        assert!(fl >= 0, "F_GETFL: {}", io::Error::last_os_error());
-        assert_eq!(libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK), 0);
-        assert_eq!(libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC), 0);
+// The platform's part of the OS fixture: its stream pair, its pipe, how a
+// source is closed behind the loop's back, how a wait is interrupted.
+cfg_if::cfg_if! {
+    if #[cfg(windows)] {
+        // TCP loopback pairs (Windows has no socketpair, and its pipes are
+        // not sockets), handles closed with `closesocket`; no signals.
+        #[path = "fixture_windows.rs"]
+        mod os;
+    } else {
+        // Unix-domain socketpairs, pipes, fds closed at high numbers,
+        // SIGUSR1.
+        #[path = "fixture_unix.rs"]
+        mod os;
     }
 }
-
-/// A non-blocking socketpair.
-pub fn socketpair() -> (UnixStream, UnixStream) {
-    let (a, b) = UnixStream::pair().expect("socketpair");
-    a.set_nonblocking(true).unwrap();
-    b.set_nonblocking(true).unwrap();
-    (a, b)
-}
-
-/// A non-blocking pipe: (read end, write end).
-pub fn pipe() -> (File, File) {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe() writes.
-    let r = unsafe { libc::pipe(fds.as_mut_ptr()) };
-    assert_eq!(r, 0, "pipe: {}", io::Error::last_os_error());
-    for fd in fds {
-        set_nonblocking_cloexec(fd);
-    }
-    // SAFETY: both fds were just created by pipe() and are owned by nobody.
-    unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
-}
-
-/// Tests that need an fd number nobody else in this process can take
-/// (closing one behind the loop's back, reusing one on purpose) dup their
-/// fds to `HIGH_FD_BASE` or above while holding this lock. New fds take the
-/// lowest free number, so the other tests running in parallel never get
-/// such a number, and under the lock "the lowest free number from
-/// `HIGH_FD_BASE`" is predictable. (It stays below select's `FD_SETSIZE`.)
-static HIGH_FDS: Mutex<()> = Mutex::new(());
-
-/// The lowest fd number handed out by [`dup_high`].
-pub const HIGH_FD_BASE: RawFd = 900;
-
-/// Takes the lock of the high fd numbers.
-pub fn high_fds() -> MutexGuard<'static, ()> {
-    HIGH_FDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Duplicates `fd` to the lowest free number from [`HIGH_FD_BASE`] (the
-/// caller holds [`high_fds`]). The duplicate is close-on-exec and owned by
-/// the caller.
-pub fn dup_high(fd: RawFd) -> RawFd {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid rlimit to fill in.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    let want = libc::FD_SETSIZE as libc::rlim_t;
-    if lim.rlim_cur < want {
-        assert!(
-            lim.rlim_max >= want,
-            "RLIMIT_NOFILE (hard limit {}) is too low for fd {HIGH_FD_BASE}",
-            lim.rlim_max
-        );
-        lim.rlim_cur = want;
-        // SAFETY: raises the soft limit, within the hard limit.
-        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-    }
-    // SAFETY: duplicates an open fd; the new fd is owned by the caller.
-    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, HIGH_FD_BASE) };
-    assert!(
-        high >= HIGH_FD_BASE,
-        "F_DUPFD: {}",
-        io::Error::last_os_error()
-    );
-    high
-}
-
-/// An fd registered by number only: it owns nothing and closes nothing
-/// when dropped, so a test can `close(2)` the fd behind the loop's back
-/// without anything closing it a second time (std aborts on a double close
-/// of an `OwnedFd` in debug builds).
-pub struct RawSock {
-    fd: RawFd,
-}
-
-impl AsFd for RawSock {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: deliberately weaker than `borrow_raw` asks: the fd is open
-        // when the watcher is registered, and the test closes it while the
-        // watcher is active to check what the loop does then. The loop only
-        // passes the number to the backend; nothing reads through it after
-        // the close but the kernel, which reports EBADF.
-        unsafe { BorrowedFd::borrow_raw(self.fd) }
-    }
-}
-
-impl Stream for RawSock {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
-/// The doomed fd of an [`OsFixture`], and the lock that keeps its number
-/// from being reused until the scenario ends.
-pub struct OsDoom {
-    fd: RawFd,
-    _lock: MutexGuard<'static, ()>,
-}
-
-thread_local! {
-    /// Signals handled on this thread (the handler only counts).
-    static INTERRUPTS: Cell<usize> = const { Cell::new(0) };
-}
-
-extern "C" fn count_interrupt(_: libc::c_int) {
-    // A const-initialised thread-local `Cell` without destructor: a plain
-    // TLS access, no allocation or lock.
-    INTERRUPTS.with(|n| n.set(n.get() + 1));
-}
-
-/// The signal used to interrupt waits.
-const INTERRUPT_SIGNAL: libc::c_int = libc::SIGUSR1;
-
-fn install_interrupt_handler() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        // SAFETY: installs a handler that only bumps a thread-local counter
-        // (async-signal-safe), without SA_RESTART, so that a wait in
-        // progress fails with EINTR. It stays installed for the process.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = count_interrupt as *const () as libc::sighandler_t;
-            sa.sa_flags = 0;
-            libc::sigemptyset(&mut sa.sa_mask);
-            let r = libc::sigaction(INTERRUPT_SIGNAL, &sa, std::ptr::null_mut());
-            assert_eq!(r, 0, "sigaction: {}", io::Error::last_os_error());
-        }
-    });
-}
+pub use os::*;
 
 impl Fixture for OsFixture {
-    type Sock = UnixStream;
-    type PipeR = File;
-    type PipeW = File;
+    type Sock = OsSock;
+    type PipeR = OsPipeR;
+    type PipeW = OsPipeW;
     type Doomed = RawSock;
     type Doom = OsDoom;
 
@@ -436,36 +301,29 @@ impl Fixture for OsFixture {
     }
 
     fn new_loop<'s, S>(&self) -> (Loop<'s, S>, Modifies) {
+        let _creating = os::creating();
         let (probe, log) = Probe::wrap(self.open());
         (Loop::with_backend(probe), log)
     }
 
-    fn pair(&self, _name: &str) -> (UnixStream, UnixStream) {
+    fn pair(&self, _name: &str) -> (OsSock, OsSock) {
         socketpair()
     }
 
-    fn pipe(&self, _name: &str) -> (File, File) {
+    fn pipe(&self, _name: &str) -> (OsPipeR, OsPipeW) {
         pipe()
     }
 
-    fn doomed_pair(&self, _name: &str) -> (RawSock, UnixStream, OsDoom) {
-        let lock = high_fds();
-        let (a, b) = socketpair();
-        // The high duplicate is the only descriptor of its socket once `a`
-        // is dropped: closing it then releases the socket, which is what
-        // makes epoll forget it (epoll keys registrations on the open file,
-        // not on the number).
-        let fd = dup_high(a.as_raw_fd());
-        drop(a);
-        (RawSock { fd }, b, OsDoom { fd, _lock: lock })
+    fn doomed_pair(&self, _name: &str) -> (RawSock, OsSock, OsDoom) {
+        os::doomed_pair()
     }
 
     fn close_behind_back(&self, doom: &OsDoom) {
-        // SAFETY: `doom.fd` was created by `doomed_pair` and is owned by
-        // nobody (the watcher holds a `RawSock`, which never closes); no
-        // other test can have reused the number while the lock is held.
-        let r = unsafe { libc::close(doom.fd) };
-        assert_eq!(r, 0, "close: {}", io::Error::last_os_error());
+        os::close_behind_back(doom)
+    }
+
+    fn settle_peer_close(&self, end: &OsSock) {
+        os::settle_peer_close(end)
     }
 
     fn stopwatch(&self) -> Stopwatch {
@@ -473,32 +331,7 @@ impl Fixture for OsFixture {
     }
 
     fn interrupt_waits<R>(&self, span: Duration, f: impl FnOnce() -> R) -> (R, usize) {
-        install_interrupt_handler();
-        // SAFETY: pthread_self has no preconditions.
-        let me = unsafe { libc::pthread_self() } as usize;
-        let before = INTERRUPTS.with(Cell::get);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let every = span / 20;
-        let pest = std::thread::spawn(move || {
-            // Not synchronisation: whenever the signals land, the loop must
-            // behave the same; almost all land while it waits.
-            while !stopped.load(Ordering::Relaxed) {
-                std::thread::sleep(every);
-                // SAFETY: `me` is the thread running `f`, which is alive
-                // until this thread has been joined.
-                unsafe { libc::pthread_kill(me as libc::pthread_t, INTERRUPT_SIGNAL) };
-            }
-        });
-        // Stopped and joined even if `f` panics: no signal may reach the
-        // thread after it has left.
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        stop.store(true, Ordering::Relaxed);
-        pest.join().unwrap();
-        match r {
-            Ok(r) => (r, INTERRUPTS.with(Cell::get) - before),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        os::interrupt_waits(span, f)
     }
 
     fn as_os(&self) -> Option<&OsFixture> {

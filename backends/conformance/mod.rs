@@ -39,12 +39,18 @@
 //!   scenario: the same scenario on the simulator must give the same
 //!   canonical record, step by step (each difference is shown, scenario by
 //!   scenario);
-//! - `fork`: [`Loop::reinit_after_fork`](crate::Loop::reinit_after_fork)
-//!   in a forked child;
+//! - `fork`: `Loop::reinit_after_fork` in a forked child (Unix only);
 //! - `no_allocation`: steady-state iterations allocate nothing (skipped
 //!   unless [`CountingAllocator`] is the global allocator).
 //!
-//! `docs/porting.md` has the walkthrough. The kit installs a handler of
+//! On Windows the kit runs over TCP loopback pairs (the pairs and the
+//! pipes alike: Windows has no socketpair, and its pipes are not sockets),
+//! and does not run what cannot apply there, each named with its reason in
+//! the report and, loudly, in [`run`]'s output: the `fork` check (no fork)
+//! and [`Scenario::WaitInterrupted`] (no signal interrupts a wait; see
+//! [`Scenario::not_applicable`]).
+//!
+//! `docs/porting.md` has the walkthrough. On Unix the kit installs a handler of
 //! `SIGUSR1` (the signal with which it interrupts waits) for the rest of the
 //! process, and forks: give it a test binary of its own. With
 //! `EVLOOP_CONFORMANCE_SHOW=1` (and `--nocapture`) it prints each
@@ -53,7 +59,9 @@
 
 mod alloc;
 pub mod fixture;
+#[cfg(unix)]
 mod fork;
+#[cfg_attr(windows, path = "os_only_windows.rs")]
 mod os_only;
 mod record;
 mod scenarios;
@@ -208,9 +216,45 @@ impl Scenario {
         matches!(self, Scenario::FdReuse | Scenario::RegularFile)
     }
 
+    /// Why the scenario cannot apply to this platform's OS backends
+    /// (`None` where it runs): on Windows, [`WaitInterrupted`](Scenario::WaitInterrupted),
+    /// since nothing there interrupts a wait as a signal does on Unix. The
+    /// simulator runs every scenario everywhere.
+    ///
+    /// ```
+    /// use evloop::conformance::Scenario;
+    /// assert_eq!(Scenario::Readable.not_applicable(), None);
+    /// if cfg!(windows) {
+    ///     assert!(Scenario::WaitInterrupted.not_applicable().is_some());
+    /// }
+    /// ```
+    pub fn not_applicable(self) -> Option<&'static str> {
+        cfg_if::cfg_if! {
+            if #[cfg(windows)] {
+                match self {
+                    Scenario::WaitInterrupted => Some(
+                        "not applicable on Windows: no signal interrupts a wait there (console \
+                         events run their handler on a thread of their own, and the backends' \
+                         waits are not alertable, so no APC ends them either); a wait ends by \
+                         its timeout, an event, or the loop's waker",
+                    ),
+                    _ => None,
+                }
+            } else {
+                let _ = self;
+                None
+            }
+        }
+    }
+
     /// Runs the scenario on the backend `open` creates (an OS backend:
-    /// real socketpairs and pipes), caught: the outcome says how it went.
+    /// real socketpairs and pipes, TCP pairs on Windows), caught: the
+    /// outcome says how it went; skipped where it
+    /// [does not apply](Scenario::not_applicable).
     pub fn check(self, backend: &'static str, open: Factory) -> Outcome {
+        if let Some(why) = self.not_applicable() {
+            return Outcome::Skipped(why);
+        }
         self.check_on(&OsFixture::new(backend, open))
     }
 
@@ -237,6 +281,11 @@ impl Scenario {
     /// Runs the scenario; `None` if it needs a kernel the fixture lacks.
     fn record<F: Fixture>(self, f: &F) -> Option<Record> {
         use scenarios as s;
+        // Windows: a scenario that closes a socket behind the loop's back,
+        // or reuses a handle value, runs alone among the kit's (handle
+        // values are not kept apart by number there); nothing on Unix.
+        let _handles =
+            fixture::scenario_lock(matches!(self, Scenario::ClosedFd | Scenario::FdReuse));
         Some(match self {
             Scenario::Readable => s::readable(f),
             Scenario::Writable => s::writable(f),
@@ -351,6 +400,30 @@ impl Report {
         self.results.iter().filter(|r| r.outcome.failed())
     }
 
+    /// The checks that did not run, each with its reason (a scenario that
+    /// [does not apply](Scenario::not_applicable) on this platform, the
+    /// fork check on Windows, `no_allocation` without the counting
+    /// allocator).
+    ///
+    /// ```
+    /// use evloop::conformance::{CheckResult, Outcome, Report};
+    /// let report = Report {
+    ///     backend: "mine",
+    ///     results: vec![
+    ///         CheckResult { name: "readable".into(), outcome: Outcome::Passed },
+    ///         CheckResult { name: "fork".into(), outcome: Outcome::Skipped("no fork here") },
+    ///     ],
+    /// };
+    /// let skipped: Vec<&str> = report.skipped().map(|r| r.name.as_str()).collect();
+    /// assert_eq!(skipped, ["fork"]);
+    /// assert!(report.passed());
+    /// ```
+    pub fn skipped(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Skipped(_)))
+    }
+
     /// One line: how many checks passed, were skipped, failed.
     pub fn summary(&self) -> String {
         let count = |f: fn(&Outcome) -> bool| self.results.iter().filter(|r| f(&r.outcome)).count();
@@ -391,6 +464,16 @@ pub fn run(backend: &'static str, open: Factory) -> Report {
     println!("conformance of {backend}:");
     let report = check_each(backend, open, |r| println!("  {r}"));
     println!("{}", report.summary());
+    let skipped: Vec<String> = report.skipped().map(|r| format!("  {r}")).collect();
+    if !skipped.is_empty() {
+        // Loudly: a check that did not run proves nothing.
+        println!(
+            "NOT RUN on {backend} ({} of {} checks):\n{}",
+            skipped.len(),
+            report.results.len(),
+            skipped.join("\n")
+        );
+    }
     if !report.passed() {
         let failed: Vec<String> = report.failures().map(|r| format!("  {r}")).collect();
         panic!(
@@ -435,6 +518,9 @@ pub fn differential(backend: &'static str, open: Factory) -> Vec<(Scenario, Outc
     let compared = Scenario::ALL.iter().copied().filter(|s| s.compared());
     compared
         .map(|scenario| {
+            if let Some(why) = scenario.not_applicable() {
+                return (scenario, Outcome::Skipped(why));
+            }
             let on = |f: &dyn Fn() -> Option<Record>| caught(|| record::record_only(f));
             let os = on(&|| scenario.record(&OsFixture::new(backend, open)));
             let sim = on(&|| scenario.record(&SimFixture::new()));
@@ -466,11 +552,22 @@ fn compare(backend: &str, os: &Record, sim: &Record) -> Outcome {
     Outcome::Failed(d)
 }
 
-/// The fork check (see the module documentation), caught.
+/// The fork check (see the module documentation), caught; skipped on
+/// Windows, which has no `fork`.
 pub fn fork(backend: &'static str, open: Factory) -> Outcome {
-    match caught(|| fork::check(backend, open)) {
-        Ok(()) => Outcome::Passed,
-        Err(message) => Outcome::Failed(message),
+    cfg_if::cfg_if! {
+        if #[cfg(unix)] {
+            match caught(|| fork::check(backend, open)) {
+                Ok(()) => Outcome::Passed,
+                Err(message) => Outcome::Failed(message),
+            }
+        } else {
+            let _ = (backend, open);
+            Outcome::Skipped(
+                "not applicable on Windows: there is no fork (a child process starts afresh, \
+                 so no backend state is ever shared with one, and reinit is never needed)",
+            )
+        }
     }
 }
 

@@ -41,9 +41,9 @@
 //! `fd_kill`) shows as `killed`, and a watcher the loop stopped for any
 //! other reason (one-shot) as `stopped`; both must agree everywhere.
 
+use crate::RawFd;
 use std::cell::Cell;
 use std::fmt::Write as _;
-use std::os::fd::RawFd;
 
 use crate::{Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Source, Trigger};
 
@@ -429,12 +429,25 @@ pub fn fill(src: &(impl Stream + ?Sized)) -> usize {
 
 /// One write, described: `wrote 5`, `write would-block`, `write error
 /// BrokenPipe`.
+///
+/// On Windows the streams are TCP connections, which say that the reader
+/// has gone with a reset (`WSAECONNRESET`, or `WSAECONNABORTED`) where a
+/// socketpair or a pipe says `EPIPE`: the same event, written
+/// `BrokenPipe` there so that the records compare with the simulator's.
 pub fn try_write(src: &(impl Stream + ?Sized), bytes: &[u8]) -> String {
+    use std::io::ErrorKind;
     match src.write_some(bytes) {
         Ok(n) => format!("wrote {n}"),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => "write would-block".into(),
+        Err(e) if e.kind() == ErrorKind::WouldBlock => "write would-block".into(),
+        Err(e) if cfg!(windows) && peer_gone(e.kind()) => "write error BrokenPipe".into(),
         Err(e) => format!("write error {:?}", e.kind()),
     }
+}
+
+/// How a TCP write says that the peer has gone (see [`try_write`]).
+fn peer_gone(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(kind, BrokenPipe | ConnectionReset | ConnectionAborted)
 }
 
 /// Writes all of `bytes` (the peer's side of a scenario).

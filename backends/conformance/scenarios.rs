@@ -389,6 +389,7 @@ pub fn hangup_socket<F: Fixture>(f: &F) -> Record {
     log.require(!raw.is_error(), || format!("a: {raw}: an error"));
 
     drop(pb);
+    f.settle_peer_close(&b);
     lp.io(b, Interest::WRITABLE, |lp, log, ev| {
         log.seen(lp, "b", &ev);
         log.note(format!("b {}", try_write(&*ev.source, b"x")));
@@ -430,6 +431,23 @@ pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
     let hangup = lp.capabilities().hangup;
     for name in ["r", "e"] {
         let raw = log.last().raw(name);
+        if name == "r"
+            && !raw.is_hup()
+            && f.as_os().is_some()
+            && super::fixture::fin_hidden_by_data()
+        {
+            // Wine finds a hang-up with a peek, which returns the data
+            // first: the FIN behind unread data shows only once the data
+            // is read. (`e`, with nothing before its FIN, is still
+            // checked.)
+            eprintln!(
+                "{}: hangup_pipe: WINE DIFFERS FROM WINDOWS: a FIN behind unread data is not \
+                 reported (no AFD_POLL_DISCONNECT) until the data is read; r's report ({raw}) is \
+                 not required to carry HUP",
+                f.backend()
+            );
+            continue;
+        }
         check_hup(&log, name, raw, hangup, true);
     }
 
@@ -803,7 +821,19 @@ pub fn reset_by_peer<F: Fixture>(f: &F) -> Record {
     drop(peer);
     log.step(&mut lp, NoWait);
     let raw = log.last().raw("a");
-    log.expect(&["a:r"], &["a read \"\" then error ConnectionReset"]);
+    // Wine's recv returns 0 after a reset where Windows (and every Unix)
+    // returns the reset: the backend's report is still checked below.
+    let reset_read_as_eof = f.as_os().is_some() && super::fixture::reset_reads_as_eof();
+    if reset_read_as_eof {
+        eprintln!(
+            "{}: reset_by_peer: WINE DIFFERS FROM WINDOWS: recv after a reset returns 0 (EOF), \
+             not WSAECONNRESET; the read is checked as Wine does it",
+            f.backend()
+        );
+        log.expect(&["a:r"], &["a read \"\" then eof"]);
+    } else {
+        log.expect(&["a:r"], &["a read \"\" then error ConnectionReset"]);
+    }
     // The reset came before the fd was watched: a backend that reports
     // hang-ups at all (as of its wake-up too) reports it whole.
     let hangup = lp.capabilities().hangup;
@@ -814,9 +844,12 @@ pub fn reset_by_peer<F: Fixture>(f: &F) -> Record {
     log.require(raw == want, || {
         format!("a reset: {raw}, not {want} (hangup {hangup:?})")
     });
-    // The error is reported once; then the hang-up.
-    log.step(&mut lp, NoWait);
-    log.expect(&["a:r"], &["a read \"\" then eof"]);
+    // The error is reported once; then the hang-up (where the EOF came at
+    // once, the reader has removed its watcher already).
+    if !reset_read_as_eof {
+        log.step(&mut lp, NoWait);
+        log.expect(&["a:r"], &["a read \"\" then eof"]);
+    }
     log.step(&mut lp, NoWait);
     log.expect_outcome(RunOutcome::NoActiveWatchers);
     log.into_record()

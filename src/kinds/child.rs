@@ -454,7 +454,7 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// Works on every backend (epoll, poll, select, io_uring, kqueue:
     /// through `SIGCHLD`; the simulator: every scheduled exit, [`Sim::exit`]
-    /// of any pid). After [`Loop::reinit_after_fork`] it keeps going in
+    /// of any pid). After `Loop::reinit_after_fork` it keeps going in
     /// the forked child, for that process's children.
     ///
     /// Errors: [`Error::Backend`] if the backend cannot watch children

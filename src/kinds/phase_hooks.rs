@@ -211,7 +211,7 @@ handle!(
 );
 
 handle!(
-    /// Handle to a fork watcher, returned by [`Loop::fork`].
+    /// Handle to a fork watcher, returned by `Loop::fork` (Unix only).
     ///
     /// ```
     /// use evloop::{Loop, Sim};

@@ -128,8 +128,9 @@ fn fd_of<C>(e: &Entry<C>) -> RawFd {
 }
 
 impl<'s, S> Loop<'s, S> {
-    /// Creates and starts an io watcher that owns `source` (any [`AsFd`]
-    /// type, or a simulated socket). The source is closed when the watcher
+    /// Creates and starts an io watcher that owns `source` (any `AsFd`
+    /// type on Unix, any `AsSocket` type on Windows, or a simulated
+    /// socket: a [`Source`](crate::Source)). The source is closed when the watcher
     /// is removed, after the backend has forgotten it, or handed back by
     /// [`Loop::into_source`].
     ///
@@ -141,8 +142,6 @@ impl<'s, S> Loop<'s, S> {
     /// unsupported, or it conflicts with another watcher's on the same fd.
     /// On error the source is dropped. Checking the fd costs one `fstat`
     /// per watcher created on the OS backends.
-    ///
-    /// [`AsFd`]: std::os::fd::AsFd
     ///
     /// ```
     /// use evloop::{Interest, Loop, RunMode, Sim};

@@ -32,12 +32,24 @@
 //! The scenarios themselves are in `backends/conformance/` (the kit); a
 //! new backend of the crate is added to the `backends` list below, a new
 //! scenario of the kit to the `scenarios` list (a test fails until it is).
-#![cfg(unix)]
+//!
+//! On Windows (under Wine here: `cargo test --target x86_64-pc-windows-gnu
+//! --test conformance` with the runner of `tests/wine/`) the same tests
+//! run on `iocp`, `select` and the simulator, over TCP loopback pairs; a
+//! scenario that cannot apply there passes as skipped and says why
+//! ([`Scenario::not_applicable`]: `wait_interrupted`). The two tests of
+//! the kit itself (`wrappers.rs`: broken backends it must catch) wrap the
+//! Unix poll backend and run on Unix only.
+#![cfg(any(unix, windows))]
 
+#[cfg(unix)]
 mod wrappers;
 
+#[cfg(unix)]
 use evloop::backends::Factory;
-use evloop::conformance::{self, Scenario};
+#[cfg(unix)]
+use evloop::conformance;
+use evloop::conformance::Scenario;
 
 /// The environment variable that restricts the run to one backend.
 pub const SELECT_VAR: &str = "EVLOOP_CONFORMANCE_BACKEND";
@@ -201,6 +213,9 @@ conformance! {
             all(feature = "emulated-kqueue", target_os = "linux")
         ))]
         kqueue: os,
+        #[cfg(windows)]
+        iocp: os,
+        #[cfg(unix)]
         poll: os,
         select: os,
         #[cfg(all(feature = "io-uring", target_os = "linux"))]
@@ -263,6 +278,7 @@ fn every_scenario_of_the_kit_has_its_tests() {
 /// The removal rule's scenario is the one that catches a backend whose
 /// registrations keep the file open and whose forget waits for the next
 /// poll (`wrappers.rs`): every other scenario passes on it.
+#[cfg(unix)]
 #[test]
 fn the_removal_rule_catches_a_delayed_forget() {
     let open: Factory = wrappers::DelayedForget::open;
@@ -288,6 +304,7 @@ fn the_removal_rule_catches_a_delayed_forget() {
 /// The differential check runs every compared scenario on its own, so that
 /// a backend that differs in many shows each of them, whether its record
 /// differs or the scenario could not finish.
+#[cfg(unix)]
 #[test]
 fn the_differential_check_shows_every_difference() {
     let open: Factory = wrappers::LosesFirstReports::open;
