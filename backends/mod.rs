@@ -8,12 +8,15 @@
 //! | `kqueue`   | macOS, iOS, BSDs                | yes         | native   | none             | always        | after next change |
 //! | `poll`     | every Unix                      | no          | emulated | none             | always        | next wait         |
 //! | `select`   | every Unix                      | no          | emulated | `FD_SETSIZE - 1` | never         | next wait         |
+//! | `iocp`     | Windows (the default)           | no          | native   | none             | as of wake-up | next wait         |
+//! | `select`   | Windows (Winsock)               | no          | emulated | none             | never         | next wait         |
 //! | `sim`      | everywhere                      | no          | emulated | virtual fds only | always        | next wait         |
 //!
 //! kqueue, poll and select are built for FreeBSD, macOS and NetBSD;
 //! illumos, which has no kqueue (and no event-ports backend here), gets
 //! poll and select, with poll its default. CI type-checks and lints those
-//! targets but runs nothing on them: the tests run on Linux.
+//! targets but runs nothing on them: the tests run on Linux. The Windows
+//! backends (`x86_64-pc-windows-gnu`) run under Wine in CI.
 //!
 //! (The last two columns are [`Capabilities::hangup`](crate::backend::Capabilities::hangup)
 //! and [`Capabilities::closed_fd`](crate::backend::Capabilities::closed_fd).)
@@ -160,7 +163,8 @@ const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
 
 /// The OS backends [`open`] can create on this platform, best first:
 /// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
-/// macOS and the BSDs, `["poll", "select"]` on other Unix systems. With the
+/// macOS and the BSDs, `["iocp", "select"]` on Windows, `["poll",
+/// "select"]` on other Unix systems. With the
 /// `io-uring` feature, Linux lists `"io_uring"` right after `"epoll"` (it
 /// is never the default; [`open`] fails with the kernel's reason where
 /// io_uring is refused). (The simulator is not listed: create it with
@@ -168,7 +172,11 @@ const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
 ///
 /// ```
 /// let names = evloop::backends::AVAILABLE;
-/// assert!(names.contains(&"poll") && names.contains(&"select"));
+/// assert!(names.contains(&"select"));
+/// # #[cfg(unix)]
+/// assert!(names.contains(&"poll"));
+/// # #[cfg(windows)]
+/// assert_eq!(names, ["iocp", "select"]);
 /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue"), not(feature = "io-uring")))]
 /// assert_eq!(names, ["epoll", "poll", "select"]);
 /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue"), feature = "io-uring"))]
@@ -177,7 +185,8 @@ const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
 pub const AVAILABLE: &[&str] = &PLATFORM_NAMES;
 
 /// The backend a loop uses when nothing else is asked for: `epoll` on Linux,
-/// `kqueue` on macOS and the BSDs, `poll` on other Unix systems (and
+/// `kqueue` on macOS and the BSDs, `iocp` on Windows, `poll` on other Unix
+/// systems (and
 /// `"none"`, which [`open`] refuses, where there is no OS backend).
 ///
 /// ```
