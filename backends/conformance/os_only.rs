@@ -6,11 +6,11 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 
-use crate::{Interest, Ready, RunMode, RunOutcome};
+use crate::{Interest, RunMode, RunOutcome};
 
 use super::fixture::{dup_high, high_fds, socketpair, Fixture, OsFixture};
 use super::record::{drain, write_all, Record};
-use super::scenarios::{reader, sleeper, start};
+use super::scenarios::{reader, refused_beside_a_pipe, sleeper, start};
 
 use RunMode::NoWait;
 
@@ -65,33 +65,8 @@ pub fn fd_reuse(f: &OsFixture) -> Record {
 /// for consistency, rather than report them always ready): the watcher
 /// gets `Ready::ERROR` and is stopped.
 pub fn regular_file(f: &OsFixture) -> Record {
-    let backend = f.backend();
-    let file = File::open(std::env::current_exe().unwrap()).unwrap();
+    let open = || File::open(std::env::current_exe().unwrap()).unwrap();
     let dir = File::open(std::env::temp_dir()).unwrap();
-    let (mut lp, mut log) = start(f);
-    log.name_fd(&file, "file");
-    log.name_fd(&dir, "dir");
-    let a = lp.io(file, Interest::READABLE, sleeper("file")).unwrap();
-    let b = lp.io(dir, Interest::READABLE, sleeper("dir")).unwrap();
-    log.step(&mut lp, NoWait);
-    log.expect(&["dir:r killed", "file:r killed"], &[]);
-    log.expect_modifies(&["file: - => r failed", "dir: - => r failed"]);
-    assert_eq!(log.last().raw("file"), Ready::ERROR | Ready::READABLE);
-    let stopped = !lp.is_active(a).unwrap() && !lp.is_active(b).unwrap();
-    assert!(stopped, "{backend}: refused watchers are stopped");
-    log.step(&mut lp, NoWait);
-    log.expect_outcome(RunOutcome::NoActiveWatchers);
-
-    // A pipe next to a refused file still works.
-    let (r, w) = super::fixture::pipe();
-    let file = File::open(std::env::current_exe().unwrap()).unwrap();
-    lp.io(file, Interest::WRITABLE, sleeper("file")).unwrap();
-    lp.io(r, Interest::READABLE, reader("pipe")).unwrap();
-    write_all(&w, b"x");
-    log.step(&mut lp, NoWait);
-    log.expect(
-        &["file:w killed", "pipe:r"],
-        &["pipe read \"x\" then would-block"],
-    );
-    log.into_record()
+    let handles = (open(), dir, open());
+    refused_beside_a_pipe(f, handles, super::fixture::pipe()).1
 }

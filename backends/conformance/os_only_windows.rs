@@ -9,11 +9,11 @@ use std::os::windows::io::{AsRawHandle, AsRawSocket, AsSocket, BorrowedSocket, F
 
 use windows_sys::Win32::Storage::FileSystem::FILE_FLAG_BACKUP_SEMANTICS;
 
-use crate::{Error, Interest, Loop, RawFd, Ready, RunMode, RunOutcome};
+use crate::{Error, Interest, Loop, RawFd, RunMode, RunOutcome};
 
 use super::fixture::{creating, duplicate, handles_exclusive, socketpair, Fixture, OsFixture};
 use super::record::{drain, write_all, Record};
-use super::scenarios::{reader, sleeper, start};
+use super::scenarios::{reader, refused_beside_a_pipe, sleeper, start};
 
 use RunMode::NoWait;
 
@@ -133,31 +133,7 @@ pub fn regular_file(f: &OsFixture) -> Record {
         }
     }
 
-    let (mut lp, mut log) = start(f);
-    log.name_fd(&file_h, "file");
-    log.name_fd(&dir_h, "dir");
-    let a = lp.io(file_h, Interest::READABLE, sleeper("file")).unwrap();
-    let b = lp.io(dir_h, Interest::READABLE, sleeper("dir")).unwrap();
-    log.step(&mut lp, NoWait);
-    log.expect(&["dir:r killed", "file:r killed"], &[]);
-    log.expect_modifies(&["file: - => r failed", "dir: - => r failed"]);
-    assert_eq!(log.last().raw("file"), Ready::ERROR | Ready::READABLE);
-    let stopped = !lp.is_active(a).unwrap() && !lp.is_active(b).unwrap();
-    assert!(stopped, "{backend}: refused watchers are stopped");
-    log.step(&mut lp, NoWait);
-    log.expect_outcome(RunOutcome::NoActiveWatchers);
-
-    // A socket next to a refused file still works.
-    let (r, w) = super::fixture::pipe();
-    lp.io(file_h, Interest::WRITABLE, sleeper("file")).unwrap();
-    lp.io(r, Interest::READABLE, reader("pipe")).unwrap();
-    write_all(&w, b"x");
-    log.step(&mut lp, NoWait);
-    log.expect(
-        &["file:w killed", "pipe:r"],
-        &["pipe read \"x\" then would-block"],
-    );
-    let record = log.into_record();
+    let (lp, record) = refused_beside_a_pipe(f, (file_h, dir_h, file_h), super::fixture::pipe());
     // The loop, which still has `file_h`, goes before the file does.
     drop(lp);
     drop((file, dir));

@@ -20,6 +20,50 @@ use super::record::{drain, fill, try_write, write_all, End, Log, Record};
 
 use RunMode::{NoWait, Once};
 
+/// What `regular_file` checks on every platform, once the handles exist:
+/// `file` and `dir` (handles of a file and a directory, given as sources)
+/// are refused at the first flush (`ERROR`, stopped, the modifies failed),
+/// and a pipe next to `file_again` (the file once more) still works.
+/// Returns the loop with the record, for the caller to drop in the order
+/// its handles need.
+pub fn refused_beside_a_pipe<'s, T, P, W>(
+    f: &P,
+    (file, dir, file_again): (T, T, T),
+    (r, w): (W, W),
+) -> (Loop<'s, Log>, Record)
+where
+    T: crate::Source + 'static,
+    P: Fixture,
+    W: Stream + crate::Source + 'static,
+{
+    let backend = f.backend();
+    let (mut lp, mut log) = start(f);
+    log.name_fd(&file, "file");
+    log.name_fd(&dir, "dir");
+    let a = lp.io(file, Interest::READABLE, sleeper("file")).unwrap();
+    let b = lp.io(dir, Interest::READABLE, sleeper("dir")).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&["dir:r killed", "file:r killed"], &[]);
+    log.expect_modifies(&["file: - => r failed", "dir: - => r failed"]);
+    assert_eq!(log.last().raw("file"), Ready::ERROR | Ready::READABLE);
+    let stopped = !lp.is_active(a).unwrap() && !lp.is_active(b).unwrap();
+    assert!(stopped, "{backend}: refused watchers are stopped");
+    log.step(&mut lp, NoWait);
+    log.expect_outcome(RunOutcome::NoActiveWatchers);
+
+    lp.io(file_again, Interest::WRITABLE, sleeper("file"))
+        .unwrap();
+    lp.io(r, Interest::READABLE, reader("pipe")).unwrap();
+    write_all(&w, b"x");
+    log.step(&mut lp, NoWait);
+    log.expect(
+        &["file:w killed", "pipe:r"],
+        &["pipe read \"x\" then would-block"],
+    );
+    drop(w);
+    (lp, log.into_record())
+}
+
 /// A loop on the fixture's backend, and the log that is its state.
 pub fn start<'s, F: Fixture>(f: &F) -> (Loop<'s, Log>, Log) {
     let (lp, modifies) = f.new_loop();
