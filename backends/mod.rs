@@ -36,6 +36,8 @@
 //! }
 //! ```
 
+use std::sync::RwLock;
+
 use crate::backend::Backend;
 use crate::Error;
 
@@ -149,7 +151,7 @@ cfg_if::cfg_if! {
 }
 
 /// The names of [`PLATFORM`], for [`AVAILABLE`].
-const fn names<const N: usize>(offered: &[Offered; N]) -> [&'static str; N] {
+const fn names_of<const N: usize>(offered: &[Offered; N]) -> [&'static str; N] {
     let mut out = [""; N];
     let mut i = 0;
     while i < N {
@@ -159,7 +161,7 @@ const fn names<const N: usize>(offered: &[Offered; N]) -> [&'static str; N] {
     out
 }
 
-const PLATFORM_NAMES: [&str; PLATFORM.len()] = names(&PLATFORM);
+const PLATFORM_NAMES: [&str; PLATFORM.len()] = names_of(&PLATFORM);
 
 /// The OS backends [`open`] can create on this platform, best first:
 /// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
@@ -202,8 +204,8 @@ pub fn default_name() -> &'static str {
     }
 }
 
-/// Creates the OS backend called `name` (one of [`AVAILABLE`]; exact,
-/// lowercase).
+/// Creates the backend called `name`: one of [`AVAILABLE`], or one
+/// [registered](register) for the process (exact, case-sensitive).
 ///
 /// Errors: [`Error::UnknownBackend`] if no backend of that name exists on
 /// this platform, [`Error::Backend`] (`op` is `"create"`) if the kernel
@@ -221,22 +223,102 @@ pub fn default_name() -> &'static str {
 /// assert!(err.to_string().contains("\"iocp\""));
 /// ```
 pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
-    let Some(offered) = PLATFORM.iter().find(|o| o.name == name) else {
+    let Some((name, open)) = lookup(name) else {
         return Err(Error::UnknownBackend {
             name: name.to_string(),
-            available: AVAILABLE.to_vec(),
+            available: names(),
             env_var: None,
         });
     };
-    (offered.open)().map_err(|source| Error::Backend {
-        backend: offered.name,
+    open().map_err(|source| Error::Backend {
+        backend: name,
         op: "create",
         source,
     })
 }
 
-/// How [`open`] creates the OS backend called `name` (one of
-/// [`AVAILABLE`]), as a [`Factory`]; `None` for any other name.
+/// The names of the crate's backends on every platform (and the
+/// simulator's): never registered for a backend of another crate, so that
+/// a name means the same backend wherever the program runs.
+pub const RESERVED: &[&str] = &[
+    "epoll", "io_uring", "kqueue", "poll", "select", "iocp", "sim",
+];
+
+/// The backends registered for the whole process, in order.
+static REGISTERED: RwLock<Vec<(&'static str, Factory)>> = RwLock::new(Vec::new());
+
+fn registered_list() -> std::sync::RwLockReadGuard<'static, Vec<(&'static str, Factory)>> {
+    // The list is only pushed to: a panic elsewhere leaves it whole.
+    REGISTERED.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The backend called `name`: the platform's, else one registered.
+fn lookup(name: &str) -> Option<(&'static str, Factory)> {
+    if let Some(o) = PLATFORM.iter().find(|o| o.name == name) {
+        return Some((o.name, o.open));
+    }
+    registered_list().iter().find(|(n, _)| *n == name).copied()
+}
+
+/// Makes a backend of another crate available under `name` to every loop
+/// of the process: [`open`], [`factory`], [`Loop::new`](crate::Loop::new)
+/// and every [`Builder`](crate::Builder) (so `EVLOOP_BACKEND=name`), and
+/// the conformance kit's `run_named` (feature `conformance`). Call it once, at the start of the program, before the
+/// loops that should be able to use it are made; it does not change the
+/// default ([`default_name`]).
+///
+/// Errors: [`Error::BackendNameTaken`] if `name` is one of the crate's
+/// backends on any platform ([`RESERVED`]), is empty, or was registered
+/// already (whatever the factory: a name is registered once).
+///
+/// ```
+/// use evloop::backends::{self, poll::Poll};
+/// use evloop::{Error, Loop};
+///
+/// // A backend of another crate (here the crate's poll, under a new name).
+/// backends::register("renamed-poll", || Ok(Box::new(Poll::new()))).unwrap();
+/// assert!(backends::names().contains(&"renamed-poll"));
+/// let lp: Loop = Loop::builder().backend("renamed-poll").build()?;
+/// assert_eq!(lp.backend_name(), "poll"); // what the backend calls itself
+///
+/// let Err(err) = backends::register("epoll", || Ok(Box::new(Poll::new()))) else { panic!() };
+/// assert!(matches!(err, Error::BackendNameTaken { name: "epoll", .. }));
+/// assert!(backends::register("renamed-poll", || Ok(Box::new(Poll::new()))).is_err());
+/// # Ok::<(), evloop::Error>(())
+/// ```
+pub fn register(name: &'static str, open: Factory) -> Result<(), Error> {
+    let taken = |reason| Err(Error::BackendNameTaken { name, reason });
+    if name.is_empty() {
+        return taken("a backend needs a name");
+    }
+    if RESERVED.contains(&name) {
+        return taken("the crate's own backends (on some platform) are called that");
+    }
+    let mut list = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
+    if list.iter().any(|(n, _)| *n == name) {
+        return taken("a backend is registered under that name already");
+    }
+    tracing::trace!(name, "backend registered for the process");
+    list.push((name, open));
+    Ok(())
+}
+
+/// Every name [`open`] knows: [`AVAILABLE`] (best first), then the
+/// backends [registered](register) for the process, in order.
+///
+/// ```
+/// let names = evloop::backends::names();
+/// assert_eq!(&names[..evloop::backends::AVAILABLE.len()], evloop::backends::AVAILABLE);
+/// ```
+pub fn names() -> Vec<&'static str> {
+    let mut names = AVAILABLE.to_vec();
+    names.extend(registered_list().iter().map(|(n, _)| *n));
+    names
+}
+
+/// How [`open`] creates the backend called `name` (one of [`AVAILABLE`],
+/// or [registered](register)), as a [`Factory`]; `None` for any other
+/// name.
 ///
 /// ```
 /// use evloop::backends;
@@ -246,7 +328,7 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn factory(name: &str) -> Option<Factory> {
-    PLATFORM.iter().find(|o| o.name == name).map(|o| o.open)
+    lookup(name).map(|(_, open)| open)
 }
 
 #[cfg(test)]

@@ -27,9 +27,10 @@ const ENV_VAR: &str = "EVLOOP_BACKEND";
 /// environment variable (empty counts as unset), so that a program can be
 /// run on another backend without being changed; else the platform's
 /// default ([`backends::default_name`]: epoll on Linux, kqueue on macOS and
-/// the BSDs, poll elsewhere). The names are those of
-/// [`backends::AVAILABLE`] and those [registered](Builder::register) with
-/// the builder: a backend of another crate, or one probed at run time, can
+/// the BSDs, iocp on Windows, poll elsewhere). The names are those of
+/// [`backends::AVAILABLE`], those registered for the whole process
+/// ([`backends::register`]: what [`Loop::new`] sees too), and those
+/// [registered](Builder::register) with the builder: a backend of another crate, or one probed at run time, can
 /// be named like the crate's own ([`Builder::available`] lists them all).
 ///
 /// ```
@@ -75,7 +76,9 @@ impl Builder {
         self
     }
 
-    /// Makes a backend created by `open` available under `name`, to
+    /// Makes a backend created by `open` available under `name` to this
+    /// builder only ([`backends::register`] makes one available to every
+    /// loop of the process, `Loop::new` included), to
     /// [`Builder::backend`] and to `EVLOOP_BACKEND` alike: a backend of
     /// another crate, or one that probes the kernel when it is created
     /// (and fails there if the kernel refuses; [`Builder::build`] then
@@ -88,7 +91,8 @@ impl Builder {
     /// use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
     /// use evloop::backends::poll::Poll;
     /// use evloop::{Builder, Interest, Loop};
-    /// use std::{io, os::fd::RawFd, time::Duration};
+    /// use evloop::RawFd;
+    /// use std::{io, time::Duration};
     ///
     /// /// Another crate's backend (here, the crate's poll backend renamed).
     /// struct Mine(Poll);
@@ -125,9 +129,10 @@ impl Builder {
     }
 
     /// Every name this builder can build a loop on: the platform's
-    /// backends ([`backends::AVAILABLE`], best first), then the
-    /// [registered](Builder::register) ones in the order they were
-    /// registered (a registered name that replaces one of the platform's
+    /// backends ([`backends::AVAILABLE`], best first), those registered
+    /// for the process ([`backends::register`]), then the ones
+    /// [registered](Builder::register) with this builder, in the order
+    /// they were registered (a registered name that replaces one of the platform's
     /// is listed once, in the platform's place).
     ///
     /// ```
@@ -137,7 +142,7 @@ impl Builder {
     /// assert_eq!(b.available().last(), Some(&"other"));
     /// ```
     pub fn available(&self) -> Vec<&'static str> {
-        let mut names = backends::AVAILABLE.to_vec();
+        let mut names = backends::names();
         for (name, _) in &self.registered {
             if !names.contains(name) {
                 names.push(name);

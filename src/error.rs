@@ -172,16 +172,27 @@ pub enum Error {
         kind: &'static str,
     },
     /// No backend of that name exists on this platform, nor was one
-    /// registered under it ([`Builder::register`](crate::Builder::register)).
+    /// registered under it ([`backends::register`](crate::backends::register),
+    /// [`Builder::register`](crate::Builder::register)).
     UnknownBackend {
         /// The requested name.
         name: String,
         /// The names that would have worked: this platform's backends,
-        /// then those registered with the builder.
+        /// then those registered for the process, then those registered
+        /// with the builder.
         available: Vec<&'static str>,
         /// The environment variable the name was read from
         /// (`Some("EVLOOP_BACKEND")`), or `None` if the program chose it.
         env_var: Option<&'static str>,
+    },
+    /// [`backends::register`](crate::backends::register) refused the name:
+    /// the crate's own backends have it (on this platform or another), or
+    /// it is registered already.
+    BackendNameTaken {
+        /// The name asked for.
+        name: &'static str,
+        /// Why it cannot be registered.
+        reason: &'static str,
     },
     /// The backend failed.
     Backend {
@@ -282,6 +293,9 @@ impl fmt::Display for Error {
                     write!(f, " (named by the environment variable {var})")?;
                 }
                 write!(f, "; known here: {}", available.join(", "))
+            }
+            Error::BackendNameTaken { name, reason } => {
+                write!(f, "cannot register a backend named {name:?}: {reason}")
             }
             Error::Backend { backend, op, source } => {
                 write!(f, "{backend} backend failed to {op}: {source}")

@@ -485,6 +485,29 @@ pub fn run(backend: &'static str, open: Factory) -> Report {
     report
 }
 
+/// [`run`] on the backend called `backend`: one of the crate's, or one
+/// [registered](crate::backends::register) for the process, the way a
+/// program names it (`EVLOOP_BACKEND`). Panics if no backend has that
+/// name, listing those that do.
+///
+/// ```no_run
+/// // tests/conformance.rs of a crate whose backend registers itself.
+/// # fn open() -> std::io::Result<Box<dyn evloop::backend::Backend>> {
+/// #     Ok(Box::new(evloop::backends::poll::Poll::new()))
+/// # }
+/// evloop::backends::register("mine", open).unwrap();
+/// evloop::conformance::run_named("mine");
+/// ```
+pub fn run_named(backend: &'static str) -> Report {
+    match crate::backends::factory(backend) {
+        Some(open) => run(backend, open),
+        None => panic!(
+            "no backend is called {backend:?}; known here: {}",
+            crate::backends::names().join(", ")
+        ),
+    }
+}
+
 /// [`run`] without printing or panicking: the report only.
 pub fn check(backend: &'static str, open: Factory) -> Report {
     check_each(backend, open, |_| {})
