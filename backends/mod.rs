@@ -240,6 +240,12 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
 /// The names of the crate's backends on every platform (and the
 /// simulator's): never registered for a backend of another crate, so that
 /// a name means the same backend wherever the program runs.
+///
+/// ```
+/// use evloop::backends::{self, RESERVED};
+/// assert!(backends::AVAILABLE.iter().all(|name| RESERVED.contains(name)));
+/// assert!(backends::register("iocp", backends::factory("select").unwrap()).is_err());
+/// ```
 pub const RESERVED: &[&str] = &[
     "epoll", "io_uring", "kqueue", "poll", "select", "iocp", "sim",
 ];

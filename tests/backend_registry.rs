@@ -99,6 +99,14 @@ fn a_backend_registered_once_is_seen_by_every_loop_of_the_process() {
     })
     .unwrap();
     peer.write_all(b"x").unwrap();
+    // The watchdog: a backend that never reports the byte fails the test
+    // instead of hanging it.
+    let dog = lp
+        .timer(Duration::from_secs(30), Duration::ZERO, |_, _, _| {
+            panic!("the registered backend never reported the byte")
+        })
+        .unwrap();
+    lp.set_ref(dog, false).unwrap();
     let mut got = Vec::new();
     lp.run(RunMode::Default, &mut got).unwrap();
     assert_eq!(got, b"x");
