@@ -15,10 +15,14 @@
 
 use std::cell::RefCell;
 use std::io;
+use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::backend::{
+    Backend, Capabilities, FileStat, Notices, PollEvent, PollStatus, Spawned, Wake,
+};
 use crate::backends::Factory;
 use crate::{Interest, Loop, RawFd, Ready, Sim, SimSocket, Source, SourceFd};
 
@@ -103,29 +107,105 @@ pub struct ModifyCall {
 /// The modify calls a [`Probe`] saw, shared with the test.
 pub type Modifies = Rc<RefCell<Vec<ModifyCall>>>;
 
-/// A transparent wrapper around the backend under test that records every
-/// `modify` call (to check fd_reify's "at most one call per fd per
-/// iteration" on every backend) and checks every `poll` against the
-/// contract's "each fd at most once per call" (the loop may invoke
-/// watchers straight from the results; a second report of an fd would be a
-/// second callback). Everything else is forwarded unchanged, `dispatched`
-/// and `reinit` included.
+/// A transparent wrapper around the backend under test (a spy): it
+/// records every `modify` call (to check fd_reify's "at most one call per
+/// fd per iteration" on every backend), keeps the registrations the loop
+/// made from them, and checks every `poll` against the contract:
+///
+/// - each fd at most once per call (the loop may invoke watchers straight
+///   from the results; a second report of an fd would be a second
+///   callback);
+/// - only fds the loop has registered: a report of an fd never
+///   registered, forgotten (`modify(fd, _, NONE)`) or refused (a failed
+///   `modify`) is a registration left behind: a forget that did not reach
+///   the kernel, an entry kept by number, the old file of a reused number
+///   (the loop would drop such a report silently, so no record shows it);
+/// - readiness within the registered interest: `READABLE` and `WRITABLE`
+///   only as asked, unless the report is a hang-up, an error or an
+///   invalid fd (which may come with either direction);
+/// - with native one-shot declared ([`Capabilities::oneshot`]), a one-shot
+///   registration reported once, then not again until the loop re-arms it
+///   with a `modify`.
+///
+/// A failed check panics in `poll` (the scenario fails with the message).
+/// Every other method is forwarded unchanged (`dispatched`, `reinit`,
+/// signals, children, the waker, notices, clocks, paths), except
+/// [`Backend::check_fd`], deliberately: the scenarios give the backend's
+/// `modify` the fds that `check_fd` would refuse (`regular_file` checks the
+/// refusal there, as a backend that cannot see the fd's kind at
+/// `Loop::io` must do it).
 pub struct Probe<'s> {
     inner: Box<dyn Backend + 's>,
     log: Modifies,
+    /// The loop's registrations as the probe saw them, by fd.
+    registered: Vec<Registration>,
+    /// The backend declares native one-shot.
+    native_oneshot: bool,
+    /// Scratch of the duplicate check.
+    fds: Vec<RawFd>,
+}
+
+/// One registration the loop made, as a [`Probe`] keeps it.
+#[derive(Debug, Clone, Copy)]
+struct Registration {
+    fd: RawFd,
+    interest: Interest,
+    /// False once a native one-shot registration has been reported, until
+    /// the next `modify` of the fd re-arms it.
+    armed: bool,
 }
 
 impl<'s> Probe<'s> {
     /// Wraps `inner`; the calls go to the returned log.
     pub fn wrap(inner: Box<dyn Backend + 's>) -> (Probe<'s>, Modifies) {
         let log = Modifies::default();
+        let native_oneshot = inner.capabilities().oneshot;
         (
             Probe {
                 inner,
                 log: log.clone(),
+                registered: Vec::new(),
+                native_oneshot,
+                fds: Vec::new(),
             },
             log,
         )
+    }
+
+    /// Checks one report of a poll against the registrations (see the
+    /// type's documentation).
+    fn check_report(&mut self, ev: PollEvent) {
+        let name = self.inner.name();
+        let Some(reg) = self.registered.iter_mut().find(|r| r.fd == ev.fd) else {
+            panic!(
+                "{name} reported fd {} ({}) that the loop has not registered (never, or forgotten \
+                 with modify(fd, _, NONE), or refused by a failed modify): a forget must leave \
+                 nothing that can still report, and nothing kept by the number \
+                 (docs/porting.md, modify)",
+                ev.fd, ev.ready
+            );
+        };
+        let asked = Ready::from_interest(reg.interest);
+        let directions = ev.ready & (Ready::READABLE | Ready::WRITABLE);
+        let abnormal = ev.ready.is_hup() || ev.ready.is_error() || ev.ready.is_invalid();
+        assert!(
+            abnormal || asked.contains(directions),
+            "{name} reported fd {} as {} while its registration is {}: readiness the loop did \
+             not ask for (an interest kept from an earlier registration of the number?)",
+            ev.fd,
+            ev.ready,
+            reg.interest
+        );
+        if self.native_oneshot && reg.interest.is_oneshot() {
+            assert!(
+                reg.armed,
+                "{name} declares native one-shot, but reported fd {} ({}) again after its \
+                 one-shot report, before the loop re-armed it: the kernel must disarm a \
+                 one-shot registration when it reports it (docs/porting.md, one-shot)",
+                ev.fd, ev.ready
+            );
+            reg.armed = false;
+        }
     }
 }
 
@@ -144,6 +224,15 @@ impl Backend for Probe<'_> {
             new,
             ok: r.is_ok(),
         });
+        // A failed modify leaves the fd unregistered (the loop's view).
+        self.registered.retain(|reg| reg.fd != fd);
+        if r.is_ok() && !new.is_empty() {
+            self.registered.push(Registration {
+                fd,
+                interest: new,
+                armed: true,
+            });
+        }
         r
     }
     fn poll(
@@ -153,17 +242,23 @@ impl Backend for Probe<'_> {
     ) -> io::Result<PollStatus> {
         let before = events.len();
         let status = self.inner.poll(timeout, events);
-        let mut fds: Vec<RawFd> = events[before..].iter().map(|e| e.fd).collect();
-        fds.sort_unstable();
-        let n = fds.len();
-        fds.dedup();
+        self.fds.clear();
+        self.fds.extend(events[before..].iter().map(|e| e.fd));
+        self.fds.sort_unstable();
+        let n = self.fds.len();
+        self.fds.dedup();
         assert_eq!(
-            fds.len(),
+            self.fds.len(),
             n,
             "{} reported an fd twice in one poll: {:?}",
             self.inner.name(),
             &events[before..]
         );
+        if status.is_ok() {
+            for i in before..events.len() {
+                self.check_report(events[i]);
+            }
+        }
         status
     }
     fn now(&mut self) -> Duration {
@@ -172,7 +267,60 @@ impl Backend for Probe<'_> {
     fn dispatched(&mut self, fd: RawFd, ready: Ready) {
         self.inner.dispatched(fd, ready)
     }
+    fn wants_dispatch(&self) -> bool {
+        self.inner.wants_dispatch()
+    }
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.inner.watch_signal(signal)
+    }
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.inner.unwatch_signal(signal)
+    }
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        self.inner.watch_child(pid)
+    }
+    fn unwatch_child(&mut self, pid: u32) {
+        self.inner.unwatch_child(pid)
+    }
+    fn watch_any_child(&mut self) -> io::Result<()> {
+        self.inner.watch_any_child()
+    }
+    fn unwatch_any_child(&mut self) {
+        self.inner.unwatch_any_child()
+    }
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        self.inner.signal_child(pid, signal)
+    }
+    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<Spawned> {
+        self.inner.spawn_child(command)
+    }
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        self.inner.waker()
+    }
+    fn take_notices(&mut self, notices: &mut Notices) {
+        self.inner.take_notices(notices)
+    }
+    fn wall_now(&mut self) -> Duration {
+        self.inner.wall_now()
+    }
+    fn watch_clock_steps(&mut self) -> bool {
+        self.inner.watch_clock_steps()
+    }
+    fn unwatch_clock_steps(&mut self) {
+        self.inner.unwatch_clock_steps()
+    }
+    fn stat(&mut self, path: &Path) -> FileStat {
+        self.inner.stat(path)
+    }
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        self.inner.watch_path(path, token)
+    }
+    fn unwatch_path(&mut self, token: u64) {
+        self.inner.unwatch_path(token)
+    }
     fn reinit(&mut self) -> io::Result<()> {
+        // The loop registers every fd again, from `NONE`.
+        self.registered.clear();
         self.inner.reinit()
     }
 }
