@@ -75,6 +75,18 @@ pub fn fd_reuse(f: &OsFixture) -> Record {
     log.into_record()
 }
 
+/// Not written for Windows ([`Scenario::not_applicable`](super::Scenario::not_applicable)
+/// says so, and [`Scenario::check`](super::Scenario::check) skips it before
+/// it gets here).
+pub fn closed_fd_reuse(f: &OsFixture) -> Record {
+    let why = super::Scenario::ClosedFdReuse.not_applicable();
+    panic!(
+        "{}: closed_fd_reuse: {}",
+        f.backend(),
+        why.unwrap_or("not written")
+    )
+}
+
 /// A handle that is not a socket, given to the loop as one: on Windows no
 /// type stands for that (a `File` is not `AsSocket`), but a program can
 /// build one from a raw value.

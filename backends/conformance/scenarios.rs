@@ -864,6 +864,47 @@ pub fn remove_then_close<F: Fixture>(f: &F) -> Record {
     log.into_record()
 }
 
+/// A forget leaves nothing behind. A watcher removed while its fd is
+/// ready both ways (data unread, the file still open) is not reported
+/// again: the probe fails a poll that reports an fd the loop has not
+/// registered (a backend that never deregisters, or whose forget does not
+/// reach the kernel, reports it at every wait, and the loop drops those
+/// reports silently). The same fd watched again, for reading only, starts
+/// clean: readable, never writable (an entry kept from the first
+/// registration, its interest merged into the new one, shows as
+/// writability, which the probe fails too).
+pub fn forget<F: Fixture>(f: &F) -> Record {
+    let (s, peer) = f.pair("s");
+    let (keep, keep_peer) = f.pair("k");
+    let (mut lp, mut log) = start(f);
+    log.name_fd(&s, "s");
+    log.name_fd(&keep, "k");
+    // An idle watcher, so that every step polls.
+    lp.io(keep, Interest::READABLE, sleeper("k")).unwrap();
+    let first = lp.io_borrowed(&s, Interest::BOTH, sleeper("s")).unwrap();
+    write_all(&peer, b"unread");
+    log.step(&mut lp, NoWait);
+    log.expect(&["s:rw"], &[]);
+    log.expect_modifies(&["k: - => r", "s: - => rw"]);
+
+    lp.remove(first).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&[], &[]);
+    log.expect_modifies(&["s: rw => -"]);
+    log.step(&mut lp, NoWait);
+    log.expect(&[], &[]);
+
+    lp.io_borrowed(&s, Interest::READABLE, reader("s")).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&["s:r"], &["s read \"unread\" then would-block"]);
+    log.expect_modifies(&["s: - => r"]);
+    log.step(&mut lp, NoWait);
+    log.expect(&[], &[]);
+    drop(lp);
+    drop((peer, keep_peer));
+    log.into_record()
+}
+
 // ------------------------------------------------------------- per backend
 
 /// The peer closes with data we sent still unread: the connection is reset

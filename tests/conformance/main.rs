@@ -239,6 +239,7 @@ conformance! {
         wait_interrupted,
         timeouts,
         remove_then_close,
+        forget,
         reset_by_peer,
         edge,
         closed_fd,
@@ -246,6 +247,7 @@ conformance! {
     // Kernel-only: fd number reuse, regular files.
     kernel_only {
         fd_reuse,
+        closed_fd_reuse,
         regular_file,
     }
 }
