@@ -191,7 +191,9 @@ impl<'s> Probe<'s> {
         assert!(
             abnormal || asked.contains(directions),
             "{name} reported fd {} as {} while its registration is {}: readiness the loop did \
-             not ask for (an interest kept from an earlier registration of the number?)",
+             not ask for, and no HUP, ERROR or INVALID with it to explain it (an interest kept \
+             from an earlier registration of the number? a hang-up or an error reported without \
+             its bit?)",
             ev.fd,
             ev.ready,
             reg.interest
@@ -375,6 +377,16 @@ pub trait Fixture {
     fn settle_peer_close(&self, end: &Self::Sock) {
         let _ = end;
     }
+    /// A backend under test outside any loop (no [`Probe`] around it),
+    /// for what the backend contract says that no loop shows: a native
+    /// one-shot registration disarmed by its report
+    /// ([`Scenario::OneshotDisarms`](super::Scenario::OneshotDisarms): the
+    /// loop re-arms or forgets a reported one-shot fd before its next
+    /// wait, so it never sees a backend that keeps reporting one). `None`
+    /// (the default) skips those scenarios.
+    fn bare_backend(&self) -> Option<Box<dyn Backend>> {
+        None
+    }
     /// The fixture as an [`OsFixture`], for the scenarios that only a
     /// kernel has (fd numbers reused, regular files); `None` (the default)
     /// skips them.
@@ -482,6 +494,11 @@ impl Fixture for OsFixture {
         os::interrupt_waits(span, f)
     }
 
+    fn bare_backend(&self) -> Option<Box<dyn Backend>> {
+        let _creating = os::creating();
+        Some(self.open())
+    }
+
     fn as_os(&self) -> Option<&OsFixture> {
         Some(self)
     }
@@ -550,6 +567,10 @@ impl Fixture for SimFixture {
 
     fn close_behind_back(&self, doom: &RawFd) {
         self.sim.invalidate(self.sim.now(), *doom);
+    }
+
+    fn bare_backend(&self) -> Option<Box<dyn Backend>> {
+        Some(Box::new(self.sim.backend()))
     }
 
     fn stopwatch(&self) -> Stopwatch {

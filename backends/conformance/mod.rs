@@ -114,6 +114,10 @@ pub enum Scenario {
     /// One-shot: once, then silent until started again (native or
     /// emulated, as declared).
     Oneshot,
+    /// Native one-shot, at the backend: a reported one-shot registration
+    /// is not reported again until re-armed (where native one-shot is
+    /// declared).
+    OneshotDisarms,
     /// Spurious readiness: a report whose data another callback took, an
     /// event fed by hand.
     SpuriousReadiness,
@@ -158,6 +162,7 @@ impl Scenario {
         Scenario::HangupPipe,
         Scenario::Level,
         Scenario::Oneshot,
+        Scenario::OneshotDisarms,
         Scenario::SpuriousReadiness,
         Scenario::WaitInterrupted,
         Scenario::Timeouts,
@@ -185,6 +190,7 @@ impl Scenario {
             Scenario::HangupPipe => "hangup_pipe",
             Scenario::Level => "level",
             Scenario::Oneshot => "oneshot",
+            Scenario::OneshotDisarms => "oneshot_disarms",
             Scenario::SpuriousReadiness => "spurious_readiness",
             Scenario::WaitInterrupted => "wait_interrupted",
             Scenario::Timeouts => "timeouts",
@@ -213,6 +219,7 @@ impl Scenario {
         !matches!(
             self,
             Scenario::ResetByPeer
+                | Scenario::OneshotDisarms
                 | Scenario::Edge
                 | Scenario::ClosedFd
                 | Scenario::FdReuse
@@ -295,12 +302,16 @@ impl Scenario {
                 show(&record);
                 Outcome::Passed
             }
-            Ok(None) => Outcome::Skipped("a kernel-only scenario, and this fixture has no kernel"),
+            Ok(None) => Outcome::Skipped(
+                "this fixture lacks what the scenario needs (a kernel: Fixture::as_os; a bare \
+                 backend: Fixture::bare_backend)",
+            ),
             Err(message) => Outcome::Failed(message),
         }
     }
 
-    /// Runs the scenario; `None` if it needs a kernel the fixture lacks.
+    /// Runs the scenario; `None` if it needs a kernel (or a bare backend)
+    /// the fixture lacks.
     fn record<F: Fixture>(self, f: &F) -> Option<Record> {
         use scenarios as s;
         // Windows: a scenario that closes a socket behind the loop's back,
@@ -321,6 +332,7 @@ impl Scenario {
             Scenario::HangupPipe => s::hangup_pipe(f),
             Scenario::Level => s::level(f),
             Scenario::Oneshot => s::oneshot(f),
+            Scenario::OneshotDisarms => s::oneshot_disarms(f)?,
             Scenario::SpuriousReadiness => s::spurious_readiness(f),
             Scenario::WaitInterrupted => s::wait_interrupted(f),
             Scenario::Timeouts => s::timeouts(f),

@@ -637,6 +637,81 @@ pub fn oneshot<F: Fixture>(f: &F) -> Record {
     log.into_record()
 }
 
+/// Native one-shot at the backend itself (only where
+/// [`Capabilities::oneshot`](crate::backend::Capabilities::oneshot) is
+/// declared; an emulating backend never sees a one-shot registration): a
+/// one-shot registration is reported once, then not again, though still
+/// readable, until a `modify` from `NONE.with_trigger(Oneshot)` re-arms
+/// it. Run on a bare backend ([`Fixture::bare_backend`]), for the loop
+/// re-arms or forgets a reported one-shot fd before its next wait: through
+/// a loop, a backend that declares native one-shot and keeps reporting
+/// (a level registration) looks the same as one that disarms. `None`
+/// where the fixture has no bare backend.
+pub fn oneshot_disarms<F: Fixture>(f: &F) -> Option<Record> {
+    let mut backend = f.bare_backend()?;
+    let name = f.backend();
+    let record = Record {
+        backend: name,
+        steps: Vec::new(),
+        compare_modifies: false,
+    };
+    if !backend.capabilities().oneshot {
+        return Some(record); // emulated: the `oneshot` scenario's
+    }
+    let (a, peer) = f.pair("a");
+    let fd = super::fixture::fd_of(&a);
+    let one = Interest::READABLE.with_trigger(Trigger::Oneshot);
+    let disarmed = Interest::NONE.with_trigger(Trigger::Oneshot);
+    let mut events = Vec::new();
+    // Polls until `fd` is reported (at most a few seconds), or once
+    // without waiting; whether `fd` was reported.
+    let mut poll = |backend: &mut dyn crate::backend::Backend, wait: bool| -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            events.clear();
+            let timeout = if wait {
+                deadline.saturating_duration_since(std::time::Instant::now())
+            } else {
+                Duration::ZERO
+            };
+            backend
+                .poll(Some(timeout), &mut events)
+                .unwrap_or_else(|e| panic!("{name}: poll failed: {e}"));
+            let seen = events.iter().any(|e| e.fd == fd);
+            if seen || !wait || timeout.is_zero() {
+                return seen;
+            }
+        }
+    };
+    backend
+        .modify(fd, Interest::NONE, one)
+        .unwrap_or_else(|e| panic!("{name}: a one-shot registration failed: {e}"));
+    write_all(&peer, b"x"); // never read
+    for round in ["registered", "re-armed"] {
+        assert!(
+            poll(&mut *backend, true),
+            "{name}: a one-shot registration ({round}) of a readable fd was not reported"
+        );
+        for _ in 0..2 {
+            assert!(
+                !poll(&mut *backend, false),
+                "{name} declares native one-shot, but reported a one-shot registration \
+                 ({round}) again after its report, before any re-arm: the kernel must disarm \
+                 it when it reports it (docs/porting.md, one-shot)"
+            );
+        }
+        backend
+            .modify(fd, disarmed, one)
+            .unwrap_or_else(|e| panic!("{name}: re-arming a one-shot registration failed: {e}"));
+    }
+    backend
+        .modify(fd, one, Interest::NONE)
+        .unwrap_or_else(|e| panic!("{name}: forgetting a one-shot registration failed: {e}"));
+    drop(backend); // before the source, as a loop does
+    drop((a, peer));
+    Some(record)
+}
+
 /// Spurious readiness: a report whose data another callback already took,
 /// and an event fed by hand; the read says `WouldBlock` and the loop goes
 /// on.

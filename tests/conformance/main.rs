@@ -235,6 +235,7 @@ conformance! {
         hangup_pipe,
         level,
         oneshot,
+        oneshot_disarms,
         spurious_readiness,
         wait_interrupted,
         timeouts,
