@@ -257,8 +257,8 @@ impl Backend for Probe<'_> {
             &events[before..]
         );
         if status.is_ok() {
-            for i in before..events.len() {
-                self.check_report(events[i]);
+            for &ev in &events[before..] {
+                self.check_report(ev);
             }
         }
         status
