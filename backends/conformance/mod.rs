@@ -34,7 +34,12 @@
 //!   and pipes (an [`OsFixture`]), with peer actions
 //!   between the steps, asserting what every backend must do and what this
 //!   one declares in its [`Capabilities`](crate::backend::Capabilities) (never its
-//!   name);
+//!   name). The backend runs inside a spy ([`fixture::Probe`]) that keeps
+//!   the registrations the loop made and fails any poll that reports an fd
+//!   twice, an fd the loop has not registered (a forget that did not take:
+//!   the loop would drop such a report unseen), readiness beyond the
+//!   registered interest, or a native one-shot fd again before its re-arm;
+//!   [`Scenario::OneshotDisarms`] drives the backend bare, outside a loop;
 //! - `differential/<scenario>`, one per [compared](Scenario::compared)
 //!   scenario: the same scenario on the simulator must give the same
 //!   canonical record, step by step (each difference is shown, scenario by
@@ -46,9 +51,14 @@
 //! On Windows the kit runs over TCP loopback pairs (the pairs and the
 //! pipes alike: Windows has no socketpair, and its pipes are not sockets),
 //! and does not run what cannot apply there, each named with its reason in
-//! the report and, loudly, in [`run`]'s output: the `fork` check (no fork)
-//! and [`Scenario::WaitInterrupted`] (no signal interrupts a wait; see
+//! the report and, loudly, in [`run`]'s output: the `fork` check (no fork),
+//! [`Scenario::WaitInterrupted`] (no signal interrupts a wait) and
+//! [`Scenario::ClosedFdReuse`] (not written for Windows yet; see
 //! [`Scenario::not_applicable`]).
+//!
+//! The kit is tested itself: the crate's `tests/kit_mutants.rs` runs it on
+//! twelve deliberately broken backends, each of which must fail it by the
+//! checks of its flaw, and on the same backends unbroken, which must pass.
 //!
 //! `docs/porting.md` has the walkthrough. On Unix the kit installs a handler of
 //! `SIGUSR1` (the signal with which it interrupts waits) for the rest of the

@@ -39,7 +39,8 @@
 //! scenario that cannot apply there passes as skipped and says why
 //! ([`Scenario::not_applicable`]: `wait_interrupted`). The two tests of
 //! the kit itself (`wrappers.rs`: broken backends it must catch) wrap the
-//! Unix poll backend and run on Unix only.
+//! Unix poll backend and run on Unix only; `tests/kit_mutants.rs` runs the
+//! whole kit on twelve more (Linux).
 #![cfg(any(unix, windows))]
 
 #[cfg(unix)]
