@@ -51,7 +51,7 @@ fn explain(code: i32) -> &'static str {
 const GUARD: Duration = Duration::from_secs(2);
 
 /// The number of threads of this process, where it can be known.
-fn threads() -> Option<usize> {
+pub(super) fn threads() -> Option<usize> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         std::fs::read_dir("/proc/self/task").ok().map(|d| d.count())

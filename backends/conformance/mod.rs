@@ -45,6 +45,9 @@
 //!   canonical record, step by step (each difference is shown, scenario by
 //!   scenario);
 //! - `fork`: `Loop::reinit_after_fork` in a forked child (Unix only);
+//! - `notices/<check>`: signals, children, wake-ups and fork re-init
+//!   through the loop's watchers ([`notices`]), skipped on a backend that
+//!   does not provide the hooks;
 //! - `no_allocation`: steady-state iterations allocate nothing (skipped
 //!   unless [`CountingAllocator`] is the global allocator).
 //!
@@ -71,6 +74,7 @@ mod alloc;
 pub mod fixture;
 #[cfg(unix)]
 mod fork;
+pub mod notices;
 #[cfg_attr(windows, path = "os_only_windows.rs")]
 mod os_only;
 mod record;
@@ -396,8 +400,8 @@ impl Outcome {
 /// One check of a [`Report`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckResult {
-    /// The check: a scenario's name, `differential/<scenario>`, `fork` or
-    /// `no_allocation`.
+    /// The check: a scenario's name, `differential/<scenario>`, `fork`,
+    /// `notices/<check>` or `no_allocation`.
     pub name: String,
     /// How it went.
     pub outcome: Outcome,
@@ -573,6 +577,7 @@ fn check_each(backend: &'static str, open: Factory, mut each: impl FnMut(&CheckR
         push(format!("differential/{scenario}"), outcome);
     }
     push("fork".into(), fork(backend, open));
+    notices::each(backend, open, &mut push);
     push("no_allocation".into(), no_allocation(backend, open));
     Report { backend, results }
 }

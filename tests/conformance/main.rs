@@ -335,3 +335,78 @@ fn the_differential_check_shows_every_difference() {
     };
     assert!(diff.contains("!= sim:"), "{diff}");
 }
+
+/// The kit's notifier checks (`conformance::notices`: signals, children,
+/// wake-ups) on every OS backend of the host, one test per backend, but
+/// `notices/fork_reinit`, which forks (`tests/conformance_fork.rs` runs
+/// it: this binary runs its tests in threads). Every crate backend
+/// declares signals, children and a waker: a check skipped on one fails
+/// here, except where it cannot apply (Windows: signals, fork).
+mod notices {
+    use evloop::conformance::{notices, Outcome};
+
+    fn check(backend: &'static str) {
+        if !crate::harness::selected(backend) {
+            return;
+        }
+        let open = crate::harness::factory(backend);
+        let mut wrong = Vec::new();
+        for &name in notices::NAMES {
+            if name == "notices/fork_reinit" {
+                continue;
+            }
+            match notices::check(name, backend, open) {
+                Outcome::Passed => {}
+                Outcome::Failed(why) => wrong.push(format!("{name}: {why}")),
+                Outcome::Skipped(why) if cfg!(windows) => eprintln!("skipped {name}: {why}"),
+                Outcome::Skipped(why) => {
+                    wrong.push(format!("{name}: skipped on a crate backend: {why}"))
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn epoll() {
+        check("epoll");
+    }
+
+    #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly",
+        all(feature = "emulated-kqueue", target_os = "linux")
+    ))]
+    #[test]
+    fn kqueue() {
+        check("kqueue");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn poll() {
+        check("poll");
+    }
+
+    #[test]
+    fn select() {
+        check("select");
+    }
+
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    #[test]
+    fn io_uring() {
+        check("io_uring");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn iocp() {
+        check("iocp");
+    }
+}
