@@ -637,7 +637,7 @@ impl Backend for Epoll {
         self.notifier.reinit(&mut Kernel(&self.epfd))
     }
 
-    super::unix::notifier_hooks!(s => s.notifier, &mut Kernel(&s.epfd));
+    crate::notifier_hooks!(s => s.notifier, &mut Kernel(&s.epfd));
 }
 
 #[cfg(test)]

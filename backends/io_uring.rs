@@ -1163,7 +1163,7 @@ impl Backend for IoUring {
         self.notifier.reinit(&mut self.set)
     }
 
-    super::unix::notifier_hooks!(s => s.notifier, &mut s.set);
+    crate::notifier_hooks!(s => s.notifier, &mut s.set);
 }
 
 impl Drop for IoUring {

@@ -26,7 +26,8 @@
 //! explicit choice, the `EVLOOP_BACKEND` environment variable or
 //! [`default_name`], among these and the backends registered with it.
 //! [`util`] has what any Unix backend needs (the clock, the deadline of a
-//! wait, the "never pollable" check), for backends of other crates too.
+//! wait, the "never pollable" check), and `unix` (on Unix) signals, child
+//! exits and wake-ups (`unix::Notifier`), for backends of other crates too.
 //!
 //! ```
 //! use evloop::backends;
@@ -43,11 +44,12 @@ use crate::Error;
 
 pub mod sim;
 
-// What the Unix backends share: signals, children, wake-ups (`unix/`),
-// and the public helpers (the clock, the deadline of a wait, the check
-// that an fd can be watched at all), for backends outside the crate too.
+// What the Unix backends share: signals, children, wake-ups (`unix/`,
+// public for backends of other crates too), and the public helpers (the
+// clock, the deadline of a wait, the check that an fd can be watched at
+// all).
 #[cfg(unix)]
-pub(crate) mod unix;
+pub mod unix;
 #[cfg(any(unix, windows))]
 pub mod util;
 #[cfg(any(unix, windows))]

@@ -381,7 +381,7 @@ impl Backend for Select {
         self.clock.now()
     }
 
-    super::unix::notifier_hooks!(s => s.notifier, &mut s.set);
+    crate::notifier_hooks!(s => s.notifier, &mut s.set);
 
     fn reinit(&mut self) -> io::Result<()> {
         // No kernel object to re-create; the notifier's fds change.

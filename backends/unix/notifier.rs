@@ -5,7 +5,8 @@
 //! process-wide table of them, wall-clock step reports and path change
 //! hints). The backend only puts their internal fds in its
 //! kernel set ([`InternalFds`]), never reports them to the loop, and routes
-//! their readiness back here.
+//! their readiness back here. Public (re-exported by `backends::unix`) for
+//! backends of other crates; the crate's own use them the same way.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -21,8 +22,50 @@ use crate::backend::{Notices, SignalSet, Wake};
 use crate::Spawned;
 
 /// A backend's kernel set, as the notifier sees it: where its internal
-/// fds (the wake fd, pidfds) are watched for readability.
-pub(crate) trait InternalFds {
+/// fds (the wake fd; on Linux pidfds, the clock-step timerfd, the inotify
+/// instance) are watched for readability.
+///
+/// The backend implements it on whatever holds its kernel set (an epoll
+/// fd, a `pollfd` array) and passes it to every [`Notifier`] or
+/// [`Wakeup`] call that may add or remove one of those fds. They are the
+/// notifier's, not the loop's: the backend must never report them in
+/// [`Backend::poll`](crate::backend::Backend::poll)'s events, and routes
+/// their readiness to [`Notifier::ready`] instead.
+///
+/// A plain `Vec<RawFd>` implements it (a list the backend walks when it
+/// builds each wait's set, as a `select` backend does); the examples use it.
+///
+/// ```
+/// use evloop::backends::unix::InternalFds;
+/// use std::io;
+/// use std::os::fd::RawFd;
+///
+/// /// A `pollfd` array with the notifier's fds at its front.
+/// struct Set { fds: Vec<libc::pollfd>, internal: usize }
+///
+/// impl InternalFds for Set {
+///     fn add(&mut self, fd: RawFd) -> io::Result<()> {
+///         let pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+///         self.fds.insert(self.internal, pfd);
+///         self.internal += 1;
+///         Ok(())
+///     }
+///     fn remove(&mut self, fd: RawFd) {
+///         if let Some(i) = self.fds[..self.internal].iter().position(|p| p.fd == fd) {
+///             self.fds.remove(i);
+///             self.internal -= 1;
+///         }
+///     }
+/// }
+///
+/// let mut set = Set { fds: Vec::new(), internal: 0 };
+/// set.add(7)?;
+/// set.remove(7);
+/// assert_eq!(set.internal, 0);
+/// assert_eq!(set.fd_limit(), None);
+/// # Ok::<(), io::Error>(())
+/// ```
+pub trait InternalFds {
     /// Watches `fd` for readability.
     fn add(&mut self, fd: RawFd) -> io::Result<()>;
     /// Stops watching `fd` (it is about to be closed, or belongs to a
@@ -37,11 +80,88 @@ pub(crate) trait InternalFds {
     }
 }
 
+/// A list of fds the backend walks to build each wait's kernel set.
+///
+/// ```
+/// use evloop::backends::unix::InternalFds;
+/// let mut set: Vec<i32> = Vec::new();
+/// set.add(5)?;
+/// set.add(5)?; // held once
+/// assert_eq!(set, [5]);
+/// InternalFds::remove(&mut set, 5); // (not `Vec::remove`, by index)
+/// assert!(set.is_empty());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl InternalFds for Vec<RawFd> {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        if !self.contains(&fd) {
+            self.push(fd);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        self.retain(|&f| f != fd);
+    }
+}
+
 pub(crate) const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
 
-/// A backend's hub slot, claimed when first needed, and what it watches.
+/// Signals and the waker, for a backend that handles child exits itself
+/// (as kqueue does with `EVFILT_PROC`) or not at all; [`Notifier`] embeds
+/// one and adds children, clock steps and path hints.
+///
+/// A `Wakeup` holds the backend's *slot* in the process-wide signal hub,
+/// claimed at the first call that needs it: a wake fd of its own (an
+/// `eventfd` on Linux, a pipe elsewhere; non-blocking, close-on-exec),
+/// which goes into the backend's kernel set through [`InternalFds`] and
+/// becomes readable when a watched signal arrives or the waker is used.
+///
+/// Guarantees (the same as the crate's backends have):
+///
+/// - **Signals**: one `sigaction` handler per signal for the whole
+///   process, installed while any backend of any loop, in any thread,
+///   watches it; every backend watching it hears every arrival (arrivals
+///   between two takes coalesce). The disposition found before the first
+///   watch is saved and put back when the last backend stops watching it.
+///   The handler is async-signal-safe (atomics and a `write`, no locks).
+/// - **Wake-ups**: [`waker`](Wakeup::waker) hands out one waker per
+///   backend; `Wake::wake` from any thread ends the backend's wait (or
+///   makes the next one return at once). A waker that outlives the
+///   backend is harmless: its slot (and fd) outlive it, and a later owner
+///   of the slot is not woken by it.
+/// - **Fork**: in the child, [`reinit`](Wakeup::reinit) gives the backend
+///   a wake fd of its own (the inherited one is shared with the parent)
+///   and forgets every signal (the loop watches its own again); wakers
+///   handed out before the fork wake the child's loop.
+///
+/// Dropping it gives the slot back (and stops its signal watches).
+///
+/// ```
+/// use evloop::backend::Notices;
+/// use evloop::backends::unix::Wakeup;
+///
+/// let mut set: Vec<i32> = Vec::new(); // the backend's kernel set
+/// let mut w = Wakeup::new("mine");
+/// w.watch_signal(libc::SIGWINCH, &mut set)?;
+/// let fd = w.wake_fd().unwrap();
+/// assert_eq!(set, [fd]); // now in the kernel set
+///
+/// // SAFETY: raise(3) is safe to call; SIGWINCH is ignored by default
+/// // and now caught by the hub's handler.
+/// unsafe { libc::raise(libc::SIGWINCH) };
+/// // The backend's wait reports `fd` readable: it drains it, and after
+/// // the wait the loop's take_notices hook collects the signal.
+/// assert!(w.is_wake_fd(fd));
+/// w.drain();
+/// let mut notices = Notices::default();
+/// w.take_notices(&mut notices);
+/// assert!(notices.signals.contains(libc::SIGWINCH));
+/// w.unwatch_signal(libc::SIGWINCH); // the previous disposition is back
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
-pub(crate) struct Wakeup {
+pub struct Wakeup {
     backend: &'static str,
     slot: Option<&'static Slot>,
     /// The slot's read end, while it is in the kernel set.
@@ -56,7 +176,14 @@ pub(crate) struct Wakeup {
 }
 
 impl Wakeup {
-    pub(crate) fn new(backend: &'static str) -> Wakeup {
+    /// Nothing claimed yet; `backend` is the backend's name, for error
+    /// messages.
+    ///
+    /// ```
+    /// let w = evloop::backends::unix::Wakeup::new("mine");
+    /// assert_eq!(w.wake_fd(), None);
+    /// ```
+    pub fn new(backend: &'static str) -> Wakeup {
         Wakeup {
             backend,
             slot: None,
@@ -104,42 +231,103 @@ impl Wakeup {
         Ok(slot)
     }
 
-    /// Whether `fd` is the wake fd in the kernel set.
-    pub(crate) fn is_wake_fd(&self, fd: RawFd) -> bool {
+    /// Whether `fd` is the wake fd in the kernel set (a report of it is
+    /// the notifier's, never the loop's).
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// let _waker = w.waker(&mut set)?;
+    /// assert!(w.is_wake_fd(set[0]));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_wake_fd(&self, fd: RawFd) -> bool {
         self.registered == Some(fd)
     }
 
-    /// The wake fd in the kernel set, if any.
-    pub(crate) fn wake_fd(&self) -> Option<RawFd> {
+    /// The wake fd in the kernel set, if any (none before the first
+    /// signal watch or waker).
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// assert_eq!(w.wake_fd(), None);
+    /// let _waker = w.waker(&mut set)?;
+    /// assert_eq!(w.wake_fd(), Some(set[0]));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn wake_fd(&self) -> Option<RawFd> {
         self.registered
     }
 
-    /// The wake fd was reported readable: empty it.
-    pub(crate) fn drain(&self) {
+    /// The wake fd was reported readable: empty it (it is level-readable
+    /// until drained). Call it before [`take_notices`](Wakeup::take_notices).
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// w.waker(&mut set)?.wake();
+    /// w.drain();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn drain(&self) {
         if let Some(fd) = self.registered {
             super::wake::drain(fd);
         }
     }
 
-    /// Makes the next wait return (there is news to deliver after it).
-    pub(crate) fn poke(&self) {
+    /// Makes the next wait return at once (the backend has news to deliver
+    /// after it); nothing before the slot is claimed.
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// let _waker = w.waker(&mut set)?;
+    /// w.poke(); // the wake fd is readable until drained
+    /// w.drain();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poke(&self) {
         if let Some(slot) = self.slot {
             slot.poke();
         }
     }
 
-    pub(crate) fn watch_signal(
-        &mut self,
-        signal: i32,
-        set: &mut impl InternalFds,
-    ) -> io::Result<()> {
+    /// The loop's first watcher of `signal` started (the backend's
+    /// `watch_signal` hook): catch it through the hub, the wake fd in
+    /// `set`. Errors: `InvalidInput` for a number out of 1 to 64, the
+    /// kernel's for a signal that cannot be caught, or for a wake fd that
+    /// cannot be created or added to `set`.
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// w.watch_signal(libc::SIGWINCH, &mut set)?;
+    /// assert!(w.watch_signal(0, &mut set).is_err());
+    /// w.unwatch_signal(libc::SIGWINCH);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_signal(&mut self, signal: i32, set: &mut impl InternalFds) -> io::Result<()> {
         let bit = self.bit(signal)?;
         self.watch_bit(signal, bit, set)?;
         self.user |= bit;
         Ok(())
     }
 
-    pub(crate) fn unwatch_signal(&mut self, signal: i32) {
+    /// The loop's last watcher of `signal` stopped: this backend no
+    /// longer hears it; once no backend of the process watches it, the
+    /// disposition found before the first watch is installed again. A
+    /// signal not watched is ignored.
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// w.watch_signal(libc::SIGWINCH, &mut set)?;
+    /// w.unwatch_signal(libc::SIGWINCH);
+    /// w.unwatch_signal(libc::SIGWINCH); // nothing
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn unwatch_signal(&mut self, signal: i32) {
         let Some(bit) = hub::bit(signal) else { return };
         if self.user & bit != 0 {
             self.user &= !bit;
@@ -191,7 +379,23 @@ impl Wakeup {
         }
     }
 
-    pub(crate) fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+    /// The backend's waker (its `waker` hook): the same one on every call.
+    /// `Wake::wake`, from any thread, makes the wake fd readable and sets
+    /// `Notices::woken` at the next [`take_notices`](Wakeup::take_notices).
+    ///
+    /// ```
+    /// use evloop::backend::Notices;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// let waker = w.waker(&mut set)?;
+    /// std::thread::spawn(move || waker.wake()).join().unwrap();
+    /// w.drain();
+    /// let mut notices = Notices::default();
+    /// w.take_notices(&mut notices);
+    /// assert!(notices.woken);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
         let slot = self.ensure(set)?;
         let waker = self.waker.get_or_insert_with(|| {
             Arc::new(SlotWaker {
@@ -200,6 +404,21 @@ impl Wakeup {
             })
         });
         Ok(waker.clone())
+    }
+
+    /// After each wait (the backend's `take_notices` hook): ORs the watched
+    /// signals that arrived into `notices.signals`, sets `notices.woken` if
+    /// the waker was used. Allocates nothing.
+    ///
+    /// ```
+    /// use evloop::backend::Notices;
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// let mut notices = Notices::default();
+    /// w.take_notices(&mut notices);
+    /// assert!(notices.is_empty());
+    /// ```
+    pub fn take_notices(&mut self, notices: &mut Notices) {
+        self.take(notices);
     }
 
     /// Moves the loop's signals and the waker's use into `notices`;
@@ -214,10 +433,23 @@ impl Wakeup {
         bits
     }
 
-    /// After `fork()` in the child (or a plain re-creation of the kernel
-    /// set): the wake fd, the child's own, goes into the new set; every
-    /// signal is forgotten (the loop watches its own again).
-    pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    /// After `fork()` in the child (the backend's `reinit` hook, once its
+    /// new kernel set exists): the wake fd, the child's own, goes into
+    /// `set`; every signal is forgotten (the loop watches its own again).
+    /// The old wake fd is `remove`d from `set` first: a backend whose set
+    /// is a kernel object shared with the parent (epoll) passes the new one.
+    ///
+    /// ```
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut w = evloop::backends::unix::Wakeup::new("mine");
+    /// w.watch_signal(libc::SIGWINCH, &mut set)?;
+    /// // (in a forked child:)
+    /// let mut new_set: Vec<i32> = Vec::new();
+    /// w.reinit(&mut new_set)?;
+    /// assert_eq!(new_set, [w.wake_fd().unwrap()]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
         let Some(slot) = self.slot else { return Ok(()) };
         if let Some(fd) = self.registered.take() {
             set.remove(fd);
@@ -253,14 +485,67 @@ impl Wake for SlotWaker {
     }
 }
 
-/// A [`Wakeup`], the watched children (and the backend's place in the
-/// process-wide table of them), the clock-step timer and the path hints:
-/// everything but fd readiness, for the epoll, poll and select backends.
-/// The wake fd is in the kernel set while children are watched: whoever
-/// reaps one of them (this backend, or another loop's that watches it
-/// too) pokes it.
+/// Everything but fd readiness, for a backend whose kernel set takes fds:
+/// a [`Wakeup`] (signals, the waker), the watched children (and the
+/// backend's place in the process-wide table of them), the clock-step
+/// timer and the path hints. The crate's epoll, io_uring, poll and select
+/// backends embed one; [`notifier_hooks!`](crate::notifier_hooks) writes
+/// the backend's hooks that forward to it.
+///
+/// Guarantees, besides those of [`Wakeup`]:
+///
+/// - **Children**: one table of watched children per process. Any number
+///   of loops, in any threads, each on its own backend, may watch one
+///   child: the first backend to notice the exit reaps it (that pid only,
+///   never `waitpid(-1)` unless the loop watches any child), once, and
+///   every backend watching it reports the exit with its status. On Linux
+///   through pidfds (internal fds in the set), elsewhere or where pidfds
+///   fail through `SIGCHLD` and `waitpid(pid, WNOHANG)`; a child reaped by
+///   someone else first is reported with `ExitStatus::Unknown`; a child
+///   that exited before the watch is reported without blocking.
+/// - **Clock steps** (Linux): a `CLOCK_REALTIME` timerfd that reports
+///   each set of the wall clock; elsewhere
+///   [`watch_clock_steps`](Notifier::watch_clock_steps) says no and the
+///   loop looks for steps itself.
+/// - **Path hints** (Linux): inotify, for stat watchers; elsewhere the
+///   watchers poll their paths.
+/// - **Fork**: [`reinit`](Notifier::reinit) in the child forgets the
+///   parent's children and signals, and gives the child a wake fd, timer
+///   and inotify instance of its own.
+///
+/// What the backend does: put [`internal_fds`](Notifier::internal_fds)
+/// in every kernel set it creates; never report them; route their
+/// readiness to [`ready`](Notifier::ready) after collecting the loop's
+/// events. The [module](crate::backends::unix) has a whole backend.
+///
+/// ```
+/// use evloop::backend::Notices;
+/// use evloop::backends::unix::Notifier;
+///
+/// let mut set: Vec<i32> = Vec::new(); // the backend's kernel set
+/// let mut n = Notifier::new("mine");
+/// let child = std::process::Command::new("sh").args(["-c", "exit 7"]).spawn()?;
+/// n.watch_child(child.id(), &mut set)?;
+/// assert!(!set.is_empty()); // the wake fd (and on Linux, a pidfd)
+/// let mut notices = Notices::default();
+/// while notices.exits.is_empty() {
+///     // The backend's wait: here poll(2) on the set, for 10 s at most.
+///     let mut fds: Vec<libc::pollfd> =
+///         set.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+///     // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
+///     let n_ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, 10_000) };
+///     assert!(n_ready > 0, "no exit within 10 s");
+///     for p in fds.iter().filter(|p| p.revents != 0) {
+///         n.ready(p.fd, &mut set);
+///     }
+///     n.take_notices(&mut notices, &mut set);
+/// }
+/// assert_eq!(notices.exits[0].pid, child.id());
+/// assert_eq!(notices.exits[0].status, evloop::ExitStatus::Exited(7));
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
-pub(crate) struct Notifier {
+pub struct Notifier {
     pub(crate) wakeup: Wakeup,
     children: Children,
     /// A child watched through `SIGCHLD` had exited before `watch_child`:
@@ -276,7 +561,14 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    pub(crate) fn new(backend: &'static str) -> Notifier {
+    /// Nothing watched yet; `backend` is the backend's name, for error
+    /// messages.
+    ///
+    /// ```
+    /// let n = evloop::backends::unix::Notifier::new("mine");
+    /// assert_eq!(n.internal_fds().count(), 0);
+    /// ```
+    pub fn new(backend: &'static str) -> Notifier {
         Notifier {
             wakeup: Wakeup::new(backend),
             children: Children::default(),
@@ -292,8 +584,20 @@ impl Notifier {
         self.children.force_sigchld();
     }
 
-    /// Every internal fd the kernel set must hold.
-    pub(crate) fn internal_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
+    /// Every internal fd the kernel set must hold: what a backend that
+    /// re-creates its kernel set (a rebuild after an error) adds to the
+    /// new one. (After `fork()`, call [`reinit`](Notifier::reinit) instead.)
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let _waker = n.waker(&mut set)?;
+    /// let rebuilt: Vec<i32> = n.internal_fds().collect();
+    /// assert_eq!(rebuilt, set);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn internal_fds(&self) -> impl Iterator<Item = RawFd> + '_ {
         self.wakeup
             .wake_fd()
             .into_iter()
@@ -302,7 +606,23 @@ impl Notifier {
             .chain(self.children.pidfds())
     }
 
-    pub(crate) fn watch_child(&mut self, pid: u32, set: &mut impl InternalFds) -> io::Result<()> {
+    /// The loop's first watcher of child `pid` started (the backend's
+    /// `watch_child` hook): join the process's table for it. Errors
+    /// (`ECHILD`, with a message that says so) for a pid that is not an
+    /// unreaped child of this process.
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let mut child = std::process::Command::new("true").spawn()?;
+    /// n.watch_child(child.id(), &mut set)?;
+    /// assert!(n.watch_child(std::process::id(), &mut set).is_err()); // not a child
+    /// n.unwatch_child(child.id(), &mut set); // left unreaped
+    /// assert!(child.wait()?.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_child(&mut self, pid: u32, set: &mut impl InternalFds) -> io::Result<()> {
         let backend = self.wakeup.backend;
         // Whoever reaps the child, this backend or another loop's, pokes
         // the wake fd: it must be in the kernel set.
@@ -347,7 +667,10 @@ impl Notifier {
         Ok(())
     }
 
-    pub(crate) fn unwatch_child(&mut self, pid: u32, set: &mut impl InternalFds) {
+    /// The loop's last watcher of `pid` stopped: leave the table, the
+    /// child unreaped (unless another backend reaps it). Example:
+    /// [`watch_child`](Notifier::watch_child).
+    pub fn unwatch_child(&mut self, pid: u32, set: &mut impl InternalFds) {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return;
         };
@@ -366,9 +689,20 @@ impl Notifier {
         }
     }
 
-    /// Starts reaping and reporting every child (`unix/children.rs`, "Any
-    /// child"): `SIGCHLD` is watched, and each arrival reaps what exited.
-    pub(crate) fn watch_any_child(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    /// The loop's first watcher of any child started (the backend's
+    /// `watch_any_child` hook): `SIGCHLD` is watched, and each arrival
+    /// reaps every child that exited (`waitpid(-1)`) and reports it, still
+    /// handing the exits of children other backends watch by pid to them.
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// n.watch_any_child(&mut set)?;
+    /// n.unwatch_any_child();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_any_child(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
         if self.children.watches_any() {
             return Ok(());
         }
@@ -382,21 +716,47 @@ impl Notifier {
         Ok(())
     }
 
-    pub(crate) fn unwatch_any_child(&mut self) {
+    /// The loop's last watcher of any child stopped. Example:
+    /// [`watch_any_child`](Notifier::watch_any_child).
+    pub fn unwatch_any_child(&mut self) {
         self.children.leave_any();
         self.any_due = false;
         self.settle_sigchld();
     }
 
-    /// Sends `signal` to the watched child `pid` unless it has been reaped
-    /// (`Children::signal`).
-    pub(crate) fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+    /// Sends `signal` to the watched child `pid` (the backend's
+    /// `signal_child` hook, for `Loop::kill`) only if it cannot have been
+    /// reaped (through its pidfd, or under the table's lock); an error of
+    /// kind `NotFound` once it has been.
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let mut child = std::process::Command::new("sleep").arg("30").spawn()?;
+    /// n.watch_child(child.id(), &mut set)?;
+    /// n.signal_child(child.id(), libc::SIGKILL)?;
+    /// n.unwatch_child(child.id(), &mut set);
+    /// assert!(!child.wait()?.success());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
         self.children.signal(pid, signal)
     }
 
-    /// Spawns `command` and watches the child, with no moment in between
-    /// at which a loop of the process could reap it (`Member::spawn`).
-    pub(crate) fn spawn_child(
+    /// Spawns `command` and watches the child (the backend's
+    /// `spawn_child` hook, for `Loop::spawn`), with no moment in between at
+    /// which a loop of the process watching any child could reap it.
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let spawned = n.spawn_child(&mut std::process::Command::new("true"), &mut set)?;
+    /// assert!(spawned.pid > 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn_child(
         &mut self,
         command: &mut Command,
         set: &mut impl InternalFds,
@@ -413,8 +773,12 @@ impl Notifier {
         Ok(Spawned::from_std(child))
     }
 
-    /// An internal fd was reported readable.
-    pub(crate) fn ready(&mut self, fd: RawFd, set: &mut impl InternalFds) {
+    /// An internal fd was reported readable by the backend's wait: drains
+    /// the wake fd, reads the timer or inotify, or reaps the child (its
+    /// pidfd leaves `set`). Call it after collecting the loop's events,
+    /// for each internal fd reported; an fd that is not internal is
+    /// ignored. Example: [`Notifier`].
+    pub fn ready(&mut self, fd: RawFd, set: &mut impl InternalFds) {
         if self.wakeup.is_wake_fd(fd) {
             self.wakeup.drain();
         } else if self.clock.fd() == Some(fd) {
@@ -426,11 +790,12 @@ impl Notifier {
         }
     }
 
-    /// Moves what was noticed into `notices`: the loop's signals, the
-    /// waker's use, the exits of watched children (reaped by this backend
-    /// or by another that watched them too; their pidfds leave `set`),
-    /// clock steps, path hints.
-    pub(crate) fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
+    /// After each wait (the backend's `take_notices` hook): moves what was
+    /// noticed into `notices`: the loop's signals, the waker's use, the
+    /// exits of watched children (reaped by this backend or by another
+    /// that watched them too; their pidfds leave `set`), clock steps, path
+    /// hints. Allocates nothing in steady state. Example: [`Notifier`].
+    pub fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
         let bits = self.wakeup.take(notices);
         let any_due = std::mem::take(&mut self.any_due);
         if self.children.watches_any() && (any_due || bits & SIGCHLD_BIT != 0) {
@@ -448,12 +813,26 @@ impl Notifier {
         self.paths.take(&mut notices.paths);
     }
 
-    /// After `fork()` in the child, once the backend has its new kernel
-    /// set: the children are the parent's (their pidfds closed here), the
-    /// signals forgotten, the wake fd the child's own. Clock steps and
-    /// paths stay watched (the loop does not ask again), each through a
-    /// new timer and inotify instance of the child's own.
-    pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    /// After `fork()` in the child (the backend's `reinit` hook), once the
+    /// backend has its new kernel set: the children are the parent's
+    /// (their pidfds closed here), the signals forgotten (the loop watches
+    /// its own again), the wake fd the child's own. Clock steps and paths
+    /// stay watched (the loop does not ask again), each through a new
+    /// timer and inotify instance of the child's own. Fds are `remove`d
+    /// from `set` and added again: pass the new set.
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let _waker = n.waker(&mut set)?;
+    /// // (in a forked child:)
+    /// let mut new_set: Vec<i32> = Vec::new();
+    /// n.reinit(&mut new_set)?;
+    /// assert_eq!(new_set, n.internal_fds().collect::<Vec<_>>());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
         for fd in self.children.pidfds() {
             set.remove(fd);
         }
@@ -465,19 +844,45 @@ impl Notifier {
         self.paths.reinit(set)
     }
 
-    /// Starts reporting wall-clock steps; false where the platform has no
-    /// way (see `clock_steps.rs`).
-    pub(crate) fn watch_clock_steps(&mut self, set: &mut impl InternalFds) -> bool {
+    /// The loop's first periodic watcher started (the backend's
+    /// `watch_clock_steps` hook): starts reporting wall-clock steps in
+    /// `Notices::clock_stepped`; false where the platform has no way (only
+    /// Linux has one: a `CLOCK_REALTIME` timerfd).
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// let reported = n.watch_clock_steps(&mut set);
+    /// # #[cfg(target_os = "linux")]
+    /// assert!(reported && set.len() == 1);
+    /// n.unwatch_clock_steps(&mut set);
+    /// # #[cfg(target_os = "linux")]
+    /// assert!(set.is_empty());
+    /// ```
+    pub fn watch_clock_steps(&mut self, set: &mut impl InternalFds) -> bool {
         self.clock.watch(set)
     }
 
-    pub(crate) fn unwatch_clock_steps(&mut self, set: &mut impl InternalFds) {
+    /// The loop's last periodic watcher stopped. Example:
+    /// [`watch_clock_steps`](Notifier::watch_clock_steps).
+    pub fn unwatch_clock_steps(&mut self, set: &mut impl InternalFds) {
         self.clock.unwatch(set);
     }
 
-    /// Starts hinting at changes of `path` with `token` (see
-    /// `path_hints.rs`).
-    pub(crate) fn watch_path(
+    /// A stat watcher started (the backend's `watch_path` hook): hints at
+    /// changes of `path` with `token` in `Notices::paths` (inotify on
+    /// Linux; elsewhere nothing is hinted and the watcher polls).
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// n.watch_path(&std::env::temp_dir(), 1, &mut set)?;
+    /// n.unwatch_path(1, &mut set);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_path(
         &mut self,
         path: &Path,
         token: u64,
@@ -486,32 +891,117 @@ impl Notifier {
         self.paths.watch(path, token, set)
     }
 
-    pub(crate) fn unwatch_path(&mut self, token: u64, set: &mut impl InternalFds) {
+    /// The stat watcher of `token` stopped. Example:
+    /// [`watch_path`](Notifier::watch_path).
+    pub fn unwatch_path(&mut self, token: u64, set: &mut impl InternalFds) {
         self.paths.unwatch(token, set);
     }
 
-    pub(crate) fn watch_signal(
-        &mut self,
-        signal: i32,
-        set: &mut impl InternalFds,
-    ) -> io::Result<()> {
+    /// [`Wakeup::watch_signal`] (the backend's `watch_signal` hook).
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// n.watch_signal(libc::SIGWINCH, &mut set)?;
+    /// n.unwatch_signal(libc::SIGWINCH);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_signal(&mut self, signal: i32, set: &mut impl InternalFds) -> io::Result<()> {
         self.wakeup.watch_signal(signal, set)
     }
 
-    pub(crate) fn unwatch_signal(&mut self, signal: i32) {
+    /// [`Wakeup::unwatch_signal`]. Example:
+    /// [`watch_signal`](Notifier::watch_signal).
+    pub fn unwatch_signal(&mut self, signal: i32) {
         self.wakeup.unwatch_signal(signal);
     }
 
-    pub(crate) fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+    /// [`Wakeup::waker`] (the backend's `waker` hook).
+    ///
+    /// ```
+    /// use evloop::backends::unix::Notifier;
+    /// let mut set: Vec<i32> = Vec::new();
+    /// let mut n = Notifier::new("mine");
+    /// n.waker(&mut set)?.wake();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
         self.wakeup.waker(set)
     }
 }
 
-/// The [`Backend`](crate::backend::Backend) hooks a backend with an embedded
-/// [`Notifier`] hands to it (signals, children: by pid, any, spawned,
-/// signalled; the waker, notices, clock steps, path hints), written once: inside the backend's `impl Backend`,
-/// `notifier_hooks!(s => s.notifier, <its kernel set, from s>)`, where `s`
-/// names `&mut self`.
+/// Writes the thirteen [`Backend`](crate::backend::Backend) hooks that a
+/// backend with an embedded [`Notifier`](crate::backends::unix::Notifier)
+/// forwards to it: signals, children (by pid, any, spawned, signalled),
+/// the waker, notices, clock steps and path hints. (Unix only.)
+///
+/// Inside the backend's `impl Backend`:
+/// `evloop::notifier_hooks!(s => s.notifier, <its kernel set, from s>);`,
+/// where `s` names `&mut self`, `notifier` is the field that holds the
+/// `Notifier`, and the last argument is an expression of type
+/// `&mut impl InternalFds` built from `s` (the crate's poll backend passes
+/// `&mut s.set`; epoll builds a small wrapper around its epoll fd). The
+/// backend still writes `reinit` itself (its own kernel set first, then
+/// `Notifier::reinit`). Every path in the expansion is `$crate::` or
+/// `std::`: it works from any crate.
+///
+/// ```
+/// use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
+/// use evloop::backends::unix::Notifier;
+/// use evloop::{Interest, Loop, RunMode, Signal};
+/// use std::time::Duration;
+///
+/// /// Fds: none. Signals, children and the waker: the notifier's, its
+/// /// internal fds in a list that `poll` waits on with poll(2).
+/// struct Tiny { notifier: Notifier, set: Vec<i32>, clock: evloop::backends::util::Clock }
+///
+/// impl Backend for Tiny {
+///     fn name(&self) -> &'static str { "tiny" }
+///     fn capabilities(&self) -> Capabilities { Capabilities::default() }
+///     fn modify(&mut self, _: i32, _: Interest, _: Interest) -> std::io::Result<()> {
+///         Err(evloop::backend::unsupported("tiny", "fds"))
+///     }
+///     fn poll(&mut self, timeout: Option<Duration>, _: &mut Vec<PollEvent>)
+///         -> std::io::Result<PollStatus>
+///     {
+///         let ms = timeout.map_or(-1, |t| t.as_millis().min(60_000) as i32);
+///         let mut fds: Vec<libc::pollfd> = self.set.iter()
+///             .map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
+///             .collect();
+///         // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
+///         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, ms) };
+///         if n < 0 {
+///             let err = std::io::Error::last_os_error();
+///             // (A real backend waits again for the time left.)
+///             return if err.kind() == std::io::ErrorKind::Interrupted { Ok(PollStatus::Done) } else { Err(err) };
+///         }
+///         for p in fds.iter().filter(|p| p.revents != 0) {
+///             self.notifier.ready(p.fd, &mut self.set); // never the loop's
+///         }
+///         Ok(PollStatus::Done)
+///     }
+///     fn now(&mut self) -> Duration { self.clock.now() }
+///
+///     evloop::notifier_hooks!(s => s.notifier, &mut s.set);
+///
+///     fn reinit(&mut self) -> std::io::Result<()> {
+///         self.set.clear(); // a list: nothing shared with the parent
+///         self.notifier.reinit(&mut self.set)
+///     }
+/// }
+///
+/// let tiny = Tiny { notifier: Notifier::new("tiny"), set: Vec::new(), clock: Default::default() };
+/// let mut lp: Loop<u32> = Loop::with_backend(tiny);
+/// lp.signal(libc::SIGWINCH, |lp, heard, _| { *heard += 1; lp.break_loop(evloop::Break::All) })?;
+/// // SAFETY: raise(3) is safe to call; SIGWINCH is caught by the hub.
+/// unsafe { libc::raise(libc::SIGWINCH) };
+/// let mut heard = 0;
+/// lp.run(RunMode::Default, &mut heard)?;
+/// assert_eq!(heard, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[macro_export]
 macro_rules! notifier_hooks {
     ($s:ident => $s2:ident . $notifier:ident, $set:expr) => {
         fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
@@ -585,7 +1075,6 @@ macro_rules! notifier_hooks {
         }
     };
 }
-pub(crate) use notifier_hooks;
 
 #[cfg(test)]
 mod tests {
