@@ -648,9 +648,13 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 /// - `poll` appends to `events` (the loop clears it first) and waits at most
 ///   `timeout` (`None`: until something happens). Timeouts are rounded up,
 ///   never down. An interrupted wait (`EINTR`) is retried with the remaining
-///   time or returns with no events; it is never an error. Each fd appears
-///   at most once per call, with everything that is ready on it (the loop
-///   may invoke a watcher once per report).
+///   time: it is never an error, and never a return with no events before
+///   the timeout. Each fd appears at most once per call, with everything
+///   that is ready on it (the loop may invoke a watcher once per report).
+/// - Level registrations (the default trigger) are reported on every poll
+///   while their condition holds; a backend over an edge-only mechanism
+///   provides that by re-arming each reported fd before its next wait, and
+///   declares [`Level::Rearmed`].
 /// - One-shot: when [`Capabilities::oneshot`] is false the loop emulates it
 ///   and the backend only ever sees level registrations. When it is true,
 ///   the backend receives interests whose [`Interest::trigger`] is
