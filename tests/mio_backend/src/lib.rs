@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, ClosedFd, Hangup, Level, PollEvent, PollStatus};
 use evloop::backends::unix::{InternalFds, Notifier};
-use evloop::backends::util::{check_pollable, Clock, Deadline};
+use evloop::backends::util::{check_pollable, refuse_files, Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 use mio::event::Event;
 use mio::unix::SourceFd;
@@ -540,6 +540,11 @@ impl Backend for MioBackend {
                 io::ErrorKind::Unsupported,
                 "the mio backend has no native one-shot (the loop emulates it)",
             ));
+        }
+        if held.is_none() && !cfg!(any(target_os = "linux", target_os = "android")) {
+            // Regular files and directories: epoll refuses them (EPERM,
+            // below); kqueue would take them, always ready. Refused alike.
+            refuse_files(NAME, fd)?;
         }
         let want = mio_interest(new);
         let token = Token(idx);
