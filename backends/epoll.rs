@@ -462,6 +462,7 @@ impl Backend for Epoll {
             max_fd: None,
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::ModifyFails,
+            level: crate::backend::Level::Native,
         }
     }
 

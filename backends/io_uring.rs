@@ -1064,6 +1064,7 @@ impl Backend for IoUring {
             // The pending poll holds the file: nothing while it is quiet;
             // the change's new poll fails (`EBADF`) in the next wait.
             closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
+            level: crate::backend::Level::Native,
         }
     }
 

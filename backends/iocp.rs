@@ -608,6 +608,7 @@ impl Backend for Iocp {
             max_fd: None,
             hangup: Hangup::AsOfWakeup,
             closed_fd: ClosedFd::AtNextWait,
+            level: crate::backend::Level::Native,
         }
     }
 

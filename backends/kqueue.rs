@@ -622,6 +622,7 @@ impl Backend for Kqueue {
             max_fd: None,
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
+            level: crate::backend::Level::Native,
         }
     }
 

@@ -227,6 +227,7 @@ impl Backend for Poll {
             max_fd: None,
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
+            level: crate::backend::Level::Native,
         }
     }
 

@@ -273,6 +273,7 @@ impl Backend for Select {
             max_fd: Some(SETSIZE - 1),
             hangup: crate::backend::Hangup::Never,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
+            level: crate::backend::Level::Native,
         }
     }
 

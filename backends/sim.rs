@@ -1388,6 +1388,7 @@ impl Backend for SimBackend {
             max_fd: None,
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
+            level: crate::backend::Level::Native,
         }
     }
 

@@ -49,17 +49,18 @@ pub struct PollEvent {
 /// What a backend can do, and how it reports what it cannot avoid
 /// reporting differently. The loop reads it once, when it is created, and
 /// uses `edge`, `oneshot`, `virtual_fds` and `max_fd` (it refuses what the
-/// backend cannot do, and emulates one-shot); `hangup` and `closed_fd`
-/// are declarations, which the conformance kit (feature `conformance`)
-/// holds the backend to. Build it from the default, which is a
-/// level-triggered backend of the `poll(2)` kind, so that a field added
-/// later keeps its default:
+/// backend cannot do, and emulates one-shot); `level`, `hangup` and
+/// `closed_fd` are declarations, which the conformance kit (feature
+/// `conformance`) holds the backend to. Build it from the default, which
+/// is a level-triggered backend of the `poll(2)` kind, so that a field
+/// added later keeps its default:
 ///
 /// ```
-/// use evloop::backend::{Capabilities, ClosedFd, Hangup};
+/// use evloop::backend::{Capabilities, ClosedFd, Hangup, Level};
 /// let caps = Capabilities::default();
 /// assert!(!caps.edge && !caps.oneshot && caps.max_fd.is_none());
 /// assert_eq!((caps.hangup, caps.closed_fd), (Hangup::Always, ClosedFd::AtNextWait));
+/// assert_eq!(caps.level, Level::Native);
 ///
 /// // An io_uring readiness backend without multishot polls: native one-shot,
 /// // no edge; readiness as of the wake-up; a closed fd noticed when its
@@ -71,6 +72,16 @@ pub struct PollEvent {
 ///     ..Capabilities::default()
 /// };
 /// assert!(uring.oneshot && !uring.edge);
+///
+/// // An edge-only mechanism (mio): edge native, one-shot left to the
+/// // loop, level emulated by re-arming each reported fd.
+/// let mio = Capabilities {
+///     edge: true,
+///     level: Level::Rearmed,
+///     closed_fd: ClosedFd::ModifyFails,
+///     ..Capabilities::default()
+/// };
+/// assert!(mio.edge && !mio.oneshot);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
@@ -93,6 +104,45 @@ pub struct Capabilities {
     pub hangup: Hangup,
     /// When an fd closed behind the loop's back is noticed.
     pub closed_fd: ClosedFd,
+    /// How level-triggered interest ([`Trigger::Level`](crate::Trigger::Level),
+    /// every watcher's default) is provided: by the mechanism itself, or by
+    /// re-arming an edge-only one. Either way level watchers behave alike;
+    /// this says what it costs.
+    pub level: Level,
+}
+
+/// How a backend provides level-triggered interest ([`Capabilities::level`]).
+/// The loop asks the same of both: a level registration is reported on
+/// every wait while its condition holds, and a full socket is never
+/// reported writable. The declaration says how, so that the cost is known
+/// (and the conformance kit's `level` scenario says what to look at when
+/// a re-arming backend fails it).
+///
+/// ```
+/// use evloop::backend::Level;
+/// use evloop::backends;
+/// // The crate's backends are all level-triggered natively.
+/// for name in backends::AVAILABLE {
+///     assert_eq!(backends::open(name)?.capabilities().level, Level::Native);
+/// }
+/// # Ok::<(), evloop::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Level {
+    /// The mechanism is level-triggered by nature, or offers it (`poll`,
+    /// `select`, epoll without `EPOLLET`, kqueue without `EV_CLEAR`, a
+    /// poll request issued again by each wait).
+    #[default]
+    Native,
+    /// The mechanism is edge-triggered only (mio, an `EPOLLET`-only or
+    /// `EV_CLEAR`-only design): the backend re-arms each fd that it reported
+    /// with level interest before its next wait, and the kernel then checks
+    /// the fd's readiness again and reports it if it still holds
+    /// (`EPOLL_CTL_MOD` does, as does an `EV_ADD` of a registered filter).
+    /// Costs one re-arm syscall per reported level fd per wait; an fd that
+    /// was not reported costs nothing. `docs/porting.md`, "Edge-only
+    /// mechanisms", has the rules.
+    Rearmed,
 }
 
 /// How a backend reports a hang-up ([`Capabilities::hangup`]). Whatever it
@@ -598,9 +648,13 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 /// - `poll` appends to `events` (the loop clears it first) and waits at most
 ///   `timeout` (`None`: until something happens). Timeouts are rounded up,
 ///   never down. An interrupted wait (`EINTR`) is retried with the remaining
-///   time or returns with no events; it is never an error. Each fd appears
-///   at most once per call, with everything that is ready on it (the loop
-///   may invoke a watcher once per report).
+///   time: it is never an error, and never a return with no events before
+///   the timeout. Each fd appears at most once per call, with everything
+///   that is ready on it (the loop may invoke a watcher once per report).
+/// - Level registrations (the default trigger) are reported on every poll
+///   while their condition holds; a backend over an edge-only mechanism
+///   provides that by re-arming each reported fd before its next wait, and
+///   declares [`Level::Rearmed`].
 /// - One-shot: when [`Capabilities::oneshot`] is false the loop emulates it
 ///   and the backend only ever sees level registrations. When it is true,
 ///   the backend receives interests whose [`Interest::trigger`] is

@@ -512,6 +512,11 @@ impl fmt::Display for Report {
 /// runs).
 pub fn run(backend: &'static str, open: Factory) -> Report {
     println!("conformance of {backend}:");
+    // What the checks hold the backend to (a factory that fails here fails
+    // every check below, with its error).
+    if let Ok(b) = open() {
+        println!("  declared: {}", declarations(&b.capabilities()));
+    }
     let report = check_each(backend, open, |r| println!("  {r}"));
     println!("{}", report.summary());
     let skipped: Vec<String> = report.skipped().map(|r| format!("  {r}")).collect();
@@ -533,6 +538,24 @@ pub fn run(backend: &'static str, open: Factory) -> Report {
         );
     }
     report
+}
+
+/// The declarations of `caps` that the checks hold a backend to, in one
+/// line: `edge native, one-shot emulated, level Rearmed, hangup Always,
+/// closed_fd ModifyFails`.
+fn declarations(caps: &crate::backend::Capabilities) -> String {
+    let edge = |native: bool| if native { "native" } else { "refused" };
+    let emulated = |native: bool| if native { "native" } else { "emulated" };
+    format!(
+        "edge {}, one-shot {}, level {:?}, hangup {:?}, closed_fd {:?}{}",
+        edge(caps.edge),
+        emulated(caps.oneshot),
+        caps.level,
+        caps.hangup,
+        caps.closed_fd,
+        caps.max_fd
+            .map_or(String::new(), |max| format!(", max_fd {max}")),
+    )
 }
 
 /// [`run`] on the backend called `backend`: one of the crate's, or one

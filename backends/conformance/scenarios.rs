@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::backend::{ClosedFd, Hangup};
+use crate::backend::{ClosedFd, Hangup, Level};
 use crate::{Error, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
 
 use super::fixture::{Fixture, Stream};
@@ -535,11 +535,22 @@ pub fn hangup_pipe<F: Fixture>(f: &F) -> Record {
     log.into_record()
 }
 
-/// Level-triggered: reported on every iteration while the data is unread.
+/// Level-triggered: reported on every iteration while the data is unread,
+/// and while a socket has room; for every fd that a wait reported, not
+/// only the first; again at once for a watcher restarted after it stopped
+/// itself. A backend over an edge-only mechanism that re-arms each
+/// reported fd (`Level::Rearmed`) is told so when it fails here.
 pub fn level<F: Fixture>(f: &F) -> Record {
     let (a, peer) = f.pair("a");
+    let (b, b_peer) = f.pair("b");
+    let (c, c_peer) = f.pair("c");
+    let (w, w_peer) = f.pair("w");
     let (mut lp, mut log) = start(f);
+    let level = lp.capabilities().level;
     log.name_fd(&a, "a");
+    log.name_fd(&b, "b");
+    log.name_fd(&c, "c");
+    log.name_fd(&w, "w");
     let read_now = Rc::new(Cell::new(false));
     let read = read_now.clone();
     lp.io(a, Interest::READABLE, move |lp, log, ev| {
@@ -553,14 +564,53 @@ pub fn level<F: Fixture>(f: &F) -> Record {
     write_all(&peer, b"x");
     for _ in 0..3 {
         log.step(&mut lp, NoWait);
-        log.expect(&["a:r"], &[]);
+        expect_level(&log, level, &["a:r"], &[]);
     }
     read_now.set(true);
     log.step(&mut lp, NoWait);
-    log.expect(&["a:r"], &["a read \"x\" then would-block"]);
+    expect_level(&log, level, &["a:r"], &["a read \"x\" then would-block"]);
     log.step(&mut lp, NoWait);
-    log.expect(&[], &[]);
+    expect_level(&log, level, &[], &[]);
+
+    // Several fds in one wait, each reported on every iteration; and a
+    // socket with room, writable on every iteration.
+    lp.io(b, Interest::READABLE, sleeper("b")).unwrap();
+    lp.io(c, Interest::READABLE, sleeper("c")).unwrap();
+    let wio = lp.io(w, Interest::WRITABLE, sleeper("w")).unwrap();
+    write_all(&b_peer, b"y"); // never read
+    write_all(&c_peer, b"z"); // never read
+    for _ in 0..3 {
+        log.step(&mut lp, NoWait);
+        expect_level(&log, level, &["b:r", "c:r", "w:w"], &[]);
+    }
+    // A watcher that stops itself and is started again is reported again
+    // at once (its fd still ready): the restart registers it afresh.
+    lp.stop(wio).unwrap();
+    log.step(&mut lp, NoWait);
+    expect_level(&log, level, &["b:r", "c:r"], &[]);
+    lp.start(wio).unwrap();
+    log.step(&mut lp, NoWait);
+    expect_level(&log, level, &["b:r", "c:r", "w:w"], &[]);
+    drop((b_peer, c_peer, w_peer));
     log.into_record()
+}
+
+/// `Log::expect` for [`level`], with what the backend declared about level
+/// triggering in the message when it fails: a backend that re-arms
+/// (`Level::Rearmed`) and misses a re-arm fails here first.
+#[track_caller]
+fn expect_level(log: &Log, level: Level, dispatched: &[&str], notes: &[&str]) {
+    let mut want: Vec<String> = dispatched.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let got = log.last().canonical_dispatched();
+    log.require(level != Level::Rearmed || got == want, || {
+        format!(
+            "dispatched {got:?}, not {want:?}, with Level::Rearmed declared: each fd that a \
+             wait reports with level interest must be re-armed before the next wait, and \
+             nothing else (docs/porting.md, \"Edge-only mechanisms\")"
+        )
+    });
+    log.expect(dispatched, notes);
 }
 
 /// One-shot: reported once, then disarmed (though still readable) until

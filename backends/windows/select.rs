@@ -328,6 +328,7 @@ impl Backend for Select {
             max_fd: None,
             hangup: crate::backend::Hangup::Never,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
+            level: crate::backend::Level::Native,
         }
     }
 
