@@ -3,13 +3,13 @@
 //! has no files.)
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 
-use crate::{Interest, RunMode, RunOutcome};
+use crate::{Interest, Loop, RunMode, RunOutcome};
 
 use super::fixture::{dup_high, high_fds, socketpair, Fixture, OsFixture, RawSock};
-use super::record::{drain, write_all, Record};
+use super::record::{drain, write_all, Log, Record};
 use super::scenarios::{reader, refused_beside_a_pipe, sleeper, start};
 
 use RunMode::NoWait;
@@ -40,24 +40,7 @@ pub fn fd_reuse(f: &OsFixture) -> Record {
     log.expect_outcome(RunOutcome::NoActiveWatchers);
     log.expect_modifies(&["old: r => -"]);
 
-    let (new, new_peer) = socketpair();
-    let m = dup_high(new.as_raw_fd());
-    assert_eq!(m, n, "{backend}: the number is reused");
-    drop(new);
-    // SAFETY: `m` was just created by dup_high and is owned by nobody else.
-    let new_high = unsafe { UnixStream::from_raw_fd(m) };
-    log.name_fd(&new_high, "new");
-    lp.io(new_high, Interest::READABLE, reader("new")).unwrap();
-    log.step(&mut lp, NoWait);
-    log.expect(&[], &[]);
-    log.expect_modifies(&["new: - => r"]);
-
-    write_all(&new_peer, b"fresh");
-    log.step(&mut lp, NoWait);
-    log.expect(&["new:r"], &["new read \"fresh\" then would-block"]);
-    let (left, _) = drain(&old);
-    assert_eq!(left, "read \"stale\" then would-block", "{backend}");
-    log.into_record()
+    reused_starts_clean(backend, lp, log, n, &old, 1)
 }
 
 /// fd number reuse after a close behind the loop's back: an fd closed
@@ -92,26 +75,7 @@ pub fn closed_fd_reuse(f: &OsFixture) -> Record {
     log.expect_outcome(RunOutcome::NoActiveWatchers);
     log.expect_modifies(&["old: r => -"]);
 
-    let (new, new_peer) = socketpair();
-    let m = dup_high(new.as_raw_fd());
-    assert_eq!(m, n, "{backend}: the number is reused");
-    drop(new);
-    // SAFETY: `m` was just created by dup_high and is owned by nobody else.
-    let new_high = unsafe { UnixStream::from_raw_fd(m) };
-    log.name_fd(&new_high, "new");
-    lp.io(new_high, Interest::READABLE, reader("new")).unwrap();
-    log.step(&mut lp, NoWait);
-    log.expect(&[], &[]);
-    log.expect_modifies(&["new: - => r"]);
-    log.step(&mut lp, NoWait);
-    log.expect(&[], &[]);
-
-    write_all(&new_peer, b"fresh");
-    log.step(&mut lp, NoWait);
-    log.expect(&["new:r"], &["new read \"fresh\" then would-block"]);
-    let (left, _) = drain(&old);
-    assert_eq!(left, "read \"stale\" then would-block", "{backend}");
-    log.into_record()
+    reused_starts_clean(backend, lp, log, n, &old, 2)
 }
 
 /// Regular files and directories are refused by every OS backend (epoll
@@ -123,4 +87,40 @@ pub fn regular_file(f: &OsFixture) -> Record {
     let dir = File::open(std::env::temp_dir()).unwrap();
     let handles = (open(), dir, open());
     refused_beside_a_pipe(f, handles, super::fixture::pipe()).1
+}
+
+/// The end of both reuse scenarios: a new socket gets the number `n` at
+/// once; its watcher sees nothing for `quiet` steps (no event of the old
+/// file, still open as `old` with "stale" unread, arrives under the
+/// number), then its own data only; the old file's data is still there.
+fn reused_starts_clean(
+    backend: &str,
+    mut lp: Loop<'static, Log>,
+    mut log: Log,
+    n: RawFd,
+    old: &UnixStream,
+    quiet: usize,
+) -> Record {
+    let (new, new_peer) = socketpair();
+    let m = dup_high(new.as_raw_fd());
+    assert_eq!(m, n, "{backend}: the number is reused");
+    drop(new);
+    // SAFETY: `m` was just created by dup_high and is owned by nobody else.
+    let new_high = unsafe { UnixStream::from_raw_fd(m) };
+    log.name_fd(&new_high, "new");
+    lp.io(new_high, Interest::READABLE, reader("new")).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&[], &[]);
+    log.expect_modifies(&["new: - => r"]);
+    for _ in 1..quiet {
+        log.step(&mut lp, NoWait);
+        log.expect(&[], &[]);
+    }
+
+    write_all(&new_peer, b"fresh");
+    log.step(&mut lp, NoWait);
+    log.expect(&["new:r"], &["new read \"fresh\" then would-block"]);
+    let (left, _) = drain(old);
+    assert_eq!(left, "read \"stale\" then would-block", "{backend}");
+    log.into_record()
 }
