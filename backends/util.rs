@@ -237,12 +237,14 @@ impl Deadline {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
+    // One fstat answers both questions (open? a file?).
     match file_type(fd) {
         Err(err) if err.raw_os_error() == Some(libc::EBADF) => Err(io::Error::new(
             err.kind(),
             format!("the {backend} backend cannot watch fd {fd}: it is not open ({err})"),
         )),
-        _ => refuse_files(backend, fd),
+        Err(_) => Ok(()),
+        Ok(kind) => refuse_kind(backend, fd, kind),
     }
 }
 
@@ -268,9 +270,15 @@ pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn refuse_files(backend: &str, fd: RawFd) -> io::Result<()> {
-    let Ok(kind) = file_type(fd) else {
-        return Ok(());
-    };
+    match file_type(fd) {
+        Ok(kind) => refuse_kind(backend, fd, kind),
+        Err(_) => Ok(()),
+    }
+}
+
+#[cfg(unix)]
+/// [`refuse_files`] for a file type already known.
+fn refuse_kind(backend: &str, fd: RawFd, kind: libc::mode_t) -> io::Result<()> {
     if kind == libc::S_IFREG || kind == libc::S_IFDIR {
         let err = io::Error::from_raw_os_error(libc::EPERM);
         return Err(io::Error::new(
