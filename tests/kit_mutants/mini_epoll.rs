@@ -9,7 +9,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use evloop::backend::{Backend, Capabilities, ClosedFd, Hangup, PollEvent, PollStatus};
+use evloop::backend::{Backend, Capabilities, ClosedFd, Hangup, Level, PollEvent, PollStatus};
 use evloop::backends::util::{check_pollable, Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 
@@ -164,6 +164,12 @@ impl Backend for MiniEpoll {
             edge: true,
             hangup: Hangup::Always,
             closed_fd: ClosedFd::ModifyFails,
+            // Edge-only: level is its emulation, as a mio backend's is.
+            level: if self.edge_only {
+                Level::Rearmed
+            } else {
+                Level::Native
+            },
             ..Capabilities::default()
         }
     }
