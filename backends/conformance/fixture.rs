@@ -34,6 +34,14 @@ pub trait Stream {
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize>;
     /// One `write(2)`.
     fn write_some(&self, buf: &[u8]) -> io::Result<usize>;
+    /// After a write would block: whether room comes within a short quiet
+    /// period, without anyone reading (a TCP pair's window update still in
+    /// flight moves queued bytes to the peer; a socketpair, a pipe and the
+    /// simulator never do that: `false`). The kit's fill
+    /// goes on filling then, so that a full stream stays full.
+    fn room_comes_soon(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Stream + ?Sized> Stream for &T {
@@ -42,6 +50,9 @@ impl<T: Stream + ?Sized> Stream for &T {
     }
     fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
         (**self).write_some(buf)
+    }
+    fn room_comes_soon(&self) -> bool {
+        (**self).room_comes_soon()
     }
 }
 

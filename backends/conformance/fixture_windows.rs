@@ -27,8 +27,9 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use windows_sys::Win32::Networking::WinSock::{
-    closesocket, recv, send, WSADuplicateSocketW, WSAGetLastError, WSASocketW, FROM_PROTOCOL_INFO,
-    INVALID_SOCKET, SOCKET, WSAPROTOCOL_INFOW, WSA_FLAG_NO_HANDLE_INHERIT, WSA_FLAG_OVERLAPPED,
+    closesocket, recv, send, WSADuplicateSocketW, WSAGetLastError, WSAPoll, WSASocketW,
+    FROM_PROTOCOL_INFO, INVALID_SOCKET, POLLWRNORM, SOCKET, WSAPOLLFD, WSAPROTOCOL_INFOW,
+    WSA_FLAG_NO_HANDLE_INHERIT, WSA_FLAG_OVERLAPPED,
 };
 use windows_sys::Win32::System::Threading::GetCurrentProcessId;
 
@@ -45,7 +46,32 @@ pub type OsPipeR = TcpStream;
 /// platform: the other end, only written.
 pub type OsPipeW = TcpStream;
 
-stream_via_shared_ref!(TcpStream);
+impl Stream for TcpStream {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut s = self;
+        std::io::Read::read(&mut s, buf)
+    }
+    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+        let mut s = self;
+        std::io::Write::write(&mut s, buf)
+    }
+    /// A loopback TCP sender whose peer has just read can still get room
+    /// after a write would block: the window update and the queued bytes
+    /// move after `recv` returns (seen under Wine in CI: a filled socket
+    /// writable again an iteration later). 50 ms of no room is taken as
+    /// full.
+    fn room_comes_soon(&self) -> bool {
+        let mut p = WSAPOLLFD {
+            fd: self.as_raw_socket() as SOCKET,
+            events: POLLWRNORM,
+            revents: 0,
+        };
+        // SAFETY: one initialised WSAPOLLFD, valid for the call; the
+        // socket is open (borrowed from `self`).
+        let n = unsafe { WSAPoll(&mut p, 1, 50) };
+        n > 0 && p.revents & POLLWRNORM != 0
+    }
+}
 
 /// The number of a borrowed socket.
 pub(crate) fn raw(socket: BorrowedSocket<'_>) -> RawFd {
@@ -144,6 +170,13 @@ pub fn socketpair() -> (TcpStream, TcpStream) {
     for s in [&a, &b] {
         s.set_nonblocking(true).unwrap();
         s.set_nodelay(true).unwrap();
+        // Fixed buffers: under Wine a loopback socket is the host's, whose
+        // receive buffer grows as data comes (autotuning), so that a
+        // filled end finds room again later with nobody reading; a size
+        // set by hand stays.
+        let s = socket2::SockRef::from(s);
+        s.set_recv_buffer_size(64 * 1024).unwrap();
+        s.set_send_buffer_size(64 * 1024).unwrap();
     }
     (a, b)
 }

@@ -415,10 +415,18 @@ impl std::fmt::Display for End {
 pub fn fill(src: &(impl Stream + ?Sized)) -> usize {
     let chunk = [b'f'; 16 * 1024];
     let mut total = 0;
+    // Rounds of "would block, then room came" (TCP on Windows), bounded
+    // in case a reader drains meanwhile.
+    let mut rounds = 0;
     loop {
         match src.write_some(&chunk) {
             Ok(n) => total += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                rounds += 1;
+                if rounds > 64 || !src.room_comes_soon() {
+                    break;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => panic!("fill: {e}"),
         }
