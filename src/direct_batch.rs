@@ -66,8 +66,7 @@ impl PollResults {
 
     /// Opens a direct batch over all the results, if nothing could tell it
     /// from queued events: direct dispatch is on, no active io watcher has
-    /// a priority other than the default or is one-shot (the registry
-    /// counts them), nothing is queued at the default priority yet, and no
+    /// a priority other than the default (the registry counts them), nothing is queued at the default priority yet, and no
     /// result reports an invalid fd (killing it stops watchers, which must
     /// happen before any callback runs). Returns whether it opened one.
     #[inline]
@@ -94,6 +93,17 @@ impl PollResults {
         let ev = *self.events.get(self.next)?;
         self.next += 1;
         Some(ev)
+    }
+
+    /// The fd of the result read last, while a batch is open: by the
+    /// backend contract (each fd at most once per poll), no unread result
+    /// is for it.
+    #[inline]
+    pub fn last_read(&self) -> Option<RawFd> {
+        if self.next == CLOSED || self.next == 0 {
+            return None;
+        }
+        self.events.get(self.next - 1).map(|ev| ev.fd)
     }
 
     /// Makes the result just read unread again (it needs the queued path).
@@ -154,6 +164,22 @@ impl PollResults {
     /// Whether the batch stands for any invocation.
     pub fn has_invocations<C>(&self, fds: &FdTable, registry: &Registry<C>) -> bool {
         self.invocation_iter(fds, registry).next().is_some()
+    }
+
+    /// How many active, referenced one-shot watchers the batch stands
+    /// for: the queued path would have disarmed them already, so they no
+    /// longer count as active.
+    pub fn disarmed_referenced<C>(&self, fds: &FdTable, registry: &Registry<C>) -> usize {
+        self.unread_results()
+            .iter()
+            .filter_map(|ev| Some((ev.ready, fds.get(ev.fd)?)))
+            .filter(|(_, state)| state.is_oneshot())
+            .flat_map(|(ready, state)| {
+                state.watchers().iter(registry).filter(move |&slot| {
+                    reaches(ready, registry[slot].receives) && registry.is_active_referenced(slot)
+                })
+            })
+            .count()
     }
 
     fn invocation_iter<'a, C>(

@@ -67,9 +67,29 @@ impl<'s, S> Loop<'s, S> {
             let Some(fd) = self.fds.get(ev.fd) else {
                 continue;
             };
-            // Ruled out when the batch opened, and nothing changes an fd's
-            // watchers during a batch without materialising it first.
-            debug_assert!(!ev.ready.is_invalid() && !fd.is_oneshot());
+            // Ruled out when the batch opened.
+            debug_assert!(!ev.ready.is_invalid());
+            if fd.is_oneshot() {
+                // Disarmed now rather than when the poll returned: nothing
+                // can tell, since a query counts the unread results as the
+                // disarmed watchers they stand for (is_active, is_pending)
+                // and anything else materialises the batch first.
+                match self.fds.disarm_single(ev.fd, ev.ready, &mut self.registry) {
+                    Some(Some((slot, r))) => {
+                        self.invoke::<false>(slot, r, OBSERVED, state);
+                        if self.pending.has_above(Priority::DEFAULT) {
+                            return;
+                        }
+                    }
+                    Some(None) => {}
+                    None => {
+                        self.results.unread();
+                        self.materialise_batch();
+                        return;
+                    }
+                }
+                continue;
+            }
             let Some(slot) = fd.single() else {
                 if fd.watchers().is_empty() {
                     continue;
@@ -176,6 +196,23 @@ impl<'s, S> Loop<'s, S> {
         self.registry.lookup_mut(h.key(), h.kind(), settled)
     }
 
+    /// The watcher `h` names, to start it: as [`Loop::entry_mut`], but a
+    /// direct batch that has read the watcher's fd already stays open
+    /// ([`Settled::for_start`]).
+    #[inline]
+    pub(crate) fn entry_to_start<H: Handle>(
+        &mut self,
+        h: &H,
+    ) -> Result<&mut Entry<BoxedCallback<'s, S>>> {
+        let settled = if H::IO && self.results.is_open() {
+            let fd = self.registry.lookup(h.key(), h.kind())?.fd();
+            Settled::for_start::<H>(self, fd)
+        } else {
+            Settled::for_handle::<H>(self)
+        };
+        self.registry.lookup_mut(h.key(), h.kind(), settled)
+    }
+
     /// The watcher `h` names, for a query (queries take `&self`, so they
     /// count a direct batch's results instead of materialising it).
     #[inline]
@@ -255,6 +292,10 @@ impl<S> Batch for Loop<'_, S> {
     #[inline(always)]
     fn is_open(&self) -> bool {
         self.results.is_open()
+    }
+    #[inline(always)]
+    fn has_read(&self, fd: crate::RawFd) -> bool {
+        self.results.last_read() == Some(fd)
     }
     fn materialise(&mut self) {
         self.materialise_batch();

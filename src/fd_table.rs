@@ -56,6 +56,17 @@ impl FdState {
         self.trigger == Trigger::Oneshot
     }
 
+    /// A report for this one-shot fd arrived: a native registration,
+    /// which the kernel disarmed with it, is re-armed or forgotten at the
+    /// next flush (the backend contract: the next `modify` starts from
+    /// "registered, disarmed"). The caller marks the fd changed.
+    #[inline]
+    fn reported_oneshot(&mut self) {
+        if self.registered.trigger() == Trigger::Oneshot {
+            self.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+        }
+    }
+
     fn sync_single(&mut self) {
         self.single = self.watchers.only();
     }
@@ -278,6 +289,57 @@ impl FdTable {
         }
     }
 
+    /// The direct path's counterpart of [`FdTable::queue_events`] for a
+    /// one-shot fd with at most one watcher (whose registration
+    /// [`FdTable::oneshots_reported`] marked disarmed already): the
+    /// watcher, if the report reaches it, is stopped (registry and list)
+    /// just before its callback is invoked. Returns
+    /// that watcher and what it receives, if the report reaches one.
+    /// `None` from an fd with several watchers, untouched: the caller
+    /// takes the queued path for it.
+    #[inline]
+    pub fn disarm_single<C>(
+        &mut self,
+        fd: RawFd,
+        ready: Ready,
+        registry: &mut Registry<C>,
+    ) -> Option<Option<(Slot, Ready)>> {
+        let state = &mut self.fds[fd as usize];
+        let slot = match state.single {
+            Some(slot) => Some(slot),
+            None if state.watchers.is_empty() => None,
+            None => return None,
+        };
+        let hit = slot.and_then(|slot| {
+            let r = ready & registry[slot].receives;
+            (!r.is_empty()).then_some((slot, r))
+        });
+        if let Some((slot, _)) = hit {
+            registry.deactivate(slot);
+            state.watchers.remove(registry, slot);
+            state.single = None;
+        }
+        Some(hit)
+    }
+
+    /// A direct batch opened over `events` while one-shot watchers are
+    /// active: every reported one-shot fd is disarmed and marked changed
+    /// now, in poll order, as [`FdTable::queue_events`] would have (so the
+    /// next flush sends the same requests in the same order); its
+    /// watchers are stopped as the batch reaches them
+    /// ([`FdTable::disarm_single`]).
+    pub fn oneshots_reported(&mut self, events: &[PollEvent]) {
+        for ev in events {
+            let Some(state) = self.fds.get_mut(ev.fd as usize) else {
+                continue;
+            };
+            if state.is_oneshot() {
+                state.reported_oneshot();
+                self.mark_changed(ev.fd);
+            }
+        }
+    }
+
     /// Turns poll results into pending io callbacks (filtered per watcher
     /// by what it receives). Invalid fds are killed; a one-shot watcher is
     /// disarmed (stopped) as its event is queued.
@@ -323,11 +385,7 @@ impl FdTable {
         pending: &mut PendingQueues,
     ) {
         let state = &mut self.fds[fd as usize];
-        if state.registered.trigger() == Trigger::Oneshot {
-            // Backend contract: the next `modify` starts from
-            // "registered, disarmed".
-            state.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
-        }
+        state.reported_oneshot();
         if let Some(slot) = state.single {
             // The common case: one watcher, no list walk.
             let r = ready & registry[slot].receives;

@@ -251,7 +251,10 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.active_count(), 0);
     /// ```
     pub fn active_count(&self) -> usize {
+        // One-shot watchers whose events wait in a direct batch are
+        // disarmed all the same (see `Loop::is_active`).
         self.registry.active_referenced()
+            - self.results.disarmed_referenced(&self.fds, &self.registry)
     }
 
     /// Asks the running [`Loop::run`] (or all nested ones) to return once the
@@ -345,7 +348,7 @@ impl<'s, S> std::fmt::Debug for Loop<'s, S> {
         f.debug_struct("Loop")
             .field("backend", &self.backend.name())
             .field("watchers", &self.registry.len())
-            .field("active", &self.registry.active_referenced())
+            .field("active", &self.active_count())
             .field("pending", &self.pending.len())
             .field("timers", &self.timers.len())
             .field("iteration", &self.run.iteration)

@@ -224,10 +224,14 @@ impl<C> Entry<C> {
     /// Whether this watcher, while active, rules out dispatching io events
     /// straight from the poll results (direct_batch.rs): an io watcher with
     /// a priority other than the default (its events must be ordered
-    /// against other priorities) or one-shot (it is disarmed when its event
-    /// is queued, which must happen before any callback runs).
+    /// against other priorities).
     fn blocks_direct_dispatch(&self) -> bool {
-        self.fd().is_some() && (self.priority != Priority::DEFAULT || self.interest().is_oneshot())
+        self.fd().is_some() && self.priority != Priority::DEFAULT
+    }
+
+    /// Whether this is a one-shot watcher of an fd.
+    fn is_oneshot_fd(&self) -> bool {
+        self.fd().is_some() && self.interest().is_oneshot()
     }
 }
 
@@ -244,6 +248,8 @@ pub(crate) struct Registry<C> {
     active_referenced: usize,
     /// Active watchers that rule out direct dispatch.
     blocking_direct: usize,
+    /// Active one-shot watchers of fds (a direct batch disarms them).
+    oneshot: usize,
     /// Watchers holding deferred events (they count as pending).
     deferred: usize,
     /// Active watchers that can produce events ([`Kind::is_source`]),
@@ -276,6 +282,7 @@ impl<C> Default for Registry<C> {
             blocks: vec![block],
             active_referenced: 0,
             blocking_direct: 0,
+            oneshot: 0,
             deferred: 0,
             active_sources: 0,
         }
@@ -298,6 +305,12 @@ impl<C> Registry<C> {
     #[inline]
     pub fn blocking_direct(&self) -> usize {
         self.blocking_direct
+    }
+
+    /// Active one-shot watchers of fds.
+    #[inline]
+    pub fn oneshot(&self) -> usize {
+        self.oneshot
     }
 
     /// Watchers holding deferred events.
@@ -428,6 +441,7 @@ impl<C> Registry<C> {
         e.active = true;
         self.active_referenced += e.referenced as usize;
         self.blocking_direct += e.blocks_direct_dispatch() as usize;
+        self.oneshot += e.is_oneshot_fd() as usize;
         self.active_sources += e.kind.is_source() as usize;
         true
     }
@@ -441,6 +455,7 @@ impl<C> Registry<C> {
         e.active = false;
         self.active_referenced -= e.referenced as usize;
         self.blocking_direct -= e.blocks_direct_dispatch() as usize;
+        self.oneshot -= e.is_oneshot_fd() as usize;
         self.active_sources -= e.kind.is_source() as usize;
         true
     }
@@ -492,13 +507,20 @@ impl<C> Registry<C> {
     }
 
     /// Applies a change that may make an active watcher start or stop
-    /// ruling out direct dispatch, keeping the count.
+    /// ruling out direct dispatch or being one-shot, keeping the counts.
     fn recount(&mut self, slot: Slot, change: impl FnOnce(&mut Entry<C>)) {
         let e = &mut self.entries[slot.index()];
-        let before = e.active && e.blocks_direct_dispatch();
+        let before = (
+            e.active && e.blocks_direct_dispatch(),
+            e.active && e.is_oneshot_fd(),
+        );
         change(e);
-        let after = e.active && e.blocks_direct_dispatch();
-        self.blocking_direct = self.blocking_direct + after as usize - before as usize;
+        let after = (
+            e.active && e.blocks_direct_dispatch(),
+            e.active && e.is_oneshot_fd(),
+        );
+        self.blocking_direct = self.blocking_direct + after.0 as usize - before.0 as usize;
+        self.oneshot = self.oneshot + after.1 as usize - before.1 as usize;
     }
 
     /// Queues an invocation of `slot` with `ready`, merging with one
@@ -679,11 +701,15 @@ mod tests {
             Interest::READABLE.with_trigger(crate::Trigger::Oneshot),
         );
         r.set_priority(io.slot, Priority::DEFAULT);
-        assert_eq!(r.blocking_direct(), 1, "still one-shot");
+        assert_eq!(r.blocking_direct(), 0, "one-shot does not block");
+        assert_eq!(r.oneshot(), 1);
         r.set_referenced(io.slot, false);
         assert_eq!(r.active_referenced(), 0);
         assert!(r.deactivate(io.slot));
-        assert_eq!((r.active_referenced(), r.blocking_direct()), (0, 0));
+        assert_eq!(
+            (r.active_referenced(), r.blocking_direct(), r.oneshot()),
+            (0, 0, 0)
+        );
         r.set_referenced(io.slot, true);
         assert_eq!(r.active_referenced(), 0, "inactive");
         r.defer(io.slot, Ready::READABLE);

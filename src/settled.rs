@@ -6,11 +6,12 @@
 //! [`Settled`] is the proof: the registry hands out a watcher by handle
 //! for a change only against one ([`Registry::lookup_mut`]), and the only
 //! way to make one is [`Settled::for_handle`], which materialises the
-//! batch for an io handle. A new operation cannot forget.
+//! batch for an io handle (or [`Settled::for_start`], which keeps it when
+//! the watcher's fd was read already). A new operation cannot forget.
 //!
 //! [`Registry::lookup_mut`]: crate::registry::Registry::lookup_mut
 
-use crate::Handle;
+use crate::{Handle, RawFd};
 
 /// Proof that no direct batch can tell a change to the watcher a handle
 /// of type `H` names from queued events (see the module).
@@ -19,6 +20,10 @@ pub(crate) struct Settled(());
 /// What holds the direct batch (the loop).
 pub(crate) trait Batch {
     fn is_open(&self) -> bool;
+    /// Whether the batch has already read the result for `fd`, if the
+    /// poll reported it: a backend reports each fd at most once per poll,
+    /// so the unread results then hold nothing for it.
+    fn has_read(&self, fd: RawFd) -> bool;
     fn materialise(&mut self);
 }
 
@@ -28,6 +33,20 @@ impl Settled {
     #[inline(always)]
     pub fn for_handle<H: Handle>(batch: &mut impl Batch) -> Settled {
         if H::IO && batch.is_open() {
+            batch.materialise();
+        }
+        Settled(())
+    }
+
+    /// For starting a watcher that watches `fd` (if any), with a handle of
+    /// type `H`: as [`Settled::for_handle`], except that the batch stays
+    /// open when it has read `fd`'s result already. Starting the watcher
+    /// then changes nothing the rest of the batch would do or stand for,
+    /// which is what keeps a one-shot watcher re-armed from its own
+    /// callback on the direct path.
+    #[inline(always)]
+    pub fn for_start<H: Handle>(batch: &mut impl Batch, fd: Option<RawFd>) -> Settled {
+        if H::IO && batch.is_open() && !fd.is_some_and(|fd| batch.has_read(fd)) {
             batch.materialise();
         }
         Settled(())

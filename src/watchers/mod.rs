@@ -96,7 +96,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(idle).unwrap());
     /// ```
     pub fn start(&mut self, h: impl Handle) -> Result<()> {
-        if self.entry_mut(&h)?.is_active() {
+        if self.entry_to_start(&h)?.is_active() {
             return Ok(());
         }
         self.start_slot(h.key())
@@ -166,7 +166,16 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn is_active(&self, h: impl Handle) -> Result<bool> {
-        Ok(self.entry(&h)?.is_active())
+        let e = self.entry(&h)?;
+        // A one-shot io watcher whose event waits in a direct batch is
+        // disarmed all the same (the queued path disarms it as it queues).
+        let disarmed_in_batch = match e.kind() {
+            Kind::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
+                self.results.holds(fd, e.receives)
+            }
+            _ => false,
+        };
+        Ok(e.is_active() && !disarmed_in_batch)
     }
 
     /// Whether the watcher's callback is due: an invocation is queued
