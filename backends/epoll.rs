@@ -155,9 +155,11 @@ struct Pass {
     /// one `test` that also tells its readiness.
     quick: u32,
     /// Everything but the mask and `EPOLLHUP | EPOLLERR` (which the kernel
-    /// adds to every registration), for level and edge. For one-shot, every
-    /// bit: a report disarms the fd, which `sift` records.
+    /// adds to every registration).
     stray: u32,
+    /// A one-shot registration: a report disarms the fd, which `poll`
+    /// records.
+    oneshot: bool,
 }
 
 const IN: u32 = libc::EPOLLIN as u32;
@@ -171,16 +173,21 @@ impl Pass {
     const NONE: Pass = Pass {
         quick: !0,
         stray: !0,
+        oneshot: false,
     };
 
     fn of(mask: u32) -> Pass {
-        if mask & IN_OUT == 0 || mask & ONESHOT != 0 {
+        if mask & IN_OUT == 0 {
             return Pass::NONE;
         }
-        let quick = if mask & IN != 0 { !IN } else { !0 };
+        let oneshot = mask & ONESHOT != 0;
+        // One-shot reports never take the quick test: each must be
+        // recorded as disarming its fd.
+        let quick = if mask & IN != 0 && !oneshot { !IN } else { !0 };
         Pass {
             quick,
             stray: !(mask | ALWAYS),
+            oneshot,
         }
     }
 }
@@ -223,6 +230,84 @@ impl Epoll {
             clock: Clock::new(),
             notifier: Notifier::new("epoll"),
         })
+    }
+
+    /// `modify` for everything but the common change: adding, deleting,
+    /// and recovering from what the kernel answered.
+    #[inline(never)]
+    fn modify_slow(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {
+        let Ok(idx) = usize::try_from(fd) else {
+            return Err(io::Error::from_raw_os_error(libc::EBADF));
+        };
+        // The table, not `old`, says whether the kernel holds the fd: a
+        // rebuild leaves out disarmed one-shot fds that the loop counts.
+        let held = self.held(idx);
+        if !self.fixed.is_empty() {
+            self.fixed.retain(|&f| f != fd);
+        }
+        if new.is_empty() {
+            if held == 0 {
+                return Ok(()); // never added, or left out by a rebuild
+            }
+            self.set(idx, 0);
+            return match self.ctl(libc::EPOLL_CTL_DEL, fd, 0) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    // The number was closed (`EBADF`), or names another
+                    // file now (`ENOENT`; `EPERM` if that file is one epoll
+                    // never takes, a regular file or a directory opened by
+                    // another thread meanwhile). If the file registered under it
+                    // lives on through a dup, so does its registration, out
+                    // of reach of `epoll_ctl`, and its events would end
+                    // every wait: rebuild. At the next poll, before it
+                    // waits: not here, so that one rebuild serves all the
+                    // removals of an iteration; not at the first stray
+                    // report, for the number may name a new file by then,
+                    // whose reports the table cannot tell from the old
+                    // one's.
+                    self.rebuild = true;
+                    if is_errno(&e, libc::ENOENT)
+                        || is_errno(&e, libc::EBADF)
+                        || is_errno(&e, libc::EPERM)
+                    {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                }
+            };
+        }
+        let events = epoll_events(new);
+        let (first, second) = if held != 0 {
+            (libc::EPOLL_CTL_MOD, libc::EPOLL_CTL_ADD)
+        } else {
+            (libc::EPOLL_CTL_ADD, libc::EPOLL_CTL_MOD)
+        };
+        let result = match self.ctl(first, fd, events) {
+            Err(e) if is_errno(&e, libc::EEXIST) || is_errno(&e, libc::ENOENT) => {
+                if first == libc::EPOLL_CTL_MOD {
+                    // ENOENT: the number was closed and reused; the old
+                    // file's registration may live on, as above.
+                    self.rebuild = true;
+                }
+                self.ctl(second, fd, events)
+            }
+            r => r,
+        };
+        match result {
+            Ok(()) => {
+                self.set(idx, events);
+                Ok(())
+            }
+            Err(e) if is_errno(&e, libc::EPERM) => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "epoll cannot watch fd {fd}: it is a regular file or a directory \
+                     (always ready; no backend watches those) ({e})"
+                ),
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
@@ -398,8 +483,39 @@ fn create() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The `epoll_event.events` mask for an interest.
+/// The `epoll_event.events` mask for an interest: a table lookup (by the
+/// interest's bits), as `modify` runs once per event for one-shot fds.
+#[inline(always)]
 fn epoll_events(interest: Interest) -> u32 {
+    EVENTS[(interest.bits() & 0x3f) as usize]
+}
+
+/// [`epoll_events_of`] for every value of an interest's bits.
+static EVENTS: [u32; 64] = {
+    let mut t = [0u32; 64];
+    let mut i = 0;
+    while i < 64 {
+        // The layout of `Interest::bits` (events in bits 0-1, the trigger
+        // in bits 4-5); the `masks` test checks every interest against it.
+        let events = match i & 3 {
+            0 => Interest::NONE,
+            1 => Interest::READABLE,
+            2 => Interest::WRITABLE,
+            _ => Interest::BOTH,
+        };
+        let trigger = match (i >> 4) & 3 {
+            0 => Trigger::Level,
+            1 => Trigger::Oneshot,
+            _ => Trigger::Edge,
+        };
+        t[i] = epoll_events_of(events.with_trigger(trigger));
+        i += 1;
+    }
+    t
+};
+
+/// The `epoll_event.events` mask for an interest.
+const fn epoll_events_of(interest: Interest) -> u32 {
     let mut ev = 0;
     if interest.is_readable() {
         ev |= libc::EPOLLIN | libc::EPOLLRDHUP;
@@ -466,79 +582,24 @@ impl Backend for Epoll {
         }
     }
 
-    fn modify(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {
-        let Ok(idx) = usize::try_from(fd) else {
-            return Err(io::Error::from_raw_os_error(libc::EBADF));
-        };
-        // The table, not `old`, says whether the kernel holds the fd: a
-        // rebuild leaves out disarmed one-shot fds that the loop counts.
-        let held = self.held(idx);
-        if !self.fixed.is_empty() {
-            self.fixed.retain(|&f| f != fd);
-        }
-        if new.is_empty() {
-            if held == 0 {
-                return Ok(()); // never added, or left out by a rebuild
-            }
-            self.set(idx, 0);
-            return match self.ctl(libc::EPOLL_CTL_DEL, fd, 0) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    // The number was closed (`EBADF`), or names another
-                    // file now (`ENOENT`; `EPERM` if that file is one epoll
-                    // never takes, a regular file or a directory opened by
-                    // another thread meanwhile). If the file registered under it
-                    // lives on through a dup, so does its registration, out
-                    // of reach of `epoll_ctl`, and its events would end
-                    // every wait: rebuild. At the next poll, before it
-                    // waits: not here, so that one rebuild serves all the
-                    // removals of an iteration; not at the first stray
-                    // report, for the number may name a new file by then,
-                    // whose reports the table cannot tell from the old
-                    // one's.
-                    self.rebuild = true;
-                    if is_errno(&e, libc::ENOENT)
-                        || is_errno(&e, libc::EBADF)
-                        || is_errno(&e, libc::EPERM)
-                    {
-                        Ok(())
-                    } else {
-                        Err(e)
-                    }
-                }
-            };
-        }
+    #[inline]
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        // The common change first: an fd the kernel holds gets a new
+        // (or, one-shot, the same) non-empty mask, with nothing to fix.
         let events = epoll_events(new);
-        let (first, second) = if held != 0 {
-            (libc::EPOLL_CTL_MOD, libc::EPOLL_CTL_ADD)
-        } else {
-            (libc::EPOLL_CTL_ADD, libc::EPOLL_CTL_MOD)
-        };
-        let result = match self.ctl(first, fd, events) {
-            Err(e) if is_errno(&e, libc::EEXIST) || is_errno(&e, libc::ENOENT) => {
-                if first == libc::EPOLL_CTL_MOD {
-                    // ENOENT: the number was closed and reused; the old
-                    // file's registration may live on, as above.
-                    self.rebuild = true;
-                }
-                self.ctl(second, fd, events)
+        let idx = fd as u32 as usize;
+        if let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) {
+            if *held != 0
+                && events & IN_OUT != 0
+                && self.fixed.is_empty()
+                && ctl(&self.epfd, libc::EPOLL_CTL_MOD, fd, events, fd as u64).is_ok()
+            {
+                *held = events;
+                *pass = Pass::of(events);
+                return Ok(());
             }
-            r => r,
-        };
-        match result {
-            Ok(()) => {
-                self.set(idx, events);
-                Ok(())
-            }
-            Err(e) if is_errno(&e, libc::EPERM) => Err(io::Error::new(
-                e.kind(),
-                format!(
-                    "epoll cannot watch fd {fd}: it is a regular file or a directory \
-                     (always ready; no backend watches those) ({e})"
-                ),
-            )),
-            Err(e) => Err(e),
         }
+        self.modify_slow(fd, old, new)
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
@@ -590,16 +651,25 @@ impl Backend for Epoll {
         // which costs about half an instruction per event.
         let from = events.len();
         events.reserve(n);
-        let pass = &self.pass[..];
+        let (pass, masks) = (&mut self.pass[..], &mut self.masks[..]);
         let mut doubt = false;
         let slots = &mut events.spare_capacity_mut()[..n];
         for (slot, ev) in slots.iter_mut().zip(&self.buf[..n]) {
             // Copy the fields out: the struct is packed on x86_64.
             // (`as usize`, not `as u32`: a zero-extension less.)
             let (got, data) = (ev.events, ev.u64);
-            let ready = match pass.get(data as usize) {
+            let idx = data as usize;
+            let ready = match pass.get(idx).copied() {
                 Some(p) if got & p.quick == 0 => Ready::READABLE,
-                Some(p) if got & p.stray == 0 => ready(got),
+                Some(p) if got & p.stray == 0 => {
+                    if p.oneshot {
+                        // Disarmed by this report (the tables have one
+                        // length), so that a rebuild leaves it out.
+                        pass[idx] = Pass::NONE;
+                        masks[idx] = ONESHOT;
+                    }
+                    ready(got)
+                }
                 _ => {
                     doubt = true;
                     ready(got)
@@ -651,6 +721,21 @@ mod tests {
 
     #[test]
     fn masks() {
+        for events in [
+            Interest::NONE,
+            Interest::READABLE,
+            Interest::WRITABLE,
+            Interest::BOTH,
+        ] {
+            for trigger in [Trigger::Level, Trigger::Edge, Trigger::Oneshot] {
+                let interest = events.with_trigger(trigger);
+                assert_eq!(
+                    epoll_events(interest),
+                    epoll_events_of(interest),
+                    "{interest:?}"
+                );
+            }
+        }
         let ro = epoll_events(Interest::READABLE) as libc::c_int;
         assert_eq!(ro, libc::EPOLLIN | libc::EPOLLRDHUP);
         let w_edge = epoll_events(Interest::WRITABLE.with_trigger(Trigger::Edge)) as libc::c_int;
@@ -688,9 +773,10 @@ mod tests {
                     // quick test only `EPOLLIN` alone.
                     assert!(!passes(p, got) || wanted(mask, got), "{mask:#x} {got:#x}");
                     assert!(got & p.quick != 0 || got == i, "{mask:#x} {got:#x}");
-                    // Nothing one-shot passes: its report must be recorded.
-                    let checked = trigger == Trigger::Oneshot;
-                    assert_eq!(passes(p, got), wanted(mask, got) && !checked);
+                    // What the loop asked for passes; one-shot, marked so
+                    // that `poll` records its report as disarming.
+                    assert_eq!(passes(p, got), wanted(mask, got));
+                    assert_eq!(p.oneshot, trigger == Trigger::Oneshot);
                 }
             }
         }

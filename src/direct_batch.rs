@@ -12,6 +12,7 @@ use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
+use crate::slot_list::Slot;
 use crate::Ready;
 
 /// The cursor of a closed batch: past any results.
@@ -28,6 +29,10 @@ pub(crate) struct PollResults {
     enabled: bool,
     /// Scratch space for materialising (kept for its capacity).
     requeue: Vec<Pending>,
+    /// The one-shot watcher whose callback the batch is running, stopped
+    /// just before it, with its fd: [`Loop::start`](crate::Loop::start)
+    /// re-arms it without the general checks, which cannot fail for it.
+    rearmable: Option<(Slot, RawFd)>,
     /// What the backend noticed besides fd readiness in the last poll:
     /// the kinds read it in the polled phase (kept for its capacity).
     pub notices: Notices,
@@ -40,6 +45,7 @@ impl Default for PollResults {
             next: CLOSED,
             enabled: true,
             requeue: Vec::new(),
+            rearmable: None,
             notices: Notices::default(),
         }
     }
@@ -50,6 +56,7 @@ impl PollResults {
     pub fn buffer(&mut self) -> &mut Vec<PollEvent> {
         debug_assert!(!self.is_open(), "polling with a direct batch open");
         self.next = CLOSED;
+        self.rearmable = None;
         self.events.clear();
         &mut self.events
     }
@@ -106,6 +113,21 @@ impl PollResults {
         self.events.get(self.next - 1).map(|ev| ev.fd)
     }
 
+    /// Records (or, `None`, forgets) the one-shot watcher on `fd` that was
+    /// stopped for the callback about to run.
+    #[inline(always)]
+    pub fn set_rearmable(&mut self, watcher: Option<(Slot, RawFd)>) {
+        self.rearmable = watcher;
+    }
+
+    /// The one-shot watcher whose callback is running from this batch,
+    /// stopped just before it, and its fd, if it is still the last result
+    /// read (nothing materialised the batch or polled meanwhile).
+    #[inline(always)]
+    pub fn rearmable(&self) -> Option<(Slot, RawFd)> {
+        self.rearmable
+    }
+
     /// Makes the result just read unread again (it needs the queued path).
     pub fn unread(&mut self) {
         self.next -= 1;
@@ -124,6 +146,7 @@ impl PollResults {
     ) {
         let from = self.next;
         self.next = CLOSED;
+        self.rearmable = None;
         let mut later = std::mem::take(&mut self.requeue);
         pending.take_unread(Priority::DEFAULT, &mut later);
         for p in &later {

@@ -76,7 +76,9 @@ impl<'s, S> Loop<'s, S> {
                 // and anything else materialises the batch first.
                 match self.fds.disarm_single(ev.fd, ev.ready, &mut self.registry) {
                     Some(Some((slot, r))) => {
+                        self.results.set_rearmable(Some((slot, ev.fd)));
                         self.invoke::<false>(slot, r, OBSERVED, state);
+                        self.results.set_rearmable(None);
                         if self.pending.has_above(Priority::DEFAULT) {
                             return;
                         }

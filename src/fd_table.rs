@@ -127,6 +127,30 @@ impl FdTable {
         self.mark_changed(fd);
     }
 
+    /// Whether `fd` has no active watcher and is one-shot (its last
+    /// watchers were).
+    #[inline]
+    pub fn is_unwatched_oneshot(&self, fd: RawFd) -> bool {
+        self.get(fd)
+            .is_some_and(|state| state.watchers.is_empty() && state.is_oneshot())
+    }
+
+    /// [`FdTable::start`] for a one-shot watcher on an fd that
+    /// [`FdTable::is_unwatched_oneshot`]: the trigger mode is already the
+    /// fd's.
+    #[inline]
+    pub fn rearm(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
+        let state = &mut self.fds[fd as usize];
+        state.watchers.push(links, slot);
+        state.single = Some(slot);
+        // `mark_changed`, with the state at hand (the batch's disarm has
+        // usually marked it already).
+        if !state.changed {
+            state.changed = true;
+            self.changes.push(fd);
+        }
+    }
+
     /// Removes a watcher from `fd`'s list (the registry has marked it
     /// inactive).
     pub fn stop(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
@@ -198,7 +222,8 @@ impl FdTable {
         }
         let mut changes = std::mem::take(&mut self.changes);
         for &fd in &changes {
-            let state = self.state_mut(fd);
+            // A changed fd has its state (`mark_changed` made it).
+            let state = &mut self.fds[fd as usize];
             state.changed = false;
             // A watcher whose callback is running (a nested run is under
             // way) is left out until it returns: its events could only be
@@ -227,7 +252,7 @@ impl FdTable {
             }
             tracing::trace!(fd, %old, new = %want, "backend modify");
             match backend.modify(fd, old, want) {
-                Ok(()) => self.state_mut(fd).registered = want,
+                Ok(()) => self.fds[fd as usize].registered = want,
                 Err(err) => {
                     tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
                     self.kill(fd, registry, pending, backend);
@@ -297,7 +322,7 @@ impl FdTable {
     /// that watcher and what it receives, if the report reaches one.
     /// `None` from an fd with several watchers, untouched: the caller
     /// takes the queued path for it.
-    #[inline]
+    #[inline(always)]
     pub fn disarm_single<C>(
         &mut self,
         fd: RawFd,
@@ -335,7 +360,11 @@ impl FdTable {
             };
             if state.is_oneshot() {
                 state.reported_oneshot();
-                self.mark_changed(ev.fd);
+                // `mark_changed`, with the state at hand.
+                if !state.changed {
+                    state.changed = true;
+                    self.changes.push(ev.fd);
+                }
             }
         }
     }

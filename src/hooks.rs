@@ -41,16 +41,58 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
+    /// The one-shot watcher that a direct batch stopped for the callback
+    /// now running, re-armed by that callback (the common pattern): it is
+    /// put back on its fd without the general path's lookups: the checks
+    /// of [`Loop::start_slot`] cannot fail for it, and the batch, which has
+    /// read its fd, needs no materialising ([`Settled::for_start`]).
+    /// Returns whether `key` was that watcher (and is now active).
+    ///
+    /// [`Settled::for_start`]: crate::settled::Settled::for_start
+    #[inline]
+    pub(crate) fn rearm(&mut self, key: Key) -> bool {
+        let Some((slot, fd)) = self.results.rearmable() else {
+            return false;
+        };
+        // Whatever the callback did meanwhile, these make the general path
+        // do exactly what follows: an inactive one-shot io watcher of that
+        // fd, which has no active watcher and is one-shot.
+        if slot != key.slot
+            || !self.registry.is_inactive_oneshot_of(key, fd)
+            || !self.fds.is_unwatched_oneshot(fd)
+        {
+            return false;
+        }
+        self.results.set_rearmable(None);
+        self.registry.activate(slot);
+        self.fds.rearm(&mut self.registry, fd, slot);
+        true
+    }
+
     /// Checks that the backend offers the trigger mode and that it agrees
-    /// with the other active watchers on the fd (`except` excluded).
+    /// with the other active watchers on the fd (`except` excluded). A
+    /// direct batch that may still hold an event for the fd is
+    /// materialised first ([`Loop::settle_fd`]).
     pub(crate) fn check_interest(
-        &self,
+        &mut self,
         fd: RawFd,
         interest: Interest,
         except: Option<Slot>,
     ) -> Result<()> {
+        self.settle_fd(fd);
         self.fds
             .check_interest(&self.caps, self.backend.name(), fd, interest, except)
+    }
+
+    /// Materialises a direct batch that may still hold an event for `fd`
+    /// (it has not read that fd's result): before anything that depends on
+    /// which of the fd's watchers are active, since the event would
+    /// disarm its one-shot watchers.
+    #[inline]
+    fn settle_fd(&mut self, fd: RawFd) {
+        if self.results.is_open() && self.results.last_read() != Some(fd) {
+            self.materialise_batch();
+        }
     }
 
     /// Stops a watcher: takes it out of its fd's list, the heap or its
@@ -80,7 +122,10 @@ impl<'s, S> Loop<'s, S> {
         match kind {
             Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
             // Before the source is closed and its number can be reused.
-            Kind::Io { fd, .. } => self.fds.remove_if_unwatched(fd, &mut *self.backend),
+            Kind::Io { fd, .. } => {
+                self.settle_fd(fd);
+                self.fds.remove_if_unwatched(fd, &mut *self.backend)
+            }
             Kind::Timer => self.timers.remove(key.slot),
         }
     }

@@ -432,6 +432,16 @@ impl<C> Registry<C> {
             .collect()
     }
 
+    /// Whether `key` names a live, inactive, one-shot io watcher of `fd`.
+    #[inline]
+    pub fn is_inactive_oneshot_of(&self, key: Key, fd: RawFd) -> bool {
+        self.entries.get(key.slot.index()).is_some_and(|e| {
+            e.gen == key.gen
+                && !e.active
+                && matches!(e.kind, Kind::Io { fd: f, interest } if f == fd && interest.is_oneshot())
+        })
+    }
+
     /// Marks a watcher active; false if it already was.
     pub fn activate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];

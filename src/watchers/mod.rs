@@ -95,7 +95,10 @@ impl<'s, S> Loop<'s, S> {
     /// lp.start(idle).unwrap();
     /// assert!(lp.is_active(idle).unwrap());
     /// ```
-    pub fn start(&mut self, h: impl Handle) -> Result<()> {
+    pub fn start<H: Handle>(&mut self, h: H) -> Result<()> {
+        if H::IO && self.rearm(h.key()) {
+            return Ok(());
+        }
         if self.entry_to_start(&h)?.is_active() {
             return Ok(());
         }
