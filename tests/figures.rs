@@ -270,7 +270,7 @@ fn a_missing_csv_is_an_error_that_names_it_and_nothing_is_drawn() {
 #[test]
 fn malformed_csvs_are_errors_not_panics() {
     let dir = scratch("malformed");
-    let cases: [(&str, &str, &str); 5] = [
+    let cases: [(&str, &str, &str); 6] = [
         ("time", "round,impl,backend,P,A\n1,evloop,epoll,100,100\n", "no column `timers`"),
         (
             "time",
@@ -283,6 +283,11 @@ fn malformed_csvs_are_errors_not_panics() {
             "`P` is not a number",
         ),
         ("instr", "", "is empty"),
+        (
+            "instr",
+            "impl,backend,P,A,timers,instr_per_event\nevloop,epoll,0,100,0,141\n",
+            "P must be at least 1",
+        ),
         (
             "timers",
             "round,impl,phase,n,ops,value,unit\n1,libev,arm,10,10,30,ns/op\n",

@@ -215,7 +215,16 @@ pub fn sweep(table: &Table, metric: &str, scale: f64) -> Result<Sweep, String> {
             a: table.num(row, "A")? as u64,
             timers: table.num(row, "timers")? != 0.0,
         };
-        let p = table.num(row, "P")? as u64;
+        let p = table.num(row, "P")?;
+        if p < 1.0 {
+            // The x axis is logarithmic.
+            return Err(format!(
+                "{}: P must be at least 1 (row {})",
+                table.path.display(),
+                row.join(",")
+            ));
+        }
+        let p = p as u64;
         let v = table.num(row, metric)? * scale;
         samples.entry(s).or_default().entry(p).or_default().push(v);
     }
