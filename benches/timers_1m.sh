@@ -9,8 +9,11 @@
 #   benches/timers_1m.sh callgrind  # instructions and simulated cache misses per
 #                                   # operation (about 3 minutes; needs valgrind)
 # Environment: N (armed timers, default 1000000), OPS (operations per phase,
-# default N), CARGO_TARGET_DIR (default: target). Needs cc, libev (libev-dev)
-# and python3.
+# default N), CARGO_TARGET_DIR (default: target), CSV (where the wall-time
+# mode writes its raw results, one line per round, program and phase:
+# round,impl,phase,n,ops,value,unit; default
+# $CARGO_TARGET_DIR/timers_1m/results.csv; benches/figures.sh draws them).
+# Needs cc, libev (libev-dev) and python3.
 #
 # Wall time: each round runs the libev program, then the evloop one (each a
 # fresh process doing every phase once), so that noise from other work on
@@ -115,7 +118,8 @@ case $rounds in '' | *[!0-9]*) echo "usage: $0 [ROUNDS | callgrind]" >&2; exit 2
 cc -O2 -Wall -o "$out/timers_1m_libev" benches/timers_1m.c -lev
 rust=$(build_rust)
 libev="$out/timers_1m_libev"
-csv="$out/results.csv"
+csv=${CSV:-$out/results.csv}
+mkdir -p "$(dirname "$csv")"
 echo "round,impl,phase,n,ops,value,unit" >"$csv"
 echo "== machine"
 machine

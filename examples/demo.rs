@@ -128,4 +128,22 @@ fn main() {
         runs,
     );
     println!("\n(sim: the loop plus in-memory simulated sockets, no syscalls, virtual time)");
+    figures_note();
+}
+
+/// Where the comparison with the other libraries is drawn, and how to
+/// draw it again from measurements on this machine.
+fn figures_note() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    println!(
+        "\nfigures against libev, libevent, libuv, mio and polling (every backend, time and \
+         instructions per event against the number of fds; a million timers): {}/ \
+         (shown in docs/benchmarks.md, drawn from the CSVs in docs/figures/data/)",
+        root.join("docs/figures").display()
+    );
+    println!(
+        "redraw them for this machine: cd {} && benches/figures.sh \
+         (measures here, then draws; QUICK=1 for a short sweep; --draw-only redraws from the CSVs)",
+        root.display()
+    );
 }
