@@ -155,11 +155,10 @@ struct Pass {
     /// one `test` that also tells its readiness.
     quick: u32,
     /// Everything but the mask and `EPOLLHUP | EPOLLERR` (which the kernel
-    /// adds to every registration).
+    /// adds to every registration). No report carries `EPOLLONESHOT`, so
+    /// its bit is free: clear for a one-shot registration, whose report
+    /// disarms the fd, which `poll` records ([`Pass::oneshot`]).
     stray: u32,
-    /// A one-shot registration: a report disarms the fd, which `poll`
-    /// records.
-    oneshot: bool,
 }
 
 const IN: u32 = libc::EPOLLIN as u32;
@@ -173,8 +172,14 @@ impl Pass {
     const NONE: Pass = Pass {
         quick: !0,
         stray: !0,
-        oneshot: false,
     };
+
+    /// Whether the registration is one-shot (8 bytes, not 12: the table
+    /// is indexed on every report).
+    #[inline(always)]
+    fn oneshot(self) -> bool {
+        self.stray & ONESHOT == 0
+    }
 
     fn of(mask: u32) -> Pass {
         if mask & IN_OUT == 0 {
@@ -187,7 +192,6 @@ impl Pass {
         Pass {
             quick,
             stray: !(mask | ALWAYS),
-            oneshot,
         }
     }
 }
@@ -662,7 +666,7 @@ impl Backend for Epoll {
             let ready = match pass.get(idx).copied() {
                 Some(p) if got & p.quick == 0 => Ready::READABLE,
                 Some(p) if got & p.stray == 0 => {
-                    if p.oneshot {
+                    if p.oneshot() {
                         // Disarmed by this report (the tables have one
                         // length), so that a rebuild leaves it out.
                         pass[idx] = Pass::NONE;
@@ -776,7 +780,7 @@ mod tests {
                     // What the loop asked for passes; one-shot, marked so
                     // that `poll` records its report as disarming.
                     assert_eq!(passes(p, got), wanted(mask, got));
-                    assert_eq!(p.oneshot, trigger == Trigger::Oneshot);
+                    assert_eq!(p.oneshot(), trigger == Trigger::Oneshot);
                 }
             }
         }
