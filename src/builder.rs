@@ -217,7 +217,7 @@ impl Builder {
     /// ```
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
         let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
-        Ok(Loop::from_boxed(self.open_named(&name, from_env)?))
+        Loop::try_from_boxed(self.open_named(&name, from_env)?)
     }
 
     /// Creates the backend called `name`: a registered one, else the
@@ -268,14 +268,30 @@ impl<'s, S> Loop<'s, S> {
     /// let lp: Loop = Loop::from_boxed(b);
     /// assert_eq!(lp.backend_name(), "sim");
     /// ```
-    pub fn from_boxed(mut backend: Box<dyn Backend + 's>) -> Self {
+    ///
+    /// # Panics
+    ///
+    /// If the process has made 2^32 - 1 loops already: a loop's id is
+    /// never reused, so that a handle of a dropped loop can never be taken
+    /// for another's. [`Builder::build`](crate::Builder::build) returns
+    /// [`Error::LoopIdsExhausted`](crate::Error::LoopIdsExhausted) instead.
+    pub fn from_boxed(backend: Box<dyn Backend + 's>) -> Self {
+        match Self::try_from_boxed(backend) {
+            Ok(lp) => lp,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// [`Loop::from_boxed`], with running out of loop ids as an error.
+    pub(crate) fn try_from_boxed(mut backend: Box<dyn Backend + 's>) -> Result<Self> {
+        let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
         let caps = backend.capabilities();
         let timers = Timers::new(backend.now());
         let report_dispatch = backend.wants_dispatch();
-        Loop {
+        Ok(Loop {
             backend,
             caps,
-            registry: Registry::default(),
+            registry,
             fds: FdTable::default(),
             results: PollResults::default(),
             timers,
@@ -283,7 +299,7 @@ impl<'s, S> Loop<'s, S> {
             run: RunState::default(),
             report_dispatch,
             kinds: Kinds::default(),
-        }
+        })
     }
 
     /// A loop on the default OS backend, or the one named by

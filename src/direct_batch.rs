@@ -199,7 +199,7 @@ impl PollResults {
             .filter(|(_, state)| state.is_oneshot())
             .flat_map(|(ready, state)| {
                 state.watchers().iter(registry).filter(move |&slot| {
-                    reaches(ready, registry[slot].receives) && registry.is_active_referenced(slot)
+                    reaches(ready, registry[slot].receives()) && registry.is_active_referenced(slot)
                 })
             })
             .count()
@@ -217,7 +217,7 @@ impl PollResults {
                 state
                     .watchers()
                     .iter(registry)
-                    .filter(move |&slot| reaches(ready, registry[slot].receives))
+                    .filter(move |&slot| reaches(ready, registry[slot].receives()))
                     .map(|_| ())
             })
     }

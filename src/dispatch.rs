@@ -8,7 +8,7 @@
 use tracing::trace;
 
 use crate::event_loop::BoxedCallback;
-use crate::handle::{Handle, Key};
+use crate::handle::Handle;
 use crate::pending::Priority;
 use crate::registry::{CallbackState, Entry};
 use crate::settled::{Batch, Settled};
@@ -102,7 +102,7 @@ impl<'s, S> Loop<'s, S> {
                 return;
             };
             let e = &mut self.registry[slot];
-            let r = ev.ready & e.receives;
+            let r = ev.ready & e.receives();
             if r.is_empty() {
                 continue;
             }
@@ -148,7 +148,7 @@ impl<'s, S> Loop<'s, S> {
         if QUEUED {
             e.pending = None;
         }
-        let gen = e.gen;
+        let version = e.version();
         let Some(cb) = e.cb.take_to_run() else {
             // Its callback is running further up the stack (a nested
             // `run`): the event is delivered once it returns, rather than
@@ -164,11 +164,12 @@ impl<'s, S> Loop<'s, S> {
         let mut running = Running {
             lp: self,
             slot,
-            gen,
+            version,
             cb: Some(cb),
         };
         if let Some(cb) = running.cb.as_mut() {
-            cb.call(running.lp, state, Key { slot, gen }, ready);
+            let key = running.lp.registry.key(slot, version);
+            cb.call(running.lp, state, key, ready);
         }
     }
 
@@ -228,7 +229,7 @@ impl<'s, S> Loop<'s, S> {
 struct Running<'a, 's, S> {
     lp: &'a mut Loop<'s, S>,
     slot: Slot,
-    gen: u64,
+    version: u32,
     cb: Option<BoxedCallback<'s, S>>,
 }
 
@@ -239,7 +240,7 @@ impl<S> Drop for Running<'_, '_, S> {
         // Put the callback back unless the watcher was removed meanwhile
         // (then the callback, and an owned source, are dropped here).
         match self.lp.registry.get_mut(self.slot) {
-            Some(e) if e.gen == self.gen => {
+            Some(e) if e.version() == self.version => {
                 let CallbackState::Running = e.cb else {
                     // `set_callback` put a new one in meanwhile.
                     return self.lp.replaced_while_running(self.slot, cb);

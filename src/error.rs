@@ -194,6 +194,11 @@ pub enum Error {
         /// Why it cannot be registered.
         reason: &'static str,
     },
+    /// The process has made 2^32 - 1 loops: a loop's id, which its
+    /// handles carry so that another loop refuses them, is never reused
+    /// (a handle of a dropped loop must not be taken for a new loop's), so
+    /// no new loop can be made.
+    LoopIdsExhausted,
     /// The backend failed.
     Backend {
         /// The backend's name.
@@ -297,6 +302,9 @@ impl fmt::Display for Error {
             Error::BackendNameTaken { name, reason } => {
                 write!(f, "cannot register a backend named {name:?}: {reason}")
             }
+            Error::LoopIdsExhausted => f.write_str(
+                "no new loop can be made: this process has made 2^32 - 1 loops, and loop ids (which handles carry) are never reused",
+            ),
             Error::Backend { backend, op, source } => {
                 write!(f, "{backend} backend failed to {op}: {source}")
             }

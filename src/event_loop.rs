@@ -397,7 +397,7 @@ impl<'s, S> Loop<'s, S> {
             let timed_out = status == PollStatus::Done
                 && self.results.all().is_empty()
                 && timeout.is_some_and(|t| !t.is_zero());
-            if timed_out && self.timers.woke_early() && !self.noticed_anything() {
+            if timed_out && self.timers.woke_early(&mut self.registry) && !self.noticed_anything() {
                 // The timer that bounded the wait was restarted later
                 // meanwhile (a lazy `again`): nothing is due; wait on.
                 continue;
@@ -427,7 +427,7 @@ impl<'s, S> Loop<'s, S> {
             return (Some(Duration::ZERO), false);
         }
         let backend = &mut self.backend;
-        let mut wait = self.timers.wait_bound(|| backend.now());
+        let mut wait = self.timers.wait_bound(&mut self.registry, || backend.now());
         if let Some(bound) = self.kinds_wait() {
             wait = Some(wait.map_or(bound, |w| w.min(bound)));
         }
@@ -448,7 +448,7 @@ impl<'s, S> Loop<'s, S> {
         self.pending.is_empty()
             && !self.kinds_have_deadline()
             && self.registry.active_sources() == 0
-            && !self.timers.has_deadline()
+            && !self.timers.has_deadline(&mut self.registry)
     }
 }
 

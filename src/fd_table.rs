@@ -336,7 +336,7 @@ impl FdTable {
             None => return None,
         };
         let hit = slot.and_then(|slot| {
-            let r = ready & registry[slot].receives;
+            let r = ready & registry[slot].receives();
             (!r.is_empty()).then_some((slot, r))
         });
         if let Some((slot, _)) = hit {
@@ -417,7 +417,7 @@ impl FdTable {
         state.reported_oneshot();
         if let Some(slot) = state.single {
             // The common case: one watcher, no list walk.
-            let r = ready & registry[slot].receives;
+            let r = ready & registry[slot].receives();
             if !r.is_empty() {
                 registry.queue(pending, slot, r);
                 registry.deactivate(slot);
@@ -428,7 +428,7 @@ impl FdTable {
             let mut list = state.watchers;
             let walk = list;
             walk.for_each(registry, |registry, slot| {
-                let r = ready & registry[slot].receives;
+                let r = ready & registry[slot].receives();
                 if !r.is_empty() {
                     registry.queue(pending, slot, r);
                     registry.deactivate(slot);

@@ -1,31 +1,34 @@
-//! What a handle is: a watcher's slot and generation ([`Key`]), behind the
-//! [`Handle`] trait that every kind's handle type implements (each is
-//! defined, with the macro below, in its kind's file under `watchers/`).
+//! What a handle is: a watcher's slot, the version of that slot and the
+//! loop that made it ([`Key`]), behind the [`Handle`] trait that every
+//! kind's handle type implements (each is defined, with the macro below,
+//! in its kind's file under `watchers/`).
 //!
 //! A handle does not own its watcher (the loop does); it is a small `Copy`
-//! value. Generations are unique in the process (registry.rs), so a handle
-//! whose watcher was removed, or that belongs to another loop, matches no
-//! entry and is refused.
+//! value, 12 bytes. A slot's version changes when its watcher is removed
+//! (registry.rs), so a handle whose watcher was removed matches nothing,
+//! even once the slot holds another watcher; the loop's id, unique in the
+//! process, refuses a handle of another loop.
 
 use crate::slot_list::Slot;
 
-/// Slot and generation of a watcher. Not exported: handles are opaque
+/// Slot, version and loop of a watcher. Not exported: handles are opaque
 /// outside the crate.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key {
     pub(crate) slot: Slot,
-    pub(crate) gen: u64,
+    /// The slot's version when the watcher was made (registry.rs).
+    pub(crate) version: u32,
+    /// The id of the loop that made it.
+    pub(crate) owner: u32,
 }
 
 impl std::fmt::Debug for Key {
-    /// Shows the generation's low half, its serial number in the loop that
-    /// made it: the high half names that loop's block (registry.rs), the
-    /// same for every handle of the loop, and would only differ from run
-    /// to run.
+    /// Shows the slot and its version; the loop's id would only differ
+    /// from run to run.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Key")
             .field("idx", &self.slot.index())
-            .field("gen", &(self.gen as u32))
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -35,6 +38,9 @@ pub(crate) mod sealed {
         /// Whether this is an io handle: operations on io watchers first
         /// materialise a direct dispatch batch (direct_batch.rs).
         const IO: bool;
+        /// Whether this is a timer handle: the generic operations take the
+        /// timers' fast paths (watchers/timer.rs).
+        const TIMER: bool = false;
         fn key(&self) -> super::Key;
         fn from_key(key: super::Key) -> Self;
     }
@@ -71,14 +77,19 @@ pub trait Handle: sealed::Sealed + Copy + std::fmt::Debug {
     fn kind(&self) -> &'static str;
 }
 
-/// Defines a kind's handle type: `handle!(doc, Name, "kind", is_io)`.
+/// Defines a kind's handle type: `handle!(doc, Name, "kind", is_io)`, or
+/// `handle!(doc, Name, "kind", is_io, is_timer)`.
 macro_rules! handle {
     ($(#[$doc:meta])* $name:ident, $kind:literal, $io:literal) => {
+        $crate::handle::handle!($(#[$doc])* $name, $kind, $io, false);
+    };
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $io:literal, $timer:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
         pub struct $name(pub(crate) $crate::handle::Key);
         impl $crate::handle::sealed::Sealed for $name {
             const IO: bool = $io;
+            const TIMER: bool = $timer;
             fn key(&self) -> $crate::handle::Key {
                 self.0
             }

@@ -36,7 +36,7 @@ impl<'s, S> Loop<'s, S> {
         let w = &mut self.registry;
         match w[slot].kind() {
             Kind::Io { fd, interest } => self.fds.start(w, fd, slot, interest.trigger()),
-            Kind::Timer => self.timers.start(slot),
+            Kind::Timer => self.timers.start(w, slot),
             Kind::Other { .. } => unreachable!("a kind's watcher starts through its kind"),
         }
     }
@@ -100,7 +100,7 @@ impl<'s, S> Loop<'s, S> {
     pub(crate) fn deactivate(&mut self, slot: Slot) {
         let e = &self.registry[slot];
         if let Kind::Other { index, .. } = e.kind() {
-            let key = Key { slot, gen: e.gen };
+            let key = self.registry.key(slot, e.version());
             return self.stop_other(index, key);
         }
         if !self.registry.deactivate(slot) {
@@ -109,8 +109,16 @@ impl<'s, S> Loop<'s, S> {
         let w = &mut self.registry;
         match w[slot].kind() {
             Kind::Io { fd, .. } => self.fds.stop(w, fd, slot),
-            Kind::Timer => self.timers.stop(slot),
+            Kind::Timer => self.timers.stop(w, slot),
             Kind::Other { .. } => {} // stopped above
+        }
+    }
+
+    /// A stopped watcher is about to leave the registry: a timer's node
+    /// leaves the heap now, while its entry still holds the node's place.
+    pub(crate) fn leaving(&mut self, slot: Slot) {
+        if let Kind::Timer = self.registry[slot].kind() {
+            self.timers.remove(&mut self.registry, slot);
         }
     }
 
@@ -126,7 +134,8 @@ impl<'s, S> Loop<'s, S> {
                 self.settle_fd(fd);
                 self.fds.remove_if_unwatched(fd, &mut *self.backend)
             }
-            Kind::Timer => self.timers.remove(key.slot),
+            // Its node left the heap before its entry went ([`Loop::leaving`]).
+            Kind::Timer => {}
         }
     }
 }

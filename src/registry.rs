@@ -4,53 +4,62 @@
 //! events), so that the counts the loop relies on are kept here and only
 //! here.
 //!
-//! Like a slab, with one difference that matters on the dispatch path: a
-//! free slot holds a real (vacant) [`Entry`] whose generation is 0, which no
-//! handle carries. Looking up a handle is therefore one bounds check and
-//! one generation compare, and indexing with a trusted slot (from a
-//! pending entry, an fd's watcher list or the timer heap, which only ever
-//! name live watchers) is one bounds check, with no vacant/occupied
-//! discriminant to test.
+//! An entry is 64 bytes, one cache line: the callback, the slot's
+//! version, the queue position, and the kind's own state (an io watcher's
+//! fd, interest and list link; a timer's expiry, delay, period and heap
+//! position, so that a timer operation touches its entry and its heap node,
+//! as libev's touches its watcher and its node).
 //!
-//! Generations are unique in the whole process, not only in one loop: each
-//! loop draws blocks of 2^32 generations from a process-wide counter, so a
-//! handle of one loop never matches a watcher of another, at the cost of
-//! one atomic operation per 2^32 watchers created. The block a generation
-//! came from tells a foreign handle from a stale one, for the error.
+//! Like a slab, with one difference that matters on the dispatch path: a
+//! free slot holds a real (vacant) [`Entry`], whose version is even, which
+//! no handle carries. Looking up a handle is therefore one bounds check and
+//! two compares (the version, and the loop's id), and indexing with a
+//! trusted slot (from a pending entry, an fd's watcher list or the timer
+//! heap, which only ever name live watchers) is one bounds check, with no
+//! vacant/occupied discriminant to test.
+//!
+//! A slot's version is odd while a watcher lives in it and is stepped on
+//! every insert and every removal, so a handle of a removed watcher (an
+//! older version) never matches the slot's next watcher. A slot whose
+//! version would wrap is retired, never reused: at the cost of one entry
+//! per 2^31 reuses of one slot, no version is ever handed out twice. A
+//! handle of another loop is refused by the loop's id, which it carries:
+//! ids are unique in the process, never reused.
 //!
 //! The callback type is a parameter (`C`), so that this module does not
 //! depend on the loop that calls the callbacks.
 
 use crate::RawFd;
 use std::ops::{Index, IndexMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::handle::Key;
 use crate::pending::{PendingQueues, Priority, QueuePos};
 use crate::settled::Settled;
 use crate::slot_list::{Link, LinkStore, Slot};
+use crate::timer_heap::{TimerRecord, TimerRecords};
 use crate::unwind::Held;
 use crate::{Error, Interest, Ready};
 
-/// The generation of a free slot; live watchers never have it (block 0 is
-/// never handed out).
-const VACANT: u64 = 0;
+/// The next loop id; 0 is never handed out.
+static NEXT_OWNER: AtomicU32 = AtomicU32::new(1);
 
-/// Generations per block: the low 32 bits count within a block.
-const BLOCK_BITS: u32 = 32;
-
-/// The next block of generations, for any loop of the process.
-static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
-
-fn new_block() -> u64 {
-    NEXT_BLOCK.fetch_add(1, Ordering::Relaxed)
+/// A loop id no other loop of the process has had, or `None` once the
+/// 2^32 - 1 ids are used up (ids are never reused: a handle of a dropped
+/// loop must not be taken for a new loop's).
+fn new_owner() -> Option<u32> {
+    NEXT_OWNER
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1))
+        .ok()
+        .filter(|&id| id != u32::MAX)
 }
 
 /// What kind of watcher an entry is, with the state that the registry
 /// itself needs (an io watcher's fd and interest: its interest decides
-/// what it receives and whether it rules out direct dispatch). The rest of
-/// a kind's state lives in its component (a timer's delay and period in
-/// timers.rs, an fd's watchers in fd_table.rs).
+/// what it receives and whether it rules out direct dispatch). A copy of
+/// what the entry holds; the rest of a kind's state lives in its
+/// component (an fd's watchers in fd_table.rs), but for timers, whose
+/// record is in the entry ([`Entry`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Io {
@@ -140,73 +149,194 @@ impl<C> CallbackState<C> {
     }
 }
 
-/// One watcher.
-pub(crate) struct Entry<C> {
-    /// Matched against the handle's; [`VACANT`] for a free slot.
-    pub gen: u64,
+/// What every watcher has, whatever its kind: six bytes, kept in each
+/// variant of [`Body`] right after its tag (so in the same place in each).
+#[derive(Clone, Copy)]
+struct Head {
     priority: Priority,
     active: bool,
     /// Whether, while active, it keeps `run` going (libuv's ref/unref).
     referenced: bool,
-    /// Where its invocation is queued (in its priority's queue), if it is.
-    pub pending: Option<QueuePos>,
-    /// For an io watcher, the readiness it receives
+    /// For a watcher of an fd, the readiness it receives
     /// ([`Ready::receive_mask`] of its interest); empty for other kinds.
-    pub receives: Ready,
+    receives: Ready,
     /// Events that arrived while its callback was running further up the
     /// stack (a nested `run`); queued when the callback returns.
     deferred: Option<Ready>,
+}
+
+impl Head {
+    fn new(referenced: bool, receives: Ready) -> Head {
+        Head {
+            priority: Priority::DEFAULT,
+            active: false,
+            referenced,
+            receives,
+            deferred: None,
+        }
+    }
+}
+
+/// The kind's own state. `repr(u8)`: each variant is laid out in
+/// declaration order after its one-byte tag, so the head is at the same
+/// offset in every variant (reading it needs no branch) and a timer's
+/// record fits after it in 40 bytes.
+#[repr(u8)]
+enum Body {
+    Io {
+        head: Head,
+        fd: RawFd,
+        interest: Interest,
+        /// Its place in its fd's list of active watchers (slot_list.rs).
+        link: Link,
+    },
+    Timer {
+        head: Head,
+        timer: TimerRecord,
+    },
+    Other {
+        head: Head,
+        index: u16,
+        source: bool,
+        keeps_alive: bool,
+        /// The fd the loop watches for it (`NO_FD`: none).
+        fd: RawFd,
+        interest: Interest,
+        /// Its place in the list of active watchers it is in (its
+        /// kind's, or its fd's).
+        link: Link,
+    },
+}
+
+impl Body {
+    fn new(kind: Kind) -> Body {
+        let head = Head::new(kind.can_keep_alive(), Ready::EMPTY);
+        match kind {
+            Kind::Io { fd, interest } => Body::Io {
+                head: Head {
+                    receives: Ready::receive_mask(interest),
+                    ..head
+                },
+                fd,
+                interest,
+                link: Link::default(),
+            },
+            Kind::Timer => Body::Timer {
+                head,
+                timer: TimerRecord::default(),
+            },
+            Kind::Other {
+                index,
+                source,
+                keeps_alive,
+                fd,
+                interest,
+            } => Body::Other {
+                head,
+                index,
+                source,
+                keeps_alive,
+                fd,
+                interest,
+                link: Link::default(),
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn head(&self) -> &Head {
+        match self {
+            Body::Io { head, .. } | Body::Timer { head, .. } | Body::Other { head, .. } => head,
+        }
+    }
+
+    #[inline(always)]
+    fn head_mut(&mut self) -> &mut Head {
+        match self {
+            Body::Io { head, .. } | Body::Timer { head, .. } | Body::Other { head, .. } => head,
+        }
+    }
+}
+
+/// One watcher: 64 bytes, aligned to a cache line.
+#[repr(align(64))]
+pub(crate) struct Entry<C> {
     /// Its callback, or where it is while it runs.
     pub cb: CallbackState<C>,
-    /// Its place in the list of active watchers it is in (its fd's, or its
-    /// kind's): slot_list.rs.
-    pub link: Link,
-    kind: Kind,
+    /// The slot's version: odd while a watcher lives in it, matched
+    /// against the handle's.
+    version: u32,
+    /// Where its invocation is queued (in its priority's queue), if it is.
+    pub pending: Option<QueuePos>,
+    body: Body,
 }
 
 impl<C> Entry<C> {
-    fn vacant() -> Entry<C> {
+    fn vacant(version: u32) -> Entry<C> {
         Entry {
-            gen: VACANT,
-            priority: Priority::DEFAULT,
-            active: false,
-            referenced: false,
-            pending: None,
-            receives: Ready::EMPTY,
-            deferred: None,
             cb: CallbackState::Running,
-            link: Link::default(),
-            kind: Kind::Timer,
+            version,
+            pending: None,
+            body: Body::new(Kind::Timer),
         }
+    }
+
+    /// The slot's version while this watcher lives in it.
+    #[inline(always)]
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     #[inline]
     pub fn kind(&self) -> Kind {
-        self.kind
+        match self.body {
+            Body::Io { fd, interest, .. } => Kind::Io { fd, interest },
+            Body::Timer { .. } => Kind::Timer,
+            Body::Other {
+                index,
+                source,
+                keeps_alive,
+                fd,
+                interest,
+                ..
+            } => Kind::Other {
+                index,
+                source,
+                keeps_alive,
+                fd,
+                interest,
+            },
+        }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn is_active(&self) -> bool {
-        self.active
+        self.body.head().active
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn priority(&self) -> Priority {
-        self.priority
+        self.body.head().priority
+    }
+
+    /// For a watcher of an fd, the readiness it receives.
+    #[inline(always)]
+    pub fn receives(&self) -> Ready {
+        self.body.head().receives
     }
 
     /// Events held for it while its callback runs, if any.
     #[inline]
     pub fn deferred(&self) -> Option<Ready> {
-        self.deferred
+        self.body.head().deferred
     }
 
     /// An io watcher's interest (`Interest::NONE` for other kinds).
     #[inline]
     pub fn interest(&self) -> Interest {
-        match self.kind {
-            Kind::Io { interest, .. } | Kind::Other { interest, .. } => interest,
-            _ => Interest::NONE,
+        match self.body {
+            Body::Io { interest, .. } | Body::Other { interest, .. } => interest,
+            Body::Timer { .. } => Interest::NONE,
         }
     }
 
@@ -214,10 +344,27 @@ impl<C> Entry<C> {
     /// one a kind's watcher has it watch.
     #[inline]
     pub fn fd(&self) -> Option<RawFd> {
-        match self.kind {
-            Kind::Io { fd, .. } => Some(fd),
-            Kind::Other { fd, .. } if fd != crate::source::NO_FD => Some(fd),
+        match self.body {
+            Body::Io { fd, .. } => Some(fd),
+            Body::Other { fd, .. } if fd != crate::source::NO_FD => Some(fd),
             _ => None,
+        }
+    }
+
+    /// A timer watcher's record (timer_heap.rs).
+    #[inline(always)]
+    pub fn timer(&self) -> &TimerRecord {
+        match &self.body {
+            Body::Timer { timer, .. } => timer,
+            _ => unreachable!("a timer's record asked of another kind"),
+        }
+    }
+
+    #[inline(always)]
+    fn timer_mut(&mut self) -> &mut TimerRecord {
+        match &mut self.body {
+            Body::Timer { timer, .. } => timer,
+            _ => unreachable!("a timer's record asked of another kind"),
         }
     }
 
@@ -226,7 +373,7 @@ impl<C> Entry<C> {
     /// a priority other than the default (its events must be ordered
     /// against other priorities).
     fn blocks_direct_dispatch(&self) -> bool {
-        self.fd().is_some() && self.priority != Priority::DEFAULT
+        self.fd().is_some() && self.priority() != Priority::DEFAULT
     }
 
     /// Whether this is a one-shot watcher of an fd.
@@ -239,11 +386,8 @@ pub(crate) struct Registry<C> {
     entries: Vec<Entry<C>>,
     /// Free slots, reused last-freed first.
     free: Vec<Slot>,
-    /// The next generation to hand out.
-    next_gen: u64,
-    /// Every block this registry has drawn generations from (one, unless
-    /// it created more than 2^32 watchers).
-    blocks: Vec<u64>,
+    /// This loop's id, carried by its handles.
+    owner: u32,
     /// Active, referenced watchers: what keeps `run` going.
     active_referenced: usize,
     /// Active watchers that rule out direct dispatch.
@@ -271,25 +415,23 @@ impl<C> Drop for Registry<C> {
     }
 }
 
-impl<C> Default for Registry<C> {
-    fn default() -> Self {
-        let block = new_block();
-        Registry {
+impl<C> Registry<C> {
+    /// An empty registry with an id of its own; `None` once the process
+    /// has made 2^32 - 1 of them ([`new_owner`]).
+    pub fn new() -> Option<Registry<C>> {
+        Some(Registry {
             // Index 0 stays vacant: no slot names it.
-            entries: vec![Entry::vacant()],
+            entries: vec![Entry::vacant(0)],
             free: Vec::new(),
-            next_gen: (block << BLOCK_BITS) | 1,
-            blocks: vec![block],
+            owner: new_owner()?,
             active_referenced: 0,
             blocking_direct: 0,
             oneshot: 0,
             deferred: 0,
             active_sources: 0,
-        }
+        })
     }
-}
 
-impl<C> Registry<C> {
     /// Number of live watchers.
     pub fn len(&self) -> usize {
         self.entries.len() - 1 - self.free.len()
@@ -325,55 +467,56 @@ impl<C> Registry<C> {
         self.active_sources
     }
 
-    /// A generation no watcher of any loop in this process has had.
-    fn new_generation(&mut self) -> u64 {
-        let gen = self.next_gen;
-        if gen as u32 == u32::MAX {
-            // The block is used up (2^32 - 1 watchers): take another.
-            let block = new_block();
-            self.blocks.push(block);
-            self.next_gen = (block << BLOCK_BITS) | 1;
-        } else {
-            self.next_gen += 1;
-        }
-        gen
-    }
-
     /// Registers a new, inactive watcher at the default priority,
     /// referenced unless its kind cannot keep the loop alive.
+    #[inline]
     pub fn insert(&mut self, kind: Kind, cb: C) -> Key {
-        let gen = self.new_generation();
-        let entry = Entry {
-            gen,
-            receives: match kind {
-                Kind::Io { interest, .. } => Ready::receive_mask(interest),
-                _ => Ready::EMPTY,
-            },
-            referenced: kind.can_keep_alive(),
-            cb: CallbackState::Stored(cb),
-            kind,
-            ..Entry::vacant()
-        };
-        let slot = match self.free.pop() {
-            Some(slot) => {
-                self.entries[slot.index()] = entry;
-                slot
-            }
-            None => {
-                self.entries.push(entry);
-                Slot::new(self.entries.len() - 1)
-            }
-        };
-        Key { slot, gen }
+        self.insert_body(Body::new(kind), cb)
     }
 
-    /// Takes the watcher at `slot` out, freeing the slot. It must be
-    /// inactive and not queued (stop it first).
+    #[inline(always)]
+    fn insert_body(&mut self, body: Body, cb: C) -> Key {
+        let (slot, version) = match self.free.pop() {
+            Some(slot) => {
+                let e = &mut self.entries[slot.index()];
+                let version = e.version.wrapping_add(1);
+                *e = Entry {
+                    cb: CallbackState::Stored(cb),
+                    version,
+                    pending: None,
+                    body,
+                };
+                (slot, version)
+            }
+            None => {
+                self.entries.push(Entry {
+                    cb: CallbackState::Stored(cb),
+                    version: 1,
+                    pending: None,
+                    body,
+                });
+                (Slot::new(self.entries.len() - 1), 1)
+            }
+        };
+        Key {
+            slot,
+            version,
+            owner: self.owner,
+        }
+    }
+
+    /// Takes the watcher at `slot` out, freeing the slot (or retiring it,
+    /// if its version would wrap). It must be inactive and not queued
+    /// (stop it first).
     pub fn remove(&mut self, slot: Slot) -> Entry<C> {
-        let entry = std::mem::replace(&mut self.entries[slot.index()], Entry::vacant());
-        debug_assert_ne!(entry.gen, VACANT, "removing a free slot");
-        debug_assert!(!entry.active && entry.pending.is_none() && entry.deferred.is_none());
-        self.free.push(slot);
+        let old = &self.entries[slot.index()];
+        debug_assert!(old.version % 2 == 1, "removing a free slot");
+        let version = old.version.wrapping_add(1);
+        let entry = std::mem::replace(&mut self.entries[slot.index()], Entry::vacant(version));
+        debug_assert!(!entry.is_active() && entry.pending.is_none() && entry.deferred().is_none());
+        if version != 0 {
+            self.free.push(slot);
+        }
         entry
     }
 
@@ -383,8 +526,8 @@ impl<C> Registry<C> {
     #[inline]
     pub fn lookup(&self, key: Key, kind: &'static str) -> Result<&Entry<C>, Error> {
         match self.entries.get(key.slot.index()) {
-            Some(e) if e.gen == key.gen => Ok(e),
-            _ => Err(self.refusal(key, kind)),
+            Some(e) if e.version == key.version && key.owner == self.owner => Ok(e),
+            _ => Err(refused(key.owner == self.owner, kind)),
         }
     }
 
@@ -397,20 +540,60 @@ impl<C> Registry<C> {
         kind: &'static str,
         _: Settled,
     ) -> Result<&mut Entry<C>, Error> {
-        let blocks = &self.blocks;
+        let owner = self.owner;
         match self.entries.get_mut(key.slot.index()) {
-            Some(e) if e.gen == key.gen => Ok(e),
-            _ => Err(refused(blocks.contains(&(key.gen >> BLOCK_BITS)), kind)),
+            Some(e) if e.version == key.version && key.owner == owner => Ok(e),
+            _ => Err(refused(key.owner == owner, kind)),
         }
     }
 
-    #[cold]
-    fn refusal(&self, key: Key, kind: &'static str) -> Error {
-        refused(self.blocks.contains(&(key.gen >> BLOCK_BITS)), kind)
+    /// The timer watcher `key` (a timer handle's) names, for the timers'
+    /// fast paths (watchers/timer.rs): its entry and the count its
+    /// activity changes, found with one lookup.
+    #[inline(always)]
+    pub fn timer_mut(&mut self, key: Key, settled: Settled) -> Result<TimerEntry<'_, C>, Error> {
+        let active_referenced = &mut self.active_referenced;
+        let owner = self.owner;
+        match self.entries.get_mut(key.slot.index()) {
+            Some(entry) if entry.version == key.version && key.owner == owner => {
+                let _ = settled;
+                Ok(TimerEntry {
+                    entry,
+                    active_referenced,
+                })
+            }
+            _ => Err(refused(key.owner == owner, "timer")),
+        }
+    }
+
+    /// Registers a new timer watcher with its delay and period, active
+    /// (its caller arms it).
+    #[inline]
+    pub fn insert_active_timer(&mut self, after: u64, repeat: u64, cb: C) -> Key {
+        let body = Body::Timer {
+            head: Head {
+                active: true,
+                ..Head::new(true, Ready::EMPTY)
+            },
+            timer: TimerRecord::new(after, repeat),
+        };
+        self.active_referenced += 1;
+        self.insert_body(body, cb)
+    }
+
+    /// The handle of the live watcher at `slot`, whose version is
+    /// `version`.
+    #[inline(always)]
+    pub fn key(&self, slot: Slot, version: u32) -> Key {
+        Key {
+            slot,
+            version,
+            owner: self.owner,
+        }
     }
 
     /// The entry at `slot`, if that slot exists (it may be vacant: compare
-    /// the generation).
+    /// the version).
     #[inline]
     pub fn get_mut(&mut self, slot: Slot) -> Option<&mut Entry<C>> {
         self.entries.get_mut(slot.index())
@@ -419,15 +602,15 @@ impl<C> Registry<C> {
     /// Whether the watcher at `slot` is active and referenced.
     #[inline]
     pub fn is_active_referenced(&self, slot: Slot) -> bool {
-        let e = &self.entries[slot.index()];
-        e.active && e.referenced
+        let h = self.entries[slot.index()].body.head();
+        h.active && h.referenced
     }
 
     /// The watchers whose callbacks are out of their entries, running
     /// further up the stack (a scan: for nested runs only).
     pub fn running(&self) -> Vec<Slot> {
         (1..self.entries.len())
-            .filter(|&i| self.entries[i].gen != VACANT && self.entries[i].cb.is_running())
+            .filter(|&i| self.entries[i].version % 2 == 1 && self.entries[i].cb.is_running())
             .map(Slot::new)
             .collect()
     }
@@ -435,84 +618,97 @@ impl<C> Registry<C> {
     /// Whether `key` names a live, inactive, one-shot io watcher of `fd`.
     #[inline]
     pub fn is_inactive_oneshot_of(&self, key: Key, fd: RawFd) -> bool {
-        self.entries.get(key.slot.index()).is_some_and(|e| {
-            e.gen == key.gen
-                && !e.active
-                && matches!(e.kind, Kind::Io { fd: f, interest } if f == fd && interest.is_oneshot())
+        self.lookup(key, "").is_ok_and(|e| {
+            !e.is_active()
+                && matches!(e.body, Body::Io { fd: f, interest, .. } if f == fd && interest.is_oneshot())
         })
     }
 
     /// Marks a watcher active; false if it already was.
+    #[inline]
     pub fn activate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];
-        if e.active {
+        if e.is_active() {
             return false;
         }
-        e.active = true;
-        self.active_referenced += e.referenced as usize;
-        self.blocking_direct += e.blocks_direct_dispatch() as usize;
-        self.oneshot += e.is_oneshot_fd() as usize;
-        self.active_sources += e.kind.is_source() as usize;
+        e.body.head_mut().active = true;
+        self.active_referenced += e.body.head().referenced as usize;
+        match e.body {
+            Body::Timer { .. } => {}
+            _ => {
+                self.blocking_direct += e.blocks_direct_dispatch() as usize;
+                self.oneshot += e.is_oneshot_fd() as usize;
+                self.active_sources += e.kind().is_source() as usize;
+            }
+        }
         true
     }
 
     /// Marks a watcher inactive; false if it already was.
+    #[inline]
     pub fn deactivate(&mut self, slot: Slot) -> bool {
         let e = &mut self.entries[slot.index()];
-        if !e.active {
+        if !e.is_active() {
             return false;
         }
-        e.active = false;
-        self.active_referenced -= e.referenced as usize;
-        self.blocking_direct -= e.blocks_direct_dispatch() as usize;
-        self.oneshot -= e.is_oneshot_fd() as usize;
-        self.active_sources -= e.kind.is_source() as usize;
+        e.body.head_mut().active = false;
+        self.active_referenced -= e.body.head().referenced as usize;
+        match e.body {
+            Body::Timer { .. } => {}
+            _ => {
+                self.blocking_direct -= e.blocks_direct_dispatch() as usize;
+                self.oneshot -= e.is_oneshot_fd() as usize;
+                self.active_sources -= e.kind().is_source() as usize;
+            }
+        }
         true
     }
 
     /// Whether the watcher keeps `run` going while active.
     pub fn set_referenced(&mut self, slot: Slot, referenced: bool) {
         let e = &mut self.entries[slot.index()];
-        let referenced = referenced && e.kind.can_keep_alive();
-        if e.referenced != referenced && e.active {
+        let referenced = referenced && e.kind().can_keep_alive();
+        let h = e.body.head_mut();
+        if h.referenced != referenced && h.active {
             if referenced {
                 self.active_referenced += 1;
             } else {
                 self.active_referenced -= 1;
             }
         }
-        e.referenced = referenced;
+        h.referenced = referenced;
     }
 
     /// Changes a watcher's priority (the caller moves a queued entry).
     pub fn set_priority(&mut self, slot: Slot, priority: Priority) {
-        self.recount(slot, |e| e.priority = priority);
+        self.recount(slot, |e| e.body.head_mut().priority = priority);
     }
 
     /// Has the loop watch `fd` for `interest` for the kind's watcher at
     /// `slot` (`fd` -1: no more), and so what it receives.
     pub fn bind_fd(&mut self, slot: Slot, fd: RawFd, new: Interest) {
         self.recount(slot, |e| {
-            if let Kind::Other {
+            if let Body::Other {
+                head,
                 fd: bound,
                 interest,
                 ..
-            } = &mut e.kind
+            } = &mut e.body
             {
                 *bound = fd;
                 *interest = new;
+                head.receives = Ready::receive_mask(new);
             }
-            e.receives = Ready::receive_mask(new);
         });
     }
 
     /// Changes an io watcher's interest, and so what it receives.
     pub fn set_interest(&mut self, slot: Slot, new: Interest) {
         self.recount(slot, |e| {
-            if let Kind::Io { interest, .. } = &mut e.kind {
+            if let Body::Io { head, interest, .. } = &mut e.body {
                 *interest = new;
+                head.receives = Ready::receive_mask(new);
             }
-            e.receives = Ready::receive_mask(new);
         });
     }
 
@@ -521,13 +717,13 @@ impl<C> Registry<C> {
     fn recount(&mut self, slot: Slot, change: impl FnOnce(&mut Entry<C>)) {
         let e = &mut self.entries[slot.index()];
         let before = (
-            e.active && e.blocks_direct_dispatch(),
-            e.active && e.is_oneshot_fd(),
+            e.is_active() && e.blocks_direct_dispatch(),
+            e.is_active() && e.is_oneshot_fd(),
         );
         change(e);
         let after = (
-            e.active && e.blocks_direct_dispatch(),
-            e.active && e.is_oneshot_fd(),
+            e.is_active() && e.blocks_direct_dispatch(),
+            e.is_active() && e.is_oneshot_fd(),
         );
         self.blocking_direct = self.blocking_direct + after.0 as usize - before.0 as usize;
         self.oneshot = self.oneshot + after.1 as usize - before.1 as usize;
@@ -538,16 +734,16 @@ impl<C> Registry<C> {
     #[inline]
     pub fn queue(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready) {
         let e = &mut self.entries[slot.index()];
-        pending.queue(&mut e.pending, e.priority, slot, ready);
+        pending.queue(&mut e.pending, e.body.head().priority, slot, ready);
     }
 
     /// Queues an io event for `slot`, if what it receives lets it through.
     #[inline(always)]
     pub fn queue_received(&mut self, pending: &mut PendingQueues, slot: Slot, ready: Ready) {
         let e = &mut self.entries[slot.index()];
-        let r = ready & e.receives;
+        let r = ready & e.receives();
         if !r.is_empty() {
-            pending.queue(&mut e.pending, e.priority, slot, r);
+            pending.queue(&mut e.pending, e.body.head().priority, slot, r);
         }
     }
 
@@ -558,7 +754,7 @@ impl<C> Registry<C> {
         let deferred = self.take_deferred(slot).unwrap_or(Ready::EMPTY);
         let e = &mut self.entries[slot.index()];
         match e.pending.take() {
-            Some(pos) => pending.cancel(e.priority, pos) | deferred,
+            Some(pos) => pending.cancel(e.body.head().priority, pos) | deferred,
             None => deferred,
         }
     }
@@ -566,11 +762,11 @@ impl<C> Registry<C> {
     /// Holds `ready` for a watcher whose callback is running further up
     /// the stack.
     pub fn defer(&mut self, slot: Slot, ready: Ready) {
-        let e = &mut self.entries[slot.index()];
-        match &mut e.deferred {
+        let h = self.entries[slot.index()].body.head_mut();
+        match &mut h.deferred {
             Some(held) => *held |= ready,
             None => {
-                e.deferred = Some(ready);
+                h.deferred = Some(ready);
                 self.deferred += 1;
             }
         }
@@ -578,7 +774,7 @@ impl<C> Registry<C> {
 
     /// Takes a watcher's deferred events.
     pub fn take_deferred(&mut self, slot: Slot) -> Option<Ready> {
-        let held = self.entries[slot.index()].deferred.take();
+        let held = self.entries[slot.index()].body.head_mut().deferred.take();
         self.deferred -= held.is_some() as usize;
         held
     }
@@ -594,6 +790,49 @@ impl<C> Registry<C> {
     }
 }
 
+/// A live timer watcher, reached by its handle ([`Registry::timer_mut`]).
+pub(crate) struct TimerEntry<'a, C> {
+    entry: &'a mut Entry<C>,
+    active_referenced: &'a mut usize,
+}
+
+impl<C> TimerEntry<'_, C> {
+    /// Whether an invocation is queued or deferred (the general path
+    /// cancels it).
+    #[inline(always)]
+    pub fn is_queued(&self) -> bool {
+        self.entry.pending.is_some() || self.entry.deferred().is_some()
+    }
+
+    #[inline(always)]
+    pub fn is_active(&self) -> bool {
+        self.entry.is_active()
+    }
+
+    /// Marks it active or not, keeping the count of active, referenced
+    /// watchers (a timer counts in no other).
+    #[inline(always)]
+    pub fn set_active(&mut self, active: bool) {
+        let head = self.entry.body.head_mut();
+        if head.active != active {
+            head.active = active;
+            if head.referenced {
+                if active {
+                    *self.active_referenced += 1;
+                } else {
+                    *self.active_referenced -= 1;
+                }
+            }
+        }
+    }
+
+    /// Its record (timer_heap.rs).
+    #[inline(always)]
+    pub fn record(&mut self) -> &mut TimerRecord {
+        self.entry.timer_mut()
+    }
+}
+
 #[cold]
 fn refused(issued_here: bool, kind: &'static str) -> Error {
     if issued_here {
@@ -603,14 +842,32 @@ fn refused(issued_here: bool, kind: &'static str) -> Error {
     }
 }
 
+/// The timer records of the timer watchers, in their entries.
+impl<C> TimerRecords for Registry<C> {
+    #[inline(always)]
+    fn record(&self, slot: usize) -> &TimerRecord {
+        self.entries[slot].timer()
+    }
+    #[inline(always)]
+    fn record_mut(&mut self, slot: usize) -> &mut TimerRecord {
+        self.entries[slot].timer_mut()
+    }
+}
+
 impl<C> LinkStore for Registry<C> {
     #[inline]
     fn link(&self, slot: Slot) -> Link {
-        self.entries[slot.index()].link
+        match &self.entries[slot.index()].body {
+            Body::Io { link, .. } | Body::Other { link, .. } => *link,
+            Body::Timer { .. } => Link::default(),
+        }
     }
     #[inline]
     fn link_mut(&mut self, slot: Slot) -> &mut Link {
-        &mut self.entries[slot.index()].link
+        match &mut self.entries[slot.index()].body {
+            Body::Io { link, .. } | Body::Other { link, .. } => link,
+            Body::Timer { .. } => unreachable!("timers are in no list"),
+        }
     }
 }
 
@@ -629,6 +886,11 @@ impl<C> IndexMut<Slot> for Registry<C> {
     }
 }
 
+/// An entry is one cache line, with the loop's callback type (a boxed
+/// trait object: two words) on 64-bit targets.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Entry<Box<dyn Fn()>>>() == 64);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -639,7 +901,7 @@ mod tests {
 
     #[test]
     fn slots_are_reused_last_freed_first_and_free_slots_read_as_vacant() {
-        let mut r: Registry<()> = Registry::default();
+        let mut r: Registry<()> = Registry::new().unwrap();
         let (a, b, c) = (
             r.insert(Kind::Timer, ()),
             r.insert(Kind::Timer, ()),
@@ -649,7 +911,7 @@ mod tests {
         r.remove(a.slot);
         r.remove(c.slot);
         assert_eq!(r.len(), 1);
-        assert_eq!(r.get_mut(c.slot).map(|e| e.gen), Some(VACANT));
+        assert_eq!(r.get_mut(c.slot).map(|e| e.version % 2), Some(0));
         assert!(matches!(
             r.lookup(c, "timer"),
             Err(Error::StaleHandle { kind: "timer" })
@@ -660,12 +922,12 @@ mod tests {
     }
 
     #[test]
-    fn generations_are_unique_across_registries_and_blocks() {
-        let mut a: Registry<()> = Registry::default();
-        let mut b: Registry<()> = Registry::default();
+    fn versions_refuse_stale_handles_and_ids_refuse_foreign_ones() {
+        let mut a: Registry<()> = Registry::new().unwrap();
+        let mut b: Registry<()> = Registry::new().unwrap();
         let (ka, kb) = (a.insert(Kind::Timer, ()), b.insert(Kind::Timer, ()));
-        assert_eq!(ka.slot, kb.slot);
-        assert_ne!(ka.gen, kb.gen);
+        // The same slot and version in two loops: told apart by the id.
+        assert_eq!((ka.slot, ka.version), (kb.slot, kb.version));
         assert!(matches!(
             a.lookup(kb, "timer"),
             Err(Error::ForeignHandle { .. })
@@ -674,13 +936,34 @@ mod tests {
             b.lookup_mut(ka, "timer", Settled::for_tests()),
             Err(Error::ForeignHandle { .. })
         ));
-        // The end of a block moves on to a fresh one, still ours.
-        a.next_gen |= u32::MAX as u64;
-        let last = a.new_generation();
-        let next = a.new_generation();
-        assert!(next >> 32 != last >> 32);
-        assert_eq!(a.blocks.len(), 2);
-        assert!(a.blocks.contains(&(last >> 32)) && a.blocks.contains(&(next >> 32)));
+        // Every reuse of a slot gives a new version.
+        a.remove(ka.slot);
+        let again = a.insert(Kind::Timer, ());
+        assert_eq!(again.slot, ka.slot);
+        assert_ne!(again.version, ka.version);
+        assert!(matches!(
+            a.lookup(ka, "timer"),
+            Err(Error::StaleHandle { .. })
+        ));
+        // A slot whose version would wrap is retired, never reused.
+        a.entries[again.slot.index()].version = u32::MAX;
+        let last = Key {
+            version: u32::MAX,
+            ..again
+        };
+        assert!(a.lookup(last, "timer").is_ok());
+        a.remove(again.slot);
+        assert!(a.lookup(last, "timer").is_err());
+        let next = a.insert(Kind::Timer, ());
+        assert_ne!(next.slot, again.slot, "a retired slot is not reused");
+        assert!(a.lookup(last, "timer").is_err());
+    }
+
+    #[test]
+    fn entries_are_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Entry<Box<dyn Fn()>>>(), 64);
+        assert_eq!(std::mem::align_of::<Entry<Box<dyn Fn()>>>(), 64);
+        assert_eq!(std::mem::size_of::<Key>(), 12);
     }
 
     #[test]
@@ -694,7 +977,7 @@ mod tests {
 
     #[test]
     fn counts_follow_every_change() {
-        let mut r: Registry<()> = Registry::default();
+        let mut r: Registry<()> = Registry::new().unwrap();
         let io = r.insert(
             Kind::Io {
                 fd: 3,

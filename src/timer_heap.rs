@@ -3,10 +3,12 @@
 //! As in libev, each node caches the expiry time (integer nanoseconds) so
 //! that sifting touches only the heap array, and every timer knows its
 //! node's position, so stop and restart need no search. The positions live
-//! in a table of per-timer records owned by the heap (indexed by the
-//! watcher's registry slot). A 4-ary heap is shallower than a binary one and
-//! its four children sit next to each other in memory: fewer levels, one
-//! cache line per sift step. Nodes are 16 bytes, records 32.
+//! in per-timer records ([`TimerRecord`]) held outside the heap, where the
+//! timer's other state is (the registry entry of a timer watcher), and
+//! reached through [`TimerRecords`] by the slot each node carries. A
+//! 4-ary heap is shallower than a binary one and its four children sit
+//! next to each other in memory: fewer levels, one cache line per sift
+//! step. Nodes are 16 bytes, records 32.
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
 //! the order they were (re)started. It is 32 bits in the node; when it
@@ -17,7 +19,9 @@
 //!
 //! - Moving a timer *later* (the inactivity timeout pushed back on every
 //!   read, a new timeout further away) only records its true key; its node
-//!   keeps the earlier key, which still respects heap order. When such a
+//!   keeps the earlier key, which still respects heap order. A move to no
+//!   earlier than the timer's last expiry does not even read the node
+//!   (whose key is no later than that): one record touched, no node. When such a
 //!   node reaches the top, [`TimerHeap::peek`] moves it down to its true
 //!   place first (libev's documentation calls this being smart about
 //!   timeouts). Moving it *earlier* sifts the node up at once.
@@ -70,6 +74,21 @@ impl Node {
     }
 }
 
+/// What [`TimerHeap::rekey`] left for the heap to do.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Nothing: the node (if any) is where it may stay.
+    Done,
+    /// The node at `pos` may have to move up to the new key.
+    Earlier { pos: u32, seq: u32, at: u64 },
+    /// The timer has no node: one is added with the new key.
+    Push { seq: u32, at: u64 },
+    /// The sequences are about to wrap: renumbered, then armed at this
+    /// expiry.
+    Renumber(u64),
+}
+
 /// The earliest armed timer ([`TimerHeap::peek`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Top {
@@ -79,13 +98,21 @@ pub(crate) struct Top {
     pub slot: Slot,
 }
 
-/// Where a timer's node is, and whether the timer is stopped.
+/// Where a timer's node is, and whether the timer is stopped: the node's
+/// position plus one (no node: `None`), with the top bit set while the
+/// timer is stopped (its node waits to be dropped or reused).
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-struct Node32(Option<NonZeroU32>);
+struct NodePos(Option<NonZeroU32>);
 
-/// Per-timer record, indexed by registry slot.
-#[derive(Clone, Copy, Default)]
-struct Place {
+const STOPPED: u32 = 1 << 31;
+
+/// What the heap keeps of one timer, outside its node: 32 bytes, held
+/// where the timer's other state is (the loop's timers: in their registry
+/// entries, so that an operation touches two records, the entry and the
+/// node, as libev's touches its watcher and its node; the periodic and
+/// stat kinds: in a table by slot, [`OwnTimerHeap`]).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct TimerRecord {
     /// The true expiry; the node's may be earlier (lazily moved).
     at: u64,
     /// The timer's delay (for a start) and period (zero: one-shot), in
@@ -94,15 +121,50 @@ struct Place {
     repeat: u64,
     /// The true sequence.
     seq: u32,
-    /// The node's position plus one (no node: `None`), with the top bit
-    /// set while the timer is stopped (its node waits to be dropped or
-    /// reused).
-    node: Node32,
+    node: NodePos,
 }
 
-const STOPPED: u32 = 1 << 31;
+impl TimerRecord {
+    /// A timer that is not armed, with its delay and period.
+    #[inline]
+    pub fn new(after: u64, repeat: u64) -> TimerRecord {
+        TimerRecord {
+            after,
+            repeat,
+            ..TimerRecord::default()
+        }
+    }
 
-impl Place {
+    /// The delay it starts with, in nanoseconds.
+    #[inline]
+    pub fn after(&self) -> u64 {
+        self.after
+    }
+
+    /// The period, in nanoseconds (zero: one-shot).
+    #[inline]
+    pub fn repeat(&self) -> u64 {
+        self.repeat
+    }
+
+    /// Sets the delay and period (the expiry is unchanged).
+    #[inline]
+    pub fn configure(&mut self, after: u64, repeat: u64) {
+        (self.after, self.repeat) = (after, repeat);
+    }
+
+    /// The expiry (of an armed timer; otherwise the last one it had).
+    #[inline]
+    pub fn expiry(&self) -> u64 {
+        self.at
+    }
+
+    /// Whether the timer is armed.
+    #[inline]
+    pub fn is_armed(&self) -> bool {
+        self.pos().is_some() && !self.is_stopped()
+    }
+
     /// The position of its node, whether it is armed or stopped.
     #[inline(always)]
     fn pos(&self) -> Option<usize> {
@@ -114,17 +176,38 @@ impl Place {
         self.node.0.is_some_and(|n| n.get() & STOPPED != 0)
     }
 
+    /// Moves its node's position to `pos`, keeping the stopped mark.
     #[inline(always)]
-    fn set_pos(&mut self, pos: usize, stopped: bool) {
-        let bits = (pos as u32 + 1) | if stopped { STOPPED } else { 0 };
-        self.node = Node32(NonZeroU32::new(bits));
+    fn move_to(&mut self, pos: usize) {
+        let stopped = self.node.0.map_or(0, |n| n.get() & STOPPED);
+        self.node = NodePos(NonZeroU32::new((pos as u32 + 1) | stopped));
     }
 }
 
+/// Where the heap finds a timer's record, by the slot its node carries:
+/// the registry for the loop's timers, a table for the kinds' own heaps.
+/// Every slot a node names has a record.
+pub(crate) trait TimerRecords {
+    fn record(&self, slot: usize) -> &TimerRecord;
+    fn record_mut(&mut self, slot: usize) -> &mut TimerRecord;
+}
+
+impl TimerRecords for Vec<TimerRecord> {
+    #[inline(always)]
+    fn record(&self, slot: usize) -> &TimerRecord {
+        &self[slot]
+    }
+    #[inline(always)]
+    fn record_mut(&mut self, slot: usize) -> &mut TimerRecord {
+        &mut self[slot]
+    }
+}
+
+/// The heap of nodes; each operation is given the records
+/// ([`TimerRecords`]), which it reads and whose positions it keeps.
 #[derive(Default)]
 pub(crate) struct TimerHeap {
     nodes: Vec<Node>,
-    slots: Vec<Place>,
     /// The last sequence handed out.
     seq: u32,
     /// Armed (not stopped) timers.
@@ -133,6 +216,7 @@ pub(crate) struct TimerHeap {
 
 impl TimerHeap {
     /// Number of armed timers.
+    #[inline]
     pub fn len(&self) -> usize {
         self.armed
     }
@@ -150,12 +234,12 @@ impl TimerHeap {
     /// that reached the top are moved to their true place first, stopped
     /// ones dropped).
     #[inline]
-    pub fn peek(&mut self) -> Option<Top> {
+    pub fn peek<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) -> Option<Top> {
         loop {
             let top = *self.nodes.first()?;
-            let place = self.slots[top.slot()];
+            let place = *recs.record(top.slot());
             if place.is_stopped() {
-                self.drop_node(0);
+                self.drop_node(recs, 0);
                 continue;
             }
             if (place.at, place.seq) == (top.at(), top.seq()) {
@@ -165,278 +249,247 @@ impl TimerHeap {
                 });
             }
             self.nodes[0] = top.rekeyed(place.at, place.seq);
-            self.sift_down(0);
+            self.sift_down(recs, 0);
         }
     }
 
-    /// Whether the timer in `slot` is armed.
-    pub fn contains(&self, slot: Slot) -> bool {
-        self.slots
-            .get(slot.index())
-            .is_some_and(|p| p.pos().is_some() && !p.is_stopped())
-    }
-
-    /// The expiry of the timer in `slot`, which must be armed.
-    pub fn expiry(&self, slot: Slot) -> u64 {
-        self.slots[slot.index()].at
-    }
-
-    /// Sets the delay and period of the timer in `slot` (which need not
-    /// be armed; its expiry is unchanged).
-    pub fn configure(&mut self, slot: Slot, after: u64, repeat: u64) {
-        if slot.index() >= self.slots.len() {
-            self.slots.resize(slot.index() + 1, Place::default());
-        }
-        let place = &mut self.slots[slot.index()];
-        (place.after, place.repeat) = (after, repeat);
-    }
-
-    /// The delay of the timer in `slot` (configured).
+    /// Arms the timer in `slot` to expire at `at`: moved if it is armed
+    /// (lazily, when later), its node reused if a stop left one, else
+    /// inserted.
     #[inline]
-    pub fn after(&self, slot: Slot) -> u64 {
-        self.slots[slot.index()].after
-    }
-
-    /// The period of the timer in `slot` (configured).
-    #[inline]
-    pub fn repeat(&self, slot: Slot) -> u64 {
-        self.slots[slot.index()].repeat
-    }
-
-    /// Arms the timer in `slot` (configured) to expire at `at`: moved if
-    /// it is armed (lazily, when later), its node reused if a stop left
-    /// one, else inserted.
-    #[inline]
-    pub fn arm(&mut self, slot: Slot, at: u64) {
-        self.arm_with(slot, |_| at);
+    pub fn arm<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+        self.arm_with(recs, slot, |_| at);
     }
 
     /// [`TimerHeap::arm`] at the expiry `at_of` reads off the timer's
-    /// record. The hot case (an armed timer moved later) is a handful of
-    /// instructions with one bounds check per array; every other case is
-    /// a tail call.
+    /// record: [`TimerHeap::rekey`], then what it leaves for the heap.
     #[inline(always)]
-    fn arm_with(&mut self, slot: Slot, at_of: impl FnOnce(&mut Place) -> u64) {
-        let TimerHeap {
-            nodes, slots, seq, ..
-        } = self;
-        let place = &mut slots[slot.index()];
-        let at = at_of(place);
-        *seq = seq.wrapping_add(1);
-        if *seq == 0 {
-            return self.arm_renumbered(slot, at);
+    fn arm_with<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        slot: Slot,
+        at_of: impl FnOnce(&mut TimerRecord) -> u64,
+    ) {
+        let rec = recs.record_mut(slot.index());
+        let at = at_of(rec);
+        let step = self.rekey(rec, at);
+        self.finish(recs, slot, step);
+    }
+
+    /// Arms the timer whose record is `rec` to expire at `at` (moved if it
+    /// is armed, its node reused if a stop left one), as far as its record
+    /// goes; what is left for the heap ([`TimerHeap::finish`]) is returned.
+    /// The common cases (a move to no earlier than its last expiry, armed
+    /// or stopped with its node still there) are done here: the node's
+    /// key is no later than that expiry, so it still respects heap order
+    /// and is not even read. (A later key is only recorded, even at a
+    /// leaf: the node keeps the earliest key it had, so that most later
+    /// restarts stay O(1); rewriting it would make the next random restart
+    /// an upward move half the time.)
+    #[inline(always)]
+    pub fn rekey(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
+        let seq = self.seq.wrapping_add(1);
+        if seq == 0 {
+            return Step::Renumber(at);
         }
-        let seq = *seq;
-        (place.at, place.seq) = (at, seq);
-        match place.node.0 {
-            // Armed (the restart of an active timer): only an earlier
-            // expiry moves the node.
-            Some(n) if n.get() & STOPPED == 0 => {
-                let p = (n.get() - 1) as usize;
-                // (A later key is only recorded, even at a leaf: the
-                // node keeps the earliest key it had, so that most later
-                // restarts stay O(1); rewriting it would make the next
-                // random restart an upward move half the time.)
-                if at < nodes[p].at() {
-                    self.move_up(p, at, seq);
-                }
-            }
-            _ => self.arm_stopped(slot, at, seq),
+        self.seq = seq;
+        let before = rec.at;
+        (rec.at, rec.seq) = (at, seq);
+        let Some(n) = rec.node.0 else {
+            self.armed += 1;
+            return Step::Push { seq, at };
+        };
+        if n.get() & STOPPED != 0 {
+            rec.node = NodePos(NonZeroU32::new(n.get() & !STOPPED));
+            self.armed += 1;
+        }
+        if at < before {
+            let pos = (n.get() & !STOPPED) - 1;
+            Step::Earlier { pos, seq, at }
+        } else {
+            Step::Done
         }
     }
 
-    /// [`TimerHeap::arm`] when the sequences wrapped (`seq` is 0).
-    #[cold]
-    #[inline(never)]
-    fn arm_renumbered(&mut self, slot: Slot, at: u64) {
-        self.seq = u32::MAX;
-        self.renumber();
-        self.arm(slot, at);
+    /// Does what [`TimerHeap::rekey`] left for the heap, for the timer in
+    /// `slot`.
+    #[inline(always)]
+    pub fn finish<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, step: Step) {
+        if !matches!(step, Step::Done) {
+            self.finish_moves(recs, slot, step);
+        }
     }
 
-    /// [`TimerHeap::arm`] for a timer that is not armed: its node, if a
-    /// stop left one, is reused; else a node is added.
     #[inline(never)]
-    fn arm_stopped(&mut self, slot: Slot, at: u64, seq: u32) {
-        self.armed += 1;
-        let place = &mut self.slots[slot.index()];
-        match place.pos() {
-            Some(p) => {
-                place.set_pos(p, false);
+    fn finish_moves<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, step: Step) {
+        match step {
+            Step::Done => {}
+            // A true key has a larger sequence than its node's, so it is
+            // earlier only if its expiry is, and only then must the node
+            // move: up.
+            Step::Earlier { pos, seq, at } => {
+                let p = pos as usize;
                 if at < self.nodes[p].at() {
-                    self.move_up(p, at, seq);
+                    self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
                 }
             }
-            None => {
+            Step::Push { seq, at } => {
+                let p = self.nodes.len();
                 self.nodes.push(Node::new(at, seq, slot.index()));
-                self.sift_up(self.nodes.len() - 1);
+                self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
+            }
+            Step::Renumber(at) => {
+                self.seq = u32::MAX;
+                self.renumber(recs);
+                self.arm(recs, slot, at);
+            }
+        }
+    }
+
+    /// Disarms the timer whose record is `rec` (armed or not): lazily, see
+    /// the module documentation.
+    #[inline(always)]
+    pub fn disarm(&mut self, rec: &mut TimerRecord) {
+        if let Some(n) = rec.node.0 {
+            if n.get() & STOPPED == 0 {
+                rec.node = NodePos(NonZeroU32::new(n.get() | STOPPED));
+                self.armed -= 1;
             }
         }
     }
 
     /// Disarms the timer in `slot` (armed): lazily, see the module
     /// documentation.
-    pub fn remove(&mut self, slot: Slot) {
-        let place = &mut self.slots[slot.index()];
-        if let Some(p) = place.pos() {
-            place.set_pos(p, true);
-            self.armed -= 1;
-        }
+    #[inline]
+    pub fn remove<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot) {
+        self.disarm(recs.record_mut(slot.index()));
     }
 
     /// Disarms the top timer, just returned by [`TimerHeap::peek`] (it
     /// expired): its node goes at once.
     #[inline]
-    pub fn pop(&mut self) {
+    pub fn pop<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
         self.armed -= 1;
-        self.drop_node(0);
+        self.drop_node(recs, 0);
     }
 
     /// Removes the node of the timer in `slot`, if it has one (armed or
-    /// stopped): the watcher is gone, and its slot may be reused by
-    /// another kind.
-    pub fn discard(&mut self, slot: Slot) {
-        let Some(place) = self.slots.get(slot.index()) else {
-            return;
-        };
+    /// stopped): the watcher is gone, and its record with it.
+    pub fn discard<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot) {
+        let place = *recs.record(slot.index());
         if let Some(p) = place.pos() {
             if !place.is_stopped() {
                 self.armed -= 1;
             }
-            self.drop_node(p);
+            self.drop_node(recs, p);
         }
     }
 
     /// Takes the node at `p` out of the heap, and its timer's record off it.
-    fn drop_node(&mut self, p: usize) {
+    fn drop_node<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
         let gone = self.nodes[p].slot();
-        self.slots[gone].node = Node32::default();
+        recs.record_mut(gone).node = NodePos::default();
         let last = self.nodes.pop().expect("a node to drop");
         if p < self.nodes.len() {
+            // Down to a leaf and back up as far as it must go (above `p`
+            // too, if `last` is earlier than the parent there).
             self.nodes[p] = last;
-            if p > 0 && self.nodes[p] < self.nodes[(p - 1) / D] {
-                self.sift_up(p);
-            } else {
-                self.sift_down(p);
-            }
+            self.sift_down(recs, p);
         }
-    }
-
-    /// libev's `ev_timer_again`: a repeating timer in `slot` gets the
-    /// expiry `now + repeat`, moved if it is armed or armed. False, and
-    /// nothing done, for a one-shot timer. One read of the timer's record.
-    #[inline(always)]
-    pub fn again(&mut self, slot: Slot, now: u64) -> bool {
-        if self.slots[slot.index()].repeat == 0 {
-            return false;
-        }
-        self.arm_with(slot, |p| now.saturating_add(p.repeat));
-        true
-    }
-
-    /// Gives the armed timer in `slot` a new delay and period and
-    /// restarts it at `now` plus the delay, in place: `set_timer` on an
-    /// active timer (libev's stop, set, start) in one read of its record.
-    #[inline]
-    pub fn reset(&mut self, slot: Slot, after: u64, repeat: u64, now: u64) {
-        self.arm_with(slot, |p| {
-            (p.after, p.repeat) = (after, repeat);
-            now.saturating_add(after)
-        });
     }
 
     /// Restarts the timer in `slot` at `now` plus its delay (libev's
     /// stop-set-start, in place).
     #[inline]
-    pub fn restart(&mut self, slot: Slot, now: u64) {
-        self.arm_with(slot, |p| now.saturating_add(p.after));
+    pub fn restart<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, now: u64) {
+        self.arm_with(recs, slot, |p| now.saturating_add(p.after));
     }
 
-    /// The node at `p` gets an earlier key (a true key has a larger
-    /// sequence than its node's, so it is earlier only if its expiry is,
-    /// and only then must the node move: up).
-    #[inline(never)]
-    fn move_up(&mut self, p: usize, at: u64, seq: u32) {
-        self.nodes[p] = self.nodes[p].rekeyed(at, seq);
-        self.sift_up(p);
+    fn sift_up<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
+        self.sift_up_from(recs, p, self.nodes[p]);
     }
 
-    fn sift_up(&mut self, mut p: usize) {
-        let node = self.nodes[p];
+    /// Puts `node` in the hole at `p`, moving it up to its place.
+    #[inline(always)]
+    fn sift_up_from<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, mut p: usize, node: Node) {
         while p > 0 {
             let parent = (p - 1) / D;
             let up = self.nodes[parent];
-            if node >= up {
+            if node.0 >= up.0 {
                 break;
             }
             self.nodes[p] = up;
-            self.set_pos(up.slot(), p);
+            recs.record_mut(up.slot()).move_to(p);
             p = parent;
         }
         self.nodes[p] = node;
-        self.set_pos(node.slot(), p);
+        recs.record_mut(node.slot()).move_to(p);
     }
 
-    fn sift_down(&mut self, mut p: usize) {
+    /// Moves the node at `p` down to its place, bottom-up (Floyd): the
+    /// hole walks down along the smallest children to a leaf, three
+    /// compares a level and none against the node, which then climbs back
+    /// from there (rarely far: a node moved down, a heap's last one or a
+    /// lazily moved one settling, belongs near the bottom, as most do).
+    fn sift_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, mut p: usize) {
         let node = self.nodes[p];
         let len = self.nodes.len();
         loop {
             let first = p * D + 1;
-            let (mut min, min_node);
-            if first + D <= len {
-                // Fast path: all four children exist (one bounds check).
-                let kids = &self.nodes[first..first + D];
-                let (a, na) = if kids[1] < kids[0] {
-                    (1, kids[1])
+            let (min, up) = if first + D <= len {
+                // All four children (one bounds check): a tournament.
+                let k: &[Node; D] = self.nodes[first..first + D].try_into().expect("four");
+                let (a, na) = if k[1].0 < k[0].0 {
+                    (1, k[1])
                 } else {
-                    (0, kids[0])
+                    (0, k[0])
                 };
-                let (b, nb) = if kids[3] < kids[2] {
-                    (3, kids[3])
+                let (b, nb) = if k[3].0 < k[2].0 {
+                    (3, k[3])
                 } else {
-                    (2, kids[2])
+                    (2, k[2])
                 };
-                (min, min_node) = if nb < na { (b, nb) } else { (a, na) };
-                min += first;
-            } else if first < len {
-                let (mut m, mut mn) = (first, self.nodes[first]);
-                for c in first + 1..len {
-                    if self.nodes[c] < mn {
-                        (m, mn) = (c, self.nodes[c]);
-                    }
+                if nb.0 < na.0 {
+                    (first + b, nb)
+                } else {
+                    (first + a, na)
                 }
-                (min, min_node) = (m, mn);
+            } else if first < len {
+                let rest = &self.nodes[first..];
+                let (i, n) = rest
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .fold(
+                        (0, rest[0]),
+                        |m, (i, &n)| {
+                            if n.0 < m.1 .0 {
+                                (i, n)
+                            } else {
+                                m
+                            }
+                        },
+                    );
+                (first + i, n)
             } else {
                 break;
-            }
-            if min_node >= node {
-                break;
-            }
-            self.nodes[p] = min_node;
-            self.set_pos(min_node.slot(), p);
+            };
+            self.nodes[p] = up;
+            recs.record_mut(up.slot()).move_to(p);
             p = min;
         }
         self.nodes[p] = node;
-        self.set_pos(node.slot(), p);
-    }
-
-    /// Records that the node of `slot` is now at `p` (keeping its stopped
-    /// mark).
-    #[inline(always)]
-    fn set_pos(&mut self, slot: usize, p: usize) {
-        let place = &mut self.slots[slot];
-        let stopped = place.is_stopped();
-        place.set_pos(p, stopped);
+        self.sift_up(recs, p);
     }
 
     /// The sequences are about to wrap: renumbers every sequence in use
     /// (nodes' and records', which may differ after a lazy move) from 1,
     /// in order. Once per 2^32 starts.
     #[cold]
-    fn renumber(&mut self) {
+    fn renumber<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
         let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq()).collect();
         for n in &self.nodes {
-            used.push(self.slots[n.slot()].seq);
+            used.push(recs.record(n.slot()).seq);
         }
         used.sort_unstable();
         used.dedup();
@@ -444,7 +497,7 @@ impl TimerHeap {
         for i in 0..self.nodes.len() {
             let n = self.nodes[i];
             self.nodes[i] = n.rekeyed(n.at(), rank(n.seq()));
-            let place = &mut self.slots[n.slot()];
+            let place = recs.record_mut(n.slot());
             place.seq = rank(place.seq);
         }
         self.seq = used.len() as u32;
@@ -452,9 +505,9 @@ impl TimerHeap {
 
     /// Checks the heap property and the positions (tests only).
     #[cfg(test)]
-    pub fn check(&self) {
+    pub fn check<R: TimerRecords + ?Sized>(&self, recs: &R) {
         for (i, n) in self.nodes.iter().enumerate() {
-            let place = &self.slots[n.slot()];
+            let place = recs.record(n.slot());
             assert_eq!(
                 place.pos(),
                 Some(i),
@@ -475,9 +528,78 @@ impl TimerHeap {
         let armed = self
             .nodes
             .iter()
-            .filter(|n| !self.slots[n.slot()].is_stopped())
+            .filter(|n| !recs.record(n.slot()).is_stopped())
             .count();
         assert_eq!(armed, self.armed);
+    }
+}
+
+/// A heap with its records in a table of its own, indexed by slot: for
+/// the kinds that keep timers of their own (periodic and stat watchers),
+/// whose registry entries hold no timer record.
+#[derive(Default)]
+pub(crate) struct OwnTimerHeap {
+    heap: TimerHeap,
+    records: Vec<TimerRecord>,
+}
+
+impl OwnTimerHeap {
+    /// Number of armed timers.
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Makes sure the watcher in `slot` has a record (a stopped watcher
+    /// keeps its own: its node may still be in the heap).
+    pub fn add(&mut self, slot: Slot) {
+        if slot.index() >= self.records.len() {
+            self.records
+                .resize(slot.index() + 1, TimerRecord::default());
+        }
+    }
+
+    /// See [`TimerHeap::earliest_bound`].
+    pub fn earliest_bound(&self) -> Option<u64> {
+        self.heap.earliest_bound()
+    }
+
+    /// See [`TimerHeap::peek`].
+    pub fn peek(&mut self) -> Option<Top> {
+        self.heap.peek(&mut self.records)
+    }
+
+    /// Whether the timer in `slot` is armed.
+    pub fn contains(&self, slot: Slot) -> bool {
+        self.records
+            .get(slot.index())
+            .is_some_and(TimerRecord::is_armed)
+    }
+
+    /// The expiry of the timer in `slot`, which must be armed.
+    pub fn expiry(&self, slot: Slot) -> u64 {
+        self.records[slot.index()].at
+    }
+
+    /// See [`TimerHeap::arm`].
+    pub fn arm(&mut self, slot: Slot, at: u64) {
+        self.heap.arm(&mut self.records, slot, at);
+    }
+
+    /// See [`TimerHeap::remove`].
+    pub fn remove(&mut self, slot: Slot) {
+        self.heap.remove(&mut self.records, slot);
+    }
+
+    /// See [`TimerHeap::pop`].
+    pub fn pop(&mut self) {
+        self.heap.pop(&mut self.records);
+    }
+
+    /// See [`TimerHeap::discard`].
+    pub fn discard(&mut self, slot: Slot) {
+        if slot.index() < self.records.len() {
+            self.heap.discard(&mut self.records, slot);
+        }
     }
 }
 
@@ -517,12 +639,10 @@ mod tests {
             seq: start_seq,
             ..TimerHeap::default()
         };
+        let mut recs = vec![TimerRecord::default(); 65];
         let mut model: BTreeSet<(u64, u64, u32)> = BTreeSet::new();
         let mut key_of: HashMap<u32, (u64, u64)> = HashMap::new();
         let (mut now, mut order) = (0u64, 0u64);
-        for id in 0..64 {
-            heap.configure(sl(id), 0, 0);
-        }
         for op in ops {
             match *op {
                 Op::Start(id, after) | Op::Again(id, after) => {
@@ -531,25 +651,25 @@ mod tests {
                     if let Some(old) = key_of.insert(id, (at, order)) {
                         model.remove(&(old.0, old.1, id));
                     }
-                    heap.arm(sl(id), at);
+                    heap.arm(&mut recs, sl(id), at);
                     model.insert((at, order, id));
                 }
                 Op::Stop(id) | Op::Discard(id) => {
                     let armed = key_of.remove(&id);
                     if let Some(old) = armed {
                         model.remove(&(old.0, old.1, id));
-                        assert_eq!(heap.expiry(sl(id)), old.0);
+                        assert_eq!(recs[sl(id).index()].expiry(), old.0);
                     }
                     match op {
                         // Armed or stopped or without a node: all fine.
-                        Op::Discard(_) => heap.discard(sl(id)),
-                        _ if armed.is_some() => heap.remove(sl(id)),
+                        Op::Discard(_) => heap.discard(&mut recs, sl(id)),
+                        _ if armed.is_some() => heap.remove(&mut recs, sl(id)),
                         _ => {}
                     }
                 }
                 Op::PopDue(dt) => {
                     now += dt as u64;
-                    while let Some(top) = heap.peek() {
+                    while let Some(top) = heap.peek(&mut recs) {
                         if top.at > now {
                             break;
                         }
@@ -558,19 +678,20 @@ mod tests {
                         assert_eq!((top.at, id), (first.0, first.2), "heap and model disagree");
                         model.remove(&first);
                         key_of.remove(&id);
-                        heap.pop();
+                        heap.pop(&mut recs);
                     }
                 }
             }
             assert_eq!(heap.len(), model.len());
             assert_eq!(
-                heap.peek().map(|n| (n.at, n.slot.index() as u32 - 1)),
+                heap.peek(&mut recs)
+                    .map(|n| (n.at, n.slot.index() as u32 - 1)),
                 model.iter().next().map(|&(at, _, id)| (at, id))
             );
             for id in 0..64 {
-                assert_eq!(heap.contains(sl(id)), key_of.contains_key(&id));
+                assert_eq!(recs[sl(id).index()].is_armed(), key_of.contains_key(&id));
             }
-            heap.check();
+            heap.check(&recs);
         }
     }
 
@@ -592,6 +713,6 @@ mod tests {
     #[test]
     fn sizes() {
         assert_eq!(std::mem::size_of::<Node>(), 16);
-        assert_eq!(std::mem::size_of::<Place>(), 32);
+        assert_eq!(std::mem::size_of::<TimerRecord>(), 32);
     }
 }

@@ -1,6 +1,7 @@
-//! The timer component: the loop's clock, each timer's delay and period,
-//! the heap of armed timers (timer_heap.rs), their expiry, and how long
-//! the next poll may wait for them.
+//! The timer component: the loop's clock, the heap of armed timers
+//! (timer_heap.rs; each timer's record, with its delay and period, is in
+//! its registry entry), their expiry, and how long the next poll may wait
+//! for them.
 //!
 //! Loop time is `u64` nanoseconds from the backend's origin (about 584
 //! years), saturated one nanosecond before [`NEVER`]: a deadline that would
@@ -12,7 +13,7 @@ use std::time::Duration;
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::Slot;
-use crate::timer_heap::TimerHeap;
+use crate::timer_heap::{Step, TimerHeap, TimerRecord, TimerRecords};
 use crate::Ready;
 
 /// The expiry of an armed timer that can never fire: its deadline lies
@@ -85,7 +86,7 @@ impl Timers {
     }
 
     /// Whether an armed timer will expire (within the clock's range).
-    pub fn has_deadline(&mut self) -> bool {
+    pub fn has_deadline<C>(&mut self, registry: &mut Registry<C>) -> bool {
         if self.heap.len() == 0 {
             return false;
         }
@@ -94,62 +95,87 @@ impl Timers {
             Some(NEVER) => false,
             // A lazily restarted timer's bound may be earlier than its
             // true expiry: look at the true one.
-            Some(_) => self.heap.peek().is_some_and(|top| top.at != NEVER),
+            Some(_) => self.heap.peek(registry).is_some_and(|top| top.at != NEVER),
         }
     }
 
-    /// Sets the delay and period of the timer watcher in `slot` (a new one,
-    /// or `set_timer`); an active timer keeps its expiry until restarted.
-    pub fn configure(&mut self, slot: Slot, after: Duration, repeat: Duration) {
-        self.heap.configure(slot, to_ns(after), to_ns(repeat));
+    /// Arms the timer whose record is `record` (a timer watcher's, found
+    /// by its handle) at its delay from now, as far as the record goes:
+    /// what is left for the heap is done by [`Timers::finish`].
+    #[inline(always)]
+    pub fn start_record(&mut self, record: &mut TimerRecord) -> Step {
+        let at = self.now.saturating_add(record.after());
+        self.heap.rekey(record, at)
     }
 
-    /// Gives an active timer a new delay and period and restarts it from
-    /// now, in place (`set_timer`).
-    #[inline]
-    pub fn reset(&mut self, slot: Slot, after: Duration, repeat: Duration) {
-        self.heap.reset(slot, to_ns(after), to_ns(repeat), self.now);
+    /// [`Timers::start_record`] with a new delay and period (`set_timer`
+    /// on an active timer: moved in place, a new start order, as a stop
+    /// and start would give).
+    #[inline(always)]
+    pub fn reset_record(
+        &mut self,
+        record: &mut TimerRecord,
+        after: Duration,
+        repeat: Duration,
+    ) -> Step {
+        record.configure(to_ns(after), to_ns(repeat));
+        self.start_record(record)
+    }
+
+    /// libev's `ev_timer_again` on the timer whose record is `record` (a
+    /// repeating one): armed at `repeat` from now, as far as the record
+    /// goes ([`Timers::start_record`]).
+    #[inline(always)]
+    pub fn again_record(&mut self, record: &mut TimerRecord) -> Step {
+        let at = self.now.saturating_add(record.repeat());
+        self.heap.rekey(record, at)
+    }
+
+    /// Disarms the timer whose record is `record` (lazily: timer_heap.rs).
+    #[inline(always)]
+    pub fn disarm(&mut self, record: &mut TimerRecord) {
+        self.heap.disarm(record);
+    }
+
+    /// What a `*_record` call left for the heap, done for the timer in
+    /// `slot`.
+    #[inline(always)]
+    pub fn finish<C>(&mut self, registry: &mut Registry<C>, slot: Slot, step: Step) {
+        self.heap.finish(registry, slot, step);
     }
 
     /// The timer's period.
-    pub fn repeat_of(&self, slot: Slot) -> Duration {
-        from_ns(self.heap.repeat(slot))
+    pub fn repeat_of<C>(&self, registry: &Registry<C>, slot: Slot) -> Duration {
+        from_ns(registry.record(slot.index()).repeat())
     }
 
     /// Sets the timer's period, keeping its expiry.
-    pub fn set_repeat(&mut self, slot: Slot, repeat: Duration) {
-        let after = self.heap.after(slot);
-        self.heap.configure(slot, after, to_ns(repeat));
+    pub fn set_repeat<C>(&mut self, registry: &mut Registry<C>, slot: Slot, repeat: Duration) {
+        let record = registry.record_mut(slot.index());
+        record.configure(record.after(), to_ns(repeat));
     }
 
     /// Arms a timer `after` from now.
     #[inline]
-    pub fn start(&mut self, slot: Slot) {
-        self.heap.restart(slot, self.now);
+    pub fn start<C>(&mut self, registry: &mut Registry<C>, slot: Slot) {
+        self.heap.restart(registry, slot, self.now);
     }
 
     /// Disarms a timer (lazily: timer_heap.rs).
     #[inline]
-    pub fn stop(&mut self, slot: Slot) {
-        self.heap.remove(slot);
+    pub fn stop<C>(&mut self, registry: &mut Registry<C>, slot: Slot) {
+        self.heap.remove(registry, slot);
     }
 
-    /// The timer watcher was removed: its node leaves the heap.
-    pub fn remove(&mut self, slot: Slot) {
-        self.heap.discard(slot);
-    }
-
-    /// libev's `ev_timer_again`: a repeating timer is due `repeat` from
-    /// now, moved if it is armed (lazily, when later: timer_heap.rs) or
-    /// armed. False, and nothing done, for a one-shot timer.
-    #[inline(always)]
-    pub fn again(&mut self, slot: Slot) -> bool {
-        self.heap.again(slot, self.now)
+    /// The timer watcher is leaving the registry: its node leaves the
+    /// heap (before the entry, which holds its position, goes).
+    pub fn remove<C>(&mut self, registry: &mut Registry<C>, slot: Slot) {
+        self.heap.discard(registry, slot);
     }
 
     /// Time until an armed timer fires; `Duration::MAX` for never.
-    pub fn remaining(&self, slot: Slot) -> Duration {
-        match self.heap.expiry(slot) {
+    pub fn remaining<C>(&self, registry: &Registry<C>, slot: Slot) -> Duration {
+        match registry.record(slot.index()).expiry() {
             NEVER => Duration::MAX,
             at => from_ns(at.saturating_sub(self.now)),
         }
@@ -169,21 +195,23 @@ impl Timers {
         let mut highest = None;
         // Settle (sift lazily restarted timers) only once the bound is due.
         while self.heap.earliest_bound().is_some_and(|at| at <= now) {
-            let Some(top) = self.heap.peek() else { break };
+            let Some(top) = self.heap.peek(registry) else {
+                break;
+            };
             if top.at > now {
                 break;
             }
-            let repeat = self.heap.repeat(top.slot);
+            let repeat = registry.record(top.slot.index()).repeat();
             if repeat > 0 {
                 // A late repeating timer fires once and is rescheduled from
                 // now, like libev: it does not replay every missed period.
                 // Past the end of the clock it is parked at NEVER, so that
                 // it cannot come up again.
                 let next = top.at.saturating_add(repeat).max(now);
-                self.heap.arm(top.slot, next);
+                self.heap.arm(registry, top.slot, next);
             } else {
                 registry.deactivate(top.slot);
-                self.heap.pop();
+                self.heap.pop(registry);
             }
             highest = highest.max(Some(registry[top.slot].priority()));
             registry.queue(pending, top.slot, Ready::EMPTY);
@@ -195,7 +223,11 @@ impl Timers {
     /// reading of the clock (`refresh`, called only when a timer is armed:
     /// the time the callbacks took counts, as in libev); `None` if no
     /// timer bounds the wait.
-    pub fn wait_bound(&mut self, refresh: impl FnOnce() -> Duration) -> Option<Duration> {
+    pub fn wait_bound<C>(
+        &mut self,
+        registry: &mut Registry<C>,
+        refresh: impl FnOnce() -> Duration,
+    ) -> Option<Duration> {
         if self.heap.len() == 0 || self.heap.earliest_bound()? == NEVER {
             // Only timers beyond the end of the clock: nothing to wait for.
             return None;
@@ -206,7 +238,7 @@ impl Timers {
         if next <= now {
             // Due or stale: settle lazily restarted timers before deciding
             // not to block.
-            next = self.heap.peek()?.at;
+            next = self.heap.peek(registry)?.at;
         }
         if next == NEVER {
             return None;
@@ -217,12 +249,12 @@ impl Timers {
     /// Whether a wait ended at a timer bound that turned out stale: the
     /// top timer was lazily restarted to a later time, which settling (it
     /// sifts such timers down) reveals. Nothing is due: wait on.
-    pub fn woke_early(&mut self) -> bool {
+    pub fn woke_early<C>(&mut self, registry: &mut Registry<C>) -> bool {
         let now = self.now;
         if !self.heap.earliest_bound().is_some_and(|at| at <= now) {
             return false;
         }
-        self.heap.peek().is_some_and(|top| top.at > now)
+        self.heap.peek(registry).is_some_and(|top| top.at > now)
     }
 }
 

@@ -25,7 +25,7 @@ use crate::handle::handle;
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::Slot;
-use crate::timer_heap::TimerHeap;
+use crate::timer_heap::OwnTimerHeap;
 use crate::timers::{from_ns, to_ns};
 use crate::unwind::Held;
 use crate::watchers::plain::Plain;
@@ -257,7 +257,7 @@ impl Rule {
 /// the kind knows of the wall clock.
 #[derive(Default)]
 pub(crate) struct Periodics {
-    heap: TimerHeap,
+    heap: OwnTimerHeap,
     rules: HashMap<Slot, Rule>,
     /// Active periodic watchers.
     active: usize,
@@ -278,7 +278,7 @@ impl Periodics {
     /// it had, for the caller to drop (user code in its `Drop`) once the
     /// new one is in place.
     fn install(&mut self, slot: Slot, rule: Rule) -> Option<Rule> {
-        self.heap.configure(slot, 0, 0);
+        self.heap.add(slot);
         self.rules.insert(slot, rule)
     }
 

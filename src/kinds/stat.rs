@@ -21,7 +21,7 @@ use crate::handle::{handle, Key};
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::Slot;
-use crate::timer_heap::TimerHeap;
+use crate::timer_heap::OwnTimerHeap;
 use crate::timers::{from_ns, to_ns};
 use crate::{FileStat, Loop, Ready, Result};
 
@@ -45,7 +45,7 @@ pub(crate) struct Watched {
 
 #[derive(Default)]
 pub(crate) struct Stats {
-    heap: TimerHeap,
+    heap: OwnTimerHeap,
     watched: HashMap<Slot, Watched>,
     by_token: HashMap<u64, Slot>,
     next_token: u64,
@@ -67,7 +67,7 @@ impl Stats {
         };
         self.next_token += 1;
         let token = self.next_token;
-        self.heap.configure(slot, 0, 0);
+        self.heap.add(slot);
         self.watched.insert(
             slot,
             Watched {

@@ -96,6 +96,9 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(idle).unwrap());
     /// ```
     pub fn start<H: Handle>(&mut self, h: H) -> Result<()> {
+        if H::TIMER {
+            return self.start_timer(h.key());
+        }
         if H::IO && self.rearm(h.key()) {
             return Ok(());
         }
@@ -122,7 +125,10 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut n).unwrap();
     /// assert_eq!(n, 0);
     /// ```
-    pub fn stop(&mut self, h: impl Handle) -> Result<()> {
+    pub fn stop<H: Handle>(&mut self, h: H) -> Result<()> {
+        if H::TIMER {
+            return self.stop_timer(h.key());
+        }
         // Not `entry_mut`: a direct batch need not be materialised. It finds
         // an fd's watchers when it reaches the fd, so a stopped one is
         // skipped just as its cancelled entry would have been.
@@ -148,13 +154,14 @@ impl<'s, S> Loop<'s, S> {
     pub fn remove(&mut self, h: impl Handle) -> Result<()> {
         self.stop(h)?;
         let slot = h.key().slot;
+        self.leaving(slot);
         let e = self.registry.remove(slot);
         // The loop is done with the watcher before what the user gave it
         // is dropped (the callback's captures, an owned source, a custom
         // schedule): a panic in one of those `Drop`s propagates from here
         // with every count right, after the others were dropped too.
         let mut held = Held::default();
-        self.removed(crate::handle::Key { slot, gen: e.gen }, e.kind(), &mut held);
+        self.removed(h.key(), e.kind(), &mut held);
         held.drop(e);
         held.resume();
         Ok(())
@@ -174,7 +181,7 @@ impl<'s, S> Loop<'s, S> {
         // disarmed all the same (the queued path disarms it as it queues).
         let disarmed_in_batch = match e.kind() {
             Kind::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
-                self.results.holds(fd, e.receives)
+                self.results.holds(fd, e.receives())
             }
             _ => false,
         };
@@ -205,7 +212,7 @@ impl<'s, S> Loop<'s, S> {
         // An io event not yet queued because it is dispatched directly is
         // pending all the same; so is a send the loop has not taken yet.
         let not_queued_yet = match e.kind() {
-            Kind::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives),
+            Kind::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives()),
             Kind::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
             _ => false,
         };

@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use crate::handle::handle;
-use crate::registry::Kind;
+use crate::handle::Key;
+use crate::settled::Settled;
+use crate::timer_heap::TimerRecords;
+use crate::timers::to_ns;
 use crate::watchers::plain::Plain;
 use crate::{Loop, Result};
 
@@ -20,7 +23,8 @@ handle!(
     /// ```
     Timer,
     "timer",
-    false
+    false,
+    true
 );
 
 impl<'s, S> Loop<'s, S> {
@@ -51,11 +55,14 @@ impl<'s, S> Loop<'s, S> {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
+        let cb = Plain::<Timer, F>::boxed(callback);
         let key = self
             .registry
-            .insert(Kind::Timer, Plain::<Timer, F>::boxed(callback));
-        self.timers.configure(key.slot, after, repeat);
-        self.activate(key.slot);
+            .insert_active_timer(to_ns(after), to_ns(repeat), cb);
+        let step = self
+            .timers
+            .start_record(self.registry.record_mut(key.slot.index()));
+        self.timers.finish(&mut self.registry, key.slot, step);
         Ok(Timer(key))
     }
 
@@ -73,13 +80,15 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     #[inline(always)]
     pub fn set_timer(&mut self, t: Timer, after: Duration, repeat: Duration) -> Result<()> {
-        let slot = t.0.slot;
-        if self.entry(&t)?.is_active() {
+        let settled = Settled::for_handle::<Timer>(self);
+        let mut e = self.registry.timer_mut(t.0, settled)?;
+        if e.is_active() {
             // Moved in place (a new start order, as a stop and start would
             // give): at most one heap move, none if the expiry is later.
-            self.timers.reset(slot, after, repeat);
+            let step = self.timers.reset_record(e.record(), after, repeat);
+            self.timers.finish(&mut self.registry, t.0.slot, step);
         } else {
-            self.timers.configure(slot, after, repeat);
+            e.record().configure(to_ns(after), to_ns(repeat));
         }
         Ok(())
     }
@@ -99,31 +108,63 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     #[inline(always)]
     pub fn again(&mut self, t: Timer) -> Result<()> {
-        let e = self.entry(&t)?;
-        let (active, queued) = (e.is_active(), e.pending.is_some() || e.deferred().is_some());
-        let slot = t.0.slot;
-        if queued {
-            self.registry.cancel(&mut self.pending, slot);
+        let settled = Settled::for_handle::<Timer>(self);
+        let mut e = self.registry.timer_mut(t.0, settled)?;
+        if e.is_queued() {
+            // libev clears a pending invocation.
+            return self.again_queued(t);
         }
         // Armed at `repeat` from now (not at its `after`, as a start
         // would); a timer without a period is stopped.
-        let rearmed = self.timers.again(slot);
-        if rearmed != active {
-            self.again_changed_activity(slot, rearmed);
+        if e.record().repeat() == 0 {
+            e.set_active(false);
+            self.timers.disarm(e.record());
+            return Ok(());
+        }
+        e.set_active(true);
+        let step = self.timers.again_record(e.record());
+        self.timers.finish(&mut self.registry, t.0.slot, step);
+        Ok(())
+    }
+
+    /// [`Loop::again`] on a timer whose invocation is queued: cancelled
+    /// first.
+    #[cold]
+    #[inline(never)]
+    fn again_queued(&mut self, t: Timer) -> Result<()> {
+        self.registry.cancel(&mut self.pending, t.0.slot);
+        self.again(t)
+    }
+
+    /// [`Loop::start`] of a timer: armed at its delay from now, unless it
+    /// is active.
+    #[inline(always)]
+    pub(crate) fn start_timer(&mut self, key: Key) -> Result<()> {
+        let settled = Settled::for_handle::<Timer>(self);
+        let mut e = self.registry.timer_mut(key, settled)?;
+        if !e.is_active() {
+            e.set_active(true);
+            let step = self.timers.start_record(e.record());
+            self.timers.finish(&mut self.registry, key.slot, step);
         }
         Ok(())
     }
 
-    /// [`Loop::again`] started a stopped timer, or stopped one without a
-    /// period.
-    #[cold]
-    #[inline(never)]
-    fn again_changed_activity(&mut self, slot: crate::slot_list::Slot, rearmed: bool) {
-        if rearmed {
-            self.registry.activate(slot);
-        } else {
-            self.deactivate(slot);
+    /// [`Loop::stop`] of a timer: disarmed, and a queued invocation
+    /// cancelled.
+    #[inline(always)]
+    pub(crate) fn stop_timer(&mut self, key: Key) -> Result<()> {
+        let settled = Settled::for_handle::<Timer>(self);
+        let mut e = self.registry.timer_mut(key, settled)?;
+        if e.is_queued() {
+            self.registry.cancel(&mut self.pending, key.slot);
+            return self.stop_timer(key);
         }
+        if e.is_active() {
+            e.set_active(false);
+            self.timers.disarm(e.record());
+        }
+        Ok(())
     }
 
     /// A timer's period (zero for a one-shot timer): libev's `repeat`
@@ -138,7 +179,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn repeat(&self, t: Timer) -> Result<Duration> {
         self.entry(&t)?;
-        Ok(self.timers.repeat_of(t.0.slot))
+        Ok(self.timers.repeat_of(&self.registry, t.0.slot))
     }
 
     /// Sets a timer's period without restarting it (libuv's
@@ -166,7 +207,7 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn set_repeat(&mut self, t: Timer, repeat: Duration) -> Result<()> {
         self.entry(&t)?;
-        self.timers.set_repeat(t.0.slot, repeat);
+        self.timers.set_repeat(&mut self.registry, t.0.slot, repeat);
         Ok(())
     }
 
@@ -188,6 +229,6 @@ impl<'s, S> Loop<'s, S> {
         if !self.entry(&t)?.is_active() {
             return Ok(Duration::ZERO);
         }
-        Ok(self.timers.remaining(t.0.slot))
+        Ok(self.timers.remaining(&self.registry, t.0.slot))
     }
 }
