@@ -263,7 +263,10 @@ impl Backend for Poll {
                 self.pollable.refuse_files("poll", fd)?;
                 let set = &mut self.set;
                 if i >= set.slot.len() {
-                    set.slot.resize(i + 1, NO_SLOT);
+                    // Doubled, not to `i + 1`: new fds come numbered
+                    // upwards, and each would lengthen it again.
+                    let len = (i + 1).max(set.slot.len() * 2);
+                    set.slot.resize(len, NO_SLOT);
                 }
                 set.slot[i] = set.fds.len();
                 set.fds.push(libc::pollfd {
