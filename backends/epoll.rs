@@ -298,6 +298,33 @@ impl Epoll {
             }
             r => r,
         };
+        self.added(fd, idx, events, result)
+    }
+
+    /// An ADD of an fd the table does not hold failed with `e`: `EEXIST`
+    /// (the kernel holds it all the same) is retried as a MOD, `EPERM` (a
+    /// regular file or a directory) says why; what `modify_slow` would
+    /// have done with the same answer.
+    #[cold]
+    #[inline(never)]
+    fn add_failed(&mut self, fd: RawFd, idx: usize, events: u32, e: io::Error) -> io::Result<()> {
+        let result = if is_errno(&e, libc::EEXIST) {
+            self.ctl(libc::EPOLL_CTL_MOD, fd, events)
+        } else {
+            Err(e)
+        };
+        self.added(fd, idx, events, result)
+    }
+
+    /// The end of a registration (ADD or MOD) of `events`: the table
+    /// records it, or the error says why the fd was refused.
+    fn added(
+        &mut self,
+        fd: RawFd,
+        idx: usize,
+        events: u32,
+        result: io::Result<()>,
+    ) -> io::Result<()> {
         match result {
             Ok(()) => {
                 self.set(idx, events);
@@ -342,11 +369,21 @@ impl Epoll {
             if mask == 0 {
                 return;
             }
-            self.masks.resize(idx + 1, 0);
-            self.pass.resize(idx + 1, Pass::NONE);
+            self.lengthen(idx);
         }
         self.masks[idx] = mask;
         self.pass[idx] = Pass::of(mask);
+    }
+
+    /// Lengthens the table to hold fd number `idx`: doubled, not to
+    /// `idx + 1`, so that a run of new fds (numbered upwards as the kernel
+    /// hands them out) lengthens it once per doubling, not once per fd.
+    #[cold]
+    #[inline(never)]
+    fn lengthen(&mut self, idx: usize) {
+        let len = (idx + 1).max(self.masks.len() * 2).max(INITIAL_EVENTS);
+        self.masks.resize(len, 0);
+        self.pass.resize(len, Pass::NONE);
     }
 
     /// A wait filled `buf`: more may be waiting. Report more per call from
@@ -601,6 +638,18 @@ impl Backend for Epoll {
                 *held = events;
                 *pass = Pass::of(events);
                 return Ok(());
+            }
+            // The ADD path: the first registration of an fd the table has
+            // room for, with nothing to fix (`modify_slow`'s ADD, inline).
+            if *held == 0 && events & IN_OUT != 0 && self.fixed.is_empty() {
+                return match ctl(&self.epfd, libc::EPOLL_CTL_ADD, fd, events, fd as u64) {
+                    Ok(()) => {
+                        *held = events;
+                        *pass = Pass::of(events);
+                        Ok(())
+                    }
+                    Err(e) => self.add_failed(fd, idx, events, e),
+                };
             }
         }
         self.modify_slow(fd, old, new)

@@ -119,7 +119,7 @@ use ::io_uring::{
     Submitter,
 };
 
-use super::unix::{InternalFds, Notifier};
+use super::unix::{InternalFds, Notifier, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -182,6 +182,9 @@ pub struct IoUring {
     notifier: Notifier,
     /// The internal fds found ready by the last wait (reused).
     ready_internal: Vec<RawFd>,
+    /// The fds `check_fd` found pollable: no second `fstat` to register
+    /// them.
+    pollable: Pollable,
     /// Not `Send`: a poll request belongs to the thread that submitted it
     /// (its completion is task work of that thread, and the kernel cancels
     /// it when the thread exits), so the backend stays on its thread.
@@ -1008,6 +1011,7 @@ impl IoUring {
             clock: Clock::new(),
             notifier: Notifier::new("io_uring"),
             ready_internal: Vec::new(),
+            pollable: Pollable::default(),
             _thread: PhantomData,
         })
     }
@@ -1074,6 +1078,7 @@ impl Backend for IoUring {
         };
         let set = &mut self.set;
         if new.is_empty() {
+            self.pollable.forget(fd);
             if idx >= set.t.fds.len() {
                 return Ok(()); // never added
             }
@@ -1099,7 +1104,7 @@ impl Backend for IoUring {
             set.t.fds.resize(idx + 1, Slot::default());
         }
         if matches!(set.t.fds[idx].state, State::Off | State::Dead) {
-            super::unix::refuse_files("io_uring", fd)?;
+            self.pollable.refuse_files("io_uring", fd)?;
         }
         set.disarm(fd)?;
         let slot = &mut set.t.fds[idx];
@@ -1109,7 +1114,7 @@ impl Backend for IoUring {
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::unix::check_pollable("io_uring", fd)
+        self.pollable.check("io_uring", fd)
     }
 
     fn poll(

@@ -210,7 +210,7 @@ use std::time::Duration;
 use super::kqueue_sys as sys;
 use super::unix::children::{self, Member};
 use super::unix::notifier::{Wakeup, SIGCHLD_BIT};
-use super::unix::InternalFds;
+use super::unix::{InternalFds, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, Notices, PollEvent, PollStatus, Wake};
 use crate::{Interest, Ready, Trigger};
@@ -342,6 +342,9 @@ pub struct Kqueue {
     any_due: bool,
     /// The watched paths (`EVFILT_VNODE` filters).
     vnodes: vnode::Vnodes,
+    /// The fds `check_fd` found pollable: no second `fstat` to register
+    /// them.
+    pollable: Pollable,
 }
 
 /// The kqueue as the notifier sees it: its filters are changed at once.
@@ -430,6 +433,7 @@ impl Kqueue {
             kids: Member::default(),
             any_due: false,
             vnodes: vnode::Vnodes::default(),
+            pollable: Pollable::default(),
         })
     }
 
@@ -634,10 +638,12 @@ impl Backend for Kqueue {
                 Err(io::Error::from_raw_os_error(libc::EBADF))
             };
         }
-        if old == Interest::NONE && !new.is_empty() {
+        if new.is_empty() {
+            self.pollable.forget(fd);
+        } else if old == Interest::NONE {
             // kqueue would accept a regular file and report it always
             // readable; refuse it as every other backend does (EPERM).
-            super::unix::refuse_files("kqueue", fd)?;
+            self.pollable.refuse_files("kqueue", fd)?;
         }
         for (filter, action) in plan(old, new) {
             self.push(fd, filter, action);
@@ -646,7 +652,7 @@ impl Backend for Kqueue {
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::unix::check_pollable("kqueue", fd)
+        self.pollable.check("kqueue", fd)
     }
 
     fn poll(

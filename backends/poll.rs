@@ -28,7 +28,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::unix::{InternalFds, Notifier};
+use super::unix::{InternalFds, Notifier, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -61,6 +61,9 @@ pub struct Poll {
     notifier: Notifier,
     /// The internal fds found ready by the last wait (reused).
     ready_internal: Vec<RawFd>,
+    /// The fds `check_fd` found pollable: no second `fstat` to register
+    /// them.
+    pollable: Pollable,
 }
 
 /// The registrations.
@@ -153,6 +156,7 @@ impl Poll {
             clock: Clock::new(),
             notifier: Notifier::new("poll"),
             ready_internal: Vec::new(),
+            pollable: Pollable::default(),
         }
     }
 
@@ -238,6 +242,7 @@ impl Backend for Poll {
         if new.is_empty() {
             // Forget: swap-remove the slot and fix the index of the fd moved
             // into it. Forgetting an unknown fd succeeds.
+            self.pollable.forget(fd);
             if let Some(s) = self.slot_of(fd) {
                 self.set.fds.swap_remove(s);
                 self.set.slot[i] = NO_SLOT;
@@ -255,10 +260,13 @@ impl Backend for Poll {
         match self.slot_of(fd) {
             Some(s) => self.set.fds[s].events = events,
             None => {
-                super::unix::refuse_files("poll", fd)?;
+                self.pollable.refuse_files("poll", fd)?;
                 let set = &mut self.set;
                 if i >= set.slot.len() {
-                    set.slot.resize(i + 1, NO_SLOT);
+                    // Doubled, not to `i + 1`: new fds come numbered
+                    // upwards, and each would lengthen it again.
+                    let len = (i + 1).max(set.slot.len() * 2);
+                    set.slot.resize(len, NO_SLOT);
                 }
                 set.slot[i] = set.fds.len();
                 set.fds.push(libc::pollfd {
@@ -272,7 +280,7 @@ impl Backend for Poll {
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::unix::check_pollable("poll", fd)
+        self.pollable.check("poll", fd)
     }
 
     fn poll(

@@ -36,7 +36,7 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::unix::{InternalFds, Notifier};
+use super::unix::{InternalFds, Notifier, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -75,6 +75,9 @@ pub struct Select {
     notifier: Notifier,
     /// The internal fds found ready by the last wait (reused).
     ready_internal: Vec<RawFd>,
+    /// The fds `check_fd` found pollable: no second `fstat` to register
+    /// them.
+    pollable: Pollable,
 }
 
 /// The master sets.
@@ -223,6 +226,7 @@ impl Select {
             clock: Clock::new(),
             notifier: Notifier::new("select"),
             ready_internal: Vec::new(),
+            pollable: Pollable::default(),
         }
     }
 
@@ -295,8 +299,10 @@ impl Backend for Select {
             ));
         }
         let set = &mut self.set;
-        if !new.is_empty() && !set.registered(fd) {
-            super::unix::refuse_files("select", fd)?;
+        if new.is_empty() {
+            self.pollable.forget(fd);
+        } else if !set.registered(fd) {
+            self.pollable.refuse_files("select", fd)?;
         }
         put(fd, &mut set.read, new.is_readable());
         put(fd, &mut set.write, new.is_writable());
@@ -309,7 +315,7 @@ impl Backend for Select {
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::unix::check_pollable("select", fd)
+        self.pollable.check("select", fd)
     }
 
     fn poll(

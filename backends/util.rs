@@ -236,15 +236,102 @@ impl Deadline {
 /// assert!(err.to_string().contains("not open"));
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[inline]
 pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
-    // One fstat answers both questions (open? a file?).
-    match file_type(fd) {
-        Err(err) if err.raw_os_error() == Some(libc::EBADF) => Err(io::Error::new(
-            err.kind(),
-            format!("the {backend} backend cannot watch fd {fd}: it is not open ({err})"),
-        )),
-        Err(_) => Ok(()),
-        Ok(kind) => refuse_kind(backend, fd, kind),
+    // One fstat answers both questions (open? a file?); the answer for a
+    // socket or a pipe is inlined, the rest out of line.
+    match fstat_type(fd) {
+        Some(kind) if !never_pollable(kind) => Ok(()),
+        answer => refuse_pollable(backend, fd, answer),
+    }
+}
+
+#[cfg(unix)]
+/// [`check_pollable`]'s refusals: `answer` is `fstat`'s (`None`: it
+/// failed, and `errno` says why).
+#[cold]
+#[inline(never)]
+fn refuse_pollable(backend: &str, fd: RawFd, answer: Option<libc::mode_t>) -> io::Result<()> {
+    match answer {
+        Some(kind) => refuse_kind(backend, fd, kind),
+        None => {
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EBADF) {
+                return Ok(());
+            }
+            Err(io::Error::new(
+                err.kind(),
+                format!("the {backend} backend cannot watch fd {fd}: it is not open ({err})"),
+            ))
+        }
+    }
+}
+
+#[cfg(unix)]
+/// What a backend's `check_fd` found pollable with [`check_pollable`],
+/// by fd number, so that its `modify` need not ask `fstat` again when it
+/// registers the fd ([`Pollable::refuse_files`]): creating an io watcher
+/// then costs one `fstat`, not two. The loop checks every fd at
+/// [`Loop::io`](crate::Loop::io), before its first registration; a
+/// registration of an fd that was not checked (the conformance kit's
+/// spy keeps `check_fd` from the backend) is refused by `fstat`'s
+/// answer as before.
+#[derive(Debug, Default)]
+pub(crate) struct Pollable {
+    /// One bit per fd number: checked and found pollable, not
+    /// registered since.
+    bits: std::cell::RefCell<Vec<u64>>,
+}
+
+#[cfg(unix)]
+impl Pollable {
+    /// [`check_pollable`], remembering the answer for `fd`.
+    pub fn check(&self, backend: &str, fd: RawFd) -> io::Result<()> {
+        let answer = check_pollable(backend, fd);
+        if let Ok(i) = usize::try_from(fd) {
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            let mut bits = self.bits.borrow_mut();
+            if answer.is_ok() {
+                if word >= bits.len() {
+                    bits.resize(word + 1, 0);
+                }
+                bits[word] |= bit;
+            } else if let Some(w) = bits.get_mut(word) {
+                *w &= !bit;
+            }
+        }
+        answer
+    }
+
+    /// [`refuse_files`] for an fd being registered, unless
+    /// [`Pollable::check`] found it pollable since it was last registered
+    /// or forgotten: that answer stands (it is used up here).
+    #[inline]
+    pub fn refuse_files(&mut self, backend: &str, fd: RawFd) -> io::Result<()> {
+        if self.take(fd) {
+            return Ok(());
+        }
+        refuse_files(backend, fd)
+    }
+
+    /// Forgets what was found for `fd` (the backend forgot the fd).
+    #[inline]
+    pub fn forget(&mut self, fd: RawFd) {
+        self.take(fd);
+    }
+
+    /// Whether `fd` was found pollable; clears it.
+    #[inline]
+    fn take(&mut self, fd: RawFd) -> bool {
+        let i = fd as u32 as usize;
+        let bit = 1u64 << (i % 64);
+        match self.bits.get_mut().get_mut(i / 64) {
+            Some(w) if *w & bit != 0 => {
+                *w &= !bit;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -270,16 +357,16 @@ pub fn check_pollable(backend: &str, fd: RawFd) -> io::Result<()> {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn refuse_files(backend: &str, fd: RawFd) -> io::Result<()> {
-    match file_type(fd) {
-        Ok(kind) => refuse_kind(backend, fd, kind),
-        Err(_) => Ok(()),
+    match fstat_type(fd) {
+        Some(kind) => refuse_kind(backend, fd, kind),
+        None => Ok(()),
     }
 }
 
 #[cfg(unix)]
 /// [`refuse_files`] for a file type already known.
 fn refuse_kind(backend: &str, fd: RawFd, kind: libc::mode_t) -> io::Result<()> {
-    if kind == libc::S_IFREG || kind == libc::S_IFDIR {
+    if never_pollable(kind) {
         let err = io::Error::from_raw_os_error(libc::EPERM);
         return Err(io::Error::new(
             err.kind(),
@@ -293,16 +380,26 @@ fn refuse_kind(backend: &str, fd: RawFd, kind: libc::mode_t) -> io::Result<()> {
 }
 
 #[cfg(unix)]
-/// The `S_IFMT` bits of `fstat(fd)`.
-fn file_type(fd: RawFd) -> io::Result<libc::mode_t> {
+/// Whether a file of this type (`S_IFMT` bits) is always ready: a
+/// regular file or a directory.
+#[inline]
+fn never_pollable(kind: libc::mode_t) -> bool {
+    kind == libc::S_IFREG || kind == libc::S_IFDIR
+}
+
+#[cfg(unix)]
+/// The `S_IFMT` bits of `fstat(fd)`; `None` if it failed (`errno` says
+/// why: read it before any other call).
+#[inline]
+fn fstat_type(fd: RawFd) -> Option<libc::mode_t> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
     // SAFETY: `st` has room for the stat structure fstat fills in; an
     // invalid fd makes it fail with EBADF and leave `st` alone.
     if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
-        return Err(io::Error::last_os_error());
+        return None;
     }
     // SAFETY: fstat succeeded, so it initialised `st`.
-    Ok(unsafe { st.assume_init() }.st_mode & libc::S_IFMT)
+    Some(unsafe { st.assume_init() }.st_mode & libc::S_IFMT)
 }
 
 #[cfg(all(test, unix))]

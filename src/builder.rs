@@ -43,6 +43,8 @@ pub struct Builder {
     backend: Option<String>,
     /// Backends registered with [`Builder::register`], in order.
     registered: Vec<(&'static str, Factory)>,
+    /// The capacity hint ([`Builder::capacity`]).
+    capacity: usize,
 }
 
 impl Builder {
@@ -73,6 +75,36 @@ impl Builder {
     /// ```
     pub fn backend(mut self, name: &str) -> Builder {
         self.backend = Some(name.to_string());
+        self
+    }
+
+    /// Reserves room for `n` watchers (any kind) and for io watchers on
+    /// fds numbered below `n`, so that creating that many grows none of
+    /// the loop's tables: no reallocation, no copy of what they hold, at
+    /// setup or later ([`Loop::reserve`] on a loop already built; what
+    /// `with_capacity` is to a `Vec`). Without it the tables grow by
+    /// doubling as watchers come, which is cheap on average; the hint is
+    /// for a server that knows its connection limit and wants setup
+    /// without a growth step (and its pause) along the way.
+    ///
+    /// The fd table is indexed by fd number, as libev's and libuv's are:
+    /// a program whose fds number higher than its count of watchers (its
+    /// own files, both ends of socketpairs) gives the highest number it
+    /// expects. The timers' heap and the backend's own tables are not
+    /// reserved. `0`, the default, reserves nothing.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop};
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let mut lp: Loop = Loop::builder().capacity(1024).build()?;
+    /// let (a, _b) = UnixStream::pair()?;
+    /// let io = lp.io(a, Interest::READABLE, |_, _, _| {})?;
+    /// assert!(lp.is_active(io)?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn capacity(mut self, n: usize) -> Builder {
+        self.capacity = n;
         self
     }
 
@@ -217,7 +249,9 @@ impl Builder {
     /// ```
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
         let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
-        Loop::try_from_boxed(self.open_named(&name, from_env)?)
+        let mut lp = Loop::try_from_boxed(self.open_named(&name, from_env)?)?;
+        lp.reserve(self.capacity);
+        Ok(lp)
     }
 
     /// Creates the backend called `name`: a registered one, else the
@@ -300,6 +334,29 @@ impl<'s, S> Loop<'s, S> {
             report_dispatch,
             kinds: Kinds::default(),
         })
+    }
+
+    /// Reserves room for `n` more watchers (any kind) and for io watchers
+    /// on fds numbered below `n`, so that creating them grows none of the
+    /// loop's tables: [`Builder::capacity`] for a loop already made (one
+    /// on [`Loop::with_backend`], say), as `Vec::reserve` is to
+    /// `Vec::with_capacity`.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.reserve(100);
+    /// for i in 0..100 {
+    ///     lp.io(sim.socket(&format!("s{i}"), 0), Interest::READABLE, |_, _, _| {})
+    ///         .unwrap();
+    /// }
+    /// assert_eq!(lp.active_count(), 100);
+    /// ```
+    pub fn reserve(&mut self, n: usize) {
+        self.registry.reserve(n);
+        self.fds.reserve(n);
+        self.timers.reserve(n);
     }
 
     /// A loop on the default OS backend, or the one named by

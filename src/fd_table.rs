@@ -72,6 +72,10 @@ impl FdState {
     }
 }
 
+/// The fd table's first length: the fds a process opens first (its
+/// standard streams, the notifier's) are numbered low.
+const MIN_FDS: usize = 32;
+
 #[derive(Default)]
 pub(crate) struct FdTable {
     fds: Vec<FdState>,
@@ -89,10 +93,27 @@ impl FdTable {
         &mut self.fds[i]
     }
 
+    /// Makes room for fd number `i`. The table is lengthened by doubling
+    /// (within the capacity reserved, if any: [`FdTable::reserve`]), not
+    /// to `i + 1`, so that a run of new fds, numbered upwards as the
+    /// kernel hands them out, lengthens it once per doubling rather than
+    /// once per fd.
     #[cold]
     #[inline(never)]
     fn grow(&mut self, i: usize) {
-        self.fds.resize_with(i + 1, FdState::default);
+        let (len, cap) = (self.fds.len(), self.fds.capacity());
+        let mut want = (i + 1).max(len * 2).max(MIN_FDS);
+        if i < cap {
+            want = want.min(cap);
+        }
+        self.fds.resize_with(want, FdState::default);
+    }
+
+    /// Room for fds numbered below `fds`, and for as many changed fds in
+    /// one iteration, without growing (the builder's capacity hint).
+    pub fn reserve(&mut self, fds: usize) {
+        self.fds.reserve(fds.saturating_sub(self.fds.len()));
+        self.changes.reserve(fds.saturating_sub(self.changes.len()));
     }
 
     /// The state of `fd`, if it was ever used.
@@ -120,11 +141,19 @@ impl FdTable {
         slot: Slot,
         trigger: Trigger,
     ) {
-        let state = self.state_mut(fd);
+        // `state_mut` and `mark_changed`, with the state at hand.
+        let i = fd as usize;
+        if i >= self.fds.len() {
+            self.grow(i);
+        }
+        let state = &mut self.fds[i];
         state.watchers.push(links, slot);
         state.trigger = trigger;
         state.sync_single();
-        self.mark_changed(fd);
+        if !state.changed {
+            state.changed = true;
+            self.changes.push(fd);
+        }
     }
 
     /// Whether `fd` has no active watcher and is one-shot (its last
@@ -166,20 +195,24 @@ impl FdTable {
         self.mark_changed(fd);
     }
 
-    /// Checks that the backend (`caps`, `backend` its name) offers the
+    /// Checks that the backend (`caps` its capabilities) offers the
     /// trigger mode and that it agrees with the other active watchers on
     /// the fd (`except` excluded).
+    #[inline]
     pub fn check_interest(
         &self,
         caps: &Capabilities,
-        backend: &'static str,
+        backend: &dyn Backend,
         fd: RawFd,
         interest: Interest,
         except: Option<Slot>,
     ) -> Result<()> {
         let trigger = interest.trigger();
         if trigger == Trigger::Edge && !caps.edge {
-            return Err(Error::UnsupportedTrigger { trigger, backend });
+            return Err(Error::UnsupportedTrigger {
+                trigger,
+                backend: backend.name(),
+            });
         }
         match self.trigger_conflict(fd, trigger, except) {
             Some(existing) => Err(Error::TriggerConflict {
@@ -444,24 +477,25 @@ impl FdTable {
 }
 
 /// Validates a source against the backend and returns its fd number.
+#[inline]
 pub(crate) fn check_source(
     backend: &dyn Backend,
     caps: &Capabilities,
     src: SourceFd<'_>,
 ) -> Result<RawFd> {
-    let name = backend.name();
+    // The backend's name only for an error: it is a virtual call.
     let fd = match src {
         SourceFd::Os(fd) if !caps.virtual_fds => crate::source::raw(fd),
         SourceFd::Virtual(v) if caps.virtual_fds => v.get(),
         SourceFd::Os(_) => {
             return Err(Error::WrongSourceKind {
-                backend: name,
+                backend: backend.name(),
                 virtual_source: false,
             })
         }
         SourceFd::Virtual(_) => {
             return Err(Error::WrongSourceKind {
-                backend: name,
+                backend: backend.name(),
                 virtual_source: true,
             })
         }
@@ -479,7 +513,7 @@ pub(crate) fn check_source(
             return Err(Error::FdTooLarge {
                 fd,
                 max,
-                backend: name,
+                backend: backend.name(),
             });
         }
     }

@@ -81,7 +81,7 @@ impl<'s, S> Loop<'s, S> {
     ) -> Result<()> {
         self.settle_fd(fd);
         self.fds
-            .check_interest(&self.caps, self.backend.name(), fd, interest, except)
+            .check_interest(&self.caps, &*self.backend, fd, interest, except)
     }
 
     /// Materialises a direct batch that may still hold an event for `fd`

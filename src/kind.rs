@@ -560,9 +560,8 @@ impl Context<'_> {
     ) -> Result<()> {
         let slot = w.slot();
         let fd = crate::fd_table::check_source(&*self.backend, self.caps, source)?;
-        let name = self.backend.name();
         self.fds
-            .check_interest(self.caps, name, fd, interest, Some(slot))?;
+            .check_interest(self.caps, &*self.backend, fd, interest, Some(slot))?;
         self.unwatch_fd(w);
         self.entries.bind_fd(slot, fd, interest);
         self.fds

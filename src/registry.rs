@@ -788,6 +788,14 @@ impl<C> Registry<C> {
             }
         }
     }
+
+    /// Room for `n` more watchers, and for every slot to be freed, without
+    /// growing (the loop's capacity hint).
+    pub fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        let slots = self.entries.len() - 1 + n;
+        self.free.reserve(slots.saturating_sub(self.free.len()));
+    }
 }
 
 /// A live timer watcher, reached by its handle ([`Registry::timer_mut`]).

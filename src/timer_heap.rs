@@ -221,6 +221,11 @@ impl TimerHeap {
         self.armed
     }
 
+    /// Room for `n` more nodes.
+    pub fn reserve(&mut self, n: usize) {
+        self.nodes.reserve(n);
+    }
+
     /// A lower bound of the earliest expiry: the top node's key, which a
     /// lazy move or a stop may have left earlier than any armed timer's.
     /// Good enough for a wake-up time (waking early only costs a settle),

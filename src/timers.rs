@@ -85,6 +85,11 @@ impl Timers {
         self.heap.len()
     }
 
+    /// Room for `n` more armed timers without growing.
+    pub fn reserve(&mut self, n: usize) {
+        self.heap.reserve(n);
+    }
+
     /// Whether an armed timer will expire (within the clock's range).
     pub fn has_deadline<C>(&mut self, registry: &mut Registry<C>) -> bool {
         if self.heap.len() == 0 {

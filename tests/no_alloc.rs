@@ -168,3 +168,79 @@ fn steady_state_on_every_os_backend_allocates_nothing() {
         assert_eq!(outcome, Outcome::Passed, "{name}");
     }
 }
+
+/// A backend that accepts every virtual fd and reports nothing, with no
+/// table of its own: what the loop allocates is all that is counted.
+struct Quiet(Duration);
+
+impl Backend for Quiet {
+    fn name(&self) -> &'static str {
+        "quiet"
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            virtual_fds: true,
+            ..Capabilities::default()
+        }
+    }
+    fn modify(&mut self, _: RawFd, _: Interest, _: Interest) -> io::Result<()> {
+        Ok(())
+    }
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        _: &mut Vec<PollEvent>,
+    ) -> io::Result<PollStatus> {
+        self.0 += timeout.unwrap_or(Duration::ZERO);
+        Ok(PollStatus::Done)
+    }
+    fn now(&mut self) -> Duration {
+        self.0
+    }
+}
+
+/// Setup within the capacity hint grows no vector of the loop: after
+/// `Builder::capacity(N)`, creating N io watchers (and flushing them to
+/// the backend, removing them all and creating N again) allocates exactly
+/// one box per watcher, its callback with the source it owns; a growth
+/// of the registry, the fd table or the change list would be one more
+/// allocation or reallocation, which the counter counts too. Without
+/// the hint the same setup grows them.
+#[test]
+fn io_watchers_within_the_capacity_grow_no_vector() {
+    const N: usize = 5_000;
+    let quiet: evloop::backends::Factory = || Ok(Box::new(Quiet(Duration::ZERO)));
+    let setup = |capacity: usize| {
+        let builder = Loop::builder()
+            .register("quiet", quiet)
+            .backend("quiet")
+            .capacity(capacity);
+        let mut lp: Loop = builder.build().unwrap();
+        let mut watchers = Vec::with_capacity(N);
+        let mut counts = [0; 2];
+        for count in &mut counts {
+            *count = allocations_in(|| {
+                for fd in 0..N {
+                    let io = lp.io(Vfd(fd as RawFd), Interest::READABLE, |_, _, _| {});
+                    watchers.push(io.unwrap());
+                }
+                lp.run(RunMode::NoWait, &mut ()).unwrap();
+                for io in watchers.drain(..) {
+                    lp.remove(io).unwrap();
+                }
+            });
+        }
+        counts
+    };
+    assert_eq!(
+        setup(N),
+        [N as u64; 2],
+        "one box per watcher, nothing grown"
+    );
+    let [first, again] = setup(0);
+    assert!(
+        first > N as u64,
+        "without the hint the tables grow: {first}"
+    );
+    assert_eq!(again, N as u64, "once grown, the tables are kept");
+}

@@ -224,7 +224,10 @@ impl<'s, S> Loop<'s, S> {
         // A new watcher on an fd: a direct batch must not skip it.
         self.materialise_batch();
         let key = self.registry.insert(Kind::Io { fd, interest }, cb);
-        self.activate(key.slot);
+        // `Loop::activate`, with the kind at hand.
+        self.registry.activate(key.slot);
+        self.fds
+            .start(&mut self.registry, fd, key.slot, interest.trigger());
         key
     }
 
