@@ -340,13 +340,14 @@ fn phase_stop_all(lp: &mut Lp, h: &[Timer], perm: &[u32]) {
 
 /// The memory of N idle watchers (the `idle_memory` phase, run alone): an
 /// idle watcher keeps nothing outside its registry entry (its list links
-/// are in the entry), so this, minus the 16-byte handle, is the size of a
+/// are in the entry), so this, minus the 12-byte handle, is the size of a
 /// registry entry, which a timer has too, measured from outside the crate.
 fn idle_memory(n: u32) {
     let mut lp: Loop = Loop::with_backend(Warp {
         origin: Instant::now(),
         offset: Rc::new(Cell::new(Duration::ZERO)),
     });
+    lp.reserve(n as usize);
     let mut h: Vec<Idle> = Vec::with_capacity(n as usize);
     println!("impl,phase,n,ops,value,unit");
     reset_peak();
@@ -380,9 +381,12 @@ fn main() {
         origin: Instant::now(),
         offset: offset.clone(),
     });
-    // The user's storage for the handles (16 bytes each): allocated here,
-    // resident only as the timers are armed, so it counts in the memory
-    // per timer, as libev's ev_timer array does.
+    // The watchers' storage, reserved as libev's side mallocs its ev_timer
+    // array up front (Loop::reserve: the registry's entries and the heap's
+    // nodes), and the user's storage for the handles (12 bytes each):
+    // allocated here, resident only as the timers are armed, so that both
+    // count in the memory per timer, as libev's ev_timer array does.
+    lp.reserve(all);
     let mut h: Vec<Timer> = Vec::with_capacity(all);
     let report = Report { n };
     println!("impl,phase,n,ops,value,unit");

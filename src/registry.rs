@@ -551,14 +551,19 @@ impl<C> Registry<C> {
     /// fast paths (watchers/timer.rs): its entry and the count its
     /// activity changes, found with one lookup.
     #[inline(always)]
-    pub fn timer_mut(&mut self, key: Key, settled: Settled) -> Result<TimerEntry<'_, C>, Error> {
+    pub fn timer_mut(&mut self, key: Key, settled: Settled) -> Result<TimerEntry<'_>, Error> {
         let active_referenced = &mut self.active_referenced;
         let owner = self.owner;
         match self.entries.get_mut(key.slot.index()) {
             Some(entry) if entry.version == key.version && key.owner == owner => {
                 let _ = settled;
+                let Body::Timer { head, timer } = &mut entry.body else {
+                    unreachable!("a timer handle names a timer");
+                };
                 Ok(TimerEntry {
-                    entry,
+                    queued: entry.pending.is_some() || head.deferred.is_some(),
+                    head,
+                    record: timer,
                     active_referenced,
                 })
             }
@@ -799,29 +804,32 @@ impl<C> Registry<C> {
 }
 
 /// A live timer watcher, reached by its handle ([`Registry::timer_mut`]).
-pub(crate) struct TimerEntry<'a, C> {
-    entry: &'a mut Entry<C>,
+pub(crate) struct TimerEntry<'a> {
+    /// Whether an invocation is queued or deferred.
+    queued: bool,
+    head: &'a mut Head,
+    record: &'a mut TimerRecord,
     active_referenced: &'a mut usize,
 }
 
-impl<C> TimerEntry<'_, C> {
+impl TimerEntry<'_> {
     /// Whether an invocation is queued or deferred (the general path
     /// cancels it).
     #[inline(always)]
     pub fn is_queued(&self) -> bool {
-        self.entry.pending.is_some() || self.entry.deferred().is_some()
+        self.queued
     }
 
     #[inline(always)]
     pub fn is_active(&self) -> bool {
-        self.entry.is_active()
+        self.head.active
     }
 
     /// Marks it active or not, keeping the count of active, referenced
     /// watchers (a timer counts in no other).
     #[inline(always)]
     pub fn set_active(&mut self, active: bool) {
-        let head = self.entry.body.head_mut();
+        let head = &mut *self.head;
         if head.active != active {
             head.active = active;
             if head.referenced {
@@ -837,7 +845,7 @@ impl<C> TimerEntry<'_, C> {
     /// Its record (timer_heap.rs).
     #[inline(always)]
     pub fn record(&mut self) -> &mut TimerRecord {
-        self.entry.timer_mut()
+        self.record
     }
 }
 

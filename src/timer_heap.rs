@@ -277,7 +277,7 @@ impl TimerHeap {
     ) {
         let rec = recs.record_mut(slot.index());
         let at = at_of(rec);
-        let step = self.rekey(rec, at);
+        let step = self.rekey(rec, slot, at);
         self.finish(recs, slot, step);
     }
 
@@ -292,7 +292,7 @@ impl TimerHeap {
     /// restarts stay O(1); rewriting it would make the next random restart
     /// an upward move half the time.)
     #[inline(always)]
-    pub fn rekey(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
+    pub fn rekey(&mut self, rec: &mut TimerRecord, slot: Slot, at: u64) -> Step {
         let seq = self.seq.wrapping_add(1);
         if seq == 0 {
             return Step::Renumber(at);
@@ -308,10 +308,14 @@ impl TimerHeap {
             rec.node = NodePos(NonZeroU32::new(n.get() & !STOPPED));
             self.armed += 1;
         }
+        let pos = (n.get() & !STOPPED) - 1;
         if at < before {
-            let pos = (n.get() & !STOPPED) - 1;
             Step::Earlier { pos, seq, at }
         } else {
+            let p = pos as usize;
+            if p * D + 1 >= self.nodes.len() {
+                self.nodes[p] = Node::new(at, seq, slot.index());
+            }
             Step::Done
         }
     }

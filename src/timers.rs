@@ -108,9 +108,9 @@ impl Timers {
     /// by its handle) at its delay from now, as far as the record goes:
     /// what is left for the heap is done by [`Timers::finish`].
     #[inline(always)]
-    pub fn start_record(&mut self, record: &mut TimerRecord) -> Step {
+    pub fn start_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
         let at = self.now.saturating_add(record.after());
-        self.heap.rekey(record, at)
+        self.heap.rekey(record, slot, at)
     }
 
     /// [`Timers::start_record`] with a new delay and period (`set_timer`
@@ -120,20 +120,21 @@ impl Timers {
     pub fn reset_record(
         &mut self,
         record: &mut TimerRecord,
+        slot: Slot,
         after: Duration,
         repeat: Duration,
     ) -> Step {
         record.configure(to_ns(after), to_ns(repeat));
-        self.start_record(record)
+        self.start_record(record, slot)
     }
 
     /// libev's `ev_timer_again` on the timer whose record is `record` (a
     /// repeating one): armed at `repeat` from now, as far as the record
     /// goes ([`Timers::start_record`]).
     #[inline(always)]
-    pub fn again_record(&mut self, record: &mut TimerRecord) -> Step {
+    pub fn again_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
         let at = self.now.saturating_add(record.repeat());
-        self.heap.rekey(record, at)
+        self.heap.rekey(record, slot, at)
     }
 
     /// Disarms the timer whose record is `record` (lazily: timer_heap.rs).

@@ -61,7 +61,7 @@ impl<'s, S> Loop<'s, S> {
             .insert_active_timer(to_ns(after), to_ns(repeat), cb);
         let step = self
             .timers
-            .start_record(self.registry.record_mut(key.slot.index()));
+            .start_record(self.registry.record_mut(key.slot.index()), key.slot);
         self.timers.finish(&mut self.registry, key.slot, step);
         Ok(Timer(key))
     }
@@ -85,7 +85,9 @@ impl<'s, S> Loop<'s, S> {
         if e.is_active() {
             // Moved in place (a new start order, as a stop and start would
             // give): at most one heap move, none if the expiry is later.
-            let step = self.timers.reset_record(e.record(), after, repeat);
+            let step = self
+                .timers
+                .reset_record(e.record(), t.0.slot, after, repeat);
             self.timers.finish(&mut self.registry, t.0.slot, step);
         } else {
             e.record().configure(to_ns(after), to_ns(repeat));
@@ -112,7 +114,7 @@ impl<'s, S> Loop<'s, S> {
         let mut e = self.registry.timer_mut(t.0, settled)?;
         if e.is_queued() {
             // libev clears a pending invocation.
-            return self.again_queued(t);
+            return self.again_queued(t.0);
         }
         // Armed at `repeat` from now (not at its `after`, as a start
         // would); a timer without a period is stopped.
@@ -122,7 +124,7 @@ impl<'s, S> Loop<'s, S> {
             return Ok(());
         }
         e.set_active(true);
-        let step = self.timers.again_record(e.record());
+        let step = self.timers.again_record(e.record(), t.0.slot);
         self.timers.finish(&mut self.registry, t.0.slot, step);
         Ok(())
     }
@@ -131,9 +133,9 @@ impl<'s, S> Loop<'s, S> {
     /// first.
     #[cold]
     #[inline(never)]
-    fn again_queued(&mut self, t: Timer) -> Result<()> {
-        self.registry.cancel(&mut self.pending, t.0.slot);
-        self.again(t)
+    fn again_queued(&mut self, key: Key) -> Result<()> {
+        self.registry.cancel(&mut self.pending, key.slot);
+        self.again(Timer(key))
     }
 
     /// [`Loop::start`] of a timer: armed at its delay from now, unless it
@@ -144,7 +146,7 @@ impl<'s, S> Loop<'s, S> {
         let mut e = self.registry.timer_mut(key, settled)?;
         if !e.is_active() {
             e.set_active(true);
-            let step = self.timers.start_record(e.record());
+            let step = self.timers.start_record(e.record(), key.slot);
             self.timers.finish(&mut self.registry, key.slot, step);
         }
         Ok(())
