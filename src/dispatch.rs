@@ -70,25 +70,31 @@ impl<'s, S> Loop<'s, S> {
             // Ruled out when the batch opened.
             debug_assert!(!ev.ready.is_invalid());
             if fd.is_oneshot() {
-                // Disarmed now rather than when the poll returned: nothing
-                // can tell, since a query counts the unread results as the
-                // disarmed watchers they stand for (is_active, is_pending)
-                // and anything else materialises the batch first.
-                match self.fds.disarm_single(ev.fd, ev.ready, &mut self.registry) {
-                    Some(Some((slot, r))) => {
-                        self.results.set_rearmable(Some((slot, ev.fd)));
-                        self.invoke::<false>(slot, r, OBSERVED, state);
-                        self.results.set_rearmable(None);
-                        if self.pending.has_above(Priority::DEFAULT) {
-                            return;
-                        }
-                    }
-                    Some(None) => {}
+                // The fd's only watcher stays active and listed through its
+                // callback, its disarm deferred: a re-arm from the callback
+                // (the common pattern) then only clears the mark, and
+                // nothing can tell, since a query counts the mark as the
+                // disarmed watcher it stands for (is_active, active_count)
+                // and anything else settles it first (`settle_disarm`).
+                let slot = match fd.single() {
+                    Some(slot) => slot,
+                    None if fd.watchers().is_empty() => continue,
                     None => {
+                        // Several watchers on the fd: the queued path.
                         self.results.unread();
                         self.materialise_batch();
                         return;
                     }
+                };
+                let r = ev.ready & self.registry[slot].receives;
+                if r.is_empty() {
+                    continue;
+                }
+                self.results.defer_disarm(slot, ev.fd);
+                self.invoke::<false>(slot, r, OBSERVED, state);
+                self.settle_disarm();
+                if self.pending.has_above(Priority::DEFAULT) {
+                    return;
                 }
                 continue;
             }
@@ -119,9 +125,19 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// Materialises the direct batch, if one is open: see direct_batch.rs.
+    /// Materialises the direct batch, if one is open (see
+    /// direct_batch.rs), after settling a deferred disarm.
     #[inline]
     pub(crate) fn materialise_batch(&mut self) {
+        if self.results.is_open() || self.results.deferred_disarm().is_some() {
+            self.materialise_now();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn materialise_now(&mut self) {
+        self.settle_disarm();
         if self.results.is_open() {
             self.results.materialise(
                 &mut self.fds,
@@ -129,6 +145,17 @@ impl<'s, S> Loop<'s, S> {
                 &mut self.pending,
                 &mut *self.backend,
             );
+        }
+    }
+
+    /// Disarms the one-shot watcher whose disarm a direct batch deferred
+    /// (see `run_batch`), if any: what the queued path did when it queued
+    /// the watcher's event. Before anything that could tell a deferred
+    /// disarm from a done one.
+    #[inline(always)]
+    pub(crate) fn settle_disarm(&mut self) {
+        if let Some((slot, fd)) = self.results.take_disarm() {
+            self.fds.disarm(fd, slot, &mut self.registry);
         }
     }
 
@@ -293,7 +320,7 @@ impl<'s, S> Loop<'s, S> {
 impl<S> Batch for Loop<'_, S> {
     #[inline(always)]
     fn is_open(&self) -> bool {
-        self.results.is_open()
+        self.results.is_open() || self.results.deferred_disarm().is_some()
     }
     #[inline(always)]
     fn has_read(&self, fd: crate::RawFd) -> bool {

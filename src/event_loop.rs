@@ -479,6 +479,9 @@ struct RunGuard<'a, 's, S> {
 
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
+        // A callback that panicked from a direct batch leaves its disarm
+        // deferred: done now, as the queued path did before the callback.
+        self.lp.settle_disarm();
         if self.nested {
             // The suspended watchers' fds go back into the backend's set
             // at the caller's next flush.

@@ -127,30 +127,6 @@ impl FdTable {
         self.mark_changed(fd);
     }
 
-    /// Whether `fd` has no active watcher and is one-shot (its last
-    /// watchers were).
-    #[inline]
-    pub fn is_unwatched_oneshot(&self, fd: RawFd) -> bool {
-        self.get(fd)
-            .is_some_and(|state| state.watchers.is_empty() && state.is_oneshot())
-    }
-
-    /// [`FdTable::start`] for a one-shot watcher on an fd that
-    /// [`FdTable::is_unwatched_oneshot`]: the trigger mode is already the
-    /// fd's.
-    #[inline]
-    pub fn rearm(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
-        let state = &mut self.fds[fd as usize];
-        state.watchers.push(links, slot);
-        state.single = Some(slot);
-        // `mark_changed`, with the state at hand (the batch's disarm has
-        // usually marked it already).
-        if !state.changed {
-            state.changed = true;
-            self.changes.push(fd);
-        }
-    }
-
     /// Removes a watcher from `fd`'s list (the registry has marked it
     /// inactive).
     pub fn stop(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
@@ -315,36 +291,25 @@ impl FdTable {
     }
 
     /// The direct path's counterpart of [`FdTable::queue_events`] for a
-    /// one-shot fd with at most one watcher (whose registration
-    /// [`FdTable::oneshots_reported`] marked disarmed already): the
-    /// watcher, if the report reaches it, is stopped (registry and list)
-    /// just before its callback is invoked. Returns
-    /// that watcher and what it receives, if the report reaches one.
-    /// `None` from an fd with several watchers, untouched: the caller
-    /// takes the queued path for it.
-    #[inline(always)]
-    pub fn disarm_single<C>(
-        &mut self,
-        fd: RawFd,
-        ready: Ready,
-        registry: &mut Registry<C>,
-    ) -> Option<Option<(Slot, Ready)>> {
+    /// one-shot fd's only watcher, whose event a direct batch dispatched
+    /// (the fd's registration was marked disarmed when the batch opened,
+    /// [`FdTable::oneshots_reported`]): the watcher is stopped (registry
+    /// and list). The batch defers this until something could tell
+    /// (`Loop::settle_disarm`).
+    #[cold]
+    #[inline(never)]
+    pub fn disarm<C>(&mut self, fd: RawFd, slot: Slot, registry: &mut Registry<C>) {
         let state = &mut self.fds[fd as usize];
-        let slot = match state.single {
-            Some(slot) => Some(slot),
-            None if state.watchers.is_empty() => None,
-            None => return None,
-        };
-        let hit = slot.and_then(|slot| {
-            let r = ready & registry[slot].receives;
-            (!r.is_empty()).then_some((slot, r))
-        });
-        if let Some((slot, _)) = hit {
-            registry.deactivate(slot);
-            state.watchers.remove(registry, slot);
-            state.single = None;
-        }
-        Some(hit)
+        registry.deactivate(slot);
+        state.watchers.remove(registry, slot);
+        state.sync_single();
+        debug_assert!(registry.is_inactive_oneshot_of(
+            crate::handle::Key {
+                slot,
+                gen: registry[slot].gen
+            },
+            fd
+        ));
     }
 
     /// A direct batch opened over `events` while one-shot watchers are
@@ -352,7 +317,7 @@ impl FdTable {
     /// now, in poll order, as [`FdTable::queue_events`] would have (so the
     /// next flush sends the same requests in the same order); its
     /// watchers are stopped as the batch reaches them
-    /// ([`FdTable::disarm_single`]).
+    /// ([`FdTable::disarm`]).
     pub fn oneshots_reported(&mut self, events: &[PollEvent]) {
         for ev in events {
             let Some(state) = self.fds.get_mut(ev.fd as usize) else {
