@@ -185,8 +185,8 @@ impl PollResults {
         self.requeue = later;
     }
 
-    /// The unread results of the batch.
-    fn unread_results(&self) -> &[PollEvent] {
+    /// The unread results of the batch (none when it is closed).
+    pub fn unread_results(&self) -> &[PollEvent] {
         self.events.get(self.next..).unwrap_or_default()
     }
 

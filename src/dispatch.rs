@@ -78,7 +78,10 @@ impl<'s, S> Loop<'s, S> {
                 // and anything else settles it first (`settle_disarm`).
                 let slot = match fd.single() {
                     Some(slot) => slot,
-                    None if fd.watchers().is_empty() => continue,
+                    None if fd.watchers().is_empty() => {
+                        self.fds.report_oneshot(ev.fd);
+                        continue;
+                    }
                     None => {
                         // Several watchers on the fd: the queued path.
                         self.results.unread();
@@ -86,6 +89,9 @@ impl<'s, S> Loop<'s, S> {
                         return;
                     }
                 };
+                // Listed among the poll's reported fds now, in poll order
+                // as queuing would (the flush takes them first).
+                self.fds.report_oneshot(ev.fd);
                 let r = ev.ready & self.registry[slot].receives;
                 if r.is_empty() {
                     continue;

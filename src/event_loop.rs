@@ -321,11 +321,8 @@ impl<'s, S> Loop<'s, S> {
     /// The poll's io events become pending, in poll order, unless they
     /// can be dispatched straight from the results (direct_batch.rs).
     fn queue_io(&mut self) {
-        if self.results.open(&self.registry, &self.pending) {
-            if self.registry.oneshot() > 0 {
-                self.fds.oneshots_reported(self.results.all());
-            }
-        } else {
+        // A direct batch lists its one-shot fds as it reaches them.
+        if !self.results.open(&self.registry, &self.pending) {
             self.fds.queue_events(
                 self.results.all(),
                 &mut self.registry,

@@ -29,8 +29,8 @@ pub(crate) struct FdState {
     single: Option<Slot>,
     /// What the backend was last told for this fd.
     registered: Interest,
-    /// Whether the fd is already in the change list.
-    changed: bool,
+    /// Which change list holds the fd, if one does.
+    listed: Listed,
     /// The trigger mode its watchers share (kernels keep one registration
     /// per fd); meaningful while it has watchers.
     trigger: Trigger,
@@ -59,7 +59,7 @@ impl FdState {
     /// A report for this one-shot fd arrived: a native registration,
     /// which the kernel disarmed with it, is re-armed or forgotten at the
     /// next flush (the backend contract: the next `modify` starts from
-    /// "registered, disarmed"). The caller marks the fd changed.
+    /// "registered, disarmed"). The caller lists the fd.
     #[inline]
     fn reported_oneshot(&mut self) {
         if self.registered.trigger() == Trigger::Oneshot {
@@ -72,9 +72,30 @@ impl FdState {
     }
 }
 
+/// Which change list holds an fd (see [`FdTable`]).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    #[default]
+    No,
+    /// In `reported`.
+    Reported,
+    /// In `changes` only.
+    Changed,
+}
+
+/// The fd table, and the fds to flush, in two lists: the one-shot fds that
+/// polls reported (each report disarms a native registration), in poll
+/// order, and every other change, in the order of first change. The flush
+/// takes `reported` first. The queued path marks reported fds when it
+/// queues the poll's events, before any callback runs, so that order is
+/// the queued path's; the direct path marks each fd as its batch reaches
+/// it, and callbacks' changes in between go to the other list, so it
+/// flushes in the same order. (An fd changed first and reported after is
+/// moved to `reported`: its entry in `changes` is skipped.)
 #[derive(Default)]
 pub(crate) struct FdTable {
     fds: Vec<FdState>,
+    reported: Vec<RawFd>,
     changes: Vec<RawFd>,
 }
 
@@ -105,9 +126,23 @@ impl FdTable {
     #[inline]
     pub fn mark_changed(&mut self, fd: RawFd) {
         let state = self.state_mut(fd);
-        if !state.changed {
-            state.changed = true;
+        if state.listed == Listed::No {
+            state.listed = Listed::Changed;
             self.changes.push(fd);
+        }
+    }
+
+    /// A poll reported the one-shot fd `fd` (its state exists): a native
+    /// registration, which the kernel disarmed with the report, is
+    /// re-armed or forgotten at the next flush, among the poll's reported
+    /// fds. (Again for the same poll: nothing more.)
+    #[inline(always)]
+    pub fn report_oneshot(&mut self, fd: RawFd) {
+        let state = &mut self.fds[fd as usize];
+        state.reported_oneshot();
+        if state.listed != Listed::Reported {
+            state.listed = Listed::Reported;
+            self.reported.push(fd);
         }
     }
 
@@ -185,7 +220,8 @@ impl FdTable {
     }
 
     /// Sends each changed fd's interest union to the backend, once
-    /// (libev's `fd_reify`). An fd the backend refuses is killed.
+    /// (libev's `fd_reify`): the reported one-shot fds first, then the
+    /// others. An fd the backend refuses is killed.
     pub fn flush_changes<C>(
         &mut self,
         registry: &mut Registry<C>,
@@ -193,14 +229,40 @@ impl FdTable {
         backend: &mut dyn Backend,
         native_oneshot: bool,
     ) {
-        if self.changes.is_empty() {
-            return;
+        if !self.reported.is_empty() {
+            let mut list = std::mem::take(&mut self.reported);
+            self.flush_list(&list, registry, pending, backend, native_oneshot);
+            list.clear();
+            if self.reported.is_empty() {
+                // Keep the allocation.
+                self.reported = list;
+            }
         }
-        let mut changes = std::mem::take(&mut self.changes);
-        for &fd in &changes {
-            // A changed fd has its state (`mark_changed` made it).
+        if !self.changes.is_empty() {
+            let mut list = std::mem::take(&mut self.changes);
+            self.flush_list(&list, registry, pending, backend, native_oneshot);
+            list.clear();
+            if self.changes.is_empty() {
+                self.changes = list;
+            }
+        }
+    }
+
+    fn flush_list<C>(
+        &mut self,
+        list: &[RawFd],
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+        native_oneshot: bool,
+    ) {
+        for &fd in list {
+            // A listed fd has its state (`mark_changed` made it).
             let state = &mut self.fds[fd as usize];
-            state.changed = false;
+            if state.listed == Listed::No {
+                continue; // moved to `reported`, and flushed there
+            }
+            state.listed = Listed::No;
             // A watcher whose callback is running (a nested run is under
             // way) is left out until it returns: its events could only be
             // held back meanwhile.
@@ -234,11 +296,6 @@ impl FdTable {
                     self.kill(fd, registry, pending, backend);
                 }
             }
-        }
-        changes.clear();
-        if self.changes.is_empty() {
-            // Keep the allocation.
-            self.changes = changes;
         }
     }
 
@@ -292,10 +349,9 @@ impl FdTable {
 
     /// The direct path's counterpart of [`FdTable::queue_events`] for a
     /// one-shot fd's only watcher, whose event a direct batch dispatched
-    /// (the fd's registration was marked disarmed when the batch opened,
-    /// [`FdTable::oneshots_reported`]): the watcher is stopped (registry
-    /// and list). The batch defers this until something could tell
-    /// (`Loop::settle_disarm`).
+    /// (the batch marked the fd reported, [`FdTable::report_oneshot`]):
+    /// the watcher is stopped (registry and list). The batch defers this
+    /// until something could tell (`Loop::settle_disarm`).
     #[cold]
     #[inline(never)]
     pub fn disarm<C>(&mut self, fd: RawFd, slot: Slot, registry: &mut Registry<C>) {
@@ -312,24 +368,16 @@ impl FdTable {
         ));
     }
 
-    /// A direct batch opened over `events` while one-shot watchers are
-    /// active: every reported one-shot fd is disarmed and marked changed
-    /// now, in poll order, as [`FdTable::queue_events`] would have (so the
-    /// next flush sends the same requests in the same order); its
-    /// watchers are stopped as the batch reaches them
-    /// ([`FdTable::disarm`]).
+    /// Marks every one-shot fd that `events` (the unread results of a
+    /// direct batch) report, as [`FdTable::report_oneshot`] (the batch
+    /// would as it reaches them; again then is nothing more): before
+    /// anything outside the batch could read their registrations.
+    #[cold]
+    #[inline(never)]
     pub fn oneshots_reported(&mut self, events: &[PollEvent]) {
         for ev in events {
-            let Some(state) = self.fds.get_mut(ev.fd as usize) else {
-                continue;
-            };
-            if state.is_oneshot() {
-                state.reported_oneshot();
-                // `mark_changed`, with the state at hand.
-                if !state.changed {
-                    state.changed = true;
-                    self.changes.push(ev.fd);
-                }
+            if self.get(ev.fd).is_some_and(FdState::is_oneshot) {
+                self.report_oneshot(ev.fd);
             }
         }
     }
@@ -378,8 +426,8 @@ impl FdTable {
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
     ) {
+        self.report_oneshot(fd);
         let state = &mut self.fds[fd as usize];
-        state.reported_oneshot();
         if let Some(slot) = state.single {
             // The common case: one watcher, no list walk.
             let r = ready & registry[slot].receives;
@@ -404,7 +452,6 @@ impl FdTable {
             state.watchers = list;
             state.sync_single();
         }
-        self.mark_changed(fd);
     }
 }
 

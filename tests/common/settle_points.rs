@@ -180,6 +180,35 @@ pub fn cases() -> Vec<Case> {
             "one-shot, deferred disarm: another trigger on its fd",
             vec![Act::CreateIo(0), Act::Start(0)],
         ),
+        // Three one-shot watchers read at once; the first stops the second
+        // before its event, the third is not re-armed. The queued path
+        // listed the three fds as reported before any callback ran, so the
+        // flush tells the backend in poll order (the first re-armed, the
+        // second and third forgotten, or on the simulator, which emulates
+        // one-shot, the second then the third): the direct path, which
+        // lists each fd as it reaches it, must too, though the stop changed
+        // the second fd first.
+        Case {
+            name: "one-shot: changed before its report",
+            watchers: vec![
+                Watcher {
+                    oneshot: true,
+                    ..watcher(0, vec![vec![Act::Stop(1), Act::Start(0)]])
+                },
+                Watcher {
+                    oneshot: true,
+                    ..watcher(1, vec![vec![Act::Start(1)]])
+                },
+                Watcher {
+                    oneshot: true,
+                    ..watcher(2, vec![vec![]])
+                },
+            ],
+            closes: &[],
+            sends: &[0, 1, 2],
+            invalid: &[],
+            at_ms: 1,
+        },
     ]
 }
 
