@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::backend::{Backend, Capabilities, Change, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
 
 /// Initial number of events one `epoll_wait` can return.
@@ -181,7 +181,7 @@ impl Pass {
         self.stray & ONESHOT == 0
     }
 
-    fn of(mask: u32) -> Pass {
+    const fn of(mask: u32) -> Pass {
         if mask & IN_OUT == 0 {
             return Pass::NONE;
         }
@@ -234,6 +234,37 @@ impl Epoll {
             clock: Clock::new(),
             notifier: Notifier::new("epoll"),
         })
+    }
+
+    /// `modify`'s common change, if this is one (false: nothing was done,
+    /// or the kernel refused it, and `modify_slow` retries and answers):
+    /// an fd the kernel holds gets a new (or, one-shot, the same)
+    /// non-empty mask, with nothing to fix. Both masks come from tables.
+    #[inline(always)]
+    fn modify_fast(&mut self, fd: RawFd, new: Interest) -> bool {
+        let bits = (new.bits() & 0x3f) as usize;
+        let events = EVENTS[bits];
+        let idx = fd as u32 as usize;
+        let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) else {
+            return false;
+        };
+        if *held == 0 || events & IN_OUT == 0 || !self.fixed.is_empty() {
+            return false;
+        }
+        let mut ev = libc::epoll_event {
+            events,
+            u64: fd as u64,
+        };
+        // SAFETY: `epfd` is an open epoll fd, and `ev` is a valid
+        // epoll_event that outlives the call (the kernel copies it). An fd
+        // the kernel does not hold is an error, not undefined behaviour.
+        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        if r != 0 {
+            return false;
+        }
+        *held = events;
+        *pass = PASS[bits];
+        true
     }
 
     /// `modify` for everything but the common change: adding, deleting,
@@ -494,6 +525,17 @@ fn epoll_events(interest: Interest) -> u32 {
     EVENTS[(interest.bits() & 0x3f) as usize]
 }
 
+/// [`Pass::of`] the mask of every value of an interest's bits.
+static PASS: [Pass; 64] = {
+    let mut t = [Pass::NONE; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = Pass::of(EVENTS[i]);
+        i += 1;
+    }
+    t
+};
+
 /// [`epoll_events_of`] for every value of an interest's bits.
 static EVENTS: [u32; 64] = {
     let mut t = [0u32; 64];
@@ -586,24 +628,22 @@ impl Backend for Epoll {
         }
     }
 
-    #[inline]
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        // The common change first: an fd the kernel holds gets a new
-        // (or, one-shot, the same) non-empty mask, with nothing to fix.
-        let events = epoll_events(new);
-        let idx = fd as u32 as usize;
-        if let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) {
-            if *held != 0
-                && events & IN_OUT != 0
-                && self.fixed.is_empty()
-                && ctl(&self.epfd, libc::EPOLL_CTL_MOD, fd, events, fd as u64).is_ok()
-            {
-                *held = events;
-                *pass = Pass::of(events);
-                return Ok(());
-            }
+        if self.modify_fast(fd, new) {
+            return Ok(());
         }
         self.modify_slow(fd, old, new)
+    }
+
+    /// The loop's flush: a one-shot re-arm makes one change per event, and
+    /// this loop makes each with `modify`'s fast path inline.
+    fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
+        for (i, c) in changes.iter().enumerate() {
+            if !self.modify_fast(c.fd, c.new) {
+                self.modify_slow(c.fd, c.old, c.new).map_err(|e| (i, e))?;
+            }
+        }
+        Ok(())
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
@@ -736,6 +776,11 @@ mod tests {
                 assert_eq!(
                     epoll_events(interest),
                     epoll_events_of(interest),
+                    "{interest:?}"
+                );
+                assert_eq!(
+                    PASS[(interest.bits() & 0x3f) as usize],
+                    Pass::of(epoll_events_of(interest)),
                     "{interest:?}"
                 );
             }

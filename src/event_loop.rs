@@ -12,7 +12,7 @@ use tracing::trace;
 
 use crate::backend::{Backend, Capabilities, PollStatus};
 use crate::direct_batch::PollResults;
-use crate::fd_table::FdTable;
+use crate::fd_table::{FdTable, Flush};
 use crate::handle::Key;
 use crate::kind::{Kinds, Phase};
 use crate::pending::{PendingQueues, Priority};
@@ -310,11 +310,15 @@ impl<'s, S> Loop<'s, S> {
 
     /// libev's `fd_reify`: the changed fds' interests to the backend.
     fn flush_fds(&mut self) {
+        let flush = Flush {
+            native_oneshot: self.caps.oneshot,
+            nested: self.run.depth > 1,
+        };
         self.fds.flush_changes(
             &mut self.registry,
             &mut self.pending,
             &mut *self.backend,
-            self.caps.oneshot,
+            flush,
         );
     }
 

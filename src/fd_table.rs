@@ -12,7 +12,9 @@
 
 use crate::RawFd;
 
-use crate::backend::{Backend, Capabilities, PollEvent};
+use std::io;
+
+use crate::backend::{Backend, Capabilities, Change, PollEvent};
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
@@ -97,6 +99,8 @@ pub(crate) struct FdTable {
     fds: Vec<FdState>,
     reported: Vec<RawFd>,
     changes: Vec<RawFd>,
+    /// Scratch space for a flush's changes (kept for its capacity).
+    made: Vec<Change>,
 }
 
 impl FdTable {
@@ -221,81 +225,96 @@ impl FdTable {
 
     /// Sends each changed fd's interest union to the backend, once
     /// (libev's `fd_reify`): the reported one-shot fds first, then the
-    /// others. An fd the backend refuses is killed.
+    /// others, all in one [`Backend::modify_all`]. An fd the backend
+    /// refuses is killed (and the rest sent after it).
     pub fn flush_changes<C>(
         &mut self,
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
         backend: &mut dyn Backend,
-        native_oneshot: bool,
+        flush: Flush,
     ) {
-        if !self.reported.is_empty() {
-            let mut list = std::mem::take(&mut self.reported);
-            self.flush_list(&list, registry, pending, backend, native_oneshot);
-            list.clear();
-            if self.reported.is_empty() {
-                // Keep the allocation.
-                self.reported = list;
-            }
+        if self.reported.is_empty() && self.changes.is_empty() {
+            return;
         }
-        if !self.changes.is_empty() {
-            let mut list = std::mem::take(&mut self.changes);
-            self.flush_list(&list, registry, pending, backend, native_oneshot);
-            list.clear();
-            if self.changes.is_empty() {
-                self.changes = list;
-            }
+        let mut made = std::mem::take(&mut self.made);
+        let mut reported = std::mem::take(&mut self.reported);
+        self.wanted(&reported, registry, flush, &mut made);
+        reported.clear();
+        self.reported = reported;
+        let mut changes = std::mem::take(&mut self.changes);
+        self.wanted(&changes, registry, flush, &mut made);
+        changes.clear();
+        self.changes = changes;
+        if !made.is_empty() {
+            self.send(&made, registry, pending, backend);
+            made.clear();
         }
+        // Kept for the allocation.
+        self.made = made;
     }
 
-    fn flush_list<C>(
+    /// Appends to `made` the change each fd of `list` needs, if any, and
+    /// records it as made (`send` undoes that for a change the backend
+    /// refuses).
+    fn wanted<C>(
         &mut self,
         list: &[RawFd],
-        registry: &mut Registry<C>,
-        pending: &mut PendingQueues,
-        backend: &mut dyn Backend,
-        native_oneshot: bool,
+        registry: &Registry<C>,
+        flush: Flush,
+        made: &mut Vec<Change>,
     ) {
         for &fd in list {
             // A listed fd has its state (`mark_changed` made it).
             let state = &mut self.fds[fd as usize];
             if state.listed == Listed::No {
-                continue; // moved to `reported`, and flushed there
+                continue; // moved to `reported`, and taken there
             }
             state.listed = Listed::No;
-            // A watcher whose callback is running (a nested run is under
-            // way) is left out until it returns: its events could only be
-            // held back meanwhile.
-            let mut want = Interest::NONE;
-            match state.single {
-                Some(slot) if !registry[slot].cb.is_running() => want = registry[slot].interest(),
-                Some(_) => {}
-                None => {
-                    for slot in state.watchers.iter(registry) {
-                        if !registry[slot].cb.is_running() {
-                            want |= registry[slot].interest();
-                        }
-                    }
-                }
-            }
+            let mut want = match state.single {
+                // The common case: one watcher, and no callback running.
+                Some(slot) if !flush.nested => registry[slot].interest(),
+                _ => union(state, registry),
+            };
             if want.is_empty() {
                 want = Interest::NONE;
-            } else if want.trigger() == Trigger::Oneshot && !native_oneshot {
+            } else if want.trigger() == Trigger::Oneshot && !flush.native_oneshot {
                 // The loop emulates one-shot: the backend sees level.
                 want = want.events();
             }
             let old = state.registered;
-            if want == old {
-                continue;
+            if want != old {
+                state.registered = want;
+                made.push(Change { fd, old, new: want });
             }
-            tracing::trace!(fd, %old, new = %want, "backend modify");
-            match backend.modify(fd, old, want) {
-                Ok(()) => self.fds[fd as usize].registered = want,
-                Err(err) => {
-                    tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
-                    self.kill(fd, registry, pending, backend);
-                }
-            }
+        }
+    }
+
+    /// Sends `made` to the backend in order, killing each fd it refuses
+    /// (with its registration as it was) and sending the rest after it.
+    /// Each change is traced before it is made: with `tracing` at trace
+    /// level, one call per change.
+    fn send<C>(
+        &mut self,
+        made: &[Change],
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        let mut from = 0;
+        while from < made.len() {
+            let rest = &made[from..];
+            let sent = if tracing::level_enabled!(tracing::Level::TRACE) {
+                send_traced(rest, backend)
+            } else {
+                backend.modify_all(rest)
+            };
+            let Err((i, err)) = sent else { break };
+            let refused = rest[i];
+            self.fds[refused.fd as usize].registered = refused.old;
+            tracing::debug!(fd = refused.fd, %err, "backend refused the fd; stopping its watchers");
+            self.kill(refused.fd, registry, pending, backend);
+            from += i + 1;
         }
     }
 
@@ -453,6 +472,44 @@ impl FdTable {
             state.sync_single();
         }
     }
+}
+
+/// How [`FdTable::flush_changes`] runs.
+#[derive(Clone, Copy)]
+pub(crate) struct Flush {
+    /// The backend's one-shot is native (else the loop emulates it, and
+    /// the backend sees level).
+    pub native_oneshot: bool,
+    /// A nested run is under way: callbacks may be running further up
+    /// the stack.
+    pub nested: bool,
+}
+
+/// [`Backend::modify_all`] one change at a time, each traced first.
+#[cold]
+fn send_traced(
+    changes: &[Change],
+    backend: &mut dyn Backend,
+) -> std::result::Result<(), (usize, io::Error)> {
+    for (i, c) in changes.iter().enumerate() {
+        tracing::trace!(fd = c.fd, old = %c.old, new = %c.new, "backend modify");
+        backend.modify(c.fd, c.old, c.new).map_err(|e| (i, e))?;
+    }
+    Ok(())
+}
+
+/// The union of the interests of an fd's watchers, leaving out those whose
+/// callback is running (a nested run is under way): their events could
+/// only be held back meanwhile.
+#[inline(never)]
+fn union<C>(state: &FdState, registry: &Registry<C>) -> Interest {
+    let mut want = Interest::NONE;
+    for slot in state.watchers.iter(registry) {
+        if !registry[slot].cb.is_running() {
+            want |= registry[slot].interest();
+        }
+    }
+    want
 }
 
 /// Validates a source against the backend and returns its fd number.
