@@ -251,6 +251,11 @@ impl Epoll {
         if *held == 0 || events & IN_OUT == 0 || !self.fixed.is_empty() {
             return false;
         }
+        // The tables first (nothing is live across the call then), put
+        // back if the kernel refuses.
+        let was = (*held, *pass);
+        *held = events;
+        *pass = PASS[bits];
         let mut ev = libc::epoll_event {
             events,
             u64: fd as u64,
@@ -260,10 +265,9 @@ impl Epoll {
         // the kernel does not hold is an error, not undefined behaviour.
         let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
         if r != 0 {
+            (self.masks[idx], self.pass[idx]) = was;
             return false;
         }
-        *held = events;
-        *pass = PASS[bits];
         true
     }
 

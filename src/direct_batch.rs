@@ -10,6 +10,7 @@ use crate::RawFd;
 
 use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;
+use crate::handle::Key;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::Slot;
@@ -36,7 +37,7 @@ pub(crate) struct PollResults {
     /// else), anything could tell (the loop settles the mark first: the
     /// disarm the queued path made when it queued the event), or the
     /// callback returns (then it is disarmed).
-    disarm: Option<(Slot, RawFd)>,
+    disarm: Option<(Key, RawFd)>,
     /// What the backend noticed besides fd readiness in the last poll:
     /// the kinds read it in the polled phase (kept for its capacity).
     pub notices: Notices,
@@ -117,17 +118,17 @@ impl PollResults {
         self.events.get(self.next - 1).map(|ev| ev.fd)
     }
 
-    /// Defers the disarm of the one-shot watcher `slot`, the only watcher
+    /// Defers the disarm of the one-shot watcher `key`, the only watcher
     /// of `fd`, whose callback is about to run from the batch.
     #[inline(always)]
-    pub fn defer_disarm(&mut self, slot: Slot, fd: RawFd) {
+    pub fn defer_disarm(&mut self, key: Key, fd: RawFd) {
         debug_assert!(self.disarm.is_none(), "a disarm deferred already");
-        self.disarm = Some((slot, fd));
+        self.disarm = Some((key, fd));
     }
 
     /// The watcher whose disarm is deferred, and its fd, if any.
     #[inline(always)]
-    pub fn deferred_disarm(&self) -> Option<(Slot, RawFd)> {
+    pub fn deferred_disarm(&self) -> Option<(Key, RawFd)> {
         self.disarm
     }
 
@@ -135,13 +136,13 @@ impl PollResults {
     /// active and listed, but stands for a disarmed (inactive) watcher.
     #[inline]
     pub fn is_disarming(&self, slot: Slot) -> bool {
-        self.disarm.is_some_and(|(s, _)| s == slot)
+        self.disarm.is_some_and(|(k, _)| k.slot == slot)
     }
 
     /// Takes the deferred disarm, if any: the caller disarms the watcher
     /// (or, re-armed by its callback, keeps it as it is).
     #[inline(always)]
-    pub fn take_disarm(&mut self) -> Option<(Slot, RawFd)> {
+    pub fn take_disarm(&mut self) -> Option<(Key, RawFd)> {
         self.disarm.take()
     }
 

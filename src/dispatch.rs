@@ -96,7 +96,8 @@ impl<'s, S> Loop<'s, S> {
                 if r.is_empty() {
                     continue;
                 }
-                self.results.defer_disarm(slot, ev.fd);
+                let gen = self.registry[slot].gen;
+                self.results.defer_disarm(Key { slot, gen }, ev.fd);
                 self.invoke::<false>(slot, r, OBSERVED, state);
                 self.settle_disarm();
                 if self.pending.has_above(Priority::DEFAULT) {
@@ -160,8 +161,8 @@ impl<'s, S> Loop<'s, S> {
     /// disarm from a done one.
     #[inline(always)]
     pub(crate) fn settle_disarm(&mut self) {
-        if let Some((slot, fd)) = self.results.take_disarm() {
-            self.fds.disarm(fd, slot, &mut self.registry);
+        if let Some((key, fd)) = self.results.take_disarm() {
+            self.fds.disarm(fd, key.slot, &mut self.registry);
         }
     }
 

@@ -74,13 +74,22 @@ impl FdState {
     }
 }
 
-/// Which change list holds an fd (see [`FdTable`]).
+/// Which change list holds an fd (see [`FdTable`]), and for a reported
+/// fd, whether the flush can take its change as it was recorded.
 #[derive(Default, Clone, Copy, PartialEq, Eq)]
 enum Listed {
     #[default]
     No,
-    /// In `reported`.
+    /// In `reported`, with nothing changed on the fd since: its entry
+    /// holds the registration from before the report.
     Reported,
+    /// As `Reported`, and its only watcher, which the report disarmed, was
+    /// re-armed by its callback (`FdTable::rearmed`): it wants that
+    /// registration again.
+    Rearmed,
+    /// In `reported`, and changed otherwise too: the flush works out what
+    /// its watchers want.
+    Dirty,
     /// In `changes` only.
     Changed,
 }
@@ -94,13 +103,18 @@ enum Listed {
 /// it, and callbacks' changes in between go to the other list, so it
 /// flushes in the same order. (An fd changed first and reported after is
 /// moved to `reported`: its entry in `changes` is skipped.)
+///
+/// A reported fd's entry records the registration it had before the
+/// report. Re-armed by its callback with nothing else changed on the fd
+/// (the common one-shot pattern), it wants exactly that again: the flush
+/// takes it from the entry without looking at the watchers.
 #[derive(Default)]
 pub(crate) struct FdTable {
     fds: Vec<FdState>,
-    reported: Vec<RawFd>,
+    /// The reported fds (`fd`, and in `new` the registration before the
+    /// report); during a flush, also the changes it makes.
+    reported: Vec<Change>,
     changes: Vec<RawFd>,
-    /// Scratch space for a flush's changes (kept for its capacity).
-    made: Vec<Change>,
 }
 
 impl FdTable {
@@ -130,9 +144,13 @@ impl FdTable {
     #[inline]
     pub fn mark_changed(&mut self, fd: RawFd) {
         let state = self.state_mut(fd);
-        if state.listed == Listed::No {
-            state.listed = Listed::Changed;
-            self.changes.push(fd);
+        match state.listed {
+            Listed::No => {
+                state.listed = Listed::Changed;
+                self.changes.push(fd);
+            }
+            Listed::Reported | Listed::Rearmed => state.listed = Listed::Dirty,
+            Listed::Dirty | Listed::Changed => {}
         }
     }
 
@@ -143,10 +161,31 @@ impl FdTable {
     #[inline(always)]
     pub fn report_oneshot(&mut self, fd: RawFd) {
         let state = &mut self.fds[fd as usize];
+        let before = state.registered;
         state.reported_oneshot();
-        if state.listed != Listed::Reported {
-            state.listed = Listed::Reported;
-            self.reported.push(fd);
+        let listed = match state.listed {
+            Listed::No => Listed::Reported,
+            Listed::Changed => Listed::Dirty,
+            _ => return,
+        };
+        state.listed = listed;
+        self.reported.push(Change {
+            fd,
+            old: Interest::NONE,
+            new: before,
+        });
+    }
+
+    /// The only watcher of the reported one-shot fd `fd`, whose disarm a
+    /// direct batch deferred, was re-armed by its callback: still active
+    /// and listed, it is what the report found, so the fd wants the
+    /// registration it had before the report again (unless something else
+    /// changed on it since: then the flush works it out).
+    #[inline(always)]
+    pub fn rearmed(&mut self, fd: RawFd) {
+        let state = &mut self.fds[fd as usize];
+        if state.listed == Listed::Reported {
+            state.listed = Listed::Rearmed;
         }
     }
 
@@ -237,57 +276,50 @@ impl FdTable {
         if self.reported.is_empty() && self.changes.is_empty() {
             return;
         }
-        let mut made = std::mem::take(&mut self.made);
-        let mut reported = std::mem::take(&mut self.reported);
-        self.wanted(&reported, registry, flush, &mut made);
-        reported.clear();
-        self.reported = reported;
-        let mut changes = std::mem::take(&mut self.changes);
-        self.wanted(&changes, registry, flush, &mut made);
-        changes.clear();
-        self.changes = changes;
+        // The changes to make are written over `reported` (each entry read
+        // before it is written), then appended.
+        let mut made = std::mem::take(&mut self.reported);
+        let fds = &mut self.fds;
+        made.retain_mut(|c| {
+            // A listed fd has its state (`report_oneshot` is given one).
+            let state = &mut fds[c.fd as usize];
+            let want = if state.listed == Listed::Rearmed {
+                c.new
+            } else if matches!(state.listed, Listed::Reported | Listed::Dirty) {
+                wanted(state, registry, flush)
+            } else {
+                return false; // not reached: entries are unique
+            };
+            state.listed = Listed::No;
+            c.old = state.registered;
+            c.new = want;
+            state.registered = want;
+            want != c.old
+        });
+        if !self.changes.is_empty() {
+            let mut changes = std::mem::take(&mut self.changes);
+            for &fd in &changes {
+                let state = &mut self.fds[fd as usize];
+                if state.listed != Listed::Changed {
+                    continue; // moved to `reported`, and taken there
+                }
+                state.listed = Listed::No;
+                let want = wanted(state, registry, flush);
+                let old = state.registered;
+                if want != old {
+                    state.registered = want;
+                    made.push(Change { fd, old, new: want });
+                }
+            }
+            changes.clear();
+            self.changes = changes;
+        }
         if !made.is_empty() {
             self.send(&made, registry, pending, backend);
             made.clear();
         }
         // Kept for the allocation.
-        self.made = made;
-    }
-
-    /// Appends to `made` the change each fd of `list` needs, if any, and
-    /// records it as made (`send` undoes that for a change the backend
-    /// refuses).
-    fn wanted<C>(
-        &mut self,
-        list: &[RawFd],
-        registry: &Registry<C>,
-        flush: Flush,
-        made: &mut Vec<Change>,
-    ) {
-        for &fd in list {
-            // A listed fd has its state (`mark_changed` made it).
-            let state = &mut self.fds[fd as usize];
-            if state.listed == Listed::No {
-                continue; // moved to `reported`, and taken there
-            }
-            state.listed = Listed::No;
-            let mut want = match state.single {
-                // The common case: one watcher, and no callback running.
-                Some(slot) if !flush.nested => registry[slot].interest(),
-                _ => union(state, registry),
-            };
-            if want.is_empty() {
-                want = Interest::NONE;
-            } else if want.trigger() == Trigger::Oneshot && !flush.native_oneshot {
-                // The loop emulates one-shot: the backend sees level.
-                want = want.events();
-            }
-            let old = state.registered;
-            if want != old {
-                state.registered = want;
-                made.push(Change { fd, old, new: want });
-            }
-        }
+        self.reported = made;
     }
 
     /// Sends `made` to the backend in order, killing each fd it refuses
@@ -496,6 +528,25 @@ fn send_traced(
         backend.modify(c.fd, c.old, c.new).map_err(|e| (i, e))?;
     }
     Ok(())
+}
+
+/// What an fd's watchers want the backend to watch: their interests'
+/// union (a single one's, usually), as the backend takes it.
+#[inline(never)]
+fn wanted<C>(state: &FdState, registry: &Registry<C>, flush: Flush) -> Interest {
+    let want = match state.single {
+        // The common case: one watcher, and no callback running.
+        Some(slot) if !flush.nested => registry[slot].interest(),
+        _ => union(state, registry),
+    };
+    if want.is_empty() {
+        Interest::NONE
+    } else if want.trigger() == Trigger::Oneshot && !flush.native_oneshot {
+        // The loop emulates one-shot: the backend sees level.
+        want.events()
+    } else {
+        want
+    }
 }
 
 /// The union of the interests of an fd's watchers, leaving out those whose

@@ -52,8 +52,9 @@ impl<'s, S> Loop<'s, S> {
     #[inline]
     pub(crate) fn rearm(&mut self, key: Key) -> bool {
         match self.results.deferred_disarm() {
-            Some((slot, _)) if slot == key.slot && self.registry[slot].gen == key.gen => {
+            Some((marked, fd)) if marked == key => {
                 self.results.take_disarm();
+                self.fds.rearmed(fd);
                 true
             }
             _ => false,

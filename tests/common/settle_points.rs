@@ -180,6 +180,13 @@ pub fn cases() -> Vec<Case> {
             "one-shot, deferred disarm: another trigger on its fd",
             vec![Act::CreateIo(0), Act::Start(0)],
         ),
+        // Re-armed by its callback (the direct path's shortcut, which lets
+        // the flush take the fd's registration from before the report),
+        // then stopped: the flush must see the stop.
+        oneshot_self(
+            "one-shot, re-armed then stopped",
+            vec![Act::Start(0), Act::Stop(0)],
+        ),
         // Three one-shot watchers read at once; the first stops the second
         // before its event, the third is not re-armed. The queued path
         // listed the three fds as reported before any callback ran, so the
