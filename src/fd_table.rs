@@ -72,6 +72,15 @@ impl FdState {
     fn sync_single(&mut self) {
         self.single = self.watchers.only();
     }
+
+    /// Its watchers or registration changed otherwise than by a report:
+    /// if it is listed as reported, the flush must work out what they want.
+    #[inline]
+    fn dirty(&mut self) {
+        if self.listed == Listed::Reported {
+            self.listed = Listed::Dirty;
+        }
+    }
 }
 
 /// Which change list holds an fd (see [`FdTable`]), and for a reported
@@ -80,15 +89,13 @@ impl FdState {
 enum Listed {
     #[default]
     No,
-    /// In `reported`, with nothing changed on the fd since: its entry
-    /// holds the registration from before the report.
+    /// In `reported`, with nothing else changed on the fd since the last
+    /// flush: its watchers want what they wanted then, the registration
+    /// its entry holds.
     Reported,
-    /// As `Reported`, and its only watcher, which the report disarmed, was
-    /// re-armed by its callback (`FdTable::rearmed`): it wants that
-    /// registration again.
-    Rearmed,
-    /// In `reported`, and changed otherwise too: the flush works out what
-    /// its watchers want.
+    /// In `reported`, and changed otherwise too (a watcher disarmed by the
+    /// report, stopped, started, re-targeted; the fd killed): the flush
+    /// works out what its watchers want.
     Dirty,
     /// In `changes` only.
     Changed,
@@ -105,9 +112,11 @@ enum Listed {
 /// moved to `reported`: its entry in `changes` is skipped.)
 ///
 /// A reported fd's entry records the registration it had before the
-/// report. Re-armed by its callback with nothing else changed on the fd
-/// (the common one-shot pattern), it wants exactly that again: the flush
-/// takes it from the entry without looking at the watchers.
+/// report. Left as the report found it (a one-shot watcher re-armed by its
+/// callback, whose disarm a direct batch deferred: the common one-shot
+/// pattern), it wants exactly that again: the flush takes it from the
+/// entry without looking at the watchers. Anything else that changes the
+/// fd's watchers or registration makes it [`Listed::Dirty`].
 #[derive(Default)]
 pub(crate) struct FdTable {
     fds: Vec<FdState>,
@@ -149,7 +158,7 @@ impl FdTable {
                 state.listed = Listed::Changed;
                 self.changes.push(fd);
             }
-            Listed::Reported | Listed::Rearmed => state.listed = Listed::Dirty,
+            Listed::Reported => state.listed = Listed::Dirty,
             Listed::Dirty | Listed::Changed => {}
         }
     }
@@ -174,19 +183,6 @@ impl FdTable {
             old: Interest::NONE,
             new: before,
         });
-    }
-
-    /// The only watcher of the reported one-shot fd `fd`, whose disarm a
-    /// direct batch deferred, was re-armed by its callback: still active
-    /// and listed, it is what the report found, so the fd wants the
-    /// registration it had before the report again (unless something else
-    /// changed on it since: then the flush works it out).
-    #[inline(always)]
-    pub fn rearmed(&mut self, fd: RawFd) {
-        let state = &mut self.fds[fd as usize];
-        if state.listed == Listed::Reported {
-            state.listed = Listed::Rearmed;
-        }
     }
 
     /// Adds an active watcher to `fd`'s list (the registry has marked it
@@ -283,9 +279,9 @@ impl FdTable {
         made.retain_mut(|c| {
             // A listed fd has its state (`report_oneshot` is given one).
             let state = &mut fds[c.fd as usize];
-            let want = if state.listed == Listed::Rearmed {
+            let want = if state.listed == Listed::Reported {
                 c.new
-            } else if matches!(state.listed, Listed::Reported | Listed::Dirty) {
+            } else if state.listed == Listed::Dirty {
                 wanted(state, registry, flush)
             } else {
                 return false; // not reached: entries are unique
@@ -360,6 +356,7 @@ impl FdTable {
         backend: &mut dyn Backend,
     ) {
         let state = self.state_mut(fd);
+        state.dirty();
         let old = std::mem::replace(&mut state.registered, Interest::NONE);
         if old != Interest::NONE {
             // Best effort: poll/select keep tables that must drop the fd.
@@ -379,6 +376,7 @@ impl FdTable {
     pub fn remove_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
         let state = self.state_mut(fd);
         if state.watchers.is_empty() && state.registered != Interest::NONE {
+            state.dirty();
             let old = std::mem::replace(&mut state.registered, Interest::NONE);
             if let Err(err) = backend.modify(fd, old, Interest::NONE) {
                 tracing::debug!(fd, %err, "backend failed to forget a removed fd");
@@ -410,6 +408,7 @@ impl FdTable {
         registry.deactivate(slot);
         state.watchers.remove(registry, slot);
         state.sync_single();
+        state.dirty();
         debug_assert!(registry.is_inactive_oneshot_of(
             crate::handle::Key {
                 slot,
@@ -487,19 +486,25 @@ impl FdTable {
                 registry.deactivate(slot);
                 state.watchers.remove(registry, slot);
                 state.single = None;
+                state.dirty();
             }
         } else {
             let mut list = state.watchers;
             let walk = list;
+            let mut disarmed = false;
             walk.for_each(registry, |registry, slot| {
                 let r = ready & registry[slot].receives;
                 if !r.is_empty() {
                     registry.queue(pending, slot, r);
                     registry.deactivate(slot);
                     list.remove(registry, slot);
+                    disarmed = true;
                 }
             });
             let state = &mut self.fds[fd as usize];
+            if disarmed {
+                state.dirty();
+            }
             state.watchers = list;
             state.sync_single();
         }

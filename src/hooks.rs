@@ -46,15 +46,15 @@ impl<'s, S> Loop<'s, S> {
     /// pattern): the mark goes, and the watcher, still active and on its
     /// fd, stays as it is: that is what the general path's disarm and
     /// start would leave (the checks of [`Loop::start_slot`] cannot fail
-    /// for it, and its fd, marked changed when the batch opened, is
-    /// re-armed by the next flush). Returns whether `key` was that
-    /// watcher.
+    /// for it), and its fd, listed as reported by the batch and changed
+    /// no further, wants the registration it had before the report again
+    /// (which the next flush takes from the fd's entry). Returns whether
+    /// `key` was that watcher.
     #[inline]
     pub(crate) fn rearm(&mut self, key: Key) -> bool {
         match self.results.deferred_disarm() {
-            Some((marked, fd)) if marked == key => {
+            Some((marked, _)) if marked == key => {
                 self.results.take_disarm();
-                self.fds.rearmed(fd);
                 true
             }
             _ => false,
