@@ -239,23 +239,17 @@ impl Epoll {
     /// `modify`'s common change, if this is one (false: nothing was done,
     /// or the kernel refused it, and `modify_slow` retries and answers):
     /// an fd the kernel holds gets a new (or, one-shot, the same)
-    /// non-empty mask, with nothing to fix. Both masks come from tables.
+    /// non-empty mask. Both masks come from tables. Only while nothing is
+    /// to be fixed (`fixed` is empty: the caller checks).
     #[inline(always)]
     fn modify_fast(&mut self, fd: RawFd, new: Interest) -> bool {
         let bits = (new.bits() & 0x3f) as usize;
         let events = EVENTS[bits];
         let idx = fd as u32 as usize;
-        let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) else {
-            return false;
-        };
-        if *held == 0 || events & IN_OUT == 0 || !self.fixed.is_empty() {
-            return false;
+        match (self.masks.get(idx), self.pass.get(idx)) {
+            (Some(&held), Some(_)) if held != 0 && events & IN_OUT != 0 => {}
+            _ => return false,
         }
-        // The tables first (nothing is live across the call then), put
-        // back if the kernel refuses.
-        let was = (*held, *pass);
-        *held = events;
-        *pass = PASS[bits];
         let mut ev = libc::epoll_event {
             events,
             u64: fd as u64,
@@ -265,8 +259,13 @@ impl Epoll {
         // the kernel does not hold is an error, not undefined behaviour.
         let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
         if r != 0 {
-            (self.masks[idx], self.pass[idx]) = was;
             return false;
+        }
+        // Worked out again rather than kept across the call.
+        let bits = (new.bits() & 0x3f) as usize;
+        if let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) {
+            *held = EVENTS[bits];
+            *pass = PASS[bits];
         }
         true
     }
@@ -633,7 +632,7 @@ impl Backend for Epoll {
     }
 
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        if self.modify_fast(fd, new) {
+        if self.fixed.is_empty() && self.modify_fast(fd, new) {
             return Ok(());
         }
         self.modify_slow(fd, old, new)
@@ -642,10 +641,16 @@ impl Backend for Epoll {
     /// The loop's flush: a one-shot re-arm makes one change per event, and
     /// this loop makes each with `modify`'s fast path inline.
     fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
-        for (i, c) in changes.iter().enumerate() {
-            if !self.modify_fast(c.fd, c.new) {
-                self.modify_slow(c.fd, c.old, c.new).map_err(|e| (i, e))?;
+        // `fixed` only shrinks here (`modify_slow`): tested once.
+        let fast = self.fixed.is_empty();
+        let mut rest = changes;
+        while let [c, tail @ ..] = rest {
+            if !(fast && self.modify_fast(c.fd, c.new)) {
+                if let Err(e) = self.modify_slow(c.fd, c.old, c.new) {
+                    return Err((changes.len() - rest.len(), e));
+                }
             }
+            rest = tail;
         }
         Ok(())
     }

@@ -69,44 +69,40 @@ impl<'s, S> Loop<'s, S> {
             };
             // Ruled out when the batch opened.
             debug_assert!(!ev.ready.is_invalid());
-            if fd.is_oneshot() {
-                // The fd's only watcher stays active and listed through its
-                // callback, its disarm deferred: a re-arm from the callback
-                // (the common pattern) then only clears the mark, and
-                // nothing can tell, since a query counts the mark as the
-                // disarmed watcher it stands for (is_active, active_count)
-                // and anything else settles it first (`settle_disarm`).
-                let slot = match fd.single() {
-                    Some(slot) => slot,
-                    None if fd.watchers().is_empty() => {
-                        self.fds.report_oneshot(ev.fd);
+            // A one-shot fd has no `single`: the common level case tests
+            // nothing more.
+            let Some(slot) = fd.single() else {
+                if let Some(slot) = fd.only() {
+                    // Only a one-shot fd's only watcher is not `single`.
+                    debug_assert!(fd.is_oneshot());
+                    // The watcher stays active and listed through its
+                    // callback, its disarm deferred: a re-arm from the
+                    // callback (the common pattern) then only clears the
+                    // mark, and nothing can tell, since a query counts the
+                    // mark as the disarmed watcher it stands for
+                    // (is_active, active_count) and anything else settles
+                    // it first (`settle_disarm`). The fd is listed among
+                    // the poll's reported fds now, in poll order as
+                    // queuing would (the flush takes them first).
+                    self.fds.report_oneshot(ev.fd);
+                    let e = &self.registry[slot];
+                    let r = ev.ready & e.receives;
+                    if r.is_empty() {
                         continue;
                     }
-                    None => {
-                        // Several watchers on the fd: the queued path.
-                        self.results.unread();
-                        self.materialise_batch();
+                    let key = Key { slot, gen: e.gen };
+                    self.results.defer_disarm(key, ev.fd);
+                    self.invoke::<false>(slot, r, OBSERVED, state);
+                    self.settle_disarm();
+                    if self.pending.has_above(Priority::DEFAULT) {
                         return;
                     }
-                };
-                // Listed among the poll's reported fds now, in poll order
-                // as queuing would (the flush takes them first).
-                self.fds.report_oneshot(ev.fd);
-                let r = ev.ready & self.registry[slot].receives;
-                if r.is_empty() {
                     continue;
                 }
-                let gen = self.registry[slot].gen;
-                self.results.defer_disarm(Key { slot, gen }, ev.fd);
-                self.invoke::<false>(slot, r, OBSERVED, state);
-                self.settle_disarm();
-                if self.pending.has_above(Priority::DEFAULT) {
-                    return;
-                }
-                continue;
-            }
-            let Some(slot) = fd.single() else {
                 if fd.watchers().is_empty() {
+                    if fd.is_oneshot() {
+                        self.fds.report_oneshot(ev.fd);
+                    }
                     continue;
                 }
                 // Several watchers on the fd: the queued path from here on.

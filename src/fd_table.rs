@@ -26,10 +26,13 @@ pub(crate) struct FdState {
     /// The active io watchers on this fd, in start order. Changed only
     /// through [`FdTable`], which keeps `single` and `trigger` in step.
     watchers: SlotList,
-    /// The only watcher, when there is exactly one (the common case, which
-    /// dispatch handles without walking the list).
+    /// The only watcher, when there is exactly one and the fd is not
+    /// one-shot (the common case, which dispatch handles without walking
+    /// the list or testing the trigger mode).
     single: Option<Slot>,
-    /// What the backend was last told for this fd.
+    /// What the backend was last told for this fd, but for the report of a
+    /// poll: while the fd is listed as reported, a one-shot registration
+    /// is disarmed, whatever this says ([`FdState::registration`]).
     registered: Interest,
     /// Which change list holds the fd, if one does.
     listed: Listed,
@@ -45,10 +48,17 @@ impl FdState {
         self.watchers
     }
 
-    /// The only active watcher, if there is exactly one.
+    /// The only active watcher, if there is exactly one and the fd is not
+    /// one-shot.
     #[inline]
     pub fn single(&self) -> Option<Slot> {
         self.single
+    }
+
+    /// The only active watcher, if there is exactly one.
+    #[inline]
+    pub fn only(&self) -> Option<Slot> {
+        self.watchers.only()
     }
 
     /// Whether its watchers are (or, once all stopped, were last) one-shot,
@@ -58,19 +68,27 @@ impl FdState {
         self.trigger == Trigger::Oneshot
     }
 
-    /// A report for this one-shot fd arrived: a native registration,
-    /// which the kernel disarmed with it, is re-armed or forgotten at the
-    /// next flush (the backend contract: the next `modify` starts from
-    /// "registered, disarmed"). The caller lists the fd.
+    /// What the backend holds for this fd: what it was last told, unless
+    /// a poll reported the fd since (it is listed as reported) and the
+    /// registration was one-shot: the report disarmed it (the backend
+    /// contract: the next `modify` starts from "registered, disarmed").
+    /// Worked out when asked, so that the report costs nothing more than
+    /// the listing.
     #[inline]
-    fn reported_oneshot(&mut self) {
-        if self.registered.trigger() == Trigger::Oneshot {
-            self.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+    fn registration(&self) -> Interest {
+        let reported = matches!(self.listed, Listed::Reported | Listed::Dirty);
+        if reported && self.registered.trigger() == Trigger::Oneshot {
+            DISARMED
+        } else {
+            self.registered
         }
     }
 
     fn sync_single(&mut self) {
-        self.single = self.watchers.only();
+        self.single = match self.trigger {
+            Trigger::Oneshot => None,
+            _ => self.watchers.only(),
+        };
     }
 
     /// Its watchers or registration changed otherwise than by a report:
@@ -82,6 +100,9 @@ impl FdState {
         }
     }
 }
+
+/// A one-shot registration disarmed by a report.
+const DISARMED: Interest = Interest::NONE.with_trigger(Trigger::Oneshot);
 
 /// Which change list holds an fd (see [`FdTable`]), and for a reported
 /// fd, whether the flush can take its change as it was recorded.
@@ -170,19 +191,35 @@ impl FdTable {
     #[inline(always)]
     pub fn report_oneshot(&mut self, fd: RawFd) {
         let state = &mut self.fds[fd as usize];
+        if state.listed != Listed::No {
+            return self.report_listed(fd);
+        }
+        state.listed = Listed::Reported;
+        // The registration from before the report (`registered` still says
+        // it: see `FdState::registration`).
         let before = state.registered;
-        state.reported_oneshot();
-        let listed = match state.listed {
-            Listed::No => Listed::Reported,
-            Listed::Changed => Listed::Dirty,
-            _ => return,
-        };
-        state.listed = listed;
         self.reported.push(Change {
             fd,
             old: Interest::NONE,
             new: before,
         });
+    }
+
+    /// [`FdTable::report_oneshot`] for an fd listed already: changed
+    /// (it moves to the reported list, dirty), or reported already
+    /// (nothing more).
+    #[cold]
+    fn report_listed(&mut self, fd: RawFd) {
+        let state = &mut self.fds[fd as usize];
+        if state.listed == Listed::Changed {
+            state.listed = Listed::Dirty;
+            let before = state.registered;
+            self.reported.push(Change {
+                fd,
+                old: Interest::NONE,
+                new: before,
+            });
+        }
     }
 
     /// Adds an active watcher to `fd`'s list (the registry has marked it
@@ -212,7 +249,9 @@ impl FdTable {
 
     /// An active watcher on `fd` changed its interest to `interest`.
     pub fn interest_changed(&mut self, fd: RawFd, interest: Interest) {
-        self.state_mut(fd).trigger = interest.trigger();
+        let state = self.state_mut(fd);
+        state.trigger = interest.trigger();
+        state.sync_single();
         self.mark_changed(fd);
     }
 
@@ -253,7 +292,7 @@ impl FdTable {
     ) -> Option<Trigger> {
         let state = self.get(fd)?;
         // Only `except` itself (being changed) is on the fd: no one to agree with.
-        let alone = except.is_some() && state.single == except;
+        let alone = except.is_some() && state.only() == except;
         let others = !state.watchers.is_empty() && !alone;
         (others && state.trigger != trigger).then_some(state.trigger)
     }
@@ -279,16 +318,23 @@ impl FdTable {
         made.retain_mut(|c| {
             // A listed fd has its state (`report_oneshot` is given one).
             let state = &mut fds[c.fd as usize];
-            let want = if state.listed == Listed::Reported {
-                c.new
-            } else if state.listed == Listed::Dirty {
-                wanted(state, registry, flush)
-            } else {
+            if state.listed == Listed::Reported {
+                // As the report found it: its watchers want what they
+                // wanted, the registration before the report (`c.new`,
+                // which `registered` still says), which the report
+                // disarmed if it was one-shot (then re-armed here).
+                state.listed = Listed::No;
+                let rearm = c.new.trigger() == Trigger::Oneshot;
+                c.old = if rearm { DISARMED } else { c.new };
+                return rearm;
+            }
+            if state.listed != Listed::Dirty {
                 return false; // not reached: entries are unique
-            };
-            state.listed = Listed::No;
-            c.old = state.registered;
+            }
+            let want = wanted(state, registry, flush);
+            c.old = state.registration();
             c.new = want;
+            state.listed = Listed::No;
             state.registered = want;
             want != c.old
         });
@@ -356,8 +402,9 @@ impl FdTable {
         backend: &mut dyn Backend,
     ) {
         let state = self.state_mut(fd);
+        let old = state.registration();
+        state.registered = Interest::NONE;
         state.dirty();
-        let old = std::mem::replace(&mut state.registered, Interest::NONE);
         if old != Interest::NONE {
             // Best effort: poll/select keep tables that must drop the fd.
             let _ = backend.modify(fd, old, Interest::NONE);
@@ -375,9 +422,10 @@ impl FdTable {
     /// number can be reused (mio asks its users to do this by hand).
     pub fn remove_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
         let state = self.state_mut(fd);
-        if state.watchers.is_empty() && state.registered != Interest::NONE {
+        let old = state.registration();
+        if state.watchers.is_empty() && old != Interest::NONE {
+            state.registered = Interest::NONE;
             state.dirty();
-            let old = std::mem::replace(&mut state.registered, Interest::NONE);
             if let Err(err) = backend.modify(fd, old, Interest::NONE) {
                 tracing::debug!(fd, %err, "backend failed to forget a removed fd");
             }
@@ -478,7 +526,7 @@ impl FdTable {
     ) {
         self.report_oneshot(fd);
         let state = &mut self.fds[fd as usize];
-        if let Some(slot) = state.single {
+        if let Some(slot) = state.only() {
             // The common case: one watcher, no list walk.
             let r = ready & registry[slot].receives;
             if !r.is_empty() {
@@ -539,7 +587,7 @@ fn send_traced(
 /// union (a single one's, usually), as the backend takes it.
 #[inline(never)]
 fn wanted<C>(state: &FdState, registry: &Registry<C>, flush: Flush) -> Interest {
-    let want = match state.single {
+    let want = match state.only() {
         // The common case: one watcher, and no callback running.
         Some(slot) if !flush.nested => registry[slot].interest(),
         _ => union(state, registry),
