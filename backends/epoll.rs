@@ -30,8 +30,13 @@
 //!   next wait. An fd that cannot be added again (closed) is reported
 //!   [`Ready::INVALID`], for the loop still watches it. Cost: one
 //!   bounds-checked `test` per report, two unless it is readable alone.
-//!   One-shot reports are recorded as disarming the fd, so that a rebuild
-//!   does not re-arm it behind the loop's back.
+//!   A one-shot report disarms its fd, which the loop re-arms or forgets
+//!   before its next wait (the backend contract), so a rebuild at the
+//!   start of a wait finds the table right; a rebuild in the wait that
+//!   reported it (`sift`) records the one-shot reports as disarming their
+//!   fds first, so as not to re-arm them behind the loop's back. (The
+//!   common report does not pay for that: a one-shot fd's report takes
+//!   the same single `test` as a level one's.)
 //! - **Regular files and directories**: `epoll` refuses them (`EPERM`). The
 //!   registration fails with an error that says so, and the loop stops the
 //!   fd's watchers and passes them [`Ready::ERROR`]. (libev instead fakes
@@ -98,8 +103,9 @@ pub struct Epoll {
     buf: Vec<libc::epoll_event>,
     /// Per fd number, the mask the kernel was given, trigger bits included
     /// (0: none; `EPOLLONESHOT` alone: a one-shot registration disarmed by
-    /// its report). The loop's view, kept here so that reports can be
-    /// checked and the instance rebuilt; never shrunk but by `reinit`.
+    /// a report, recorded by `sift` before a rebuild). The loop's view,
+    /// kept here so that reports can be checked and the instance rebuilt;
+    /// never shrunk but by `reinit`.
     masks: Vec<u32>,
     /// Per fd number, what `poll` checks reports against (derived from
     /// `masks`, same length).
@@ -150,14 +156,12 @@ fn ctl(epfd: &OwnedFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io
 /// of them, which is one `test` each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pass {
-    /// `!EPOLLIN` for a level or edge registration that asked for
-    /// readable: the most common report, `EPOLLIN` alone, then passes with
-    /// one `test` that also tells its readiness.
+    /// `!EPOLLIN` for a registration that asked for readable: the most
+    /// common report, `EPOLLIN` alone, then passes with one `test` that
+    /// also tells its readiness.
     quick: u32,
     /// Everything but the mask and `EPOLLHUP | EPOLLERR` (which the kernel
-    /// adds to every registration). No report carries `EPOLLONESHOT`, so
-    /// its bit is free: clear for a one-shot registration, whose report
-    /// disarms the fd, which `poll` records ([`Pass::oneshot`]).
+    /// adds to every registration).
     stray: u32,
 }
 
@@ -174,21 +178,11 @@ impl Pass {
         stray: !0,
     };
 
-    /// Whether the registration is one-shot (8 bytes, not 12: the table
-    /// is indexed on every report).
-    #[inline(always)]
-    fn oneshot(self) -> bool {
-        self.stray & ONESHOT == 0
-    }
-
     const fn of(mask: u32) -> Pass {
         if mask & IN_OUT == 0 {
             return Pass::NONE;
         }
-        let oneshot = mask & ONESHOT != 0;
-        // One-shot reports never take the quick test: each must be
-        // recorded as disarming its fd.
-        let quick = if mask & IN != 0 && !oneshot { !IN } else { !0 };
+        let quick = if mask & IN != 0 { !IN } else { !0 };
         Pass {
             quick,
             stray: !(mask | ALWAYS),
@@ -704,7 +698,7 @@ impl Backend for Epoll {
         // which costs about half an instruction per event.
         let from = events.len();
         events.reserve(n);
-        let (pass, masks) = (&mut self.pass[..], &mut self.masks[..]);
+        let pass = &self.pass[..];
         let mut doubt = false;
         let slots = &mut events.spare_capacity_mut()[..n];
         for (slot, ev) in slots.iter_mut().zip(&self.buf[..n]) {
@@ -714,15 +708,7 @@ impl Backend for Epoll {
             let idx = data as usize;
             let ready = match pass.get(idx).copied() {
                 Some(p) if got & p.quick == 0 => Ready::READABLE,
-                Some(p) if got & p.stray == 0 => {
-                    if p.oneshot() {
-                        // Disarmed by this report (the tables have one
-                        // length), so that a rebuild leaves it out.
-                        pass[idx] = Pass::NONE;
-                        masks[idx] = ONESHOT;
-                    }
-                    ready(got)
-                }
+                Some(p) if got & p.stray == 0 => ready(got),
                 _ => {
                     doubt = true;
                     ready(got)
@@ -831,10 +817,8 @@ mod tests {
                     // quick test only `EPOLLIN` alone.
                     assert!(!passes(p, got) || wanted(mask, got), "{mask:#x} {got:#x}");
                     assert!(got & p.quick != 0 || got == i, "{mask:#x} {got:#x}");
-                    // What the loop asked for passes; one-shot, marked so
-                    // that `poll` records its report as disarming.
+                    // What the loop asked for passes.
                     assert_eq!(passes(p, got), wanted(mask, got));
-                    assert_eq!(p.oneshot(), trigger == Trigger::Oneshot);
                 }
             }
         }
@@ -1100,9 +1084,12 @@ mod tests {
         });
     }
 
-    /// One-shot: a report is passed on (and disarms the fd); a rebuild
-    /// leaves a disarmed fd out and re-adds an armed one; the loop's re-arm
-    /// from `NONE.with_trigger(Oneshot)` then works.
+    /// One-shot: a report is passed on (and disarms the fd); a rebuild in
+    /// the same wait (an unrepairable stray report) leaves the disarmed fd
+    /// out and re-adds an armed one; the loop's re-arm from
+    /// `NONE.with_trigger(Oneshot)` then works; and after the loop's
+    /// changes (a re-arm, a forget), a rebuild at the start of a wait
+    /// finds the table right.
     #[test]
     fn oneshot_through_a_rebuild() {
         watchdog(|| {
@@ -1112,16 +1099,23 @@ mod tests {
             let (xfd, yfd) = (x.as_raw_fd(), y.as_raw_fd());
             ep.modify(xfd, Interest::NONE, READABLE_ONCE).unwrap();
             ep.modify(yfd, Interest::NONE, READABLE_ONCE).unwrap();
+            // Registered behind the table's back, then closed with a dup
+            // alive: its report cannot be repaired, and the wait that
+            // reports it with x's rebuilds the instance.
+            let (a, mut pa) = UnixStream::pair().unwrap();
+            ep.ctl(libc::EPOLL_CTL_ADD, a.as_raw_fd(), libc::EPOLLIN as u32)
+                .unwrap();
+            let _a_alive = a.try_clone().unwrap();
+            drop(a);
+            pa.write_all(b"a").unwrap();
             px.write_all(b"x").unwrap();
             let x_ready = PollEvent {
                 fd: xfd,
                 ready: Ready::READABLE,
             };
             assert_eq!(poll(&mut ep, LONG), [x_ready]);
-            assert_waits(&mut ep); // disarmed, though still readable
-
-            let _alive = remove_closed_with_dup_alive(&mut ep);
-            assert_waits(&mut ep); // rebuilt, x left out
+            assert!(!ep.rebuild, "rebuilt in that wait");
+            assert_waits(&mut ep); // x left out, though still readable
             py.write_all(b"y").unwrap();
             let y_ready = PollEvent {
                 fd: yfd,
@@ -1134,6 +1128,7 @@ mod tests {
             assert_eq!(poll(&mut ep, LONG), [x_ready]);
             x.read_exact(&mut [0]).unwrap();
             y.read_exact(&mut [0]).unwrap();
+            // The loop's changes after the reports: x forgotten, y re-armed.
             ep.modify(xfd, DISARMED, Interest::NONE).unwrap();
             ep.modify(yfd, DISARMED, READABLE_ONCE).unwrap();
             assert_waits(&mut ep);
@@ -1141,6 +1136,12 @@ mod tests {
                 !ep.rebuild,
                 "every change found the kernel as the table says"
             );
+            // A rebuild at the start of a wait: y armed, x not watched.
+            let _alive = remove_closed_with_dup_alive(&mut ep);
+            px.write_all(b"x").unwrap();
+            assert_waits(&mut ep);
+            py.write_all(b"y").unwrap();
+            assert_eq!(poll(&mut ep, LONG), [y_ready]);
         });
     }
 

@@ -681,6 +681,8 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 ///   `Interest::NONE.with_trigger(Trigger::Oneshot)` (still known to the
 ///   kernel, but disarmed), and that is the `old` of the next `modify`: the
 ///   backend must then re-arm (`EPOLL_CTL_MOD`) or forget (`DEL`), not add.
+///   The loop makes that `modify` before it polls again, and a backend may
+///   rely on it (epoll's table learns of the disarm then).
 /// - Edge registrations arrive only if [`Capabilities::edge`] is true.
 /// - `now` is monotonic.
 ///
