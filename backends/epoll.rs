@@ -240,10 +240,13 @@ impl Epoll {
         let bits = (new.bits() & 0x3f) as usize;
         let events = EVENTS[bits];
         let idx = fd as u32 as usize;
-        match (self.masks.get(idx), self.pass.get(idx)) {
-            (Some(&held), Some(_)) if held != 0 && events & IN_OUT != 0 => {}
+        let held = match (self.masks.get(idx), self.pass.get(idx)) {
+            (Some(&held), Some(_)) if held != 0 && events & IN_OUT != 0 => held,
             _ => return false,
-        }
+        };
+        // A one-shot re-arm (the common change: one per event) asks for
+        // the mask the table holds already: nothing to write after.
+        let same = held == events;
         let mut ev = libc::epoll_event {
             events,
             u64: fd as u64,
@@ -255,11 +258,9 @@ impl Epoll {
         if r != 0 {
             return false;
         }
-        // Worked out again rather than kept across the call.
-        let bits = (new.bits() & 0x3f) as usize;
-        if let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) {
-            *held = EVENTS[bits];
-            *pass = PASS[bits];
+        if !same {
+            self.masks[idx] = EVENTS[bits];
+            self.pass[idx] = PASS[bits];
         }
         true
     }

@@ -37,7 +37,7 @@ pub(crate) struct PollResults {
     /// else), anything could tell (the loop settles the mark first: the
     /// disarm the queued path made when it queued the event), or the
     /// callback returns (then it is disarmed).
-    disarm: Option<(Key, RawFd)>,
+    disarm: Option<Key>,
     /// What the backend noticed besides fd readiness in the last poll:
     /// the kinds read it in the polled phase (kept for its capacity).
     pub notices: Notices,
@@ -119,16 +119,16 @@ impl PollResults {
     }
 
     /// Defers the disarm of the one-shot watcher `key`, the only watcher
-    /// of `fd`, whose callback is about to run from the batch.
+    /// of its fd, whose callback is about to run from the batch.
     #[inline(always)]
-    pub fn defer_disarm(&mut self, key: Key, fd: RawFd) {
+    pub fn defer_disarm(&mut self, key: Key) {
         debug_assert!(self.disarm.is_none(), "a disarm deferred already");
-        self.disarm = Some((key, fd));
+        self.disarm = Some(key);
     }
 
-    /// The watcher whose disarm is deferred, and its fd, if any.
+    /// The watcher whose disarm is deferred, if any.
     #[inline(always)]
-    pub fn deferred_disarm(&self) -> Option<(Key, RawFd)> {
+    pub fn deferred_disarm(&self) -> Option<Key> {
         self.disarm
     }
 
@@ -136,13 +136,13 @@ impl PollResults {
     /// active and listed, but stands for a disarmed (inactive) watcher.
     #[inline]
     pub fn is_disarming(&self, slot: Slot) -> bool {
-        self.disarm.is_some_and(|(k, _)| k.slot == slot)
+        self.disarm.is_some_and(|k| k.slot == slot)
     }
 
     /// Takes the deferred disarm, if any: the caller disarms the watcher
     /// (or, re-armed by its callback, keeps it as it is).
     #[inline(always)]
-    pub fn take_disarm(&mut self) -> Option<(Key, RawFd)> {
+    pub fn take_disarm(&mut self) -> Option<Key> {
         self.disarm.take()
     }
 

@@ -72,9 +72,7 @@ impl<'s, S> Loop<'s, S> {
             // A one-shot fd has no `single`: the common level case tests
             // nothing more.
             let Some(slot) = fd.single() else {
-                if let Some(slot) = fd.only() {
-                    // Only a one-shot fd's only watcher is not `single`.
-                    debug_assert!(fd.is_oneshot());
+                if let Some(slot) = fd.oneshot_single() {
                     // The watcher stays active and listed through its
                     // callback, its disarm deferred: a re-arm from the
                     // callback (the common pattern) then only clears the
@@ -91,7 +89,7 @@ impl<'s, S> Loop<'s, S> {
                         continue;
                     }
                     let key = Key { slot, gen: e.gen };
-                    self.results.defer_disarm(key, ev.fd);
+                    self.results.defer_disarm(key);
                     self.invoke::<false>(slot, r, OBSERVED, state);
                     self.settle_disarm();
                     if self.pending.has_above(Priority::DEFAULT) {
@@ -157,8 +155,8 @@ impl<'s, S> Loop<'s, S> {
     /// disarm from a done one.
     #[inline(always)]
     pub(crate) fn settle_disarm(&mut self) {
-        if let Some((key, fd)) = self.results.take_disarm() {
-            self.fds.disarm(fd, key.slot, &mut self.registry);
+        if let Some(key) = self.results.take_disarm() {
+            self.fds.disarm(key.slot, &mut self.registry);
         }
     }
 

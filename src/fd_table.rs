@@ -30,6 +30,9 @@ pub(crate) struct FdState {
     /// one-shot (the common case, which dispatch handles without walking
     /// the list or testing the trigger mode).
     single: Option<Slot>,
+    /// The only watcher, when there is exactly one and the fd is one-shot
+    /// (dispatch's next test, when `single` is `None`).
+    oneshot_single: Option<Slot>,
     /// What the backend was last told for this fd, but for the report of a
     /// poll: while the fd is listed as reported, a one-shot registration
     /// is disarmed, whatever this says ([`FdState::registration`]).
@@ -53,6 +56,13 @@ impl FdState {
     #[inline]
     pub fn single(&self) -> Option<Slot> {
         self.single
+    }
+
+    /// The only active watcher, if there is exactly one and the fd is
+    /// one-shot.
+    #[inline]
+    pub fn oneshot_single(&self) -> Option<Slot> {
+        self.oneshot_single
     }
 
     /// The only active watcher, if there is exactly one.
@@ -85,9 +95,10 @@ impl FdState {
     }
 
     fn sync_single(&mut self) {
-        self.single = match self.trigger {
-            Trigger::Oneshot => None,
-            _ => self.watchers.only(),
+        let only = self.watchers.only();
+        (self.single, self.oneshot_single) = match self.trigger {
+            Trigger::Oneshot => (None, only),
+            _ => (only, None),
         };
     }
 
@@ -409,7 +420,7 @@ impl FdTable {
             // Best effort: poll/select keep tables that must drop the fd.
             let _ = backend.modify(fd, old, Interest::NONE);
         }
-        state.single = None;
+        (state.single, state.oneshot_single) = (None, None);
         state.watchers.drain(registry, |registry, slot| {
             registry.deactivate(slot);
             let ready = Ready::ERROR | Ready::from_interest(registry[slot].interest());
@@ -451,7 +462,10 @@ impl FdTable {
     /// until something could tell (`Loop::settle_disarm`).
     #[cold]
     #[inline(never)]
-    pub fn disarm<C>(&mut self, fd: RawFd, slot: Slot, registry: &mut Registry<C>) {
+    pub fn disarm<C>(&mut self, slot: Slot, registry: &mut Registry<C>) {
+        let Some(fd) = registry[slot].fd() else {
+            unreachable!("a deferred disarm names an fd's watcher")
+        };
         let state = &mut self.fds[fd as usize];
         registry.deactivate(slot);
         state.watchers.remove(registry, slot);
@@ -533,7 +547,7 @@ impl FdTable {
                 registry.queue(pending, slot, r);
                 registry.deactivate(slot);
                 state.watchers.remove(registry, slot);
-                state.single = None;
+                state.oneshot_single = None;
                 state.dirty();
             }
         } else {

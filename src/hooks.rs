@@ -53,7 +53,7 @@ impl<'s, S> Loop<'s, S> {
     #[inline]
     pub(crate) fn rearm(&mut self, key: Key) -> bool {
         match self.results.deferred_disarm() {
-            Some((marked, _)) if marked == key => {
+            Some(marked) if marked == key => {
                 self.results.take_disarm();
                 true
             }
