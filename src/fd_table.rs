@@ -6,9 +6,10 @@
 //! Starting, stopping or re-targeting an io watcher only marks its fd as
 //! changed. Before polling, [`FdTable::flush_changes`] (libev's
 //! `fd_reify`) computes each changed fd's union of its active watchers'
-//! interests and calls the backend only if it differs from what the
-//! backend was last told: many changes in one iteration cost at most one
-//! backend call, and none when they cancel out.
+//! interests and has the backend change the fd only if it differs from
+//! what the backend holds: many changes of an fd in one iteration cost at
+//! most one, and none when they cancel out (and all of a flush's go to the
+//! backend in one [`Backend::modify_all`]).
 
 use crate::RawFd;
 
