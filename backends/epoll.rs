@@ -30,8 +30,13 @@
 //!   next wait. An fd that cannot be added again (closed) is reported
 //!   [`Ready::INVALID`], for the loop still watches it. Cost: one
 //!   bounds-checked `test` per report, two unless it is readable alone.
-//!   One-shot reports are recorded as disarming the fd, so that a rebuild
-//!   does not re-arm it behind the loop's back.
+//!   A one-shot report disarms its fd, which the loop re-arms or forgets
+//!   before its next wait (the backend contract), so a rebuild at the
+//!   start of a wait finds the table right; a rebuild in the wait that
+//!   reported it (`sift`) records the one-shot reports as disarming their
+//!   fds first, so as not to re-arm them behind the loop's back. (The
+//!   common report does not pay for that: a one-shot fd's report takes
+//!   the same single `test` as a level one's.)
 //! - **Regular files and directories**: `epoll` refuses them (`EPERM`). The
 //!   registration fails with an error that says so, and the loop stops the
 //!   fd's watchers and passes them [`Ready::ERROR`]. (libev instead fakes
@@ -59,7 +64,7 @@ use std::time::Duration;
 
 use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::backend::{Backend, Capabilities, Change, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
 
 /// Initial number of events one `epoll_wait` can return.
@@ -98,8 +103,9 @@ pub struct Epoll {
     buf: Vec<libc::epoll_event>,
     /// Per fd number, the mask the kernel was given, trigger bits included
     /// (0: none; `EPOLLONESHOT` alone: a one-shot registration disarmed by
-    /// its report). The loop's view, kept here so that reports can be
-    /// checked and the instance rebuilt; never shrunk but by `reinit`.
+    /// a report, recorded by `sift` before a rebuild). The loop's view,
+    /// kept here so that reports can be checked and the instance rebuilt;
+    /// never shrunk but by `reinit`.
     masks: Vec<u32>,
     /// Per fd number, what `poll` checks reports against (derived from
     /// `masks`, same length).
@@ -150,14 +156,12 @@ fn ctl(epfd: &OwnedFd, op: libc::c_int, fd: RawFd, events: u32, data: u64) -> io
 /// of them, which is one `test` each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pass {
-    /// `!EPOLLIN` for a level or edge registration that asked for
-    /// readable: the most common report, `EPOLLIN` alone, then passes with
-    /// one `test` that also tells its readiness.
+    /// `!EPOLLIN` for a registration that asked for readable: the most
+    /// common report, `EPOLLIN` alone, then passes with one `test` that
+    /// also tells its readiness.
     quick: u32,
     /// Everything but the mask and `EPOLLHUP | EPOLLERR` (which the kernel
-    /// adds to every registration). No report carries `EPOLLONESHOT`, so
-    /// its bit is free: clear for a one-shot registration, whose report
-    /// disarms the fd, which `poll` records ([`Pass::oneshot`]).
+    /// adds to every registration).
     stray: u32,
 }
 
@@ -174,21 +178,11 @@ impl Pass {
         stray: !0,
     };
 
-    /// Whether the registration is one-shot (8 bytes, not 12: the table
-    /// is indexed on every report).
-    #[inline(always)]
-    fn oneshot(self) -> bool {
-        self.stray & ONESHOT == 0
-    }
-
-    fn of(mask: u32) -> Pass {
+    const fn of(mask: u32) -> Pass {
         if mask & IN_OUT == 0 {
             return Pass::NONE;
         }
-        let oneshot = mask & ONESHOT != 0;
-        // One-shot reports never take the quick test: each must be
-        // recorded as disarming its fd.
-        let quick = if mask & IN != 0 && !oneshot { !IN } else { !0 };
+        let quick = if mask & IN != 0 { !IN } else { !0 };
         Pass {
             quick,
             stray: !(mask | ALWAYS),
@@ -234,6 +228,66 @@ impl Epoll {
             clock: Clock::new(),
             notifier: Notifier::new("epoll"),
         })
+    }
+
+    /// `modify`'s common change, if this is one (false: nothing was done,
+    /// or the kernel refused it, and `modify_slow` retries and answers):
+    /// an fd the kernel holds gets a new (or, one-shot, the same)
+    /// non-empty mask. Both masks come from tables. Only while nothing is
+    /// to be fixed (`fixed` is empty: the caller checks).
+    #[inline(always)]
+    fn modify_fast(&mut self, fd: RawFd, new: Interest) -> bool {
+        let bits = (new.bits() & 0x3f) as usize;
+        let events = EVENTS[bits];
+        let idx = fd as u32 as usize;
+        let held = match (self.masks.get(idx), self.pass.get(idx)) {
+            (Some(&held), Some(_)) if held != 0 && events & IN_OUT != 0 => held,
+            _ => return false,
+        };
+        // A one-shot re-arm (the common change: one per event) asks for
+        // the mask the table holds already: nothing to write after.
+        let same = held == events;
+        let mut ev = libc::epoll_event {
+            events,
+            u64: fd as u64,
+        };
+        // SAFETY: `epfd` is an open epoll fd, and `ev` is a valid
+        // epoll_event that outlives the call (the kernel copies it). An fd
+        // the kernel does not hold is an error, not undefined behaviour.
+        let r = unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) };
+        if r != 0 {
+            return false;
+        }
+        if !same {
+            self.masks[idx] = EVENTS[bits];
+            self.pass[idx] = PASS[bits];
+        }
+        true
+    }
+
+    /// The ADD path, inline: the first registration of an fd the table has
+    /// room for (`modify_slow`'s ADD, without its other cases); `None`
+    /// for any other change. Only while nothing is to be fixed (the
+    /// caller checks).
+    #[inline(always)]
+    fn add_fast(&mut self, fd: RawFd, new: Interest) -> Option<io::Result<()>> {
+        let bits = (new.bits() & 0x3f) as usize;
+        let events = EVENTS[bits];
+        let idx = fd as u32 as usize;
+        match (self.masks.get(idx), self.pass.get(idx)) {
+            (Some(&0), Some(_)) if events & IN_OUT != 0 => {}
+            _ => return None,
+        }
+        Some(
+            match ctl(&self.epfd, libc::EPOLL_CTL_ADD, fd, events, fd as u64) {
+                Ok(()) => {
+                    self.masks[idx] = events;
+                    self.pass[idx] = PASS[bits];
+                    Ok(())
+                }
+                Err(e) => self.add_failed(fd, idx, events, e),
+            },
+        )
     }
 
     /// `modify` for everything but the common change: adding, deleting,
@@ -531,6 +585,17 @@ fn epoll_events(interest: Interest) -> u32 {
     EVENTS[(interest.bits() & 0x3f) as usize]
 }
 
+/// [`Pass::of`] the mask of every value of an interest's bits.
+static PASS: [Pass; 64] = {
+    let mut t = [Pass::NONE; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = Pass::of(EVENTS[i]);
+        i += 1;
+    }
+    t
+};
+
 /// [`epoll_events_of`] for every value of an interest's bits.
 static EVENTS: [u32; 64] = {
     let mut t = [0u32; 64];
@@ -623,36 +688,33 @@ impl Backend for Epoll {
         }
     }
 
-    #[inline]
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        // The common change first: an fd the kernel holds gets a new
-        // (or, one-shot, the same) non-empty mask, with nothing to fix.
-        let events = epoll_events(new);
-        let idx = fd as u32 as usize;
-        if let (Some(held), Some(pass)) = (self.masks.get_mut(idx), self.pass.get_mut(idx)) {
-            if *held != 0
-                && events & IN_OUT != 0
-                && self.fixed.is_empty()
-                && ctl(&self.epfd, libc::EPOLL_CTL_MOD, fd, events, fd as u64).is_ok()
-            {
-                *held = events;
-                *pass = Pass::of(events);
+        if self.fixed.is_empty() {
+            if self.modify_fast(fd, new) {
                 return Ok(());
             }
-            // The ADD path: the first registration of an fd the table has
-            // room for, with nothing to fix (`modify_slow`'s ADD, inline).
-            if *held == 0 && events & IN_OUT != 0 && self.fixed.is_empty() {
-                return match ctl(&self.epfd, libc::EPOLL_CTL_ADD, fd, events, fd as u64) {
-                    Ok(()) => {
-                        *held = events;
-                        *pass = Pass::of(events);
-                        Ok(())
-                    }
-                    Err(e) => self.add_failed(fd, idx, events, e),
-                };
+            if let Some(added) = self.add_fast(fd, new) {
+                return added;
             }
         }
         self.modify_slow(fd, old, new)
+    }
+
+    /// The loop's flush: a one-shot re-arm makes one change per event, and
+    /// this loop makes each with `modify`'s fast path inline.
+    fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
+        // `fixed` only shrinks here (`modify_slow`): tested once.
+        let fast = self.fixed.is_empty();
+        let mut rest = changes;
+        while let [c, tail @ ..] = rest {
+            if !(fast && self.modify_fast(c.fd, c.new)) {
+                if let Err(e) = self.modify_slow(c.fd, c.old, c.new) {
+                    return Err((changes.len() - rest.len(), e));
+                }
+            }
+            rest = tail;
+        }
+        Ok(())
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
@@ -704,7 +766,7 @@ impl Backend for Epoll {
         // which costs about half an instruction per event.
         let from = events.len();
         events.reserve(n);
-        let (pass, masks) = (&mut self.pass[..], &mut self.masks[..]);
+        let pass = &self.pass[..];
         let mut doubt = false;
         let slots = &mut events.spare_capacity_mut()[..n];
         for (slot, ev) in slots.iter_mut().zip(&self.buf[..n]) {
@@ -714,15 +776,7 @@ impl Backend for Epoll {
             let idx = data as usize;
             let ready = match pass.get(idx).copied() {
                 Some(p) if got & p.quick == 0 => Ready::READABLE,
-                Some(p) if got & p.stray == 0 => {
-                    if p.oneshot() {
-                        // Disarmed by this report (the tables have one
-                        // length), so that a rebuild leaves it out.
-                        pass[idx] = Pass::NONE;
-                        masks[idx] = ONESHOT;
-                    }
-                    ready(got)
-                }
+                Some(p) if got & p.stray == 0 => ready(got),
                 _ => {
                     doubt = true;
                     ready(got)
@@ -787,6 +841,11 @@ mod tests {
                     epoll_events_of(interest),
                     "{interest:?}"
                 );
+                assert_eq!(
+                    PASS[(interest.bits() & 0x3f) as usize],
+                    Pass::of(epoll_events_of(interest)),
+                    "{interest:?}"
+                );
             }
         }
         let ro = epoll_events(Interest::READABLE) as libc::c_int;
@@ -826,10 +885,8 @@ mod tests {
                     // quick test only `EPOLLIN` alone.
                     assert!(!passes(p, got) || wanted(mask, got), "{mask:#x} {got:#x}");
                     assert!(got & p.quick != 0 || got == i, "{mask:#x} {got:#x}");
-                    // What the loop asked for passes; one-shot, marked so
-                    // that `poll` records its report as disarming.
+                    // What the loop asked for passes.
                     assert_eq!(passes(p, got), wanted(mask, got));
-                    assert_eq!(p.oneshot(), trigger == Trigger::Oneshot);
                 }
             }
         }
@@ -1095,9 +1152,12 @@ mod tests {
         });
     }
 
-    /// One-shot: a report is passed on (and disarms the fd); a rebuild
-    /// leaves a disarmed fd out and re-adds an armed one; the loop's re-arm
-    /// from `NONE.with_trigger(Oneshot)` then works.
+    /// One-shot: a report is passed on (and disarms the fd); a rebuild in
+    /// the same wait (an unrepairable stray report) leaves the disarmed fd
+    /// out and re-adds an armed one; the loop's re-arm from
+    /// `NONE.with_trigger(Oneshot)` then works; and after the loop's
+    /// changes (a re-arm, a forget), a rebuild at the start of a wait
+    /// finds the table right.
     #[test]
     fn oneshot_through_a_rebuild() {
         watchdog(|| {
@@ -1107,16 +1167,23 @@ mod tests {
             let (xfd, yfd) = (x.as_raw_fd(), y.as_raw_fd());
             ep.modify(xfd, Interest::NONE, READABLE_ONCE).unwrap();
             ep.modify(yfd, Interest::NONE, READABLE_ONCE).unwrap();
+            // Registered behind the table's back, then closed with a dup
+            // alive: its report cannot be repaired, and the wait that
+            // reports it with x's rebuilds the instance.
+            let (a, mut pa) = UnixStream::pair().unwrap();
+            ep.ctl(libc::EPOLL_CTL_ADD, a.as_raw_fd(), libc::EPOLLIN as u32)
+                .unwrap();
+            let _a_alive = a.try_clone().unwrap();
+            drop(a);
+            pa.write_all(b"a").unwrap();
             px.write_all(b"x").unwrap();
             let x_ready = PollEvent {
                 fd: xfd,
                 ready: Ready::READABLE,
             };
             assert_eq!(poll(&mut ep, LONG), [x_ready]);
-            assert_waits(&mut ep); // disarmed, though still readable
-
-            let _alive = remove_closed_with_dup_alive(&mut ep);
-            assert_waits(&mut ep); // rebuilt, x left out
+            assert!(!ep.rebuild, "rebuilt in that wait");
+            assert_waits(&mut ep); // x left out, though still readable
             py.write_all(b"y").unwrap();
             let y_ready = PollEvent {
                 fd: yfd,
@@ -1129,6 +1196,7 @@ mod tests {
             assert_eq!(poll(&mut ep, LONG), [x_ready]);
             x.read_exact(&mut [0]).unwrap();
             y.read_exact(&mut [0]).unwrap();
+            // The loop's changes after the reports: x forgotten, y re-armed.
             ep.modify(xfd, DISARMED, Interest::NONE).unwrap();
             ep.modify(yfd, DISARMED, READABLE_ONCE).unwrap();
             assert_waits(&mut ep);
@@ -1136,6 +1204,12 @@ mod tests {
                 !ep.rebuild,
                 "every change found the kernel as the table says"
             );
+            // A rebuild at the start of a wait: y armed, x not watched.
+            let _alive = remove_closed_with_dup_alive(&mut ep);
+            px.write_all(b"x").unwrap();
+            assert_waits(&mut ep);
+            py.write_all(b"y").unwrap();
+            assert_eq!(poll(&mut ep, LONG), [y_ready]);
         });
     }
 

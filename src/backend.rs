@@ -46,6 +46,25 @@ pub struct PollEvent {
     pub ready: Ready,
 }
 
+/// One change of registration, as [`Backend::modify`] takes it: what
+/// [`Backend::modify_all`] makes a slice of.
+///
+/// ```
+/// use evloop::backend::Change;
+/// use evloop::Interest;
+/// let c = Change { fd: 7, old: Interest::NONE, new: Interest::READABLE };
+/// assert_ne!(c.old, c.new);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// The descriptor number.
+    pub fd: RawFd,
+    /// What the backend was last told for it.
+    pub old: Interest,
+    /// What it is to watch now.
+    pub new: Interest,
+}
+
 /// What a backend can do, and how it reports what it cannot avoid
 /// reporting differently. The loop reads it once, when it is created, and
 /// uses `edge`, `oneshot`, `virtual_fds` and `max_fd` (it refuses what the
@@ -662,6 +681,8 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 ///   `Interest::NONE.with_trigger(Trigger::Oneshot)` (still known to the
 ///   kernel, but disarmed), and that is the `old` of the next `modify`: the
 ///   backend must then re-arm (`EPOLL_CTL_MOD`) or forget (`DEL`), not add.
+///   The loop makes that `modify` before it polls again, and a backend may
+///   rely on it (epoll's table learns of the disarm then).
 /// - Edge registrations arrive only if [`Capabilities::edge`] is true.
 /// - `now` is monotonic.
 ///
@@ -708,6 +729,37 @@ pub trait Backend {
     /// Changes the registration of `fd` from `old` to `new` (see the trait
     /// documentation for the contract).
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()>;
+
+    /// Makes `changes` in order, each as [`Backend::modify`] would (the
+    /// same contract), and stops at the first that fails: `Err((i, e))`
+    /// when `changes[i]` failed with `e` (those before it were made, those
+    /// after it were not tried). The loop sends each flush's changes in
+    /// one call (and the rest after a failure), so that a backend making
+    /// one system call per change (epoll's `MOD` re-arming a one-shot fd
+    /// after each event) pays the call's own overhead once. The default
+    /// calls `modify` for each.
+    ///
+    /// ```
+    /// use evloop::backend::{Backend, Change};
+    /// use evloop::backends::sim::SimFd;
+    /// use evloop::{Interest, Sim};
+    /// let sim = Sim::new();
+    /// let (a, b) = (sim.socket("a", 0), sim.socket("b", 0));
+    /// let mut backend = sim.backend();
+    /// let add = |fd| Change { fd, old: Interest::NONE, new: Interest::READABLE };
+    /// assert!(backend.modify_all(&[add(a.sim_fd()), add(b.sim_fd())]).is_ok());
+    /// assert_eq!(sim.modify_count(), 2);
+    /// // A change the backend refuses (an fd it does not know): its index.
+    /// let forget = Change { fd: b.sim_fd(), old: Interest::READABLE, new: Interest::NONE };
+    /// let (i, _) = backend.modify_all(&[forget, add(99), add(b.sim_fd())]).unwrap_err();
+    /// assert_eq!((i, sim.modify_count()), (1, 4));
+    /// ```
+    fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
+        for (i, c) in changes.iter().enumerate() {
+            self.modify(c.fd, c.old, c.new).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
 
     /// Waits for readiness for at most `timeout` and appends what is ready.
     fn poll(

@@ -10,6 +10,7 @@ use crate::RawFd;
 
 use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;
+use crate::handle::Key;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::Slot;
@@ -29,10 +30,14 @@ pub(crate) struct PollResults {
     enabled: bool,
     /// Scratch space for materialising (kept for its capacity).
     requeue: Vec<Pending>,
-    /// The one-shot watcher whose callback the batch is running, stopped
-    /// just before it, with its fd: [`Loop::start`](crate::Loop::start)
-    /// re-arms it without the general checks, which cannot fail for it.
-    rearmable: Option<(Slot, RawFd)>,
+    /// The one-shot watcher whose callback the batch is running, with its
+    /// fd (the fd's only watcher), whose disarm is deferred: it stays
+    /// active and on its fd's list, marked, until the callback re-arms it
+    /// ([`Loop::start`](crate::Loop::start): the mark is cleared, nothing
+    /// else), anything could tell (the loop settles the mark first: the
+    /// disarm the queued path made when it queued the event), or the
+    /// callback returns (then it is disarmed).
+    disarm: Option<Key>,
     /// What the backend noticed besides fd readiness in the last poll:
     /// the kinds read it in the polled phase (kept for its capacity).
     pub notices: Notices,
@@ -45,7 +50,7 @@ impl Default for PollResults {
             next: CLOSED,
             enabled: true,
             requeue: Vec::new(),
-            rearmable: None,
+            disarm: None,
             notices: Notices::default(),
         }
     }
@@ -55,8 +60,8 @@ impl PollResults {
     /// The buffer for the next poll, emptied.
     pub fn buffer(&mut self) -> &mut Vec<PollEvent> {
         debug_assert!(!self.is_open(), "polling with a direct batch open");
+        debug_assert!(self.disarm.is_none(), "polling with a disarm deferred");
         self.next = CLOSED;
-        self.rearmable = None;
         self.events.clear();
         &mut self.events
     }
@@ -113,19 +118,32 @@ impl PollResults {
         self.events.get(self.next - 1).map(|ev| ev.fd)
     }
 
-    /// Records (or, `None`, forgets) the one-shot watcher on `fd` that was
-    /// stopped for the callback about to run.
+    /// Defers the disarm of the one-shot watcher `key`, the only watcher
+    /// of its fd, whose callback is about to run from the batch.
     #[inline(always)]
-    pub fn set_rearmable(&mut self, watcher: Option<(Slot, RawFd)>) {
-        self.rearmable = watcher;
+    pub fn defer_disarm(&mut self, key: Key) {
+        debug_assert!(self.disarm.is_none(), "a disarm deferred already");
+        self.disarm = Some(key);
     }
 
-    /// The one-shot watcher whose callback is running from this batch,
-    /// stopped just before it, and its fd, if it is still the last result
-    /// read (nothing materialised the batch or polled meanwhile).
+    /// The watcher whose disarm is deferred, if any.
     #[inline(always)]
-    pub fn rearmable(&self) -> Option<(Slot, RawFd)> {
-        self.rearmable
+    pub fn deferred_disarm(&self) -> Option<Key> {
+        self.disarm
+    }
+
+    /// Whether the disarm of the watcher at `slot` is deferred: it is
+    /// active and listed, but stands for a disarmed (inactive) watcher.
+    #[inline]
+    pub fn is_disarming(&self, slot: Slot) -> bool {
+        self.disarm.is_some_and(|k| k.slot == slot)
+    }
+
+    /// Takes the deferred disarm, if any: the caller disarms the watcher
+    /// (or, re-armed by its callback, keeps it as it is).
+    #[inline(always)]
+    pub fn take_disarm(&mut self) -> Option<Key> {
+        self.disarm.take()
     }
 
     /// Makes the result just read unread again (it needs the queued path).
@@ -144,9 +162,12 @@ impl PollResults {
         pending: &mut PendingQueues,
         backend: &mut dyn Backend,
     ) {
+        debug_assert!(
+            self.disarm.is_none(),
+            "materialising with a disarm deferred"
+        );
         let from = self.next;
         self.next = CLOSED;
-        self.rearmable = None;
         let mut later = std::mem::take(&mut self.requeue);
         pending.take_unread(Priority::DEFAULT, &mut later);
         for p in &later {
@@ -165,8 +186,8 @@ impl PollResults {
         self.requeue = later;
     }
 
-    /// The unread results of the batch.
-    fn unread_results(&self) -> &[PollEvent] {
+    /// The unread results of the batch (none when it is closed).
+    pub fn unread_results(&self) -> &[PollEvent] {
         self.events.get(self.next..).unwrap_or_default()
     }
 

@@ -69,31 +69,38 @@ impl<'s, S> Loop<'s, S> {
             };
             // Ruled out when the batch opened.
             debug_assert!(!ev.ready.is_invalid());
-            if fd.is_oneshot() {
-                // Disarmed now rather than when the poll returned: nothing
-                // can tell, since a query counts the unread results as the
-                // disarmed watchers they stand for (is_active, is_pending)
-                // and anything else materialises the batch first.
-                match self.fds.disarm_single(ev.fd, ev.ready, &mut self.registry) {
-                    Some(Some((slot, r))) => {
-                        self.results.set_rearmable(Some((slot, ev.fd)));
-                        self.invoke::<false>(slot, r, OBSERVED, state);
-                        self.results.set_rearmable(None);
-                        if self.pending.has_above(Priority::DEFAULT) {
-                            return;
-                        }
+            // A one-shot fd has no `single`: the common level case tests
+            // nothing more.
+            let Some(slot) = fd.single() else {
+                if let Some(slot) = fd.oneshot_single() {
+                    // The watcher stays active and listed through its
+                    // callback, its disarm deferred: a re-arm from the
+                    // callback (the common pattern) then only clears the
+                    // mark, and nothing can tell, since a query counts the
+                    // mark as the disarmed watcher it stands for
+                    // (is_active, active_count) and anything else settles
+                    // it first (`settle_disarm`). The fd is listed among
+                    // the poll's reported fds now, in poll order as
+                    // queuing would (the flush takes them first).
+                    self.fds.report_oneshot(ev.fd);
+                    let e = &self.registry[slot];
+                    let r = ev.ready & e.receives();
+                    if r.is_empty() {
+                        continue;
                     }
-                    Some(None) => {}
-                    None => {
-                        self.results.unread();
-                        self.materialise_batch();
+                    let key = self.registry.key(slot, e.version());
+                    self.results.defer_disarm(key);
+                    self.invoke::<false>(slot, r, OBSERVED, state);
+                    self.settle_disarm();
+                    if self.pending.has_above(Priority::DEFAULT) {
                         return;
                     }
+                    continue;
                 }
-                continue;
-            }
-            let Some(slot) = fd.single() else {
                 if fd.watchers().is_empty() {
+                    if fd.is_oneshot() {
+                        self.fds.report_oneshot(ev.fd);
+                    }
                     continue;
                 }
                 // Several watchers on the fd: the queued path from here on.
@@ -119,9 +126,19 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// Materialises the direct batch, if one is open: see direct_batch.rs.
+    /// Materialises the direct batch, if one is open (see
+    /// direct_batch.rs), after settling a deferred disarm.
     #[inline]
     pub(crate) fn materialise_batch(&mut self) {
+        if self.results.is_open() || self.results.deferred_disarm().is_some() {
+            self.materialise_now();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn materialise_now(&mut self) {
+        self.settle_disarm();
         if self.results.is_open() {
             self.results.materialise(
                 &mut self.fds,
@@ -129,6 +146,17 @@ impl<'s, S> Loop<'s, S> {
                 &mut self.pending,
                 &mut *self.backend,
             );
+        }
+    }
+
+    /// Disarms the one-shot watcher whose disarm a direct batch deferred
+    /// (see `run_batch`), if any: what the queued path did when it queued
+    /// the watcher's event. Before anything that could tell a deferred
+    /// disarm from a done one.
+    #[inline(always)]
+    pub(crate) fn settle_disarm(&mut self) {
+        if let Some(key) = self.results.take_disarm() {
+            self.fds.disarm(key.slot, &mut self.registry);
         }
     }
 
@@ -294,7 +322,7 @@ impl<'s, S> Loop<'s, S> {
 impl<S> Batch for Loop<'_, S> {
     #[inline(always)]
     fn is_open(&self) -> bool {
-        self.results.is_open()
+        self.results.is_open() || self.results.deferred_disarm().is_some()
     }
     #[inline(always)]
     fn has_read(&self, fd: crate::RawFd) -> bool {

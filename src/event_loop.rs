@@ -12,7 +12,7 @@ use tracing::trace;
 
 use crate::backend::{Backend, Capabilities, PollStatus};
 use crate::direct_batch::PollResults;
-use crate::fd_table::FdTable;
+use crate::fd_table::{FdTable, Flush};
 use crate::handle::Key;
 use crate::kind::{Kinds, Phase};
 use crate::pending::{PendingQueues, Priority};
@@ -310,22 +310,23 @@ impl<'s, S> Loop<'s, S> {
 
     /// libev's `fd_reify`: the changed fds' interests to the backend.
     fn flush_fds(&mut self) {
+        let flush = Flush {
+            native_oneshot: self.caps.oneshot,
+            nested: self.run.depth > 1,
+        };
         self.fds.flush_changes(
             &mut self.registry,
             &mut self.pending,
             &mut *self.backend,
-            self.caps.oneshot,
+            flush,
         );
     }
 
     /// The poll's io events become pending, in poll order, unless they
     /// can be dispatched straight from the results (direct_batch.rs).
     fn queue_io(&mut self) {
-        if self.results.open(&self.registry, &self.pending) {
-            if self.registry.oneshot() > 0 {
-                self.fds.oneshots_reported(self.results.all());
-            }
-        } else {
+        // A direct batch lists its one-shot fds as it reaches them.
+        if !self.results.open(&self.registry, &self.pending) {
             self.fds.queue_events(
                 self.results.all(),
                 &mut self.registry,
@@ -479,6 +480,9 @@ struct RunGuard<'a, 's, S> {
 
 impl<S> Drop for RunGuard<'_, '_, S> {
     fn drop(&mut self) {
+        // A callback that panicked from a direct batch leaves its disarm
+        // deferred: done now, as the queued path did before the callback.
+        self.lp.settle_disarm();
         if self.nested {
             // The suspended watchers' fds go back into the backend's set
             // at the caller's next flush.

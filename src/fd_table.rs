@@ -6,13 +6,16 @@
 //! Starting, stopping or re-targeting an io watcher only marks its fd as
 //! changed. Before polling, [`FdTable::flush_changes`] (libev's
 //! `fd_reify`) computes each changed fd's union of its active watchers'
-//! interests and calls the backend only if it differs from what the
-//! backend was last told: many changes in one iteration cost at most one
-//! backend call, and none when they cancel out.
+//! interests and has the backend change the fd only if it differs from
+//! what the backend holds: many changes of an fd in one iteration cost at
+//! most one, and none when they cancel out (and all of a flush's go to the
+//! backend in one [`Backend::modify_all`]).
 
 use crate::RawFd;
 
-use crate::backend::{Backend, Capabilities, PollEvent};
+use std::io;
+
+use crate::backend::{Backend, Capabilities, Change, PollEvent};
 use crate::pending::PendingQueues;
 use crate::registry::Registry;
 use crate::slot_list::{LinkStore, Slot, SlotList};
@@ -24,13 +27,19 @@ pub(crate) struct FdState {
     /// The active io watchers on this fd, in start order. Changed only
     /// through [`FdTable`], which keeps `single` and `trigger` in step.
     watchers: SlotList,
-    /// The only watcher, when there is exactly one (the common case, which
-    /// dispatch handles without walking the list).
+    /// The only watcher, when there is exactly one and the fd is not
+    /// one-shot (the common case, which dispatch handles without walking
+    /// the list or testing the trigger mode).
     single: Option<Slot>,
-    /// What the backend was last told for this fd.
+    /// The only watcher, when there is exactly one and the fd is one-shot
+    /// (dispatch's next test, when `single` is `None`).
+    oneshot_single: Option<Slot>,
+    /// What the backend was last told for this fd, but for the report of a
+    /// poll: while the fd is listed as reported, a one-shot registration
+    /// is disarmed, whatever this says ([`FdState::registration`]).
     registered: Interest,
-    /// Whether the fd is already in the change list.
-    changed: bool,
+    /// Which change list holds the fd, if one does.
+    listed: Listed,
     /// The trigger mode its watchers share (kernels keep one registration
     /// per fd); meaningful while it has watchers.
     trigger: Trigger,
@@ -43,10 +52,24 @@ impl FdState {
         self.watchers
     }
 
-    /// The only active watcher, if there is exactly one.
+    /// The only active watcher, if there is exactly one and the fd is not
+    /// one-shot.
     #[inline]
     pub fn single(&self) -> Option<Slot> {
         self.single
+    }
+
+    /// The only active watcher, if there is exactly one and the fd is
+    /// one-shot.
+    #[inline]
+    pub fn oneshot_single(&self) -> Option<Slot> {
+        self.oneshot_single
+    }
+
+    /// The only active watcher, if there is exactly one.
+    #[inline]
+    pub fn only(&self) -> Option<Slot> {
+        self.watchers.only()
     }
 
     /// Whether its watchers are (or, once all stopped, were last) one-shot,
@@ -56,19 +79,37 @@ impl FdState {
         self.trigger == Trigger::Oneshot
     }
 
-    /// A report for this one-shot fd arrived: a native registration,
-    /// which the kernel disarmed with it, is re-armed or forgotten at the
-    /// next flush (the backend contract: the next `modify` starts from
-    /// "registered, disarmed"). The caller marks the fd changed.
+    /// What the backend holds for this fd: what it was last told, unless
+    /// a poll reported the fd since (it is listed as reported) and the
+    /// registration was one-shot: the report disarmed it (the backend
+    /// contract: the next `modify` starts from "registered, disarmed").
+    /// Worked out when asked, so that the report costs nothing more than
+    /// the listing.
     #[inline]
-    fn reported_oneshot(&mut self) {
-        if self.registered.trigger() == Trigger::Oneshot {
-            self.registered = Interest::NONE.with_trigger(Trigger::Oneshot);
+    fn registration(&self) -> Interest {
+        let reported = matches!(self.listed, Listed::Reported | Listed::Dirty);
+        if reported && self.registered.trigger() == Trigger::Oneshot {
+            DISARMED
+        } else {
+            self.registered
         }
     }
 
     fn sync_single(&mut self) {
-        self.single = self.watchers.only();
+        let only = self.watchers.only();
+        (self.single, self.oneshot_single) = match self.trigger {
+            Trigger::Oneshot => (None, only),
+            _ => (only, None),
+        };
+    }
+
+    /// Its watchers or registration changed otherwise than by a report:
+    /// if it is listed as reported, the flush must work out what they want.
+    #[inline]
+    fn dirty(&mut self) {
+        if self.listed == Listed::Reported {
+            self.listed = Listed::Dirty;
+        }
     }
 }
 
@@ -76,9 +117,49 @@ impl FdState {
 /// standard streams, the notifier's) are numbered low.
 const MIN_FDS: usize = 32;
 
+/// A one-shot registration disarmed by a report.
+const DISARMED: Interest = Interest::NONE.with_trigger(Trigger::Oneshot);
+
+/// Which change list holds an fd (see [`FdTable`]), and for a reported
+/// fd, whether the flush can take its change as it was recorded.
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Listed {
+    #[default]
+    No,
+    /// In `reported`, with nothing else changed on the fd since the last
+    /// flush: its watchers want what they wanted then, the registration
+    /// its entry holds.
+    Reported,
+    /// In `reported`, and changed otherwise too (a watcher disarmed by the
+    /// report, stopped, started, re-targeted; the fd killed): the flush
+    /// works out what its watchers want.
+    Dirty,
+    /// In `changes` only.
+    Changed,
+}
+
+/// The fd table, and the fds to flush, in two lists: the one-shot fds that
+/// polls reported (each report disarms a native registration), in poll
+/// order, and every other change, in the order of first change. The flush
+/// takes `reported` first. The queued path marks reported fds when it
+/// queues the poll's events, before any callback runs, so that order is
+/// the queued path's; the direct path marks each fd as its batch reaches
+/// it, and callbacks' changes in between go to the other list, so it
+/// flushes in the same order. (An fd changed first and reported after is
+/// moved to `reported`: its entry in `changes` is skipped.)
+///
+/// A reported fd's entry records the registration it had before the
+/// report. Left as the report found it (a one-shot watcher re-armed by its
+/// callback, whose disarm a direct batch deferred: the common one-shot
+/// pattern), it wants exactly that again: the flush takes it from the
+/// entry without looking at the watchers. Anything else that changes the
+/// fd's watchers or registration makes it [`Listed::Dirty`].
 #[derive(Default)]
 pub(crate) struct FdTable {
     fds: Vec<FdState>,
+    /// The reported fds (`fd`, and in `new` the registration before the
+    /// report); during a flush, also the changes it makes.
+    reported: Vec<Change>,
     changes: Vec<RawFd>,
 }
 
@@ -114,6 +195,8 @@ impl FdTable {
     pub fn reserve(&mut self, fds: usize) {
         self.fds.reserve(fds.saturating_sub(self.fds.len()));
         self.changes.reserve(fds.saturating_sub(self.changes.len()));
+        // The flush writes its changes over `reported`.
+        self.reported.reserve(fds.saturating_sub(self.reported.len()));
     }
 
     /// The state of `fd`, if it was ever used.
@@ -126,9 +209,51 @@ impl FdTable {
     #[inline]
     pub fn mark_changed(&mut self, fd: RawFd) {
         let state = self.state_mut(fd);
-        if !state.changed {
-            state.changed = true;
-            self.changes.push(fd);
+        match state.listed {
+            Listed::No => {
+                state.listed = Listed::Changed;
+                self.changes.push(fd);
+            }
+            Listed::Reported => state.listed = Listed::Dirty,
+            Listed::Dirty | Listed::Changed => {}
+        }
+    }
+
+    /// A poll reported the one-shot fd `fd` (its state exists): a native
+    /// registration, which the kernel disarmed with the report, is
+    /// re-armed or forgotten at the next flush, among the poll's reported
+    /// fds. (Again for the same poll: nothing more.)
+    #[inline(always)]
+    pub fn report_oneshot(&mut self, fd: RawFd) {
+        let state = &mut self.fds[fd as usize];
+        if state.listed != Listed::No {
+            return self.report_listed(fd);
+        }
+        state.listed = Listed::Reported;
+        // The registration from before the report (`registered` still says
+        // it: see `FdState::registration`).
+        let before = state.registered;
+        self.reported.push(Change {
+            fd,
+            old: Interest::NONE,
+            new: before,
+        });
+    }
+
+    /// [`FdTable::report_oneshot`] for an fd listed already: changed
+    /// (it moves to the reported list, dirty), or reported already
+    /// (nothing more).
+    #[cold]
+    fn report_listed(&mut self, fd: RawFd) {
+        let state = &mut self.fds[fd as usize];
+        if state.listed == Listed::Changed {
+            state.listed = Listed::Dirty;
+            let before = state.registered;
+            self.reported.push(Change {
+                fd,
+                old: Interest::NONE,
+                new: before,
+            });
         }
     }
 
@@ -150,33 +275,13 @@ impl FdTable {
         state.watchers.push(links, slot);
         state.trigger = trigger;
         state.sync_single();
-        if !state.changed {
-            state.changed = true;
-            self.changes.push(fd);
-        }
-    }
-
-    /// Whether `fd` has no active watcher and is one-shot (its last
-    /// watchers were).
-    #[inline]
-    pub fn is_unwatched_oneshot(&self, fd: RawFd) -> bool {
-        self.get(fd)
-            .is_some_and(|state| state.watchers.is_empty() && state.is_oneshot())
-    }
-
-    /// [`FdTable::start`] for a one-shot watcher on an fd that
-    /// [`FdTable::is_unwatched_oneshot`]: the trigger mode is already the
-    /// fd's.
-    #[inline]
-    pub fn rearm(&mut self, links: &mut (impl LinkStore + ?Sized), fd: RawFd, slot: Slot) {
-        let state = &mut self.fds[fd as usize];
-        state.watchers.push(links, slot);
-        state.single = Some(slot);
-        // `mark_changed`, with the state at hand (the batch's disarm has
-        // usually marked it already).
-        if !state.changed {
-            state.changed = true;
-            self.changes.push(fd);
+        match state.listed {
+            Listed::No => {
+                state.listed = Listed::Changed;
+                self.changes.push(fd);
+            }
+            Listed::Reported => state.listed = Listed::Dirty,
+            Listed::Dirty | Listed::Changed => {}
         }
     }
 
@@ -191,7 +296,9 @@ impl FdTable {
 
     /// An active watcher on `fd` changed its interest to `interest`.
     pub fn interest_changed(&mut self, fd: RawFd, interest: Interest) {
-        self.state_mut(fd).trigger = interest.trigger();
+        let state = self.state_mut(fd);
+        state.trigger = interest.trigger();
+        state.sync_single();
         self.mark_changed(fd);
     }
 
@@ -236,66 +343,103 @@ impl FdTable {
     ) -> Option<Trigger> {
         let state = self.get(fd)?;
         // Only `except` itself (being changed) is on the fd: no one to agree with.
-        let alone = except.is_some() && state.single == except;
+        let alone = except.is_some() && state.only() == except;
         let others = !state.watchers.is_empty() && !alone;
         (others && state.trigger != trigger).then_some(state.trigger)
     }
 
     /// Sends each changed fd's interest union to the backend, once
-    /// (libev's `fd_reify`). An fd the backend refuses is killed.
+    /// (libev's `fd_reify`): the reported one-shot fds first, then the
+    /// others, all in one [`Backend::modify_all`]. An fd the backend
+    /// refuses is killed (and the rest sent after it).
     pub fn flush_changes<C>(
         &mut self,
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
         backend: &mut dyn Backend,
-        native_oneshot: bool,
+        flush: Flush,
     ) {
-        if self.changes.is_empty() {
+        if self.reported.is_empty() && self.changes.is_empty() {
             return;
         }
-        let mut changes = std::mem::take(&mut self.changes);
-        for &fd in &changes {
-            // A changed fd has its state (`mark_changed` made it).
-            let state = &mut self.fds[fd as usize];
-            state.changed = false;
-            // A watcher whose callback is running (a nested run is under
-            // way) is left out until it returns: its events could only be
-            // held back meanwhile.
-            let mut want = Interest::NONE;
-            match state.single {
-                Some(slot) if !registry[slot].cb.is_running() => want = registry[slot].interest(),
-                Some(_) => {}
-                None => {
-                    for slot in state.watchers.iter(registry) {
-                        if !registry[slot].cb.is_running() {
-                            want |= registry[slot].interest();
-                        }
-                    }
+        // The changes to make are written over `reported` (each entry read
+        // before it is written), then appended.
+        let mut made = std::mem::take(&mut self.reported);
+        let fds = &mut self.fds;
+        made.retain_mut(|c| {
+            // A listed fd has its state (`report_oneshot` is given one).
+            let state = &mut fds[c.fd as usize];
+            if state.listed == Listed::Reported {
+                // As the report found it: its watchers want what they
+                // wanted, the registration before the report (`c.new`,
+                // which `registered` still says), which the report
+                // disarmed if it was one-shot (then re-armed here).
+                state.listed = Listed::No;
+                let rearm = c.new.trigger() == Trigger::Oneshot;
+                c.old = if rearm { DISARMED } else { c.new };
+                return rearm;
+            }
+            if state.listed != Listed::Dirty {
+                return false; // not reached: entries are unique
+            }
+            let want = wanted(state, registry, flush);
+            c.old = state.registration();
+            c.new = want;
+            state.listed = Listed::No;
+            state.registered = want;
+            want != c.old
+        });
+        if !self.changes.is_empty() {
+            let mut changes = std::mem::take(&mut self.changes);
+            for &fd in &changes {
+                let state = &mut self.fds[fd as usize];
+                if state.listed != Listed::Changed {
+                    continue; // moved to `reported`, and taken there
+                }
+                state.listed = Listed::No;
+                let want = wanted(state, registry, flush);
+                let old = state.registered;
+                if want != old {
+                    state.registered = want;
+                    made.push(Change { fd, old, new: want });
                 }
             }
-            if want.is_empty() {
-                want = Interest::NONE;
-            } else if want.trigger() == Trigger::Oneshot && !native_oneshot {
-                // The loop emulates one-shot: the backend sees level.
-                want = want.events();
-            }
-            let old = state.registered;
-            if want == old {
-                continue;
-            }
-            tracing::trace!(fd, %old, new = %want, "backend modify");
-            match backend.modify(fd, old, want) {
-                Ok(()) => self.fds[fd as usize].registered = want,
-                Err(err) => {
-                    tracing::debug!(fd, %err, "backend refused the fd; stopping its watchers");
-                    self.kill(fd, registry, pending, backend);
-                }
-            }
-        }
-        changes.clear();
-        if self.changes.is_empty() {
-            // Keep the allocation.
+            changes.clear();
             self.changes = changes;
+        }
+        if !made.is_empty() {
+            self.send(&made, registry, pending, backend);
+            made.clear();
+        }
+        // Kept for the allocation.
+        self.reported = made;
+    }
+
+    /// Sends `made` to the backend in order, killing each fd it refuses
+    /// (with its registration as it was) and sending the rest after it.
+    /// Each change is traced before it is made: with `tracing` at trace
+    /// level, one call per change.
+    fn send<C>(
+        &mut self,
+        made: &[Change],
+        registry: &mut Registry<C>,
+        pending: &mut PendingQueues,
+        backend: &mut dyn Backend,
+    ) {
+        let mut from = 0;
+        while from < made.len() {
+            let rest = &made[from..];
+            let sent = if tracing::level_enabled!(tracing::Level::TRACE) {
+                send_traced(rest, backend)
+            } else {
+                backend.modify_all(rest)
+            };
+            let Err((i, err)) = sent else { break };
+            let refused = rest[i];
+            self.fds[refused.fd as usize].registered = refused.old;
+            tracing::debug!(fd = refused.fd, %err, "backend refused the fd; stopping its watchers");
+            self.kill(refused.fd, registry, pending, backend);
+            from += i + 1;
         }
     }
 
@@ -309,12 +453,14 @@ impl FdTable {
         backend: &mut dyn Backend,
     ) {
         let state = self.state_mut(fd);
-        let old = std::mem::replace(&mut state.registered, Interest::NONE);
+        let old = state.registration();
+        state.registered = Interest::NONE;
+        state.dirty();
         if old != Interest::NONE {
             // Best effort: poll/select keep tables that must drop the fd.
             let _ = backend.modify(fd, old, Interest::NONE);
         }
-        state.single = None;
+        (state.single, state.oneshot_single) = (None, None);
         state.watchers.drain(registry, |registry, slot| {
             registry.deactivate(slot);
             let ready = Ready::ERROR | Ready::from_interest(registry[slot].interest());
@@ -327,8 +473,10 @@ impl FdTable {
     /// number can be reused (mio asks its users to do this by hand).
     pub fn remove_if_unwatched(&mut self, fd: RawFd, backend: &mut dyn Backend) {
         let state = self.state_mut(fd);
-        if state.watchers.is_empty() && state.registered != Interest::NONE {
-            let old = std::mem::replace(&mut state.registered, Interest::NONE);
+        let old = state.registration();
+        if state.watchers.is_empty() && old != Interest::NONE {
+            state.registered = Interest::NONE;
+            state.dirty();
             if let Err(err) = backend.modify(fd, old, Interest::NONE) {
                 tracing::debug!(fd, %err, "backend failed to forget a removed fd");
             }
@@ -348,56 +496,33 @@ impl FdTable {
     }
 
     /// The direct path's counterpart of [`FdTable::queue_events`] for a
-    /// one-shot fd with at most one watcher (whose registration
-    /// [`FdTable::oneshots_reported`] marked disarmed already): the
-    /// watcher, if the report reaches it, is stopped (registry and list)
-    /// just before its callback is invoked. Returns
-    /// that watcher and what it receives, if the report reaches one.
-    /// `None` from an fd with several watchers, untouched: the caller
-    /// takes the queued path for it.
-    #[inline(always)]
-    pub fn disarm_single<C>(
-        &mut self,
-        fd: RawFd,
-        ready: Ready,
-        registry: &mut Registry<C>,
-    ) -> Option<Option<(Slot, Ready)>> {
-        let state = &mut self.fds[fd as usize];
-        let slot = match state.single {
-            Some(slot) => Some(slot),
-            None if state.watchers.is_empty() => None,
-            None => return None,
+    /// one-shot fd's only watcher, whose event a direct batch dispatched
+    /// (the batch marked the fd reported, [`FdTable::report_oneshot`]):
+    /// the watcher is stopped (registry and list). The batch defers this
+    /// until something could tell (`Loop::settle_disarm`).
+    #[cold]
+    #[inline(never)]
+    pub fn disarm<C>(&mut self, slot: Slot, registry: &mut Registry<C>) {
+        let Some(fd) = registry[slot].fd() else {
+            unreachable!("a deferred disarm names an fd's watcher")
         };
-        let hit = slot.and_then(|slot| {
-            let r = ready & registry[slot].receives();
-            (!r.is_empty()).then_some((slot, r))
-        });
-        if let Some((slot, _)) = hit {
-            registry.deactivate(slot);
-            state.watchers.remove(registry, slot);
-            state.single = None;
-        }
-        Some(hit)
+        let state = &mut self.fds[fd as usize];
+        registry.deactivate(slot);
+        state.watchers.remove(registry, slot);
+        state.sync_single();
+        state.dirty();
     }
 
-    /// A direct batch opened over `events` while one-shot watchers are
-    /// active: every reported one-shot fd is disarmed and marked changed
-    /// now, in poll order, as [`FdTable::queue_events`] would have (so the
-    /// next flush sends the same requests in the same order); its
-    /// watchers are stopped as the batch reaches them
-    /// ([`FdTable::disarm_single`]).
+    /// Marks every one-shot fd that `events` (the unread results of a
+    /// direct batch) report, as [`FdTable::report_oneshot`] (the batch
+    /// would as it reaches them; again then is nothing more): before
+    /// anything outside the batch could read their registrations.
+    #[cold]
+    #[inline(never)]
     pub fn oneshots_reported(&mut self, events: &[PollEvent]) {
         for ev in events {
-            let Some(state) = self.fds.get_mut(ev.fd as usize) else {
-                continue;
-            };
-            if state.is_oneshot() {
-                state.reported_oneshot();
-                // `mark_changed`, with the state at hand.
-                if !state.changed {
-                    state.changed = true;
-                    self.changes.push(ev.fd);
-                }
+            if self.get(ev.fd).is_some_and(FdState::is_oneshot) {
+                self.report_oneshot(ev.fd);
             }
         }
     }
@@ -446,34 +571,96 @@ impl FdTable {
         registry: &mut Registry<C>,
         pending: &mut PendingQueues,
     ) {
+        self.report_oneshot(fd);
         let state = &mut self.fds[fd as usize];
-        state.reported_oneshot();
-        if let Some(slot) = state.single {
+        if let Some(slot) = state.only() {
             // The common case: one watcher, no list walk.
             let r = ready & registry[slot].receives();
             if !r.is_empty() {
                 registry.queue(pending, slot, r);
                 registry.deactivate(slot);
                 state.watchers.remove(registry, slot);
-                state.single = None;
+                state.oneshot_single = None;
+                state.dirty();
             }
         } else {
             let mut list = state.watchers;
             let walk = list;
+            let mut disarmed = false;
             walk.for_each(registry, |registry, slot| {
                 let r = ready & registry[slot].receives();
                 if !r.is_empty() {
                     registry.queue(pending, slot, r);
                     registry.deactivate(slot);
                     list.remove(registry, slot);
+                    disarmed = true;
                 }
             });
             let state = &mut self.fds[fd as usize];
+            if disarmed {
+                state.dirty();
+            }
             state.watchers = list;
             state.sync_single();
         }
-        self.mark_changed(fd);
     }
+}
+
+/// How [`FdTable::flush_changes`] runs.
+#[derive(Clone, Copy)]
+pub(crate) struct Flush {
+    /// The backend's one-shot is native (else the loop emulates it, and
+    /// the backend sees level).
+    pub native_oneshot: bool,
+    /// A nested run is under way: callbacks may be running further up
+    /// the stack.
+    pub nested: bool,
+}
+
+/// [`Backend::modify_all`] one change at a time, each traced first.
+#[cold]
+fn send_traced(
+    changes: &[Change],
+    backend: &mut dyn Backend,
+) -> std::result::Result<(), (usize, io::Error)> {
+    for (i, c) in changes.iter().enumerate() {
+        tracing::trace!(fd = c.fd, old = %c.old, new = %c.new, "backend modify");
+        backend.modify(c.fd, c.old, c.new).map_err(|e| (i, e))?;
+    }
+    Ok(())
+}
+
+/// What an fd's watchers want the backend to watch: their interests'
+/// union (a single one's, usually), as the backend takes it.
+#[inline(never)]
+fn wanted<C>(state: &FdState, registry: &Registry<C>, flush: Flush) -> Interest {
+    let want = match state.only() {
+        // The common case: one watcher, and no callback running.
+        Some(slot) if !flush.nested => registry[slot].interest(),
+        _ => union(state, registry),
+    };
+    if want.is_empty() {
+        Interest::NONE
+    } else if want.trigger() == Trigger::Oneshot && !flush.native_oneshot {
+        // The loop emulates one-shot: the backend sees level.
+        want.events()
+    } else {
+        want
+    }
+}
+
+/// The union of the interests of an fd's watchers, leaving out those whose
+/// callback is running (a nested run is under way): their events could
+/// only be held back meanwhile.
+#[inline(never)]
+fn union<C>(state: &FdState, registry: &Registry<C>) -> Interest {
+    let mut want = Interest::NONE;
+    for slot in state.watchers.iter(registry) {
+        if !registry[slot].cb.is_running() {
+            want |= registry[slot].interest();
+        }
+    }
+    want
 }
 
 /// Validates a source against the backend and returns its fd number.

@@ -41,32 +41,24 @@ impl<'s, S> Loop<'s, S> {
         }
     }
 
-    /// The one-shot watcher that a direct batch stopped for the callback
-    /// now running, re-armed by that callback (the common pattern): it is
-    /// put back on its fd without the general path's lookups: the checks
-    /// of [`Loop::start_slot`] cannot fail for it, and the batch, which has
-    /// read its fd, needs no materialising ([`Settled::for_start`]).
-    /// Returns whether `key` was that watcher (and is now active).
-    ///
-    /// [`Settled::for_start`]: crate::settled::Settled::for_start
+    /// The one-shot watcher whose callback a direct batch is running,
+    /// its disarm deferred, re-armed by that callback (the common
+    /// pattern): the mark goes, and the watcher, still active and on its
+    /// fd, stays as it is: that is what the general path's disarm and
+    /// start would leave (the checks of [`Loop::start_slot`] cannot fail
+    /// for it), and its fd, listed as reported by the batch and changed
+    /// no further, wants the registration it had before the report again
+    /// (which the next flush takes from the fd's entry). Returns whether
+    /// `key` was that watcher.
     #[inline]
     pub(crate) fn rearm(&mut self, key: Key) -> bool {
-        let Some((slot, fd)) = self.results.rearmable() else {
-            return false;
-        };
-        // Whatever the callback did meanwhile, these make the general path
-        // do exactly what follows: an inactive one-shot io watcher of that
-        // fd, which has no active watcher and is one-shot.
-        if slot != key.slot
-            || !self.registry.is_inactive_oneshot_of(key, fd)
-            || !self.fds.is_unwatched_oneshot(fd)
-        {
-            return false;
+        match self.results.deferred_disarm() {
+            Some(marked) if marked == key => {
+                self.results.take_disarm();
+                true
+            }
+            _ => false,
         }
-        self.results.set_rearmable(None);
-        self.registry.activate(slot);
-        self.fds.rearm(&mut self.registry, fd, slot);
-        true
     }
 
     /// Checks that the backend offers the trigger mode and that it agrees
@@ -85,13 +77,15 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Materialises a direct batch that may still hold an event for `fd`
-    /// (it has not read that fd's result): before anything that depends on
-    /// which of the fd's watchers are active, since the event would
-    /// disarm its one-shot watchers.
+    /// (it has not read that fd's result), and settles a deferred disarm:
+    /// before anything that depends on which of the fd's watchers are
+    /// active, since the event would disarm its one-shot watchers.
     #[inline]
     fn settle_fd(&mut self, fd: RawFd) {
         if self.results.is_open() && self.results.last_read() != Some(fd) {
             self.materialise_batch();
+        } else {
+            self.settle_disarm();
         }
     }
 

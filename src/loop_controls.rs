@@ -188,6 +188,9 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.backend_timeout(), Some(Duration::ZERO));
     /// ```
     pub fn backend_timeout(&mut self) -> Option<Duration> {
+        // What a direct batch holds is pending (and a deferred disarm
+        // changes the count of active sources): materialised first.
+        self.materialise_batch();
         let phase = self.run.phase;
         if self.kinds_due() > 0 {
             // The poll does not block: it takes the send at once.
@@ -251,9 +254,15 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.active_count(), 0);
     /// ```
     pub fn active_count(&self) -> usize {
-        // One-shot watchers whose events wait in a direct batch are
-        // disarmed all the same (see `Loop::is_active`).
+        // One-shot watchers whose events wait in a direct batch, or whose
+        // disarm it deferred, are disarmed all the same (see
+        // `Loop::is_active`).
+        let deferred = self
+            .results
+            .deferred_disarm()
+            .is_some_and(|key| self.registry.is_active_referenced(key.slot));
         self.registry.active_referenced()
+            - deferred as usize
             - self.results.disarmed_referenced(&self.fds, &self.registry)
     }
 

@@ -620,15 +620,6 @@ impl<C> Registry<C> {
             .collect()
     }
 
-    /// Whether `key` names a live, inactive, one-shot io watcher of `fd`.
-    #[inline]
-    pub fn is_inactive_oneshot_of(&self, key: Key, fd: RawFd) -> bool {
-        self.lookup(key, "").is_ok_and(|e| {
-            !e.is_active()
-                && matches!(e.body, Body::Io { fd: f, interest, .. } if f == fd && interest.is_oneshot())
-        })
-    }
-
     /// Marks a watcher active; false if it already was.
     #[inline]
     pub fn activate(&mut self, slot: Slot) -> bool {

@@ -19,6 +19,9 @@ pub(crate) struct Settled(());
 
 /// What holds the direct batch (the loop).
 pub(crate) trait Batch {
+    /// Whether a batch is open, or the disarm of a one-shot watcher whose
+    /// callback runs from one is deferred (`Loop::settle_disarm`):
+    /// materialising settles that too.
     fn is_open(&self) -> bool;
     /// Whether the batch has already read the result for `fd`, if the
     /// poll reported it: a backend reports each fd at most once per poll,

@@ -10,7 +10,7 @@
 //! one-shot in a second test), invalid
 //! fds, and callbacks that stop, start, remove, feed, clear, re-prioritise
 //! and re-target other io watchers, ask `is_pending` / `pending_count` /
-//! `is_active`,
+//! `is_active` / `backend_timeout`,
 //! feed timers at other priorities, and run the loop nested.
 
 mod common;
@@ -43,6 +43,7 @@ enum Action {
     NestedRun,
     /// A new io watcher on this socket, from inside a callback.
     CreateIo(usize),
+    BackendTimeout,
 }
 
 fn action(watchers: usize) -> impl Strategy<Value = Action> {
@@ -62,6 +63,7 @@ fn action(watchers: usize) -> impl Strategy<Value = Action> {
         1 => (0..2usize).prop_map(Action::StopTimer),
         1 => Just(Action::NestedRun),
         1 => (0..SOCKETS).prop_map(Action::CreateIo),
+        1 => Just(Action::BackendTimeout),
     ]
 }
 
@@ -206,6 +208,7 @@ fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: A
             outcome(format!("create io {n} on s{s}"), made)
         }
         Action::CreateIo(_) => return,
+        Action::BackendTimeout => format!("backend_timeout: {:?}", lp.backend_timeout()),
     };
     st.log.push(line);
 }
@@ -370,6 +373,7 @@ impl From<Act> for Action {
             Act::Feed(w) => Action::Feed(w),
             Act::Clear(w) => Action::Clear(w),
             Act::IsActive(w) => Action::IsActive(w),
+            Act::BackendTimeout => Action::BackendTimeout,
         }
     }
 }

@@ -145,6 +145,48 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
     });
 }
 
+/// A one-shot watcher whose callback panics before re-arming itself is
+/// left disarmed (inactive, its fd not watched), with direct dispatch and
+/// without (the direct path defers the disarm while the callback runs):
+/// a start re-arms it, and it hears from its fd again.
+#[test]
+fn a_panicking_oneshot_callback_leaves_its_watcher_disarmed() {
+    on_every_world("panic in a one-shot callback", |w| {
+        for direct in [true, false] {
+            let mut lp: Loop<Vec<u8>> = w.new_loop();
+            lp.set_direct_dispatch(direct);
+            let (conn, mut peer) = w.pair();
+            let oneshot = Interest::READABLE.with_trigger(evloop::Trigger::Oneshot);
+            let io = lp
+                .io(conn, oneshot, |_, got, ev| {
+                    let bytes = drain(ev.source);
+                    got.extend_from_slice(&bytes);
+                    if bytes == b"boom" {
+                        panic!("boom");
+                    }
+                })
+                .unwrap();
+            peer.send(b"boom");
+            let mut got = vec![];
+            let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut got)));
+            assert!(caught.is_err(), "the panic propagates out of run");
+            assert_eq!(
+                (lp.is_active(io).unwrap(), lp.active_count(), lp.depth()),
+                (false, 0, 0),
+                "direct {direct}"
+            );
+            lp.run_to_end(&mut got);
+            lp.start(io).unwrap();
+            assert_eq!((lp.is_active(io).unwrap(), lp.active_count()), (true, 1));
+            peer.send(b" and more");
+            lp.run_expect(RunMode::Once, &mut got, RunOutcome::IterationDone);
+            assert_eq!(got, b"boom and more", "direct {direct}");
+            assert!(!lp.is_active(io).unwrap());
+            lp.run_to_end(&mut got);
+        }
+    });
+}
+
 /// A nested run that panics while the outer callback's watcher has events
 /// held back for it (they arrived while its callback ran): the events are
 /// delivered once the loop runs again.

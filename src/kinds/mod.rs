@@ -228,6 +228,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// The watcher `key` of the kind at `index` left the registry.
     pub(crate) fn remove_other(&mut self, index: u16, key: crate::handle::Key) {
+        self.list_reported_oneshots();
         let (kinds, mut cx) = split_core!(self);
         kinds.at(index).remove(&mut cx, key);
     }
@@ -266,6 +267,7 @@ impl<'s, S> Loop<'s, S> {
     fn run_kinds_phase(&mut self, phase: Phase, expired: Option<Priority>) -> Option<Priority> {
         let batch_busy = matches!(phase, Phase::Check | Phase::Idle)
             && self.results.has_invocations(&self.fds, &self.registry);
+        self.list_reported_oneshots();
         let (kinds, mut cx) = split_core!(self);
         cx.batch_busy = batch_busy;
         cx.expired = expired;
@@ -274,6 +276,16 @@ impl<'s, S> Loop<'s, S> {
             kinds.at(index).phase(&mut cx, phase);
         }
         cx.queued
+    }
+
+    /// A kind may watch or unwatch fds (`Context`): the one-shot fds that
+    /// an open direct batch has still to reach are listed as reported
+    /// first (their registrations disarmed), as queuing them would have.
+    /// (A poll reports a one-shot fd only while it has active watchers.)
+    fn list_reported_oneshots(&mut self) {
+        if self.results.is_open() && self.registry.oneshot() > 0 {
+            self.fds.oneshots_reported(self.results.unread_results());
+        }
     }
 
     /// The earliest of the kinds' deadlines, from now.

@@ -131,8 +131,12 @@ impl<'s, S> Loop<'s, S> {
         }
         // Not `entry_mut`: a direct batch need not be materialised. It finds
         // an fd's watchers when it reaches the fd, so a stopped one is
-        // skipped just as its cancelled entry would have been.
+        // skipped just as its cancelled entry would have been. A deferred
+        // disarm is settled: the watcher it marks is inactive already.
         self.registry.lookup(h.key(), h.kind())?;
+        if H::IO {
+            self.settle_disarm();
+        }
         let slot = h.key().slot;
         self.registry.cancel(&mut self.pending, slot);
         self.deactivate(slot);
@@ -177,11 +181,12 @@ impl<'s, S> Loop<'s, S> {
     /// ```
     pub fn is_active(&self, h: impl Handle) -> Result<bool> {
         let e = self.entry(&h)?;
-        // A one-shot io watcher whose event waits in a direct batch is
+        // A one-shot io watcher whose event waits in a direct batch, or
+        // whose callback runs from one with its disarm deferred, is
         // disarmed all the same (the queued path disarms it as it queues).
         let disarmed_in_batch = match e.kind() {
             Kind::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
-                self.results.holds(fd, e.receives())
+                self.results.is_disarming(h.key().slot) || self.results.holds(fd, e.receives())
             }
             _ => false,
         };

@@ -24,6 +24,7 @@ pub enum Act {
     Feed(usize),
     Clear(usize),
     IsActive(usize),
+    BackendTimeout,
 }
 
 /// One io watcher of a program, at the default priority.
@@ -54,6 +55,26 @@ fn watcher(socket: usize, script: Vec<Vec<Act>>) -> Watcher {
         socket,
         oneshot: false,
         script,
+    }
+}
+
+/// A one-shot watcher 0 on a socket whose peer closed (ready at every
+/// poll) doing `script` in its own callback, whose disarm the direct
+/// path defers; watcher 1 on another socket, for company.
+fn oneshot_self(name: &'static str, script: Vec<Act>) -> Case {
+    Case {
+        name,
+        watchers: vec![
+            Watcher {
+                oneshot: true,
+                ..watcher(0, vec![script])
+            },
+            watcher(1, vec![vec![]]),
+        ],
+        closes: &[0],
+        sends: &[1],
+        invalid: &[],
+        at_ms: 1,
     }
 }
 
@@ -136,6 +157,64 @@ pub fn cases() -> Vec<Case> {
                 },
             ],
             ..before_the_next("one-shot", Act::IsActive(1))
+        },
+        // A poll's events are pending while the batch holds them: the
+        // next poll would not block.
+        before_the_next("backend_timeout", Act::BackendTimeout),
+        // A one-shot watcher is disarmed in its own callback (the queued
+        // path disarmed it when it queued the event; the direct path
+        // defers that, and a query counts the mark)...
+        oneshot_self(
+            "one-shot, deferred disarm: is_active",
+            vec![Act::IsActive(0), Act::Start(0), Act::IsActive(0)],
+        ),
+        // ... so stopping it does nothing, and a start then re-arms it
+        // (stop settles the deferred disarm)...
+        oneshot_self(
+            "one-shot, deferred disarm: stop",
+            vec![Act::Stop(0), Act::Start(0)],
+        ),
+        // ... and its fd has no watcher: another trigger mode may join it
+        // (the fd's check settles it).
+        oneshot_self(
+            "one-shot, deferred disarm: another trigger on its fd",
+            vec![Act::CreateIo(0), Act::Start(0)],
+        ),
+        // Re-armed by its callback (the direct path's shortcut, which lets
+        // the flush take the fd's registration from before the report),
+        // then stopped: the flush must see the stop.
+        oneshot_self(
+            "one-shot, re-armed then stopped",
+            vec![Act::Start(0), Act::Stop(0)],
+        ),
+        // Three one-shot watchers read at once; the first stops the second
+        // before its event, the third is not re-armed. The queued path
+        // listed the three fds as reported before any callback ran, so the
+        // flush tells the backend in poll order (the first re-armed, the
+        // second and third forgotten, or on the simulator, which emulates
+        // one-shot, the second then the third): the direct path, which
+        // lists each fd as it reaches it, must too, though the stop changed
+        // the second fd first.
+        Case {
+            name: "one-shot: changed before its report",
+            watchers: vec![
+                Watcher {
+                    oneshot: true,
+                    ..watcher(0, vec![vec![Act::Stop(1), Act::Start(0)]])
+                },
+                Watcher {
+                    oneshot: true,
+                    ..watcher(1, vec![vec![Act::Start(1)]])
+                },
+                Watcher {
+                    oneshot: true,
+                    ..watcher(2, vec![vec![]])
+                },
+            ],
+            closes: &[],
+            sends: &[0, 1, 2],
+            invalid: &[],
+            at_ms: 1,
         },
     ]
 }

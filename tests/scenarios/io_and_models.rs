@@ -298,6 +298,7 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
         ),
         Act::Clear(w) => outcome(format!("clear {w}"), lp.clear_pending(st.ios[w].0)),
         Act::IsActive(w) => outcome(format!("is_active {w}"), lp.is_active(st.ios[w].0)),
+        Act::BackendTimeout => format!("backend_timeout: {:?}", lp.backend_timeout()),
     };
     st.log.push(line);
 }
