@@ -196,8 +196,7 @@ impl<'s, S> Loop<'s, S> {
             cb: Some(cb),
         };
         if let Some(cb) = running.cb.as_mut() {
-            let key = running.lp.registry.key(slot, version);
-            cb.call(running.lp, state, key, ready);
+            cb.call(running.lp, state, slot, version, ready);
         }
     }
 

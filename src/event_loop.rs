@@ -13,7 +13,6 @@ use tracing::trace;
 use crate::backend::{Backend, Capabilities, PollStatus};
 use crate::direct_batch::PollResults;
 use crate::fd_table::{FdTable, Flush};
-use crate::handle::Key;
 use crate::kind::{Kinds, Phase};
 use crate::pending::{PendingQueues, Priority};
 use crate::registry::{CallbackState, Registry};
@@ -27,7 +26,11 @@ use crate::{Error, Ready, Result};
 /// adaptors (an io callback with its source, a plain callback with its
 /// handle) are in `watchers/`.
 pub(crate) trait Dispatch<'s, S> {
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready);
+    /// Calls it for the watcher in `slot`, whose version is `version`
+    /// (`lp.registry.key(slot, version)` is its handle's key: passed in
+    /// two registers rather than as a twelve-byte `Key`, which would go
+    /// through memory).
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, slot: Slot, version: u32, ready: Ready);
     /// The source's type, if the callback owns an io source.
     fn owned_type(&self) -> Option<std::any::TypeId> {
         None

@@ -196,7 +196,8 @@ impl FdTable {
         self.fds.reserve(fds.saturating_sub(self.fds.len()));
         self.changes.reserve(fds.saturating_sub(self.changes.len()));
         // The flush writes its changes over `reported`.
-        self.reported.reserve(fds.saturating_sub(self.reported.len()));
+        self.reported
+            .reserve(fds.saturating_sub(self.reported.len()));
     }
 
     /// The state of `fd`, if it was ever used.

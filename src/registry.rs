@@ -571,6 +571,26 @@ impl<C> Registry<C> {
         }
     }
 
+    /// A timer expired (its node is rescheduled or gone): it is stopped if
+    /// `stop`, and its invocation queued; its priority is returned.
+    #[inline]
+    pub fn expired_timer(
+        &mut self,
+        slot: Slot,
+        stop: bool,
+        pending: &mut PendingQueues,
+    ) -> Priority {
+        let e = &mut self.entries[slot.index()];
+        let head = e.body.head_mut();
+        if stop && head.active {
+            head.active = false;
+            self.active_referenced -= head.referenced as usize;
+        }
+        let priority = head.priority;
+        pending.queue(&mut e.pending, priority, slot, Ready::EMPTY);
+        priority
+    }
+
     /// Registers a new timer watcher with its delay and period, active
     /// (its caller arms it).
     #[inline]

@@ -98,12 +98,14 @@ pub(crate) struct Top {
     pub slot: Slot,
 }
 
-/// Where a timer's node is, and whether the timer is stopped: the node's
-/// position plus one (no node: `None`), with the top bit set while the
-/// timer is stopped (its node waits to be dropped or reused).
+/// Where a timer's node is: its position plus one (no node: `None`), so
+/// that a sift writes it with one plain store.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct NodePos(Option<NonZeroU32>);
 
+/// The top bit of a record's sequence, set while the timer is stopped
+/// with its node still in the heap (waiting to be dropped or reused).
+/// Sequences themselves stay below it (renumbered before they reach it).
 const STOPPED: u32 = 1 << 31;
 
 /// What the heap keeps of one timer, outside its node: 32 bytes, held
@@ -119,7 +121,7 @@ pub(crate) struct TimerRecord {
     /// nanoseconds: kept with the rest, so that a restart reads one record.
     after: u64,
     repeat: u64,
-    /// The true sequence.
+    /// The true sequence, and the [`STOPPED`] bit.
     seq: u32,
     node: NodePos,
 }
@@ -168,19 +170,19 @@ impl TimerRecord {
     /// The position of its node, whether it is armed or stopped.
     #[inline(always)]
     fn pos(&self) -> Option<usize> {
-        self.node.0.map(|n| ((n.get() & !STOPPED) - 1) as usize)
+        self.node.0.map(|n| (n.get() - 1) as usize)
     }
 
+    /// Whether it is stopped (meaningful while it has a node).
     #[inline(always)]
     fn is_stopped(&self) -> bool {
-        self.node.0.is_some_and(|n| n.get() & STOPPED != 0)
+        self.seq & STOPPED != 0
     }
 
-    /// Moves its node's position to `pos`, keeping the stopped mark.
+    /// Moves its node's position to `pos`.
     #[inline(always)]
     fn move_to(&mut self, pos: usize) {
-        let stopped = self.node.0.map_or(0, |n| n.get() & STOPPED);
-        self.node = NodePos(NonZeroU32::new((pos as u32 + 1) | stopped));
+        self.node = NodePos(NonZeroU32::new(pos as u32 + 1));
     }
 }
 
@@ -277,7 +279,7 @@ impl TimerHeap {
     ) {
         let rec = recs.record_mut(slot.index());
         let at = at_of(rec);
-        let step = self.rekey(rec, slot, at);
+        let step = self.rekey::<false>(rec, slot, at);
         self.finish(recs, slot, step);
     }
 
@@ -292,28 +294,27 @@ impl TimerHeap {
     /// restarts stay O(1); rewriting it would make the next random restart
     /// an upward move half the time.)
     #[inline(always)]
-    pub fn rekey(&mut self, rec: &mut TimerRecord, slot: Slot, at: u64) -> Step {
-        let seq = self.seq.wrapping_add(1);
-        if seq == 0 {
+    pub fn rekey<const LEAF: bool>(&mut self, rec: &mut TimerRecord, slot: Slot, at: u64) -> Step {
+        let seq = self.seq + 1;
+        if seq == STOPPED {
             return Step::Renumber(at);
         }
         self.seq = seq;
-        let before = rec.at;
+        let (before, stopped) = (rec.at, rec.is_stopped());
         (rec.at, rec.seq) = (at, seq);
         let Some(n) = rec.node.0 else {
             self.armed += 1;
             return Step::Push { seq, at };
         };
-        if n.get() & STOPPED != 0 {
-            rec.node = NodePos(NonZeroU32::new(n.get() & !STOPPED));
+        if stopped {
             self.armed += 1;
         }
-        let pos = (n.get() & !STOPPED) - 1;
+        let pos = n.get() - 1;
         if at < before {
             Step::Earlier { pos, seq, at }
         } else {
             let p = pos as usize;
-            if p * D + 1 >= self.nodes.len() {
+            if LEAF && p * D + 1 >= self.nodes.len() {
                 self.nodes[p] = Node::new(at, seq, slot.index());
             }
             Step::Done
@@ -324,46 +325,58 @@ impl TimerHeap {
     /// `slot`.
     #[inline(always)]
     pub fn finish<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, step: Step) {
-        if !matches!(step, Step::Done) {
-            self.finish_moves(recs, slot, step);
+        // Each move out of line, its values passed in registers.
+        match step {
+            Step::Done => {}
+            // Earlier than its last expiry, but no earlier than its node's
+            // key (kept from an earlier restart): it stays. The common
+            // case of a random restart, inline. (A true key has a larger
+            // sequence than its node's, so it is earlier only if its
+            // expiry is, and only then must the node move: up.)
+            Step::Earlier { pos, seq, at } => {
+                if self.nodes.get(pos as usize).is_some_and(|n| at < n.at()) {
+                    self.move_up(recs, slot, pos as usize, seq, at);
+                }
+            }
+            Step::Push { seq, at } => self.push(recs, slot, seq, at),
+            Step::Renumber(at) => self.arm_renumbered(recs, slot, at),
         }
     }
 
     #[inline(never)]
-    fn finish_moves<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, step: Step) {
-        match step {
-            Step::Done => {}
-            // A true key has a larger sequence than its node's, so it is
-            // earlier only if its expiry is, and only then must the node
-            // move: up.
-            Step::Earlier { pos, seq, at } => {
-                let p = pos as usize;
-                if at < self.nodes[p].at() {
-                    self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
-                }
-            }
-            Step::Push { seq, at } => {
-                let p = self.nodes.len();
-                self.nodes.push(Node::new(at, seq, slot.index()));
-                self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
-            }
-            Step::Renumber(at) => {
-                self.seq = u32::MAX;
-                self.renumber(recs);
-                self.arm(recs, slot, at);
-            }
-        }
+    fn move_up<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        slot: Slot,
+        p: usize,
+        seq: u32,
+        at: u64,
+    ) {
+        self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
+    }
+
+    #[inline(never)]
+    fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, seq: u32, at: u64) {
+        let node = Node::new(at, seq, slot.index());
+        let p = self.nodes.len();
+        self.nodes.push(node);
+        self.sift_up_from(recs, p, node);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn arm_renumbered<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+        self.renumber(recs);
+        self.arm(recs, slot, at);
     }
 
     /// Disarms the timer whose record is `rec` (armed or not): lazily, see
     /// the module documentation.
     #[inline(always)]
     pub fn disarm(&mut self, rec: &mut TimerRecord) {
-        if let Some(n) = rec.node.0 {
-            if n.get() & STOPPED == 0 {
-                rec.node = NodePos(NonZeroU32::new(n.get() | STOPPED));
-                self.armed -= 1;
-            }
+        if rec.node.0.is_some() && !rec.is_stopped() {
+            rec.seq |= STOPPED;
+            self.armed -= 1;
         }
     }
 
@@ -440,65 +453,49 @@ impl TimerHeap {
     /// compares a level and none against the node, which then climbs back
     /// from there (rarely far: a node moved down, a heap's last one or a
     /// lazily moved one settling, belongs near the bottom, as most do).
-    fn sift_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, mut p: usize) {
+    fn sift_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
         let node = self.nodes[p];
-        let len = self.nodes.len();
+        // Positions fit in 31 bits (`NodePos`): computed from a `u32`,
+        // `4p + 1` cannot overflow, so the children's range needs one
+        // check, and the parent, below `4p + 1`, none.
+        let mut p = p as u32;
+        let nodes = &mut self.nodes[..];
         loop {
-            let first = p * D + 1;
-            let (min, up) = if first + D <= len {
-                // All four children (one bounds check): a tournament.
-                let k: &[Node; D] = self.nodes[first..first + D].try_into().expect("four");
-                let (a, na) = if k[1].0 < k[0].0 {
-                    (1, k[1])
-                } else {
-                    (0, k[0])
-                };
-                let (b, nb) = if k[3].0 < k[2].0 {
-                    (3, k[3])
-                } else {
-                    (2, k[2])
-                };
-                if nb.0 < na.0 {
-                    (first + b, nb)
-                } else {
-                    (first + a, na)
-                }
-            } else if first < len {
-                let rest = &self.nodes[first..];
-                let (i, n) = rest
-                    .iter()
+            let first = p as usize * D + 1;
+            if first >= nodes.len() {
+                break;
+            }
+            let (parents, kids) = nodes.split_at_mut(first);
+            let (min, up) = if let Some(k) = kids.get(..D) {
+                // All four children: a tournament, without branches.
+                let a = (k[1].0 < k[0].0) as usize;
+                let b = 2 + (k[3].0 < k[2].0) as usize;
+                let m = if k[b].0 < k[a].0 { b } else { a };
+                (m, k[m])
+            } else {
+                let k0 = kids[0];
+                kids.iter()
                     .enumerate()
                     .skip(1)
-                    .fold(
-                        (0, rest[0]),
-                        |m, (i, &n)| {
-                            if n.0 < m.1 .0 {
-                                (i, n)
-                            } else {
-                                m
-                            }
-                        },
-                    );
-                (first + i, n)
-            } else {
-                break;
+                    .fold((0, k0), |m, (i, &n)| if n.0 < m.1 .0 { (i, n) } else { m })
             };
-            self.nodes[p] = up;
-            recs.record_mut(up.slot()).move_to(p);
-            p = min;
+            parents[p as usize] = up;
+            recs.record_mut(up.slot()).move_to(p as usize);
+            p = (first + min) as u32;
         }
-        self.nodes[p] = node;
-        self.sift_up(recs, p);
+        self.nodes[p as usize] = node;
+        self.sift_up(recs, p as usize);
     }
 
-    /// The sequences are about to wrap: renumbers every sequence in use
-    /// (nodes' and records', which may differ after a lazy move) from 1,
-    /// in order. Once per 2^32 starts.
+    /// The sequences are about to reach [`STOPPED`]: renumbers every
+    /// sequence in use (nodes' and records', which may differ after a lazy
+    /// move) from 1, in order, keeping the records' stopped bits. Once per
+    /// 2^31 starts.
     #[cold]
     fn renumber<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
         let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq()).collect();
         for n in &self.nodes {
-            used.push(recs.record(n.slot()).seq);
+            used.push(recs.record(n.slot()).seq & !STOPPED);
         }
         used.sort_unstable();
         used.dedup();
@@ -507,7 +504,7 @@ impl TimerHeap {
             let n = self.nodes[i];
             self.nodes[i] = n.rekeyed(n.at(), rank(n.seq()));
             let place = recs.record_mut(n.slot());
-            place.seq = rank(place.seq);
+            place.seq = rank(place.seq & !STOPPED) | (place.seq & STOPPED);
         }
         self.seq = used.len() as u32;
     }
@@ -715,7 +712,7 @@ mod tests {
         /// The same across the renumbering of sequences near their wrap.
         #[test]
         fn heap_matches_model_across_the_sequence_wrap(ops in proptest::collection::vec(op(), 300)) {
-            run_ops(&ops, u32::MAX - 100);
+            run_ops(&ops, STOPPED - 100);
         }
     }
 

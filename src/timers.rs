@@ -14,7 +14,6 @@ use crate::pending::{PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::Slot;
 use crate::timer_heap::{Step, TimerHeap, TimerRecord, TimerRecords};
-use crate::Ready;
 
 /// The expiry of an armed timer that can never fire: its deadline lies
 /// beyond the end of the loop's clock. Such a timer stays active (and
@@ -110,7 +109,7 @@ impl Timers {
     #[inline(always)]
     pub fn start_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
         let at = self.now.saturating_add(record.after());
-        self.heap.rekey(record, slot, at)
+        self.heap.rekey::<false>(record, slot, at)
     }
 
     /// [`Timers::start_record`] with a new delay and period (`set_timer`
@@ -134,7 +133,7 @@ impl Timers {
     #[inline(always)]
     pub fn again_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
         let at = self.now.saturating_add(record.repeat());
-        self.heap.rekey(record, slot, at)
+        self.heap.rekey::<false>(record, slot, at)
     }
 
     /// Disarms the timer whose record is `record` (lazily: timer_heap.rs).
@@ -216,11 +215,11 @@ impl Timers {
                 let next = top.at.saturating_add(repeat).max(now);
                 self.heap.arm(registry, top.slot, next);
             } else {
-                registry.deactivate(top.slot);
                 self.heap.pop(registry);
             }
-            highest = highest.max(Some(registry[top.slot].priority()));
-            registry.queue(pending, top.slot, Ready::EMPTY);
+            // Stopped if one-shot, and queued.
+            let priority = registry.expired_timer(top.slot, repeat == 0, pending);
+            highest = highest.max(Some(priority));
         }
         highest
     }

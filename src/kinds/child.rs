@@ -24,7 +24,7 @@ use std::process::Command;
 
 use crate::backend::ChildExit;
 use crate::event_loop::Dispatch;
-use crate::handle::{handle, Key};
+use crate::handle::handle;
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::kinds::signal::LAST_SIGNAL;
@@ -289,7 +289,15 @@ impl<'s, S, F> Dispatch<'s, S> for ChildCallback<F>
 where
     F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent),
 {
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        _ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         let children = lp
             .kinds
             .get_mut::<Children>()

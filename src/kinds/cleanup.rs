@@ -71,7 +71,14 @@ where
     F: FnOnce(&mut Loop<'s, S>),
 {
     /// Fed an event: it runs now, and not again.
-    fn call(&mut self, lp: &mut Loop<'s, S>, _state: &mut S, _key: Key, _ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        _state: &mut S,
+        _slot: Slot,
+        _version: u32,
+        _ready: Ready,
+    ) {
         if let Some(f) = self.0.take() {
             f(lp)
         }

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::event_loop::Dispatch;
-use crate::handle::{handle, Key};
+use crate::handle::handle;
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::Slot;
@@ -149,7 +149,15 @@ where
 {
     /// Readiness (if the fd was ready, even in the iteration its timeout
     /// came too), else the timeout; then the watcher is gone.
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         let Some(cb) = self.cb.take() else { return };
         let _ = lp.remove(Once(key));
         let what = match self.source.take() {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::event_loop::Dispatch;
-use crate::handle::{handle, Key};
+use crate::handle::handle;
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::Slot;
@@ -315,7 +315,15 @@ impl<'s, S, F> Dispatch<'s, S> for StatCallback<F>
 where
     F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>),
 {
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        _ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         // The component holds every live stat watcher's state: a callback
         // is only invoked for a live watcher.
         let Some(w) = lp.kind::<Stats>().and_then(|k| k.get(key.slot)) else {

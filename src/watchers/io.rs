@@ -3,6 +3,7 @@
 //! methods. Per-fd state, the flush to the backend and the queuing of poll
 //! results are the io component, fd_table.rs.
 
+use crate::slot_list::Slot;
 use crate::RawFd;
 use std::any::{Any, TypeId};
 
@@ -69,7 +70,15 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         let ev = IoEvent {
             watcher: Io(key),
             ready,
@@ -106,7 +115,15 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         let ev = IoEvent {
             watcher: Io(key),
             ready,

@@ -4,7 +4,8 @@
 use std::marker::PhantomData;
 
 use crate::event_loop::Dispatch;
-use crate::handle::{sealed::Sealed, Key};
+use crate::handle::sealed::Sealed;
+use crate::slot_list::Slot;
 use crate::{Loop, Ready};
 
 /// A callback `FnMut(&mut Loop, &mut S, H)`, stored as a [`Dispatch`].
@@ -28,7 +29,15 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, H),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, _ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        _ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         (self.cb)(lp, state, H::from_key(key))
     }
 }
@@ -55,7 +64,15 @@ where
     F: FnMut(&mut Loop<'s, S>, &mut S, crate::Watcher<K>, Ready),
 {
     #[inline]
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, key: Key, ready: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        ready: Ready,
+    ) {
+        let key = lp.registry.key(slot, version);
         (self.cb)(lp, state, crate::Watcher::new(key), ready)
     }
 }
