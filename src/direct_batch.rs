@@ -10,7 +10,6 @@ use crate::RawFd;
 
 use crate::backend::{Backend, Notices, PollEvent};
 use crate::fd_table::FdTable;
-use crate::handle::Key;
 use crate::pending::{Pending, PendingQueues, Priority};
 use crate::registry::Registry;
 use crate::slot_list::Slot;
@@ -36,8 +35,9 @@ pub(crate) struct PollResults {
     /// ([`Loop::start`](crate::Loop::start): the mark is cleared, nothing
     /// else), anything could tell (the loop settles the mark first: the
     /// disarm the queued path made when it queued the event), or the
-    /// callback returns (then it is disarmed).
-    disarm: Option<Key>,
+    /// callback returns (then it is disarmed). Its slot and version: the
+    /// loop's own watcher.
+    disarm: Option<(Slot, u32)>,
     /// What the backend noticed besides fd readiness in the last poll:
     /// the kinds read it in the polled phase (kept for its capacity).
     pub notices: Notices,
@@ -118,32 +118,41 @@ impl PollResults {
         self.events.get(self.next - 1).map(|ev| ev.fd)
     }
 
-    /// Defers the disarm of the one-shot watcher `key`, the only watcher
-    /// of its fd, whose callback is about to run from the batch.
+    /// Defers the disarm of the one-shot watcher in `slot` (whose version
+    /// is `version`), the only watcher of its fd, whose callback is about
+    /// to run from the batch.
     #[inline(always)]
-    pub fn defer_disarm(&mut self, key: Key) {
+    pub fn defer_disarm(&mut self, slot: Slot, version: u32) {
         debug_assert!(self.disarm.is_none(), "a disarm deferred already");
-        self.disarm = Some(key);
+        self.disarm = Some((slot, version));
     }
 
-    /// The watcher whose disarm is deferred, if any.
+    /// The slot of the watcher whose disarm is deferred, if any.
     #[inline(always)]
-    pub fn deferred_disarm(&self) -> Option<Key> {
-        self.disarm
+    pub fn deferred_disarm(&self) -> Option<Slot> {
+        self.disarm.map(|(slot, _)| slot)
     }
 
     /// Whether the disarm of the watcher at `slot` is deferred: it is
     /// active and listed, but stands for a disarmed (inactive) watcher.
     #[inline]
     pub fn is_disarming(&self, slot: Slot) -> bool {
-        self.disarm.is_some_and(|k| k.slot == slot)
+        self.deferred_disarm() == Some(slot)
     }
 
-    /// Takes the deferred disarm, if any: the caller disarms the watcher
-    /// (or, re-armed by its callback, keeps it as it is).
+    /// Whether the disarm of this loop's watcher in `slot` with `version`
+    /// is deferred.
     #[inline(always)]
-    pub fn take_disarm(&mut self) -> Option<Key> {
-        self.disarm.take()
+    pub fn is_disarming_version(&self, slot: Slot, version: u32) -> bool {
+        self.disarm == Some((slot, version))
+    }
+
+    /// Takes the deferred disarm, if any (the watcher's slot): the caller
+    /// disarms the watcher (or, re-armed by its callback, keeps it as it
+    /// is).
+    #[inline(always)]
+    pub fn take_disarm(&mut self) -> Option<Slot> {
+        self.disarm.take().map(|(slot, _)| slot)
     }
 
     /// Makes the result just read unread again (it needs the queued path).

@@ -8,6 +8,7 @@
 use tracing::trace;
 
 use crate::event_loop::BoxedCallback;
+use crate::fd_table::Single;
 use crate::handle::Handle;
 use crate::pending::Priority;
 use crate::registry::{CallbackState, Entry};
@@ -64,15 +65,13 @@ impl<'s, S> Loop<'s, S> {
     #[inline(never)]
     fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
         while let Some(ev) = self.results.next() {
-            let Some(fd) = self.fds.get(ev.fd) else {
-                continue;
-            };
             // Ruled out when the batch opened.
             debug_assert!(!ev.ready.is_invalid());
-            // A one-shot fd has no `single`: the common level case tests
+            // One read of the fd table: the common level case tests
             // nothing more.
-            let Some(slot) = fd.single() else {
-                if let Some(slot) = fd.oneshot_single() {
+            let slot = match self.fds.single(ev.fd) {
+                Single::Level(slot) => slot,
+                Single::Oneshot(slot) => {
                     // The watcher stays active and listed through its
                     // callback, its disarm deferred: a re-arm from the
                     // callback (the common pattern) then only clears the
@@ -88,8 +87,7 @@ impl<'s, S> Loop<'s, S> {
                     if r.is_empty() {
                         continue;
                     }
-                    let key = self.registry.key(slot, e.version());
-                    self.results.defer_disarm(key);
+                    self.results.defer_disarm(slot, e.version());
                     self.invoke::<false>(slot, r, OBSERVED, state);
                     self.settle_disarm();
                     if self.pending.has_above(Priority::DEFAULT) {
@@ -97,16 +95,22 @@ impl<'s, S> Loop<'s, S> {
                     }
                     continue;
                 }
-                if fd.watchers().is_empty() {
-                    if fd.is_oneshot() {
-                        self.fds.report_oneshot(ev.fd);
+                Single::None => {
+                    let Some(fd) = self.fds.get(ev.fd) else {
+                        continue;
+                    };
+                    if fd.watchers().is_empty() {
+                        if fd.is_oneshot() {
+                            self.fds.report_oneshot(ev.fd);
+                        }
+                        continue;
                     }
-                    continue;
+                    // Several watchers on the fd: the queued path from
+                    // here on.
+                    self.results.unread();
+                    self.materialise_batch();
+                    return;
                 }
-                // Several watchers on the fd: the queued path from here on.
-                self.results.unread();
-                self.materialise_batch();
-                return;
             };
             let e = &mut self.registry[slot];
             let r = ev.ready & e.receives();
@@ -155,8 +159,8 @@ impl<'s, S> Loop<'s, S> {
     /// disarm from a done one.
     #[inline(always)]
     pub(crate) fn settle_disarm(&mut self) {
-        if let Some(key) = self.results.take_disarm() {
-            self.fds.disarm(key.slot, &mut self.registry);
+        if let Some(slot) = self.results.take_disarm() {
+            self.fds.disarm(slot, &mut self.registry);
         }
     }
 

@@ -13,13 +13,37 @@ use crate::slot_list::Slot;
 
 /// Slot, version and loop of a watcher. Not exported: handles are opaque
 /// outside the crate.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Eq)]
 pub struct Key {
     pub(crate) slot: Slot,
     /// The slot's version when the watcher was made (registry.rs).
     pub(crate) version: u32,
     /// The id of the loop that made it.
     pub(crate) owner: u32,
+}
+
+impl Key {
+    /// The version and the loop's id as one value, which two compares of
+    /// keys need instead of three.
+    #[inline(always)]
+    pub(crate) fn stamp(self) -> u64 {
+        (self.owner as u64) << 32 | self.version as u64
+    }
+}
+
+impl PartialEq for Key {
+    #[inline(always)]
+    fn eq(&self, other: &Key) -> bool {
+        self.slot == other.slot && self.stamp() == other.stamp()
+    }
+}
+
+/// Consistent with `eq`: equal keys have equal slots and stamps.
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.slot.hash(state);
+        self.stamp().hash(state);
+    }
 }
 
 impl std::fmt::Debug for Key {

@@ -52,12 +52,13 @@ impl<'s, S> Loop<'s, S> {
     /// `key` was that watcher.
     #[inline]
     pub(crate) fn rearm(&mut self, key: Key) -> bool {
-        match self.results.deferred_disarm() {
-            Some(marked) if marked == key => {
-                self.results.take_disarm();
-                true
-            }
-            _ => false,
+        // The mark names a watcher of this loop: `key` must be this
+        // loop's too.
+        if self.results.is_disarming_version(key.slot, key.version) && self.registry.owns(key) {
+            self.results.take_disarm();
+            true
+        } else {
+            false
         }
     }
 

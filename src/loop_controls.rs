@@ -260,7 +260,7 @@ impl<'s, S> Loop<'s, S> {
         let deferred = self
             .results
             .deferred_disarm()
-            .is_some_and(|key| self.registry.is_active_referenced(key.slot));
+            .is_some_and(|slot| self.registry.is_active_referenced(slot));
         self.registry.active_referenced()
             - deferred as usize
             - self.results.disarmed_referenced(&self.fds, &self.registry)

@@ -526,7 +526,7 @@ impl<C> Registry<C> {
     #[inline]
     pub fn lookup(&self, key: Key, kind: &'static str) -> Result<&Entry<C>, Error> {
         match self.entries.get(key.slot.index()) {
-            Some(e) if e.version == key.version && key.owner == self.owner => Ok(e),
+            Some(e) if matches(e, key, self.owner) => Ok(e),
             _ => Err(refused(key.owner == self.owner, kind)),
         }
     }
@@ -542,7 +542,7 @@ impl<C> Registry<C> {
     ) -> Result<&mut Entry<C>, Error> {
         let owner = self.owner;
         match self.entries.get_mut(key.slot.index()) {
-            Some(e) if e.version == key.version && key.owner == owner => Ok(e),
+            Some(e) if matches(e, key, owner) => Ok(e),
             _ => Err(refused(key.owner == owner, kind)),
         }
     }
@@ -555,7 +555,7 @@ impl<C> Registry<C> {
         let active_referenced = &mut self.active_referenced;
         let owner = self.owner;
         match self.entries.get_mut(key.slot.index()) {
-            Some(entry) if entry.version == key.version && key.owner == owner => {
+            Some(entry) if matches(entry, key, owner) => {
                 let _ = settled;
                 let Body::Timer { head, timer } = &mut entry.body else {
                     unreachable!("a timer handle names a timer");
@@ -615,6 +615,12 @@ impl<C> Registry<C> {
             version,
             owner: self.owner,
         }
+    }
+
+    /// Whether `key` was made by this loop.
+    #[inline(always)]
+    pub fn owns(&self, key: Key) -> bool {
+        key.owner == self.owner
     }
 
     /// The entry at `slot`, if that slot exists (it may be vacant: compare
@@ -858,6 +864,13 @@ impl TimerEntry<'_> {
     pub fn record(&mut self) -> &mut TimerRecord {
         self.record
     }
+}
+
+/// Whether `key` names the watcher in `e`, of the loop whose id is
+/// `owner`: its version and the loop's id, compared as one 64-bit value.
+#[inline(always)]
+fn matches<C>(e: &Entry<C>, key: Key, owner: u32) -> bool {
+    (owner as u64) << 32 | e.version as u64 == key.stamp()
 }
 
 #[cold]

@@ -279,7 +279,7 @@ impl TimerHeap {
     ) {
         let rec = recs.record_mut(slot.index());
         let at = at_of(rec);
-        let step = self.rekey::<false>(rec, slot, at);
+        let step = self.rekey::<false>(rec, at);
         self.finish(recs, slot, step);
     }
 
@@ -294,13 +294,17 @@ impl TimerHeap {
     /// restarts stay O(1); rewriting it would make the next random restart
     /// an upward move half the time.)
     #[inline(always)]
-    pub fn rekey<const LEAF: bool>(&mut self, rec: &mut TimerRecord, slot: Slot, at: u64) -> Step {
+    ///
+    /// `ARMED`: the caller knows the timer is armed (an active timer
+    /// watcher: it has a node and is not stopped), so the stopped mark
+    /// need not be tested.
+    pub fn rekey<const ARMED: bool>(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
         let seq = self.seq + 1;
         if seq == STOPPED {
             return Step::Renumber(at);
         }
         self.seq = seq;
-        let (before, stopped) = (rec.at, rec.is_stopped());
+        let (before, stopped) = (rec.at, !ARMED && rec.is_stopped());
         (rec.at, rec.seq) = (at, seq);
         let Some(n) = rec.node.0 else {
             self.armed += 1;
@@ -309,14 +313,13 @@ impl TimerHeap {
         if stopped {
             self.armed += 1;
         }
-        let pos = n.get() - 1;
         if at < before {
-            Step::Earlier { pos, seq, at }
-        } else {
-            let p = pos as usize;
-            if LEAF && p * D + 1 >= self.nodes.len() {
-                self.nodes[p] = Node::new(at, seq, slot.index());
+            Step::Earlier {
+                pos: n.get() - 1,
+                seq,
+                at,
             }
+        } else {
             Step::Done
         }
     }

@@ -107,33 +107,33 @@ impl Timers {
     /// by its handle) at its delay from now, as far as the record goes:
     /// what is left for the heap is done by [`Timers::finish`].
     #[inline(always)]
-    pub fn start_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
+    pub fn start_record(&mut self, record: &mut TimerRecord) -> Step {
         let at = self.now.saturating_add(record.after());
-        self.heap.rekey::<false>(record, slot, at)
+        self.heap.rekey::<false>(record, at)
     }
 
-    /// [`Timers::start_record`] with a new delay and period (`set_timer`
-    /// on an active timer: moved in place, a new start order, as a stop
-    /// and start would give).
+    /// [`Timers::start_record`] of an active (armed) timer with a new
+    /// delay and period (`set_timer`: moved in place, a new start order,
+    /// as a stop and start would give).
     #[inline(always)]
     pub fn reset_record(
         &mut self,
         record: &mut TimerRecord,
-        slot: Slot,
         after: Duration,
         repeat: Duration,
     ) -> Step {
         record.configure(to_ns(after), to_ns(repeat));
-        self.start_record(record, slot)
+        let at = self.now.saturating_add(record.after());
+        self.heap.rekey::<true>(record, at)
     }
 
     /// libev's `ev_timer_again` on the timer whose record is `record` (a
-    /// repeating one): armed at `repeat` from now, as far as the record
-    /// goes ([`Timers::start_record`]).
+    /// repeating one, active if `ARMED`): armed at `repeat` from now, as
+    /// far as the record goes ([`Timers::start_record`]).
     #[inline(always)]
-    pub fn again_record(&mut self, record: &mut TimerRecord, slot: Slot) -> Step {
+    pub fn again_record<const ARMED: bool>(&mut self, record: &mut TimerRecord) -> Step {
         let at = self.now.saturating_add(record.repeat());
-        self.heap.rekey::<false>(record, slot, at)
+        self.heap.rekey::<ARMED>(record, at)
     }
 
     /// Disarms the timer whose record is `record` (lazily: timer_heap.rs).

@@ -61,7 +61,7 @@ impl<'s, S> Loop<'s, S> {
             .insert_active_timer(to_ns(after), to_ns(repeat), cb);
         let step = self
             .timers
-            .start_record(self.registry.record_mut(key.slot.index()), key.slot);
+            .start_record(self.registry.record_mut(key.slot.index()));
         self.timers.finish(&mut self.registry, key.slot, step);
         Ok(Timer(key))
     }
@@ -85,9 +85,7 @@ impl<'s, S> Loop<'s, S> {
         if e.is_active() {
             // Moved in place (a new start order, as a stop and start would
             // give): at most one heap move, none if the expiry is later.
-            let step = self
-                .timers
-                .reset_record(e.record(), t.0.slot, after, repeat);
+            let step = self.timers.reset_record(e.record(), after, repeat);
             self.timers.finish(&mut self.registry, t.0.slot, step);
         } else {
             e.record().configure(to_ns(after), to_ns(repeat));
@@ -123,8 +121,12 @@ impl<'s, S> Loop<'s, S> {
             self.timers.disarm(e.record());
             return Ok(());
         }
-        e.set_active(true);
-        let step = self.timers.again_record(e.record(), t.0.slot);
+        let step = if e.is_active() {
+            self.timers.again_record::<true>(e.record())
+        } else {
+            e.set_active(true);
+            self.timers.again_record::<false>(e.record())
+        };
         self.timers.finish(&mut self.registry, t.0.slot, step);
         Ok(())
     }
@@ -146,7 +148,7 @@ impl<'s, S> Loop<'s, S> {
         let mut e = self.registry.timer_mut(key, settled)?;
         if !e.is_active() {
             e.set_active(true);
-            let step = self.timers.start_record(e.record(), key.slot);
+            let step = self.timers.start_record(e.record());
             self.timers.finish(&mut self.registry, key.slot, step);
         }
         Ok(())
