@@ -26,14 +26,15 @@ use crate::{Error, Interest, Ready, Result, SourceFd, Trigger};
 /// read of the fd table.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) enum Single {
-    /// None, or several.
-    #[default]
-    None,
     /// One, level or edge triggered: dispatched without walking the list
-    /// or testing the trigger.
+    /// or testing the trigger. (First: the common case is then a test of
+    /// the tag against zero.)
     Level(Slot),
     /// One, one-shot.
     Oneshot(Slot),
+    /// None, or several.
+    #[default]
+    None,
 }
 
 /// What the loop knows about one fd.

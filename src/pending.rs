@@ -70,7 +70,7 @@ const QUEUES: usize = 8;
 const QUEUE_MASK: usize = QUEUES - 1;
 const _: () = assert!(Priority::COUNT <= QUEUES);
 
-/// One queued invocation. No generation is needed: stopping or removing a
+/// One queued invocation. No version is needed: stopping or removing a
 /// watcher cancels its entry, so a live entry always names a live watcher.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pending {

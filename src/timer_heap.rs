@@ -300,7 +300,7 @@ impl TimerHeap {
     /// need not be tested.
     pub fn rekey<const ARMED: bool>(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
         let seq = self.seq + 1;
-        if seq == STOPPED {
+        if seq & STOPPED != 0 {
             return Step::Renumber(at);
         }
         self.seq = seq;

@@ -286,7 +286,7 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
     on_every_world("foreign handles", |w| {
         let mut a: Loop = w.new_loop();
         let mut b: Loop = w.new_loop();
-        // Both in slot 0 of their loop, so only the generation tells them
+        // Both in slot 0 of their loop, so only the loop id in the handle tells them
         // apart.
         let ta = a
             .timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
