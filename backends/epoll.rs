@@ -707,10 +707,18 @@ impl Backend for Epoll {
         let fast = self.fixed.is_empty();
         let mut rest = changes;
         while let [c, tail @ ..] = rest {
-            if !(fast && self.modify_fast(c.fd, c.new)) {
-                if let Err(e) = self.modify_slow(c.fd, c.old, c.new) {
-                    return Err((changes.len() - rest.len(), e));
-                }
+            let made = if !fast {
+                self.modify_slow(c.fd, c.old, c.new)
+            } else if self.modify_fast(c.fd, c.new) {
+                Ok(())
+            } else if let Some(added) = self.add_fast(c.fd, c.new) {
+                // A first registration (setup: one per new fd).
+                added
+            } else {
+                self.modify_slow(c.fd, c.old, c.new)
+            };
+            if let Err(e) = made {
+                return Err((changes.len() - rest.len(), e));
             }
             rest = tail;
         }
