@@ -726,7 +726,7 @@ impl Backend for Epoll {
     }
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::unix::check_pollable("epoll", fd)
+        super::util::check_pollable("epoll", fd)
     }
 
     fn poll(

@@ -127,4 +127,4 @@ pub use notifier::{InternalFds, Notifier, Wakeup};
 
 // The clock, the deadline and the "never pollable" check are public, for
 // backends outside the crate too: `backends/util.rs`.
-pub(crate) use super::util::{check_pollable, Pollable};
+pub(crate) use super::util::Pollable;
