@@ -199,6 +199,17 @@ pub enum Error {
     /// (a handle of a dropped loop must not be taken for a new loop's), so
     /// no new loop can be made.
     LoopIdsExhausted,
+    /// An executor operation made outside any task
+    /// ([`exec::spawn_local`](crate::exec::spawn_local),
+    /// [`Async::new`](crate::exec::Async::new)): there is no current
+    /// executor; use the loop's ([`Loop::executor`](crate::Loop::executor)).
+    NoExecutor,
+    /// A spawn on the executor of a loop that was dropped.
+    ExecutorGone,
+    /// [`Loop::block_on`](crate::Loop::block_on): the loop can never make
+    /// progress again (its backend said so: the simulator with nothing
+    /// left to happen), and the future is still pending.
+    Stalled,
     /// The backend failed.
     Backend {
         /// The backend's name.
@@ -213,6 +224,15 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::NoExecutor => f.write_str(
+                "not inside a task of an evloop executor: there is no current executor (use Loop::executor or Loop::spawn_local)",
+            ),
+            Error::ExecutorGone => {
+                f.write_str("the executor's loop was dropped: it runs no new task")
+            }
+            Error::Stalled => f.write_str(
+                "the loop stalled: nothing can ever happen again, and the future is still pending",
+            ),
             Error::StaleHandle { kind } => write!(
                 f,
                 "stale {kind} handle: the watcher was removed (its slot may now belong to another watcher)"

@@ -254,7 +254,8 @@ impl<'s, S> Loop<'s, S> {
                 .filter(|&&slot| self.registry.is_active_referenced(slot))
                 .count();
         }
-        serving == 0 && self.pending.is_empty()
+        // The kinds are asked last: only when nothing else keeps it going.
+        serving == 0 && self.pending.is_empty() && !self.kinds.iter().any(|k| k.keeps_alive())
     }
 
     fn run_iterations(&mut self, mode: RunMode, state: &mut S) -> Result<RunOutcome> {

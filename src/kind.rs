@@ -154,6 +154,14 @@ pub trait Kind: Any {
         false
     }
 
+    /// Whether the kind has work of its own that keeps
+    /// [`Loop::run`](crate::Loop::run) going while no active, referenced
+    /// watcher does (an executor's tasks: [`exec`](crate::exec)). Asked
+    /// only when nothing else keeps the loop going.
+    fn keeps_alive(&self) -> bool {
+        false
+    }
+
     /// The loop is about to block: `true` if something arrived already
     /// (the poll then does not block). For kinds woken from other threads.
     fn sleep(&mut self) -> bool {
@@ -631,6 +639,7 @@ pub(crate) trait Erased: Any {
     fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration>;
     fn has_deadline(&self) -> bool;
     fn wants_notices(&self) -> bool;
+    fn keeps_alive(&self) -> bool;
     fn sleep(&mut self) -> bool;
     fn wake(&mut self);
     fn due(&self, each: &mut dyn FnMut(Key));
@@ -667,6 +676,9 @@ impl<K: Kind> Erased for K {
     }
     fn wants_notices(&self) -> bool {
         Kind::wants_notices(self)
+    }
+    fn keeps_alive(&self) -> bool {
+        Kind::keeps_alive(self)
     }
     fn sleep(&mut self) -> bool {
         Kind::sleep(self)

@@ -47,6 +47,7 @@ mod direct_batch;
 mod dispatch;
 mod error;
 mod event_loop;
+pub mod exec;
 mod fd_table;
 mod feeds;
 mod handle;

@@ -1,0 +1,905 @@
+//! The executor: tasks, their wakers, join handles, the kind that polls
+//! them in [`Phase::Polled`], and `block_on`.
+//!
+//! A task is a boxed `!Send` future in a slab of this loop's. Its waker
+//! (`TaskWaker`, `Send + Sync`) pushes the task on a run queue shared
+//! with every thread (`RunQueue`); a wake from another thread also wakes
+//! the loop through the backend's waker, with the protocol of the async
+//! watchers (kinds/asyncs.rs): the loop stores `sleeping`, fences, and
+//! looks at the queue; a waker pushes, fences, and wakes the backend only
+//! if it sees `sleeping`.
+//!
+//! The kind queues its one watcher when the run queue is not empty; the
+//! watcher's callback (`pass`) polls the tasks that were queued when it
+//! started, at most `budget` of them, in the order they were woken, and
+//! after each poll carries out what the task asked of the loop (the
+//! reactor's requests, reactor.rs). A task woken meanwhile waits for the
+//! next iteration, so that a task that wakes itself cannot starve io.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context as TaskContext, Poll, Wake as StdWake, Waker};
+use std::time::Duration;
+
+use slab::Slab;
+
+use super::reactor::Reactor;
+use crate::backend::Wake;
+use crate::{Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher};
+
+/// How many tasks one pass polls at most, unless [`Executor::set_budget`]
+/// says otherwise.
+const DEFAULT_BUDGET: usize = 128;
+
+/// What wakers share with the loop: the tasks woken, and how to wake the
+/// loop from another thread.
+pub(crate) struct RunQueue {
+    queue: Mutex<VecDeque<Arc<TaskWaker>>>,
+    /// A `block_on` future (or several, nested) was woken.
+    poked: AtomicBool,
+    /// The loop is in, or about to enter, a poll that may block.
+    sleeping: AtomicBool,
+    /// The backend's waker, set when the executor's watcher starts.
+    waker: OnceLock<Arc<dyn Wake>>,
+}
+
+impl RunQueue {
+    fn push(&self, task: Arc<TaskWaker>) {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(task);
+        self.notify();
+    }
+
+    fn pop(&self) -> Option<Arc<TaskWaker>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+    }
+
+    fn len(&self) -> usize {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Something was queued: wake the loop if it may be blocking (push,
+    /// fence, load; the loop stores, fences, loads).
+    fn notify(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            if let Some(w) = self.waker.get() {
+                w.wake();
+            }
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.poked.load(Ordering::SeqCst) || self.len() > 0
+    }
+}
+
+/// A task's waker: its place in the slab, and whether it is queued
+/// already (a second wake before the poll adds nothing).
+pub(crate) struct TaskWaker {
+    slot: u32,
+    generation: u32,
+    queued: AtomicBool,
+    run: Arc<RunQueue>,
+}
+
+impl StdWake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            let run = self.run.clone();
+            run.push(self);
+        }
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.run.push(self.clone());
+        }
+    }
+}
+
+/// `block_on`'s future's waker: a flag, and the loop woken.
+struct MainWaker {
+    woken: AtomicBool,
+    run: Arc<RunQueue>,
+}
+
+impl StdWake for MainWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.run.poked.store(true, Ordering::SeqCst);
+        self.run.notify();
+    }
+}
+
+/// A task in the slab: its future (out while it is polled) and its waker.
+struct Task {
+    generation: u32,
+    future: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    waker: Arc<TaskWaker>,
+}
+
+/// What the loop's executor shares with its tasks, their futures and
+/// wakers (`Rc`: the loop's thread only).
+pub(crate) struct Shared {
+    /// Unique in the process (timers find their executor by it).
+    pub(crate) id: u64,
+    tasks: RefCell<Slab<Task>>,
+    next_generation: Cell<u32>,
+    pub(crate) run: Arc<RunQueue>,
+    pub(crate) reactor: RefCell<Reactor>,
+    /// The executor's watcher, once started.
+    watcher: Cell<Option<Watcher<Tasks>>>,
+    /// The loop's time when the current pass started (a `sleep` made in a
+    /// task counts from it).
+    pub(crate) now: Cell<Duration>,
+    budget: Cell<usize>,
+    /// How many `block_on` calls are in progress (they keep the loop
+    /// going while their future waits).
+    holds: Cell<u32>,
+    /// A pass is polling tasks.
+    in_pass: Cell<bool>,
+    /// Set when the loop drops its executor: spawns are refused.
+    closed: Cell<bool>,
+}
+
+static EXECUTOR_IDS: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// The executor whose task (or `block_on` future) is being polled on
+    /// this thread, if any.
+    static CURRENT: RefCell<Option<Rc<Shared>>> = const { RefCell::new(None) };
+    /// Every executor of this thread, by id (so that a timer future,
+    /// which is `Send`, finds its own when it is dropped).
+    static EXECUTORS: RefCell<Vec<(u64, Weak<Shared>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Sets the current executor while a task is polled (restored on drop,
+/// a panic included).
+pub(crate) struct Enter(Option<Rc<Shared>>);
+
+impl Enter {
+    pub(crate) fn new(shared: &Rc<Shared>) -> Enter {
+        Enter(CURRENT.with(|c| c.replace(Some(shared.clone()))))
+    }
+}
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+impl Shared {
+    /// The executor whose task is being polled on this thread.
+    pub(crate) fn current() -> Option<Rc<Shared>> {
+        CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+    }
+
+    /// This thread's executor with that id, if it still exists.
+    pub(crate) fn by_id(id: u64) -> Option<Rc<Shared>> {
+        if let Some(cur) = Shared::current() {
+            if cur.id == id {
+                return Some(cur);
+            }
+        }
+        EXECUTORS
+            .try_with(|all| {
+                let all = all.borrow();
+                all.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade())
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Whether the executor must run a pass (tasks queued, or requests
+    /// for the loop made outside a pass).
+    fn due(&self) -> bool {
+        self.run.len() > 0 || (!self.in_pass.get() && self.reactor.borrow().has_requests())
+    }
+
+    fn spawn_boxed(self: &Rc<Self>, future: Pin<Box<dyn Future<Output = ()>>>) -> (u32, u32) {
+        let generation = self.next_generation.get().wrapping_add(1);
+        self.next_generation.set(generation);
+        let mut tasks = self.tasks.borrow_mut();
+        let entry = tasks.vacant_entry();
+        let slot = entry.key() as u32;
+        let waker = Arc::new(TaskWaker {
+            slot,
+            generation,
+            queued: AtomicBool::new(false),
+            run: self.run.clone(),
+        });
+        entry.insert(Task {
+            generation,
+            future: Some(future),
+            waker: waker.clone(),
+        });
+        drop(tasks);
+        waker.wake();
+        (slot, generation)
+    }
+
+    fn spawn<F>(self: &Rc<Self>, future: F) -> Result<JoinHandle<F::Output>>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        if self.closed.get() {
+            return Err(Error::ExecutorGone);
+        }
+        let join = Rc::new(JoinState {
+            result: RefCell::new(None),
+            waker: RefCell::new(None),
+            aborted: Cell::new(false),
+            finished: Cell::new(false),
+        });
+        let (slot, generation) = self.spawn_boxed(Box::pin(task(future, join.clone())));
+        Ok(JoinHandle {
+            join,
+            executor: Rc::downgrade(self),
+            slot,
+            generation,
+        })
+    }
+
+    /// Wakes task `slot` if it is still that task.
+    fn wake_task(&self, slot: u32, generation: u32) {
+        let waker = {
+            let tasks = self.tasks.borrow();
+            match tasks.get(slot as usize) {
+                Some(t) if t.generation == generation => t.waker.clone(),
+                _ => return,
+            }
+        };
+        waker.wake();
+    }
+
+    /// Whether tasks or a `block_on` keep the loop going
+    /// ([`Kind::keeps_alive`]: the executor's watcher itself is not
+    /// referenced, so that a loop with no task returns from `run`).
+    fn alive(&self) -> bool {
+        !self.tasks.borrow().is_empty() || self.holds.get() > 0
+    }
+
+    /// Queues the executor's watcher in the current iteration if tasks
+    /// are waiting (reactor callbacks call it after waking tasks: the
+    /// tasks then run in this iteration, not after the next poll).
+    pub(crate) fn kick<S>(&self, lp: &mut Loop<'_, S>) {
+        if self.in_pass.get() || self.run.len() == 0 {
+            return;
+        }
+        if let Some(w) = self.watcher.get() {
+            if !lp.is_pending(w).unwrap_or(true) {
+                let _ = lp.feed_event(w, Ready::EMPTY);
+            }
+        }
+    }
+}
+
+/// Polls the tasks queued when it starts, at most the budget, carrying
+/// out each one's requests after its poll.
+fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
+    shared.now.set(lp.now());
+    let _enter = Enter::new(shared);
+    shared.in_pass.set(true);
+    // Requests made outside a pass (a future dropped in a callback).
+    Reactor::apply(lp, shared);
+    let n = shared.run.len().min(shared.budget.get());
+    for _ in 0..n {
+        let Some(waker) = shared.run.pop() else { break };
+        waker.queued.store(false, Ordering::Release);
+        let taken = {
+            let mut tasks = shared.tasks.borrow_mut();
+            match tasks.get_mut(waker.slot as usize) {
+                Some(t) if t.generation == waker.generation => t.future.take(),
+                _ => None,
+            }
+        };
+        let Some(mut future) = taken else { continue };
+        let as_waker = Waker::from(waker.clone());
+        let mut cx = TaskContext::from_waker(&as_waker);
+        // TaskFuture catches a panic of the user's future and reports it
+        // through the join handle; it returns Ready then.
+        let done = future.as_mut().poll(&mut cx).is_ready();
+        if done {
+            shared.tasks.borrow_mut().remove(waker.slot as usize);
+            // Dropped here, with the executor current: what it held asks
+            // the loop to stop its watchers.
+            drop(future);
+        } else if let Some(t) = shared.tasks.borrow_mut().get_mut(waker.slot as usize) {
+            t.future = Some(future);
+        }
+        Reactor::apply(lp, shared);
+    }
+    shared.in_pass.set(false);
+}
+
+/// A spawned future as a task: polls it, catching a panic, and stores
+/// the outcome for the join handle. One box: the future is pinned inside
+/// the task's own state (`pin!` in the async block), not boxed again.
+async fn task<F: Future + 'static>(future: F, join: Rc<JoinState<F::Output>>) {
+    {
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(move |cx| {
+            if join.aborted.get() {
+                join.finish(Err(JoinError::Aborted));
+                return Poll::Ready(());
+            }
+            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+                Ok(Poll::Pending) => Poll::Pending,
+                Ok(Poll::Ready(v)) => {
+                    join.finish(Ok(v));
+                    Poll::Ready(())
+                }
+                Err(payload) => {
+                    join.finish(Err(JoinError::Panicked(payload)));
+                    Poll::Ready(())
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// What a task and its join handle share.
+struct JoinState<T> {
+    result: RefCell<Option<std::result::Result<T, JoinError>>>,
+    waker: RefCell<Option<Waker>>,
+    aborted: Cell<bool>,
+    finished: Cell<bool>,
+}
+
+impl<T> JoinState<T> {
+    fn finish(&self, outcome: std::result::Result<T, JoinError>) {
+        self.finished.set(true);
+        *self.result.borrow_mut() = Some(outcome);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+/// Why a task gave no value: it panicked, or it was aborted.
+///
+/// ```
+/// use evloop::exec::JoinError;
+/// use evloop::{Loop, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let task = lp.spawn_local(async { panic!("boom") }).unwrap();
+/// let err = lp.block_on(&mut (), task).unwrap().unwrap_err();
+/// assert!(err.is_panic());
+/// assert_eq!(err.to_string(), "the task panicked: boom");
+/// ```
+pub enum JoinError {
+    /// The task's future panicked; the payload, as `catch_unwind` gives it
+    /// (the loop and the other tasks carry on).
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// [`JoinHandle::abort`] was called before the task finished.
+    Aborted,
+}
+
+impl JoinError {
+    /// Whether the task panicked.
+    ///
+    /// ```
+    /// use evloop::exec::JoinError;
+    /// assert!(!JoinError::Aborted.is_panic());
+    /// ```
+    pub fn is_panic(&self) -> bool {
+        matches!(self, JoinError::Panicked(_))
+    }
+
+    /// Whether the task was aborted.
+    ///
+    /// ```
+    /// use evloop::exec::JoinError;
+    /// assert!(JoinError::Aborted.is_aborted());
+    /// ```
+    pub fn is_aborted(&self) -> bool {
+        matches!(self, JoinError::Aborted)
+    }
+
+    /// The panic's payload, to resume it with
+    /// `std::panic::resume_unwind` (an aborted task gives it back).
+    ///
+    /// ```
+    /// use evloop::exec::JoinError;
+    /// assert!(JoinError::Aborted.into_panic().is_err());
+    /// ```
+    pub fn into_panic(self) -> std::result::Result<Box<dyn Any + Send + 'static>, JoinError> {
+        match self {
+            JoinError::Panicked(p) => Ok(p),
+            other => Err(other),
+        }
+    }
+}
+
+fn panic_text(p: &(dyn Any + Send)) -> &str {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s
+    } else {
+        "(a payload that is not a string)"
+    }
+}
+
+impl fmt::Display for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(p) => write!(f, "the task panicked: {}", panic_text(p.as_ref())),
+            JoinError::Aborted => f.write_str("the task was aborted"),
+        }
+    }
+}
+
+impl fmt::Debug for JoinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinError::Panicked(p) => f
+                .debug_tuple("Panicked")
+                .field(&panic_text(p.as_ref()))
+                .finish(),
+            JoinError::Aborted => f.write_str("Aborted"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// A spawned task's outcome: await it for the task's value (or why there
+/// is none), drop it to let the task run on detached, or
+/// [`abort`](JoinHandle::abort) the task.
+///
+/// ```
+/// use evloop::{Loop, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let task = lp.spawn_local(async { 6 * 7 }).unwrap();
+/// assert_eq!(lp.block_on(&mut (), task).unwrap().unwrap(), 42);
+/// ```
+pub struct JoinHandle<T> {
+    join: Rc<JoinState<T>>,
+    executor: Weak<Shared>,
+    slot: u32,
+    generation: u32,
+}
+
+impl<T> JoinHandle<T> {
+    /// Stops the task: its future is dropped in the executor's next pass
+    /// (which the loop runs in its next iteration), with everything it
+    /// holds (a socket's or a timer's watcher goes too), and the handle
+    /// gives [`JoinError::Aborted`]. A task that finished already keeps
+    /// its outcome.
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let task = lp.spawn_local(async { sleep(Duration::from_secs(60)).await }).unwrap();
+    /// task.abort();
+    /// assert!(lp.block_on(&mut (), task).unwrap().unwrap_err().is_aborted());
+    /// assert_eq!(lp.active_count(), 0); // the timer is gone
+    /// ```
+    pub fn abort(&self) {
+        if self.join.finished.get() {
+            return;
+        }
+        self.join.aborted.set(true);
+        if let Some(ex) = self.executor.upgrade() {
+            ex.wake_task(self.slot, self.generation);
+        }
+    }
+
+    /// Whether the task has finished (returned, panicked, or was aborted
+    /// and dropped).
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let task = lp.spawn_local(async {}).unwrap();
+    /// assert!(!task.is_finished());
+    /// lp.run(RunMode::NoWait, &mut ()).unwrap();
+    /// assert!(task.is_finished());
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.join.finished.get()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = std::result::Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        if let Some(outcome) = self.join.result.borrow_mut().take() {
+            return Poll::Ready(outcome);
+        }
+        if self.join.finished.get() {
+            // Taken by an earlier poll: a finished future polled again.
+            return Poll::Ready(Err(JoinError::Aborted));
+        }
+        if self.executor.strong_count() == 0 {
+            // The loop and its tasks are gone: this one never finishes.
+            return Poll::Ready(Err(JoinError::Aborted));
+        }
+        *self.join.waker.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("finished", &self.join.finished.get())
+            .finish()
+    }
+}
+
+/// The loop's executor, as a watcher kind: its one watcher is queued in
+/// [`Phase::Polled`] while tasks are woken, and the other threads' wakes
+/// wake the loop through the backend's waker.
+pub struct Tasks {
+    shared: Rc<Shared>,
+}
+
+impl Kind for Tasks {
+    const NAME: &'static str = "executor";
+    const PHASES: Phases = Phases::POLLED;
+
+    fn start(&mut self, cx: &mut Context<'_>, _: Watcher<Self>) -> Result<bool> {
+        if self.shared.run.waker.get().is_none() {
+            let backend = cx.backend();
+            let waker = backend.waker().map_err(|source| Error::Backend {
+                backend: backend.name(),
+                op: "give a waker (for the executor)",
+                source,
+            })?;
+            let _ = self.shared.run.waker.set(waker);
+        }
+        Ok(true)
+    }
+
+    fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
+        self.shared.run.poked.store(false, Ordering::SeqCst);
+        if let Some(w) = self.shared.watcher.get() {
+            if cx.is_active(w) && self.shared.due() {
+                cx.queue(w, Ready::EMPTY);
+            }
+        }
+    }
+
+    fn keeps_alive(&self) -> bool {
+        self.shared.alive()
+    }
+
+    fn sleep(&mut self) -> bool {
+        let run = &self.shared.run;
+        run.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        run.has_work() || self.shared.due()
+    }
+
+    fn wake(&mut self) {
+        self.shared.run.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    fn wants_notices(&self) -> bool {
+        // The backend's wake-up is a notice: taking them keeps it drained.
+        true
+    }
+
+    fn due(&self, each: &mut dyn FnMut(Watcher<Self>)) {
+        if let Some(w) = self.shared.watcher.get() {
+            if self.shared.due() {
+                each(w);
+            }
+        }
+    }
+
+    fn is_due(&self, w: Watcher<Self>) -> bool {
+        self.shared.watcher.get() == Some(w) && self.shared.due()
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        // The tasks hold the executor (their futures' sockets and timers
+        // do): drop them now, so that nothing is kept alive by a cycle.
+        self.shared.closed.set(true);
+        let tasks: Vec<Task> = self.shared.tasks.borrow_mut().drain().collect();
+        let _enter = Enter::new(&self.shared);
+        drop(tasks);
+        self.shared.reactor.borrow_mut().close();
+        let id = self.shared.id;
+        let _ = EXECUTORS.try_with(|all| all.borrow_mut().retain(|(i, w)| *i != id && w.strong_count() > 0));
+    }
+}
+
+/// A handle on a loop's executor, for spawning tasks from code that has
+/// no `&mut Loop` (a task, or a callback's helper). Clone it freely; it
+/// is `!Send` (the tasks run on the loop's thread).
+///
+/// ```
+/// use evloop::exec::Executor;
+/// use evloop::{Loop, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let total = lp.block_on(&mut (), async {
+///     let ex = Executor::current().unwrap();
+///     let a = ex.spawn(async { 1 }).unwrap();
+///     let b = ex.spawn(async { 2 }).unwrap();
+///     a.await.unwrap() + b.await.unwrap()
+/// }).unwrap();
+/// assert_eq!(total, 3);
+/// ```
+#[derive(Clone)]
+pub struct Executor {
+    shared: Rc<Shared>,
+}
+
+impl Executor {
+    /// The executor whose task is running on this thread (inside a task
+    /// or a `block_on` future), if any.
+    ///
+    /// ```
+    /// use evloop::exec::Executor;
+    /// assert!(Executor::current().is_none());
+    /// ```
+    pub fn current() -> Option<Executor> {
+        Shared::current().map(|shared| Executor { shared })
+    }
+
+    /// Spawns a task on this executor; it is first polled in the loop's
+    /// next pass. `Err(Error::ExecutorGone)` once the loop is dropped.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let ex = lp.executor().unwrap();
+    /// let task = ex.spawn(async { "done" }).unwrap();
+    /// lp.run(RunMode::Default, &mut ()).unwrap();
+    /// assert!(task.is_finished());
+    /// ```
+    pub fn spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        self.shared.spawn(future)
+    }
+
+    /// How many tasks one pass polls at most (128 unless set; at least
+    /// 1). Tasks woken beyond it, or during the pass, run in the next
+    /// iteration, after the loop has polled for io without blocking.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.executor().unwrap().set_budget(16);
+    /// ```
+    pub fn set_budget(&self, tasks: usize) {
+        self.shared.budget.set(tasks.max(1));
+    }
+
+    /// How many tasks are alive (spawned and not finished).
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let ex = lp.executor().unwrap();
+    /// ex.spawn(async {}).unwrap();
+    /// assert_eq!(ex.task_count(), 1);
+    /// lp.run(RunMode::Default, &mut ()).unwrap();
+    /// assert_eq!(ex.task_count(), 0);
+    /// ```
+    pub fn task_count(&self) -> usize {
+        self.shared.tasks.borrow().len()
+    }
+
+    /// The executor's watcher: give it a priority
+    /// ([`Loop::set_priority`]) to poll tasks before or after the other
+    /// callbacks of an iteration.
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let ex = lp.executor().unwrap();
+    /// lp.set_priority(ex.watcher(), 1).unwrap();
+    /// ```
+    pub fn watcher(&self) -> Watcher<Tasks> {
+        self.shared.watcher.get().expect("started when the executor was made")
+    }
+}
+
+impl Executor {
+    pub(crate) fn shared(&self) -> &Rc<Shared> {
+        &self.shared
+    }
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("tasks", &self.task_count())
+            .finish()
+    }
+}
+
+/// Spawns a task on the executor of the task that calls it.
+/// `Err(Error::NoExecutor)` outside a task (use [`Loop::spawn_local`]
+/// or [`Executor::spawn`] there).
+///
+/// ```
+/// use evloop::exec::spawn_local;
+/// use evloop::{Error, Loop, Sim};
+/// assert!(matches!(spawn_local(async {}), Err(Error::NoExecutor)));
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let n = lp.block_on(&mut (), async {
+///     spawn_local(async { 5 }).unwrap().await.unwrap()
+/// }).unwrap();
+/// assert_eq!(n, 5);
+/// ```
+pub fn spawn_local<F>(future: F) -> Result<JoinHandle<F::Output>>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    match Shared::current() {
+        Some(shared) => shared.spawn(future),
+        None => Err(Error::NoExecutor),
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// The loop's executor (made, and its watcher started, on first use).
+    ///
+    /// ```
+    /// use evloop::{Loop, Sim};
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let ex = lp.executor().unwrap();
+    /// assert_eq!(ex.task_count(), 0);
+    /// ```
+    pub fn executor(&mut self) -> Result<Executor> {
+        if let Some(k) = self.kind::<Tasks>() {
+            return Ok(Executor {
+                shared: k.shared.clone(),
+            });
+        }
+        let caps = self.capabilities();
+        let shared = Rc::new(Shared {
+            id: EXECUTOR_IDS.fetch_add(1, Ordering::Relaxed),
+            tasks: RefCell::new(Slab::new()),
+            next_generation: Cell::new(0),
+            run: Arc::new(RunQueue {
+                queue: Mutex::new(VecDeque::new()),
+                poked: AtomicBool::new(false),
+                sleeping: AtomicBool::new(false),
+                waker: OnceLock::new(),
+            }),
+            reactor: RefCell::new(Reactor::new(caps.edge)),
+            watcher: Cell::new(None),
+            now: Cell::new(self.now()),
+            budget: Cell::new(DEFAULT_BUDGET),
+            holds: Cell::new(0),
+            in_pass: Cell::new(false),
+            closed: Cell::new(false),
+        });
+        self.install(Tasks {
+            shared: shared.clone(),
+        })?;
+        let for_pass = Rc::downgrade(&shared);
+        let w = self.watcher::<Tasks, _>(move |lp, _, _, _| {
+            if let Some(shared) = for_pass.upgrade() {
+                pass(lp, &shared);
+            }
+        })?;
+        shared.watcher.set(Some(w));
+        self.start(w)?;
+        // The tasks keep the loop going (Kind::keeps_alive), not the
+        // watcher: with no task, `run` returns.
+        self.set_ref(w, false)?;
+        let id = shared.id;
+        let weak = Rc::downgrade(&shared);
+        let _ = EXECUTORS.try_with(|all| all.borrow_mut().push((id, weak)));
+        Ok(Executor { shared })
+    }
+
+    /// Spawns a `!Send` future as a task of the loop's executor. Tasks are
+    /// polled in the loop's [`Phase::Polled`], in the order they were
+    /// woken, at most a budget per iteration
+    /// ([`Executor::set_budget`]); while one is alive the executor's
+    /// watcher keeps [`Loop::run`] going. A panic in a task ends that
+    /// task only: its [`JoinHandle`] gives [`JoinError::Panicked`].
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.spawn_local(async { sleep(Duration::from_secs(3)).await }).unwrap();
+    /// lp.run(RunMode::Default, &mut ()).unwrap();
+    /// assert_eq!(lp.now(), Duration::from_secs(3));
+    /// ```
+    pub fn spawn_local<F>(&mut self, future: F) -> Result<JoinHandle<F::Output>>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        let ex = self.executor()?;
+        let handle = ex.shared.spawn(future)?;
+        ex.shared.kick(self);
+        Ok(handle)
+    }
+
+    /// Runs the loop until `future` is ready, and gives its value. The
+    /// future is polled on this thread with the loop's executor current
+    /// (it may spawn, sleep, read sockets); the loop's other watchers and
+    /// tasks run meanwhile. Callable from a callback (the loop runs
+    /// nested). `Err(Error::Stalled)` if the loop can never make progress
+    /// again (the simulator knows), with the future still pending.
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let v = lp.block_on(&mut (), async {
+    ///     sleep(Duration::from_millis(5)).await;
+    ///     "slept"
+    /// }).unwrap();
+    /// assert_eq!((v, lp.now()), ("slept", Duration::from_millis(5)));
+    /// ```
+    pub fn block_on<F: Future>(&mut self, state: &mut S, future: F) -> Result<F::Output> {
+        let ex = self.executor()?;
+        let shared = ex.shared;
+        let main = Arc::new(MainWaker {
+            woken: AtomicBool::new(true),
+            run: shared.run.clone(),
+        });
+        let waker = Waker::from(main.clone());
+        let mut future = std::pin::pin!(future);
+        struct Hold<'a>(&'a Shared);
+        impl Drop for Hold<'_> {
+            fn drop(&mut self) {
+                self.0.holds.set(self.0.holds.get() - 1);
+            }
+        }
+        shared.holds.set(shared.holds.get() + 1);
+        let _hold = Hold(&shared);
+        loop {
+            if main.woken.swap(false, Ordering::SeqCst) {
+                shared.now.set(self.now());
+                let polled = {
+                    let _enter = Enter::new(&shared);
+                    future.as_mut().poll(&mut TaskContext::from_waker(&waker))
+                };
+                Reactor::apply(self, &shared);
+                shared.kick(self);
+                if let Poll::Ready(v) = polled {
+                    return Ok(v);
+                }
+            }
+            if main.woken.load(Ordering::SeqCst) {
+                continue;
+            }
+            match self.run(RunMode::Once, state)? {
+                RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
+                    return Err(Error::Stalled);
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,634 @@
+//! `Async<T>`: an io source whose readiness futures wait on the loop.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use super::executor::{Executor, Shared};
+use super::reactor::Direction;
+use crate::{Error, Source, SourceFd};
+
+/// An io source (a socket, a pipe; any [`Source`]) whose reads and writes
+/// wait on the loop: `readable().await`, `writable().await`, or the
+/// `read`/`write` methods that retry on `WouldBlock`. With the `futures`
+/// feature it implements `futures_io::AsyncRead` and `AsyncWrite` (for
+/// `Async<T>` and `&Async<T>`), where `&T` reads and writes.
+///
+/// The source is put in non-blocking mode (on Unix, any fd; on Windows,
+/// sockets). An io watcher watches it from the first wait on: on
+/// backends with edge triggering (epoll, kqueue) it is registered once,
+/// for both directions; on the others, level-triggered, for what a
+/// future waits for. Dropping the `Async` removes the watcher (at the
+/// end of the task's poll, before the loop polls again) and closes the
+/// source after that: the kernel never watches a closed fd.
+///
+/// ```
+/// use evloop::exec::Async;
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+///
+/// let sim = Sim::new();
+/// let sock = sim.socket("peer", 1024);
+/// sim.deliver(Duration::from_millis(30), &sock, b"ping");
+/// let mut lp: Loop = Loop::with_backend(sim.backend());
+/// let got = lp.block_on(&mut (), async move {
+///     let sock = Async::new(sock)?;
+///     let mut buf = [0u8; 16];
+///     let n = sock.read(&mut buf).await?;
+///     sock.write_all(b"pong").await?;
+///     Ok::<_, std::io::Error>(buf[..n].to_vec())
+/// }).unwrap().unwrap();
+/// assert_eq!(got, b"ping");
+/// assert_eq!(lp.now(), Duration::from_millis(30));
+/// ```
+pub struct Async<T> {
+    io: Rc<T>,
+    shared: Rc<Shared>,
+    slot: usize,
+}
+
+fn no_executor() -> io::Error {
+    io::Error::other(Error::NoExecutor)
+}
+
+impl<T: Source + 'static> Async<T> {
+    /// Wraps `io` for the executor of the task that calls it (an
+    /// `Err` outside a task: use [`Async::with_executor`] there).
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use std::net::TcpListener;
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// // Not inside a task: no executor to watch it with.
+    /// assert!(Async::new(l).is_err());
+    /// ```
+    pub fn new(io: T) -> io::Result<Async<T>> {
+        match Shared::current() {
+            Some(shared) => Async::make(shared, io),
+            None => Err(no_executor()),
+        }
+    }
+
+    /// Wraps `io` for `executor` (from [`Loop::executor`](crate::Loop::executor)),
+    /// from code outside its tasks.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let ex = lp.executor().unwrap();
+    /// let sock = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
+    /// drop(sock);
+    /// ```
+    pub fn with_executor(executor: &Executor, io: T) -> io::Result<Async<T>> {
+        Async::make(executor.shared().clone(), io)
+    }
+
+    fn make(shared: Rc<Shared>, io: T) -> io::Result<Async<T>> {
+        if let SourceFd::Os(fd) = io.source_fd() {
+            socket2::SockRef::from(&fd).set_nonblocking(true)?;
+        }
+        let io = Rc::new(io);
+        let slot = shared.reactor.borrow_mut().add_io(io.clone());
+        Ok(Async { io, shared, slot })
+    }
+}
+
+impl<T> Async<T> {
+    /// The source.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let ex = lp.executor().unwrap();
+    /// let sock = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
+    /// assert_eq!(sock.get_ref().fd(), 3);
+    /// ```
+    pub fn get_ref(&self) -> &T {
+        &self.io
+    }
+
+    fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.shared.reactor.borrow_mut().poll_io(self.slot, dir, cx.waker()) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+
+    /// Ready when the source may be read (or hung up, or in error): the
+    /// poll form of [`Async::readable`].
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(5), &s, b"x");
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     std::future::poll_fn(|cx| s.poll_readable(cx)).await.unwrap();
+    /// }).unwrap();
+    /// ```
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready(Direction::Read, cx)
+    }
+
+    /// Ready when the source may be written (or hung up, or in error).
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     std::future::poll_fn(|cx| s.poll_writable(cx)).await.unwrap();
+    /// }).unwrap();
+    /// ```
+    pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_ready(Direction::Write, cx)
+    }
+
+    /// Waits until the source may be read (a readiness the loop reported
+    /// and no read has used up since: a read that says `WouldBlock`
+    /// through [`Async::read_with`] clears it).
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(5), &s, b"x");
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move { Async::new(s)?.readable().await }).unwrap().unwrap();
+    /// assert_eq!(lp.now(), Duration::from_millis(5));
+    /// ```
+    pub fn readable(&self) -> Ready<'_, T> {
+        Ready {
+            io: self,
+            dir: Direction::Read,
+        }
+    }
+
+    /// Waits until the source may be written.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move { Async::new(s)?.writable().await }).unwrap().unwrap();
+    /// ```
+    pub fn writable(&self) -> Ready<'_, T> {
+        Ready {
+            io: self,
+            dir: Direction::Write,
+        }
+    }
+
+    fn poll_with<R>(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        // Optimistic: the operation first (a socket just accepted has its
+        // request waiting), the readiness only once it would block.
+        loop {
+            match op(&self.io) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.shared.reactor.borrow_mut().clear_io(self.slot, dir);
+                }
+                r => return Poll::Ready(r),
+            }
+            match self.poll_ready(dir, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Runs `op` (a non-blocking read of the source, or anything that
+    /// needs it readable) until it gives something other than
+    /// `WouldBlock`, waiting for readability in between: the poll form.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(5), &s, b"hey");
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     let mut buf = [0u8; 8];
+    ///     std::future::poll_fn(|cx| s.poll_read_with(cx, |mut io| io.read(&mut buf))).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 3);
+    /// ```
+    pub fn poll_read_with<R>(
+        &self,
+        cx: &mut Context<'_>,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_with(Direction::Read, cx, op)
+    }
+
+    /// [`Async::poll_read_with`] for writing.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::io::Write;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let fd = s.fd();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     std::future::poll_fn(|cx| s.poll_write_with(cx, |mut io| io.write(b"out"))).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(sim.sent(fd), b"out");
+    /// ```
+    pub fn poll_write_with<R>(
+        &self,
+        cx: &mut Context<'_>,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_with(Direction::Write, cx, op)
+    }
+
+    /// Runs `op` until it gives something other than `WouldBlock`,
+    /// waiting for readability in between (async-io's `read_with`).
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(5), &s, b"abc");
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     let mut buf = [0u8; 8];
+    ///     s.read_with(|mut io| io.read(&mut buf)).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 3);
+    /// ```
+    pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        std::future::poll_fn(|cx| self.poll_read_with(cx, &mut op)).await
+    }
+
+    /// [`Async::read_with`] for writing.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::io::Write;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     Async::new(s).unwrap().write_with(|mut io| io.write(b"hi")).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 2);
+    /// ```
+    pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        std::future::poll_fn(|cx| self.poll_write_with(cx, &mut op)).await
+    }
+}
+
+impl<T> Async<T>
+where
+    for<'a> &'a T: Read,
+{
+    /// Reads into `buf`, waiting until something can be read; `Ok(0)` at
+    /// the end of the stream.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.close_peer(Duration::from_millis(5), &s);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     Async::new(s)?.read(&mut [0u8; 4]).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 0);
+    /// ```
+    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_read(cx, buf)).await
+    }
+
+    /// The poll form of [`Async::read`].
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(1), &s, b"z");
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     let mut buf = [0u8; 4];
+    ///     std::future::poll_fn(|cx| s.poll_read(cx, &mut buf)).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 1);
+    /// ```
+    pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        self.poll_read_with(cx, |mut io| io.read(buf))
+    }
+}
+
+impl<T> Async<T>
+where
+    for<'a> &'a T: Write,
+{
+    /// Writes from `buf`, waiting until something can be written.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let fd = s.fd();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move { Async::new(s)?.write(b"abc").await }).unwrap().unwrap();
+    /// assert_eq!(sim.sent(fd), b"abc");
+    /// ```
+    pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        std::future::poll_fn(|cx| self.poll_write(cx, buf)).await
+    }
+
+    /// Writes all of `buf`, waiting whenever the source is full.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 1 << 16);
+    /// let fd = s.fd();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.block_on(&mut (), async move { Async::new(s)?.write_all(&[7u8; 1000]).await }).unwrap().unwrap();
+    /// assert_eq!(sim.sent(fd).len(), 1000);
+    /// ```
+    pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write(buf).await? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => buf = &buf[n..],
+            }
+        }
+        Ok(())
+    }
+
+    /// The poll form of [`Async::write`].
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::{Loop, Sim};
+    /// let sim = Sim::new();
+    /// let s = sim.socket("s", 64);
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// let n = lp.block_on(&mut (), async move {
+    ///     let s = Async::new(s).unwrap();
+    ///     std::future::poll_fn(|cx| s.poll_write(cx, b"ab")).await
+    /// }).unwrap().unwrap();
+    /// assert_eq!(n, 2);
+    /// ```
+    pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_with(cx, |mut io| io.write(buf))
+    }
+}
+
+impl Async<TcpListener> {
+    /// A non-blocking listener bound to `addr`, watched by the current
+    /// task's executor.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::Loop;
+    /// use std::net::TcpListener;
+    /// let mut lp: Loop = Loop::new().unwrap();
+    /// let port = lp.block_on(&mut (), async {
+    ///     let l = Async::<TcpListener>::bind("127.0.0.1:0")?;
+    ///     Ok::<_, std::io::Error>(l.get_ref().local_addr()?.port())
+    /// }).unwrap().unwrap();
+    /// assert!(port > 0);
+    /// ```
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<Async<TcpListener>> {
+        Async::new(TcpListener::bind(addr)?)
+    }
+
+    /// Accepts a connection, waiting for one; the stream is watched by
+    /// the same executor.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::Loop;
+    /// use std::net::{TcpListener, TcpStream};
+    /// let mut lp: Loop = Loop::new().unwrap();
+    /// lp.block_on(&mut (), async {
+    ///     let l = Async::<TcpListener>::bind("127.0.0.1:0")?;
+    ///     let addr = l.get_ref().local_addr()?;
+    ///     let client = Async::<TcpStream>::connect(addr).await?;
+    ///     let (server, peer) = l.accept().await?;
+    ///     assert_eq!(peer, client.get_ref().local_addr()?);
+    ///     drop(server);
+    ///     Ok::<_, std::io::Error>(())
+    /// }).unwrap().unwrap();
+    /// ```
+    pub async fn accept(&self) -> io::Result<(Async<TcpStream>, SocketAddr)> {
+        let (stream, addr) = self.read_with(|l| l.accept()).await?;
+        Ok((Async::make(self.shared.clone(), stream)?, addr))
+    }
+}
+
+impl Async<TcpStream> {
+    /// Connects to `addr` without blocking the loop: the connection is
+    /// started, then its writability awaited, then its error (if any)
+    /// taken.
+    ///
+    /// ```
+    /// use evloop::exec::Async;
+    /// use evloop::Loop;
+    /// use std::net::{TcpListener, TcpStream};
+    /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    /// let addr = l.local_addr().unwrap();
+    /// let mut lp: Loop = Loop::new().unwrap();
+    /// let s = lp.block_on(&mut (), Async::<TcpStream>::connect(addr)).unwrap().unwrap();
+    /// assert_eq!(s.get_ref().peer_addr().unwrap(), addr);
+    /// ```
+    pub async fn connect(addr: SocketAddr) -> io::Result<Async<TcpStream>> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_nonblocking(true)?;
+        match socket.connect(&addr.into()) {
+            Ok(()) => {}
+            Err(e) if in_progress(&e) => {}
+            Err(e) => return Err(e),
+        }
+        let stream = Async::new(TcpStream::from(socket))?;
+        stream.writable().await?;
+        if let Some(e) = stream.get_ref().take_error()? {
+            return Err(e);
+        }
+        // Connected (a refused connection reports its error above, or on
+        // peer_addr).
+        stream.get_ref().peer_addr()?;
+        Ok(stream)
+    }
+}
+
+fn in_progress(e: &io::Error) -> bool {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        e.raw_os_error() == Some(libc::EINPROGRESS)
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+impl<T> Drop for Async<T> {
+    fn drop(&mut self) {
+        if let Ok(mut reactor) = self.shared.reactor.try_borrow_mut() {
+            reactor.close_io(self.slot);
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Async<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Async").field(&self.io).finish()
+    }
+}
+
+/// The future of [`Async::readable`] and [`Async::writable`].
+///
+/// ```
+/// use evloop::exec::{Async, Ready};
+/// use evloop::{Loop, Sim};
+/// let sim = Sim::new();
+/// let mut lp: Loop = Loop::with_backend(sim.backend());
+/// let ex = lp.executor().unwrap();
+/// let s = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
+/// let _ready: Ready<'_, _> = s.writable();
+/// ```
+#[must_use = "futures do nothing unless awaited"]
+pub struct Ready<'a, T> {
+    io: &'a Async<T>,
+    dir: Direction,
+}
+
+impl<T> Future for Ready<'_, T> {
+    type Output = io::Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io.poll_ready(self.dir, cx)
+    }
+}
+
+impl<T> fmt::Debug for Ready<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ready").field("dir", &self.dir).finish()
+    }
+}
+
+#[cfg(feature = "futures")]
+mod futures_impls {
+    use super::*;
+
+    impl<T> futures_io::AsyncRead for Async<T>
+    where
+        for<'a> &'a T: Read,
+    {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut [u8],
+        ) -> Poll<io::Result<usize>> {
+            Async::poll_read(&self, cx, buf)
+        }
+    }
+
+    impl<T> futures_io::AsyncRead for &Async<T>
+    where
+        for<'a> &'a T: Read,
+    {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut [u8],
+        ) -> Poll<io::Result<usize>> {
+            Async::poll_read(*self, cx, buf)
+        }
+    }
+
+    impl<T> futures_io::AsyncWrite for Async<T>
+    where
+        for<'a> &'a T: Write,
+    {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Async::poll_write(&self, cx, buf)
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_write_with(cx, |mut io| io.flush())
+        }
+
+        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_flush(cx)
+        }
+    }
+
+    impl<T> futures_io::AsyncWrite for &Async<T>
+    where
+        for<'a> &'a T: Write,
+    {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Async::poll_write(*self, cx, buf)
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_write_with(cx, |mut io| io.flush())
+        }
+
+        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.poll_flush(cx)
+        }
+    }
+}

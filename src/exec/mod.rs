@@ -1,0 +1,67 @@
+//! async/await on the loop: an executor for `!Send` futures, and futures
+//! for the watchers (io readiness, sleeps and timeouts, signals, child
+//! exits).
+//!
+//! Tasks run on the loop's thread, in the loop's iteration: the executor
+//! is a watcher kind whose watcher is queued in [`Phase::Polled`](crate::Phase::Polled) while
+//! tasks are woken, and it polls them in the order they were woken, at
+//! most a budget per iteration ([`Executor::set_budget`]). Futures and
+//! callbacks mix on one loop: a callback can spawn a task
+//! ([`Loop::spawn_local`](crate::Loop::spawn_local)), a task can wake a callback's watcher
+//! through anything the callback watches. Wakers are `Send + Sync`: a
+//! wake from another thread wakes the loop through the backend's waker,
+//! as an [`AsyncSender`](crate::AsyncSender) does.
+//!
+//! The futures for the watchers ([`Async`], [`sleep`], [`timeout`],
+//! [`signals`], [`child_exit`], [`child_exits`]) use ordinary watchers,
+//! made, re-armed and removed by the executor after each task's poll: a
+//! future cannot reach the loop while the loop polls it. Dropping one
+//! removes its watcher, so a cancelled future leaves nothing behind.
+//!
+//! With the `futures` feature, [`Async`] implements `futures_io`'s
+//! `AsyncRead` and `AsyncWrite`, and the signal and child streams
+//! `futures_core::Stream`.
+//!
+//! ```
+//! use evloop::exec::{sleep, spawn_local, Async};
+//! use evloop::{Loop, Sim};
+//! use std::time::Duration;
+//!
+//! // An echo server for one connection, on the simulator.
+//! let sim = Sim::new();
+//! let conn = sim.socket("client", 1024);
+//! let fd = conn.fd();
+//! sim.deliver(Duration::from_millis(10), &conn, b"hello");
+//! sim.close_peer(Duration::from_millis(20), &conn);
+//!
+//! let mut lp: Loop = Loop::with_backend(sim.backend());
+//! lp.block_on(&mut (), async move {
+//!     let conn = Async::new(conn).unwrap();
+//!     let echo = spawn_local(async move {
+//!         let mut buf = [0u8; 64];
+//!         loop {
+//!             match conn.read(&mut buf).await? {
+//!                 0 => return Ok::<_, std::io::Error>(()),
+//!                 n => conn.write_all(&buf[..n]).await?,
+//!             }
+//!         }
+//!     }).unwrap();
+//!     sleep(Duration::from_millis(5)).await;
+//!     echo.await.unwrap().unwrap();
+//! }).unwrap();
+//! assert_eq!(sim.sent(fd), b"hello");
+//! assert_eq!(lp.now(), Duration::from_millis(20));
+//! ```
+//!
+//! `docs/async.md` says when to choose callbacks and when futures.
+
+mod executor;
+mod io;
+mod reactor;
+mod streams;
+mod time;
+
+pub use executor::{spawn_local, Executor, JoinError, JoinHandle, Tasks};
+pub use io::{Async, Ready};
+pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
+pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};

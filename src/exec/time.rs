@@ -1,0 +1,305 @@
+//! Timer futures on the loop's timer heap: `sleep`, `sleep_until`,
+//! `timeout`.
+//!
+//! A `Sleep` is `Send + Sync` (hyper's `Timer` asks for that): it holds
+//! its executor's id, not the executor, and finds it on this thread when
+//! it is polled or dropped. Its deadline is in loop time
+//! ([`Loop::now`](crate::Loop::now)): on the simulator it is virtual.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::executor::Shared;
+
+/// Waits until a duration has passed, on the loop's clock (made by
+/// [`sleep`] or [`sleep_until`]). Dropping it stops its timer watcher.
+///
+/// # Panics
+///
+/// Polling it outside a task of an evloop executor (or `block_on`)
+/// panics: it has no loop whose timers it could use.
+///
+/// ```
+/// use evloop::exec::sleep;
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// lp.block_on(&mut (), sleep(Duration::from_millis(250))).unwrap();
+/// assert_eq!(lp.now(), Duration::from_millis(250));
+/// ```
+pub struct Sleep {
+    when: When,
+    /// The executor's id and the timer's slot, once polled.
+    registered: Option<(u64, usize)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum When {
+    /// From the loop's time at the first poll (made outside a task).
+    After(Duration),
+    /// A deadline in loop time.
+    At(Duration),
+}
+
+/// A future that is ready `duration` after now, on the loop's clock
+/// (the time of the executor's current pass, or of the first poll when
+/// made outside a task). See [`Sleep`].
+///
+/// ```
+/// use evloop::exec::sleep;
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop<Vec<u64>> = Loop::with_backend(Sim::new().backend());
+/// let mut log = vec![];
+/// lp.block_on(&mut log, async {
+///     sleep(Duration::from_secs(1)).await;
+///     sleep(Duration::from_secs(2)).await;
+/// }).unwrap();
+/// assert_eq!(lp.now(), Duration::from_secs(3));
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    let when = match Shared::current() {
+        Some(ex) => When::At(ex.now.get().saturating_add(duration)),
+        None => When::After(duration),
+    };
+    Sleep {
+        when,
+        registered: None,
+    }
+}
+
+/// A future that is ready when the loop's clock
+/// ([`Loop::now`](crate::Loop::now)) reaches `deadline`.
+///
+/// ```
+/// use evloop::exec::sleep_until;
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// lp.block_on(&mut (), sleep_until(Duration::from_secs(7))).unwrap();
+/// assert_eq!(lp.now(), Duration::from_secs(7));
+/// ```
+pub fn sleep_until(deadline: Duration) -> Sleep {
+    Sleep {
+        when: When::At(deadline),
+        registered: None,
+    }
+}
+
+impl Sleep {
+    /// Moves the deadline to `duration` after the loop's current time,
+    /// whether or not it has fired (hyper's `Timer::reset`).
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.block_on(&mut (), async {
+    ///     let mut s = Box::pin(sleep(Duration::from_secs(60)));
+    ///     s.as_mut().reset_after(Duration::from_secs(1));
+    ///     s.await
+    /// }).unwrap();
+    /// assert_eq!(lp.now(), Duration::from_secs(1));
+    /// ```
+    pub fn reset_after(self: Pin<&mut Self>, duration: Duration) {
+        let this = self.get_mut();
+        match (this.registered, Shared::current()) {
+            (_, Some(ex)) => {
+                let deadline = ex.now.get().saturating_add(duration);
+                this.reset_to(deadline);
+            }
+            (None, None) => this.when = When::After(duration),
+            (Some((id, _)), None) => {
+                if let Some(ex) = Shared::by_id(id) {
+                    let deadline = ex.now.get().saturating_add(duration);
+                    this.reset_to(deadline);
+                }
+            }
+        }
+    }
+
+    /// Moves the deadline to `deadline` in loop time.
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use evloop::{Loop, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.block_on(&mut (), async {
+    ///     let mut s = Box::pin(sleep(Duration::from_secs(60)));
+    ///     s.as_mut().reset(Duration::from_secs(2));
+    ///     s.await
+    /// }).unwrap();
+    /// assert_eq!(lp.now(), Duration::from_secs(2));
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Duration) {
+        self.get_mut().reset_to(deadline)
+    }
+
+    fn reset_to(&mut self, deadline: Duration) {
+        self.when = When::At(deadline);
+        if let Some((id, slot)) = self.registered {
+            if let Some(ex) = Shared::by_id(id) {
+                ex.reactor.borrow_mut().reset_timer(slot, deadline);
+            }
+        }
+    }
+
+    /// The deadline in loop time, once known (it is, for a sleep made in
+    /// a task).
+    ///
+    /// ```
+    /// use evloop::exec::sleep_until;
+    /// use std::time::Duration;
+    /// assert_eq!(sleep_until(Duration::from_secs(3)).deadline(), Some(Duration::from_secs(3)));
+    /// ```
+    pub fn deadline(&self) -> Option<Duration> {
+        match self.when {
+            When::At(d) => Some(d),
+            When::After(_) => None,
+        }
+    }
+
+    /// Whether it has fired (a later `reset` re-arms it).
+    ///
+    /// ```
+    /// use evloop::exec::sleep;
+    /// use std::time::Duration;
+    /// assert!(!sleep(Duration::from_secs(1)).is_elapsed());
+    /// ```
+    pub fn is_elapsed(&self) -> bool {
+        match self.registered {
+            Some((id, slot)) => Shared::by_id(id).is_some_and(|ex| {
+                let reactor = ex.reactor.borrow();
+                reactor.timer_fired(slot)
+            }),
+            None => false,
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if let Some((id, slot)) = this.registered {
+            let Some(ex) = Shared::by_id(id) else {
+                // The loop is gone: it will never fire.
+                return Poll::Pending;
+            };
+            let fired = ex.reactor.borrow_mut().poll_timer(slot, cx.waker());
+            return if fired { Poll::Ready(()) } else { Poll::Pending };
+        }
+        let Some(ex) = Shared::current() else {
+            panic!("evloop::exec::Sleep polled outside a task of an evloop executor");
+        };
+        let deadline = match this.when {
+            When::At(d) => d,
+            When::After(d) => ex.now.get().saturating_add(d),
+        };
+        this.when = When::At(deadline);
+        if deadline <= ex.now.get() {
+            return Poll::Ready(());
+        }
+        let slot = ex.reactor.borrow_mut().add_timer(deadline, cx.waker());
+        this.registered = Some((ex.id, slot));
+        Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if let Some((id, slot)) = self.registered.take() {
+            if let Some(ex) = Shared::by_id(id) {
+                if let Ok(mut reactor) = ex.reactor.try_borrow_mut() {
+                    reactor.close_timer(slot);
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline())
+            .finish()
+    }
+}
+
+/// The error of a [`timeout`] whose time ran out first.
+///
+/// ```
+/// use evloop::exec::Elapsed;
+/// assert_eq!(Elapsed(()).to_string(), "the deadline has elapsed");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed(pub ());
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+/// `future`'s value, or [`Elapsed`] if `duration` passes first (then the
+/// future is dropped, with its watchers).
+///
+/// ```
+/// use evloop::exec::{sleep, timeout, Elapsed};
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let r = lp.block_on(&mut (), async {
+///     timeout(Duration::from_secs(1), sleep(Duration::from_secs(5))).await
+/// }).unwrap();
+/// assert_eq!(r, Err(Elapsed(())));
+/// assert_eq!(lp.now(), Duration::from_secs(1));
+/// ```
+pub fn timeout<F: Future>(duration: Duration, future: F) -> Timeout<F> {
+    Timeout {
+        future: Box::pin(future),
+        sleep: sleep(duration),
+    }
+}
+
+/// The future of [`timeout`].
+///
+/// ```
+/// use evloop::exec::{timeout, Timeout};
+/// use std::time::Duration;
+/// let t: Timeout<_> = timeout(Duration::from_secs(1), async { 1 });
+/// drop(t);
+/// ```
+pub struct Timeout<F: Future> {
+    future: Pin<Box<F>>,
+    sleep: Sleep,
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(v) = this.future.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        match Pin::new(&mut this.sleep).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed(()))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<F: Future> fmt::Debug for Timeout<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timeout").field("sleep", &self.sleep).finish()
+    }
+}
