@@ -33,7 +33,9 @@ use slab::Slab;
 
 use super::reactor::Reactor;
 use crate::backend::Wake;
-use crate::{Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher};
+use crate::{
+    Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher,
+};
 
 /// How many tasks one pass polls at most, unless [`Executor::set_budget`]
 /// says otherwise.
@@ -53,12 +55,18 @@ pub(crate) struct RunQueue {
 
 impl RunQueue {
     fn push(&self, task: Arc<TaskWaker>) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(task);
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(task);
         self.notify();
     }
 
     fn pop(&self) -> Option<Arc<TaskWaker>> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
     }
 
     fn len(&self) -> usize {
@@ -198,7 +206,9 @@ impl Shared {
         EXECUTORS
             .try_with(|all| {
                 let all = all.borrow();
-                all.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade())
+                all.iter()
+                    .find(|(i, _)| *i == id)
+                    .and_then(|(_, w)| w.upgrade())
             })
             .ok()
             .flatten()
@@ -282,9 +292,8 @@ impl Shared {
             return;
         }
         if let Some(w) = self.watcher.get() {
-            if !lp.is_pending(w).unwrap_or(true) {
-                let _ = lp.feed_event(w, Ready::EMPTY);
-            }
+            // Queued once: a second feed merges with the first.
+            let _ = lp.feed_event(w, Ready::EMPTY);
         }
     }
 }
@@ -332,7 +341,9 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
 /// the task's own state (`pin!` in the async block), not boxed again.
 async fn task<F: Future + 'static>(future: F, join: Rc<JoinState<F::Output>>) {
     {
-        let mut future = std::pin::pin!(future);
+        // Boxed, to be dropped (with the watchers it holds) before the
+        // requests are carried out one last time.
+        let mut future = Box::pin(future);
         std::future::poll_fn(move |cx| {
             if join.aborted.get() {
                 join.finish(Err(JoinError::Aborted));
@@ -624,7 +635,10 @@ impl Drop for Tasks {
         drop(tasks);
         self.shared.reactor.borrow_mut().close();
         let id = self.shared.id;
-        let _ = EXECUTORS.try_with(|all| all.borrow_mut().retain(|(i, w)| *i != id && w.strong_count() > 0));
+        let _ = EXECUTORS.try_with(|all| {
+            all.borrow_mut()
+                .retain(|(i, w)| *i != id && w.strong_count() > 0)
+        });
     }
 }
 
@@ -719,7 +733,10 @@ impl Executor {
     /// lp.set_priority(ex.watcher(), 1).unwrap();
     /// ```
     pub fn watcher(&self) -> Watcher<Tasks> {
-        self.shared.watcher.get().expect("started when the executor was made")
+        self.shared
+            .watcher
+            .get()
+            .expect("started when the executor was made")
     }
 }
 
@@ -759,6 +776,56 @@ where
     match Shared::current() {
         Some(shared) => shared.spawn(future),
         None => Err(Error::NoExecutor),
+    }
+}
+
+/// Gives the other tasks, and the loop's io, a turn: the task is woken
+/// at once and polled again in the executor's next pass (the next
+/// iteration, after a poll that does not block).
+///
+/// ```
+/// use evloop::exec::{spawn_local, yield_now};
+/// use evloop::{Loop, Sim};
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let log = Rc::new(RefCell::new(vec![]));
+/// let (a, b) = (log.clone(), log.clone());
+/// lp.block_on(&mut (), async move {
+///     let first = spawn_local(async move {
+///         a.borrow_mut().push("a1");
+///         yield_now().await;
+///         a.borrow_mut().push("a2");
+///     }).unwrap();
+///     let second = spawn_local(async move { b.borrow_mut().push("b") }).unwrap();
+///     first.await.unwrap();
+///     second.await.unwrap();
+/// }).unwrap();
+/// assert_eq!(*log.borrow(), ["a1", "b", "a2"]);
+/// ```
+pub fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
+
+/// The future of [`yield_now`].
+///
+/// ```
+/// let _y: evloop::exec::YieldNow = evloop::exec::yield_now();
+/// ```
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 }
 
@@ -869,7 +936,9 @@ impl<'s, S> Loop<'s, S> {
             run: shared.run.clone(),
         });
         let waker = Waker::from(main.clone());
-        let mut future = std::pin::pin!(future);
+        // Boxed, to be dropped (with the watchers it holds) before the
+        // requests are carried out one last time.
+        let mut future = Box::pin(future);
         struct Hold<'a>(&'a Shared);
         impl Drop for Hold<'_> {
             fn drop(&mut self) {
@@ -888,6 +957,8 @@ impl<'s, S> Loop<'s, S> {
                 Reactor::apply(self, &shared);
                 shared.kick(self);
                 if let Poll::Ready(v) = polled {
+                    drop(future);
+                    Reactor::apply(self, &shared);
                     return Ok(v);
                 }
             }
@@ -896,6 +967,8 @@ impl<'s, S> Loop<'s, S> {
             }
             match self.run(RunMode::Once, state)? {
                 RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
+                    drop(future);
+                    Reactor::apply(self, &shared);
                     return Err(Error::Stalled);
                 }
                 _ => {}
