@@ -112,6 +112,8 @@ pub mod doc_pages {
     pub struct Readme;
     #[doc = include_str!("../docs/architecture.md")]
     pub struct Architecture;
+    #[doc = include_str!("../docs/async.md")]
+    pub struct AsyncGuide;
     #[doc = include_str!("../docs/backends.md")]
     pub struct Backends;
     #[doc = include_str!("../docs/benchmarks.md")]
