@@ -655,3 +655,39 @@ fn a_child_exit_is_awaited_on_every_kernel() {
         assert!(matches!(r, Err(Error::Child { pid: 1, .. })), "{r:?}");
     });
 }
+
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("a drop's bug");
+    }
+}
+
+#[test]
+fn a_panic_while_an_aborted_task_is_dropped_leaves_the_loop_usable() {
+    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    let task = lp
+        .spawn_local(async {
+            let _bomb = PanicsOnDrop;
+            sleep(Duration::from_secs(60)).await;
+        })
+        .unwrap();
+    lp.run(RunMode::NoWait, &mut ()).unwrap();
+    task.abort();
+    // The drop's panic comes out of `run`, as a callback's would ...
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        lp.run(RunMode::NoWait, &mut ())
+    }));
+    assert!(r.is_err());
+    // ... and the task is gone with its timer; the loop goes on.
+    assert_eq!(lp.executor().unwrap().task_count(), 0);
+    assert_eq!(lp.active_count(), 0);
+    let r = lp.block_on(&mut (), task).unwrap();
+    assert!(r.unwrap_err().is_aborted());
+    assert_eq!(lp.block_on(&mut (), async { 5 }).unwrap(), 5);
+    assert_eq!(
+        lp.run(RunMode::Default, &mut ()).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+}

@@ -301,18 +301,28 @@ impl Shared {
 /// Polls the tasks queued when it starts, at most the budget, carrying
 /// out each one's requests after its poll.
 fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
+    /// Ends the pass however it ends (a panic out of a task's drop
+    /// included: the loop stays usable).
+    struct InPass<'a>(&'a Shared);
+    impl Drop for InPass<'_> {
+        fn drop(&mut self) {
+            self.0.in_pass.set(false);
+        }
+    }
     shared.now.set(lp.now());
     let _enter = Enter::new(shared);
     shared.in_pass.set(true);
+    let _in_pass = InPass(shared);
     // Requests made outside a pass (a future dropped in a callback).
     Reactor::apply(lp, shared);
     let n = shared.run.len().min(shared.budget.get());
     for _ in 0..n {
         let Some(waker) = shared.run.pop() else { break };
         waker.queued.store(false, Ordering::Release);
+        let slot = waker.slot as usize;
         let taken = {
             let mut tasks = shared.tasks.borrow_mut();
-            match tasks.get_mut(waker.slot as usize) {
+            match tasks.get_mut(slot) {
                 Some(t) if t.generation == waker.generation => t.future.take(),
                 _ => None,
             }
@@ -320,20 +330,32 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
         let Some(mut future) = taken else { continue };
         let as_waker = Waker::from(waker.clone());
         let mut cx = TaskContext::from_waker(&as_waker);
-        // TaskFuture catches a panic of the user's future and reports it
-        // through the join handle; it returns Ready then.
-        let done = future.as_mut().poll(&mut cx).is_ready();
-        if done {
-            shared.tasks.borrow_mut().remove(waker.slot as usize);
-            // Dropped here, with the executor current: what it held asks
-            // the loop to stop its watchers.
-            drop(future);
-        } else if let Some(t) = shared.tasks.borrow_mut().get_mut(waker.slot as usize) {
-            t.future = Some(future);
+        // `task` catches a panic of the user's future and reports it
+        // through the join handle (it is Ready then); what can still
+        // unwind here is a panic in the drop of a future that finished.
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        match polled {
+            Ok(Poll::Pending) => {
+                if let Some(t) = shared.tasks.borrow_mut().get_mut(slot) {
+                    t.future = Some(future);
+                }
+            }
+            Ok(Poll::Ready(())) => {
+                shared.tasks.borrow_mut().remove(slot);
+                // Dropped here, with the executor current: what it held
+                // asks the loop to stop its watchers.
+                drop(future);
+            }
+            Err(payload) => {
+                // The task is gone; its handle has its outcome already.
+                shared.tasks.borrow_mut().remove(slot);
+                drop(future);
+                Reactor::apply(lp, shared);
+                std::panic::resume_unwind(payload);
+            }
         }
         Reactor::apply(lp, shared);
     }
-    shared.in_pass.set(false);
 }
 
 /// A spawned future as a task: polls it, catching a panic, and stores
@@ -341,9 +363,7 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
 /// the task's own state (`pin!` in the async block), not boxed again.
 async fn task<F: Future + 'static>(future: F, join: Rc<JoinState<F::Output>>) {
     {
-        // Boxed, to be dropped (with the watchers it holds) before the
-        // requests are carried out one last time.
-        let mut future = Box::pin(future);
+        let mut future = std::pin::pin!(future);
         std::future::poll_fn(move |cx| {
             if join.aborted.get() {
                 join.finish(Err(JoinError::Aborted));
@@ -561,7 +581,18 @@ impl<T> fmt::Debug for JoinHandle<T> {
 
 /// The loop's executor, as a watcher kind: its one watcher is queued in
 /// [`Phase::Polled`] while tasks are woken, and the other threads' wakes
-/// wake the loop through the backend's waker.
+/// wake the loop through the backend's waker. Installed by
+/// [`Loop::executor`] (and everything that spawns); its live tasks keep
+/// [`Loop::run`] going ([`Kind::keeps_alive`]).
+///
+/// ```
+/// use evloop::exec::Tasks;
+/// use evloop::{Loop, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// assert!(lp.kind::<Tasks>().is_none());
+/// lp.spawn_local(async {}).unwrap();
+/// assert!(lp.kind::<Tasks>().is_some());
+/// ```
 pub struct Tasks {
     shared: Rc<Shared>,
 }
