@@ -318,6 +318,14 @@ impl Backend for Select {
         self.pollable.check("select", fd)
     }
 
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "select(2) is handed the watched fds at each wait, and no kernel object holds them in \
+             between (epoll and kqueue have one)",
+        ))
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,
