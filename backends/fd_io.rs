@@ -23,11 +23,19 @@
 //! let err = fd_io::read(&b, &mut buf).unwrap_err();
 //! assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
 //! ```
+//!
+//! While a loop of the thread records (`evloop::replay`), each call and
+//! what it moved are written to the trace; during a replay, a call here
+//! (on a real descriptor: the replay's sockets are virtual) is a
+//! divergence, and makes no syscall.
 
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use crate::replay::sink;
+use crate::SourceFd;
 
 /// Reads at most `buf.len()` bytes from `fd` with one `read(2)`; `Ok(0)`
 /// is end of file.
@@ -40,7 +48,29 @@ use std::os::fd::{AsFd, AsRawFd};
 /// ```
 #[inline]
 pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
-    let fd = fd.as_fd().as_raw_fd();
+    let fd = fd.as_fd();
+    if sink::active() {
+        return read_observed(fd, buf);
+    }
+    raw_read(fd, buf)
+}
+
+/// A read while the thread records or replays.
+#[inline(never)]
+fn read_observed(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    if sink::mode() == sink::REPLAYING {
+        sink::outside(fd.as_raw_fd(), "a read", "backends::fd_io");
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let r = raw_read(fd, buf);
+    let n = r.as_ref().map_or(0, |&n| n.min(buf.len()));
+    sink::read(SourceFd::Os(fd), buf.len(), &r, &buf[..n]);
+    r
+}
+
+#[inline]
+fn raw_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let fd = fd.as_raw_fd();
     // SAFETY: `buf` is a live, writable region of `buf.len()` bytes, and
     // `fd` is borrowed, so it stays open until the call returns.
     let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
@@ -66,7 +96,29 @@ pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
 /// ```
 #[inline]
 pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
-    let fd = fd.as_fd().as_raw_fd();
+    let fd = fd.as_fd();
+    if sink::active() {
+        return write_observed(fd, buf);
+    }
+    raw_write(fd, buf)
+}
+
+/// A write while the thread records or replays.
+#[inline(never)]
+fn write_observed(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    if sink::mode() == sink::REPLAYING {
+        sink::outside(fd.as_raw_fd(), "a write", "backends::fd_io");
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let r = raw_write(fd, buf);
+    let n = r.as_ref().map_or(0, |&n| n.min(buf.len()));
+    sink::wrote(SourceFd::Os(fd), buf.len(), &r, &buf[..n]);
+    r
+}
+
+#[inline]
+fn raw_write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let fd = fd.as_raw_fd();
     // SAFETY: `buf` is a live, readable region of `buf.len()` bytes, and
     // `fd` is borrowed, so it stays open until the call returns.
     let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
