@@ -493,6 +493,7 @@ fn a_read_behind_the_loops_back_is_reported_on_replay() {
     assert_eq!(replay.finish().unwrap_err(), d);
 }
 
+#[cfg(feature = "record-fd-io")]
 #[test]
 fn fd_io_on_a_real_fd_during_a_replay_is_reported() {
     let (trace, _, _) = record_on_sim(|lp, sock| {
@@ -603,4 +604,23 @@ fn one_recording_or_replay_per_thread() {
     })
     .join()
     .unwrap();
+}
+
+#[test]
+fn the_example_records_itself_then_replays_itself() {
+    let exe = common::example("record_replay");
+    let out = watchdog("examples/record_replay", WATCHDOG, move || {
+        std::process::Command::new(exe).output().unwrap()
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("same callbacks, times and data: true"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("diverged, as it should"), "{stdout}");
 }

@@ -73,9 +73,16 @@ const KINDS: [io::ErrorKind; 20] = [
     io::ErrorKind::OutOfMemory,
 ];
 
-/// Writes records into a buffer and the buffer to the trace's writer.
+/// Writes records into a block and the block to the trace's writer. The
+/// records on the hot path (a small read or write, a clock reading, a
+/// poll's results) are written straight into the block; the others are
+/// built in `buf` and copied.
 pub(crate) struct Encoder {
+    /// The record being built (the records off the hot path).
     buf: Vec<u8>,
+    /// The block: `block[..pos]` is waiting for the writer.
+    block: Box<[u8]>,
+    pos: usize,
     out: Box<dyn Write>,
     /// A write to `out` failed: nothing more is recorded, and the
     /// recorder's next poll reports it (once).
@@ -83,18 +90,27 @@ pub(crate) struct Encoder {
     dead: bool,
 }
 
+/// The most a small record written straight into the block may take.
+const SMALL: usize = 96;
+
+/// Data up to this size is recorded on the hot path.
+const SMALL_DATA: usize = 64;
+
 impl Encoder {
     /// An encoder writing to `out`; the header (magic, version) and the
     /// `Begin` record are buffered at once.
     pub(crate) fn new(out: Box<dyn Write>, backend: &str, caps: Capabilities) -> Encoder {
         let mut e = Encoder {
-            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            buf: Vec::with_capacity(256),
+            block: vec![0u8; FLUSH_AT].into_boxed_slice(),
+            pos: 0,
             out,
             failed: None,
             dead: false,
         };
-        e.buf.extend_from_slice(MAGIC);
-        e.buf.extend_from_slice(&VERSION.to_le_bytes());
+        e.block[..8].copy_from_slice(MAGIC);
+        e.block[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        e.pos = 10;
         let at = e.open(tag::BEGIN);
         e.str(backend);
         e.caps(caps);
@@ -120,51 +136,75 @@ impl Encoder {
                 "the recording stopped after a write error",
             ));
         }
-        let r = self
-            .out
-            .write_all(&self.buf)
-            .and_then(|()| self.out.flush());
-        self.buf.clear();
-        if let Err(e) = &r {
-            self.dead = true;
-            self.failed = Some(io::Error::new(e.kind(), e.to_string()));
-        }
+        let r = self.write_block().and_then(|()| self.out.flush());
+        self.failed_if(&r);
         r
+    }
+
+    /// Hands the block to the writer.
+    #[cold]
+    fn write_block(&mut self) -> io::Result<()> {
+        let r = self.out.write_all(&self.block[..self.pos]);
+        self.pos = 0;
+        r
+    }
+
+    fn failed_if(&mut self, r: &io::Result<()>) {
+        if let Err(e) = r {
+            if !self.dead {
+                self.dead = true;
+                self.failed = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+    }
+
+    /// Room for `n` bytes in the block (the block is written out first if
+    /// it has less); false if the recording is dead.
+    #[inline]
+    fn room(&mut self, n: usize) -> bool {
+        if self.pos + n > self.block.len() {
+            let r = self.write_block();
+            self.failed_if(&r);
+        }
+        !self.dead
     }
 
     /// The `End` record, then a flush: what a complete trace ends with.
     pub(crate) fn finish(&mut self) -> io::Result<()> {
         if !self.dead {
             let at = self.open(tag::END);
-            self.close_unflushed(at);
+            self.close(at);
         }
         self.flush()
     }
 
     // --- record framing: tag, length (varint), payload ---
 
-    #[inline]
+    /// Starts building a record off the hot path.
     fn open(&mut self, tag: u8) -> usize {
+        self.buf.clear();
         self.buf.push(tag);
         self.buf.push(0);
         self.buf.len()
     }
 
-    #[inline]
+    /// Ends the record being built, and puts it in the block.
     fn close(&mut self, start: usize) {
-        self.close_unflushed(start);
-        if self.buf.len() >= FLUSH_AT {
-            let _ = self.flush();
-        }
-    }
-
-    #[inline]
-    fn close_unflushed(&mut self, start: usize) {
         let len = self.buf.len() - start;
         if len < 0x80 {
             self.buf[start - 1] = len as u8;
         } else {
             self.long_length(start, len);
+        }
+        let n = self.buf.len();
+        if n > self.block.len() {
+            // Larger than a block: written out on its own.
+            let r = self.write_block();
+            let r = r.and_then(|()| self.out.write_all(&self.buf));
+            self.failed_if(&r);
+        } else if self.room(n) {
+            self.block[self.pos..self.pos + n].copy_from_slice(&self.buf);
+            self.pos += n;
         }
     }
 
@@ -191,7 +231,7 @@ impl Encoder {
 
     #[inline]
     fn i(&mut self, v: i64) {
-        self.u(((v << 1) ^ (v >> 63)) as u64);
+        self.u(zigzag(v));
     }
 
     #[inline]
@@ -290,7 +330,65 @@ impl Encoder {
     // --- records ---
 
     /// A poll: its timeout, then its result and the events it appended.
+    /// Written straight into the block, with its length as a padded
+    /// three-byte varint (a record of up to 2 MiB), unless it is larger
+    /// than a block.
     pub(crate) fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        r: &io::Result<PollStatus>,
+        events: &[PollEvent],
+    ) {
+        let (status, n) = match r {
+            Ok(PollStatus::Done) => (0u8, events.len()),
+            Ok(PollStatus::Stalled) => (1, events.len()),
+            Err(_) => return self.poll_slow(timeout, r, events),
+        };
+        // tag, length (3), timeout (1 + 10 + 5), status, count (10), and
+        // (fd (up to 10), ready) per event.
+        let most = 30 + 11 * n;
+        if most > self.block.len() / 2 || !self.room(most) {
+            return self.poll_slow(timeout, r, events);
+        }
+        let dst = &mut self.block[self.pos..self.pos + most];
+        dst[0] = tag::POLL;
+        let mut k = 4;
+        match timeout {
+            None => {
+                dst[k] = 0;
+                k += 1;
+            }
+            Some(t) => {
+                dst[k] = 1;
+                k = put_varint(dst, k + 1, t.as_secs());
+                k = put_varint(dst, k, u64::from(t.subsec_nanos()));
+            }
+        }
+        dst[k] = status;
+        k = put_varint(dst, k + 1, n as u64);
+        for e in events {
+            let z = zigzag(e.fd as i64);
+            if z < 1 << 14 {
+                // A padded two-byte varint: no loop.
+                dst[k] = z as u8 | 0x80;
+                dst[k + 1] = (z >> 7) as u8;
+                dst[k + 2] = e.ready.bits();
+                k += 3;
+            } else {
+                k = put_varint(dst, k, z);
+                dst[k] = e.ready.bits();
+                k += 1;
+            }
+        }
+        let len = k - 4;
+        dst[1] = len as u8 | 0x80;
+        dst[2] = (len >> 7) as u8 | 0x80;
+        dst[3] = (len >> 14) as u8;
+        self.pos += k;
+    }
+
+    #[cold]
+    fn poll_slow(
         &mut self,
         timeout: Option<Duration>,
         r: &io::Result<PollStatus>,
@@ -311,7 +409,6 @@ impl Encoder {
                     PollStatus::Stalled => 1,
                 });
                 self.u(events.len() as u64);
-                self.buf.reserve(events.len() * 3);
                 for e in events {
                     self.fd(e.fd);
                     self.buf.push(e.ready.bits());
@@ -328,9 +425,15 @@ impl Encoder {
     /// A clock reading (`NOW` or `WALL`).
     #[inline]
     pub(crate) fn clock(&mut self, tag: u8, d: Duration) {
-        let at = self.open(tag);
-        self.dur(d);
-        self.close(at);
+        if !self.room(20) {
+            return;
+        }
+        let dst = &mut self.block[self.pos..self.pos + 20];
+        dst[0] = tag;
+        let k = put_varint(dst, 2, d.as_secs());
+        let k = put_varint(dst, k, u64::from(d.subsec_nanos()));
+        dst[1] = (k - 2) as u8;
+        self.pos += k;
     }
 
     pub(crate) fn modify(&mut self, c: Change, r: &io::Result<()>) {
@@ -443,16 +546,62 @@ impl Encoder {
     }
 
     /// A read or a write (`READ`, `WRITE`) of `len` bytes asked for on
-    /// `fd`: its result, and the bytes that moved (`data`).
-    #[inline]
+    /// `fd`: its result, and the bytes that moved (`data`). Small ones
+    /// (what a callback moving a few bytes per event makes) are written
+    /// straight into the block.
+    #[inline(always)]
     pub(crate) fn transfer(
         &mut self,
         tag: u8,
         fd: RawFd,
         len: usize,
-        r: &io::Result<usize>,
+        r: Result<usize, &io::Error>,
         data: &[u8],
     ) {
+        let n = data.len();
+        let zfd = zigzag(fd as i64);
+        // The common case in a fixed layout (padded two-byte varints for
+        // the fd and the length asked for), so that every offset is
+        // known: tag, length, fd (2), asked (2), 0 (ok), count, data.
+        if r.is_err()
+            || n > SMALL_DATA
+            || zfd >= 1 << 14
+            || len >= 1 << 14
+            || self.pos + SMALL > self.block.len()
+        {
+            return self.transfer_slow(tag, fd, len, r, data);
+        }
+        let Some(dst) = self.block.get_mut(self.pos..self.pos + SMALL) else {
+            return;
+        };
+        dst[0] = tag;
+        dst[1] = (6 + n) as u8;
+        dst[2] = zfd as u8 | 0x80;
+        dst[3] = (zfd >> 7) as u8;
+        dst[4] = len as u8 | 0x80;
+        dst[5] = (len >> 7) as u8;
+        dst[6] = 0;
+        dst[7] = n as u8;
+        match data {
+            [] => {}
+            [b] => dst[8] = *b,
+            _ => dst[8..8 + n].copy_from_slice(data),
+        }
+        self.pos += 8 + n;
+    }
+
+    #[cold]
+    fn transfer_slow(
+        &mut self,
+        tag: u8,
+        fd: RawFd,
+        len: usize,
+        r: Result<usize, &io::Error>,
+        data: &[u8],
+    ) {
+        if self.dead {
+            return;
+        }
         let at = self.open(tag);
         self.fd(fd);
         self.u(len as u64);
@@ -484,6 +633,23 @@ impl Encoder {
         }
         self.close(at);
     }
+}
+
+/// Writes `v` as a varint into `dst` at `k`; where it ends.
+#[inline]
+fn put_varint(dst: &mut [u8], mut k: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        dst[k] = v as u8 | 0x80;
+        v >>= 7;
+        k += 1;
+    }
+    dst[k] = v as u8;
+    k + 1
+}
+
+#[inline]
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
 }
 
 /// Writes `v` as a varint into `out`; how many bytes it took.
@@ -1224,8 +1390,8 @@ mod tests {
         };
         e.notices(&n);
         let big = vec![b'x'; 300];
-        e.transfer(tag::READ, 7, 4096, &Ok(300), &big);
-        e.transfer(tag::WRITE, 7, 5, &Ok(2), b"he");
+        e.transfer(tag::READ, 7, 4096, Ok(300), &big);
+        e.transfer(tag::WRITE, 7, 5, Ok(2), b"he");
         e.accept(5, Ok(8));
         let st = FileStat {
             exists: true,

@@ -12,7 +12,9 @@
 //! load when nothing records), the bytes the program reads and writes
 //! through [`net::Conns`](crate::net::Conns), the connections a
 //! [`net::Acceptor`](crate::net::Acceptor) accepts and their half-closes,
-//! and the calls of `backends::fd_io` (Unix). The trace is streamed to
+//! and, with the cargo feature `record-fd-io`, the calls of
+//! `backends::fd_io` (Unix; off by default, because it costs each call a
+//! thread-local test). The trace is streamed to
 //! the writer in 64 KiB blocks (memory stays bounded) and completed when
 //! the loop is dropped; [`flush_recording`] writes out what is buffered.
 //!
@@ -83,10 +85,11 @@
 //!
 //! - **Reads and writes behind the loop's back**: a `Read` or `Write` on
 //!   the socket itself (`TcpStream::read`), a file read, a DNS lookup, are
-//!   not recorded. On replay the program's sockets are the replay's, so
-//!   such a read on one of them finds no record: a divergence, with a
-//!   hint saying so (never data made up). A read through `net` or
-//!   `fd_io` on a real descriptor during a replay is a divergence too.
+//!   not recorded (nor is `fd_io` without the feature `record-fd-io`). On
+//!   replay the program's sockets are the replay's, so such a read on one
+//!   of them finds no record: a divergence, with a hint saying so (never
+//!   data made up). A read through `net` (or `fd_io`, with the feature)
+//!   on a real descriptor during a replay is a divergence too.
 //! - **Other threads**: what they do is not in the trace. A wake-up is
 //!   (the poll it ended, and the `woken` notice), but which async watcher
 //!   was sent to is the sender's own state: a replay diverges where the
@@ -106,7 +109,9 @@
 //! trace   = magic "EVLOOPRC" (8 bytes), version (u16, little-endian: 1),
 //!           record*                      (the first one is Begin)
 //! record  = tag (1 byte), length (varint), payload (length bytes)
-//! varint  = unsigned LEB128; signed numbers (fds, errnos) zigzag first
+//! varint  = unsigned LEB128, possibly padded (0x85 0x80 0x00 is 5: the
+//!           hot records keep fixed offsets); signed numbers (fds,
+//!           errnos) zigzag first
 //! dur     = seconds (varint), nanoseconds (varint)
 //! result  = 0 (ok, then the value if any) | 1, error
 //! error   = 0, errno (signed) | 1, kind (1 byte), message (bytes)

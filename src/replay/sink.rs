@@ -84,7 +84,7 @@ fn claim(what: &str) -> io::Result<()> {
 
 /// Runs `f` on the thread's encoder, if it records (and is not inside
 /// another record's encoding).
-#[inline]
+#[inline(always)]
 pub(crate) fn with_encoder(f: impl FnOnce(&mut Encoder)) {
     ENCODER.with(|e| {
         if let Ok(mut e) = e.try_borrow_mut() {
@@ -135,10 +135,28 @@ pub(crate) fn wrote(src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: 
     }
 }
 
+/// A read or write through `backends::fd_io` while the thread records:
+/// straight to the encoder.
+#[cfg(all(unix, feature = "record-fd-io"))]
+#[inline(always)]
+pub(crate) fn record_transfer(
+    t: u8,
+    fd: RawFd,
+    len: usize,
+    r: Result<usize, &io::Error>,
+    data: &[u8],
+) {
+    with_encoder(|e| e.transfer(t, fd, len, r, data));
+}
+
+/// The tags of a read and a write, for `fd_io`.
+#[cfg(all(unix, feature = "record-fd-io"))]
+pub(crate) use super::format::tag::{READ as READ_TAG, WRITE as WRITE_TAG};
+
 #[inline(never)]
 fn transfer_slow(t: u8, src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
     match mode() {
-        RECORDING => with_encoder(|e| e.transfer(t, number(src), len, r, data)),
+        RECORDING => with_encoder(|e| e.transfer(t, number(src), len, r.as_ref().copied(), data)),
         _ => {
             if let Some(fd) = os_fd(src) {
                 let what = if t == tag::READ { "a read" } else { "a write" };
