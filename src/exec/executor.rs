@@ -33,7 +33,9 @@ use slab::Slab;
 
 use super::reactor::Reactor;
 use crate::backend::Wake;
-use crate::{Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher};
+use crate::{
+    Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher,
+};
 
 /// How many tasks one pass polls at most, unless [`Executor::set_budget`]
 /// says otherwise.
@@ -53,12 +55,18 @@ pub(crate) struct RunQueue {
 
 impl RunQueue {
     fn push(&self, task: Arc<TaskWaker>) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).push_back(task);
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(task);
         self.notify();
     }
 
     fn pop(&self) -> Option<Arc<TaskWaker>> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
     }
 
     fn len(&self) -> usize {
@@ -198,7 +206,9 @@ impl Shared {
         EXECUTORS
             .try_with(|all| {
                 let all = all.borrow();
-                all.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade())
+                all.iter()
+                    .find(|(i, _)| *i == id)
+                    .and_then(|(_, w)| w.upgrade())
             })
             .ok()
             .flatten()
@@ -624,7 +634,10 @@ impl Drop for Tasks {
         drop(tasks);
         self.shared.reactor.borrow_mut().close();
         let id = self.shared.id;
-        let _ = EXECUTORS.try_with(|all| all.borrow_mut().retain(|(i, w)| *i != id && w.strong_count() > 0));
+        let _ = EXECUTORS.try_with(|all| {
+            all.borrow_mut()
+                .retain(|(i, w)| *i != id && w.strong_count() > 0)
+        });
     }
 }
 
@@ -719,7 +732,10 @@ impl Executor {
     /// lp.set_priority(ex.watcher(), 1).unwrap();
     /// ```
     pub fn watcher(&self) -> Watcher<Tasks> {
-        self.shared.watcher.get().expect("started when the executor was made")
+        self.shared
+            .watcher
+            .get()
+            .expect("started when the executor was made")
     }
 }
 

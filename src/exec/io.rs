@@ -116,7 +116,12 @@ impl<T> Async<T> {
     }
 
     fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.shared.reactor.borrow_mut().poll_io(self.slot, dir, cx.waker()) {
+        match self
+            .shared
+            .reactor
+            .borrow_mut()
+            .poll_io(self.slot, dir, cx.waker())
+        {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
         }

@@ -528,7 +528,11 @@ fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Re
     if !edge {
         // Reported: no longer watched until a future waits again. A hang
         // up or error answers every direction.
-        let answered = if got & (HUP | ERR) != 0 { R | W } else { got & (R | W) };
+        let answered = if got & (HUP | ERR) != 0 {
+            R | W
+        } else {
+            got & (R | W)
+        };
         s.wanted &= !answered;
         if s.wanted != s.registered {
             s.registered = s.wanted;

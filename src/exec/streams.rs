@@ -45,7 +45,10 @@ impl Slot {
             self.shared = Some(shared);
         }
         let shared = self.shared.as_ref().expect("set above");
-        let polled = shared.reactor.borrow_mut().poll_stream(self.slot, cx.waker());
+        let polled = shared
+            .reactor
+            .borrow_mut()
+            .poll_stream(self.slot, cx.waker());
         match polled {
             Some(item) => Poll::Ready(item),
             None => Poll::Pending,

@@ -193,7 +193,11 @@ impl Future for Sleep {
                 return Poll::Pending;
             };
             let fired = ex.reactor.borrow_mut().poll_timer(slot, cx.waker());
-            return if fired { Poll::Ready(()) } else { Poll::Pending };
+            return if fired {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            };
         }
         let Some(ex) = Shared::current() else {
             panic!("evloop::exec::Sleep polled outside a task of an evloop executor");
@@ -300,6 +304,8 @@ impl<F: Future> Future for Timeout<F> {
 
 impl<F: Future> fmt::Debug for Timeout<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Timeout").field("sleep", &self.sleep).finish()
+        f.debug_struct("Timeout")
+            .field("sleep", &self.sleep)
+            .finish()
     }
 }
