@@ -171,7 +171,7 @@ fn full_duplex(mut lp: Loop<'static>, size: usize) {
         let writer = spawn_local(async move {
             let data = pattern(size);
             for chunk in data.chunks(100_000) {
-                (&*out).write_all(chunk).await.unwrap();
+                out.write_all(chunk).await.unwrap();
             }
             out.get_ref().shutdown(std::net::Shutdown::Write).unwrap();
         })
