@@ -41,6 +41,7 @@ declare -A pid addr
 start() {
     local name=$1
     shift
+    : >"$tmp/$name.out"
     "$@" >"$tmp/$name.out" &
     pid[$name]=$!
     pids+=("$!")
