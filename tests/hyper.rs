@@ -278,7 +278,9 @@ fn header_read_timeout_through_the_timer() {
             })
             .unwrap();
         assert!(
-            closed_after >= Duration::from_millis(140) && closed_after < Duration::from_secs(5),
+            // Not at once, and not never: the timer starts when the
+            // server first polls the connection, a little before `start`.
+            closed_after >= Duration::from_millis(100) && closed_after < Duration::from_secs(5),
             "{backend}: closed after {closed_after:?}"
         );
         let first = served.connections.borrow_mut().remove(0);

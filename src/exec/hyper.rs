@@ -9,7 +9,7 @@
 //!   [`Async<T>`] (a `TcpStream`, a Unix stream, the simulator's
 //!   `SimSocket`: any source that `&T` reads and writes).
 //! - [`HyperTimer`]: `hyper::rt::Timer` on the loop's timer heap
-//!   ([`sleep`](super::sleep)); hyper's deadlines (`Instant`s) are read on
+//!   ([`sleep`]); hyper's deadlines (`Instant`s) are read on
 //!   the loop's clock, so that on the simulator they are virtual.
 //! - [`HyperExecutor`]: `hyper::rt::Executor` for `!Send` futures,
 //!   spawned as tasks of the loop's executor (hyper's http2 needs one;
