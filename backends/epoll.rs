@@ -729,6 +729,17 @@ impl Backend for Epoll {
         super::util::check_pollable("epoll", fd)
     }
 
+    /// The epoll fd: readable while a registered fd (or an internal one:
+    /// a signal, a child's exit, a wake-up) is ready. Every change is
+    /// made at once (`expose_changes` has nothing to do); a rebuild owed
+    /// after a `DEL` that missed its registration is made by the next
+    /// poll, and until then the fd may be readable for a stale
+    /// registration (a spurious wake-up, which that poll ends).
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Ok(self.epfd.as_fd())
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,

@@ -982,14 +982,26 @@ impl IoUring {
         IoUring::create(true)
     }
 
-    /// A ring without deferred task work, as on kernels before 6.1, for
-    /// tests of that mode. Not part of the API.
+    /// A ring without deferred task work (as [`IoUring::new`] makes on
+    /// kernels before 6.1): the one whose fd another loop can watch
+    /// ([`Backend::pollable_fd`], [`Loop::pollable_fd`](crate::Loop::pollable_fd),
+    /// [`Loop::embed`](crate::Loop::embed)). A ring with deferred task
+    /// work posts a poll's completion only when its own thread enters it,
+    /// so its fd is never woken by one; without it, the kernel completes
+    /// polls with task work signalled to the loop's thread, which ends a
+    /// wait of that thread (another loop's, blocked on the ring's fd) with
+    /// `EINTR` and makes the ring's fd readable (the crate's backends
+    /// retry `EINTR`; std's blocking I/O does too). The unit tests run
+    /// the backend on both kinds of ring. Errors: those of
+    /// [`IoUring::new`].
     ///
     /// ```
-    /// # let Ok(ring) = evloop::backends::io_uring::IoUring::without_deferred_task_work() else { return };
-    /// # drop(ring);
+    /// use evloop::backends::io_uring::IoUring;
+    /// use evloop::Loop;
+    /// let Ok(ring) = IoUring::without_deferred_task_work() else { return };
+    /// let lp: Loop = Loop::with_backend(ring);
+    /// assert!(lp.pollable_fd().is_ok());
     /// ```
-    #[doc(hidden)]
     pub fn without_deferred_task_work() -> io::Result<IoUring> {
         IoUring::create(false)
     }
@@ -1115,6 +1127,54 @@ impl Backend for IoUring {
 
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
         self.pollable.check("io_uring", fd)
+    }
+
+    /// The ring's fd, readable while its completion queue holds a
+    /// completion (a watched fd's poll, an internal fd's) once the queued
+    /// polls are submitted (`expose_changes`); only for a ring without
+    /// deferred task work ([`IoUring::without_deferred_task_work`]).
+    /// A ring with it (what [`IoUring::new`] makes from Linux 6.1) is
+    /// refused: its completions are posted only when the loop's thread
+    /// enters the ring, and nothing wakes a wait on its fd meanwhile
+    /// (measured: a `poll(2)` of the fd sleeps through a ready socket's
+    /// completion until its timeout).
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        // The backend asks for SINGLE_ISSUER only with DEFER_TASKRUN, and
+        // the kernel keeps the flags it accepted.
+        if self.set.ring.params().is_setup_single_issuer() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the ring was made with deferred task work \
+                 (IORING_SETUP_DEFER_TASKRUN), which posts a poll's completion only when the \
+                 loop's own thread enters the ring, so nothing wakes a wait on the ring's fd; \
+                 make the loop's ring with IoUring::without_deferred_task_work()",
+            ));
+        }
+        // SAFETY: the ring's descriptor is open for as long as the ring,
+        // which `self` owns and replaces only through `&mut self` (reinit):
+        // the borrow cannot outlive it. (The io-uring crate's own `AsFd`
+        // is behind a feature this crate does not enable.)
+        Ok(unsafe { BorrowedFd::borrow_raw(self.set.ring.as_raw_fd()) })
+    }
+
+    /// Submits the queued polls and re-arms the level fds (and internal
+    /// fds) the last poll reported, without waiting: their completions
+    /// stay in the completion queue for the next poll, and make the ring's
+    /// fd readable meanwhile.
+    fn expose_changes(&mut self) -> io::Result<()> {
+        let set = &mut self.set;
+        set.rearm()?;
+        if set.ring.submission().is_empty() {
+            return Ok(());
+        }
+        set.submit()
+    }
+
+    /// Completions read early (a submission that found the completion
+    /// queue overflowing): the ring's fd does not show them.
+    fn holds_reports(&self) -> bool {
+        !self.set.t.backlog.is_empty()
     }
 
     fn poll(

@@ -317,8 +317,11 @@ pub struct Kqueue {
     /// The process that created `kq`.
     owner: u32,
     /// Changes queued by `modify` (and by one-shot events), submitted by
-    /// the next `poll`.
+    /// the next `poll` (or by `expose_changes`).
     changes: Vec<sys::kevent>,
+    /// Registrations the kernel refused in `expose_changes`: reported
+    /// invalid by the next `poll`, which then does not block.
+    refused: Vec<RawFd>,
     /// `kevent`'s output buffer (its capacity is reused; its length is the
     /// number of records the last call returned).
     out: Vec<sys::kevent>,
@@ -423,6 +426,7 @@ impl Kqueue {
             kq: ManuallyDrop::new(create()?),
             owner: std::process::id(),
             changes: Vec::new(),
+            refused: Vec::new(),
             out: Vec::with_capacity(INITIAL_EVENTS),
             room: INITIAL_EVENTS,
             clock: Clock::new(),
@@ -638,6 +642,11 @@ impl Backend for Kqueue {
                 Err(io::Error::from_raw_os_error(libc::EBADF))
             };
         }
+        if !self.refused.is_empty() {
+            // A refusal `expose_changes` kept: this change supersedes it
+            // (a new registration is tried, and reports, on its own).
+            self.refused.retain(|&f| f != fd);
+        }
         if new.is_empty() {
             self.pollable.forget(fd);
         } else if old == Interest::NONE {
@@ -655,6 +664,92 @@ impl Backend for Kqueue {
         self.pollable.check("kqueue", fd)
     }
 
+    /// The kqueue: readable while a filter has an event to report (a
+    /// watched fd is ready, or the wake fd: a signal, a wake-up), once
+    /// the changelist is submitted (`expose_changes`).
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Ok(self.kq.as_fd())
+    }
+
+    /// Submits the changelist now, each record with `EV_RECEIPT`: the
+    /// kernel answers every change with an `EV_ERROR` record (`data` 0
+    /// when it succeeded) and returns without collecting an event, so
+    /// nothing is drained from the kqueue. A refused registration is kept
+    /// for the next `poll`, which reports the fd invalid (as it would have
+    /// had it submitted the change itself); a refused removal is ignored,
+    /// as there.
+    fn expose_changes(&mut self) -> io::Result<()> {
+        let nchanges = self.changes.len();
+        if nchanges == 0 {
+            return Ok(());
+        }
+        if nchanges > libc::c_int::MAX as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("kqueue: {nchanges} queued changes are too many for one kevent call"),
+            ));
+        }
+        for c in &mut self.changes {
+            c.flags |= sys::EV_RECEIPT;
+        }
+        self.out.clear();
+        self.out.reserve(nchanges);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `kq` is an open kqueue owned by `self`; `changes` holds
+        // `nchanges` initialised records that the kernel only reads; `out`
+        // has capacity for `nchanges` records (one receipt per change),
+        // which the kernel may write; `zero` outlives the call.
+        let n = unsafe {
+            sys::kevent(
+                self.kq.as_raw_fd(),
+                self.changes.as_ptr(),
+                nchanges as _,
+                self.out.as_mut_ptr(),
+                nchanges as _,
+                &zero,
+            )
+        };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                // Nothing is known to be applied: the changes stay queued
+                // for the next poll, as they were.
+                for c in &mut self.changes {
+                    c.flags &= !sys::EV_RECEIPT;
+                }
+                return Err(err);
+            }
+            // kevent(2): "All changes contained in the changelist are
+            // applied before returning this error" (their receipts lost:
+            // a refusal among them shows as the fd's silence, as a removal
+            // behind the loop's back would).
+            self.changes.clear();
+            return Ok(());
+        }
+        self.changes.clear();
+        // SAFETY: the kernel initialised the first `n` records, and
+        // `n <= nchanges <= capacity`; `kevent` is `Copy` (no drop).
+        unsafe { self.out.set_len(n as usize) };
+        for ev in &self.out {
+            let udata = ev.udata as usize;
+            if ev.flags & sys::EV_ERROR != 0 && ev.data != 0 && udata & UD_ADD != 0 {
+                let fd = ev.ident as RawFd;
+                if !self.refused.contains(&fd) {
+                    self.refused.push(fd);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn holds_reports(&self) -> bool {
+        !self.refused.is_empty() || self.kids.has_mail()
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,
@@ -667,8 +762,18 @@ impl Backend for Kqueue {
         } else {
             Some(Duration::ZERO)
         };
-        let deadline = Deadline::new(timeout);
         self.wait_seq += 1;
+        // Registrations refused when `expose_changes` submitted them: news
+        // too.
+        let timeout = if self.refused.is_empty() {
+            timeout
+        } else {
+            for fd in std::mem::take(&mut self.refused) {
+                self.report(events, fd, Ready::INVALID);
+            }
+            Some(Duration::ZERO)
+        };
+        let deadline = Deadline::new(timeout);
         loop {
             let nchanges = self.changes.len();
             // Room for one error record per change, plus room for events.
@@ -835,6 +940,7 @@ impl Backend for Kqueue {
         self.owner = me;
         // They were meant for the old kqueue; the loop re-registers every fd.
         self.changes.clear();
+        self.refused.clear();
         // The children are the parent's; their filters went with the old
         // kqueue.
         self.procs.clear();

@@ -283,6 +283,14 @@ impl Backend for Poll {
         self.pollable.check("poll", fd)
     }
 
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "poll(2) is handed the watched fds at each wait, and no kernel object holds them in \
+             between (epoll and kqueue have one)",
+        ))
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,
@@ -340,7 +348,16 @@ impl Backend for Poll {
     crate::notifier_hooks!(s => s.notifier, &mut s.set);
 
     fn reinit(&mut self) -> io::Result<()> {
-        // No kernel object to re-create; the notifier's fds change.
+        // No kernel object to re-create; the notifier's fds change. The
+        // loop's fds are forgotten, as a new kernel object would have
+        // them: the loop adds every fd it still watches again (with `old`
+        // NONE), and one it drops meanwhile is never named again (it would
+        // stay in the array, closed: POLLNVAL at every wait).
+        let set = &mut self.set;
+        for p in &set.fds[set.internal..] {
+            set.slot[p.fd as usize] = NO_SLOT;
+        }
+        set.fds.truncate(set.internal);
         self.notifier.reinit(&mut self.set)
     }
 }
@@ -370,6 +387,25 @@ mod tests {
         p.modify(902, w, Interest::NONE).unwrap();
         assert!(table(&p).is_empty());
         assert!(p.modify(-1, Interest::NONE, r).is_err());
+    }
+
+    /// `reinit` forgets the loop's fds (the loop adds those it still
+    /// watches again) and keeps the notifier's.
+    #[test]
+    fn reinit_forgets_the_loops_fds() {
+        use std::os::fd::AsRawFd;
+        let mut p = Poll::new();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fd = a.as_raw_fd();
+        p.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
+        p.waker().unwrap();
+        let internal = p.set.internal;
+        assert_eq!((internal, p.set.fds.len()), (1, 2));
+        p.reinit().unwrap();
+        assert_eq!((p.set.internal, p.set.fds.len()), (internal, internal));
+        assert_eq!(p.slot_of(fd), None);
+        p.modify(fd, Interest::NONE, Interest::WRITABLE).unwrap();
+        assert_eq!(table(&p)[internal..], [(fd, libc::POLLOUT)]);
     }
 
     #[test]

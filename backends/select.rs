@@ -318,6 +318,14 @@ impl Backend for Select {
         self.pollable.check("select", fd)
     }
 
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "select(2) is handed the watched fds at each wait, and no kernel object holds them in \
+             between (epoll and kqueue have one)",
+        ))
+    }
+
     fn poll(
         &mut self,
         timeout: Option<Duration>,
@@ -390,7 +398,17 @@ impl Backend for Select {
     crate::notifier_hooks!(s => s.notifier, &mut s.set);
 
     fn reinit(&mut self) -> io::Result<()> {
-        // No kernel object to re-create; the notifier's fds change.
+        // No kernel object to re-create; the notifier's fds change. The
+        // loop's fds are forgotten, as a new kernel object would have
+        // them: the loop adds every fd it still watches again (with `old`
+        // NONE), and one it drops meanwhile is never named again (it would
+        // stay in the sets, closed: EBADF at every wait).
+        let set = &mut self.set;
+        set.read = set.internal;
+        set.write = empty_set();
+        while set.max_fd >= 0 && !set.registered(set.max_fd) {
+            set.max_fd -= 1;
+        }
         self.notifier.reinit(&mut self.set)
     }
 }
@@ -428,6 +446,27 @@ mod tests {
         assert!(s.modify(SETSIZE, Interest::NONE, r).is_err());
         assert!(s.modify(-1, Interest::NONE, r).is_err());
         assert!(s.modify(SETSIZE, r, Interest::NONE).is_ok());
+    }
+
+    /// `reinit` forgets the loop's fds (the loop adds those it still
+    /// watches again) and keeps the notifier's.
+    #[test]
+    fn reinit_forgets_the_loops_fds() {
+        let mut s = Select::new();
+        // Numbers no test opens (see above).
+        s.modify(1000, Interest::NONE, Interest::READABLE).unwrap();
+        s.modify(1001, Interest::NONE, Interest::WRITABLE).unwrap();
+        s.waker().unwrap();
+        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
+        assert_eq!(internal.len(), 1);
+        s.reinit().unwrap();
+        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
+        assert!(!s.set.registered(1000) && !s.set.registered(1001));
+        assert!(internal.iter().all(|&fd| is_set(fd, &s.set.read)));
+        assert_eq!(s.set.max_fd, internal.iter().copied().max().unwrap());
+        s.modify(1000, Interest::NONE, Interest::WRITABLE).unwrap();
+        assert!(is_set(1000, &s.set.write) && !is_set(1000, &s.set.read));
+        assert_eq!(s.set.max_fd, 1000);
     }
 
     /// The clock-step timer and the inotify instance are in the read set

@@ -1392,6 +1392,15 @@ impl Backend for SimBackend {
         }
     }
 
+    #[cfg(unix)]
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "its fds and its clock are virtual: no OS descriptor becomes readable when a \
+             simulated socket is ready",
+        ))
+    }
+
     fn check_fd(&self, fd: RawFd) -> io::Result<()> {
         let w = self.world.borrow();
         match w.socket(fd) {

@@ -1009,4 +1009,61 @@ pub trait Backend {
     fn reinit(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// The backend's own pollable descriptor, if it has one: a kernel
+    /// object that another loop can watch for readability in place of
+    /// this one's wait (epoll's epoll fd, kqueue's kqueue, an io_uring
+    /// ring without deferred task work). It must be readable whenever a
+    /// [`Backend::poll`] with a zero timeout would report an fd, or take
+    /// a notice through the backend's internal fds (a signal, a child's
+    /// exit, a wake-up), once the changes [`Backend::modify`] made are
+    /// exposed ([`Backend::expose_changes`]); spurious readability is
+    /// allowed (the holder then runs the loop for nothing). What is
+    /// reported when it is refused says why, in the backend's words: the
+    /// loop passes it on (`Loop::pollable_fd`,
+    /// [`Error::NoPollableFd`](crate::Error::NoPollableFd)). Backends
+    /// that wait on the fds themselves (poll, select) or have no OS
+    /// descriptors (the simulator) have none, and the default refuses.
+    /// The error's text is the reason alone, without the backend's name
+    /// (the loop's error adds it). Unix only. `docs/porting.md` ("A pollable fd")
+    /// has the contract.
+    ///
+    /// ```
+    /// use evloop::backend::Backend;
+    /// use evloop::backends::poll::Poll;
+    /// let err = Poll::new().pollable_fd().unwrap_err();
+    /// assert!(err.to_string().contains("poll(2) is handed the watched fds"), "{err}");
+    /// ```
+    #[cfg(unix)]
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "it does not implement Backend::pollable_fd (the trait's default refuses)",
+        ))
+    }
+
+    /// Makes what [`Backend::modify`] has queued but not yet given the
+    /// kernel show on `Backend::pollable_fd`, without waiting and
+    /// without taking readiness out of the kernel: the loop calls it when
+    /// someone else is about to wait on that fd
+    /// ([`Loop::flush_changes`](crate::Loop::flush_changes), the embed
+    /// watcher), after sending its own changes. kqueue submits its
+    /// changelist (with `EV_RECEIPT`, which drains no event); io_uring
+    /// submits its queued polls and re-arms the level fds its last poll
+    /// reported. A change the kernel refuses here is kept and reported
+    /// by the next [`Backend::poll`] ([`Backend::holds_reports`]). The
+    /// default does nothing: right for a backend whose `modify` changes
+    /// the kernel object at once (epoll).
+    fn expose_changes(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// Whether the backend holds reports that its next [`Backend::poll`]
+    /// will give but `Backend::pollable_fd` does not show (a change the
+    /// kernel refused in [`Backend::expose_changes`], completions read
+    /// early): the loop's [`Loop::next_timeout`](crate::Loop::next_timeout)
+    /// is then zero. The default: none.
+    fn holds_reports(&self) -> bool {
+        false
+    }
 }

@@ -83,11 +83,15 @@ impl<'s, S> Loop<'s, S> {
                     // queuing would (the flush takes them first).
                     self.fds.report_oneshot(ev.fd);
                     let e = &self.registry[slot];
-                    let r = ev.ready & e.receives();
+                    let mut r = ev.ready & e.receives();
                     if r.is_empty() {
                         continue;
                     }
-                    self.results.defer_disarm(slot, e.version());
+                    let version = e.version();
+                    if e.pending.is_some() {
+                        r = self.merge_queued(slot, r);
+                    }
+                    self.results.defer_disarm(slot, version);
                     self.invoke::<false>(slot, r, OBSERVED, state);
                     self.settle_disarm();
                     if self.pending.has_above(Priority::DEFAULT) {
@@ -113,21 +117,35 @@ impl<'s, S> Loop<'s, S> {
                 }
             };
             let e = &mut self.registry[slot];
-            let r = ev.ready & e.receives();
+            let mut r = ev.ready & e.receives();
             if r.is_empty() {
                 continue;
             }
-            // Nothing queues an io watcher while a batch is open: feeding or
-            // re-prioritising one materialises the batch first.
-            debug_assert!(
-                e.pending.is_none(),
-                "io watcher queued during a direct batch"
-            );
+            // Feeding or re-prioritising a watcher of an fd materialises
+            // the batch first; only a kind's phase after the poll may have
+            // queued one (a once whose deadline came, an embed watcher
+            // whose loop has a timer due).
+            if e.pending.is_some() {
+                r = self.merge_queued(slot, r);
+            }
             self.invoke::<false>(slot, r, OBSERVED, state);
             if self.pending.has_above(Priority::DEFAULT) {
                 return;
             }
         }
+    }
+
+    /// A kind's watcher of an fd that its phase after the poll queued (a
+    /// once's deadline, an embed watcher's inner deadline) while the
+    /// batch held a result for its fd: the queued path would have merged
+    /// that entry into the io event's, queued first, at the fd's place in
+    /// poll order; so the entry is cancelled and its readiness joins the
+    /// event's, invoked now. (Such a watcher has the default priority:
+    /// another would have kept the batch from opening.)
+    #[cold]
+    #[inline(never)]
+    fn merge_queued(&mut self, slot: Slot, ready: Ready) -> Ready {
+        ready | self.registry.cancel(&mut self.pending, slot)
     }
 
     /// Materialises the direct batch, if one is open (see

@@ -194,6 +194,38 @@ pub enum Error {
         /// Why it cannot be registered.
         reason: &'static str,
     },
+    /// `Loop::pollable_fd`: the loop's backend
+    /// has no descriptor of its own that another loop could watch (poll
+    /// and select wait on the fds themselves, the simulator's fds are
+    /// virtual, an io_uring ring with deferred task work is never woken
+    /// by its completions). `reason` says why, in the backend's words.
+    NoPollableFd {
+        /// The backend's name.
+        backend: &'static str,
+        /// Why it has none.
+        reason: String,
+    },
+    /// `Loop::embed` (and
+    /// `Loop::can_embed`): the loop cannot be
+    /// embedded in this one, because its backend has no pollable fd
+    /// ([`Error::NoPollableFd`]'s reasons), or because this loop's backend
+    /// cannot watch that fd (the simulator watches only virtual fds;
+    /// select, only fds below `FD_SETSIZE`).
+    CannotEmbed {
+        /// The backend of the loop to embed.
+        inner: &'static str,
+        /// The backend of the loop it was to be embedded in.
+        outer: &'static str,
+        /// Why not.
+        reason: String,
+    },
+    /// `Loop::embedded_mut`,
+    /// `Loop::embedded`,
+    /// `Loop::unembed`: the embed watcher's
+    /// callback is running and holds the embedded loop (it is the
+    /// callback's argument); it can be reached that way, or after the
+    /// callback returns.
+    EmbeddedRunning,
     /// The process has made 2^32 - 1 loops: a loop's id, which its
     /// handles carry so that another loop refuses them, is never reused
     /// (a handle of a dropped loop must not be taken for a new loop's), so
@@ -322,6 +354,16 @@ impl fmt::Display for Error {
             Error::BackendNameTaken { name, reason } => {
                 write!(f, "cannot register a backend named {name:?}: {reason}")
             }
+            Error::NoPollableFd { backend, reason } => {
+                write!(f, "the {backend} backend has no pollable fd: {reason}")
+            }
+            Error::CannotEmbed { inner, outer, reason } => write!(
+                f,
+                "a loop on the {inner} backend cannot be embedded in a loop on the {outer} backend: {reason}"
+            ),
+            Error::EmbeddedRunning => f.write_str(
+                "the embed watcher's callback is running and holds the embedded loop; reach it through the callback's argument, or after the callback returns",
+            ),
             Error::LoopIdsExhausted => f.write_str(
                 "no new loop can be made: this process has made 2^32 - 1 loops, and loop ids (which handles carry) are never reused",
             ),

@@ -313,7 +313,7 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// libev's `fd_reify`: the changed fds' interests to the backend.
-    fn flush_fds(&mut self) {
+    pub(crate) fn flush_fds(&mut self) {
         let flush = Flush {
             native_oneshot: self.caps.oneshot,
             nested: self.run.depth > 1,

@@ -223,6 +223,12 @@ impl FdTable {
         self.fds.get(fd as usize)
     }
 
+    /// Whether changes wait for [`FdTable::flush_changes`] (some may
+    /// cancel out and send nothing).
+    pub fn has_unflushed(&self) -> bool {
+        !self.changes.is_empty() || !self.reported.is_empty()
+    }
+
     /// Marks `fd` as needing a backend update before the next poll.
     #[inline]
     pub fn mark_changed(&mut self, fd: RawFd) {

@@ -89,6 +89,8 @@ pub use kind::{Context, Kind, Phase, Phases, Watcher};
 pub use kinds::asyncs::{Async, AsyncSender};
 pub use kinds::child::{Child, ChildEvent};
 pub use kinds::cleanup::Cleanup;
+#[cfg(unix)]
+pub use kinds::embed::Embed;
 pub use kinds::once::{Once, OnceEvent};
 pub use kinds::periodic::{Periodic, Schedule};
 pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
@@ -112,6 +114,8 @@ pub mod doc_pages {
     pub struct Readme;
     #[doc = include_str!("../docs/architecture.md")]
     pub struct Architecture;
+    #[doc = include_str!("../docs/async.md")]
+    pub struct AsyncGuide;
     #[doc = include_str!("../docs/backends.md")]
     pub struct Backends;
     #[doc = include_str!("../docs/benchmarks.md")]

@@ -7,9 +7,7 @@ use std::time::Duration;
 use crate::backend::{Backend, Capabilities};
 use crate::timers::from_ns;
 use crate::unwind::Held;
-use crate::{Break, Loop};
-#[cfg(unix)]
-use crate::{Error, Result};
+use crate::{Break, Error, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
     /// A loop on the given backend (any [`Backend`], including one defined
@@ -199,6 +197,177 @@ impl<'s, S> Loop<'s, S> {
         // In the prepare phase, what is pending is invoked before the poll.
         let pending = !phase.preparing && !self.pending.is_empty();
         self.block_time_given(phase.mode, pending).0
+    }
+
+    /// The backend's own descriptor, for another loop (a GUI toolkit's,
+    /// glib's, mio's, another evloop's: [`Loop::embed`]) to watch for
+    /// readability in place of this loop's wait: the epoll fd, the
+    /// kqueue, or the ring's fd of an io_uring ring made without deferred
+    /// task work. Unix only.
+    ///
+    /// **When it is readable**: when the backend would report something
+    /// to a poll with a zero timeout: an fd of an active io watcher (or
+    /// of a kind's watcher: a [`Loop::once`], an embedded loop) is ready
+    /// for what its watchers ask, or one of the backend's internal fds
+    /// is: a signal the loop watches arrived, a watched child exited, a
+    /// path hint came, the wall clock was stepped, or an async watcher was
+    /// sent to after [`Loop::next_timeout`] was called (before that, a
+    /// send only sets a flag, which `next_timeout` reads). Only changes
+    /// sent to the backend count: those a `run` makes, or
+    /// [`Loop::flush_changes`]. It may also be readable for nothing (a
+    /// stale registration that the next poll drops); running the loop
+    /// then does nothing.
+    ///
+    /// **Not** through the fd: expired timers (and periodic, stat and
+    /// once deadlines), callbacks already pending (fed events, what a
+    /// previous run left), active idle watchers, changes not yet flushed.
+    /// [`Loop::next_timeout`] answers for those: the holder waits on the
+    /// fd for at most that long, then runs the loop
+    /// (`run(RunMode::NoWait, ..)`). Readiness is level: an edge-triggered
+    /// holder (mio) re-arms its registration after each run
+    /// (`docs/recipes.md`, "Nesting loops").
+    ///
+    /// `AsFd` is not implemented for `Loop`: one `Loop` type covers every
+    /// backend, and most of them (poll, select, the simulator) have no fd
+    /// to give, where `AsFd` cannot fail. The [`BorrowedFd`] returned here
+    /// is `AsFd` itself.
+    ///
+    /// Errors: [`Error::NoPollableFd`], naming the backend and why (poll,
+    /// select, the simulator, an io_uring ring with deferred task work).
+    ///
+    /// [`BorrowedFd`]: std::os::fd::BorrowedFd
+    ///
+    /// ```
+    /// use evloop::{Error, Loop, Sim};
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// use evloop::{Interest, RunMode};
+    /// use std::io::Write;
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// // Is the loop's fd readable within `ms` milliseconds?
+    /// fn readable(fd: i32, ms: i32) -> bool {
+    ///     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    ///     unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    /// }
+    ///
+    /// let mut lp: Loop<u32> = Loop::builder().backend("epoll").build()?;
+    /// let (a, mut peer) = UnixStream::pair()?;
+    /// lp.io(a, Interest::READABLE, |lp, n, ev| {
+    ///     *n += 1;
+    ///     lp.remove(ev.watcher).unwrap();
+    /// })?;
+    /// lp.flush_changes()?; // the new watcher's fd, to the epoll set
+    /// let fd = lp.pollable_fd()?.as_raw_fd();
+    /// assert_eq!(lp.next_timeout(), None); // no deadline
+    /// assert!(!readable(fd, 0));
+    /// peer.write_all(b"x")?;
+    /// assert!(readable(fd, 5_000));
+    /// let mut n = 0;
+    /// lp.run(RunMode::NoWait, &mut n)?;
+    /// assert_eq!(n, 1);
+    /// # }
+    /// // The simulator has none.
+    /// let lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let err = lp.pollable_fd().unwrap_err();
+    /// assert!(matches!(err, Error::NoPollableFd { backend: "sim", .. }));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(unix)]
+    pub fn pollable_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        self.backend.pollable_fd().map_err(|e| Error::NoPollableFd {
+            backend: self.backend.name(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Sends the fd changes made since the loop last did (watchers
+    /// started, stopped, changed outside a `run`) to the backend, as a
+    /// `run` does before it polls (libev's `fd_reify`), and has the
+    /// backend make them show on its `Loop::pollable_fd` (kqueue submits
+    /// its changelist, io_uring its queued polls and the re-arms of the
+    /// level fds its last poll reported). Call it before waiting on the
+    /// pollable fd, then [`Loop::next_timeout`]; the embed watcher does
+    /// both before its loop's poll. An fd the backend refuses has its
+    /// watchers stopped and [`Ready::ERROR`](crate::Ready::ERROR) queued
+    /// for them, as in a `run`.
+    ///
+    /// Errors: [`Error::Backend`] if the backend could not make its queued
+    /// changes (they stay queued for its next poll).
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
+    /// assert_eq!(sim.modify_count(), 0); // not sent yet
+    /// lp.flush_changes().unwrap();
+    /// assert_eq!(sim.modify_count(), 1);
+    /// ```
+    pub fn flush_changes(&mut self) -> Result<()> {
+        self.materialise_batch();
+        self.flush_fds();
+        self.backend
+            .expose_changes()
+            .map_err(|source| Error::Backend {
+                backend: self.backend.name(),
+                op: "make its queued changes",
+                source,
+            })
+    }
+
+    /// How long the holder of the loop's `Loop::pollable_fd` may wait on
+    /// it before running the loop (`run(RunMode::NoWait, ..)`) for what
+    /// the fd does not show: zero if callbacks are pending (fed events,
+    /// what a previous run left, an async watcher's send not yet taken),
+    /// an idle watcher is active, fd changes wait for
+    /// [`Loop::flush_changes`] or the backend holds a report its fd does
+    /// not show; else the time to the earliest timer, periodic, stat or
+    /// once deadline (the clock is read, and the loop's time with it);
+    /// `None` if nothing but the fd can bring work (no deadline at all,
+    /// or nothing active: nothing then ever needs the loop to run).
+    ///
+    /// From this call until the loop next polls, a send to one of its
+    /// async watchers (from any thread) makes the pollable fd readable;
+    /// before it, a send only sets a flag that this call reads (libev's
+    /// rule that the wake-up fd is written only while the loop waits). So
+    /// call it last before waiting.
+    ///
+    /// It differs from [`Loop::backend_timeout`], which answers for the
+    /// loop's own next poll: that one is zero for a loop that has nothing
+    /// to wait for (its `run` would poll without blocking and stop), and
+    /// knows of a `run`'s mode and prepare phase.
+    ///
+    /// ```
+    /// use evloop::{Loop, Ready, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert_eq!(lp.next_timeout(), None); // nothing to do, ever
+    /// let t = lp.timer(Duration::from_millis(250), Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(lp.next_timeout(), Some(Duration::from_millis(250)));
+    /// lp.feed_event(t, Ready::EMPTY).unwrap();
+    /// assert_eq!(lp.next_timeout(), Some(Duration::ZERO)); // pending
+    /// ```
+    pub fn next_timeout(&mut self) -> Option<Duration> {
+        self.materialise_batch();
+        let now = Some(Duration::ZERO);
+        if !self.pending.is_empty() || self.kinds_due() > 0 {
+            return now;
+        }
+        if self.fds.has_unflushed() || self.backend.holds_reports() {
+            return now;
+        }
+        // From here a send to an async watcher wakes the backend (its fd),
+        // until the loop's next poll; one made already is due now.
+        if self.kinds_sleep() {
+            return now;
+        }
+        match self.block_time_given(crate::RunMode::Default, false) {
+            // Only prepare and check watchers, or nothing: no deadline.
+            (_, true) => None,
+            (wait, false) => wait,
+        }
     }
 
     /// Turns direct dispatch of io events on (the default) or off. A test

@@ -244,3 +244,55 @@ fn io_watchers_within_the_capacity_grow_no_vector() {
     );
     assert_eq!(again, N as u64, "once grown, the tables are kept");
 }
+
+/// Tasks in steady state allocate nothing either, on every kernel
+/// backend: two tasks play ping-pong over a loopback TCP pair
+/// (`exec::Async`: waits, wakes, the executor's passes, the reactor's
+/// requests) and one sleeps in a loop (`exec::sleep`: a timer slot and
+/// its stopped watcher taken again each time).
+#[test]
+fn steady_state_tasks_allocate_nothing() {
+    use evloop::exec::{sleep, Async};
+    use std::net::{TcpListener, TcpStream};
+    for &name in evloop::backends::AVAILABLE {
+        let mut lp: Loop = Loop::builder().backend(name).build().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        let ex = lp.executor().unwrap();
+        let (a, b) = (
+            Async::with_executor(&ex, a).unwrap(),
+            Async::with_executor(&ex, b).unwrap(),
+        );
+        lp.spawn_local(async move {
+            let mut buf = [0u8; 1];
+            loop {
+                a.write_all(b"p").await.unwrap();
+                assert_eq!(a.read(&mut buf).await.unwrap(), 1);
+            }
+        })
+        .unwrap();
+        lp.spawn_local(async move {
+            let mut buf = [0u8; 1];
+            loop {
+                assert_eq!(b.read(&mut buf).await.unwrap(), 1);
+                b.write_all(b"q").await.unwrap();
+            }
+        })
+        .unwrap();
+        lp.spawn_local(async {
+            loop {
+                sleep(Duration::from_micros(100)).await;
+            }
+        })
+        .unwrap();
+        let mut run = |n: usize| {
+            for _ in 0..n {
+                lp.run(RunMode::Once, &mut ()).unwrap();
+            }
+        };
+        run(200); // warm up: vectors, slabs, queues at their sizes
+        let allocated = allocations_in(|| run(300));
+        assert_eq!(allocated, 0, "{name}: tasks in steady state allocated");
+    }
+}

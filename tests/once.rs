@@ -167,3 +167,47 @@ fn a_stopped_once_is_paused_and_a_started_one_resumes() {
         assert!(lp.is_active(once).is_err(), "fired: stale");
     });
 }
+
+/// Readiness and the timeout in one iteration (the fd ready before the
+/// run, a zero timeout): one call, with the readiness, as the queued path
+/// gives it, also when the poll's results are dispatched directly (the
+/// once's deadline queues it after the poll, while the direct batch still
+/// holds its fd's result: the two merge at the fd's place).
+#[test]
+fn readiness_and_the_timeout_in_one_iteration_make_one_call() {
+    on_every_world("once ready at its deadline", |w| {
+        let mut logs = vec![];
+        for direct in [true, false] {
+            let (conn, mut peer) = w.pair();
+            peer.send(b"x");
+            let (first, mut first_peer) = w.pair();
+            first_peer.send(b"y");
+            let mut lp: Loop<Vec<String>> = w.new_loop();
+            lp.set_direct_dispatch(direct);
+            lp.io(first, Interest::READABLE, |lp, log, ev| {
+                log.push("io".into());
+                lp.remove(ev.watcher).unwrap();
+            })
+            .unwrap();
+            lp.once(
+                Some((conn, Interest::READABLE)),
+                Some(Duration::ZERO),
+                |_, log, what| {
+                    log.push(match what {
+                        OnceEvent::Ready { ready, .. } => format!("ready {ready}"),
+                        OnceEvent::TimedOut { .. } => "timed out".into(),
+                    })
+                },
+            )
+            .unwrap();
+            let log = lp.finish(vec![]);
+            assert_eq!(log.len(), 2, "direct {direct}: {log:?}");
+            assert!(
+                log.contains(&"ready r".to_string()),
+                "direct {direct}: {log:?}"
+            );
+            logs.push(log);
+        }
+        assert_eq!(logs[0], logs[1], "direct dispatch vs queued");
+    });
+}

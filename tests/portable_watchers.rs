@@ -2,8 +2,9 @@
 //! TCP and temporary files only, so that the same file runs on Windows
 //! (iocp and select, under Wine in CI) and on Unix (epoll, poll, select):
 //! timers (repeat, never early), periodic, prepare / check / idle, once
-//! (ready or timed out), stat (polling), cleanup, and async senders from
-//! another thread. Signals (console events on Windows) and children have
+//! (ready or timed out), stat (polling), cleanup, async senders from
+//! another thread, and tasks (`evloop::exec`: loopback TCP, a sleep, a
+//! wake from another thread). Signals (console events on Windows) and children have
 //! their own tests per backend (`tests/windows_iocp.rs`,
 //! `tests/windows_select.rs`; `tests/process_watchers.rs` on Unix).
 //!
@@ -236,5 +237,84 @@ fn async_senders_wake_the_loop_from_other_threads() {
         lp.run(RunMode::Default, &mut n).unwrap();
         t.join().unwrap();
         assert_eq!(n, 1);
+    });
+}
+
+/// A thread's value for a task: the waker crosses threads.
+struct FromThread(std::sync::Arc<std::sync::Mutex<(Option<u32>, Option<std::task::Waker>)>>);
+
+impl std::future::Future for FromThread {
+    type Output = u32;
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<u32> {
+        let mut s = self.0.lock().unwrap();
+        match s.0.take() {
+            Some(v) => std::task::Poll::Ready(v),
+            None => {
+                s.1 = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
+
+#[test]
+fn tasks_serve_loopback_tcp_sleep_and_are_woken_from_other_threads() {
+    use evloop::exec::{sleep, spawn_local, Async};
+    on_every_backend("tasks", |backend| {
+        let mut lp: Loop = new_loop(backend);
+        let start = lp.now();
+        let echoed = lp
+            .block_on(&mut (), async {
+                let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
+                let addr = listener.get_ref().local_addr()?;
+                // The server: one connection, echoed until its end.
+                let server = spawn_local(async move {
+                    let (conn, _) = listener.accept().await?;
+                    let mut buf = [0u8; 256];
+                    loop {
+                        match conn.read(&mut buf).await? {
+                            0 => return Ok::<_, std::io::Error>(()),
+                            n => conn.write_all(&buf[..n]).await?,
+                        }
+                    }
+                })
+                .unwrap();
+                let client = Async::<TcpStream>::connect(addr).await?;
+                client.write_all(b"over loopback").await?;
+                let mut got = vec![];
+                let mut buf = [0u8; 64];
+                while got.len() < 13 {
+                    let n = client.read(&mut buf).await?;
+                    got.extend_from_slice(&buf[..n]);
+                }
+                client.get_ref().shutdown(std::net::Shutdown::Write)?;
+                server.await.unwrap()?;
+                sleep(Duration::from_millis(20)).await;
+                Ok::<_, std::io::Error>(got)
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(echoed, b"over loopback");
+        assert!(lp.now() - start >= Duration::from_millis(20));
+        // A value from another thread wakes the blocked loop.
+        let shared = std::sync::Arc::new(std::sync::Mutex::new((None, None::<std::task::Waker>)));
+        let theirs = shared.clone();
+        let t = std::thread::spawn(move || {
+            let waker = {
+                let mut s = theirs.lock().unwrap();
+                s.0 = Some(7);
+                s.1.take()
+            };
+            if let Some(w) = waker {
+                w.wake();
+            }
+        });
+        let v = lp.block_on(&mut (), FromThread(shared)).unwrap();
+        t.join().unwrap();
+        assert_eq!(v, 7);
+        assert_eq!(lp.active_count(), 0, "{backend}");
     });
 }

@@ -292,9 +292,8 @@ impl Shared {
             return;
         }
         if let Some(w) = self.watcher.get() {
-            if !lp.is_pending(w).unwrap_or(true) {
-                let _ = lp.feed_event(w, Ready::EMPTY);
-            }
+            // Queued once: a second feed merges with the first.
+            let _ = lp.feed_event(w, Ready::EMPTY);
         }
     }
 }
@@ -302,18 +301,28 @@ impl Shared {
 /// Polls the tasks queued when it starts, at most the budget, carrying
 /// out each one's requests after its poll.
 fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
+    /// Ends the pass however it ends (a panic out of a task's drop
+    /// included: the loop stays usable).
+    struct InPass<'a>(&'a Shared);
+    impl Drop for InPass<'_> {
+        fn drop(&mut self) {
+            self.0.in_pass.set(false);
+        }
+    }
     shared.now.set(lp.now());
     let _enter = Enter::new(shared);
     shared.in_pass.set(true);
+    let _in_pass = InPass(shared);
     // Requests made outside a pass (a future dropped in a callback).
     Reactor::apply(lp, shared);
     let n = shared.run.len().min(shared.budget.get());
     for _ in 0..n {
         let Some(waker) = shared.run.pop() else { break };
         waker.queued.store(false, Ordering::Release);
+        let slot = waker.slot as usize;
         let taken = {
             let mut tasks = shared.tasks.borrow_mut();
-            match tasks.get_mut(waker.slot as usize) {
+            match tasks.get_mut(slot) {
                 Some(t) if t.generation == waker.generation => t.future.take(),
                 _ => None,
             }
@@ -321,20 +330,32 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
         let Some(mut future) = taken else { continue };
         let as_waker = Waker::from(waker.clone());
         let mut cx = TaskContext::from_waker(&as_waker);
-        // TaskFuture catches a panic of the user's future and reports it
-        // through the join handle; it returns Ready then.
-        let done = future.as_mut().poll(&mut cx).is_ready();
-        if done {
-            shared.tasks.borrow_mut().remove(waker.slot as usize);
-            // Dropped here, with the executor current: what it held asks
-            // the loop to stop its watchers.
-            drop(future);
-        } else if let Some(t) = shared.tasks.borrow_mut().get_mut(waker.slot as usize) {
-            t.future = Some(future);
+        // `task` catches a panic of the user's future and reports it
+        // through the join handle (it is Ready then); what can still
+        // unwind here is a panic in the drop of a future that finished.
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        match polled {
+            Ok(Poll::Pending) => {
+                if let Some(t) = shared.tasks.borrow_mut().get_mut(slot) {
+                    t.future = Some(future);
+                }
+            }
+            Ok(Poll::Ready(())) => {
+                shared.tasks.borrow_mut().remove(slot);
+                // Dropped here, with the executor current: what it held
+                // asks the loop to stop its watchers.
+                drop(future);
+            }
+            Err(payload) => {
+                // The task is gone; its handle has its outcome already.
+                shared.tasks.borrow_mut().remove(slot);
+                drop(future);
+                Reactor::apply(lp, shared);
+                std::panic::resume_unwind(payload);
+            }
         }
         Reactor::apply(lp, shared);
     }
-    shared.in_pass.set(false);
 }
 
 /// A spawned future as a task: polls it, catching a panic, and stores
@@ -560,7 +581,18 @@ impl<T> fmt::Debug for JoinHandle<T> {
 
 /// The loop's executor, as a watcher kind: its one watcher is queued in
 /// [`Phase::Polled`] while tasks are woken, and the other threads' wakes
-/// wake the loop through the backend's waker.
+/// wake the loop through the backend's waker. Installed by
+/// [`Loop::executor`] (and everything that spawns); its live tasks keep
+/// [`Loop::run`] going ([`Kind::keeps_alive`]).
+///
+/// ```
+/// use evloop::exec::Tasks;
+/// use evloop::{Loop, Sim};
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// assert!(lp.kind::<Tasks>().is_none());
+/// lp.spawn_local(async {}).unwrap();
+/// assert!(lp.kind::<Tasks>().is_some());
+/// ```
 pub struct Tasks {
     shared: Rc<Shared>,
 }
@@ -778,6 +810,56 @@ where
     }
 }
 
+/// Gives the other tasks, and the loop's io, a turn: the task is woken
+/// at once and polled again in the executor's next pass (the next
+/// iteration, after a poll that does not block).
+///
+/// ```
+/// use evloop::exec::{spawn_local, yield_now};
+/// use evloop::{Loop, Sim};
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let log = Rc::new(RefCell::new(vec![]));
+/// let (a, b) = (log.clone(), log.clone());
+/// lp.block_on(&mut (), async move {
+///     let first = spawn_local(async move {
+///         a.borrow_mut().push("a1");
+///         yield_now().await;
+///         a.borrow_mut().push("a2");
+///     }).unwrap();
+///     let second = spawn_local(async move { b.borrow_mut().push("b") }).unwrap();
+///     first.await.unwrap();
+///     second.await.unwrap();
+/// }).unwrap();
+/// assert_eq!(*log.borrow(), ["a1", "b", "a2"]);
+/// ```
+pub fn yield_now() -> YieldNow {
+    YieldNow(false)
+}
+
+/// The future of [`yield_now`].
+///
+/// ```
+/// let _y: evloop::exec::YieldNow = evloop::exec::yield_now();
+/// ```
+#[derive(Debug)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
 impl<'s, S> Loop<'s, S> {
     /// The loop's executor (made, and its watcher started, on first use).
     ///
@@ -885,7 +967,9 @@ impl<'s, S> Loop<'s, S> {
             run: shared.run.clone(),
         });
         let waker = Waker::from(main.clone());
-        let mut future = std::pin::pin!(future);
+        // Boxed, to be dropped (with the watchers it holds) before the
+        // requests are carried out one last time.
+        let mut future = Box::pin(future);
         struct Hold<'a>(&'a Shared);
         impl Drop for Hold<'_> {
             fn drop(&mut self) {
@@ -904,6 +988,8 @@ impl<'s, S> Loop<'s, S> {
                 Reactor::apply(self, &shared);
                 shared.kick(self);
                 if let Poll::Ready(v) = polled {
+                    drop(future);
+                    Reactor::apply(self, &shared);
                     return Ok(v);
                 }
             }
@@ -912,6 +998,8 @@ impl<'s, S> Loop<'s, S> {
             }
             match self.run(RunMode::Once, state)? {
                 RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
+                    drop(future);
+                    Reactor::apply(self, &shared);
                     return Err(Error::Stalled);
                 }
                 _ => {}

@@ -61,7 +61,7 @@ mod reactor;
 mod streams;
 mod time;
 
-pub use executor::{spawn_local, Executor, JoinError, JoinHandle, Tasks};
+pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow};
 pub use io::{Async, Ready};
 pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
 pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};

@@ -167,6 +167,10 @@ pub(crate) struct Reactor {
     edge: bool,
     io: Slab<IoSlot>,
     timers: Slab<TimerSlot>,
+    /// Timer slots whose future is gone, with their stopped watchers:
+    /// the next sleep takes one, so that sleeping allocates nothing in
+    /// steady state.
+    free_timers: Vec<usize>,
     streams: Slab<StreamSlot>,
     requests: Vec<Request>,
     /// The loop dropped its executor: nothing is watched any more.
@@ -179,6 +183,7 @@ impl Reactor {
             edge,
             io: Slab::new(),
             timers: Slab::new(),
+            free_timers: Vec::new(),
             streams: Slab::new(),
             requests: Vec::new(),
             closed: false,
@@ -289,13 +294,23 @@ impl Reactor {
     // ----- timers -----------------------------------------------------
 
     pub(crate) fn add_timer(&mut self, deadline: Duration, waker: &Waker) -> usize {
-        let slot = self.timers.insert(TimerSlot {
-            deadline,
-            watcher: None,
-            waker: Some(waker.clone()),
-            fired: false,
-            listed: true,
-        });
+        let slot = match self.free_timers.pop() {
+            Some(slot) => {
+                let t = &mut self.timers[slot];
+                t.deadline = deadline;
+                t.waker = Some(waker.clone());
+                t.fired = false;
+                t.listed = true;
+                slot
+            }
+            None => self.timers.insert(TimerSlot {
+                deadline,
+                watcher: None,
+                waker: Some(waker.clone()),
+                fired: false,
+                listed: true,
+            }),
+        };
         self.requests.push(Request::Timer(slot));
         slot
     }
@@ -398,10 +413,13 @@ impl Reactor {
     /// Carries out every request queued (and those made meanwhile).
     pub(crate) fn apply<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
         loop {
-            let requests = std::mem::take(&mut shared.reactor.borrow_mut().requests);
-            if requests.is_empty() {
-                return;
-            }
+            let requests = {
+                let mut reactor = shared.reactor.borrow_mut();
+                if reactor.requests.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut reactor.requests)
+            };
             for &r in &requests {
                 match r {
                     Request::Io(slot) => sync_io(lp, shared, slot),
@@ -413,9 +431,21 @@ impl Reactor {
                     }
                     Request::Timer(slot) => arm_timer(lp, shared, slot),
                     Request::TimerClose(slot) => {
-                        let t = shared.reactor.borrow_mut().timers.try_remove(slot);
-                        if let Some(w) = t.and_then(|t| t.watcher) {
-                            let _ = lp.remove(w);
+                        // Kept, stopped, for the next sleep.
+                        let w = {
+                            let mut reactor = shared.reactor.borrow_mut();
+                            let Some(t) = reactor.timers.get_mut(slot) else {
+                                continue;
+                            };
+                            t.waker = None;
+                            t.fired = true;
+                            t.listed = false;
+                            let w = t.watcher;
+                            reactor.free_timers.push(slot);
+                            w
+                        };
+                        if let Some(w) = w {
+                            let _ = lp.stop(w);
                         }
                     }
                     Request::Stream(slot) => start_stream(lp, shared, slot),

@@ -150,6 +150,13 @@ impl fmt::Debug for Signals {
 
 /// A child's exit: the process id and how it ended (`None` if someone
 /// else reaped it first, as [`ChildEvent::status`](crate::ChildEvent)).
+///
+/// ```
+/// use evloop::exec::Exit;
+/// use evloop::ExitStatus;
+/// let e: Exit = (42, Some(ExitStatus::Exited(0)));
+/// assert!(e.1.unwrap().success());
+/// ```
 pub type Exit = (u32, Option<ExitStatus>);
 
 /// The exit of one child process, as a future (made by [`child_exit`]).

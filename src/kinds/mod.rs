@@ -6,6 +6,8 @@
 pub(crate) mod asyncs;
 pub(crate) mod child;
 pub(crate) mod cleanup;
+#[cfg(unix)]
+pub(crate) mod embed;
 pub(crate) mod once;
 pub(crate) mod periodic;
 pub(crate) mod phase_hooks;
@@ -37,6 +39,8 @@ pub(crate) mod rank {
     pub const FORK: u32 = 90;
     pub const CLEANUP: u32 = 100;
     pub const ONCE: u32 = 110;
+    /// After the other deadlines of the expire phase.
+    pub const EMBED: u32 = 120;
 }
 
 /// Builds a [`Context`] over the loop's core, next to its kind table.

@@ -215,6 +215,19 @@ impl Read for &Conn {
     }
 }
 
+/// For futures (`evloop::exec::Async<Conn>`), which write through `&Conn`.
+impl Write for &Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Sim(s) => (&*s).write(buf),
+            Conn::Os(s) => (&*s).write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {

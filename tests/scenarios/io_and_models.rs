@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::common::settle_points::{self, Act, Case};
 use crate::common::{drain, ms, outcome, Conn, RunTo, World};
-use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Timer, Trigger};
+use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Source, Timer, Trigger};
 
 tests_on!(
     every_backend,
@@ -368,7 +368,44 @@ fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
     );
     drop(lp);
     drop(peers);
+    // The connections' fd numbers depend on what the other tests of the
+    // binary have open at that moment (an error text names its fd): each
+    // is named by its connection instead, so that two runs compare.
+    let fds: Vec<String> = conns
+        .iter()
+        .map(|c| match c.source_fd() {
+            evloop::SourceFd::Os(fd) => format!("fd {}", std::os::fd::AsRawFd::as_raw_fd(&fd)),
+            evloop::SourceFd::Virtual(v) => format!("fd {}", v.get()),
+        })
+        .collect();
     st.log
+        .into_iter()
+        .map(|mut line| {
+            for (c, fd) in fds.iter().enumerate() {
+                line = replace_word(&line, fd, &format!("fd c{c}"));
+            }
+            line
+        })
+        .collect()
+}
+
+/// `line` with each `word` that is not followed by a digit (fd 3, not fd
+/// 31) replaced.
+fn replace_word(line: &str, word: &str, by: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(word) {
+        let after = &rest[i + word.len()..];
+        out.push_str(&rest[..i]);
+        if after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(word);
+        } else {
+            out.push_str(by);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `each_settle_point_is_needed` (all cases but "invalid fd"): with and

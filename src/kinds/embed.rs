@@ -1,0 +1,560 @@
+//! `Loop::embed`: another loop run inside this one (libev's `ev_embed`).
+//! The outer loop owns the inner one; an embed watcher has the outer loop
+//! watch the inner loop's pollable fd (`Backend::pollable_fd`, bound
+//! through [`Context::watch_checked`]) and bounds the outer's wait by the
+//! inner's next deadline (`Kind::wait`: `Loop::next_timeout`). Its
+//! callback, which usually runs the inner loop without blocking, is
+//! queued when that fd is readable or that deadline has come
+//! (`Phase::Expire`). The inner loop's fd changes made between its runs
+//! go to its backend in the outer's prepare phase and again just before
+//! the outer polls (libev's embed watcher does `fd_reify` in a prepare
+//! watcher), so that its fd is readable for watchers started meanwhile.
+//!
+//! While the callback runs, the inner loop is out of the kind, in the
+//! callback's frame (the callback gets it by `&mut`); it is put back when
+//! the callback returns or panics (the panic is caught, the loop put
+//! back, the panic resumed), and dropped there if the watcher was removed
+//! meanwhile. Unix only: the Windows backends have no pollable fd.
+
+use std::marker::PhantomData;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use crate::event_loop::Dispatch;
+use crate::handle::{sealed::Sealed, Key};
+use crate::kind::{Context, Kind, Phase, Phases, Watcher};
+use crate::kinds::rank;
+use crate::slot_list::Slot;
+use crate::unwind::Held;
+use crate::{Error, Handle, Interest, Loop, RawFd, Ready, Result, SourceFd};
+
+/// Handle to an embed watcher ([`Loop::embed`]): the outer loop's watcher
+/// of an embedded loop whose events are `T`'s. The shared operations act
+/// on the watcher: [`Loop::stop`] leaves the embedded loop alone (its fd
+/// unwatched, its deadlines ignored) until [`Loop::start`];
+/// [`Loop::set_ref`]`(e, false)` lets the outer's `run` end while the
+/// embed watcher is its last; [`Loop::feed_event`] runs its callback;
+/// [`Loop::remove`] drops the embedded loop with the watcher (its cleanup
+/// watchers run), where [`Loop::unembed`] hands it back.
+///
+/// ```
+/// use evloop::{Embed, Handle, Loop};
+/// # #[cfg(target_os = "linux")]
+/// # {
+/// let inner: Loop<'static, ()> = Loop::builder().backend("epoll").build()?;
+/// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
+/// let e: Embed<()> = outer.embed(inner, |_, _, inner, _| {
+///     inner.run(evloop::RunMode::NoWait, &mut ()).unwrap();
+/// })?;
+/// assert_eq!(e.kind(), "embed");
+/// assert!(outer.is_active(e)?);
+/// outer.remove(e)?; // the embedded loop goes with it
+/// # }
+/// # Ok::<(), evloop::Error>(())
+/// ```
+pub struct Embed<T> {
+    key: Key,
+    inner: PhantomData<fn() -> T>,
+}
+
+impl<T> Embed<T> {
+    fn new(key: Key) -> Embed<T> {
+        Embed {
+            key,
+            inner: PhantomData,
+        }
+    }
+}
+
+impl<T> Clone for Embed<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Embed<T> {}
+impl<T> PartialEq for Embed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl<T> Eq for Embed<T> {}
+impl<T> std::hash::Hash for Embed<T> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.key.hash(h)
+    }
+}
+impl<T> std::fmt::Debug for Embed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Embed").field(&self.key).finish()
+    }
+}
+
+impl<T> Sealed for Embed<T> {
+    // It watches an fd: operations that a direct batch could tell from
+    // queued events materialise it first.
+    const IO: bool = true;
+    fn key(&self) -> Key {
+        self.key
+    }
+    fn from_key(key: Key) -> Self {
+        Embed::new(key)
+    }
+}
+
+impl<T> Handle for Embed<T> {
+    fn kind(&self) -> &'static str {
+        "embed"
+    }
+}
+
+/// One embedded loop, as its kind keeps it.
+struct Embedded<T: 'static> {
+    key: Key,
+    /// `None` while the watcher's callback runs (it holds the loop).
+    inner: Option<Loop<'static, T>>,
+    /// The inner loop's pollable fd, which the outer watches while the
+    /// watcher is active.
+    fd: RawFd,
+    active: bool,
+    /// Its changes could not be made (`Loop::flush_changes` failed): the
+    /// callback runs, and the inner loop's `run` meets the error.
+    failed: bool,
+}
+
+impl<T: 'static> Embedded<T> {
+    /// The inner loop's changes, to its backend and its fd; whether it
+    /// has work now (a flush that failed counts: its `run` says why).
+    fn flush(&mut self) -> Option<&mut Loop<'static, T>> {
+        let inner = self.inner.as_mut()?;
+        if inner.flush_changes().is_err() {
+            self.failed = true;
+        }
+        Some(inner)
+    }
+
+    /// How long the outer may wait for this loop's sake (after a flush).
+    fn wait(&mut self) -> Option<Duration> {
+        let failed = self.failed;
+        let inner = self.flush()?;
+        if failed {
+            return Some(Duration::ZERO);
+        }
+        inner.next_timeout()
+    }
+}
+
+/// The embed watchers of one loop whose embedded loops are `Loop<T>`s, in
+/// creation order.
+pub(crate) struct Embeds<T: 'static> {
+    loops: Vec<Embedded<T>>,
+}
+
+impl<T: 'static> Default for Embeds<T> {
+    fn default() -> Self {
+        Embeds { loops: Vec::new() }
+    }
+}
+
+impl<T: 'static> Embeds<T> {
+    fn at(&mut self, slot: Slot) -> Option<&mut Embedded<T>> {
+        self.loops.iter_mut().find(|e| e.key.slot == slot)
+    }
+
+    fn of(&self, key: Key) -> Option<&Embedded<T>> {
+        self.loops.iter().find(|e| e.key == key)
+    }
+
+    fn of_mut(&mut self, key: Key) -> Option<&mut Embedded<T>> {
+        self.loops.iter_mut().find(|e| e.key == key)
+    }
+
+    /// Puts the loop that `key`'s callback held back; `Some(inner)` if
+    /// the watcher is gone (the loop is then the caller's to drop).
+    fn put_back(&mut self, key: Key, inner: Loop<'static, T>) -> Option<Loop<'static, T>> {
+        match self.of_mut(key) {
+            Some(e) if e.inner.is_none() => {
+                e.inner = Some(inner);
+                None
+            }
+            _ => Some(inner),
+        }
+    }
+}
+
+impl<T: 'static> Kind for Embeds<T> {
+    const NAME: &'static str = "embed";
+    const PHASES: Phases = Phases::PREPARE.union(Phases::EXPIRE);
+
+    fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> Result<bool> {
+        let Some(e) = self.at(w.slot()) else {
+            return Ok(true);
+        };
+        e.active = true;
+        // Checked when the watcher was created (the inner loop, which the
+        // kind owns, keeps it open).
+        cx.watch_checked(w.slot(), e.fd, Interest::READABLE);
+        Ok(true)
+    }
+
+    /// (The loop unwatches its fd.)
+    fn stop(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
+        if let Some(e) = self.at(w.slot()) {
+            e.active = false;
+            e.failed = false;
+        }
+    }
+
+    /// The embedded loop goes (if its callback holds it, when that
+    /// returns). Its drop runs its cleanup watchers: user code, last.
+    fn remove(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
+        if let Some(i) = self.loops.iter().position(|e| e.key.slot == w.slot()) {
+            let gone = self.loops.remove(i);
+            drop(gone);
+        }
+    }
+
+    /// Prepare: each active embedded loop's changes go to its backend
+    /// (libev's embed does `fd_reify` here). Expire: the watchers whose
+    /// embedded loop has work the fd does not show (a deadline come,
+    /// callbacks pending, idle watchers) are queued.
+    fn phase(&mut self, cx: &mut Context<'_>, phase: Phase) {
+        for e in self.loops.iter_mut().filter(|e| e.active) {
+            match phase {
+                Phase::Prepare => {
+                    e.flush();
+                }
+                Phase::Expire => {
+                    let failed = std::mem::take(&mut e.failed);
+                    let Some(inner) = e.inner.as_mut() else {
+                        continue;
+                    };
+                    if failed || inner.next_timeout() == Some(Duration::ZERO) {
+                        cx.queue_slot(e.key.slot, Ready::EMPTY);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Just before the outer polls: the changes made since the prepare
+    /// phase (by prepare callbacks) are flushed too, and the wait is
+    /// bounded by the earliest of the embedded loops' next timeouts.
+    fn wait(&mut self, _: &mut Context<'_>) -> Option<Duration> {
+        let mut bound: Option<Duration> = None;
+        for e in self.loops.iter_mut().filter(|e| e.active) {
+            if let Some(t) = e.wait() {
+                bound = Some(bound.map_or(t, |b| b.min(t)));
+            }
+        }
+        bound
+    }
+
+    /// The embedded loops are re-created too (libev's embed has a fork
+    /// watcher that does the same); a new kernel object has a new fd,
+    /// which the outer watches instead.
+    fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        for e in self.loops.iter_mut() {
+            let Some(inner) = e.inner.as_mut() else {
+                continue;
+            };
+            inner.reinit_after_fork()?;
+            let fd = inner.pollable_fd()?;
+            let raw = fd.as_raw_fd();
+            if e.active {
+                cx.unwatch_slot(e.key.slot);
+                let w = Watcher::<Self>::new(e.key);
+                cx.watch_fd(w, SourceFd::Os(fd), Interest::READABLE)?;
+            }
+            e.fd = raw;
+        }
+        Ok(())
+    }
+}
+
+/// An embed watcher's callback: it gets the embedded loop, taken from the
+/// kind for the call.
+struct EmbedCallback<T, F> {
+    cb: F,
+    inner: PhantomData<fn() -> T>,
+}
+
+impl<'s, S, T, F> Dispatch<'s, S> for EmbedCallback<T, F>
+where
+    T: 'static,
+    F: FnMut(&mut Loop<'s, S>, &mut S, &mut Loop<'static, T>, Embed<T>),
+{
+    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, slot: Slot, version: u32, _: Ready) {
+        let key = lp.registry.key(slot, version);
+        let taken = lp
+            .kinds
+            .get_mut::<Embeds<T>>()
+            .and_then(|k| k.of_mut(key))
+            .and_then(|e| e.inner.take());
+        let Some(mut inner) = taken else {
+            return;
+        };
+        // Whether the callback returns or panics, the loop goes back to
+        // the kind (or, if the watcher was removed meanwhile, is dropped);
+        // then a panic propagates.
+        let mut held = Held::default();
+        held.run(|| (self.cb)(lp, state, &mut inner, Embed::new(key)));
+        let orphan = match lp.kinds.get_mut::<Embeds<T>>() {
+            Some(k) => k.put_back(key, inner),
+            None => Some(inner),
+        };
+        if let Some(orphan) = orphan {
+            held.drop(orphan);
+        }
+        held.resume();
+    }
+}
+
+impl<'s, S> Loop<'s, S> {
+    /// Runs `inner` inside this loop (libev's `ev_embed`): this loop owns
+    /// it, watches its [`Loop::pollable_fd`] and bounds its own wait by
+    /// `inner`'s [`Loop::next_timeout`], and calls `callback` when `inner`
+    /// has work: its fd is readable (an io watcher's fd is ready, a signal
+    /// or an async send arrived...), or its next deadline has come (a
+    /// timer, with no io at all: it fires on time), or callbacks or idle
+    /// watchers wait in it. The callback gets this loop, the state, the
+    /// embedded loop and its own handle, and usually runs the embedded
+    /// loop without blocking: `inner.run(RunMode::NoWait, &mut inner_state)`
+    /// (the embedded loop's state is the caller's to keep: in `S`, or
+    /// captured). A callback that leaves the work undone is called again
+    /// at the next iteration, as a level-triggered io watcher is.
+    ///
+    /// The embedded loop's fd changes made between its runs (watchers
+    /// started through [`Loop::embedded_mut`], say) reach its backend in
+    /// this loop's prepare phase, and again just before this loop polls,
+    /// so that its fd is readable for them ([`Loop::flush_changes`]).
+    /// Reach the embedded loop between runs with [`Loop::embedded_mut`],
+    /// take it back with [`Loop::unembed`]; [`Loop::remove`] drops it.
+    /// After `fork()`, this loop's [`Loop::reinit_after_fork`] re-creates
+    /// the embedded loop's kernel objects too (do not call it on the
+    /// embedded loop yourself). The watcher is active and referenced from
+    /// the start: while it is, this loop's `run` does not end for want of
+    /// watchers ([`Loop::set_ref`] changes that).
+    ///
+    /// A panic in the callback propagates out of this loop's `run` as any
+    /// callback's does, and the embedded loop is put back first: nothing
+    /// is lost. The callback's priority is the watcher's
+    /// ([`Loop::set_priority`]).
+    ///
+    /// Errors: [`Error::CannotEmbed`] when `inner`'s backend has no
+    /// pollable fd (poll, select, the simulator, an io_uring ring with
+    /// deferred task work) or this loop's backend cannot watch it (the
+    /// simulator watches virtual fds only; select, fds below
+    /// `FD_SETSIZE`). `inner` is dropped then: [`Loop::can_embed`] asks
+    /// first without giving it away.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// use std::time::Duration;
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// // The inner loop's state is kept in the outer's.
+    /// #[derive(Default)]
+    /// struct Outer { inner_fired: u32, runs: u32 }
+    ///
+    /// let mut inner: Loop<'static, u32> = Loop::builder().backend("epoll").build()?;
+    /// inner.timer(Duration::from_millis(20), Duration::ZERO, |lp, fired, _| {
+    ///     *fired += 1;
+    /// })?;
+    /// let mut outer: Loop<Outer> = Loop::builder().backend("epoll").build()?;
+    /// let e = outer.embed(inner, |outer, st, inner, me| {
+    ///     st.runs += 1;
+    ///     inner.run(RunMode::NoWait, &mut st.inner_fired).unwrap();
+    ///     if inner.active_count() == 0 {
+    ///         outer.stop(me).unwrap(); // nothing left in it
+    ///     }
+    /// })?;
+    /// let mut st = Outer::default();
+    /// outer.run(RunMode::Default, &mut st)?; // blocks about 20 ms, no io at all
+    /// assert_eq!(st.inner_fired, 1);
+    /// assert!(outer.now() >= Duration::from_millis(20));
+    /// let inner = outer.unembed(e)?; // back, and working
+    /// assert_eq!(inner.active_count(), 0);
+    /// # }
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn embed<T, F>(&mut self, inner: Loop<'static, T>, callback: F) -> Result<Embed<T>>
+    where
+        T: 'static,
+        F: FnMut(&mut Loop<'s, S>, &mut S, &mut Loop<'static, T>, Embed<T>) + 's,
+    {
+        let fd = self.embeddable(&inner)?;
+        let cb = Box::new(EmbedCallback {
+            cb: callback,
+            inner: PhantomData,
+        });
+        let key = self.create::<Embeds<T>>(rank::EMBED, cb, |embeds, key| {
+            embeds.loops.push(Embedded {
+                key,
+                inner: Some(inner),
+                fd,
+                active: false,
+                failed: false,
+            });
+        })?;
+        Ok(Embed::new(key))
+    }
+
+    /// Whether `inner` could be embedded in this loop ([`Loop::embed`]),
+    /// without giving it away: `Ok` if its backend has a pollable fd and
+    /// this loop's backend can watch it.
+    ///
+    /// Errors: [`Error::CannotEmbed`], naming both backends and why.
+    ///
+    /// ```
+    /// use evloop::{Error, Loop, Sim};
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// let inner: Loop = Loop::builder().backend("poll").build()?;
+    /// let outer: Loop = Loop::builder().backend("epoll").build()?;
+    /// let err = outer.can_embed(&inner).unwrap_err();
+    /// assert!(matches!(err, Error::CannotEmbed { inner: "poll", outer: "epoll", .. }));
+    /// assert!(err.to_string().contains("no kernel object"), "{err}");
+    ///
+    /// // An epoll loop's fd is an OS descriptor: the simulator cannot watch it.
+    /// let inner: Loop = Loop::builder().backend("epoll").build()?;
+    /// let sim: Loop = Loop::with_backend(Sim::new().backend());
+    /// let err = sim.can_embed(&inner).unwrap_err();
+    /// assert!(matches!(err, Error::CannotEmbed { inner: "epoll", outer: "sim", .. }));
+    /// assert!(outer.can_embed(&inner).is_ok());
+    /// # }
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn can_embed<T>(&self, inner: &Loop<'_, T>) -> Result<()> {
+        self.embeddable(inner).map(|_| ())
+    }
+
+    /// [`Loop::can_embed`], and the fd.
+    fn embeddable<T>(&self, inner: &Loop<'_, T>) -> Result<RawFd> {
+        let refused = |reason: String| Error::CannotEmbed {
+            inner: inner.backend_name(),
+            outer: self.backend_name(),
+            reason,
+        };
+        let fd = match inner.pollable_fd() {
+            Ok(fd) => fd,
+            Err(Error::NoPollableFd { reason, .. }) => {
+                return Err(refused(format!("it has no pollable fd: {reason}")))
+            }
+            Err(e) => return Err(refused(e.to_string())),
+        };
+        self.check_source(SourceFd::Os(fd))
+            .map_err(|e| refused(e.to_string()))
+    }
+
+    /// The loop that `e` embeds, to look at.
+    ///
+    /// Errors: [`Error::StaleHandle`] (removed, or unembedded),
+    /// [`Error::ForeignHandle`], and [`Error::EmbeddedRunning`] while the
+    /// watcher's callback holds it.
+    ///
+    /// ```
+    /// use evloop::Loop;
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// let inner: Loop<'static, ()> = Loop::builder().backend("epoll").build()?;
+    /// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
+    /// let e = outer.embed(inner, |_, _, _, _| {})?;
+    /// assert_eq!(outer.embedded(e)?.backend_name(), "epoll");
+    /// # }
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn embedded<T: 'static>(&self, e: Embed<T>) -> Result<&Loop<'static, T>> {
+        self.entry(&e)?;
+        self.kind::<Embeds<T>>()
+            .and_then(|k| k.of(e.key))
+            .ok_or(Error::StaleHandle { kind: "embed" })?
+            .inner
+            .as_ref()
+            .ok_or(Error::EmbeddedRunning)
+    }
+
+    /// The loop that `e` embeds, to change between its runs: watchers
+    /// started, stopped or removed there are seen by its next run, and
+    /// their fds by this loop's next poll (its changes are flushed before
+    /// it). Do not call its `reinit_after_fork`: this loop's does.
+    ///
+    /// Errors: those of [`Loop::embedded`].
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, RunMode};
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// use std::io::Write;
+    /// use std::os::unix::net::UnixStream;
+    /// let inner: Loop<'static, Vec<u8>> = Loop::builder().backend("epoll").build()?;
+    /// let mut outer: Loop<Vec<u8>> = Loop::builder().backend("epoll").build()?;
+    /// let e = outer.embed(inner, |_, got, inner, _| {
+    ///     inner.run(RunMode::NoWait, got).unwrap();
+    /// })?;
+    /// // A watcher started in the embedded loop before it ever ran.
+    /// let (a, mut peer) = UnixStream::pair()?;
+    /// outer.embedded_mut(e)?.io(a, Interest::READABLE, |lp, got, ev| {
+    ///     use std::io::Read;
+    ///     let mut buf = [0; 8];
+    ///     let n = ev.source.read(&mut buf).unwrap();
+    ///     got.extend_from_slice(&buf[..n]);
+    ///     lp.remove(ev.watcher).unwrap();
+    /// })?;
+    /// peer.write_all(b"hi")?;
+    /// let mut got = Vec::new();
+    /// outer.run(RunMode::Once, &mut got)?;
+    /// assert_eq!(got, b"hi");
+    /// # }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn embedded_mut<T: 'static>(&mut self, e: Embed<T>) -> Result<&mut Loop<'static, T>> {
+        self.entry(&e)?;
+        self.kind_mut::<Embeds<T>>()
+            .and_then(|k| k.of_mut(e.key))
+            .ok_or(Error::StaleHandle { kind: "embed" })?
+            .inner
+            .as_mut()
+            .ok_or(Error::EmbeddedRunning)
+    }
+
+    /// Takes the loop that `e` embeds back, working, and removes the
+    /// watcher (its fd unwatched first, its callback dropped; the handle
+    /// is stale from then on). A panic in the callback's `Drop` (its
+    /// captures) propagates, and drops the loop with it.
+    ///
+    /// Errors: those of [`Loop::embedded`]; nothing changes then.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, RunOutcome};
+    /// # #[cfg(target_os = "linux")]
+    /// # {
+    /// use std::time::Duration;
+    /// let inner: Loop<'static, u32> = Loop::builder().backend("epoll").build()?;
+    /// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
+    /// let e = outer.embed(inner, |_, _, inner, _| {
+    ///     inner.run(RunMode::NoWait, &mut 0).unwrap();
+    /// })?;
+    /// let mut inner = outer.unembed(e)?;
+    /// assert!(outer.unembed(e).is_err()); // stale
+    /// inner.timer(Duration::ZERO, Duration::ZERO, |_, n, _| *n += 1)?;
+    /// let mut n = 0;
+    /// assert_eq!(inner.run(RunMode::Default, &mut n)?, RunOutcome::NoActiveWatchers);
+    /// assert_eq!(n, 1);
+    /// # }
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn unembed<T: 'static>(&mut self, e: Embed<T>) -> Result<Loop<'static, T>> {
+        self.entry(&e)?;
+        let inner = self
+            .kind_mut::<Embeds<T>>()
+            .and_then(|k| k.of_mut(e.key))
+            .ok_or(Error::StaleHandle { kind: "embed" })?
+            .inner
+            .take()
+            .ok_or(Error::EmbeddedRunning)?;
+        // Its record goes with the watcher (empty: the loop is here).
+        self.remove(e)?;
+        Ok(inner)
+    }
+}

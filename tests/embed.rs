@@ -1,0 +1,700 @@
+//! Loops inside loops: `Loop::pollable_fd`, `Loop::flush_changes` and
+//! `Loop::next_timeout` (a loop watched by someone else), and the embed
+//! watcher (`Loop::embed`, libev's `ev_embed`), under the watchdog.
+//!
+//! Every scenario of the embed watcher runs on each pair that applies:
+//! the outer loop on every OS backend of the host (epoll, poll, select;
+//! io_uring and kqueue over the emulation with their features), the inner
+//! one on each backend with a pollable fd (epoll; io_uring, on a ring
+//! without deferred task work; kqueue over the emulation). The refusals
+//! (inner poll, select, simulator; a simulator outside) have their own
+//! tests, and so does a loop driven from mio, the "nested in a foreign
+//! loop" story.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use common::{ms, watchdog, World, WATCHDOG};
+use evloop::{Embed, Error, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+use mio::unix::SourceFd;
+use mio::{Events, Poll, Token};
+
+/// The OS backends of this host: each can be the outer loop.
+fn outers() -> Vec<&'static str> {
+    evloop::backends::AVAILABLE.to_vec()
+}
+
+/// The OS backends of this host that have a pollable fd: each can be the
+/// inner loop.
+fn inners() -> Vec<&'static str> {
+    outers()
+        .into_iter()
+        .filter(|name| matches!(*name, "epoll" | "io_uring" | "kqueue"))
+        .collect()
+}
+
+/// A loop on `name` that can be embedded: io_uring's on a ring without
+/// deferred task work (the one whose fd is woken by its completions).
+fn inner_loop<T>(name: &'static str) -> Loop<'static, T> {
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    if name == "io_uring" {
+        let ring = evloop::backends::io_uring::IoUring::without_deferred_task_work()
+            .unwrap_or_else(|e| panic!("io_uring: {e}"));
+        return Loop::with_backend(ring);
+    }
+    World::new(name).new_loop()
+}
+
+/// Runs `scenario(outer, inner)` on every pair, each under the watchdog
+/// (whose thread is named after both).
+fn on_pairs(what: &str, scenario: fn(&'static str, &'static str)) {
+    for outer in outers() {
+        for inner in inners() {
+            watchdog(
+                &format!("{what}: {inner} in {outer}"),
+                WATCHDOG,
+                move || scenario(outer, inner),
+            );
+        }
+    }
+}
+
+/// A socket pair: the end a loop watches (non-blocking), and its peer.
+fn pair() -> (UnixStream, UnixStream) {
+    let (a, b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    (a, b)
+}
+
+/// Whether `fd` is readable within `ms` milliseconds (poll(2)).
+fn readable(fd: RawFd, ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, for the call only.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    assert!(n >= 0, "poll: {}", std::io::Error::last_os_error());
+    n == 1 && p.revents & libc::POLLIN != 0
+}
+
+/// What the embed scenarios' outer loops keep: the inner loop's state
+/// (bytes read, times it fired), and how often the embed callback ran.
+#[derive(Default)]
+struct Outer {
+    inner: Inner,
+    calls: u32,
+}
+
+#[derive(Default)]
+struct Inner {
+    got: Vec<u8>,
+    fired: Vec<Duration>,
+}
+
+/// The usual embed callback: one non-blocking run of the inner loop, and
+/// the watcher stopped once the inner loop has nothing left (so that the
+/// outer's run ends).
+fn sweep(_: &mut Loop<Outer>, st: &mut Outer, inner: &mut Loop<'static, Inner>, me: Embed<Inner>) {
+    st.calls += 1;
+    let name = inner.backend_name();
+    inner
+        .run(RunMode::NoWait, &mut st.inner)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let _ = me;
+}
+
+/// An io watcher of the inner loop that reads what is there and goes.
+fn read_once(lp: &mut Loop<'static, Inner>, a: UnixStream) {
+    lp.io(a, Interest::READABLE, |lp, st, ev| {
+        let mut buf = [0; 64];
+        let n = ev.source.read(&mut buf).unwrap();
+        st.got.extend_from_slice(&buf[..n]);
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+}
+
+// ---------------------------------------------------------------------
+// Every pair.
+
+/// An inner io watcher on a real socket gets its event through the outer
+/// loop: the outer blocks (on its own timer, then on the inner's fd), the
+/// peer writes from the outer's timer, and the embed callback runs the
+/// inner loop, once.
+fn io_reaches_the_inner_watcher(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let (a, mut peer) = pair();
+    read_once(&mut inside, a);
+    let e = lp
+        .embed(inside, |lp, st, inner, me| {
+            sweep(lp, st, inner, me);
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    lp.timer(ms(10), Duration::ZERO, move |_, _, _| {
+        peer.write_all(b"ping").unwrap();
+    })
+    .unwrap();
+    let mut st = Outer::default();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(st.inner.got, b"ping");
+    // Once: the inner fd was not readable before the write (the flush
+    // made the registration; an unflushed change would have run the
+    // callback at once, for nothing).
+    assert_eq!(st.calls, 1, "the embed callback ran {} times", st.calls);
+    assert!(!lp.is_active(e).unwrap());
+}
+
+#[test]
+fn io_reaches_the_inner_watcher_on_every_pair() {
+    on_pairs("io", io_reaches_the_inner_watcher);
+}
+
+/// An inner timer fires on time with no io at all: the outer's wait is
+/// bounded by the inner's next deadline. Checked with the inner loop's
+/// clock: not early, and with few outer iterations (no spin).
+fn inner_timer_fires_on_time(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    inside.update_now();
+    let start = inside.now();
+    inside
+        .timer(ms(30), Duration::ZERO, |lp, st, _| st.fired.push(lp.now()))
+        .unwrap();
+    lp.embed(inside, |lp, st, inner, me| {
+        sweep(lp, st, inner, me);
+        if inner.active_count() == 0 {
+            lp.stop(me).unwrap();
+        }
+    })
+    .unwrap();
+    let mut st = Outer::default();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(st.inner.fired.len(), 1);
+    let after = st.inner.fired[0] - start;
+    assert!(after >= ms(30), "fired after {after:?}");
+    // The outer blocked until the deadline: a handful of iterations (a
+    // wait may end early on a signal's EINTR, or on a spurious wake-up),
+    // not a spin.
+    assert!(lp.iteration() <= 5, "{} iterations", lp.iteration());
+    assert!(st.calls <= 3, "{} calls", st.calls);
+}
+
+#[test]
+fn inner_timer_fires_on_time_on_every_pair() {
+    on_pairs("timer", inner_timer_fires_on_time);
+}
+
+/// A watcher started in the inner loop between its runs (through
+/// `embedded_mut`, after the outer ran once) is seen: its fd reaches the
+/// inner backend in the outer's prepare phase, before the outer blocks.
+fn watcher_started_between_runs_is_seen(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let e = lp
+        .embed(inner_loop::<Inner>(inner), |lp, st, inner, me| {
+            sweep(lp, st, inner, me);
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    // The inner loop has nothing: the outer's iteration does not call it.
+    let mut st = Outer::default();
+    lp.run(RunMode::NoWait, &mut st).unwrap();
+    assert_eq!(st.calls, 0);
+    let (a, mut peer) = pair();
+    read_once(lp.embedded_mut(e).unwrap(), a);
+    lp.timer(ms(10), Duration::ZERO, move |_, _, _| {
+        peer.write_all(b"late").unwrap();
+    })
+    .unwrap();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(st.inner.got, b"late");
+    assert_eq!(st.calls, 1, "the embed callback ran {} times", st.calls);
+}
+
+#[test]
+fn watcher_started_between_runs_is_seen_on_every_pair() {
+    on_pairs("flush", watcher_started_between_runs_is_seen);
+}
+
+/// `unembed` gives the loop back, working on its own: its watchers kept,
+/// new ones served; the handle stale.
+fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let (a, mut peer) = pair();
+    read_once(&mut inside, a);
+    let (b, mut peer_b) = pair();
+    read_once(&mut inside, b);
+    let e = lp.embed(inside, sweep).unwrap();
+    peer.write_all(b"one").unwrap();
+    let mut st = Outer::default();
+    while st.inner.got.is_empty() {
+        lp.run(RunMode::Once, &mut st).unwrap();
+    }
+    assert_eq!(st.inner.got, b"one");
+    let mut inside = lp.unembed(e).unwrap();
+    assert!(matches!(
+        lp.embedded(e),
+        Err(Error::StaleHandle { kind: "embed" })
+    ));
+    assert!(matches!(lp.unembed(e), Err(Error::StaleHandle { .. })));
+    assert_eq!(lp.active_count(), 0);
+    // On its own: the watcher left in it, and a timer started now.
+    inside
+        .timer(ms(5), Duration::ZERO, |lp, st, _| st.fired.push(lp.now()))
+        .unwrap();
+    peer_b.write_all(b"two").unwrap();
+    let mut mine = Inner::default();
+    assert_eq!(
+        inside.run(RunMode::Default, &mut mine).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!((mine.got.as_slice(), mine.fired.len()), (&b"two"[..], 1));
+    // And it can be embedded again.
+    let (c, mut peer_c) = pair();
+    read_once(&mut inside, c);
+    let e = lp
+        .embed(inside, |lp, st, inner, me| {
+            sweep(lp, st, inner, me);
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    peer_c.write_all(b"three").unwrap();
+    let mut st = Outer::default();
+    lp.run(RunMode::Default, &mut st).unwrap();
+    assert_eq!(st.inner.got, b"three");
+    assert!(lp.embedded(e).is_ok());
+}
+
+#[test]
+fn unembed_gives_the_loop_back_on_every_pair() {
+    on_pairs("unembed", unembed_gives_the_loop_back);
+}
+
+/// An async send from another thread to an inner async watcher wakes the
+/// outer loop through the inner loop's fd (the outer's wait armed the
+/// inner's wake-up: `next_timeout`), whenever the send comes.
+fn async_send_wakes_the_outer(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let (_, sender) = inside
+        .async_watcher(|lp, st, me| {
+            st.got.push(b'!');
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
+    let e = lp
+        .embed(inside, |lp, st, inner, me| {
+            sweep(lp, st, inner, me);
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    let thread = std::thread::spawn(move || sender.send().unwrap());
+    let mut st = Outer::default();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    thread.join().unwrap();
+    assert_eq!(st.inner.got, b"!");
+    assert!(!lp.is_active(e).unwrap());
+}
+
+#[test]
+fn async_send_wakes_the_outer_on_every_pair() {
+    on_pairs("async", async_send_wakes_the_outer);
+}
+
+/// A panic in the embed callback propagates out of the outer's run, and
+/// the inner loop is put back first: reachable, and served by the next
+/// run. Inside the callback, the loop is the callback's: `embedded_mut`
+/// and `unembed` say so.
+fn panic_keeps_the_inner_loop(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let (a, mut peer) = pair();
+    read_once(&mut inside, a);
+    let e = lp
+        .embed(inside, |lp, st, inner, me| {
+            assert!(matches!(lp.embedded_mut(me), Err(Error::EmbeddedRunning)));
+            assert!(matches!(lp.embedded(me), Err(Error::EmbeddedRunning)));
+            assert!(matches!(lp.unembed(me), Err(Error::EmbeddedRunning)));
+            st.calls += 1;
+            if st.calls == 1 {
+                panic!("first call");
+            }
+            inner.run(RunMode::NoWait, &mut st.inner).unwrap();
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    peer.write_all(b"x").unwrap();
+    let mut st = Outer::default();
+    let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut st)));
+    assert_eq!(
+        caught.unwrap_err().downcast_ref::<&str>(),
+        Some(&"first call")
+    );
+    assert_eq!(
+        lp.embedded(e).unwrap().active_count(),
+        1,
+        "the loop is back"
+    );
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!((st.calls, st.inner.got.as_slice()), (2, &b"x"[..]));
+}
+
+#[test]
+fn panic_in_the_callback_keeps_the_inner_loop_on_every_pair() {
+    on_pairs("panic", panic_keeps_the_inner_loop);
+}
+
+/// `remove` (here from the embed callback itself) drops the inner loop:
+/// its cleanup watchers run, once the callback has returned.
+fn remove_drops_the_inner_loop(outer: &'static str, inner: &'static str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let cleaned = Arc::new(AtomicU32::new(0));
+    let c = cleaned.clone();
+    inside
+        .cleanup(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    inside.idle(|_, _, _| {}).unwrap(); // work at once: next_timeout is zero
+    let seen = cleaned.clone();
+    lp.embed(inside, move |lp, st, _, me| {
+        st.calls += 1;
+        lp.remove(me).unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 0, "not while it runs");
+    })
+    .unwrap();
+    let mut st = Outer::default();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!((st.calls, cleaned.load(Ordering::SeqCst)), (1, 1));
+}
+
+#[test]
+fn remove_drops_the_inner_loop_on_every_pair() {
+    on_pairs("remove", remove_drops_the_inner_loop);
+}
+
+/// The outer's `reinit_after_fork` (called here without a fork: it makes
+/// new kernel objects all the same) re-creates the inner loop's too, and
+/// the outer watches the inner's new fd.
+fn reinit_reaches_the_inner_loop(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let mut inside = inner_loop::<Inner>(inner);
+    let (a, mut peer) = pair();
+    read_once(&mut inside, a);
+    let e = lp
+        .embed(inside, |lp, st, inner, me| {
+            sweep(lp, st, inner, me);
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    let mut st = Outer::default();
+    lp.run(RunMode::NoWait, &mut st).unwrap();
+    lp.reinit_after_fork().unwrap();
+    peer.write_all(b"after").unwrap();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(st.inner.got, b"after");
+    assert!(!lp.is_active(e).unwrap());
+}
+
+#[test]
+fn reinit_after_fork_reaches_the_inner_loop_on_every_pair() {
+    on_pairs("reinit", reinit_reaches_the_inner_loop);
+}
+
+// ---------------------------------------------------------------------
+// The refusals.
+
+#[test]
+fn loops_without_a_pollable_fd_are_refused() {
+    watchdog("refusals", WATCHDOG, || {
+        let mut inners: Vec<(&str, Loop<'static, ()>)> = vec![
+            ("poll", World::new("poll").new_loop()),
+            ("select", World::new("select").new_loop()),
+            ("sim", Loop::with_backend(Sim::new().backend())),
+        ];
+        for (name, inner) in inners.drain(..) {
+            match inner.pollable_fd() {
+                Err(Error::NoPollableFd { backend, reason }) => {
+                    assert_eq!(backend, name);
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            for outer_name in outers() {
+                let outer: Loop = World::new(outer_name).new_loop();
+                let err = outer.can_embed(&inner).unwrap_err();
+                let text = err.to_string();
+                match &err {
+                    Error::CannotEmbed {
+                        inner: i,
+                        outer: o,
+                        reason,
+                    } => {
+                        assert_eq!((*i, *o), (name, outer_name));
+                        assert!(reason.contains("no pollable fd"), "{text}");
+                    }
+                    other => panic!("{name} in {outer_name}: {other:?}"),
+                }
+                assert!(text.contains(name) && text.contains(outer_name), "{text}");
+            }
+            // `embed` says the same, and leaves nothing behind.
+            let mut outer: Loop = World::new("epoll").new_loop();
+            let err = outer.embed(inner, |_, _, _, _| {}).unwrap_err();
+            assert!(matches!(err, Error::CannotEmbed { .. }), "{err}");
+            assert_eq!((outer.active_count(), outer.pending_count()), (0, 0));
+        }
+    });
+}
+
+#[test]
+fn a_simulator_cannot_embed_an_os_loop() {
+    watchdog("sim outer", WATCHDOG, || {
+        for name in inners() {
+            let inner = inner_loop::<()>(name);
+            let mut sim: Loop = Loop::with_backend(Sim::new().backend());
+            let err = sim.embed(inner, |_, _, _, _| {}).unwrap_err();
+            assert!(
+                matches!(err, Error::CannotEmbed { inner, outer: "sim", .. } if inner == name),
+                "{err}"
+            );
+            assert!(err.to_string().contains("simulated"), "{err}");
+            assert_eq!(sim.active_count(), 0);
+        }
+    });
+}
+
+/// A ring with deferred task work is never woken by its completions:
+/// refused, saying so (a kernel before 6.1 makes rings without it).
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+#[test]
+fn io_uring_with_deferred_task_work_has_no_pollable_fd() {
+    let lp: Loop = World::new("io_uring").new_loop();
+    let deferred = format!("{:?}", evloop::backends::io_uring::IoUring::new().unwrap())
+        .contains("deferred_task_work: true");
+    match lp.pollable_fd() {
+        Ok(_) => assert!(!deferred),
+        Err(err) => {
+            assert!(deferred, "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains("deferred task work") && text.contains("without_deferred_task_work"),
+                "{text}"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// The pollable fd itself.
+
+/// The pollable fd is readable exactly when an io watcher's fd is ready
+/// (once flushed), not for a due timer (`next_timeout` says zero then),
+/// and not once the loop has taken the event.
+fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
+    let mut lp = inner_loop::<Vec<u8>>(name);
+    let fd = lp.pollable_fd().unwrap().as_raw_fd();
+    assert_eq!(lp.next_timeout(), None, "nothing active");
+    assert!(!readable(fd, 0));
+
+    let (a, mut peer) = pair();
+    let io = lp
+        .io(a, Interest::READABLE, |_, got, ev| {
+            let mut buf = [0; 64];
+            let n = ev.source.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+        })
+        .unwrap();
+    peer.write_all(b"1").unwrap();
+    // Not flushed: the backend does not know the fd yet.
+    assert_eq!(lp.next_timeout(), Some(Duration::ZERO), "changes unflushed");
+    assert!(!readable(fd, 0), "{name}: readable before the flush");
+    lp.flush_changes().unwrap();
+    assert_eq!(lp.next_timeout(), None);
+    assert!(
+        readable(fd, 5_000),
+        "{name}: not readable with data waiting"
+    );
+    let mut got = Vec::new();
+    lp.run(RunMode::NoWait, &mut got).unwrap();
+    assert_eq!(got, b"1");
+    lp.flush_changes().unwrap();
+    assert_eq!(lp.next_timeout(), None);
+    assert!(!readable(fd, 0), "{name}: readable with the data taken");
+
+    // Data from another thread wakes a wait on the fd.
+    let writer = std::thread::spawn(move || {
+        peer.write_all(b"2").unwrap();
+        peer
+    });
+    assert!(readable(fd, 5_000), "{name}: not woken by the write");
+    let mut peer = writer.join().unwrap();
+    lp.run(RunMode::NoWait, &mut got).unwrap();
+    assert_eq!(got, b"12");
+
+    // A due timer: the fd says nothing, next_timeout says zero.
+    lp.stop(io).unwrap();
+    lp.flush_changes().unwrap();
+    let t = lp
+        .timer(Duration::ZERO, Duration::ZERO, |_, got, _| got.push(b't'))
+        .unwrap();
+    peer.write_all(b"3").unwrap(); // on a stopped watcher's fd: unwatched
+    assert_eq!(lp.next_timeout(), Some(Duration::ZERO), "a due timer");
+    assert!(!readable(fd, 0), "{name}: readable for a timer");
+    lp.run(RunMode::NoWait, &mut got).unwrap();
+    assert_eq!(got, b"12t");
+    // A timer to come: its time left.
+    lp.set_timer(t, ms(400), Duration::ZERO).unwrap();
+    lp.start(t).unwrap();
+    let left = lp.next_timeout().unwrap();
+    assert!(left > Duration::ZERO && left <= ms(400), "{left:?}");
+    // Pending callbacks: zero, and the fd says nothing of them.
+    lp.feed_event(io, Ready::READABLE).unwrap();
+    assert_eq!(lp.next_timeout(), Some(Duration::ZERO));
+    assert!(!readable(fd, 0));
+    // An idle watcher: zero.
+    lp.clear_pending(io).unwrap();
+    let idle = lp.idle(|_, _, _| {}).unwrap();
+    assert_eq!(lp.next_timeout(), Some(Duration::ZERO));
+    lp.remove(idle).unwrap();
+    assert_eq!(lp.next_timeout().map(|d| d > Duration::ZERO), Some(true));
+}
+
+#[test]
+fn pollable_fd_is_readable_exactly_when_an_inner_fd_is_ready() {
+    for name in inners() {
+        watchdog(&format!("pollable fd on {name}"), WATCHDOG, move || {
+            pollable_fd_readable_exactly_when_ready(name)
+        });
+    }
+}
+
+/// Runs `lp` from a mio `Poll` until no watcher of it is active: mio
+/// watches the loop's pollable fd, waits at most `next_timeout`, and runs
+/// the loop without blocking when woken. mio's registrations are
+/// edge-triggered: re-registering after each run re-reads the readiness,
+/// so that what a run left (a level fd still readable) wakes the next
+/// wait. Returns how many times mio woke.
+fn run_from_mio<S>(lp: &mut Loop<'_, S>, state: &mut S) -> Result<u32, Box<dyn std::error::Error>> {
+    const LOOP: Token = Token(0);
+    let mut poll = Poll::new()?;
+    let fd = lp.pollable_fd()?.as_raw_fd();
+    let loop_fd = || SourceFd(&fd);
+    poll.registry()
+        .register(&mut loop_fd(), LOOP, mio::Interest::READABLE)?;
+    let mut events = Events::with_capacity(64);
+    let mut wakes = 0;
+    while lp.active_count() > 0 {
+        // The loop's changes to its backend (its fd readable for them),
+        // then how long mio may wait (timers, pending callbacks).
+        lp.flush_changes()?;
+        let timeout = lp.next_timeout();
+        match poll.poll(&mut events, timeout) {
+            Ok(()) => {}
+            // An io_uring ring without deferred task work ends the
+            // thread's waits with EINTR as its polls complete.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+        wakes += 1;
+        // (Other sources' events would be handled here.)
+        lp.run(RunMode::NoWait, state)?;
+        poll.registry()
+            .reregister(&mut loop_fd(), LOOP, mio::Interest::READABLE)?;
+    }
+    Ok(wakes)
+}
+
+/// Driven from mio, "nested in a foreign loop" ([`run_from_mio`]): a
+/// level watcher that reads one byte per call (so readiness is left over
+/// after a run), bytes written from another thread, and a timer.
+fn driven_from_mio(name: &'static str) {
+    #[derive(Default)]
+    struct St {
+        got: Vec<u8>,
+        ticks: u32,
+    }
+    let mut lp = inner_loop::<St>(name);
+    lp.update_now();
+    let start = lp.now();
+    let (a, mut peer) = pair();
+    lp.io(a, Interest::READABLE, |lp, st, ev| {
+        let mut one = [0; 1];
+        match ev.source.read(&mut one) {
+            Ok(0) => lp.remove(ev.watcher).unwrap(),
+            Ok(_) => st.got.push(one[0]),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock),
+        }
+    })
+    .unwrap();
+    lp.timer(ms(20), ms(20), |lp, st, me| {
+        st.ticks += 1;
+        if st.ticks == 3 {
+            lp.remove(me).unwrap();
+        }
+    })
+    .unwrap();
+    // The end of file comes with the peer's drop.
+    let writer = std::thread::spawn(move || peer.write_all(b"abcdef").unwrap());
+    let mut st = St::default();
+    let wakes = run_from_mio(&mut lp, &mut st).unwrap_or_else(|e| panic!("{name}: {e}"));
+    writer.join().unwrap();
+    assert_eq!((st.got.as_slice(), st.ticks), (&b"abcdef"[..], 3));
+    assert!(lp.now() - start >= ms(60), "{:?}", lp.now() - start);
+    // A wake per byte, the end of file and the timers, give or take: no
+    // spin.
+    assert!(wakes < 100, "{wakes} wakes");
+}
+
+#[test]
+fn a_loop_driven_from_mio() {
+    for name in inners() {
+        watchdog(&format!("mio drives {name}"), WATCHDOG, move || {
+            driven_from_mio(name)
+        });
+    }
+}
