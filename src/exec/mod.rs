@@ -65,3 +65,6 @@ pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Task
 pub use io::{Async, Ready};
 pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
 pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};
+
+#[cfg(feature = "hyper")]
+pub mod hyper;
