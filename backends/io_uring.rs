@@ -141,6 +141,10 @@ const INTERNAL: u32 = 1 << 31;
 const REMOVE: u64 = u64::MAX;
 /// The `user_data` of the start-up probe's poll.
 const PROBE: u64 = u64::MAX - 1;
+/// The low half of a loop removal's `user_data` (beyond any fd, internal
+/// ones included); the high half indexes `Tables::removing`, which holds
+/// the `user_data` of the poll being removed.
+const REMOVAL: u32 = u32::MAX - 2;
 
 const POLLIN: u32 = libc::POLLIN as u32;
 const POLLOUT: u32 = libc::POLLOUT as u32;
@@ -218,9 +222,14 @@ struct Tables {
     /// Write-only fds whose poll saw nothing they asked for: parked on a
     /// multishot poll (submitted after the completions are read).
     park: Vec<RawFd>,
-    /// Parked multishot polls that reported: removed after the
-    /// completions are read.
+    /// Parked multishot polls that reported, and removals the kernel
+    /// answered `EALREADY`: removed after the completions are read.
     cancel: Vec<u64>,
+    /// The polls whose `POLL_REMOVE` is in the kernel, by the removal's
+    /// index: a removal answered `EALREADY` (a multishot poll's task work
+    /// was pending, as with deferred task work; the poll then arms again
+    /// and keeps its file, the socket staying open) is submitted again.
+    removing: slab::Slab<u64>,
     /// The notifier's fds.
     internal: Vec<Internal>,
     /// An internal poll completed: the next poll re-arms.
@@ -317,9 +326,18 @@ fn poll_add(fd: RawFd, mask: u32, multi: bool, ud: u64) -> squeue::Entry {
         .user_data(ud)
 }
 
-/// A `POLL_REMOVE` of the request with `user_data` `ud`.
+/// A `POLL_REMOVE` of the request with `user_data` `ud`, whose own
+/// completion is ignored (the probe's).
 fn poll_remove(ud: u64) -> squeue::Entry {
     opcode::PollRemove::new(ud).build().user_data(REMOVE)
+}
+
+/// A `POLL_REMOVE` of the request with `user_data` `ud`, its own
+/// completion tagged with `index` into `Tables::removing`.
+fn poll_removal(ud: u64, index: usize) -> squeue::Entry {
+    opcode::PollRemove::new(ud)
+        .build()
+        .user_data((index as u64) << 32 | u64::from(REMOVAL))
 }
 
 /// The `POLL*` bits an interest reports (`Slot::want`).
@@ -599,6 +617,17 @@ impl Set {
         push(&submitter, &mut sq, &mut cq, &mut self.t.backlog, entry)
     }
 
+    /// Queues the `POLL_REMOVE` of the poll `ud`, whose answer is checked
+    /// (`Tables::removed`).
+    fn push_removal(&mut self, ud: u64) -> io::Result<()> {
+        let index = self.t.removing.insert(ud);
+        let r = self.push(&poll_removal(ud, index));
+        if r.is_err() {
+            self.t.removing.remove(index);
+        }
+        r
+    }
+
     /// Submits what is queued, without waiting.
     fn submit(&mut self) -> io::Result<()> {
         let (submitter, mut sq, mut cq) = self.ring.split();
@@ -620,7 +649,7 @@ impl Set {
         let slot = self.t.fds[fd as usize];
         match slot.state {
             State::Armed | State::Parked => {
-                self.push(&poll_remove(user_data(fd, slot.gen)))?;
+                self.push_removal(user_data(fd, slot.gen))?;
                 Ok(true)
             }
             State::Off | State::Fired | State::Dead => Ok(false),
@@ -751,7 +780,7 @@ impl Set {
         let mut cancel = std::mem::take(&mut self.t.cancel);
         let mut result = Ok(());
         for &ud in &cancel {
-            if let Err(e) = self.push(&poll_remove(ud)) {
+            if let Err(e) = self.push_removal(ud) {
                 result = Err(e);
             }
         }
@@ -875,6 +904,9 @@ impl Tables {
         if ud == REMOVE || ud == PROBE {
             return;
         }
+        if ud as u32 == REMOVAL {
+            return self.removed((ud >> 32) as usize, res);
+        }
         let low = ud as u32;
         if low & INTERNAL == 0 {
             return; // an fd beyond the table: nothing the loop has now
@@ -896,12 +928,26 @@ impl Tables {
         }
     }
 
+    /// A loop removal's answer: `EALREADY` (the poll was completing) is
+    /// tried again after these completions, when its task work has run;
+    /// anything else (removed, or over already: `ENOENT`) ends it.
+    #[cold]
+    fn removed(&mut self, index: usize, res: i32) {
+        let Some(ud) = self.removing.try_remove(index) else {
+            return;
+        };
+        if res == -libc::EALREADY {
+            self.cancel.push(ud);
+        }
+    }
+
     /// Forgets everything (a new ring).
     fn clear(&mut self) {
         self.fds.clear();
         self.rearm.clear();
         self.park.clear();
         self.cancel.clear();
+        self.removing.clear();
         self.internal.clear();
         self.internal_due = false;
         self.ready_internal.clear();
@@ -1364,6 +1410,26 @@ mod tests {
     /// generation is dropped, a level fd goes to `rearm`, a one-shot fd
     /// does not, a multishot poll's wake-ups merge into one report, and an
     /// ended multishot poll is re-armed.
+    /// A removal the kernel answered `EALREADY` (a multishot poll whose
+    /// task work was pending arms again and keeps its file) is submitted
+    /// again; one that removed its poll, or found it over, is done.
+    #[test]
+    fn a_removal_answered_ealready_is_tried_again() {
+        let mut t = Tables::default();
+        let mut events = Vec::new();
+        let (a, b) = (user_data(5, 1), user_data(6, 1));
+        let (ia, ib) = (t.removing.insert(a), t.removing.insert(b));
+        let tag = |i: usize| (i as u64) << 32 | u64::from(REMOVAL);
+        t.complete(tag(ia), -libc::EALREADY, 0, &mut events);
+        t.complete(tag(ib), 0, 0, &mut events);
+        assert_eq!(t.cancel, [a]);
+        assert!(t.removing.is_empty());
+        assert!(events.is_empty());
+        // A late or unknown removal completion changes nothing.
+        t.complete(tag(ia), -libc::EALREADY, 0, &mut events);
+        assert_eq!(t.cancel, [a]);
+    }
+
     #[test]
     fn completions() {
         let mut t = Tables {

@@ -191,34 +191,6 @@ fn full_duplex(mut lp: Loop<'static>, size: usize) {
 #[test]
 fn full_duplex_echo_of_megabytes_with_copy_and_split() {
     on_backends("futures-util copy", kernels(), |backend| {
-        if backend == "io_uring" {
-            // See io_uring_full_duplex_close below.
-            eprintln!(
-                "!!! SKIP on io_uring: a socket removed after a multi-MB full-duplex echo \
-                 stays open in the kernel (POLL_REMOVE of its multishot poll answers \
-                 EALREADY), so its peer never sees the end: \
-                 cargo test --features futures,io-uring --test futures_io -- --ignored"
-            );
-            return;
-        }
         full_duplex(new_loop(backend), 6 << 20);
-    });
-}
-
-/// Known failure of the io_uring backend (Linux 6.18, deferred task work
-/// and multishot polls): after the echo, the server's socket is removed
-/// from the loop and closed, but `ss` shows it in CLOSE-WAIT with no fd:
-/// the kernel's multishot poll still holds the file, because its
-/// `POLL_REMOVE` completed with `-EALREADY` (the poll's task work was
-/// pending) and the backend ignores a removal's result
-/// (backends/io_uring.rs, `complete_other`). The client's `read_to_end`
-/// then never ends. `IoUring::without_deferred_task_work()` and
-/// `force_no_multishot()` pass, as does every other backend.
-#[cfg(all(feature = "io-uring", target_os = "linux"))]
-#[test]
-#[ignore = "the io_uring backend's POLL_REMOVE answered EALREADY leaves the file open"]
-fn io_uring_full_duplex_close() {
-    common::watchdog("io_uring full duplex", common::WATCHDOG, || {
-        full_duplex(new_loop("io_uring"), 6 << 20);
     });
 }
