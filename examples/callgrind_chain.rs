@@ -2,14 +2,16 @@
 //! callgrind (see `benches/callgrind.sh`, which runs it twice with different
 //! write counts and divides the difference).
 //!
-//! Usage: `callgrind_chain <backend> <writes> [timers|edge|oneshot]`
+//! Usage: `callgrind_chain <backend> <writes> [timers|edge|oneshot|record]`
 //! (`oneshot`: one-shot read watchers, re-armed by `Loop::start` in every
-//! callback)
+//! callback; `record`: the plain workload with the loop recorded, as
+//! `Builder::record_to` does, to a file in the temporary directory that is
+//! removed after the run)
 
 #[path = "../benches/chain_workload.rs"]
 mod chain_workload;
 
-use chain_workload::{on_os, on_sim, raise_fd_limit, Shape};
+use chain_workload::{on_builder, on_os, on_sim, raise_fd_limit, Shape};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -30,7 +32,20 @@ fn main() {
         timers,
         trigger,
     };
-    let outcome = if backend == "sim" {
+    let outcome = if mode == "record" {
+        let path =
+            std::env::temp_dir().join(format!("evloop-callgrind-{}.trace", std::process::id()));
+        let builder = evloop::Loop::builder().backend(backend).record_to(&path);
+        let outcome = match on_builder(&builder, shape) {
+            Ok(mut b) => b.run(),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        };
+        let _ = std::fs::remove_file(&path);
+        outcome
+    } else if backend == "sim" {
         on_sim(shape).run()
     } else {
         match on_os(backend, shape) {

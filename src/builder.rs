@@ -3,6 +3,9 @@
 
 use std::borrow::Cow;
 use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::Backend;
 use crate::backends::{self, Factory};
@@ -45,6 +48,26 @@ pub struct Builder {
     registered: Vec<(&'static str, Factory)>,
     /// The capacity hint ([`Builder::capacity`]).
     capacity: usize,
+    /// Where the loop is recorded ([`Builder::record`], [`Builder::record_to`]).
+    record: Option<RecordTo>,
+}
+
+/// Where a built loop is recorded.
+#[derive(Clone)]
+enum RecordTo {
+    /// A writer, taken by the first loop built.
+    Writer(Arc<Mutex<Option<Box<dyn Write + Send>>>>),
+    /// A file, created by each loop built.
+    Path(PathBuf),
+}
+
+impl std::fmt::Debug for RecordTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordTo::Writer(_) => f.write_str("Writer(..)"),
+            RecordTo::Path(p) => f.debug_tuple("Path").field(p).finish(),
+        }
+    }
 }
 
 impl Builder {
@@ -105,6 +128,59 @@ impl Builder {
     /// ```
     pub fn capacity(mut self, n: usize) -> Builder {
         self.capacity = n;
+        self
+    }
+
+    /// Records the loop to `out`: the backend chosen is wrapped in a
+    /// [`Recorder`](crate::replay::Recorder), which writes everything that
+    /// enters the loop from outside, and what the program reads and writes
+    /// through evloop's own I/O paths, to a trace that
+    /// [`Replay`](crate::replay::Replay) runs again (the
+    /// [`replay`](crate::replay) module has the format and the limits;
+    /// `docs/replay.md` is the guide). The first loop built takes the
+    /// writer; building another from this builder (or a clone) is refused
+    /// ([`Error::Backend`](crate::Error::Backend), op "record"), as is a
+    /// second recording in one thread.
+    ///
+    /// ```
+    /// use evloop::replay::{MemoryTrace, Replay};
+    /// use evloop::{Loop, RunMode};
+    /// use std::time::Duration;
+    ///
+    /// let trace = MemoryTrace::new();
+    /// let builder = Loop::builder().backend("poll").record(trace.clone());
+    /// {
+    ///     let mut lp: Loop = builder.build()?;
+    ///     lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})?;
+    ///     lp.run(RunMode::Default, &mut ())?;
+    /// }
+    /// assert!(builder.build::<()>().is_err(), "the writer was taken");
+    /// assert_eq!(Replay::from_bytes(trace.bytes())?.recorded_backend(), "poll");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record(mut self, out: impl Write + Send + 'static) -> Builder {
+        let out: Box<dyn Write + Send> = Box::new(out);
+        self.record = Some(RecordTo::Writer(Arc::new(Mutex::new(Some(out)))));
+        self
+    }
+
+    /// Records the loop (as [`Builder::record`] does) to the file at
+    /// `path`, created (or truncated) by [`Builder::build`]; a path that
+    /// cannot be created fails the build, naming it.
+    ///
+    /// ```
+    /// use evloop::replay::Replay;
+    /// use evloop::Loop;
+    /// let path = std::env::temp_dir().join(format!("evloop-doc-record-to-{}", std::process::id()));
+    /// drop(Loop::builder().backend("poll").record_to(&path).build::<()>()?);
+    /// assert_eq!(Replay::open(&path)?.recorded_backend(), "poll");
+    /// std::fs::remove_file(&path)?;
+    /// let err = Loop::builder().record_to("/no/such/dir/trace").build::<()>().unwrap_err();
+    /// assert!(err.to_string().contains("/no/such/dir/trace"), "{err}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_to(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.record = Some(RecordTo::Path(path.into()));
         self
     }
 
@@ -249,7 +325,11 @@ impl Builder {
     /// ```
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
         let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
-        let mut lp = Loop::try_from_boxed(self.open_named(&name, from_env)?)?;
+        let mut backend = self.open_named(&name, from_env)?;
+        if let Some(to) = &self.record {
+            backend = record(backend, to)?;
+        }
+        let mut lp = Loop::try_from_boxed(backend)?;
         lp.reserve(self.capacity);
         Ok(lp)
     }
@@ -275,6 +355,29 @@ impl Builder {
             err => err,
         })
     }
+}
+
+/// `backend`, recorded as `to` says.
+fn record(backend: Box<dyn Backend>, to: &RecordTo) -> Result<Box<dyn Backend>> {
+    use crate::replay::Recorder;
+    let err = |source| Error::Backend {
+        backend: "record",
+        op: "record",
+        source,
+    };
+    let recorder = match to {
+        RecordTo::Path(path) => Recorder::to_path(backend, path),
+        RecordTo::Writer(slot) => {
+            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            match taken {
+                Some(out) => Recorder::new(backend, out),
+                None => Err(std::io::Error::other(
+                    "Builder::record's writer was taken by a loop built before: record each loop to a writer of its own",
+                )),
+            }
+        }
+    };
+    Ok(Box::new(recorder.map_err(err)?))
 }
 
 /// The backend name, and whether it came from the environment: `explicit`,

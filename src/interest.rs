@@ -87,6 +87,12 @@ impl Interest {
     pub const fn bits(self) -> u8 {
         self.0
     }
+
+    /// The interest with these raw bits ([`Interest::bits`]): how a
+    /// recorded trace (`evloop::replay`) is read back.
+    pub(crate) const fn from_bits(bits: u8) -> Interest {
+        Interest(bits)
+    }
 }
 
 impl BitOr for Interest {
@@ -236,6 +242,12 @@ impl Ready {
     /// The raw bits.
     pub const fn bits(self) -> u8 {
         self.0
+    }
+
+    /// The readiness with these raw bits ([`Ready::bits`]): how a
+    /// recorded trace (`evloop::replay`) is read back.
+    pub(crate) const fn from_bits(bits: u8) -> Ready {
+        Ready(bits)
     }
 }
 

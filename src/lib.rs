@@ -59,6 +59,7 @@ mod loop_controls;
 pub mod net;
 mod pending;
 mod registry;
+pub mod replay;
 mod run_state;
 mod settled;
 mod slot_list;
@@ -124,6 +125,8 @@ pub mod doc_pages {
     pub struct Porting;
     #[doc = include_str!("../docs/recipes.md")]
     pub struct Recipes;
+    #[doc = include_str!("../docs/replay.md")]
+    pub struct ReplayGuide;
     #[doc = include_str!("../docs/servers.md")]
     pub struct Servers;
 }

@@ -52,9 +52,12 @@ cfg_if::cfg_if! {
 /// (-1 on Unix, `INVALID_SOCKET` on Windows).
 pub(crate) const NO_FD: RawFd = !0;
 
-/// The number of the descriptor behind an OS source (`listener`, ...).
-pub(crate) fn raw_of<T: AsOs + ?Sized>(source: &T) -> RawFd {
-    raw(borrow(source))
+/// The number of the descriptor behind a source, OS or virtual.
+pub(crate) fn number(fd: SourceFd<'_>) -> RawFd {
+    match fd {
+        SourceFd::Os(fd) => raw(fd),
+        SourceFd::Virtual(v) => v.get(),
+    }
 }
 
 /// The descriptor behind a [`Source`].

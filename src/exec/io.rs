@@ -210,7 +210,18 @@ impl<T> Async<T> {
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
         // Optimistic: the operation first (a socket just accepted has its
-        // request waiting), the readiness only once it would block.
+        // request waiting), the readiness only once it would block; but
+        // not when the loop is known to have reported nothing since the
+        // last `WouldBlock` (edge-registered): that try would be a wasted
+        // syscall per wait.
+        let unready = self.shared.reactor.borrow().known_unready(self.slot, dir);
+        if unready {
+            match self.poll_ready(dir, cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
         loop {
             match op(&self.io) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -362,7 +373,14 @@ where
     /// assert_eq!(n, 1);
     /// ```
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
-        self.poll_read_with(cx, |mut io| io.read(buf))
+        let asked = buf.len();
+        let r = self.poll_read_with(cx, |mut io| io.read(buf));
+        if let Poll::Ready(Ok(n)) = r {
+            if n > 0 && n < asked {
+                self.shared.reactor.borrow_mut().read_short(self.slot);
+            }
+        }
+        r
     }
 }
 

@@ -273,6 +273,29 @@ impl Reactor {
         None
     }
 
+    /// Whether the loop is known to have reported no readiness for `dir`
+    /// since the last `WouldBlock` (edge-registered, so every new
+    /// readiness is reported): an operation would only say `WouldBlock`.
+    pub(crate) fn known_unready(&self, slot: usize, dir: Direction) -> bool {
+        let Some(s) = self.io.get(slot) else {
+            return false;
+        };
+        let answers = match dir {
+            Direction::Read => R | HUP | ERR,
+            Direction::Write => W | ERR,
+        };
+        self.edge && s.watcher.is_some() && s.error.is_none() && s.ready & answers == 0
+    }
+
+    /// A read gave less than it asked for: a stream is drained, and an
+    /// edge-registered source reports the next data (tokio's rule; on a
+    /// level watcher the next wait costs an iteration, so it is kept).
+    pub(crate) fn read_short(&mut self, slot: usize) {
+        if self.edge {
+            self.clear_io(slot, Direction::Read);
+        }
+    }
+
     /// A read or write said `WouldBlock`: the readiness was stale.
     pub(crate) fn clear_io(&mut self, slot: usize, dir: Direction) {
         if let Some(s) = self.io.get_mut(slot) {

@@ -9,7 +9,46 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::backends::net_sys;
-use crate::{Interest, Io, Loop, Result, Timer};
+use crate::{Interest, Io, Loop, Result, Source, Timer};
+
+/// A listening socket an [`Acceptor`] accepts from: a `TcpListener`, or a
+/// replay's listener ([`ReplayListener`](crate::replay::ReplayListener),
+/// whose accepts give the connections of a recorded run), so that one
+/// server runs on both. The accepted streams are what the acceptor's
+/// callback gets.
+///
+/// ```
+/// use evloop::net::Listener;
+/// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+/// let addr = l.prepare()?; // non-blocking now
+/// assert_eq!(l.accept_stream().unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+/// assert!(addr.ip().is_loopback());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait Listener: Source + 'static {
+    /// What an accept gives.
+    type Stream: Source;
+
+    /// Makes the listener non-blocking, and says its address.
+    fn prepare(&self) -> io::Result<SocketAddr>;
+
+    /// Accepts one pending connection, non-blocking and close-on-exec;
+    /// `WouldBlock` when none is pending.
+    fn accept_stream(&self) -> io::Result<Self::Stream>;
+}
+
+impl Listener for TcpListener {
+    type Stream = TcpStream;
+
+    fn prepare(&self) -> io::Result<SocketAddr> {
+        self.set_nonblocking(true)?;
+        self.local_addr()
+    }
+
+    fn accept_stream(&self) -> io::Result<TcpStream> {
+        net_sys::accept(self)
+    }
+}
 
 /// How an [`Acceptor`] behaves.
 ///
@@ -182,13 +221,10 @@ impl Acceptor {
     /// assert!(a.local_addr().port() != 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn start<'s, S, F>(
-        lp: &mut Loop<'s, S>,
-        listener: TcpListener,
-        on_accept: F,
-    ) -> Result<Self>
+    pub fn start<'s, S, L, F>(lp: &mut Loop<'s, S>, listener: L, on_accept: F) -> Result<Self>
     where
-        F: FnMut(&mut Loop<'s, S>, &mut S, io::Result<TcpStream>) + 's,
+        L: Listener,
+        F: FnMut(&mut Loop<'s, S>, &mut S, io::Result<L::Stream>) + 's,
     {
         Acceptor::with_options(lp, listener, AcceptOptions::new(), on_accept)
     }
@@ -206,30 +242,36 @@ impl Acceptor {
     /// a.close(&mut lp)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn with_options<'s, S, F>(
+    pub fn with_options<'s, S, L, F>(
         lp: &mut Loop<'s, S>,
-        listener: TcpListener,
+        listener: L,
         options: AcceptOptions,
         mut on_accept: F,
     ) -> Result<Self>
     where
-        F: FnMut(&mut Loop<'s, S>, &mut S, io::Result<TcpStream>) + 's,
+        L: Listener,
+        F: FnMut(&mut Loop<'s, S>, &mut S, io::Result<L::Stream>) + 's,
     {
-        let fd = crate::source::raw_of(&listener);
+        let fd = crate::source::number(listener.source_fd());
         // A listener that cannot be made non-blocking or has no address is
         // not one the loop can serve.
         let io_err = |e: io::Error| crate::Error::InvalidFd {
             fd,
             reason: format!("not a usable listener: {e}"),
         };
-        listener.set_nonblocking(true).map_err(io_err)?;
-        let addr = listener.local_addr().map_err(io_err)?;
+        let addr = listener.prepare().map_err(io_err)?;
         let shared = Rc::new(Shared::default());
         let mine = shared.clone();
         let io = lp.io(listener, Interest::READABLE, move |lp, state, ev| {
             let sh = &*mine;
             loop {
-                match net_sys::accept(ev.source) {
+                let accepted = ev.source.accept_stream();
+                // Recorded while the thread records (evloop::replay).
+                crate::replay::sink::accepted(
+                    ev.source.source_fd(),
+                    accepted.as_ref().map(Source::source_fd),
+                );
+                match accepted {
                     Ok(stream) => {
                         sh.exhausted.set(false);
                         sh.accepted.set(sh.accepted.get() + 1);

@@ -804,10 +804,20 @@ impl<C> Conn<C> {
 
     /// Writes what is queued until done or `WouldBlock`; whether any byte
     /// went out. Keeps the queue's allocation.
-    fn flush(&mut self, stream: &mut impl Write) -> io::Result<bool> {
+    fn flush(&mut self, stream: &mut (impl Write + Source)) -> io::Result<bool> {
         let mut progress = false;
         while self.sent < self.out.len() {
-            match stream.write(&self.out[self.sent..]) {
+            let offered = &self.out[self.sent..];
+            let written = stream.write(offered);
+            // Recorded while the thread records (evloop::replay).
+            let taken = written.as_ref().map_or(0, |&n| n.min(offered.len()));
+            crate::replay::sink::wrote(
+                stream.source_fd(),
+                offered.len(),
+                &written,
+                &offered[..taken],
+            );
+            match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     self.sent += n;
@@ -1380,7 +1390,8 @@ impl<C> Conn<C> {
     {
         // Errors (the peer is gone already) change nothing: the
         // connection is closed soon either way.
-        let _ = stream.shutdown_write();
+        let shut = stream.shutdown_write();
+        crate::replay::sink::shut_down(stream.source_fd(), &shut);
         self.state = State::Lingering;
         if self.eof {
             return Step::Finish(CloseReason::Graceful);
@@ -1414,7 +1425,7 @@ impl<C> Conn<C> {
     }
 
     /// Step `Read`.
-    fn read_in(&mut self, stream: &mut impl Read, pass: &mut Pass) -> Step {
+    fn read_in(&mut self, stream: &mut (impl Read + Source), pass: &mut Pass) -> Step {
         if !(pass.read_more && self.can_read()) {
             if self.peer_gone(pass) {
                 // A level-triggered HUP would come back forever.
@@ -1461,7 +1472,7 @@ impl<C> Conn<C> {
 
     /// Reads until `WouldBlock`, the end of file or a full buffer (while
     /// closing, a full buffer is emptied and reading goes on).
-    fn read_until_blocked(&mut self, stream: &mut impl Read) -> io::Result<Found> {
+    fn read_until_blocked(&mut self, stream: &mut (impl Read + Source)) -> io::Result<Found> {
         let dropping = !matches!(self.state, State::Open);
         let (mut data, mut eof, mut full) = (false, false, false);
         loop {
@@ -1474,7 +1485,16 @@ impl<C> Conn<C> {
                 break;
             }
             let end = self.end;
-            match stream.read(&mut self.input[end..]) {
+            let read = stream.read(&mut self.input[end..]);
+            // Recorded while the thread records (evloop::replay).
+            let got = read.as_ref().map_or(0, |&n| n.min(self.input.len() - end));
+            crate::replay::sink::read(
+                stream.source_fd(),
+                self.input.len() - end,
+                &read,
+                &self.input[end..end + got],
+            );
+            match read {
                 Ok(0) => {
                     self.eof = true;
                     eof = true;

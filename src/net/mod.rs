@@ -64,7 +64,7 @@
 mod acceptor;
 mod conn;
 
-pub use acceptor::{AcceptOptions, Acceptor};
+pub use acceptor::{AcceptOptions, Acceptor, Listener};
 pub use conn::{CloseReason, Conn, ConnEvent, ConnId, ConnOptions, Conns, Stream};
 
 use std::io;

@@ -1,0 +1,159 @@
+//! Record a real run, replay it deterministically: a production bug
+//! turned into an exact test. `docs/replay.md` is the guide.
+//!
+//! **Recording.** [`Builder::record`](crate::Builder::record) (a writer)
+//! or [`Builder::record_to`](crate::Builder::record_to) (a path) wraps the
+//! chosen backend in a [`Recorder`], which writes to a trace everything
+//! that enters the loop from outside: each poll's timeout and results,
+//! every clock reading (`now`, `wall_now`), signal and child notices,
+//! wake-ups, wall-clock steps, file attributes and path hints, the
+//! registrations the loop asks for and their results; and, through a
+//! per-thread sink that evloop's own I/O paths consult (one thread-local
+//! load when nothing records), the bytes the program reads and writes
+//! through [`net::Conns`](crate::net::Conns), the connections a
+//! [`net::Acceptor`](crate::net::Acceptor) accepts and their half-closes,
+//! and, with the cargo feature `record-fd-io`, the calls of
+//! `backends::fd_io` (Unix; off by default, because it costs each call a
+//! thread-local test). The trace is streamed to
+//! the writer in 64 KiB blocks (memory stays bounded) and completed when
+//! the loop is dropped; [`flush_recording`] writes out what is buffered.
+//!
+//! **Replaying.** [`Replay`] reads a trace back. Its backend
+//! ([`Replay::backend`]) answers the loop with the recorded polls, times
+//! and notices; its sockets ([`Replay::socket`], [`Replay::listener`], and
+//! those an acceptor accepts from it) carry the recorded fd numbers and
+//! answer reads with the recorded bytes. So the same program, given the
+//! replay's sockets instead of real ones, runs its callbacks in the same
+//! order, at the same loop times, with the same data. Everything it does
+//! is checked against the trace as it goes: each poll's timeout, each
+//! registration change (`modify`), each io watcher's fd (`check_fd`),
+//! each read's size, each write's bytes, each accept and half-close. The
+//! first difference is a [`Divergence`] (the iteration, the fd, the
+//! callback running, what the trace has, what the program did): `run`
+//! returns it as an error at the next poll, [`Replay::divergence`] and
+//! [`Replay::finish`] report it, and the replay answers nothing more.
+//!
+//! ```
+//! use evloop::net::{ConnEvent, ConnOptions, Conns};
+//! use evloop::replay::{MemoryTrace, Recorder, Replay};
+//! use evloop::{Loop, RunMode, Sim};
+//! use std::time::Duration;
+//!
+//! // The program under test: replies "ok" to anything, generic over its
+//! // stream (a simulated or real socket when recorded, the replay's when
+//! // replayed).
+//! fn serve<T: evloop::net::Stream>(lp: &mut Loop<Conns<()>>, conns: &mut Conns<()>, s: T)
+//!     -> evloop::Result<()> {
+//!     conns.open(lp, s, ConnOptions::new(), (), |lp, conns, id, ev| {
+//!         if let ConnEvent::Data = ev {
+//!             let c = &mut conns[id];
+//!             c.consume(c.input().len());
+//!             c.write(lp, b"ok");
+//!             c.close(lp);
+//!         }
+//!     })?;
+//!     Ok(())
+//! }
+//!
+//! // Recorded (here on the simulator; on a kernel in docs/replay.md).
+//! let sim = Sim::new();
+//! let sock = sim.socket("client", 64);
+//! sim.deliver(Duration::from_millis(2), &sock, b"hi");
+//! let fd = sock.fd();
+//! let trace = MemoryTrace::new();
+//! {
+//!     let rec = Recorder::new(Box::new(sim.backend()), trace.clone())?;
+//!     let mut lp = Loop::with_backend(rec);
+//!     let mut conns = Conns::new();
+//!     serve(&mut lp, &mut conns, sock)?;
+//!     lp.run(RunMode::Default, &mut conns)?;
+//! }
+//! // Replayed: the same program on the replay's socket of the same fd.
+//! let replay = Replay::from_bytes(trace.bytes())?;
+//! {
+//!     let mut lp = Loop::with_backend(replay.backend());
+//!     let mut conns = Conns::new();
+//!     serve(&mut lp, &mut conns, replay.socket(fd))?;
+//!     lp.run(RunMode::Default, &mut conns)?;
+//! }
+//! let summary = replay.finish()?;
+//! assert_eq!((summary.bytes_read, summary.bytes_written), (2, 2));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What cannot be replayed
+//!
+//! - **Reads and writes behind the loop's back**: a `Read` or `Write` on
+//!   the socket itself (`TcpStream::read`), a file read, a DNS lookup, are
+//!   not recorded (nor is `fd_io` without the feature `record-fd-io`). On
+//!   replay the program's sockets are the replay's, so such a read on one
+//!   of them finds no record: a divergence, with a hint saying so (never
+//!   data made up). A read through `net` (or `fd_io`, with the feature)
+//!   on a real descriptor during a replay is a divergence too.
+//! - **Other threads**: what they do is not in the trace. A wake-up is
+//!   (the poll it ended, and the `woken` notice), but which async watcher
+//!   was sent to is the sender's own state: a replay diverges where the
+//!   recording's loop saw a send (the poll's timeout differs), and says
+//!   that this may be why.
+//! - **Randomness and the environment**: a program that decides by
+//!   anything else (random numbers, `SystemTime::now()` read directly,
+//!   environment variables) decides differently on replay, and is caught
+//!   only where that changes what it asks of the loop or writes.
+//! - **Children's pipes**: a spawned child's pid is replayed, its pipes
+//!   are not (the replay starts no process; `Spawned` has no pipes).
+//! - **Errno values** are the recording OS's: replay on the same OS.
+//!
+//! # The format (version 1)
+//!
+//! ```text
+//! trace   = magic "EVLOOPRC" (8 bytes), version (u16, little-endian: 1),
+//!           record*                      (the first one is Begin)
+//! record  = tag (1 byte), length (varint), payload (length bytes)
+//! varint  = unsigned LEB128, possibly padded (0x85 0x80 0x00 is 5: the
+//!           hot records keep fixed offsets); signed numbers (fds,
+//!           errnos) zigzag first
+//! dur     = seconds (varint), nanoseconds (varint)
+//! result  = 0 (ok, then the value if any) | 1, error
+//! error   = 0, errno (signed) | 1, kind (1 byte), message (bytes)
+//! bytes   = length (varint), the bytes
+//!
+//! tag  record        payload
+//!   1  Begin         backend name (bytes), capabilities: flags (edge 1,
+//!                    oneshot 2, virtual fds 4, max fd 8), [max fd],
+//!                    hang-up, closed fd, level (1 byte each)
+//!   2  Poll          timeout (0 none | 1, dur), then 0 done | 1 stalled,
+//!                    event count, (fd, ready bits)* | 2, error
+//!   3  Now           dur (the monotonic clock read by the loop)
+//!   4  Wall          dur (the wall clock since the epoch)
+//!   5  Modify        fd, old interest, new interest (1 byte each), result
+//!   6  ModifyAll     count, (fd, old, new)*, 0 | 1, failed index, error
+//!   7  CheckFd       fd, result
+//!   8  Notices       signal bits, flags (woken 1, clock stepped 2),
+//!                    exits (count, (pid, 0 code | 1 signal | 2 signal
+//!                    with core | 3 unknown)*), path tokens (count, token*)
+//!   9  WatchSignal   signal, result          10  WatchChild     pid, result
+//!  11  WatchAnyChild result                  12  SignalChild    pid, signal, result
+//!  13  Spawn         program (bytes), 0 pid | 1 error
+//!  14  Waker         result                  15  WatchClockSteps  0 | 1
+//!  16  Stat          path (bytes), exists, size, 0 | 1 (before the epoch),
+//!                    mtime (dur), inode, device, links, mode
+//!  17  WatchPath     path (bytes), token, result
+//!  18  Reinit        result
+//!  32  Read          fd, length asked for, 0 the bytes read | 1 error
+//!  33  Write         fd, length offered, 0 the bytes taken | 1 error
+//!  34  Accept        listening fd, 0 new fd | 1 error
+//!  35  Shutdown      fd, result (a connection's half-close)
+//! 255  End           (nothing: the recording loop was dropped)
+//! ```
+//!
+//! A trace without `End` was cut off (the process ended without dropping
+//! its loop, or its last block was not written): its replay stops where
+//! it ends, and says so.
+
+mod format;
+mod play;
+mod record;
+pub(crate) mod sink;
+
+pub use play::{Divergence, Replay, ReplayBackend, ReplayListener, ReplaySocket, ReplaySummary};
+pub use record::{flush_recording, MemoryTrace, Recorder};

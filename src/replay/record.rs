@@ -1,0 +1,391 @@
+//! The recording backend: any backend, with everything that comes into
+//! the loop through it written to the thread's trace.
+
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::path::Path;
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::format::{tag, Encoder};
+use super::sink;
+use crate::backend::{
+    Backend, Capabilities, Change, Notices, PollEvent, PollStatus, Spawned, Wake,
+};
+use crate::{FileStat, Interest, RawFd, Ready};
+
+/// A backend that records: it wraps another (any [`Backend`]) and writes
+/// to a trace everything that enters the loop through it, and, while it
+/// lives, what the program reads and writes through evloop's own I/O
+/// paths in its thread (`evloop::net`'s connections and acceptor,
+/// `backends::fd_io`). [`Builder::record`](crate::Builder::record) and
+/// [`Builder::record_to`](crate::Builder::record_to) make one around the
+/// backend they choose; this is the way to record a backend built by
+/// hand. Its name and capabilities are the wrapped backend's. The
+/// [module documentation](crate::replay) has the format and the limits.
+///
+/// One recording (or replay) per thread at a time: a second one made
+/// while another lives in the thread is refused.
+///
+/// ```
+/// use evloop::replay::{MemoryTrace, Recorder, Replay};
+/// use evloop::{Loop, RunMode, Sim};
+/// use std::time::Duration;
+///
+/// let sim = Sim::new();
+/// let trace = MemoryTrace::new();
+/// {
+///     let rec = Recorder::new(Box::new(sim.backend()), trace.clone())?;
+///     let mut lp: Loop<Vec<Duration>> = Loop::with_backend(rec);
+///     lp.timer(Duration::from_millis(5), Duration::ZERO, |lp, log, _| log.push(lp.now()))?;
+///     let mut log = vec![];
+///     lp.run(RunMode::Default, &mut log)?;
+///     assert_eq!(log, [Duration::from_millis(5)]);
+/// } // the loop (and its recorder) dropped: the trace is complete
+/// let replay = Replay::from_bytes(trace.bytes())?;
+/// assert_eq!(replay.recorded_backend(), "sim");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Recorder {
+    inner: Box<dyn Backend>,
+    /// Not `Send`: the recording is the thread's.
+    _thread: PhantomData<Rc<()>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("backend", &self.inner.name())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// Records `inner` to `out` (a file, a socket, a [`MemoryTrace`]:
+    /// streamed in blocks of 64 KiB, so the recording's memory stays
+    /// bounded). Errors: this thread records or replays already.
+    ///
+    /// ```
+    /// use evloop::replay::{MemoryTrace, Recorder};
+    /// use evloop::Sim;
+    /// let trace = MemoryTrace::new();
+    /// let first = Recorder::new(Box::new(Sim::new().backend()), trace.clone())?;
+    /// let err = Recorder::new(Box::new(Sim::new().backend()), std::io::sink()).unwrap_err();
+    /// assert!(err.to_string().contains("already"), "{err}");
+    /// drop(first);
+    /// assert!(trace.bytes().starts_with(b"EVLOOPRC"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new(inner: Box<dyn Backend>, out: impl Write + 'static) -> io::Result<Recorder> {
+        let enc = Encoder::new(Box::new(out), inner.name(), inner.capabilities());
+        sink::start_recording(enc)?;
+        Ok(Recorder {
+            inner,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Records `inner` to the file at `path` (created, or truncated).
+    ///
+    /// ```
+    /// use evloop::replay::{Recorder, Replay};
+    /// use evloop::{Loop, Sim};
+    /// let path = std::env::temp_dir().join(format!("evloop-doc-rec-{}", std::process::id()));
+    /// drop(Loop::<()>::with_backend(Recorder::to_path(Box::new(Sim::new().backend()), &path)?));
+    /// assert_eq!(Replay::open(&path)?.recorded_backend(), "sim");
+    /// std::fs::remove_file(&path)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn to_path(inner: Box<dyn Backend>, path: impl AsRef<Path>) -> io::Result<Recorder> {
+        let path = path.as_ref();
+        let file = std::fs::File::create(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot create the recording {}: {e}", path.display()),
+            )
+        })?;
+        Recorder::new(inner, file)
+    }
+}
+
+/// A trace kept in memory: a writer to record to, which any clone of it
+/// can read back (what tests and the example use; a production recording
+/// goes to a file). `Send` and `Sync`, so that a
+/// [`Builder`](crate::Builder) can hold it.
+///
+/// ```
+/// use evloop::replay::MemoryTrace;
+/// use std::io::Write;
+/// let t = MemoryTrace::new();
+/// t.clone().write_all(b"abc")?;
+/// assert_eq!(t.bytes(), b"abc");
+/// assert_eq!(t.len(), 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Default, Debug)]
+pub struct MemoryTrace(Arc<Mutex<Vec<u8>>>);
+
+impl MemoryTrace {
+    /// An empty trace.
+    ///
+    /// ```
+    /// assert!(evloop::replay::MemoryTrace::new().is_empty());
+    /// ```
+    pub fn new() -> MemoryTrace {
+        MemoryTrace::default()
+    }
+
+    /// A copy of the bytes written so far.
+    ///
+    /// ```
+    /// assert!(evloop::replay::MemoryTrace::new().bytes().is_empty());
+    /// ```
+    pub fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How many bytes were written.
+    ///
+    /// ```
+    /// assert_eq!(evloop::replay::MemoryTrace::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    /// Whether nothing was written.
+    ///
+    /// ```
+    /// assert!(evloop::replay::MemoryTrace::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Write for MemoryTrace {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Recorder {
+    /// Writes the `End` record and flushes: the trace is complete.
+    fn drop(&mut self) {
+        if let Some(mut enc) = sink::stop_recording() {
+            if let Err(e) = enc.finish() {
+                tracing::warn!(error = %e, "evloop: the recording could not be completed: its replay will stop where it was cut off");
+            }
+        }
+    }
+}
+
+impl Backend for Recorder {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        let r = self.inner.modify(fd, old, new);
+        sink::with_encoder(|e| e.modify(Change { fd, old, new }, &r));
+        r
+    }
+
+    fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
+        let r = self.inner.modify_all(changes);
+        sink::with_encoder(|e| e.modify_all(changes, &r));
+        r
+    }
+
+    fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<PollEvent>,
+    ) -> io::Result<PollStatus> {
+        let before = events.len();
+        let r = self.inner.poll(timeout, events);
+        let mut failed = None;
+        sink::with_encoder(|e| {
+            e.poll(timeout, &r, &events[before..]);
+            failed = e.take_failure();
+        });
+        match failed {
+            Some(e) => Err(io::Error::new(
+                e.kind(),
+                format!("writing the recording failed ({e}): the recording stopped there, the loop goes on unrecorded"),
+            )),
+            None => r,
+        }
+    }
+
+    #[inline]
+    fn now(&mut self) -> Duration {
+        let t = self.inner.now();
+        sink::with_encoder(|e| e.clock(tag::NOW, t));
+        t
+    }
+
+    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+        let r = self.inner.check_fd(fd);
+        sink::with_encoder(|e| e.call(tag::CHECK_FD, &[fd as i64], &r));
+        r
+    }
+
+    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
+        self.inner.dispatched(fd, ready);
+    }
+
+    fn wants_dispatch(&self) -> bool {
+        self.inner.wants_dispatch()
+    }
+
+    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        let r = self.inner.watch_signal(signal);
+        sink::with_encoder(|e| e.call(tag::WATCH_SIGNAL, &[i64::from(signal)], &r));
+        r
+    }
+
+    fn unwatch_signal(&mut self, signal: i32) {
+        self.inner.unwatch_signal(signal);
+    }
+
+    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        let r = self.inner.watch_child(pid);
+        sink::with_encoder(|e| e.call(tag::WATCH_CHILD, &[i64::from(pid)], &r));
+        r
+    }
+
+    fn unwatch_child(&mut self, pid: u32) {
+        self.inner.unwatch_child(pid);
+    }
+
+    fn watch_any_child(&mut self) -> io::Result<()> {
+        let r = self.inner.watch_any_child();
+        sink::with_encoder(|e| e.call(tag::WATCH_ANY_CHILD, &[], &r));
+        r
+    }
+
+    fn unwatch_any_child(&mut self) {
+        self.inner.unwatch_any_child();
+    }
+
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        let r = self.inner.signal_child(pid, signal);
+        sink::with_encoder(|e| e.call(tag::SIGNAL_CHILD, &[i64::from(pid), i64::from(signal)], &r));
+        r
+    }
+
+    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
+        let r = self.inner.spawn_child(command);
+        let program = command.get_program().to_string_lossy().into_owned();
+        sink::with_encoder(|e| {
+            let pid = match &r {
+                Ok(s) => Ok(s.pid),
+                Err(err) => Err(io::Error::new(err.kind(), err.to_string())),
+            };
+            e.spawn(&program, &pid);
+        });
+        r
+    }
+
+    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+        let r = self.inner.waker();
+        sink::with_encoder(|e| {
+            let unit = match &r {
+                Ok(_) => Ok(()),
+                Err(err) => Err(io::Error::new(err.kind(), err.to_string())),
+            };
+            e.call(tag::WAKER, &[], &unit);
+        });
+        r
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices) {
+        let mut fresh = Notices::default();
+        self.inner.take_notices(&mut fresh);
+        sink::with_encoder(|e| e.notices(&fresh));
+        notices.signals |= fresh.signals;
+        notices.exits.append(&mut fresh.exits);
+        notices.woken |= fresh.woken;
+        notices.clock_stepped |= fresh.clock_stepped;
+        notices.paths.append(&mut fresh.paths);
+    }
+
+    fn wall_now(&mut self) -> Duration {
+        let t = self.inner.wall_now();
+        sink::with_encoder(|e| e.clock(tag::WALL, t));
+        t
+    }
+
+    fn watch_clock_steps(&mut self) -> bool {
+        let on = self.inner.watch_clock_steps();
+        sink::with_encoder(|e| e.flag(tag::WATCH_CLOCK_STEPS, on));
+        on
+    }
+
+    fn unwatch_clock_steps(&mut self) {
+        self.inner.unwatch_clock_steps();
+    }
+
+    fn stat(&mut self, path: &Path) -> FileStat {
+        let s = self.inner.stat(path);
+        sink::with_encoder(|e| e.stat(&path.to_string_lossy(), &s));
+        s
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+        let r = self.inner.watch_path(path, token);
+        sink::with_encoder(|e| e.watch_path(&path.to_string_lossy(), token, &r));
+        r
+    }
+
+    fn unwatch_path(&mut self, token: u64) {
+        self.inner.unwatch_path(token);
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        let r = self.inner.reinit();
+        sink::with_encoder(|e| e.call(tag::REINIT, &[], &r));
+        r
+    }
+}
+
+/// Hands what this thread's recording has buffered to its writer, and
+/// flushes the writer: so that a trace read while the loop still runs (or
+/// after the process is killed) has everything up to now. The recording
+/// otherwise writes in blocks of 64 KiB, and completes when its loop is
+/// dropped. Errors: the thread records nothing, or the write failed.
+///
+/// ```
+/// use evloop::replay::{flush_recording, Recorder};
+/// use evloop::{Loop, Sim};
+/// assert!(flush_recording().is_err()); // nothing recorded in this thread
+/// let path = std::env::temp_dir().join(format!("evloop-doc-flush-{}", std::process::id()));
+/// let lp: Loop = Loop::with_backend(Recorder::to_path(Box::new(Sim::new().backend()), &path)?);
+/// flush_recording()?;
+/// assert!(std::fs::metadata(&path)?.len() > 10);
+/// drop(lp);
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn flush_recording() -> io::Result<()> {
+    let mut r = Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        "no loop of this thread records",
+    ));
+    sink::with_encoder(|e| r = e.flush());
+    r
+}

@@ -1,0 +1,208 @@
+//! The thread's recording sink: where the recorder backend and evloop's own
+//! I/O paths (`net`'s connections and acceptor, `backends::fd_io`) write
+//! their records while a loop of this thread records, and where they find
+//! the replay while one runs. A loop is not `Send`, so a thread is the
+//! right scope: its callbacks run on the thread that made it.
+//!
+//! The hooks' fast path, with nothing recorded or replayed, is one
+//! thread-local load and a branch.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::rc::{Rc, Weak};
+
+use super::format::{tag, Encoder};
+use super::play::Player;
+use crate::{RawFd, SourceFd};
+
+/// Nothing is recorded or replayed in this thread.
+pub(crate) const OFF: u8 = 0;
+/// A loop of this thread records.
+pub(crate) const RECORDING: u8 = 1;
+/// A replay runs in this thread.
+pub(crate) const REPLAYING: u8 = 2;
+
+thread_local! {
+    static MODE: Cell<u8> = const { Cell::new(OFF) };
+    static ENCODER: RefCell<Option<Encoder>> = const { RefCell::new(None) };
+    static PLAYER: RefCell<Weak<RefCell<Player>>> = const { RefCell::new(Weak::new()) };
+}
+
+/// What this thread does.
+#[inline]
+pub(crate) fn mode() -> u8 {
+    MODE.with(Cell::get)
+}
+
+/// Whether this thread records or replays (the hooks' fast-path test).
+#[inline]
+pub(crate) fn active() -> bool {
+    mode() != OFF
+}
+
+/// Claims the thread for a recording writing through `enc`.
+pub(crate) fn start_recording(enc: Encoder) -> io::Result<()> {
+    claim("record")?;
+    ENCODER.with(|e| *e.borrow_mut() = Some(enc));
+    MODE.with(|m| m.set(RECORDING));
+    Ok(())
+}
+
+/// Ends the thread's recording: its encoder, to be finished.
+pub(crate) fn stop_recording() -> Option<Encoder> {
+    MODE.with(|m| m.set(OFF));
+    ENCODER.with(|e| e.borrow_mut().take())
+}
+
+/// Claims the thread for a replay.
+pub(crate) fn start_replay(player: &Rc<RefCell<Player>>) -> io::Result<()> {
+    claim("replay")?;
+    PLAYER.with(|p| *p.borrow_mut() = Rc::downgrade(player));
+    MODE.with(|m| m.set(REPLAYING));
+    Ok(())
+}
+
+/// Ends the thread's replay.
+pub(crate) fn stop_replay() {
+    MODE.with(|m| m.set(OFF));
+    PLAYER.with(|p| *p.borrow_mut() = Weak::new());
+}
+
+fn claim(what: &str) -> io::Result<()> {
+    match mode() {
+        OFF => Ok(()),
+        m => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "cannot {what}: this thread {} already (one recording or replay per thread at a time: \
+                 drop that loop or replay first, or use another thread)",
+                if m == RECORDING { "records a loop" } else { "runs a replay" }
+            ),
+        )),
+    }
+}
+
+/// Runs `f` on the thread's encoder, if it records (and is not inside
+/// another record's encoding).
+#[inline(always)]
+pub(crate) fn with_encoder(f: impl FnOnce(&mut Encoder)) {
+    ENCODER.with(|e| {
+        if let Ok(mut e) = e.try_borrow_mut() {
+            if let Some(enc) = e.as_mut() {
+                if !enc.is_dead() {
+                    f(enc);
+                }
+            }
+        }
+    });
+}
+
+/// Runs `f` on the thread's replay, if one runs.
+fn with_player(f: impl FnOnce(&mut Player)) {
+    let player = PLAYER.with(|p| p.borrow().upgrade());
+    if let Some(p) = player {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            f(&mut p);
+        }
+    }
+}
+
+/// The number of an OS fd, or `None` for a virtual one.
+fn os_fd(src: SourceFd<'_>) -> Option<RawFd> {
+    match src {
+        SourceFd::Os(fd) => Some(crate::source::raw(fd)),
+        SourceFd::Virtual(_) => None,
+    }
+}
+
+use crate::source::number;
+
+/// A read through one of evloop's paths (`net`'s connections): recorded,
+/// or, during a replay, a read on an OS descriptor reported (the replay's
+/// own sockets answer their reads themselves).
+#[inline]
+pub(crate) fn read(src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
+    if active() {
+        transfer_slow(tag::READ, src, len, r, data);
+    }
+}
+
+/// A write through one of evloop's paths: as [`read`].
+#[inline]
+pub(crate) fn wrote(src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
+    if active() {
+        transfer_slow(tag::WRITE, src, len, r, data);
+    }
+}
+
+/// A read or write through `backends::fd_io` while the thread records:
+/// straight to the encoder.
+#[cfg(all(unix, feature = "record-fd-io"))]
+#[inline(always)]
+pub(crate) fn record_transfer(
+    t: u8,
+    fd: RawFd,
+    len: usize,
+    r: Result<usize, &io::Error>,
+    data: &[u8],
+) {
+    with_encoder(|e| e.transfer(t, fd, len, r, data));
+}
+
+/// The tags of a read and a write, for `fd_io`.
+#[cfg(all(unix, feature = "record-fd-io"))]
+pub(crate) use super::format::tag::{READ as READ_TAG, WRITE as WRITE_TAG};
+
+#[inline(never)]
+fn transfer_slow(t: u8, src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
+    match mode() {
+        RECORDING => with_encoder(|e| e.transfer(t, number(src), len, r.as_ref().copied(), data)),
+        _ => {
+            if let Some(fd) = os_fd(src) {
+                let what = if t == tag::READ { "a read" } else { "a write" };
+                outside(fd, what, "evloop::net");
+            }
+        }
+    }
+}
+
+/// An accept by `net::Acceptor` on `listener`: recorded (the new
+/// connection's fd, or the error), or reported during a replay if the
+/// listener is an OS one.
+#[inline]
+pub(crate) fn accepted(listener: SourceFd<'_>, r: Result<SourceFd<'_>, &io::Error>) {
+    if !active() {
+        return;
+    }
+    match mode() {
+        RECORDING => with_encoder(|e| e.accept(number(listener), r.map(number))),
+        _ => {
+            if let Some(fd) = os_fd(listener) {
+                outside(fd, "an accept", "evloop::net::Acceptor");
+            }
+        }
+    }
+}
+
+/// A connection's half-close (`net::Stream::shutdown_write`): as [`read`].
+#[inline]
+pub(crate) fn shut_down(src: SourceFd<'_>, r: &io::Result<()>) {
+    if !active() {
+        return;
+    }
+    match mode() {
+        RECORDING => with_encoder(|e| e.call(tag::SHUTDOWN, &[number(src) as i64], r)),
+        _ => {
+            if let Some(fd) = os_fd(src) {
+                outside(fd, "a half-close", "evloop::net");
+            }
+        }
+    }
+}
+
+/// During a replay: `what` was done on the OS fd `fd` through `path`,
+/// which no replay can answer (the replay's sockets are virtual): the
+/// replay diverges here.
+pub(crate) fn outside(fd: RawFd, what: &str, path: &str) {
+    with_player(|p| p.outside(fd, what, path));
+}
