@@ -308,10 +308,20 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
 /// which `run` must return. Returns the callback log.
 fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
     let w = World::new(backend);
+    // The connections in increasing fd order, as a quiet process gets them:
+    // a backend reports in fd order (select, poll), so the two runs
+    // compare only if their fds are in the same order, and the binary's
+    // other tests open and close fds meanwhile.
+    let pairs = loop {
+        let pairs: Vec<_> = (0..3).map(|_| w.pair()).collect();
+        let fds: Vec<i64> = pairs.iter().map(|(c, _)| fd_number(c)).collect();
+        if fds.windows(2).all(|f| f[0] < f[1]) {
+            break pairs;
+        }
+    };
     let mut peers = Vec::new();
     let mut conns = Vec::new();
-    for c in 0..3 {
-        let (conn, mut peer) = w.pair();
+    for (c, (conn, mut peer)) in pairs.into_iter().enumerate() {
         if p.sends.contains(&c) {
             peer.send(b"x");
         }
@@ -373,10 +383,7 @@ fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
     // is named by its connection instead, so that two runs compare.
     let fds: Vec<String> = conns
         .iter()
-        .map(|c| match c.source_fd() {
-            evloop::SourceFd::Os(fd) => format!("fd {}", std::os::fd::AsRawFd::as_raw_fd(&fd)),
-            evloop::SourceFd::Virtual(v) => format!("fd {}", v.get()),
-        })
+        .map(|c| format!("fd {}", fd_number(c)))
         .collect();
     st.log
         .into_iter()
@@ -387,6 +394,14 @@ fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
             line
         })
         .collect()
+}
+
+/// A connection's fd number, on either kind of backend.
+fn fd_number(c: &Conn) -> i64 {
+    match c.source_fd() {
+        evloop::SourceFd::Os(fd) => i64::from(std::os::fd::AsRawFd::as_raw_fd(&fd)),
+        evloop::SourceFd::Virtual(v) => i64::from(v.get()),
+    }
 }
 
 /// `line` with each `word` that is not followed by a digit (fd 3, not fd
