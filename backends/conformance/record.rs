@@ -119,6 +119,18 @@ impl Step {
         v
     }
 
+    /// The modify calls grouped by fd, each fd's calls in their order.
+    /// Calls on different fds follow the dispatch order where callbacks
+    /// make them (select and poll report in fd order, and fd numbers
+    /// depend on what else the process has open), so only each fd's own
+    /// sequence is compared.
+    pub fn canonical_modifies(&self) -> Vec<String> {
+        let mut v = self.modifies.clone();
+        // Stable: one fd's calls keep their order.
+        v.sort_by(|a, b| a.split(':').next().cmp(&b.split(':').next()));
+        v
+    }
+
     /// One line: mode, outcome, canonical dispatches, notes, and the modify
     /// calls if `with_modifies`.
     pub fn canonical(&self, with_modifies: bool) -> String {
@@ -130,7 +142,7 @@ impl Step {
             self.sorted_notes().join("; ")
         );
         if with_modifies {
-            let _ = write!(s, " modifies [{}]", self.modifies.join("; "));
+            let _ = write!(s, " modifies [{}]", self.canonical_modifies().join("; "));
         }
         s
     }
