@@ -13,6 +13,8 @@
 //!   directories are always "ready", so no backend watches them (`EPERM`,
 //!   as `epoll_ctl` refuses them), and an fd that is not open cannot be
 //!   watched at all.
+//! - `readable_now` (Unix): a zero-timeout `poll(2)` of one fd, for the
+//!   holder of a loop's pollable fd.
 //!
 //! A level-triggered `poll(2)` wait with all three:
 //!
@@ -210,6 +212,45 @@ impl Deadline {
                 let ms = d.as_nanos().div_ceil(1_000_000);
                 ms.min(libc::c_int::MAX as u128) as libc::c_int
             }
+        }
+    }
+}
+
+#[cfg(unix)]
+/// Whether `fd` is readable (or hung up, or in error) right now: one
+/// `poll(2)` with a zero timeout, resumed after `EINTR`. For the holder
+/// of a loop's pollable fd whose own wait is edge-triggered (tokio's
+/// `AsyncFd`, mio): readiness left after a run shows here, where no new
+/// edge would announce it ([`PollableLoop::readable_now`](crate::PollableLoop::readable_now)).
+///
+/// ```
+/// use evloop::backends::util::readable_now;
+/// use std::io::Write;
+/// use std::os::fd::AsFd;
+///
+/// let (a, mut b) = std::os::unix::net::UnixStream::pair()?;
+/// assert!(!readable_now(a.as_fd())?);
+/// b.write_all(b"x")?;
+/// assert!(readable_now(a.as_fd())?);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn readable_now(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one valid pollfd, alive for the call; the fd is
+        // borrowed, so open.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n >= 0 {
+            return Ok(n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }

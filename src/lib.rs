@@ -58,6 +58,8 @@ mod kinds;
 mod loop_controls;
 pub mod net;
 mod pending;
+#[cfg(unix)]
+mod pollable;
 mod registry;
 pub mod replay;
 mod run_state;
@@ -98,6 +100,8 @@ pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
 pub use kinds::signal::Signal;
 pub use kinds::stat::{Stat, StatEvent};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
+#[cfg(unix)]
+pub use pollable::{NotPollable, PollableLoop};
 pub use run_state::{Break, RunMode, RunOutcome};
 pub use source::{RawFd, Source, SourceFd, VirtualFd};
 pub use watchers::io::{Io, IoEvent};

@@ -224,13 +224,16 @@ impl<'s, S> Loop<'s, S> {
     /// [`Loop::next_timeout`] answers for those: the holder waits on the
     /// fd for at most that long, then runs the loop
     /// (`run(RunMode::NoWait, ..)`). Readiness is level: an edge-triggered
-    /// holder (mio) re-arms its registration after each run
-    /// (`docs/recipes.md`, "Nesting loops").
+    /// holder re-arms its registration after each run (mio's
+    /// `reregister`), or runs the loop again while
+    /// [`PollableLoop::readable_now`](crate::PollableLoop::readable_now)
+    /// (tokio's `AsyncFd`) (`docs/recipes.md`, "Nesting loops").
     ///
     /// `AsFd` is not implemented for `Loop`: one `Loop` type covers every
-    /// backend, and most of them (poll, select, the simulator) have no fd
-    /// to give, where `AsFd` cannot fail. The [`BorrowedFd`] returned here
-    /// is `AsFd` itself.
+    /// backend, and some of them (poll, select, the simulator) have no fd
+    /// to give, where `AsFd` cannot fail. [`Loop::into_pollable`] checks
+    /// once and gives a [`PollableLoop`](crate::PollableLoop), which is
+    /// `AsFd`; the [`BorrowedFd`] returned here is `AsFd` too.
     ///
     /// Errors: [`Error::NoPollableFd`], naming the backend and why (poll,
     /// select, the simulator, an io_uring ring with deferred task work).
@@ -241,16 +244,10 @@ impl<'s, S> Loop<'s, S> {
     /// use evloop::{Error, Loop, Sim};
     /// # #[cfg(target_os = "linux")]
     /// # {
+    /// use evloop::backends::util::readable_now;
     /// use evloop::{Interest, RunMode};
     /// use std::io::Write;
-    /// use std::os::fd::AsRawFd;
     /// use std::os::unix::net::UnixStream;
-    ///
-    /// // Is the loop's fd readable within `ms` milliseconds?
-    /// fn readable(fd: i32, ms: i32) -> bool {
-    ///     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    ///     unsafe { libc::poll(&mut p, 1, ms) == 1 }
-    /// }
     ///
     /// let mut lp: Loop<u32> = Loop::builder().backend("epoll").build()?;
     /// let (a, mut peer) = UnixStream::pair()?;
@@ -259,11 +256,10 @@ impl<'s, S> Loop<'s, S> {
     ///     lp.remove(ev.watcher).unwrap();
     /// })?;
     /// lp.flush_changes()?; // the new watcher's fd, to the epoll set
-    /// let fd = lp.pollable_fd()?.as_raw_fd();
     /// assert_eq!(lp.next_timeout(), None); // no deadline
-    /// assert!(!readable(fd, 0));
-    /// peer.write_all(b"x")?;
-    /// assert!(readable(fd, 5_000));
+    /// assert!(!readable_now(lp.pollable_fd()?)?);
+    /// peer.write_all(b"x")?; // a socket pair: ready at once
+    /// assert!(readable_now(lp.pollable_fd()?)?);
     /// let mut n = 0;
     /// lp.run(RunMode::NoWait, &mut n)?;
     /// assert_eq!(n, 1);

@@ -20,9 +20,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use common::{ms, watchdog, World, WATCHDOG};
-use evloop::{Embed, Error, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+use evloop::{Embed, Error, Interest, Loop, PollableLoop, Ready, RunMode, RunOutcome, Sim};
 use mio::unix::SourceFd;
 use mio::{Events, Poll, Token};
+use std::error::Error as StdError;
+use tokio::io::unix::AsyncFd;
 
 /// The OS backends of this host: each can be the outer loop.
 fn outers() -> Vec<&'static str> {
@@ -457,7 +459,7 @@ fn loops_without_a_pollable_fd_are_refused() {
             ("select", World::new("select").new_loop()),
             ("sim", Loop::with_backend(Sim::new().backend())),
         ];
-        for (name, inner) in inners.drain(..) {
+        for (name, mut inner) in inners.drain(..) {
             match inner.pollable_fd() {
                 Err(Error::NoPollableFd { backend, reason }) => {
                     assert_eq!(backend, name);
@@ -465,6 +467,27 @@ fn loops_without_a_pollable_fd_are_refused() {
                 }
                 other => panic!("{name}: {other:?}"),
             }
+            // `into_pollable` says the same, and gives the loop back with
+            // its watchers.
+            let fired = std::rc::Rc::new(std::cell::Cell::new(false));
+            let f = fired.clone();
+            inner
+                .timer(Duration::ZERO, Duration::ZERO, move |_, _, _| f.set(true))
+                .unwrap();
+            let refused = inner.into_pollable().unwrap_err();
+            let text = refused.to_string();
+            assert!(
+                matches!(refused.error(), Error::NoPollableFd { backend, .. } if *backend == name),
+                "{text}"
+            );
+            assert!(
+                text.contains(name) && text.contains("no pollable fd"),
+                "{text}"
+            );
+            let mut inner = refused.into_loop();
+            assert_eq!(inner.active_count(), 1);
+            inner.run(RunMode::Default, &mut ()).unwrap();
+            assert!(fired.get(), "{name}: the timer lost");
             for outer_name in outers() {
                 let outer: Loop = World::new(outer_name).new_loop();
                 let err = outer.can_embed(&inner).unwrap_err();
@@ -536,10 +559,11 @@ fn io_uring_with_deferred_task_work_has_no_pollable_fd() {
 /// (once flushed), not for a due timer (`next_timeout` says zero then),
 /// and not once the loop has taken the event.
 fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
-    let mut lp = inner_loop::<Vec<u8>>(name);
-    let fd = lp.pollable_fd().unwrap().as_raw_fd();
+    let mut lp = inner_loop::<Vec<u8>>(name).into_pollable().unwrap();
+    let fd = lp.as_raw_fd();
+    assert_eq!(lp.pollable_fd().unwrap().as_raw_fd(), fd);
     assert_eq!(lp.next_timeout(), None, "nothing active");
-    assert!(!readable(fd, 0));
+    assert!(!lp.readable_now().unwrap());
 
     let (a, mut peer) = pair();
     let io = lp
@@ -552,7 +576,10 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
     peer.write_all(b"1").unwrap();
     // Not flushed: the backend does not know the fd yet.
     assert_eq!(lp.next_timeout(), Some(Duration::ZERO), "changes unflushed");
-    assert!(!readable(fd, 0), "{name}: readable before the flush");
+    assert!(
+        !lp.readable_now().unwrap(),
+        "{name}: readable before the flush"
+    );
     lp.flush_changes().unwrap();
     assert_eq!(lp.next_timeout(), None);
     assert!(
@@ -564,7 +591,10 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
     assert_eq!(got, b"1");
     lp.flush_changes().unwrap();
     assert_eq!(lp.next_timeout(), None);
-    assert!(!readable(fd, 0), "{name}: readable with the data taken");
+    assert!(
+        !lp.readable_now().unwrap(),
+        "{name}: readable with the data taken"
+    );
 
     // Data from another thread wakes a wait on the fd.
     let writer = std::thread::spawn(move || {
@@ -584,7 +614,7 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
         .unwrap();
     peer.write_all(b"3").unwrap(); // on a stopped watcher's fd: unwatched
     assert_eq!(lp.next_timeout(), Some(Duration::ZERO), "a due timer");
-    assert!(!readable(fd, 0), "{name}: readable for a timer");
+    assert!(!lp.readable_now().unwrap(), "{name}: readable for a timer");
     lp.run(RunMode::NoWait, &mut got).unwrap();
     assert_eq!(got, b"12t");
     // A timer to come: its time left.
@@ -595,7 +625,7 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
     // Pending callbacks: zero, and the fd says nothing of them.
     lp.feed_event(io, Ready::READABLE).unwrap();
     assert_eq!(lp.next_timeout(), Some(Duration::ZERO));
-    assert!(!readable(fd, 0));
+    assert!(!lp.readable_now().unwrap());
     // An idle watcher: zero.
     lp.clear_pending(io).unwrap();
     let idle = lp.idle(|_, _, _| {}).unwrap();
@@ -613,16 +643,33 @@ fn pollable_fd_is_readable_exactly_when_an_inner_fd_is_ready() {
     }
 }
 
-/// Runs `lp` from a mio `Poll` until no watcher of it is active: mio
-/// watches the loop's pollable fd, waits at most `next_timeout`, and runs
-/// the loop without blocking when woken. mio's registrations are
-/// edge-triggered: re-registering after each run re-reads the readiness,
-/// so that what a run left (a level fd still readable) wakes the next
-/// wait. Returns how many times mio woke.
-fn run_from_mio<S>(lp: &mut Loop<'_, S>, state: &mut S) -> Result<u32, Box<dyn std::error::Error>> {
+/// What the driven scenarios' loops keep.
+#[derive(Default)]
+struct Driven {
+    got: Vec<u8>,
+    ticks: u32,
+}
+
+/// How a foreign loop runs a pollable loop until no watcher of it is
+/// active, through the loop's fd; returns the loop, and how many times
+/// the foreign loop woke.
+type Driver = fn(
+    PollableLoop<'static, Driven>,
+    &mut Driven,
+) -> Result<(PollableLoop<'static, Driven>, u32), Box<dyn StdError>>;
+
+/// Runs `lp` from a mio `Poll`: mio watches the loop's fd (`AsRawFd`),
+/// waits at most `next_timeout`, and runs the loop without blocking when
+/// woken. mio's registrations are edge-triggered: re-registering after
+/// each run re-reads the readiness, so that what a run left (a level fd
+/// still readable) wakes the next wait.
+fn run_from_mio(
+    mut lp: PollableLoop<'static, Driven>,
+    st: &mut Driven,
+) -> Result<(PollableLoop<'static, Driven>, u32), Box<dyn StdError>> {
     const LOOP: Token = Token(0);
     let mut poll = Poll::new()?;
-    let fd = lp.pollable_fd()?.as_raw_fd();
+    let fd = lp.as_raw_fd();
     let loop_fd = || SourceFd(&fd);
     poll.registry()
         .register(&mut loop_fd(), LOOP, mio::Interest::READABLE)?;
@@ -642,23 +689,66 @@ fn run_from_mio<S>(lp: &mut Loop<'_, S>, state: &mut S) -> Result<u32, Box<dyn s
         }
         wakes += 1;
         // (Other sources' events would be handled here.)
-        lp.run(RunMode::NoWait, state)?;
+        lp.run(RunMode::NoWait, st)?;
         poll.registry()
             .reregister(&mut loop_fd(), LOOP, mio::Interest::READABLE)?;
     }
-    Ok(wakes)
+    Ok((lp, wakes))
 }
 
-/// Driven from mio, "nested in a foreign loop" ([`run_from_mio`]): a
-/// level watcher that reads one byte per call (so readiness is left over
-/// after a run), bytes written from another thread, and a timer.
-fn driven_from_mio(name: &'static str) {
-    #[derive(Default)]
-    struct St {
-        got: Vec<u8>,
-        ticks: u32,
-    }
-    let mut lp = inner_loop::<St>(name);
+/// Runs `lp` from tokio: a current-thread runtime's `AsyncFd` owns the
+/// pollable loop (`AsFd`), a wait is bounded by `next_timeout`, and the
+/// readiness tokio caches is cleared only when `readable_now` says a run
+/// left nothing (tokio's registrations are edge-triggered too, and have
+/// no re-register).
+fn run_from_tokio(
+    lp: PollableLoop<'static, Driven>,
+    st: &mut Driven,
+) -> Result<(PollableLoop<'static, Driven>, u32), Box<dyn StdError>> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    rt.block_on(async move {
+        // SAFETY (tokio's contract: the fd stays open and the same while
+        // tokio holds it): the pollable fd is the backend's own, open for
+        // the loop's life, and nothing here reinitialises the loop (a
+        // `reinit_after_fork` would replace it).
+        let mut afd = unsafe { AsyncFd::register_with_interest(lp, tokio::io::Interest::READABLE) }
+            .map_err(std::io::Error::from)?;
+        let mut wakes = 0;
+        while afd.get_ref().active_count() > 0 {
+            afd.get_mut().flush_changes()?;
+            let ready = match afd.get_mut().next_timeout() {
+                None => Some(afd.readable_mut().await?),
+                Some(t) => match tokio::time::timeout(t, afd.readable_mut()).await {
+                    Ok(guard) => Some(guard?),
+                    Err(_elapsed) => None,
+                },
+            };
+            wakes += 1;
+            match ready {
+                Some(mut guard) => {
+                    guard.get_inner_mut().run(RunMode::NoWait, st)?;
+                    if !guard.get_inner().readable_now()? {
+                        guard.clear_ready();
+                    }
+                }
+                None => {
+                    afd.get_mut().run(RunMode::NoWait, st)?;
+                }
+            }
+        }
+        Ok((afd.into_inner(), wakes))
+    })
+}
+
+/// Driven from a foreign loop ("nested in a foreign loop"): a level
+/// watcher that reads one byte per call (so readiness is left over after
+/// a run), bytes written from another thread, and a timer.
+fn driven_from(name: &'static str, driver: Driver) {
+    let mut lp = inner_loop::<Driven>(name).into_pollable().unwrap();
+    assert_eq!(lp.as_raw_fd(), lp.pollable_fd().unwrap().as_raw_fd());
     lp.update_now();
     let start = lp.now();
     let (a, mut peer) = pair();
@@ -680,8 +770,8 @@ fn driven_from_mio(name: &'static str) {
     .unwrap();
     // The end of file comes with the peer's drop.
     let writer = std::thread::spawn(move || peer.write_all(b"abcdef").unwrap());
-    let mut st = St::default();
-    let wakes = run_from_mio(&mut lp, &mut st).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut st = Driven::default();
+    let (lp, wakes) = driver(lp, &mut st).unwrap_or_else(|e| panic!("{name}: {e}"));
     writer.join().unwrap();
     assert_eq!((st.got.as_slice(), st.ticks), (&b"abcdef"[..], 3));
     assert!(lp.now() - start >= ms(60), "{:?}", lp.now() - start);
@@ -694,7 +784,16 @@ fn driven_from_mio(name: &'static str) {
 fn a_loop_driven_from_mio() {
     for name in inners() {
         watchdog(&format!("mio drives {name}"), WATCHDOG, move || {
-            driven_from_mio(name)
+            driven_from(name, run_from_mio)
+        });
+    }
+}
+
+#[test]
+fn a_loop_driven_from_tokio() {
+    for name in inners() {
+        watchdog(&format!("tokio drives {name}"), WATCHDOG, move || {
+            driven_from(name, run_from_tokio)
         });
     }
 }
