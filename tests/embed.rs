@@ -100,16 +100,50 @@ struct Inner {
     fired: Vec<Duration>,
 }
 
-/// The usual embed callback: one non-blocking run of the inner loop, and
-/// the watcher stopped once the inner loop has nothing left (so that the
-/// outer's run ends).
-fn sweep(_: &mut Loop<Outer>, st: &mut Outer, inner: &mut Loop<'static, Inner>, me: Embed<Inner>) {
+/// The usual embed callback: one non-blocking run of the inner loop.
+fn sweep(_: &mut Loop<Outer>, st: &mut Outer, inner: &mut Loop<'static, Inner>, _: Embed<Inner>) {
     st.calls += 1;
     let name = inner.backend_name();
     inner
         .run(RunMode::NoWait, &mut st.inner)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    let _ = me;
+}
+
+/// [`sweep`], and the embed watcher stopped once the inner loop has
+/// nothing left (so that the outer's run ends).
+fn sweep_until_done(
+    lp: &mut Loop<Outer>,
+    st: &mut Outer,
+    inner: &mut Loop<'static, Inner>,
+    me: Embed<Inner>,
+) {
+    sweep(lp, st, inner, me);
+    if inner.active_count() == 0 {
+        lp.stop(me).unwrap();
+    }
+}
+
+/// The outer loop on `outer`, and an inner loop on `inner` with one
+/// [`read_once`] watcher, whose peer is returned.
+fn outer_and_reader(
+    outer: &'static str,
+    inner: &'static str,
+) -> (Loop<'static, Outer>, Loop<'static, Inner>, UnixStream) {
+    let (a, peer) = pair();
+    let mut inside = inner_loop::<Inner>(inner);
+    read_once(&mut inside, a);
+    (World::new(outer).new_loop(), inside, peer)
+}
+
+/// Runs `lp` until no watcher is active (it must end that way), from a
+/// fresh state, which is returned.
+fn run_out(lp: &mut Loop<Outer>) -> Outer {
+    let mut st = Outer::default();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    st
 }
 
 /// An io watcher of the inner loop that reads what is there and goes.
@@ -131,38 +165,19 @@ fn read_once(lp: &mut Loop<'static, Inner>, a: UnixStream) {
 /// peer writes from the outer's timer, and the embed callback runs the
 /// inner loop, once.
 fn io_reaches_the_inner_watcher(outer: &'static str, inner: &'static str) {
-    let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let mut inside = inner_loop::<Inner>(inner);
-    let (a, mut peer) = pair();
-    read_once(&mut inside, a);
-    let e = lp
-        .embed(inside, |lp, st, inner, me| {
-            sweep(lp, st, inner, me);
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
+    let e = lp.embed(inside, sweep_until_done).unwrap();
     lp.timer(ms(10), Duration::ZERO, move |_, _, _| {
         peer.write_all(b"ping").unwrap();
     })
     .unwrap();
-    let mut st = Outer::default();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut st).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let st = run_out(&mut lp);
     assert_eq!(st.inner.got, b"ping");
     // Once: the inner fd was not readable before the write (the flush
     // made the registration; an unflushed change would have run the
     // callback at once, for nothing).
     assert_eq!(st.calls, 1, "the embed callback ran {} times", st.calls);
     assert!(!lp.is_active(e).unwrap());
-}
-
-#[test]
-fn io_reaches_the_inner_watcher_on_every_pair() {
-    on_pairs("io", io_reaches_the_inner_watcher);
 }
 
 /// An inner timer fires on time with no io at all: the outer's wait is
@@ -176,18 +191,8 @@ fn inner_timer_fires_on_time(outer: &'static str, inner: &'static str) {
     inside
         .timer(ms(30), Duration::ZERO, |lp, st, _| st.fired.push(lp.now()))
         .unwrap();
-    lp.embed(inside, |lp, st, inner, me| {
-        sweep(lp, st, inner, me);
-        if inner.active_count() == 0 {
-            lp.stop(me).unwrap();
-        }
-    })
-    .unwrap();
-    let mut st = Outer::default();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut st).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    lp.embed(inside, sweep_until_done).unwrap();
+    let st = run_out(&mut lp);
     assert_eq!(st.inner.fired.len(), 1);
     let after = st.inner.fired[0] - start;
     assert!(after >= ms(30), "fired after {after:?}");
@@ -198,23 +203,13 @@ fn inner_timer_fires_on_time(outer: &'static str, inner: &'static str) {
     assert!(st.calls <= 3, "{} calls", st.calls);
 }
 
-#[test]
-fn inner_timer_fires_on_time_on_every_pair() {
-    on_pairs("timer", inner_timer_fires_on_time);
-}
-
 /// A watcher started in the inner loop between its runs (through
 /// `embedded_mut`, after the outer ran once) is seen: its fd reaches the
 /// inner backend in the outer's prepare phase, before the outer blocks.
 fn watcher_started_between_runs_is_seen(outer: &'static str, inner: &'static str) {
     let mut lp: Loop<Outer> = World::new(outer).new_loop();
     let e = lp
-        .embed(inner_loop::<Inner>(inner), |lp, st, inner, me| {
-            sweep(lp, st, inner, me);
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
+        .embed(inner_loop::<Inner>(inner), sweep_until_done)
         .unwrap();
     // The inner loop has nothing: the outer's iteration does not call it.
     let mut st = Outer::default();
@@ -234,18 +229,10 @@ fn watcher_started_between_runs_is_seen(outer: &'static str, inner: &'static str
     assert_eq!(st.calls, 1, "the embed callback ran {} times", st.calls);
 }
 
-#[test]
-fn watcher_started_between_runs_is_seen_on_every_pair() {
-    on_pairs("flush", watcher_started_between_runs_is_seen);
-}
-
 /// `unembed` gives the loop back, working on its own: its watchers kept,
 /// new ones served; the handle stale.
 fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
-    let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let mut inside = inner_loop::<Inner>(inner);
-    let (a, mut peer) = pair();
-    read_once(&mut inside, a);
+    let (mut lp, mut inside, mut peer) = outer_and_reader(outer, inner);
     let (b, mut peer_b) = pair();
     read_once(&mut inside, b);
     let e = lp.embed(inside, sweep).unwrap();
@@ -276,24 +263,12 @@ fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
     // And it can be embedded again.
     let (c, mut peer_c) = pair();
     read_once(&mut inside, c);
-    let e = lp
-        .embed(inside, |lp, st, inner, me| {
-            sweep(lp, st, inner, me);
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let e = lp.embed(inside, sweep_until_done).unwrap();
     peer_c.write_all(b"three").unwrap();
     let mut st = Outer::default();
     lp.run(RunMode::Default, &mut st).unwrap();
     assert_eq!(st.inner.got, b"three");
     assert!(lp.embedded(e).is_ok());
-}
-
-#[test]
-fn unembed_gives_the_loop_back_on_every_pair() {
-    on_pairs("unembed", unembed_gives_the_loop_back);
 }
 
 /// An async send from another thread to an inner async watcher wakes the
@@ -308,28 +283,12 @@ fn async_send_wakes_the_outer(outer: &'static str, inner: &'static str) {
             lp.remove(me).unwrap();
         })
         .unwrap();
-    let e = lp
-        .embed(inside, |lp, st, inner, me| {
-            sweep(lp, st, inner, me);
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let e = lp.embed(inside, sweep_until_done).unwrap();
     let thread = std::thread::spawn(move || sender.send().unwrap());
-    let mut st = Outer::default();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut st).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let st = run_out(&mut lp);
     thread.join().unwrap();
     assert_eq!(st.inner.got, b"!");
     assert!(!lp.is_active(e).unwrap());
-}
-
-#[test]
-fn async_send_wakes_the_outer_on_every_pair() {
-    on_pairs("async", async_send_wakes_the_outer);
 }
 
 /// A panic in the embed callback propagates out of the outer's run, and
@@ -337,10 +296,7 @@ fn async_send_wakes_the_outer_on_every_pair() {
 /// run. Inside the callback, the loop is the callback's: `embedded_mut`
 /// and `unembed` say so.
 fn panic_keeps_the_inner_loop(outer: &'static str, inner: &'static str) {
-    let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let mut inside = inner_loop::<Inner>(inner);
-    let (a, mut peer) = pair();
-    read_once(&mut inside, a);
+    let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
     let e = lp
         .embed(inside, |lp, st, inner, me| {
             assert!(matches!(lp.embedded_mut(me), Err(Error::EmbeddedRunning)));
@@ -375,11 +331,6 @@ fn panic_keeps_the_inner_loop(outer: &'static str, inner: &'static str) {
     assert_eq!((st.calls, st.inner.got.as_slice()), (2, &b"x"[..]));
 }
 
-#[test]
-fn panic_in_the_callback_keeps_the_inner_loop_on_every_pair() {
-    on_pairs("panic", panic_keeps_the_inner_loop);
-}
-
 /// `remove` (here from the embed callback itself) drops the inner loop:
 /// its cleanup watchers run, once the callback has returned.
 fn remove_drops_the_inner_loop(outer: &'static str, inner: &'static str) {
@@ -402,35 +353,16 @@ fn remove_drops_the_inner_loop(outer: &'static str, inner: &'static str) {
         assert_eq!(seen.load(Ordering::SeqCst), 0, "not while it runs");
     })
     .unwrap();
-    let mut st = Outer::default();
-    assert_eq!(
-        lp.run(RunMode::Default, &mut st).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+    let st = run_out(&mut lp);
     assert_eq!((st.calls, cleaned.load(Ordering::SeqCst)), (1, 1));
-}
-
-#[test]
-fn remove_drops_the_inner_loop_on_every_pair() {
-    on_pairs("remove", remove_drops_the_inner_loop);
 }
 
 /// The outer's `reinit_after_fork` (called here without a fork: it makes
 /// new kernel objects all the same) re-creates the inner loop's too, and
 /// the outer watches the inner's new fd.
 fn reinit_reaches_the_inner_loop(outer: &'static str, inner: &'static str) {
-    let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let mut inside = inner_loop::<Inner>(inner);
-    let (a, mut peer) = pair();
-    read_once(&mut inside, a);
-    let e = lp
-        .embed(inside, |lp, st, inner, me| {
-            sweep(lp, st, inner, me);
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
+    let e = lp.embed(inside, sweep_until_done).unwrap();
     let mut st = Outer::default();
     lp.run(RunMode::NoWait, &mut st).unwrap();
     lp.reinit_after_fork().unwrap();
@@ -443,9 +375,25 @@ fn reinit_reaches_the_inner_loop(outer: &'static str, inner: &'static str) {
     assert!(!lp.is_active(e).unwrap());
 }
 
-#[test]
-fn reinit_after_fork_reaches_the_inner_loop_on_every_pair() {
-    on_pairs("reinit", reinit_reaches_the_inner_loop);
+/// One test per scenario, each run on every pair ([`on_pairs`]).
+macro_rules! on_every_pair {
+    ($($test:ident: $what:literal => $scenario:ident;)*) => {$(
+        #[test]
+        fn $test() {
+            on_pairs($what, $scenario);
+        }
+    )*};
+}
+
+on_every_pair! {
+    io_reaches_the_inner_watcher_on_every_pair: "io" => io_reaches_the_inner_watcher;
+    inner_timer_fires_on_time_on_every_pair: "timer" => inner_timer_fires_on_time;
+    watcher_started_between_runs_is_seen_on_every_pair: "flush" => watcher_started_between_runs_is_seen;
+    unembed_gives_the_loop_back_on_every_pair: "unembed" => unembed_gives_the_loop_back;
+    async_send_wakes_the_outer_on_every_pair: "async" => async_send_wakes_the_outer;
+    panic_in_the_callback_keeps_the_inner_loop_on_every_pair: "panic" => panic_keeps_the_inner_loop;
+    remove_drops_the_inner_loop_on_every_pair: "remove" => remove_drops_the_inner_loop;
+    reinit_after_fork_reaches_the_inner_loop_on_every_pair: "reinit" => reinit_reaches_the_inner_loop;
 }
 
 // ---------------------------------------------------------------------
