@@ -82,15 +82,23 @@ fn observed_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
         return Err(outside(fd, "a read"));
     }
     let r = raw_read(fd, buf);
+    record(sink::READ_TAG, fd, buf, &r);
+    r
+}
+
+/// Records a read's or a write's result, and the bytes it moved (the
+/// start of `buf`).
+#[cfg(feature = "record-fd-io")]
+#[inline]
+fn record(tag: u8, fd: BorrowedFd<'_>, buf: &[u8], r: &io::Result<usize>) {
     let moved = r.as_ref().map_or(0, |&n| n.min(buf.len()));
     sink::record_transfer(
-        sink::READ_TAG,
+        tag,
         fd.as_raw_fd(),
         buf.len(),
         r.as_ref().copied(),
         &buf[..moved],
     );
-    r
 }
 
 /// During a replay: reported (the replay's sockets are virtual), and no
@@ -145,13 +153,6 @@ fn observed_write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
         return Err(outside(fd, "a write"));
     }
     let r = raw_write(fd, buf);
-    let moved = r.as_ref().map_or(0, |&n| n.min(buf.len()));
-    sink::record_transfer(
-        sink::WRITE_TAG,
-        fd.as_raw_fd(),
-        buf.len(),
-        r.as_ref().copied(),
-        &buf[..moved],
-    );
+    record(sink::WRITE_TAG, fd, buf, &r);
     r
 }

@@ -31,9 +31,19 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use evloop::exec::{sleep, spawn_local};
 use evloop::{Loop, RunMode};
+
+/// A group with the timings all of this file's groups share (a short
+/// warm-up and measurement: the whole run takes about 20 s).
+fn group<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(2));
+    g
+}
 
 /// A flag a task waits for, and the waker to wake it with.
 #[derive(Default)]
@@ -63,9 +73,7 @@ impl Signal {
 }
 
 fn spawn(c: &mut Criterion) {
-    let mut g = c.benchmark_group("spawn");
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(2));
+    let mut g = group(c, "spawn");
     let mut lp: Loop = Loop::new().unwrap();
     g.bench_function("one", |b| {
         b.iter(|| {
@@ -96,9 +104,7 @@ fn spawn(c: &mut Criterion) {
 }
 
 fn wake(c: &mut Criterion) {
-    let mut g = c.benchmark_group("wake");
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(2));
+    let mut g = group(c, "wake");
     let mut lp: Loop = Loop::new().unwrap();
     g.bench_function("task_to_task", |b| {
         b.iter_custom(|iters| {
@@ -147,9 +153,7 @@ fn wake(c: &mut Criterion) {
 }
 
 fn sleeps(c: &mut Criterion) {
-    let mut g = c.benchmark_group("sleep");
-    g.warm_up_time(Duration::from_millis(500));
-    g.measurement_time(Duration::from_secs(2));
+    let mut g = group(c, "sleep");
     let mut lp: Loop = Loop::new().unwrap();
     g.bench_function("register_cancel", |b| {
         b.iter_custom(|iters| {

@@ -9,11 +9,11 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 
 use async_tungstenite::tungstenite::Message;
-use common::on_backends;
-use evloop::exec::{spawn_local, Async, JoinHandle};
+use common::{kernel_loop, on_backends, serve_one};
+use evloop::exec::{spawn_local, Async};
 use evloop::Loop;
 use futures_util::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use futures_util::StreamExt;
@@ -25,38 +25,14 @@ fn kernels() -> &'static [&'static str] {
     evloop::backends::AVAILABLE
 }
 
-fn new_loop(backend: &'static str) -> Loop<'static> {
-    Loop::builder()
-        .backend(backend)
-        .build()
-        .unwrap_or_else(|e| panic!("{backend}: {e}"))
-}
-
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 31 % 251) as u8).collect()
-}
-
-/// A listener on loopback and a task accepting one connection on it,
-/// handing it to `serve`.
-fn serve_one<F, Fut>(serve: F) -> (SocketAddr, JoinHandle<Fut::Output>)
-where
-    F: FnOnce(Async<TcpStream>) -> Fut + 'static,
-    Fut: std::future::Future + 'static,
-{
-    let listener = Async::<TcpListener>::bind("127.0.0.1:0").unwrap();
-    let addr = listener.get_ref().local_addr().unwrap();
-    let task = spawn_local(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        serve(stream).await
-    })
-    .unwrap();
-    (addr, task)
 }
 
 #[test]
 fn websocket_handshake_and_messages_with_async_tungstenite() {
     on_backends("async-tungstenite", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let echoed = lp
             .block_on(&mut (), async {
                 // The server: echoes text and binary messages until the
@@ -112,7 +88,7 @@ fn websocket_handshake_and_messages_with_async_tungstenite() {
 #[test]
 fn a_line_protocol_with_futures_util_io() {
     on_backends("futures-util lines", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         lp.block_on(&mut (), async {
             // The server: one answer line per request line, upper-cased,
             // through `&Async` (AsyncRead and AsyncWrite both).
@@ -191,6 +167,6 @@ fn full_duplex(mut lp: Loop<'static>, size: usize) {
 #[test]
 fn full_duplex_echo_of_megabytes_with_copy_and_split() {
     on_backends("futures-util copy", kernels(), |backend| {
-        full_duplex(new_loop(backend), 6 << 20);
+        full_duplex(kernel_loop(backend), 6 << 20);
     });
 }

@@ -20,7 +20,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::on_backends;
+use common::{kernel_loop, on_backends, serve_one};
 use evloop::exec::hyper::{HyperExecutor, HyperIo, HyperTimer};
 use evloop::exec::{sleep, spawn_local, timeout, Async, JoinHandle};
 use evloop::{Loop, Sim};
@@ -34,13 +34,6 @@ type Body = Full<Bytes>;
 /// The backends of this build (kernel ones: loopback TCP).
 fn kernels() -> &'static [&'static str] {
     evloop::backends::AVAILABLE
-}
-
-fn new_loop(backend: &'static str) -> Loop<'static> {
-    Loop::builder()
-        .backend(backend)
-        .build()
-        .unwrap_or_else(|e| panic!("{backend}: {e}"))
 }
 
 /// `n` bytes of a pattern that a shifted or truncated copy does not
@@ -158,7 +151,7 @@ async fn fetch(sender: &mut Sender, req: Request<Body>, status: StatusCode) -> B
 #[test]
 fn sequential_requests_on_one_kept_alive_connection() {
     on_backends("hyper sequential", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let served = lp
             .block_on(&mut (), async {
                 let (addr, served) = start_server(|_| {});
@@ -179,7 +172,7 @@ fn sequential_requests_on_one_kept_alive_connection() {
 #[test]
 fn concurrent_connections_and_overlapping_requests() {
     on_backends("hyper concurrent", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let served = lp
             .block_on(&mut (), async {
                 let (addr, served) = start_server(|_| {});
@@ -221,7 +214,7 @@ fn concurrent_connections_and_overlapping_requests() {
 #[test]
 fn bodies_of_megabytes_both_ways() {
     on_backends("hyper large bodies", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         lp.block_on(&mut (), async {
             let (addr, _) = start_server(|_| {});
             let mut sender = connect(addr).await;
@@ -248,7 +241,7 @@ fn bodies_of_megabytes_both_ways() {
 #[test]
 fn header_read_timeout_through_the_timer() {
     on_backends("hyper header_read_timeout", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let (closed_after, served) = lp
             .block_on(&mut (), async {
                 let (addr, served) = start_server(|b| {
@@ -292,7 +285,7 @@ fn header_read_timeout_through_the_timer() {
 #[test]
 fn a_panicking_handler_leaves_the_server_serving() {
     on_backends("hyper panicking handler", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let served = lp
             .block_on(&mut (), async {
                 let (addr, served) = start_server(|_| {});
@@ -341,12 +334,9 @@ fn a_panicking_handler_leaves_the_server_serving() {
 #[test]
 fn http2_streams_through_the_executor() {
     on_backends("hyper http2", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         lp.block_on(&mut (), async {
-            let listener = Async::<TcpListener>::bind("127.0.0.1:0").unwrap();
-            let addr = listener.get_ref().local_addr().unwrap();
-            spawn_local(async move {
-                let (stream, _) = listener.accept().await.unwrap();
+            let (addr, _) = serve_one(|stream| async move {
                 // Each stream is a task of the loop's executor (!Send:
                 // the handler holds an Rc).
                 let calls = Rc::new(Cell::new(0));
@@ -362,8 +352,7 @@ fn http2_streams_through_the_executor() {
                     .serve_connection(HyperIo::new(stream), service)
                     .await
                     .unwrap();
-            })
-            .unwrap();
+            });
             let stream = Async::<TcpStream>::connect(addr).await.unwrap();
             let (sender, conn) = hyper::client::conn::http2::Builder::new(HyperExecutor::new())
                 .timer(HyperTimer::new())
@@ -512,7 +501,7 @@ fn simulated_header_read_timeout_fires_at_its_exact_virtual_time() {
 #[test]
 fn a_plain_client_thread_is_answered_and_closed() {
     on_backends("hyper and a blocking client", kernels(), |backend| {
-        let mut lp = new_loop(backend);
+        let mut lp = kernel_loop(backend);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let client = std::thread::spawn(move || {

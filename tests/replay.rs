@@ -456,6 +456,22 @@ fn record_on_sim(
     (trace, fd, log)
 }
 
+/// A program for [`record_on_sim`] and its replay: a 1 ms repeating
+/// timer that logs `now()` and removes itself after `STOP` ticks.
+fn ticks<const STOP: usize>(lp: &mut Loop<'static, Vec<String>>, _sock: evloop::SimSocket) {
+    lp.timer(
+        Duration::from_millis(1),
+        Duration::from_millis(1),
+        |lp, log, me| {
+            log.push(format!("{:?}", lp.now()));
+            if log.len() == STOP {
+                lp.remove(me).unwrap();
+            }
+        },
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_read_behind_the_loops_back_is_reported_on_replay() {
     // The program reads its socket itself (std's Read), outside
@@ -515,26 +531,13 @@ fn fd_io_on_a_real_fd_during_a_replay_is_reported() {
 
 #[test]
 fn a_trace_cut_off_stops_the_replay_and_says_so() {
-    fn program(lp: &mut Loop<'static, Vec<String>>, _sock: evloop::SimSocket) {
-        lp.timer(
-            Duration::from_millis(1),
-            Duration::from_millis(1),
-            |lp, log, me| {
-                log.push(format!("{:?}", lp.now()));
-                if log.len() == 50 {
-                    lp.remove(me).unwrap();
-                }
-            },
-        )
-        .unwrap();
-    }
-    let (trace, _, log) = record_on_sim(program);
+    let (trace, _, log) = record_on_sim(ticks::<50>);
     assert_eq!(log.len(), 50);
     let mut bytes = trace.bytes();
     bytes.truncate(bytes.len() / 2);
     let replay = Replay::from_bytes(bytes).unwrap();
     let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
-    program(&mut lp, Sim::new().socket("unused", 0));
+    ticks::<50>(&mut lp, Sim::new().socket("unused", 0));
     let mut replayed = Vec::new();
     let err = lp.run(RunMode::Default, &mut replayed).unwrap_err();
     let d = Divergence::of(&err).unwrap();
@@ -545,23 +548,10 @@ fn a_trace_cut_off_stops_the_replay_and_says_so() {
 
 #[test]
 fn a_program_that_stops_early_is_reported_by_finish() {
-    fn program(lp: &mut Loop<'static, Vec<String>>, _sock: evloop::SimSocket) {
-        lp.timer(
-            Duration::from_millis(1),
-            Duration::from_millis(1),
-            |lp, log, me| {
-                log.push(format!("{:?}", lp.now()));
-                if log.len() == 3 {
-                    lp.remove(me).unwrap();
-                }
-            },
-        )
-        .unwrap();
-    }
-    let (trace, _, _) = record_on_sim(program);
+    let (trace, _, _) = record_on_sim(ticks::<3>);
     let replay = Replay::from_bytes(trace.bytes()).unwrap();
     let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
-    program(&mut lp, Sim::new().socket("unused", 0));
+    ticks::<3>(&mut lp, Sim::new().socket("unused", 0));
     let mut log = Vec::new();
     lp.run(RunMode::Once, &mut log).unwrap(); // one iteration, not three
     drop(lp);

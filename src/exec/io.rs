@@ -587,71 +587,51 @@ impl<T> fmt::Debug for Ready<'_, T> {
 mod futures_impls {
     use super::*;
 
-    impl<T> futures_io::AsyncRead for Async<T>
-    where
-        for<'a> &'a T: Read,
-    {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &mut [u8],
-        ) -> Poll<io::Result<usize>> {
-            Async::poll_read(&self, cx, buf)
-        }
+    /// futures-io's traits for `Async<T>` and `&Async<T>` alike: reads and
+    /// writes take `&self`, so a shared reference does all an owned one does.
+    macro_rules! futures_io_impls {
+        ($($ty:ty),*) => {$(
+            impl<T> futures_io::AsyncRead for $ty
+            where
+                for<'a> &'a T: Read,
+            {
+                fn poll_read(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                    buf: &mut [u8],
+                ) -> Poll<io::Result<usize>> {
+                    Async::poll_read(&self, cx, buf)
+                }
+            }
+
+            impl<T> futures_io::AsyncWrite for $ty
+            where
+                for<'a> &'a T: Write,
+            {
+                fn poll_write(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                    buf: &[u8],
+                ) -> Poll<io::Result<usize>> {
+                    Async::poll_write(&self, cx, buf)
+                }
+
+                fn poll_flush(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                ) -> Poll<io::Result<()>> {
+                    self.poll_write_with(cx, |mut io| io.flush())
+                }
+
+                fn poll_close(
+                    self: Pin<&mut Self>,
+                    cx: &mut Context<'_>,
+                ) -> Poll<io::Result<()>> {
+                    self.poll_flush(cx)
+                }
+            }
+        )*};
     }
 
-    impl<T> futures_io::AsyncRead for &Async<T>
-    where
-        for<'a> &'a T: Read,
-    {
-        fn poll_read(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &mut [u8],
-        ) -> Poll<io::Result<usize>> {
-            Async::poll_read(*self, cx, buf)
-        }
-    }
-
-    impl<T> futures_io::AsyncWrite for Async<T>
-    where
-        for<'a> &'a T: Write,
-    {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            Async::poll_write(&self, cx, buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.poll_write_with(cx, |mut io| io.flush())
-        }
-
-        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.poll_flush(cx)
-        }
-    }
-
-    impl<T> futures_io::AsyncWrite for &Async<T>
-    where
-        for<'a> &'a T: Write,
-    {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-            buf: &[u8],
-        ) -> Poll<io::Result<usize>> {
-            Async::poll_write(*self, cx, buf)
-        }
-
-        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.poll_write_with(cx, |mut io| io.flush())
-        }
-
-        fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-            self.poll_flush(cx)
-        }
-    }
+    futures_io_impls!(Async<T>, &Async<T>);
 }

@@ -213,7 +213,7 @@ impl Encoder {
     #[cold]
     fn long_length(&mut self, start: usize, len: usize) {
         let mut tmp = [0u8; 10];
-        let n = varint(&mut tmp, len as u64);
+        let n = put_varint(&mut tmp, 0, len as u64);
         self.buf[start - 1] = tmp[0];
         self.buf.splice(start..start, tmp[1..n].iter().copied());
     }
@@ -274,8 +274,16 @@ impl Encoder {
     }
 
     fn unit_result(&mut self, r: &io::Result<()>) {
+        self.result(r.as_ref(), |_, ()| {});
+    }
+
+    /// A result: 0 then what `ok` writes of the value, or 1 then the error.
+    fn result<T>(&mut self, r: Result<T, &io::Error>, ok: impl FnOnce(&mut Self, T)) {
         match r {
-            Ok(()) => self.buf.push(0),
+            Ok(v) => {
+                self.buf.push(0);
+                ok(self, v);
+            }
             Err(e) => {
                 self.buf.push(1);
                 self.err(e);
@@ -511,16 +519,7 @@ impl Encoder {
     pub(crate) fn spawn(&mut self, program: &str, r: &io::Result<u32>) {
         let at = self.open(tag::SPAWN);
         self.str(program);
-        match r {
-            Ok(pid) => {
-                self.buf.push(0);
-                self.u(u64::from(*pid));
-            }
-            Err(e) => {
-                self.buf.push(1);
-                self.err(e);
-            }
-        }
+        self.result(r.as_ref(), |w, pid| w.u(u64::from(*pid)));
         self.close(at);
     }
 
@@ -605,32 +604,14 @@ impl Encoder {
         let at = self.open(tag);
         self.fd(fd);
         self.u(len as u64);
-        match r {
-            Ok(_) => {
-                self.buf.push(0);
-                self.bytes(data);
-            }
-            Err(e) => {
-                self.buf.push(1);
-                self.err(e);
-            }
-        }
+        self.result(r, |w, _| w.bytes(data));
         self.close(at);
     }
 
     pub(crate) fn accept(&mut self, listener: RawFd, r: Result<RawFd, &io::Error>) {
         let at = self.open(tag::ACCEPT);
         self.fd(listener);
-        match r {
-            Ok(fd) => {
-                self.buf.push(0);
-                self.fd(fd);
-            }
-            Err(e) => {
-                self.buf.push(1);
-                self.err(e);
-            }
-        }
+        self.result(r, Self::fd);
         self.close(at);
     }
 }
@@ -650,18 +631,6 @@ fn put_varint(dst: &mut [u8], mut k: usize, mut v: u64) -> usize {
 #[inline]
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// Writes `v` as a varint into `out`; how many bytes it took.
-fn varint(out: &mut [u8; 10], mut v: u64) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        out[n] = v as u8 | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    out[n] = v as u8;
-    n + 1
 }
 
 /// An io error as a trace keeps it: an OS error number, or a kind and a
@@ -1108,8 +1077,17 @@ impl Cursor<'_> {
     }
 
     fn unit_result(&mut self) -> io::Result<Result<(), IoErr>> {
+        self.result(|_| Ok(()))
+    }
+
+    /// A result as the encoder's `result` writes it: 0 then what `ok`
+    /// reads, or 1 then the error.
+    fn result<T>(
+        &mut self,
+        ok: impl FnOnce(&mut Self) -> io::Result<T>,
+    ) -> io::Result<Result<T, IoErr>> {
         match self.byte()? {
-            0 => Ok(Ok(())),
+            0 => Ok(Ok(ok(self)?)),
             1 => Ok(Err(self.err()?)),
             b => Err(corrupt(format!("result form {b}"))),
         }
@@ -1161,11 +1139,7 @@ impl Cursor<'_> {
     fn transfer(&mut self) -> io::Result<(RawFd, u64, Result<Vec<u8>, IoErr>)> {
         let fd = self.fd()?;
         let len = self.u()?;
-        let result = match self.byte()? {
-            0 => Ok(self.bytes()?),
-            1 => Err(self.err()?),
-            b => return Err(corrupt(format!("result form {b}"))),
-        };
+        let result = self.result(Self::bytes)?;
         Ok((fd, len, result))
     }
 
@@ -1259,11 +1233,7 @@ impl Cursor<'_> {
             }
             tag::SPAWN => {
                 let program = self.str()?;
-                let result = match self.byte()? {
-                    0 => Ok(self.u32()?),
-                    1 => Err(self.err()?),
-                    b => return Err(corrupt(format!("result form {b}"))),
-                };
+                let result = self.result(Self::u32)?;
                 Record::Spawn { program, result }
             }
             tag::WATCH_CLOCK_STEPS => Record::ClockSteps(self.byte()? != 0),
@@ -1302,11 +1272,7 @@ impl Cursor<'_> {
             }
             tag::ACCEPT => {
                 let fd = self.fd()?;
-                let result = match self.byte()? {
-                    0 => Ok(self.fd()?),
-                    1 => Err(self.err()?),
-                    b => return Err(corrupt(format!("result form {b}"))),
-                };
+                let result = self.result(Self::fd)?;
                 Record::Accept { fd, result }
             }
             tag::END => Record::End,

@@ -6,8 +6,9 @@
 //! each through [`on_every_world`] (or [`in_worlds`]), and [`RunTo`] runs a
 //! loop and checks why the run ended. Then what several test files need
 //! alike: children held open, the signal marker, the fork lock, a
-//! backend's notices, the simulator's trace, the `net` echo handler, and
-//! the direct-dispatch programs ([`settle_points`]).
+//! backend's notices, the simulator's trace, the `net` echo handler, a
+//! task serving one loopback connection ([`serve_one`]), and the
+//! direct-dispatch programs ([`settle_points`]).
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::io::{self, Read, Write};
@@ -415,6 +416,23 @@ pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
         }
         _ => World::new(name).new_loop(),
     }
+}
+
+/// A listener on loopback and a task of the current executor accepting
+/// one connection on it, handing it to `serve`.
+pub fn serve_one<F, Fut>(serve: F) -> (std::net::SocketAddr, evloop::exec::JoinHandle<Fut::Output>)
+where
+    F: FnOnce(evloop::exec::Async<std::net::TcpStream>) -> Fut + 'static,
+    Fut: std::future::Future + 'static,
+{
+    let listener = evloop::exec::Async::<std::net::TcpListener>::bind("127.0.0.1:0").unwrap();
+    let addr = listener.get_ref().local_addr().unwrap();
+    let task = evloop::exec::spawn_local(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        serve(stream).await
+    })
+    .unwrap();
+    (addr, task)
 }
 
 /// A backend whose wall clock the test steps: `shift_ns` is added to the
