@@ -1025,8 +1025,10 @@ pub trait Backend {
     /// that wait on the fds themselves (poll, select) or have no OS
     /// descriptors (the simulator) have none, and the default refuses.
     /// The error's text is the reason alone, without the backend's name
-    /// (the loop's error adds it). Unix only. `docs/porting.md` ("A pollable fd")
-    /// has the contract.
+    /// (the loop's error adds it). A backend that gave one gives one (its
+    /// current one, after [`Backend::reinit`]) for the rest of its life:
+    /// `PollableLoop`'s `AsFd` cannot fail. Unix only. `docs/porting.md`
+    /// ("A pollable fd") has the contract.
     ///
     /// ```
     /// use evloop::backend::Backend;
