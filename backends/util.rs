@@ -13,8 +13,8 @@
 //!   directories are always "ready", so no backend watches them (`EPERM`,
 //!   as `epoll_ctl` refuses them), and an fd that is not open cannot be
 //!   watched at all.
-//! - `readable_now` (Unix): a zero-timeout `poll(2)` of one fd, for the
-//!   holder of a loop's pollable fd.
+//! - `readable_now` and `readable_within` (Unix): a `poll(2)` of one fd,
+//!   for the holder of a loop's pollable fd.
 //!
 //! A level-triggered `poll(2)` wait with all three:
 //!
@@ -235,16 +235,37 @@ impl Deadline {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn readable_now(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    readable_within(fd, Duration::ZERO)
+}
+
+#[cfg(unix)]
+/// Whether `fd` becomes readable (or hung up, or in error) within
+/// `timeout`: `poll(2)`, resumed after `EINTR` for the time left.
+///
+/// ```
+/// use evloop::backends::util::readable_within;
+/// use std::io::Write;
+/// use std::os::fd::AsFd;
+/// use std::time::Duration;
+///
+/// let (a, mut b) = std::os::unix::net::UnixStream::pair()?;
+/// let writer = std::thread::spawn(move || b.write_all(b"x"));
+/// assert!(readable_within(a.as_fd(), Duration::from_secs(10))?);
+/// writer.join().unwrap()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn readable_within(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
+    let deadline = Deadline::new(Some(timeout));
     loop {
         // SAFETY: `p` is one valid pollfd, alive for the call; the fd is
         // borrowed, so open.
-        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        let n = unsafe { libc::poll(&mut p, 1, deadline.millis()) };
         if n >= 0 {
             return Ok(n == 1 && p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0);
         }

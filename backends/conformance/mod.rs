@@ -48,6 +48,9 @@
 //! - `notices/<check>`: signals, children, wake-ups and fork re-init
 //!   through the loop's watchers ([`notices`]), skipped on a backend that
 //!   does not provide the hooks;
+//! - `pollable/<check>`: a backend that gives a pollable fd, held to its
+//!   contract as another loop holding the fd sees it ([`pollable`]);
+//!   skipped on a backend that has none;
 //! - `no_allocation`: steady-state iterations allocate nothing (skipped
 //!   unless [`CountingAllocator`] is the global allocator).
 //!
@@ -77,6 +80,7 @@ mod fork;
 pub mod notices;
 #[cfg_attr(windows, path = "os_only_windows.rs")]
 mod os_only;
+pub mod pollable;
 mod record;
 mod scenarios;
 
@@ -601,6 +605,7 @@ fn check_each(backend: &'static str, open: Factory, mut each: impl FnMut(&CheckR
     }
     push("fork".into(), fork(backend, open));
     notices::each(backend, open, &mut push);
+    pollable::each(backend, open, &mut push);
     push("no_allocation".into(), no_allocation(backend, open));
     Report { backend, results }
 }

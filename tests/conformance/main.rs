@@ -410,3 +410,85 @@ mod notices {
         check("iocp");
     }
 }
+
+/// The kit's pollable-fd checks (`conformance::pollable`) on every OS
+/// backend of the host: those with a pollable fd (epoll, kqueue, an
+/// io_uring ring without deferred task work) pass each, the others
+/// (poll, select; io_uring's default ring where it defers task work) are
+/// skipped, and none fails.
+mod pollable {
+    use evloop::conformance::{pollable, Outcome};
+
+    /// Runs every check; `has_fd`: whether each must pass (else each must
+    /// be skipped).
+    fn check(backend: &'static str, open: evloop::backends::Factory, has_fd: bool) {
+        let mut wrong = Vec::new();
+        for &name in pollable::NAMES {
+            match (pollable::check(name, backend, open), has_fd) {
+                (Outcome::Passed, true) | (Outcome::Skipped(_), false) => {}
+                (outcome, _) => wrong.push(format!("{name}: {outcome:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{backend}:\n{}", wrong.join("\n"));
+    }
+
+    fn crate_backend(backend: &'static str, has_fd: bool) {
+        if crate::harness::selected(backend) {
+            check(
+                backend,
+                crate::harness::factory(backend),
+                has_fd && cfg!(unix),
+            );
+        }
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[test]
+    fn epoll() {
+        crate_backend("epoll", true);
+    }
+
+    #[cfg(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "netbsd",
+        target_os = "openbsd",
+        target_os = "dragonfly",
+        all(feature = "emulated-kqueue", target_os = "linux")
+    ))]
+    #[test]
+    fn kqueue() {
+        crate_backend("kqueue", true);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn poll() {
+        crate_backend("poll", false);
+    }
+
+    #[test]
+    fn select() {
+        crate_backend("select", false);
+    }
+
+    /// The ring the crate makes by default defers task work where the
+    /// kernel has it (no pollable fd then); one made without it has one.
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    #[test]
+    fn io_uring() {
+        use evloop::backends::io_uring::IoUring;
+        if !crate::harness::selected("io_uring") {
+            return;
+        }
+        let deferred =
+            format!("{:?}", IoUring::new().unwrap()).contains("deferred_task_work: true");
+        check("io_uring", crate::harness::factory("io_uring"), !deferred);
+        check(
+            "io_uring",
+            || Ok(Box::new(IoUring::without_deferred_task_work()?)),
+            true,
+        );
+    }
+}

@@ -27,6 +27,11 @@
 //! reported to the loop, and handed back to the notifier when they are
 //! ready.
 //!
+//! mio's `Poll` is itself an fd that holds all of that, so the backend
+//! gives it as its pollable fd: another loop can run this one (the embed
+//! watcher, `Loop::into_pollable`). `expose_changes` re-arms the level fds
+//! the last wait reported, so that readiness a run left shows on the fd.
+//!
 //! The rest follows the contract of `docs/porting.md`, section 2, point by
 //! point: a table by fd number of what mio holds (so that reports can be
 //! checked, and the `Poll` rebuilt when a `DEL` missed a registration that a
@@ -643,6 +648,29 @@ impl Backend for MioBackend {
         // The set first, then the notifier: a wake fd, pidfds and the rest
         // of the child's own, in the new Poll.
         self.notifier.reinit(&mut Internal(self.poll.registry()))
+    }
+
+    /// mio's `Poll` is a kernel set (epoll here) that the notifier's fds
+    /// are in too: readable when a wait would report, so another loop can
+    /// run this one (`Loop::into_pollable`, the embed watcher).
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the Poll's own fd, open while `self` lives (a `reinit`,
+        // which replaces it, needs `&mut self`, so not while borrowed).
+        Ok(unsafe { std::os::fd::BorrowedFd::borrow_raw(self.poll.as_raw_fd()) })
+    }
+
+    /// What `poll` re-arms lazily (the level fds the last wait reported),
+    /// re-armed now, so that what they still have shows on the fd.
+    fn expose_changes(&mut self) -> io::Result<()> {
+        self.rearm_reported();
+        Ok(())
+    }
+
+    /// A registration mio holds and the table does not: the next `poll`
+    /// rebuilds, and may report fds found gone, which the fd cannot show.
+    fn holds_reports(&self) -> bool {
+        self.rebuild
     }
 
     // Signals, children, the waker, notices, clock steps, path hints: each
