@@ -37,10 +37,13 @@ impl<'s, S> Loop<'s, S> {
             // Directly dispatched io events come after every queue above the
             // default priority and before the default queue.
             if self.results.is_open() && !self.pending.has_above(Priority::DEFAULT) {
-                if observed {
-                    self.run_batch::<true>(state);
-                } else {
-                    self.run_batch::<false>(state);
+                // Nothing queued: no watcher of the batch's fds can be
+                // (see `merge_queued`), and the loop does not test each.
+                let merge = !self.pending.is_empty();
+                match (observed, merge) {
+                    (true, _) => self.run_batch::<true, true>(state),
+                    (false, true) => self.run_batch::<false, true>(state),
+                    (false, false) => self.run_batch::<false, false>(state),
                 }
                 continue;
             }
@@ -61,9 +64,11 @@ impl<'s, S> Loop<'s, S> {
     /// callback queues something more urgent than the default priority, or
     /// a result needs the queued path (then the rest is materialised).
     /// `OBSERVED` (dispatches are reported): a constant, so that the common
-    /// unobserved loop does not test it per event.
+    /// unobserved loop does not test it per event; `MERGE` (something was
+    /// queued when the batch began, which may be a watcher of one of its
+    /// fds: `merge_queued`), likewise.
     #[inline(never)]
-    fn run_batch<const OBSERVED: bool>(&mut self, state: &mut S) {
+    fn run_batch<const OBSERVED: bool, const MERGE: bool>(&mut self, state: &mut S) {
         while let Some(ev) = self.results.next() {
             // Ruled out when the batch opened.
             debug_assert!(!ev.ready.is_invalid());
@@ -88,7 +93,8 @@ impl<'s, S> Loop<'s, S> {
                         continue;
                     }
                     let version = e.version();
-                    if e.pending.is_some() {
+                    debug_assert!(MERGE || e.pending.is_none());
+                    if MERGE && e.pending.is_some() {
                         r = self.merge_queued(slot, r);
                     }
                     self.results.defer_disarm(slot, version);
@@ -124,8 +130,10 @@ impl<'s, S> Loop<'s, S> {
             // Feeding or re-prioritising a watcher of an fd materialises
             // the batch first; only a kind's phase after the poll may have
             // queued one (a once whose deadline came, an embed watcher
-            // whose loop has a timer due).
-            if e.pending.is_some() {
+            // whose loop has a timer due), and only before the batch
+            // began (`MERGE`).
+            debug_assert!(MERGE || e.pending.is_none());
+            if MERGE && e.pending.is_some() {
                 r = self.merge_queued(slot, r);
             }
             self.invoke::<false>(slot, r, OBSERVED, state);
