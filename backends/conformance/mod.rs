@@ -688,6 +688,44 @@ pub fn no_allocation(backend: &'static str, open: Factory) -> Outcome {
 }
 
 /// Runs `f`, turning a panic into its message.
+/// A named check's outcome (`notices/...`, `pollable/...`): `f`'s, caught
+/// (an `Err` is a skip, with its reason; a panic, a failure).
+fn outcome_of(f: impl FnOnce() -> Result<(), &'static str>) -> Outcome {
+    match caught(f) {
+        Ok(Ok(())) => Outcome::Passed,
+        Ok(Err(why)) => Outcome::Skipped(why),
+        Err(message) => Outcome::Failed(message),
+    }
+}
+
+/// Each of a group's checks by name (`check`, one of `names`), in turn,
+/// each result handed to `push` as it ends.
+fn each_named(
+    names: &[&str],
+    check: fn(&str, &'static str, Factory) -> Outcome,
+    backend: &'static str,
+    open: Factory,
+    push: &mut dyn FnMut(String, Outcome),
+) {
+    for name in names {
+        push(name.to_string(), check(name, backend, open));
+    }
+}
+
+/// [`each_named`], the results collected.
+fn all_named(
+    names: &[&str],
+    check: fn(&str, &'static str, Factory) -> Outcome,
+    backend: &'static str,
+    open: Factory,
+) -> Vec<CheckResult> {
+    let mut results = Vec::new();
+    each_named(names, check, backend, open, &mut |name, outcome| {
+        results.push(CheckResult { name, outcome })
+    });
+    results
+}
+
 fn caught<R>(f: impl FnOnce() -> R) -> Result<R, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
         if let Some(s) = panic.downcast_ref::<&str>() {

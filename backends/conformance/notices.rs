@@ -36,7 +36,7 @@ use std::io;
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
-use super::{caught, CheckResult, Factory, Outcome};
+use super::{CheckResult, Factory, Outcome};
 use crate::{Break, Error, Loop, RunMode};
 
 /// How long any loop of these checks may wait for what it expects before
@@ -83,11 +83,7 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
     // take a value a scenario of the kit is about to see reused, so they
     // hold the fixture's handle lock shared, as every scenario does.
     let _handles = super::fixture::scenario_lock(false);
-    match caught(|| f(backend, open)) {
-        Ok(Ok(())) => Outcome::Passed,
-        Ok(Err(why)) => Outcome::Skipped(why),
-        Err(message) => Outcome::Failed(message),
-    }
+    super::outcome_of(|| f(backend, open))
 }
 
 /// Every check of [`NAMES`] in turn (what the kit's [`run`](super::run)
@@ -102,18 +98,12 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
 /// assert!(results.iter().all(|r| !r.outcome.failed()), "{results:?}");
 /// ```
 pub fn check_all(backend: &'static str, open: Factory) -> Vec<CheckResult> {
-    let mut results = Vec::new();
-    each(backend, open, &mut |name, outcome| {
-        results.push(CheckResult { name, outcome })
-    });
-    results
+    super::all_named(NAMES, check, backend, open)
 }
 
 /// Every check of [`NAMES`], each result handed to `push` as it ends.
 pub(super) fn each(backend: &'static str, open: Factory, push: &mut dyn FnMut(String, Outcome)) {
-    for name in NAMES {
-        push(name.to_string(), check(name, backend, open));
-    }
+    super::each_named(NAMES, check, backend, open, push);
 }
 
 /// One check at a time in the process: signals and the reaping of

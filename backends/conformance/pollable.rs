@@ -27,7 +27,7 @@
 
 use std::time::Duration;
 
-use super::{caught, CheckResult, Factory, Outcome};
+use super::{CheckResult, Factory, Outcome};
 
 /// How long a check waits for the fd to become readable before it fails
 /// (only reached when it does).
@@ -70,11 +70,7 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
             NAMES.join(", ")
         ),
     };
-    match caught(|| f(backend, open)) {
-        Ok(Ok(())) => Outcome::Passed,
-        Ok(Err(why)) => Outcome::Skipped(why),
-        Err(message) => Outcome::Failed(message),
-    }
+    super::outcome_of(|| f(backend, open))
 }
 
 /// Every check of [`NAMES`] in turn (what the kit's [`run`](super::run)
@@ -88,18 +84,12 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
 /// assert!(results.iter().all(|r| !r.outcome.failed()), "{results:?}");
 /// ```
 pub fn check_all(backend: &'static str, open: Factory) -> Vec<CheckResult> {
-    let mut results = Vec::new();
-    each(backend, open, &mut |name, outcome| {
-        results.push(CheckResult { name, outcome })
-    });
-    results
+    super::all_named(NAMES, check, backend, open)
 }
 
 /// Every check of [`NAMES`], each result handed to `push` as it ends.
 pub(super) fn each(backend: &'static str, open: Factory, push: &mut dyn FnMut(String, Outcome)) {
-    for name in NAMES {
-        push(name.to_string(), check(name, backend, open));
-    }
+    super::each_named(NAMES, check, backend, open, push);
 }
 
 #[cfg(unix)]
