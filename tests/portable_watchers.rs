@@ -62,8 +62,11 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
 #[test]
 fn a_repeating_timer_fires_on_time_never_early() {
     on_every_backend("repeat timer", |backend| {
-        let mut lp: Loop<Vec<Duration>> = new_loop(backend);
+        // Before the loop: its timers count from its cached time, read
+        // when it was made, so a real clock started after that (a thread
+        // preempted in between) could see them fire "early".
         let start = Instant::now();
+        let mut lp: Loop<Vec<Duration>> = new_loop(backend);
         let t0 = lp.now();
         lp.timer(
             Duration::from_millis(5),
