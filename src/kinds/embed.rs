@@ -151,10 +151,9 @@ impl<T: 'static> Embedded<T> {
     }
 
     /// If another loop was put in place of the one whose fd is watched
-    /// (or its fd changed), its fd is watched instead (checked as
-    /// [`Loop::embed`] checks it), if the watcher is active. Errors: that
-    /// check's; the old fd is unwatched then, the watcher stays as it was
-    /// for the caller to stop.
+    /// (or its fd changed), its fd (checked as [`Loop::embed`] checks
+    /// it) is watched instead, if the old one was. Errors: that check's;
+    /// the old fd is unwatched then, for the caller to stop the watcher.
     fn follow(&mut self, cx: &mut Context<'_>) -> Result<()> {
         if !self.moved() {
             return Ok(());
@@ -164,11 +163,16 @@ impl<T: 'static> Embedded<T> {
         };
         self.owner = inner.registry.owner();
         let slot = self.key.slot;
+        // Only a watcher active in the loop is on its fd's list (one
+        // stopped is unbound; one whose fd was killed, taken off it).
         // The old number may name another file by now: the backend is
         // told it goes (the epoll backend copes with a reused number).
-        cx.unwatch_slot(slot);
+        let watched = cx.is_active(Watcher::<Embeds<T>>::new(self.key));
+        if watched {
+            cx.unwatch_slot(slot);
+        }
         self.fd = watchable(inner, &*cx.backend, cx.caps)?;
-        if self.active {
+        if watched {
             cx.watch_checked(slot, self.fd, Interest::READABLE);
         }
         Ok(())
