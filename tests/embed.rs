@@ -1072,3 +1072,58 @@ on_every_pair! {
     replaced_in_the_callback_is_followed_on_every_pair: "replaced" => replaced_in_the_callback;
     replaced_by_an_unembeddable_loop_on_every_pair: "replaced, refused" => replaced_by_a_loop_that_cannot_be_embedded;
 }
+
+/// The inner loop's pollable fd changes under the outer: an epoll
+/// backend rebuilds its instance when a removal misses its registration
+/// (an fd of its replaced behind its back, as in
+/// `tests/epoll_closed_behind_back.rs`), and the rebuilt instance has
+/// another number. The outer follows it: the inner io after the rebuild
+/// is served (before, the outer watched the closed number: epoll waited
+/// forever, poll and select met a closed fd).
+#[cfg(target_os = "linux")]
+fn follows_a_rebuilt_inner_instance(outer: &'static str) {
+    let mut inside = inner_loop::<Inner>("epoll");
+    let (x, _x_peer) = pair();
+    let n = x.as_raw_fd();
+    let w = inside.io(x, Interest::READABLE, |_, _, _| {}).unwrap();
+    inside.flush_changes().unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // SAFETY: `n` is the socket the watcher owns, open until the watcher
+    // goes; dup2 puts /dev/null's file at that number (the socket's file
+    // closes, its registration with it), which the watcher's drop then
+    // closes once: no fd is used after its close.
+    assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), n) }, n);
+    inside.remove(w).unwrap(); // its DEL misses: a rebuild at the next poll
+    let before = inside.pollable_fd().unwrap().as_raw_fd();
+
+    let (a, mut peer) = pair();
+    inside
+        .io(a, Interest::READABLE, |lp, st, ev| {
+            let mut buf = [0; 64];
+            let n = ev.source.read(&mut buf).unwrap();
+            st.got.extend_from_slice(&buf[..n]);
+            if st.got.len() == 6 {
+                lp.remove(ev.watcher).unwrap();
+            }
+        })
+        .unwrap();
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let mut writes = vec![&b"one"[..], b"two"].into_iter();
+    lp.timer(ms(10), ms(20), move |lp, _, me| match writes.next() {
+        Some(bytes) => peer.write_all(bytes).unwrap(),
+        None => lp.remove(me).unwrap(),
+    })
+    .unwrap();
+    let st = run_out(&mut lp);
+    assert_eq!(st.inner.got, b"onetwo");
+    let after = lp.embedded(e).unwrap().pollable_fd().unwrap().as_raw_fd();
+    assert_ne!(before, after, "no rebuild: the scenario tests nothing");
+    assert!(st.calls < 10, "the embed callback ran {} times", st.calls);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_inner_loop_whose_fd_changes_is_followed() {
+    common::on_backends("rebuilt inner", &outers(), follows_a_rebuilt_inner_instance);
+}
