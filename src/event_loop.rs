@@ -143,6 +143,13 @@ impl<'s, S> Loop<'s, S> {
     /// whose callbacks are running further up the stack: it cannot deliver
     /// their events, which wait until those callbacks return.
     ///
+    /// # Errors
+    ///
+    /// [`Error::Backend`](crate::Error::Backend) if the backend's poll
+    /// fails. [`Error::CannotEmbed`](crate::Error::CannotEmbed) once the
+    /// iteration's callbacks ran, if the backend refused an embed
+    /// watcher's fd (the watcher is stopped: [`Loop::embed`] says when).
+    ///
     /// # Panics
     ///
     /// A panic in a callback propagates out of `run`, and leaves the loop
@@ -193,6 +200,9 @@ impl<'s, S> Loop<'s, S> {
         // wait until those callbacks return), so they do not keep it going.
         // Found by a scan, once per nested run: nothing on the hot path
         // keeps track of them.
+        if let Some(e) = self.run.failure.take() {
+            return Err(e);
+        }
         let nested = self.run.depth > 0;
         if nested {
             let suspended = self.registry.running();
@@ -290,7 +300,10 @@ impl<'s, S> Loop<'s, S> {
     /// Whether `run` goes on: no break was asked for, and something is
     /// left to serve (checked after every phase that runs callbacks: the
     /// last watcher may go in any of them).
-    fn may_go_on(&self) -> Step {
+    fn may_go_on(&mut self) -> Step {
+        if let Some(e) = self.run.failure.take() {
+            return Err(Exit::Fails(e)); // met by the callbacks just run
+        }
         if self.run.break_req.is_some() {
             return Err(Exit::Returns(RunOutcome::Broken));
         }
@@ -363,6 +376,9 @@ impl<'s, S> Loop<'s, S> {
     /// After the invocations: a break, a run that could only stall, or
     /// the end of a `Once`/`NoWait` run.
     fn iteration_done(&mut self, mode: RunMode, nothing_to_wait_for: bool) -> Step {
+        if let Some(e) = self.run.failure.take() {
+            return Err(Exit::Fails(e));
+        }
         if self.run.break_req.is_some() {
             return Err(Exit::Returns(RunOutcome::Broken));
         }

@@ -162,6 +162,10 @@ pub(crate) struct FdTable {
     /// report); during a flush, also the changes it makes.
     reported: Vec<Change>,
     changes: Vec<RawFd>,
+    /// The last registration the backend refused, and why: its watchers
+    /// see only [`Ready::ERROR`]; a kind that must say why takes it
+    /// ([`FdTable::take_refusal`]).
+    refused: Option<(RawFd, std::io::Error)>,
 }
 
 impl FdTable {
@@ -463,7 +467,20 @@ impl FdTable {
             self.fds[refused.fd as usize].registered = refused.old;
             tracing::debug!(fd = refused.fd, %err, "backend refused the fd; stopping its watchers");
             self.kill(refused.fd, registry, pending, backend);
+            self.refused = Some((refused.fd, err));
             from += i + 1;
+        }
+    }
+
+    /// Why the backend refused `fd`'s registration, if that was the last
+    /// refusal (and it was not taken yet).
+    pub fn take_refusal(&mut self, fd: RawFd) -> Option<std::io::Error> {
+        match self.refused.take() {
+            Some((at, err)) if at == fd => Some(err),
+            other => {
+                self.refused = other;
+                None
+            }
         }
     }
 

@@ -432,6 +432,11 @@ impl<C> Registry<C> {
         })
     }
 
+    /// The id of the loop that owns it (unique in the process).
+    pub fn owner(&self) -> u32 {
+        self.owner
+    }
+
     /// Number of live watchers.
     pub fn len(&self) -> usize {
         self.entries.len() - 1 - self.free.len()

@@ -82,6 +82,11 @@ pub(crate) struct RunState {
     /// What the innermost `run` in progress is doing, for the queries its
     /// callbacks make (outside `run`: the default).
     pub phase: RunPhase,
+    /// An error the loop's machinery met inside a callback's dispatch (an
+    /// embed watcher's fd refused by the backend): the next `run` (or
+    /// the one in progress, once the iteration's callbacks ran) returns
+    /// it.
+    pub failure: Option<crate::Error>,
 }
 
 /// The mode of the innermost `run` in progress, and whether it is invoking

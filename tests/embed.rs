@@ -745,3 +745,385 @@ fn a_loop_driven_from_tokio() {
         });
     }
 }
+
+// ---------------------------------------------------------------------
+// Chains: loops embedded in one another (issue 34, item 8).
+
+/// What every loop of a chain keeps (one state, handed down the chain):
+/// whether the innermost timer fired, and the errors the runs met.
+#[derive(Default)]
+struct Chain {
+    fired: u32,
+    errors: Vec<String>,
+}
+
+/// A chain's embed callback: one non-blocking run of the loop below; an
+/// error it meets is recorded and the watcher stopped, as is a watcher
+/// whose loop has nothing left (so that the chain unwinds to the top).
+fn descend(
+    lp: &mut Loop<Chain>,
+    st: &mut Chain,
+    inner: &mut Loop<'static, Chain>,
+    me: Embed<Chain>,
+) {
+    if let Err(e) = inner.run(RunMode::NoWait, st) {
+        st.errors.push(e.to_string());
+        lp.stop(me).unwrap();
+    } else if inner.active_count() == 0 {
+        lp.stop(me).unwrap();
+    }
+}
+
+/// Builds a chain of `depth` loops on `name` embedded in one another
+/// below a top loop, the innermost with a 20 ms timer, bottom up; the
+/// first `embed` refused ends it. Returns the top loop and the error.
+fn chain(name: &'static str, depth: usize) -> (Loop<'static, Chain>, Option<Error>) {
+    let mut lp = inner_loop::<Chain>(name);
+    lp.timer(ms(20), Duration::ZERO, |_, st, _| st.fired += 1)
+        .unwrap();
+    for _ in 0..depth {
+        let mut outer = inner_loop::<Chain>(name);
+        if let Err(e) = outer.embed(lp, descend) {
+            return (outer, Some(e));
+        }
+        lp = outer;
+    }
+    (lp, None)
+}
+
+/// Runs a chain's top loop until the chain unwinds (fired, or an error
+/// stopped it), with an unreferenced 2 s timer that breaks a run that
+/// would not end; returns the run's outcome and its iterations.
+fn run_chain(top: &mut Loop<'static, Chain>, st: &mut Chain) -> (evloop::Result<RunOutcome>, u64) {
+    let guard = top
+        .timer(ms(2_000), Duration::ZERO, |lp, _, _| {
+            lp.break_loop(evloop::Break::All)
+        })
+        .unwrap();
+    top.set_ref(guard, false).unwrap();
+    let before = top.iteration();
+    let outcome = top.run(RunMode::Default, st);
+    (outcome, top.iteration() - before)
+}
+
+/// The epoll chain the audit found spinning: with 4 loops embedded in
+/// one another below the top one, the innermost timer fires through
+/// all of them; with 5, the kernel refuses the fifth level (`ELOOP`), and
+/// that `embed` says so: no chain that silently never fires, no spin.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_epoll_chain_too_deep_is_refused_at_embed() {
+    watchdog("epoll chain", WATCHDOG, || {
+        let (mut top, refused) = chain("epoll", 4);
+        assert!(refused.is_none(), "{refused:?}");
+        let mut st = Chain::default();
+        let (outcome, iterations) = run_chain(&mut top, &mut st);
+        assert_eq!(outcome.unwrap(), RunOutcome::NoActiveWatchers);
+        assert_eq!((st.fired, st.errors.len()), (1, 0), "{:?}", st.errors);
+        assert!(iterations < 10, "{iterations} iterations");
+
+        let (mut top, refused) = chain("epoll", 5);
+        let err = refused.expect("the fifth level is refused at embed");
+        let text = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::CannotEmbed {
+                    inner: "epoll",
+                    outer: "epoll",
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("ELOOP") && text.contains("nested too deep"),
+            "{text}"
+        );
+        // What was built works: the top loop (the refused one) has nothing.
+        assert_eq!(top.active_count(), 0);
+        let mut st = Chain::default();
+        assert_eq!(
+            top.run(RunMode::Default, &mut st).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+    });
+}
+
+/// The same limit met in `run`: the deepest level's watcher is stopped
+/// while the chain is built (its fd unregistered) and started again
+/// inside it, so that the registration is made, and refused, by a flush
+/// in the top loop's run. The level's run returns the error (its
+/// callback above records it), its watcher is stopped, and the chain
+/// unwinds in a few iterations.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_epoll_chain_too_deep_fails_in_run() {
+    watchdog("epoll chain started late", WATCHDOG, || {
+        let mut deepest = inner_loop::<Chain>("epoll");
+        deepest
+            .timer(ms(20), Duration::ZERO, |_, st, _| st.fired += 1)
+            .unwrap();
+        let mut lp = inner_loop::<Chain>("epoll");
+        let last = lp.embed(deepest, descend).unwrap();
+        lp.stop(last).unwrap();
+        let mut path = Vec::new();
+        for _ in 0..4 {
+            let mut outer = inner_loop::<Chain>("epoll");
+            path.push(outer.embed(lp, descend).unwrap());
+            lp = outer;
+        }
+        let mut top = lp;
+        let mut level = &mut top;
+        for &e in path.iter().rev() {
+            level = level.embedded_mut(e).unwrap();
+        }
+        level.start(last).unwrap();
+
+        let mut st = Chain::default();
+        let (outcome, iterations) = run_chain(&mut top, &mut st);
+        assert_eq!(outcome.unwrap(), RunOutcome::NoActiveWatchers);
+        assert_eq!(st.fired, 0);
+        assert_eq!(st.errors.len(), 1, "{:?}", st.errors);
+        assert!(
+            st.errors[0].contains("ELOOP") && st.errors[0].contains("nested too deep"),
+            "{}",
+            st.errors[0]
+        );
+        assert!(iterations < 10, "{iterations} iterations: it spun");
+    });
+}
+
+/// Chains of 1 to 6 levels on each backend with a pollable fd: each
+/// either fires its innermost timer or says why not (at `embed`, or from
+/// a run: the emulated kqueue is two epoll levels per kqueue, and
+/// reports a refused registration as an invalid fd), in a few
+/// iterations. io_uring polls a ring's fd without nesting epoll
+/// instances: any depth works.
+#[test]
+fn chains_fire_or_say_why_on_every_backend() {
+    for name in inners() {
+        watchdog(&format!("chains on {name}"), WATCHDOG, move || {
+            for depth in 1..=6 {
+                let (mut top, refused) = chain(name, depth);
+                let mut st = Chain::default();
+                let (outcome, iterations) = run_chain(&mut top, &mut st);
+                // (The top loop's own watcher refused: its run says so.)
+                match outcome {
+                    Ok(outcome) => assert_eq!(outcome, RunOutcome::NoActiveWatchers),
+                    Err(e) => st.errors.push(e.to_string()),
+                }
+                let what = format!("{name}, {depth} levels: {refused:?}, {:?}", st.errors);
+                assert!(iterations < 10, "{what}: {iterations} iterations");
+                let failed = refused.is_some() || !st.errors.is_empty();
+                assert_ne!(st.fired == 1, failed, "{what}");
+                let expect_fired = match name {
+                    "epoll" => depth <= 4,
+                    "io_uring" => true,
+                    _ => st.fired == 1, // (however deep the emulation allows)
+                };
+                assert_eq!(st.fired == 1, expect_fired, "{what}");
+                for text in refused.iter().map(|e| e.to_string()).chain(st.errors) {
+                    assert!(text.contains("cannot be embedded"), "{name}: {text}");
+                }
+            }
+        });
+    }
+}
+
+// ---------------------------------------------------------------------
+// Another loop put in place of the embedded one (issue 34, item 9).
+
+/// What the replacement scenarios' outer loops keep.
+#[derive(Default)]
+struct Swap {
+    inner: Inner,
+    calls: u32,
+    /// The loop to put in place of the embedded one at the first call.
+    replacement: Option<Loop<'static, Inner>>,
+    /// The replaced loop's fd number, and the readable file the test put
+    /// at it once it was closed (with its peer): not the embedded loop.
+    old_fd: RawFd,
+    reused: Option<(std::os::fd::OwnedFd, UnixStream, UnixStream)>,
+}
+
+/// Closes the replaced loop and puts a readable socket at its number:
+/// `F_DUPFD` gives the lowest free number from it (that number, unless
+/// another test's thread took it meanwhile: never someone else's fd).
+fn reuse_number(old: Loop<'static, Inner>, st: &mut Swap) {
+    st.old_fd = old.pollable_fd().unwrap().as_raw_fd();
+    drop(old);
+    let (x, mut y) = UnixStream::pair().unwrap();
+    y.write_all(b"not the loop").unwrap();
+    // SAFETY: F_DUPFD on an open fd returns a new fd that nothing else
+    // owns; OwnedFd takes it (or fails the test on -1).
+    let n = unsafe { libc::fcntl(x.as_raw_fd(), libc::F_DUPFD_CLOEXEC, st.old_fd) };
+    assert!(n >= 0, "F_DUPFD: {}", std::io::Error::last_os_error());
+    let reused = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) };
+    st.reused = Some((reused, x, y));
+}
+
+/// The embed callback puts another loop in place of the embedded one
+/// (`mem::replace` on its `&mut Loop`) and the old one is dropped; a
+/// readable socket then takes the old fd number. The outer follows the
+/// new loop: its io watcher is served (the peer writes later, from the
+/// outer's timer), and the readable socket at the old number does not
+/// run the callback (on poll and select, which watch numbers, it would
+/// run it at every iteration; epoll would wait on the old loop's closed
+/// registration forever).
+fn replaced_in_the_callback(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Swap> = World::new(outer).new_loop();
+    let mut first = inner_loop::<Inner>(inner);
+    first
+        .timer(Duration::ZERO, Duration::ZERO, |_, _, _| {})
+        .unwrap(); // the first call, at once
+    let (a, mut peer) = pair();
+    let mut second = inner_loop::<Inner>(inner);
+    read_once(&mut second, a);
+    let e = lp
+        .embed(first, |lp, st, inner, me| {
+            st.calls += 1;
+            inner.run(RunMode::NoWait, &mut st.inner).unwrap();
+            if let Some(next) = st.replacement.take() {
+                reuse_number(std::mem::replace(inner, next), st);
+            }
+            if inner.active_count() == 0 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
+    lp.timer(ms(20), Duration::ZERO, move |_, _, _| {
+        peer.write_all(b"ping").unwrap();
+    })
+    .unwrap();
+    let mut st = Swap {
+        replacement: Some(second),
+        ..Swap::default()
+    };
+    assert_eq!(
+        lp.run(RunMode::Default, &mut st).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(st.inner.got, b"ping");
+    assert!(st.calls < 10, "the embed callback ran {} times", st.calls);
+    let (reused, _, _) = st.reused.as_ref().unwrap();
+    if reused.as_raw_fd() != st.old_fd {
+        eprintln!("{inner} in {outer}: fd {} was taken meanwhile", st.old_fd);
+    }
+    // The loop held is the new one.
+    assert_eq!(lp.embedded(e).unwrap().active_count(), 0);
+}
+
+/// A loop put in place that this loop cannot watch (no pollable fd): the
+/// watcher is stopped and the outer's run says why; the loop is there to
+/// take back. Between runs, through `embedded_mut`, the same: found
+/// before the outer polls.
+fn replaced_by_a_loop_that_cannot_be_embedded(outer: &'static str, inner: &'static str) {
+    let mut lp: Loop<Swap> = World::new(outer).new_loop();
+    let mut first = inner_loop::<Inner>(inner);
+    first
+        .timer(Duration::ZERO, Duration::ZERO, |_, _, _| {})
+        .unwrap();
+    let e = lp
+        .embed(first, |_, st, inner, _| {
+            st.calls += 1;
+            if let Some(next) = st.replacement.take() {
+                drop(std::mem::replace(inner, next));
+            }
+        })
+        .unwrap();
+    let mut st = Swap {
+        replacement: Some(World::new("poll").new_loop()),
+        ..Swap::default()
+    };
+    let err = lp.run(RunMode::Default, &mut st).unwrap_err();
+    assert!(
+        matches!(err, Error::CannotEmbed { inner: "poll", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no pollable fd"), "{err}");
+    assert_eq!(st.calls, 1);
+    assert!(!lp.is_active(e).unwrap());
+    // Started again, it says the same; with a loop that can be watched
+    // put in place, it works.
+    assert!(matches!(lp.start(e), Err(Error::CannotEmbed { .. })));
+    *lp.embedded_mut(e).unwrap() = inner_loop::<Inner>(inner);
+    lp.start(e).unwrap();
+    assert!(lp.is_active(e).unwrap());
+    // Replaced between runs while active: refused before the poll.
+    *lp.embedded_mut(e).unwrap() = World::new("select").new_loop();
+    let err = lp.run(RunMode::Default, &mut st).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::CannotEmbed {
+                inner: "select",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!lp.is_active(e).unwrap());
+    assert_eq!(st.calls, 1, "the callback ran for a loop it cannot watch");
+    assert_eq!(lp.unembed(e).unwrap().backend_name(), "select");
+}
+
+on_every_pair! {
+    replaced_in_the_callback_is_followed_on_every_pair: "replaced" => replaced_in_the_callback;
+    replaced_by_an_unembeddable_loop_on_every_pair: "replaced, refused" => replaced_by_a_loop_that_cannot_be_embedded;
+}
+
+/// The inner loop's pollable fd changes under the outer: an epoll
+/// backend rebuilds its instance when a removal misses its registration
+/// (an fd of its replaced behind its back, as in
+/// `tests/epoll_closed_behind_back.rs`), and the rebuilt instance has
+/// another number. The outer follows it: the inner io after the rebuild
+/// is served (before, the outer watched the closed number: epoll waited
+/// forever, poll and select met a closed fd).
+#[cfg(target_os = "linux")]
+fn follows_a_rebuilt_inner_instance(outer: &'static str) {
+    let mut inside = inner_loop::<Inner>("epoll");
+    let (x, _x_peer) = pair();
+    let n = x.as_raw_fd();
+    let w = inside.io(x, Interest::READABLE, |_, _, _| {}).unwrap();
+    inside.flush_changes().unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    // SAFETY: `n` is the socket the watcher owns, open until the watcher
+    // goes; dup2 puts /dev/null's file at that number (the socket's file
+    // closes, its registration with it), which the watcher's drop then
+    // closes once: no fd is used after its close.
+    assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), n) }, n);
+    inside.remove(w).unwrap(); // its DEL misses: a rebuild at the next poll
+    let before = inside.pollable_fd().unwrap().as_raw_fd();
+
+    let (a, mut peer) = pair();
+    inside
+        .io(a, Interest::READABLE, |lp, st, ev| {
+            let mut buf = [0; 64];
+            let n = ev.source.read(&mut buf).unwrap();
+            st.got.extend_from_slice(&buf[..n]);
+            if st.got.len() == 6 {
+                lp.remove(ev.watcher).unwrap();
+            }
+        })
+        .unwrap();
+    let mut lp: Loop<Outer> = World::new(outer).new_loop();
+    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let mut writes = vec![&b"one"[..], b"two"].into_iter();
+    lp.timer(ms(10), ms(20), move |lp, _, me| match writes.next() {
+        Some(bytes) => peer.write_all(bytes).unwrap(),
+        None => lp.remove(me).unwrap(),
+    })
+    .unwrap();
+    let st = run_out(&mut lp);
+    assert_eq!(st.inner.got, b"onetwo");
+    let after = lp.embedded(e).unwrap().pollable_fd().unwrap().as_raw_fd();
+    assert_ne!(before, after, "no rebuild: the scenario tests nothing");
+    assert!(st.calls < 10, "the embed callback ran {} times", st.calls);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_inner_loop_whose_fd_changes_is_followed() {
+    common::on_backends("rebuilt inner", &outers(), follows_a_rebuilt_inner_instance);
+}

@@ -14,12 +14,24 @@
 //! callback's frame (the callback gets it by `&mut`); it is put back when
 //! the callback returns or panics (the panic is caught, the loop put
 //! back, the panic resumed), and dropped there if the watcher was removed
-//! meanwhile. Unix only: the Windows backends have no pollable fd.
+//! meanwhile. A loop put in its place is found by its id (and fd) right
+//! after the callback and in the prepare phase, and its fd watched
+//! instead.
+//!
+//! The fd is registered at `embed` (a refusal, epoll's `ELOOP` for
+//! instances nested too deep, is `embed`'s error). A refusal met later
+//! kills the fd as the fd table kills any (its watcher deactivated, its
+//! callback queued with `Ready::ERROR`); the dispatch then stops the
+//! watcher in the kind too and leaves the error, with the backend's
+//! reason ([`FdTable::take_refusal`](crate::fd_table::FdTable)), for the
+//! outer's `run` to return (`RunState::failure`). Unix only: the Windows
+//! backends have no pollable fd.
 
 use std::marker::PhantomData;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
+use crate::backend::{Backend, Capabilities};
 use crate::event_loop::Dispatch;
 use crate::handle::{sealed::Sealed, Key};
 use crate::kind::{Context, Kind, Phase, Phases, Watcher};
@@ -115,13 +127,57 @@ struct Embedded<T: 'static> {
     /// The inner loop's pollable fd, which the outer watches while the
     /// watcher is active.
     fd: RawFd,
+    /// The id of the inner loop that `fd` is the fd of: another loop put
+    /// in its place (`mem::replace` on the callback's `&mut Loop`, or on
+    /// [`Loop::embedded_mut`]'s) is watched instead ([`Embedded::follow`]).
+    owner: u32,
     active: bool,
     /// Its changes could not be made (`Loop::flush_changes` failed): the
     /// callback runs, and the inner loop's `run` meets the error.
     failed: bool,
+    /// Why the watcher was stopped in a phase (a loop put in its place
+    /// that this loop cannot watch), for the outer's `run` to say.
+    refused: Option<Error>,
 }
 
 impl<T: 'static> Embedded<T> {
+    /// Whether the loop held is still the one whose fd is watched (cheap:
+    /// checked after every callback).
+    fn moved(&self) -> bool {
+        self.inner.as_ref().is_some_and(|inner| {
+            inner.registry.owner() != self.owner
+                || inner.pollable_fd().map(|fd| fd.as_raw_fd()).ok() != Some(self.fd)
+        })
+    }
+
+    /// If another loop was put in place of the one whose fd is watched
+    /// (or its fd changed), its fd (checked as [`Loop::embed`] checks
+    /// it) is watched instead, if the old one was. Errors: that check's;
+    /// the old fd is unwatched then, for the caller to stop the watcher.
+    fn follow(&mut self, cx: &mut Context<'_>) -> Result<()> {
+        if !self.moved() {
+            return Ok(());
+        }
+        let Some(inner) = self.inner.as_ref() else {
+            return Ok(());
+        };
+        self.owner = inner.registry.owner();
+        let slot = self.key.slot;
+        // Only a watcher active in the loop is on its fd's list (one
+        // stopped is unbound; one whose fd was killed, taken off it).
+        // The old number may name another file by now: the backend is
+        // told it goes (the epoll backend copes with a reused number).
+        let watched = cx.is_active(Watcher::<Embeds<T>>::new(self.key));
+        if watched {
+            cx.unwatch_slot(slot);
+        }
+        self.fd = watchable(inner, &*cx.backend, cx.caps)?;
+        if watched {
+            cx.watch_checked(slot, self.fd, Interest::READABLE);
+        }
+        Ok(())
+    }
+
     /// The inner loop's changes, to its backend and its fd; whether it
     /// has work now (a flush that failed counts: its `run` says why).
     fn flush(&mut self) -> Option<&mut Loop<'static, T>> {
@@ -168,6 +224,25 @@ impl<T: 'static> Embeds<T> {
         self.loops.iter_mut().find(|e| e.key == key)
     }
 
+    /// [`Embedded::follow`] for each active watcher; one whose new loop
+    /// cannot be watched is stopped, and its callback queued with
+    /// [`Ready::ERROR`] for the outer's `run` to say why.
+    /// Whether one was stopped.
+    fn follow_all(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut stopped = false;
+        for e in self.loops.iter_mut().filter(|e| e.active) {
+            if let Err(err) = e.follow(cx) {
+                stopped = true;
+                e.active = false;
+                e.refused = Some(err);
+                let w = Watcher::<Self>::new(e.key);
+                cx.stopped(w);
+                cx.queue(w, Ready::ERROR);
+            }
+        }
+        stopped
+    }
+
     /// Puts the loop that `key`'s callback held back; `Some(inner)` if
     /// the watcher is gone (the loop is then the caller's to drop).
     fn put_back(&mut self, key: Key, inner: Loop<'static, T>) -> Option<Loop<'static, T>> {
@@ -189,9 +264,12 @@ impl<T: 'static> Kind for Embeds<T> {
         let Some(e) = self.at(w.slot()) else {
             return Ok(true);
         };
-        e.active = true;
         // Checked when the watcher was created (the inner loop, which the
-        // kind owns, keeps it open).
+        // kind owns, keeps it open), unless another loop was put in its
+        // place meanwhile.
+        e.follow(cx)?;
+        e.active = true;
+        e.refused = None;
         cx.watch_checked(w.slot(), e.fd, Interest::READABLE);
         Ok(true)
     }
@@ -218,6 +296,9 @@ impl<T: 'static> Kind for Embeds<T> {
     /// embedded loop has work the fd does not show (a deadline come,
     /// callbacks pending, idle watchers) are queued.
     fn phase(&mut self, cx: &mut Context<'_>, phase: Phase) {
+        if phase == Phase::Prepare {
+            self.follow_all(cx);
+        }
         for e in self.loops.iter_mut().filter(|e| e.active) {
             match phase {
                 Phase::Prepare => {
@@ -240,7 +321,10 @@ impl<T: 'static> Kind for Embeds<T> {
     /// Just before the outer polls: the changes made since the prepare
     /// phase (by prepare callbacks) are flushed too, and the wait is
     /// bounded by the earliest of the embedded loops' next timeouts.
-    fn wait(&mut self, _: &mut Context<'_>) -> Option<Duration> {
+    fn wait(&mut self, cx: &mut Context<'_>) -> Option<Duration> {
+        if self.follow_all(cx) {
+            return Some(Duration::ZERO); // a callback queued
+        }
         let mut bound: Option<Duration> = None;
         for e in self.loops.iter_mut().filter(|e| e.active) {
             if let Some(t) = e.wait() {
@@ -284,8 +368,22 @@ where
     T: 'static,
     F: FnMut(&mut Loop<'s, S>, &mut S, &mut Loop<'static, T>, Embed<T>),
 {
-    fn call(&mut self, lp: &mut Loop<'s, S>, state: &mut S, slot: Slot, version: u32, _: Ready) {
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        ready: Ready,
+    ) {
         let key = lp.registry.key(slot, version);
+        let me = Embed::<T>::new(key);
+        if ready.is_error() && !lp.is_active(me).unwrap_or(true) {
+            // Stopped by the loop: the backend refused or reported
+            // invalid the fd, or a loop put in place cannot be watched.
+            refused::<S, T>(lp, key);
+            return;
+        }
         let taken = lp
             .kinds
             .get_mut::<Embeds<T>>()
@@ -298,16 +396,94 @@ where
         // the kind (or, if the watcher was removed meanwhile, is dropped);
         // then a panic propagates.
         let mut held = Held::default();
-        held.run(|| (self.cb)(lp, state, &mut inner, Embed::new(key)));
+        held.run(|| (self.cb)(lp, state, &mut inner, me));
         let orphan = match lp.kinds.get_mut::<Embeds<T>>() {
             Some(k) => k.put_back(key, inner),
             None => Some(inner),
         };
         if let Some(orphan) = orphan {
             held.drop(orphan);
+        } else {
+            follow_now(lp, me);
         }
         held.resume();
     }
+}
+
+/// The loop the callback put back is another than the one whose fd the
+/// outer watched (`mem::replace` on its `&mut Loop`): the new one's fd is
+/// watched from now on (the old number, closed or soon reused, no
+/// longer), through a stop and a start; if it cannot be, the watcher
+/// stays stopped and the outer's `run` says why.
+fn follow_now<S, T: 'static>(lp: &mut Loop<'_, S>, me: Embed<T>) {
+    let moved = lp
+        .kinds
+        .get_mut::<Embeds<T>>()
+        .and_then(|k| k.of_mut(me.key))
+        .is_some_and(|e| e.moved());
+    if !moved || !lp.is_active(me).unwrap_or(false) {
+        return; // (a stopped watcher follows when started)
+    }
+    let restarted = lp.stop(me).and_then(|()| lp.start(me));
+    if let Err(err) = restarted {
+        lp.run.failure.get_or_insert(err);
+    }
+}
+
+/// The outer's `run` is to fail: `key`'s watcher was stopped because its
+/// fd could not be watched. The error names both backends and the
+/// backend's reason (epoll's `ELOOP`: nested too deep).
+fn refused<S, T: 'static>(lp: &mut Loop<'_, S>, key: Key) {
+    let outer = lp.backend_name();
+    let Some(e) = lp.kinds.get_mut::<Embeds<T>>().and_then(|k| k.of_mut(key)) else {
+        return;
+    };
+    e.active = false;
+    e.failed = false;
+    let inner = e.inner.as_ref().map_or("unknown", |l| l.backend_name());
+    let (fd, kept) = (e.fd, e.refused.take());
+    let err = kept.unwrap_or_else(|| Error::CannotEmbed {
+        inner,
+        outer,
+        reason: match lp.fds.take_refusal(fd) {
+            Some(err) => refusal_reason(outer, &err),
+            None => format!(
+                "the {outer} backend reported its pollable fd (fd {fd}) invalid: \
+                 it could not watch it (loops nested too deep, say)"
+            ),
+        },
+    });
+    lp.run.failure.get_or_insert(err);
+}
+
+/// Why the backend refused to watch an embedded loop's fd.
+fn refusal_reason(outer: &str, err: &std::io::Error) -> String {
+    if err.raw_os_error() == Some(libc::ELOOP) {
+        return format!(
+            "the {outer} backend refused to watch its pollable fd: loops nested too deep \
+             (ELOOP: Linux nests epoll instances at most 4 deep below the outermost one, \
+             so at most 4 loops can be embedded in one another below it): {err}"
+        );
+    }
+    format!("the {outer} backend refused to watch its pollable fd: {err}")
+}
+
+/// The fd of `inner` that a loop on `outer` watches to embed it; the
+/// checks of [`Loop::can_embed`].
+fn watchable<T>(inner: &Loop<'_, T>, outer: &dyn Backend, caps: &Capabilities) -> Result<RawFd> {
+    let refused = |reason: String| Error::CannotEmbed {
+        inner: inner.backend_name(),
+        outer: outer.name(),
+        reason,
+    };
+    let fd = match inner.pollable_fd() {
+        Ok(fd) => fd,
+        Err(Error::NoPollableFd { reason, .. }) => {
+            return Err(refused(format!("it has no pollable fd: {reason}")))
+        }
+        Err(e) => return Err(refused(e.to_string())),
+    };
+    crate::fd_table::check_source(outer, caps, SourceFd::Os(fd)).map_err(|e| refused(e.to_string()))
 }
 
 impl<'s, S> Loop<'s, S> {
@@ -341,12 +517,30 @@ impl<'s, S> Loop<'s, S> {
     /// is lost. The callback's priority is the watcher's
     /// ([`Loop::set_priority`]).
     ///
+    /// The callback may put another loop in place of the one it gets
+    /// (`*inner = other`, `std::mem::replace`), and so may a caller of
+    /// [`Loop::embedded_mut`]: this loop then watches the new loop's fd
+    /// (right after the callback returns; before this loop next polls,
+    /// for `embedded_mut`), never the old one's number, which the old
+    /// loop's drop closed and the next open may reuse. A new loop that
+    /// cannot be embedded stops the watcher, and this loop's `run`
+    /// returns [`Error::CannotEmbed`] (the loop stays, for
+    /// [`Loop::unembed`]; [`Loop::start`] says the same until a loop that
+    /// can be embedded is put in place).
+    ///
     /// Errors: [`Error::CannotEmbed`] when `inner`'s backend has no
     /// pollable fd (poll, select, the simulator, an io_uring ring with
     /// deferred task work) or this loop's backend cannot watch it (the
     /// simulator watches virtual fds only; select, fds below
-    /// `FD_SETSIZE`). `inner` is dropped then: [`Loop::can_embed`] asks
-    /// first without giving it away.
+    /// `FD_SETSIZE`), or refuses to: the fd is registered at once, and
+    /// Linux refuses epoll instances nested more than 4 deep below the
+    /// outermost one (`ELOOP`, "nested too deep": a top loop and 4 epoll
+    /// loops embedded in one another below it). `inner` is dropped then:
+    /// [`Loop::can_embed`] asks first without giving it away (it does not
+    /// register the fd). A refusal met later (the watcher started again,
+    /// or a backend that reports refusals at its next poll: kqueue,
+    /// io_uring) stops the watcher, and this loop's `run` returns the
+    /// error once the iteration's callbacks ran.
     ///
     /// ```
     /// use evloop::{Loop, RunMode};
@@ -384,6 +578,7 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, &mut Loop<'static, T>, Embed<T>) + 's,
     {
         let fd = self.embeddable(&inner)?;
+        let (owner, inner_name) = (inner.registry.owner(), inner.backend_name());
         let cb = Box::new(EmbedCallback {
             cb: callback,
             inner: PhantomData,
@@ -393,11 +588,33 @@ impl<'s, S> Loop<'s, S> {
                 key,
                 inner: Some(inner),
                 fd,
+                owner,
                 active: false,
                 failed: false,
+                refused: None,
             });
         })?;
-        Ok(Embed::new(key))
+        let e = Embed::new(key);
+        // Registered now, so that a refusal (epoll's nesting limit) is
+        // this call's error rather than a watcher stopped in `run`.
+        self.materialise_batch();
+        self.flush_fds();
+        if !self.is_active(e)? {
+            let reason = match self.fds.take_refusal(fd) {
+                Some(err) => refusal_reason(self.backend_name(), &err),
+                None => format!(
+                    "the {} backend refused its pollable fd",
+                    self.backend_name()
+                ),
+            };
+            self.remove(e)?; // (its queued error callback with it)
+            return Err(Error::CannotEmbed {
+                inner: inner_name,
+                outer: self.backend_name(),
+                reason,
+            });
+        }
+        Ok(e)
     }
 
     /// Whether `inner` could be embedded in this loop ([`Loop::embed`]),
@@ -431,20 +648,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// [`Loop::can_embed`], and the fd.
     fn embeddable<T>(&self, inner: &Loop<'_, T>) -> Result<RawFd> {
-        let refused = |reason: String| Error::CannotEmbed {
-            inner: inner.backend_name(),
-            outer: self.backend_name(),
-            reason,
-        };
-        let fd = match inner.pollable_fd() {
-            Ok(fd) => fd,
-            Err(Error::NoPollableFd { reason, .. }) => {
-                return Err(refused(format!("it has no pollable fd: {reason}")))
-            }
-            Err(e) => return Err(refused(e.to_string())),
-        };
-        self.check_source(SourceFd::Os(fd))
-            .map_err(|e| refused(e.to_string()))
+        watchable(inner, &*self.backend, &self.caps)
     }
 
     /// The loop that `e` embeds, to look at.
