@@ -37,9 +37,12 @@ fn number(text: &[u8]) -> Option<usize> {
     std::str::from_utf8(text).ok()?.parse().ok()
 }
 
-/// One command (`*N` of `$len` bulk strings, or an inline line): its
-/// arguments and its length; `Ok(None)` if incomplete.
-fn parse(input: &[u8]) -> Result<Option<(Vec<&[u8]>, usize)>, &'static str> {
+/// A command's arguments, and its length in bytes.
+type Command<'a> = (Vec<&'a [u8]>, usize);
+
+/// One command (`*N` of `$len` bulk strings, or an inline line);
+/// `Ok(None)` if incomplete.
+fn parse(input: &[u8]) -> Result<Option<Command<'_>>, &'static str> {
     let Some((head, mut at)) = line(input, 0) else {
         return Ok(None);
     };
