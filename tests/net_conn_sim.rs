@@ -738,11 +738,13 @@ fn a_shutdown_with_no_linger_does_not_wait_for_clients_that_stay() {
             let (conn, mut peer) = w.pair();
             let mut lp: Loop<Conns<()>> = w.new_loop();
             let mut conns = Conns::new();
-            // Long enough on a kernel that waiting it shows, whatever the load.
-            let linger = if w.sim().is_some() {
-                Duration::from_secs(5)
-            } else {
-                ms(300)
+            // On a kernel: one that a zero linger must cut short (the test
+            // would take 20 s, under the watchdog's 30, if it did not), and
+            // one short enough to wait out.
+            let linger = match (w.sim().is_some(), zero) {
+                (true, _) => Duration::from_secs(5),
+                (false, true) => Duration::from_secs(20),
+                (false, false) => ms(300),
             };
             let opts = ConnOptions::new().linger(linger);
             let id = conns.open(&mut lp, conn, opts, (), common::echo).unwrap();
@@ -760,8 +762,7 @@ fn a_shutdown_with_no_linger_does_not_wait_for_clients_that_stay() {
             match (w.sim().is_some(), zero) {
                 (true, true) => assert_eq!(waited, Duration::ZERO),
                 (true, false) => assert_eq!(waited, linger),
-                // Much less than a linger of 20 s would be, on a loaded
-                // machine too.
+                // Much less than the linger of 20 s, on a loaded machine too.
                 (false, true) => assert!(
                     began.elapsed() < Duration::from_secs(4),
                     "{:?}",
