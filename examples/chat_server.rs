@@ -79,7 +79,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let _ = chat.conns.open(
                     lp,
                     stream,
-                    ConnOptions::new().read_buffer(MAX_LINE),
+                    ConnOptions::new()
+                        .read_buffer(MAX_LINE)
+                        .max_read_buffer(MAX_LINE),
                     (),
                     on_event,
                 );

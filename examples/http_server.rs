@@ -24,7 +24,8 @@ const BAD: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection
 /// Starts serving HTTP on `listener`; the loop's state is the connections.
 pub fn serve(lp: &mut Loop<Conns<()>>, listener: TcpListener) -> evloop::Result<Acceptor> {
     let opts = ConnOptions::new()
-        .read_buffer(8192) // the largest request head we take
+        .read_buffer(8192)
+        .max_read_buffer(8192) // the largest request head we take
         .idle_timeout(Some(Duration::from_secs(30)));
     Acceptor::start(lp, listener, move |lp, conns, accepted| match accepted {
         Ok(stream) => {

@@ -2,10 +2,10 @@
 //! replayed from its trace on the replay backend (virtual fds, the
 //! recorded clock), callback by callback.
 //!
-//! - The planted bug: a line server that answers each request and, on the
-//!   peer's half-close, aborts instead of closing gracefully, so a reply
-//!   queued in the same pass as the end of file is lost. Clients that send
-//!   a request and half-close at once provoke it. Recorded on epoll, poll
+//! - The planted bug: a line server that answers the requests it has read
+//!   and then, to be done with the client, aborts instead of closing
+//!   gracefully, so the replies queued in that pass are lost. Clients that
+//!   send their requests and half-close at once. Recorded on epoll, poll
 //!   and io_uring (with its feature, skipped loudly where the kernel
 //!   refuses), replayed: the same log (iteration, loop time, fd, event,
 //!   data) and the same failures at the same iterations. The fixed server
@@ -102,14 +102,13 @@ where
                                     String::from_utf8_lossy(&line)
                                 ));
                             }
+                            if buggy {
+                                c.abort(lp); // the bug: drops what is queued
+                            }
                         }
                         ConnEvent::Eof => {
                             st.log.push(format!("it{it} {now:?} {fd} eof"));
-                            if buggy {
-                                c.abort(lp); // the bug: drops what is queued
-                            } else {
-                                c.close(lp);
-                            }
+                            c.close(lp);
                         }
                         ConnEvent::Closed(reason) => {
                             let unsent = c.queued();
@@ -148,7 +147,7 @@ const CLIENTS: usize = 8;
 
 /// Records the line server on `backend` under clients that each send a
 /// request (two for every third) and half-close at once, before the server
-/// runs: each first read finds the request and the end of file together.
+/// runs: each first read finds every request of its client.
 /// `None` if the backend cannot be made here.
 fn record_lines(backend: &str, buggy: bool, trace: &MemoryTrace) -> Option<Outcome> {
     let listener = ListenOptions::new()

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use slab::Slab;
 
-use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer};
+use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer, Trigger};
 
 /// A byte stream a [`Conn`] can drive: readable, writable, watchable, and
 /// able to shut down its writing side (the half-close of a graceful close).
@@ -145,6 +145,7 @@ pub enum ConnEvent {
 /// use std::time::Duration;
 /// let opts = ConnOptions::new()
 ///     .read_buffer(4096)
+///     .max_read_buffer(64 * 1024)
 ///     .watermarks(16 * 1024, 64 * 1024)
 ///     .idle_timeout(Some(Duration::from_secs(30)));
 /// assert_eq!(opts.read_buffer_len(), 4096);
@@ -152,6 +153,7 @@ pub enum ConnEvent {
 #[derive(Debug, Clone, Copy)]
 pub struct ConnOptions {
     read_buffer: usize,
+    max_read_buffer: usize,
     low: usize,
     high: usize,
     idle: Option<Duration>,
@@ -165,16 +167,19 @@ impl Default for ConnOptions {
 }
 
 impl ConnOptions {
-    /// The defaults: a 16 KiB read buffer, watermarks of 64 KiB (low) and
-    /// 256 KiB (high), no idle timeout, a linger of 5 s.
+    /// The defaults: a 16 KiB read buffer that may grow to 1 MiB,
+    /// watermarks of 64 KiB (low) and 256 KiB (high), no idle timeout, a
+    /// linger of 5 s.
     ///
     /// ```
     /// let o = evloop::net::ConnOptions::new();
     /// assert_eq!(o.read_buffer_len(), 16 * 1024);
+    /// assert_eq!(o.max_read_buffer_len(), 1 << 20);
     /// ```
     pub const fn new() -> Self {
         ConnOptions {
             read_buffer: 16 * 1024,
+            max_read_buffer: 1 << 20,
             low: 64 * 1024,
             high: 256 * 1024,
             idle: None,
@@ -182,9 +187,10 @@ impl ConnOptions {
         }
     }
 
-    /// The size of the input buffer (at least 1), allocated once per
-    /// connection and reused. When it is full of unconsumed input, reading
-    /// stops until the handler consumes some.
+    /// The initial size of the input buffer (at least 1), allocated once
+    /// per connection and reused: input that the handler consumes within
+    /// this size costs no allocation. A message larger than it grows the
+    /// buffer (see [`ConnOptions::max_read_buffer`]).
     ///
     /// ```
     /// let o = evloop::net::ConnOptions::new().read_buffer(1 << 20);
@@ -195,13 +201,49 @@ impl ConnOptions {
         self
     }
 
-    /// The input buffer's size.
+    /// The input buffer's initial size.
     ///
     /// ```
     /// assert_eq!(evloop::net::ConnOptions::new().read_buffer(10).read_buffer_len(), 10);
     /// ```
     pub const fn read_buffer_len(&self) -> usize {
         self.read_buffer
+    }
+
+    /// The largest the input buffer may grow to, which is the largest
+    /// message the handler can be handed whole (default 1 MiB, nginx's
+    /// default `client_max_body_size`; tokio-util's length-delimited
+    /// codec stops at 8 MiB). When the handler leaves a full buffer
+    /// unconsumed, the buffer doubles, up to this size; once it is empty
+    /// again it shrinks back to [`ConnOptions::read_buffer`]. A buffer full
+    /// at this size that the handler consumes none of (and does not close
+    /// or [pause](Conn::pause_reading)) ends the connection with
+    /// [`CloseReason::Error`] of kind [`io::ErrorKind::InvalidData`]: the
+    /// message cannot be taken. Never less than `read_buffer`: set it to
+    /// `read_buffer`'s size for a buffer that never grows.
+    ///
+    /// ```
+    /// let o = evloop::net::ConnOptions::new().read_buffer(4096).max_read_buffer(64 << 20);
+    /// assert_eq!(o.max_read_buffer_len(), 64 << 20);
+    /// ```
+    pub const fn max_read_buffer(mut self, bytes: usize) -> Self {
+        self.max_read_buffer = bytes;
+        self
+    }
+
+    /// The input buffer's limit: [`ConnOptions::max_read_buffer`], or the
+    /// initial size if that is larger.
+    ///
+    /// ```
+    /// let o = evloop::net::ConnOptions::new().read_buffer(8192).max_read_buffer(0);
+    /// assert_eq!(o.max_read_buffer_len(), 8192);
+    /// ```
+    pub const fn max_read_buffer_len(&self) -> usize {
+        if self.max_read_buffer > self.read_buffer {
+            self.max_read_buffer
+        } else {
+            self.read_buffer
+        }
     }
 
     /// Backpressure: when more than `high` bytes wait to be sent, the
@@ -312,7 +354,9 @@ pub struct Conn<C> {
     io: Io,
     timer: Option<Timer>,
     opts: ConnOptions,
-    input: Box<[u8]>,
+    /// Its length is the buffer's size: `read_buffer`, more while a large
+    /// message is being read.
+    input: Vec<u8>,
     start: usize,
     end: usize,
     out: Vec<u8>,
@@ -442,8 +486,7 @@ impl<C> Conn<C> {
     pub fn consume(&mut self, n: usize) {
         self.start += n.min(self.end - self.start);
         if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
+            self.clear_input();
         }
     }
 
@@ -645,6 +688,48 @@ impl<C> Conn<C> {
         self.wake(lp);
     }
 
+    /// [`Conn::close`] with another linger time than
+    /// [`ConnOptions::linger`]: for a shutdown that must not wait for
+    /// clients that keep their connections open (a pool). With
+    /// `Duration::ZERO` the connection still sends everything queued and
+    /// shuts down its writing side, then closes in the next loop
+    /// iteration without waiting for the peer. On a connection closing
+    /// already, it shortens the linger (a running one ends at the latest
+    /// `linger` from now).
+    ///
+    /// ```
+    /// use evloop::net::{ConnOptions, Conns};
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("c", 1024);
+    /// let fd = sock.fd(); // the simulated peer never closes
+    /// let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// let id = conns.open(&mut lp, sock, ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// conns[id].write(&mut lp, b"bye");
+    /// conns[id].close_with_linger(&mut lp, Duration::ZERO);
+    /// lp.run(RunMode::Default, &mut conns)?;
+    /// assert_eq!((sim.sent(fd), lp.now()), (b"bye".to_vec(), Duration::ZERO));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn close_with_linger<S>(&mut self, lp: &mut Loop<'_, S>, linger: Duration) {
+        match self.state {
+            State::Open | State::Flushing => {
+                self.opts.linger = linger;
+                self.close(lp);
+            }
+            State::Lingering => {
+                if let Some(t) = self.timer {
+                    if lp.remaining(t).is_ok_and(|left| left > linger) {
+                        let _ = lp.set_timer(t, linger, Duration::ZERO);
+                    }
+                }
+            }
+            State::Ending(_) | State::Closed => {}
+        }
+    }
+
     /// Closes at once, dropping what is queued; the handler gets
     /// [`ConnEvent::Closed`]`(`[`CloseReason::Aborted`]`)`.
     ///
@@ -752,10 +837,31 @@ impl<C> Conn<C> {
         self.end - self.start
     }
 
-    /// Empties the input buffer.
+    /// Empties the input buffer, and gives back what a large message
+    /// grew it by.
     fn clear_input(&mut self) {
         self.start = 0;
         self.end = 0;
+        if self.input.len() > self.opts.read_buffer {
+            self.input.truncate(self.opts.read_buffer);
+            self.input.shrink_to_fit();
+        }
+    }
+
+    /// Whether the input buffer may still grow.
+    fn can_grow(&self) -> bool {
+        self.input.len() < self.opts.max_read_buffer_len()
+    }
+
+    /// Doubles the input buffer, up to its limit (called when the handler
+    /// left it full: a message larger than it).
+    fn grow(&mut self) {
+        let size = self
+            .input
+            .len()
+            .saturating_mul(2)
+            .min(self.opts.max_read_buffer_len());
+        self.input.resize(size, 0);
     }
 
     /// Whether reading is possible and wanted: while open, unless paused,
@@ -765,7 +871,9 @@ impl<C> Conn<C> {
         !self.eof
             && match self.state {
                 State::Open => {
-                    !self.read_paused && !self.congested && self.buffered() < self.input.len()
+                    !self.read_paused
+                        && !self.congested
+                        && (self.buffered() < self.input.len() || self.can_grow())
                 }
                 State::Flushing | State::Lingering => true,
                 State::Ending(_) | State::Closed => false,
@@ -1087,6 +1195,33 @@ impl<C> Conns<C> {
         }
     }
 
+    /// [`Conn::close_with_linger`] on every connection: a shutdown whose
+    /// graceful close waits at most `linger` for the peers to close their
+    /// side (`Duration::ZERO`: not at all, as a tokio server that drops
+    /// its sockets), instead of [`ConnOptions::linger`] (5 s by default).
+    ///
+    /// ```
+    /// # use evloop::net::{ConnOptions, Conns};
+    /// # use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// # use std::time::Duration;
+    /// # let sim = Sim::new();
+    /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
+    /// let mut conns = Conns::new();
+    /// for _ in 0..3 {
+    ///     conns.open(&mut lp, sim.socket("c", 64), ConnOptions::new(), (), |_, _, _, _| {})?;
+    /// }
+    /// conns.close_all_with_linger(&mut lp, Duration::ZERO);
+    /// // The simulated peers never close: no linger, all closed at once.
+    /// assert_eq!(lp.run(RunMode::Default, &mut conns)?, RunOutcome::NoActiveWatchers);
+    /// assert_eq!(lp.now(), Duration::ZERO);
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn close_all_with_linger<S>(&mut self, lp: &mut Loop<'_, S>, linger: Duration) {
+        for (_, c) in self.iter_mut() {
+            c.close_with_linger(lp, linger);
+        }
+    }
+
     /// Adds a connection: an io watcher that owns `stream` (non-blocking),
     /// and a timer if `options` has an idle timeout. `handler` gets the
     /// connection's [`ConnEvent`]s; it finds the connection as
@@ -1175,7 +1310,7 @@ impl<C> Conns<C> {
             io,
             timer,
             opts: options,
-            input: vec![0; options.read_buffer].into_boxed_slice(),
+            input: vec![0; options.read_buffer],
             start: 0,
             end: 0,
             out: Vec::new(),
@@ -1248,16 +1383,20 @@ struct Pass {
     rounds: usize,
     /// Bytes moved (the idle timer is pushed back).
     progress: bool,
+    /// The watcher is edge-triggered (the user changed its trigger): reads
+    /// go on until `WouldBlock`, since no event would report the rest.
+    edge: bool,
 }
 
 impl Pass {
-    fn new(ready: Ready) -> Pass {
+    fn new(ready: Ready, edge: bool) -> Pass {
         let hangup = ready.filter(Interest::NONE);
         Pass {
             hangup,
             read_more: ready.is_readable() || !hangup.is_empty(),
             rounds: 0,
             progress: false,
+            edge,
         }
     }
 }
@@ -1316,7 +1455,10 @@ fn drive<'s, S, C, T, F>(
     T: Stream,
     F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
 {
-    let (me, stream, mut pass) = (ev.watcher, ev.source, Pass::new(ev.ready));
+    let edge = lp
+        .interest(ev.watcher)
+        .is_ok_and(|i| i.trigger() == Trigger::Edge);
+    let (me, stream, mut pass) = (ev.watcher, ev.source, Pass::new(ev.ready, edge));
     let mut step = Step::Start;
     loop {
         let Some(c) = state.as_mut().get_mut(id) else {
@@ -1436,7 +1578,7 @@ impl<C> Conn<C> {
             }
             return Step::Settle;
         }
-        let found = match self.read_until_blocked(stream) {
+        let found = match self.read_some(stream, pass.edge) {
             Ok(found) => found,
             Err(e) => return Step::Finish(CloseReason::Error(e)),
         };
@@ -1470,20 +1612,30 @@ impl<C> Conn<C> {
         !pass.hangup.is_empty() && self.queued() == 0 && !self.can_read()
     }
 
-    /// Reads until `WouldBlock`, the end of file or a full buffer (while
-    /// closing, a full buffer is emptied and reading goes on).
-    fn read_until_blocked(&mut self, stream: &mut (impl Read + Source)) -> io::Result<Found> {
+    /// Reads until a short read (`edge`: until `WouldBlock`), the end of
+    /// file or a full buffer (while closing, a full buffer is emptied and
+    /// reading goes on). A read that gives less than the room offered has
+    /// emptied the socket for now, and the level-triggered watcher reports
+    /// what comes next: reading on would cost a `recvfrom` that fails with
+    /// `EAGAIN` per event (tokio's rule, and `exec::Async`'s). A buffer
+    /// found full before any read is one the handler left full: it grows.
+    fn read_some(&mut self, stream: &mut (impl Read + Source), edge: bool) -> io::Result<Found> {
         let dropping = !matches!(self.state, State::Open);
         let (mut data, mut eof, mut full) = (false, false, false);
+        let mut first = true;
         loop {
             if self.room() == 0 {
                 if dropping {
                     self.clear_input();
                     continue;
                 }
-                full = true;
-                break;
+                if !(first && self.can_grow()) {
+                    full = true;
+                    break;
+                }
+                self.grow();
             }
+            first = false;
             let end = self.end;
             let read = stream.read(&mut self.input[end..]);
             // Recorded while the thread records (evloop::replay).
@@ -1503,6 +1655,9 @@ impl<C> Conn<C> {
                 Ok(n) => {
                     self.end += n;
                     data = true;
+                    if !edge && self.end < self.input.len() {
+                        break; // a short read
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1525,7 +1680,10 @@ impl<C> Conn<C> {
                 let _ = lp.again(t);
             }
         }
-        let want = self.wanted();
+        let mut want = self.wanted();
+        if pass.edge {
+            want = want.with_trigger(Trigger::Edge);
+        }
         if want != self.interest {
             self.interest = want;
             let _ = lp.set_interest(me, want);
@@ -1557,7 +1715,9 @@ impl<C> Conn<C> {
 
 /// Step `Deliver`: the handler gets `Data` and `Eof`, as found. The next
 /// round writes what it queued, and reads again only if the buffer was
-/// full and the handler made room.
+/// full and the handler made room, or the buffer can grow. A buffer full
+/// at its limit that the handler took nothing from, and left open and
+/// reading, ends the connection: the message cannot be taken.
 fn deliver<'s, S, C, F>(
     lp: &mut Loop<'s, S>,
     state: &mut S,
@@ -1577,8 +1737,18 @@ where
         handler(lp, state, id, ConnEvent::Eof);
     }
     if let Some(c) = state.as_mut().get_mut(id) {
-        if c.buffered() >= found.buffered {
+        if c.buffered() >= found.buffered && !c.can_grow() {
             pass.read_more = false;
+            if found.full && matches!(c.state, State::Open) && !c.read_paused && !c.eof {
+                let limit = c.opts.max_read_buffer_len();
+                return Step::Finish(CloseReason::Error(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the input buffer is full at its limit (ConnOptions::max_read_buffer, \
+                         {limit} bytes) and the handler consumed none of it"
+                    ),
+                )));
+            }
         }
     }
     Step::Write

@@ -205,6 +205,17 @@ impl Read for Conn {
     }
 }
 
+/// For `evloop::net::Conns`: the half-close of a graceful close (none on
+/// the simulator, whose sockets have none).
+impl evloop::net::Stream for Conn {
+    fn shutdown_write(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Sim(s) => s.shutdown_write(),
+            Conn::Os(s) => s.shutdown(std::net::Shutdown::Write),
+        }
+    }
+}
+
 /// For watchers on a borrowed connection (`Loop::io_borrowed`), whose
 /// callbacks get `&Conn`.
 impl Read for &Conn {

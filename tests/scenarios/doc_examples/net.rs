@@ -9,8 +9,8 @@ use std::os::unix::net::UnixStream;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::common::{echo, ms, Conn, Peer, RunTo, World};
-use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions, Stream};
+use crate::common::{echo, ms, Peer, RunTo, World};
+use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Break, Loop, RunMode, RunOutcome};
 
 tests_on!(
@@ -33,17 +33,6 @@ tests_on!(
     evloop::backends::AVAILABLE,
     [net_module_example, acceptor_example, conns_open_example,]
 );
-
-/// The connection the loop watches, as a `net` stream: the simulator's
-/// sockets have no half-close (as `SimSocket`'s own `Stream`).
-impl Stream for Conn {
-    fn shutdown_write(&mut self) -> std::io::Result<()> {
-        match self {
-            Conn::Sim(s) => s.shutdown_write(),
-            Conn::Os(s) => s.shutdown(Shutdown::Write),
-        }
-    }
-}
 
 /// A peer driven by a 1 ms repeating timer of the loop (whose thread never
 /// waits on it): every tick it reads what has arrived, then
