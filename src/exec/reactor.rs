@@ -407,11 +407,21 @@ impl Reactor {
         slot
     }
 
-    /// Whether the timer fired; if not, `waker` is woken when it does.
-    pub(crate) fn poll_timer(&mut self, slot: usize, waker: &Waker) -> bool {
+    /// Whether the timer fired, or its deadline is `now` or past (a
+    /// reset to a time passed: done at once, its watcher stopped, as
+    /// tokio's and async-io's are); if not, `waker` is woken when it fires.
+    pub(crate) fn poll_timer(&mut self, slot: usize, waker: &Waker, now: Duration) -> bool {
         let Some(t) = self.timers.get_mut(slot) else {
             return true;
         };
+        if !t.fired && t.deadline <= now {
+            t.fired = true;
+            t.waker = None;
+            if !t.listed {
+                t.listed = true;
+                self.requests.push(Request::Timer(slot));
+            }
+        }
         if t.fired {
             return true;
         }
@@ -422,8 +432,11 @@ impl Reactor {
         false
     }
 
-    pub(crate) fn timer_fired(&self, slot: usize) -> bool {
-        self.timers.get(slot).is_some_and(|t| t.fired)
+    /// Whether the timer fired, or its deadline is `now` or past.
+    pub(crate) fn timer_elapsed(&self, slot: usize, now: Duration) -> bool {
+        self.timers
+            .get(slot)
+            .is_some_and(|t| t.fired || t.deadline <= now)
     }
 
     pub(crate) fn reset_timer(&mut self, slot: usize, deadline: Duration) {
@@ -682,6 +695,14 @@ fn arm_timer<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
     };
     t.listed = false;
     if t.fired {
+        // Done before its watcher fired: the watcher must not keep `run`.
+        let w = t.watcher;
+        drop(reactor);
+        if let Some(w) = w {
+            if lp.is_active(w).unwrap_or(false) {
+                let _ = lp.stop(w);
+            }
+        }
         return;
     }
     let after = t.deadline.saturating_sub(lp.now());
