@@ -55,27 +55,31 @@ fn a_reset_to_a_passed_deadline_completes_at_the_next_poll_on_every_backend() {
         let world = World::new(backend);
         let mut lp: Loop = world.new_loop();
         let start = lp.now();
-        lp.block_on(&mut (), async {
-            let mut s = Box::pin(sleep(Duration::from_secs(3600)));
-            assert_eq!(poll_once(&mut s).await, Poll::Pending);
-            s.as_mut().reset(Duration::ZERO);
-            assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
-            assert!(s.is_elapsed());
-            // reset_after(0): due now, at once too.
-            s.as_mut().reset_after(Duration::from_secs(3600));
-            assert_eq!(poll_once(&mut s).await, Poll::Pending);
-            s.as_mut().reset_after(Duration::ZERO);
-            assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
-            // Its hour-long timer is stopped: nothing keeps the loop.
-            s
-        })
-        .unwrap();
+        let kept = lp
+            .block_on(&mut (), async {
+                let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+                assert_eq!(poll_once(&mut s).await, Poll::Pending);
+                s.as_mut().reset(Duration::ZERO);
+                assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
+                assert!(s.is_elapsed());
+                // reset_after(0): due now, at once too.
+                s.as_mut().reset_after(Duration::from_secs(3600));
+                assert_eq!(poll_once(&mut s).await, Poll::Pending);
+                s.as_mut().reset_after(Duration::ZERO);
+                assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
+                // Kept (in a Vec: not a future) past block_on.
+                vec![s]
+            })
+            .unwrap();
+        // Its hour-long timer is stopped, the Sleep still alive: nothing
+        // keeps the loop.
         assert_eq!(lp.active_count(), 0, "{backend}: the timer still runs");
         assert_eq!(
             lp.run(RunMode::Default, &mut ()).unwrap(),
             RunOutcome::NoActiveWatchers
         );
         assert!(lp.now() - start < Duration::from_secs(60), "{backend}");
+        drop(kept);
     });
 }
 
