@@ -26,14 +26,16 @@ use super::executor::Shared;
 /// (the waiting task is woken and re-arms the timer at its next poll on
 /// the loop's thread; `reset_after` then counts from that poll), and
 /// [`is_elapsed`](Sleep::is_elapsed) there tells what its last poll saw.
-/// What cannot work away from the loop's thread is polling it (see
-/// Panics) and a drop there, which cannot reach the loop: its timer
-/// stays until it fires, and wakes nobody.
+/// What cannot work away from the loop's thread is polling it (it has
+/// no timers there: see Panics; once it has a timer, a poll away from
+/// its loop, or after the loop is dropped, stays `Pending`) and a drop
+/// there, which cannot reach the loop: its timer stays until it fires,
+/// and wakes nobody.
 ///
 /// # Panics
 ///
-/// Polling it outside a task of an evloop executor (or `block_on`)
-/// panics: it has no loop whose timers it could use.
+/// Polling it for the first time outside a task of an evloop executor
+/// (or `block_on`) panics: it has no loop whose timers it could use.
 ///
 /// ```
 /// use evloop::exec::sleep;
