@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use super::executor::{Executor, Shared};
-use super::reactor::Direction;
+use super::reactor::{Direction, Waiter};
 use crate::{Error, Source, SourceFd};
 
 /// An io source (a socket, a pipe; any [`Source`]) whose reads and writes
@@ -115,12 +115,17 @@ impl<T> Async<T> {
         &self.io
     }
 
-    fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_ready(
+        &self,
+        dir: Direction,
+        who: Waiter<'_>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
         match self
             .shared
             .reactor
             .borrow_mut()
-            .poll_io(self.slot, dir, cx.waker())
+            .poll_io(self.slot, dir, who, cx.waker())
         {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
@@ -128,7 +133,11 @@ impl<T> Async<T> {
     }
 
     /// Ready when the source may be read (or hung up, or in error): the
-    /// poll form of [`Async::readable`].
+    /// poll form of [`Async::readable`]. Like every poll method, it wakes
+    /// only the last task that called a poll method for this direction
+    /// (async-io's and tokio's rule: it has nowhere to keep more); the
+    /// futures ([`Async::readable`], [`Async::read`], [`Async::accept`]...)
+    /// wake every task that waits.
     ///
     /// ```
     /// use evloop::exec::Async;
@@ -144,10 +153,12 @@ impl<T> Async<T> {
     /// }).unwrap();
     /// ```
     pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_ready(Direction::Read, cx)
+        self.poll_ready(Direction::Read, Waiter::Poll, cx)
     }
 
     /// Ready when the source may be written (or hung up, or in error).
+    /// Only the last task to call a poll method for writing is woken
+    /// (see [`Async::poll_readable`]).
     ///
     /// ```
     /// use evloop::exec::Async;
@@ -161,12 +172,14 @@ impl<T> Async<T> {
     /// }).unwrap();
     /// ```
     pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_ready(Direction::Write, cx)
+        self.poll_ready(Direction::Write, Waiter::Poll, cx)
     }
 
     /// Waits until the source may be read (a readiness the loop reported
     /// and no read has used up since: a read that says `WouldBlock`
-    /// through [`Async::read_with`] clears it).
+    /// through [`Async::read_with`] clears it). Every task waiting on the
+    /// source is woken by its readiness (here, and in every future of
+    /// `Async`), as with async-io.
     ///
     /// ```
     /// use evloop::exec::Async;
@@ -183,6 +196,7 @@ impl<T> Async<T> {
         Ready {
             io: self,
             dir: Direction::Read,
+            key: None,
         }
     }
 
@@ -200,15 +214,23 @@ impl<T> Async<T> {
         Ready {
             io: self,
             dir: Direction::Write,
+            key: None,
         }
     }
 
     fn poll_with<R>(
         &self,
         dir: Direction,
+        mut key: Option<&mut Option<usize>>,
         cx: &mut Context<'_>,
         mut op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        fn who<'k>(key: &'k mut Option<&mut Option<usize>>) -> Waiter<'k> {
+            match key {
+                Some(key) => Waiter::Future(key),
+                None => Waiter::Poll,
+            }
+        }
         // Optimistic: the operation first (a socket just accepted has its
         // request waiting), the readiness only once it would block; but
         // not when the loop is known to have reported nothing since the
@@ -216,7 +238,7 @@ impl<T> Async<T> {
         // syscall per wait.
         let unready = self.shared.reactor.borrow().known_unready(self.slot, dir);
         if unready {
-            match self.poll_ready(dir, cx) {
+            match self.poll_ready(dir, who(&mut key), cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
@@ -229,7 +251,7 @@ impl<T> Async<T> {
                 }
                 r => return Poll::Ready(r),
             }
-            match self.poll_ready(dir, cx) {
+            match self.poll_ready(dir, who(&mut key), cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
@@ -262,7 +284,7 @@ impl<T> Async<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        self.poll_with(Direction::Read, cx, op)
+        self.poll_with(Direction::Read, None, cx, op)
     }
 
     /// [`Async::poll_read_with`] for writing.
@@ -286,7 +308,7 @@ impl<T> Async<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
-        self.poll_with(Direction::Write, cx, op)
+        self.poll_with(Direction::Write, None, cx, op)
     }
 
     /// Runs `op` until it gives something other than `WouldBlock`,
@@ -309,7 +331,8 @@ impl<T> Async<T> {
     /// assert_eq!(n, 3);
     /// ```
     pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        std::future::poll_fn(|cx| self.poll_read_with(cx, &mut op)).await
+        let mut wait = self.waiting(Direction::Read);
+        std::future::poll_fn(|cx| wait.poll_with(cx, &mut op)).await
     }
 
     /// [`Async::read_with`] for writing.
@@ -327,7 +350,49 @@ impl<T> Async<T> {
     /// assert_eq!(n, 2);
     /// ```
     pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
-        std::future::poll_fn(|cx| self.poll_write_with(cx, &mut op)).await
+        let mut wait = self.waiting(Direction::Write);
+        std::future::poll_fn(|cx| wait.poll_with(cx, &mut op)).await
+    }
+
+    /// A future's entry among the source's waiters, for its life.
+    fn waiting(&self, dir: Direction) -> Waiting<'_, T> {
+        Waiting {
+            io: self,
+            dir,
+            key: None,
+        }
+    }
+}
+
+/// The waiter entry of one of `Async`'s futures: made at its first wait,
+/// removed when the future is dropped.
+struct Waiting<'a, T> {
+    io: &'a Async<T>,
+    dir: Direction,
+    key: Option<usize>,
+}
+
+impl<T> Waiting<'_, T> {
+    fn poll_with<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.io.poll_with(self.dir, Some(&mut self.key), cx, op)
+    }
+}
+
+impl<T> Drop for Waiting<'_, T> {
+    fn drop(&mut self) {
+        unwait(self.io, self.dir, self.key);
+    }
+}
+
+fn unwait<T>(io: &Async<T>, dir: Direction, key: Option<usize>) {
+    if let Some(key) = key {
+        if let Ok(mut reactor) = io.shared.reactor.try_borrow_mut() {
+            reactor.unwait(io.slot, dir, key);
+        }
     }
 }
 
@@ -352,7 +417,14 @@ where
     /// assert_eq!(n, 0);
     /// ```
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        std::future::poll_fn(|cx| self.poll_read(cx, buf)).await
+        let mut wait = self.waiting(Direction::Read);
+        std::future::poll_fn(|cx| {
+            let asked = buf.len();
+            let r = wait.poll_with(cx, |mut io| io.read(buf));
+            self.after_read(&r, asked);
+            r
+        })
+        .await
     }
 
     /// The poll form of [`Async::read`].
@@ -375,12 +447,16 @@ where
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let asked = buf.len();
         let r = self.poll_read_with(cx, |mut io| io.read(buf));
+        self.after_read(&r, asked);
+        r
+    }
+
+    fn after_read(&self, r: &Poll<io::Result<usize>>, asked: usize) {
         if let Poll::Ready(Ok(n)) = r {
-            if n > 0 && n < asked {
+            if *n > 0 && *n < asked {
                 self.shared.reactor.borrow_mut().read_short(self.slot);
             }
         }
-        r
     }
 }
 
@@ -401,7 +477,7 @@ where
     /// assert_eq!(sim.sent(fd), b"abc");
     /// ```
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        std::future::poll_fn(|cx| self.poll_write(cx, buf)).await
+        self.write_with(|mut io| io.write(buf)).await
     }
 
     /// Writes all of `buf`, waiting whenever the source is full.
@@ -567,13 +643,23 @@ impl<T: fmt::Debug> fmt::Debug for Async<T> {
 pub struct Ready<'a, T> {
     io: &'a Async<T>,
     dir: Direction,
+    /// Its entry among the source's waiters.
+    key: Option<usize>,
 }
 
 impl<T> Future for Ready<'_, T> {
     type Output = io::Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.io.poll_ready(self.dir, cx)
+        let this = self.get_mut();
+        this.io
+            .poll_ready(this.dir, Waiter::Future(&mut this.key), cx)
+    }
+}
+
+impl<T> Drop for Ready<'_, T> {
+    fn drop(&mut self) {
+        unwait(self.io, self.dir, self.key);
     }
 }
 

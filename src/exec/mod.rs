@@ -53,16 +53,27 @@
 //! assert_eq!(lp.now(), Duration::from_millis(20));
 //! ```
 //!
+//! For a server's graceful shutdown: [`JoinSet`] (the connection tasks,
+//! awaited as they finish, aborted on drop), [`Shutdown`] (a signal many
+//! tasks await, triggered from any thread) and [`race`] (the first of two
+//! futures), shown together in docs/async.md's "Graceful shutdown".
+//!
 //! `docs/async.md` says when to choose callbacks and when futures.
 
 mod executor;
 mod io;
+mod join_set;
+mod race;
 mod reactor;
+mod shutdown;
 mod streams;
 mod time;
 
 pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow};
 pub use io::{Async, Ready};
+pub use join_set::JoinSet;
+pub use race::{race, Either};
+pub use shutdown::{Shutdown, Triggered};
 pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
 pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};
 

@@ -17,6 +17,13 @@
 //! only what a future waits for, each direction dropped from its interest
 //! once reported (async-io's model), so a ready fd nobody reads does not
 //! spin the loop.
+//!
+//! Every task that waits on a source is woken by its readiness (a
+//! listener shared by acceptor tasks): each waiting future has its own
+//! entry in the direction's list, removed when the future is dropped;
+//! the poll methods, which have nowhere to keep an entry, share one per
+//! direction, the last poller's (async-io's `Source`, tokio's
+//! `poll_read_ready`).
 
 use std::collections::VecDeque;
 use std::io;
@@ -90,6 +97,56 @@ impl Source for Held {
     }
 }
 
+/// Who waits for a direction of a source: a future with its own entry
+/// (made at its first wait, kept in `key`, removed by `Reactor::unwait`
+/// when it is dropped), or a poll method's caller (one shared entry).
+pub(crate) enum Waiter<'a> {
+    Future(&'a mut Option<usize>),
+    Poll,
+}
+
+/// The tasks that wait for one direction of a source.
+#[derive(Default)]
+struct Waiters {
+    /// The poll methods' caller: the last one.
+    polled: Option<Waker>,
+    /// The futures', by key (an entry is `None` once woken, until its
+    /// future waits again or is dropped).
+    futures: Slab<Option<Waker>>,
+}
+
+impl Waiters {
+    fn set(&mut self, who: Waiter<'_>, waker: &Waker) {
+        let w = match who {
+            Waiter::Poll => &mut self.polled,
+            Waiter::Future(key) => match key.and_then(|k| self.futures.get_mut(k)) {
+                Some(w) => w,
+                None => {
+                    *key = Some(self.futures.insert(Some(waker.clone())));
+                    return;
+                }
+            },
+        };
+        match w {
+            Some(old) if old.will_wake(waker) => {}
+            _ => *w = Some(waker.clone()),
+        }
+    }
+
+    /// Moves every waker into `out`.
+    fn take_all(&mut self, out: &mut Vec<Waker>) {
+        out.extend(self.polled.take());
+        for (_, w) in self.futures.iter_mut() {
+            out.extend(w.take());
+        }
+    }
+
+    fn clear(&mut self) {
+        self.polled = None;
+        self.futures.clear();
+    }
+}
+
 /// One `Async` source.
 pub(crate) struct IoSlot {
     /// Until the watcher is made.
@@ -101,8 +158,8 @@ pub(crate) struct IoSlot {
     wanted: u8,
     /// Readiness reported and not yet consumed (R, W; HUP and ERR stay).
     ready: u8,
-    readers: Option<Waker>,
-    writers: Option<Waker>,
+    readers: Waiters,
+    writers: Waiters,
     /// Why the source could not be watched (given to every wait).
     error: Option<(io::ErrorKind, String)>,
     /// A request for it is queued.
@@ -175,6 +232,9 @@ pub(crate) struct Reactor {
     requests: Vec<Request>,
     /// The loop dropped its executor: nothing is watched any more.
     closed: bool,
+    /// The wakers an io event wakes, gathered here (its capacity kept)
+    /// to be woken once the reactor is released.
+    to_wake: Vec<Waker>,
 }
 
 impl Reactor {
@@ -187,6 +247,7 @@ impl Reactor {
             streams: Slab::new(),
             requests: Vec::new(),
             closed: false,
+            to_wake: Vec::new(),
         }
     }
 
@@ -199,8 +260,8 @@ impl Reactor {
         self.closed = true;
         self.requests.clear();
         for (_, s) in self.io.iter_mut() {
-            s.readers = None;
-            s.writers = None;
+            s.readers.clear();
+            s.writers.clear();
         }
         for (_, t) in self.timers.iter_mut() {
             t.waker = None;
@@ -219,18 +280,19 @@ impl Reactor {
             registered: 0,
             wanted: 0,
             ready: 0,
-            readers: None,
-            writers: None,
+            readers: Waiters::default(),
+            writers: Waiters::default(),
             error: None,
             listed: false,
         })
     }
 
-    /// A future waits for `dir`: `Some(result)` if it need not wait.
+    /// `who` waits for `dir`: `Some(result)` if it need not wait.
     pub(crate) fn poll_io(
         &mut self,
         slot: usize,
         dir: Direction,
+        who: Waiter<'_>,
         waker: &Waker,
     ) -> Option<io::Result<()>> {
         let closed = self.closed;
@@ -252,13 +314,9 @@ impl Reactor {
                 "the loop that watched this source was dropped",
             )));
         }
-        let w = match dir {
-            Direction::Read => &mut s.readers,
-            Direction::Write => &mut s.writers,
-        };
-        match w {
-            Some(old) if old.will_wake(waker) => {}
-            _ => *w = Some(waker.clone()),
+        match dir {
+            Direction::Read => s.readers.set(who, waker),
+            Direction::Write => s.writers.set(who, waker),
         }
         let needs = if edge {
             s.watcher.is_none()
@@ -271,6 +329,17 @@ impl Reactor {
             self.requests.push(Request::Io(slot));
         }
         None
+    }
+
+    /// A waiting future is dropped: its entry goes.
+    pub(crate) fn unwait(&mut self, slot: usize, dir: Direction, key: usize) {
+        if let Some(s) = self.io.get_mut(slot) {
+            let w = match dir {
+                Direction::Read => &mut s.readers,
+                Direction::Write => &mut s.writers,
+            };
+            w.futures.try_remove(key);
+        }
     }
 
     /// Whether the loop is known to have reported no readiness for `dir`
@@ -309,8 +378,8 @@ impl Reactor {
             return;
         }
         let s = &mut self.io[slot];
-        s.readers = None;
-        s.writers = None;
+        s.readers.clear();
+        s.writers.clear();
         self.requests.push(Request::IoClose(slot));
     }
 
@@ -338,11 +407,21 @@ impl Reactor {
         slot
     }
 
-    /// Whether the timer fired; if not, `waker` is woken when it does.
-    pub(crate) fn poll_timer(&mut self, slot: usize, waker: &Waker) -> bool {
+    /// Whether the timer fired, or its deadline is `now` or past (a
+    /// reset to a time passed: done at once, its watcher stopped, as
+    /// tokio's and async-io's are); if not, `waker` is woken when it fires.
+    pub(crate) fn poll_timer(&mut self, slot: usize, waker: &Waker, now: Duration) -> bool {
         let Some(t) = self.timers.get_mut(slot) else {
             return true;
         };
+        if !t.fired && t.deadline <= now {
+            t.fired = true;
+            t.waker = None;
+            if !t.listed {
+                t.listed = true;
+                self.requests.push(Request::Timer(slot));
+            }
+        }
         if t.fired {
             return true;
         }
@@ -353,8 +432,11 @@ impl Reactor {
         false
     }
 
-    pub(crate) fn timer_fired(&self, slot: usize) -> bool {
-        self.timers.get(slot).is_some_and(|t| t.fired)
+    /// Whether the timer fired, or its deadline is `now` or past.
+    pub(crate) fn timer_elapsed(&self, slot: usize, now: Duration) -> bool {
+        self.timers
+            .get(slot)
+            .is_some_and(|t| t.fired || t.deadline <= now)
     }
 
     pub(crate) fn reset_timer(&mut self, slot: usize, deadline: Duration) {
@@ -537,9 +619,11 @@ fn sync_io<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
         Ok(w) => s.watcher = Some(w),
         Err(e) => {
             s.error = Some((io::ErrorKind::Other, e.to_string()));
-            let (r, w) = (s.readers.take(), s.writers.take());
+            let mut wake = Vec::new();
+            s.readers.take_all(&mut wake);
+            s.writers.take_all(&mut wake);
             drop(reactor);
-            r.into_iter().chain(w).for_each(Waker::wake);
+            wake.into_iter().for_each(Waker::wake);
         }
     }
 }
@@ -560,23 +644,20 @@ fn set_level_interest<S>(lp: &mut Loop<'_, S>, w: Io, wanted: u8) {
 fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Ready) {
     let mut reactor = shared.reactor.borrow_mut();
     let edge = reactor.edge;
+    let mut wake = std::mem::take(&mut reactor.to_wake);
     let Some(s) = reactor.io.get_mut(slot) else {
         return;
     };
     let got = bits(ready);
     s.ready |= got;
-    let readers = if got & (R | HUP | ERR) != 0 {
-        s.readers.take()
-    } else {
-        None
-    };
+    if got & (R | HUP | ERR) != 0 {
+        s.readers.take_all(&mut wake);
+    }
     // A hang-up wakes writers too: they try, and see an error or write
     // (a writer to a half-closed peer can go on).
-    let writers = if got & (W | HUP | ERR) != 0 {
-        s.writers.take()
-    } else {
-        None
-    };
+    if got & (W | HUP | ERR) != 0 {
+        s.writers.take_all(&mut wake);
+    }
     let mut rearm = None;
     if !edge {
         // Reported: no longer watched until a future waits again. A hang
@@ -596,7 +677,13 @@ fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Re
     if let Some((w, wanted)) = rearm {
         set_level_interest(lp, w, wanted);
     }
-    readers.into_iter().chain(writers).for_each(Waker::wake);
+    wake.drain(..).for_each(Waker::wake);
+    // The capacity back (a waker's wake may have put one there meanwhile).
+    if let Ok(mut reactor) = shared.reactor.try_borrow_mut() {
+        if reactor.to_wake.capacity() < wake.capacity() {
+            reactor.to_wake = wake;
+        }
+    }
     shared.kick(lp);
 }
 
@@ -608,6 +695,14 @@ fn arm_timer<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
     };
     t.listed = false;
     if t.fired {
+        // Done before its watcher fired: the watcher must not keep `run`.
+        let w = t.watcher;
+        drop(reactor);
+        if let Some(w) = w {
+            if lp.is_active(w).unwrap_or(false) {
+                let _ = lp.stop(w);
+            }
+        }
         return;
     }
     let after = t.deadline.saturating_sub(lp.now());

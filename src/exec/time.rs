@@ -3,13 +3,16 @@
 //!
 //! A `Sleep` is `Send + Sync` (hyper's `Timer` asks for that): it holds
 //! its executor's id, not the executor, and finds it on this thread when
-//! it is polled or dropped. Its deadline is in loop time
+//! it is polled or dropped. A reset made on another thread (where the
+//! executor cannot be reached) is kept in the `Sleep`, which wakes the
+//! task that waits on it; that task's next poll, on the loop's thread,
+//! carries it to the timer. Its deadline is in loop time
 //! ([`Loop::now`](crate::Loop::now)): on the simulator it is virtual.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use super::executor::Shared;
@@ -17,10 +20,22 @@ use super::executor::Shared;
 /// Waits until a duration has passed, on the loop's clock (made by
 /// [`sleep`] or [`sleep_until`]). Dropping it stops its timer watcher.
 ///
+/// It is `Send + Sync`, as hyper's `rt::Sleep` must be, and works as
+/// tokio's across threads where it can: [`reset`](Sleep::reset) and
+/// [`reset_after`](Sleep::reset_after) from another thread take effect
+/// (the waiting task is woken and re-arms the timer at its next poll on
+/// the loop's thread; `reset_after` then counts from that poll), and
+/// [`is_elapsed`](Sleep::is_elapsed) there tells what its last poll saw.
+/// What cannot work away from the loop's thread is polling it (it has
+/// no timers there: see Panics; once it has a timer, a poll away from
+/// its loop, or after the loop is dropped, stays `Pending`) and a drop
+/// there, which cannot reach the loop: its timer stays until it fires,
+/// and wakes nobody.
+///
 /// # Panics
 ///
-/// Polling it outside a task of an evloop executor (or `block_on`)
-/// panics: it has no loop whose timers it could use.
+/// Polling it for the first time outside a task of an evloop executor
+/// (or `block_on`) panics: it has no loop whose timers it could use.
 ///
 /// ```
 /// use evloop::exec::sleep;
@@ -34,6 +49,14 @@ pub struct Sleep {
     when: When,
     /// The executor's id and the timer's slot, once polled.
     registered: Option<(u64, usize)>,
+    /// Its poll said `Ready`, and it was not reset since.
+    elapsed: bool,
+    /// Reset where its executor could not be reached (another thread):
+    /// the next poll gives the timer the new deadline.
+    moved: bool,
+    /// The waker of its last `Pending` poll, for a reset on another
+    /// thread to wake.
+    waker: Option<Waker>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -65,10 +88,7 @@ pub fn sleep(duration: Duration) -> Sleep {
         Some(ex) => When::At(ex.now.get().saturating_add(duration)),
         None => When::After(duration),
     };
-    Sleep {
-        when,
-        registered: None,
-    }
+    Sleep::new(when)
 }
 
 /// A future that is ready when the loop's clock
@@ -83,15 +103,25 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// assert_eq!(lp.now(), Duration::from_secs(7));
 /// ```
 pub fn sleep_until(deadline: Duration) -> Sleep {
-    Sleep {
-        when: When::At(deadline),
-        registered: None,
-    }
+    Sleep::new(When::At(deadline))
 }
 
 impl Sleep {
+    fn new(when: When) -> Sleep {
+        Sleep {
+            when,
+            registered: None,
+            elapsed: false,
+            moved: false,
+            waker: None,
+        }
+    }
+
     /// Moves the deadline to `duration` after the loop's current time,
-    /// whether or not it has fired (hyper's `Timer::reset`).
+    /// whether or not it has fired (hyper's `Timer::reset`); a deadline
+    /// that is already due makes the next poll `Ready`. From another
+    /// thread than its loop's, the time counts from the next poll, which
+    /// the reset asks for at once by waking the task that waits.
     ///
     /// ```
     /// use evloop::exec::sleep;
@@ -107,22 +137,26 @@ impl Sleep {
     /// ```
     pub fn reset_after(self: Pin<&mut Self>, duration: Duration) {
         let this = self.get_mut();
-        match (this.registered, Shared::current()) {
-            (_, Some(ex)) => {
-                let deadline = ex.now.get().saturating_add(duration);
-                this.reset_to(deadline);
-            }
-            (None, None) => this.when = When::After(duration),
-            (Some((id, _)), None) => {
-                if let Some(ex) = Shared::by_id(id) {
-                    let deadline = ex.now.get().saturating_add(duration);
-                    this.reset_to(deadline);
+        // Its own executor's clock once it has one.
+        let ex = match this.registered {
+            Some((id, _)) => Shared::by_id(id),
+            None => Shared::current(),
+        };
+        match ex {
+            Some(ex) => this.reset_to(ex.now.get().saturating_add(duration)),
+            None => {
+                this.when = When::After(duration);
+                this.elapsed = false;
+                if this.registered.is_some() {
+                    this.moved_away();
                 }
             }
         }
     }
 
-    /// Moves the deadline to `deadline` in loop time.
+    /// Moves the deadline to `deadline` in loop time, whether or not it
+    /// has fired; a deadline already due makes the next poll `Ready`
+    /// (tokio's rule). It works from any thread (see [`Sleep`]).
     ///
     /// ```
     /// use evloop::exec::sleep;
@@ -142,10 +176,21 @@ impl Sleep {
 
     fn reset_to(&mut self, deadline: Duration) {
         self.when = When::At(deadline);
+        self.elapsed = false;
         if let Some((id, slot)) = self.registered {
-            if let Some(ex) = Shared::by_id(id) {
-                ex.reactor.borrow_mut().reset_timer(slot, deadline);
+            match Shared::by_id(id) {
+                Some(ex) => ex.reactor.borrow_mut().reset_timer(slot, deadline),
+                None => self.moved_away(),
             }
+        }
+    }
+
+    /// Reset where the executor cannot be reached: kept for the next
+    /// poll, which the waiting task is woken for.
+    fn moved_away(&mut self) {
+        self.moved = true;
+        if let Some(w) = &self.waker {
+            w.wake_by_ref();
         }
     }
 
@@ -164,21 +209,49 @@ impl Sleep {
         }
     }
 
-    /// Whether it has fired (a later `reset` re-arms it).
+    /// Whether it has elapsed: its poll said `Ready`, or (on its loop's
+    /// thread) its timer fired or its deadline is due at the executor's
+    /// current time. A later `reset` makes it pending again. On another
+    /// thread it tells what its last poll saw.
     ///
     /// ```
     /// use evloop::exec::sleep;
+    /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// assert!(!sleep(Duration::from_secs(1)).is_elapsed());
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.block_on(&mut (), async {
+    ///     let mut s = Box::pin(sleep(Duration::ZERO));
+    ///     s.as_mut().await; // due at its first poll
+    ///     assert!(s.is_elapsed());
+    /// }).unwrap();
     /// ```
     pub fn is_elapsed(&self) -> bool {
-        match self.registered {
-            Some((id, slot)) => Shared::by_id(id).is_some_and(|ex| {
-                let reactor = ex.reactor.borrow();
-                reactor.timer_fired(slot)
-            }),
-            None => false,
+        if self.elapsed {
+            return true;
         }
+        match self.registered {
+            Some((id, slot)) if !self.moved => Shared::by_id(id).is_some_and(|ex| {
+                let reactor = ex.reactor.borrow();
+                reactor.timer_elapsed(slot, ex.now.get())
+            }),
+            _ => false,
+        }
+    }
+
+    /// Keeps the waker of a `Pending` poll (for a reset on another thread).
+    fn pending(&mut self, waker: &Waker) -> Poll<()> {
+        match &self.waker {
+            Some(old) if old.will_wake(waker) => {}
+            _ => self.waker = Some(waker.clone()),
+        }
+        Poll::Pending
+    }
+
+    fn ready(&mut self) -> Poll<()> {
+        self.elapsed = true;
+        self.waker = None;
+        Poll::Ready(())
     }
 }
 
@@ -192,11 +265,24 @@ impl Future for Sleep {
                 // The loop is gone: it will never fire.
                 return Poll::Pending;
             };
-            let fired = ex.reactor.borrow_mut().poll_timer(slot, cx.waker());
+            let now = ex.now.get();
+            let mut reactor = ex.reactor.borrow_mut();
+            if this.moved {
+                // Reset on another thread: the timer learns it now.
+                this.moved = false;
+                let deadline = match this.when {
+                    When::At(d) => d,
+                    When::After(d) => now.saturating_add(d),
+                };
+                this.when = When::At(deadline);
+                reactor.reset_timer(slot, deadline);
+            }
+            let fired = reactor.poll_timer(slot, cx.waker(), now);
+            drop(reactor);
             return if fired {
-                Poll::Ready(())
+                this.ready()
             } else {
-                Poll::Pending
+                this.pending(cx.waker())
             };
         }
         let Some(ex) = Shared::current() else {
@@ -207,12 +293,13 @@ impl Future for Sleep {
             When::After(d) => ex.now.get().saturating_add(d),
         };
         this.when = When::At(deadline);
+        this.moved = false;
         if deadline <= ex.now.get() {
-            return Poll::Ready(());
+            return this.ready();
         }
         let slot = ex.reactor.borrow_mut().add_timer(deadline, cx.waker());
         this.registered = Some((ex.id, slot));
-        Poll::Pending
+        this.pending(cx.waker())
     }
 }
 
