@@ -94,7 +94,9 @@ impl<'s, S> Loop<'s, S> {
     /// is dropped uncalled). It fires once whatever period `set_timer`
     /// gives it; a stopped one ([`Loop::stop`], or [`Loop::again`], which
     /// stops a timer without a period) keeps its callback until it is
-    /// started again or removed, as every watcher does. [`Loop::once`] is
+    /// started again or removed, as every watcher does, and
+    /// [`Loop::set_callback`] makes it an ordinary timer (the new
+    /// callback does not free it). [`Loop::once`] is
     /// the same for an fd's readiness or a timeout, whichever comes first.
     ///
     /// ```
