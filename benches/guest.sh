@@ -7,7 +7,7 @@
 # serial console, and the guest powers off when it ends.
 #
 # Usage: benches/guest.sh SCRIPT EXECUTABLE...
-#   benches/guest.sh 'idle_fds --bench epoll' target/release/deps/idle_fds-*
+#   benches/guest.sh 'idle_fds --bench epoll' "${CARGO_TARGET_DIR:-target}"/release/deps/idle_fds-*
 #
 # Used by benches/idle_fds_vm.sh (100,000 idle fds, past this host's fd
 # limit) and tests/other_kernel.sh (the test suite on another kernel).

@@ -25,7 +25,7 @@ echo "commit: $(git describe --always --dirty 2>/dev/null || echo unknown)"
 echo "wrk: -t2 -c$conns -d$duration, $rounds rounds per backend"
 
 cargo build --release --example http_server 2>&1 | tail -n 1
-server=target/release/examples/http_server
+server="${CARGO_TARGET_DIR:-target}/release/examples/http_server"
 logs=$(mktemp -d)
 
 summary() { # label, then numbers: prints min / median / max

@@ -431,6 +431,26 @@ impl<'s, S> Loop<'s, S> {
             - self.results.disarmed_referenced(&self.fds, &self.registry)
     }
 
+    /// How many watchers the loop holds, active or not: each keeps its
+    /// callback (and what the closure captures) until [`Loop::remove`], or
+    /// until it frees itself ([`Loop::timer_once`], [`Loop::once`]). A
+    /// count that only grows is a leak of stopped watchers, such as fired
+    /// one-shot timers nobody removed.
+    ///
+    /// ```
+    /// # use evloop::{Loop, RunMode, Sim};
+    /// # use std::time::Duration;
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.timer(Duration::ZERO, Duration::ZERO, |_, _, _| {}).unwrap();
+    /// lp.timer_once(Duration::ZERO, |_, _| {}).unwrap();
+    /// lp.run(RunMode::Default, &mut ()).unwrap();
+    /// // The fired one-shot `timer` is stopped but kept; `timer_once` is gone.
+    /// assert_eq!((lp.active_count(), lp.watcher_count()), (0, 1));
+    /// ```
+    pub fn watcher_count(&self) -> usize {
+        self.registry.len()
+    }
+
     /// Asks the running [`Loop::run`] (or all nested ones) to return once the
     /// callbacks already pending in this iteration have run. Has no effect
     /// outside `run`.

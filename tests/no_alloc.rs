@@ -296,3 +296,52 @@ fn steady_state_tasks_allocate_nothing() {
         assert_eq!(allocated, 0, "{name}: tasks in steady state allocated");
     }
 }
+
+/// Self-freeing timers churned in steady state, a timer per request as a
+/// server makes them (`Loop::timer_once`): each allocates its callback's
+/// box and nothing more, however many fired, on a backend of no tables of
+/// its own and on every kernel backend: the registry, the timer heap and
+/// the queues keep their size. With `Loop::timer` and no `remove`, the
+/// fired timers stay and the registry grows.
+#[test]
+fn churned_self_freeing_timers_allocate_only_their_callbacks() {
+    const BATCH: u64 = 1000;
+    const ROUNDS: u64 = 100;
+    let quiet: evloop::backends::Factory = || Ok(Box::new(Quiet(Duration::ZERO)));
+    let mut names = vec!["quiet"];
+    names.extend_from_slice(evloop::backends::AVAILABLE);
+    for name in names {
+        let mut lp: Loop<u64> = Loop::builder()
+            .register("quiet", quiet)
+            .backend(name)
+            .build()
+            .unwrap();
+        let mut sum = 0;
+        let mut round = |lp: &mut Loop<u64>, once: bool| {
+            for i in 0..BATCH {
+                let after = Duration::from_micros(i % 3);
+                if once {
+                    lp.timer_once(after, move |_, sum| *sum += i).unwrap();
+                } else {
+                    lp.timer(after, Duration::ZERO, move |_, sum, _| *sum += i)
+                        .unwrap();
+                }
+            }
+            lp.run(RunMode::Default, &mut sum).unwrap();
+        };
+        round(&mut lp, true); // warm up: the tables at their sizes
+        let n = allocations_in(|| (0..ROUNDS).for_each(|_| round(&mut lp, true)));
+        assert_eq!(
+            n,
+            ROUNDS * BATCH,
+            "{name}: one box per timer, nothing grown"
+        );
+        assert_eq!(lp.watcher_count(), 0, "{name}");
+        let n = allocations_in(|| (0..ROUNDS).for_each(|_| round(&mut lp, false)));
+        assert!(
+            n > ROUNDS * BATCH,
+            "{name}: kept timers grow the tables: {n}"
+        );
+        assert_eq!(lp.watcher_count(), (ROUNDS * BATCH) as usize, "{name}");
+    }
+}

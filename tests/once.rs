@@ -1,13 +1,18 @@
 //! `Loop::once` on the simulator and every OS backend, under a watchdog:
 //! readiness first, timeout first, no timeout, nothing at all; in each case
 //! the callback runs once, the source comes back, and nothing is left.
+//! And `Loop::timer_once`, the self-freeing one-shot timer: nothing left
+//! after any number of them fired, a stale handle after.
 
 mod common;
 
 use std::time::Duration;
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use common::{drain, on_every_world, RunTo};
-use evloop::{Interest, Loop, OnceEvent, RunMode, RunOutcome};
+use evloop::{Error, Interest, Loop, OnceEvent, RunMode, RunOutcome};
 
 #[test]
 fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
@@ -226,4 +231,129 @@ fn fd_number(c: &impl evloop::Source) -> i64 {
         evloop::SourceFd::Os(fd) => i64::from(std::os::fd::AsRawFd::as_raw_fd(&fd)),
         evloop::SourceFd::Virtual(v) => i64::from(v.get()),
     }
+}
+
+/// Counts its drops: what a closure captures, freed or not.
+struct Captured(Rc<Cell<u64>>);
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+/// Self-freeing timers in rounds of `BATCH`, as a timer-per-key server
+/// makes them: after every round the loop holds no watcher and every
+/// closure (with what it captured) was dropped, however many fired.
+/// (`Loop::timer` without a `remove` keeps each fired one: the loop's
+/// watcher count grows by one per expiry.) 1,000,000 on each backend.
+#[test]
+fn fired_self_freeing_timers_leave_nothing_behind() {
+    const BATCH: u64 = 1000;
+    on_every_world("timer_once churn", |w| {
+        let total: u64 = 1_000_000;
+        let mut lp: Loop<u64> = w.new_loop();
+        let dropped = Rc::new(Cell::new(0));
+        let mut fired = 0;
+        for round in 0..total / BATCH {
+            for i in 0..BATCH {
+                let captured = Captured(dropped.clone());
+                lp.timer_once(Duration::from_micros(i % 3), move |_, fired| {
+                    let _keep = &captured;
+                    *fired += 1;
+                })
+                .unwrap();
+            }
+            assert_eq!(lp.watcher_count(), BATCH as usize);
+            lp.run_to_end(&mut fired);
+            assert_eq!(fired, (round + 1) * BATCH, "{}", w.backend);
+            assert_eq!(lp.watcher_count(), 0, "{}: round {round}", w.backend);
+            assert_eq!(dropped.get(), fired, "{}: every closure freed", w.backend);
+        }
+        // The same with `Loop::timer`: each fired one-shot stays.
+        for _ in 0..BATCH {
+            lp.timer(Duration::ZERO, Duration::ZERO, |_, fired, _| *fired += 1)
+                .unwrap();
+        }
+        lp.run_to_end(&mut fired);
+        assert_eq!(lp.watcher_count(), BATCH as usize, "kept until remove");
+    });
+}
+
+/// After it fired (and already in its callback) a self-freeing timer's
+/// handle is stale: every operation returns `Error::StaleHandle`, and none
+/// reaches the watcher made since in its slot.
+#[test]
+fn a_fired_self_freeing_timer_has_a_stale_handle() {
+    on_every_world("timer_once stale", |w| {
+        let name = w.backend;
+        let mut lp: Loop<Option<evloop::Timer>> = w.new_loop();
+        let t = lp
+            .timer_once(Duration::from_millis(1), |lp, me| {
+                let me = me.unwrap();
+                assert!(matches!(lp.is_active(me), Err(Error::StaleHandle { .. })));
+            })
+            .unwrap();
+        assert!(lp.is_active(t).unwrap());
+        let mut me = Some(t);
+        lp.run_to_end(&mut me);
+        // A watcher in its place (the slot is reused), then every
+        // operation on the stale handle.
+        let next = lp
+            .timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
+            .unwrap();
+        let stale = |r: evloop::Result<()>| matches!(r, Err(Error::StaleHandle { .. }));
+        assert!(stale(lp.is_active(t).map(drop)), "{name}");
+        assert!(stale(lp.remaining(t).map(drop)), "{name}");
+        assert!(stale(lp.stop(t)), "{name}");
+        assert!(stale(lp.start(t)), "{name}");
+        assert!(stale(lp.again(t)), "{name}");
+        assert!(
+            stale(lp.set_timer(t, Duration::ZERO, Duration::ZERO)),
+            "{name}"
+        );
+        assert!(stale(lp.set_ref(t, false)), "{name}");
+        assert!(stale(lp.remove(t)), "{name}");
+        assert!(
+            lp.is_active(next).unwrap(),
+            "{name}: the new watcher untouched"
+        );
+        assert_eq!(lp.remaining(next).unwrap(), Duration::from_secs(60));
+        assert_eq!(lp.watcher_count(), 1);
+    });
+}
+
+/// Before it fires, a self-freeing timer is a timer: `set_timer` pushes
+/// its expiry back, `set_ref(false)` keeps it from holding `run`, and
+/// `remove` cancels it (its closure dropped uncalled).
+#[test]
+fn a_waiting_self_freeing_timer_can_be_pushed_back_unreferenced_or_cancelled() {
+    on_every_world("timer_once before it fires", |w| {
+        let mut lp: Loop<Vec<&'static str>> = w.new_loop();
+        let dropped = Rc::new(Cell::new(0));
+        let captured = Captured(dropped.clone());
+        let cancelled = lp
+            .timer_once(Duration::ZERO, move |_, log| {
+                let _keep = &captured;
+                log.push("cancelled fired");
+            })
+            .unwrap();
+        lp.remove(cancelled).unwrap();
+        assert_eq!(dropped.get(), 1, "dropped uncalled");
+        let unreferenced = lp
+            .timer_once(Duration::from_secs(3600), |_, log| log.push("expiry"))
+            .unwrap();
+        lp.set_ref(unreferenced, false).unwrap();
+        let pushed = lp
+            .timer_once(Duration::ZERO, |_, log| log.push("pushed back"))
+            .unwrap();
+        lp.set_timer(pushed, Duration::from_millis(2), Duration::ZERO)
+            .unwrap();
+        assert_eq!(lp.remaining(pushed).unwrap(), Duration::from_millis(2));
+        let log = lp.finish(vec![]);
+        assert_eq!(log, ["pushed back"], "{}", w.backend);
+        // The unreferenced one did not hold `run`, and waits on.
+        assert!(lp.is_active(unreferenced).unwrap());
+        assert_eq!(lp.watcher_count(), 1);
+    });
 }

@@ -7,7 +7,7 @@
 //! per Windows backend:
 //!
 //! ```sh
-//! EVLOOP_WINE_ECHO_EXE=target/x86_64-pc-windows-gnu/debug/examples/echo_server.exe \
+//! EVLOOP_WINE_ECHO_EXE="${CARGO_TARGET_DIR:-target}/x86_64-pc-windows-gnu/debug/examples/echo_server.exe" \
 //!     EVLOOP_BACKEND=iocp cargo test --test windows_echo_under_wine -- --nocapture
 //! ```
 //!

@@ -30,9 +30,10 @@
 //!   tries again). The old pair is closed only once no write to it is in
 //!   flight: every writer counts itself in `writers` before it loads
 //!   `write` and out after its `write(2)`, and the claimer swaps `write`
-//!   first, then waits for `writers` to be zero (all `SeqCst`: a writer
-//!   that loaded the old number was counted before the swap, so the
-//!   claimer sees it; one counted after the swap loads the new number).
+//!   first, then waits for `writers` to be zero, reading it by a
+//!   read-modify-write (all `SeqCst`: a writer that loaded the old number
+//!   was counted before the swap, so the claimer sees it; one counted
+//!   after the swap loads the new number).
 //!   The wait is for a few instructions and one non-blocking system call
 //!   of another thread; a writer never waits, so a signal handler on the
 //!   claiming thread cannot deadlock it.
@@ -84,15 +85,42 @@
 //! One limit: a `fork` while another thread holds the hub's lock (inside a
 //! watch or unwatch) leaves the child's copy locked, as with any mutex; a
 //! child that then watches a signal waits forever.
+//!
+//! # Model check
+//!
+//! A loom model at the end of this file runs the handler's work on a slot
+//! ([`Slot::arrive`]) and wakers against the loop's waits, watches,
+//! unwatches, a release and a renumbering claim, in every interleaving:
+//! `RUSTFLAGS="--cfg loom" cargo test --release --lib
+//! backends::unix::hub::model`.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::mem;
 use std::os::fd::RawFd;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+// The slots' atomics, and the wake fd's system calls, which the model
+// check (`--cfg loom`, `mod model` at the end of this file; loom is a
+// dev-dependency, so in the unit tests only) replaces with loom's atomics
+// and a model descriptor table. `HEAD` stays std's (a static): the model
+// makes its slots by hand.
+#[cfg(all(test, loom))]
+use loom::{
+    sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64},
+    thread::yield_now,
+};
+#[cfg(all(test, loom))]
+use model::fds as wake;
+#[cfg(not(all(test, loom)))]
+use std::{
+    sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64},
+    thread::yield_now,
+};
+
+#[cfg(not(all(test, loom)))]
 use super::wake;
 
 /// Slots per chunk.
@@ -233,8 +261,15 @@ impl Slot {
         }
         let old_read = self.read.swap(read, Ordering::Relaxed);
         let old_write = self.write.swap(write, Ordering::SeqCst);
-        while self.writers.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
+        // A read-modify-write, not a load: in `writers`' modification
+        // order it comes after a writer's count (and sees it), or before
+        // it, and then the writer's count reads it, which orders the swap
+        // above before that writer's load of `write`. (`SeqCst` loads
+        // would do in the C++ model too; this is what the loom model can
+        // verify, loom treating `SeqCst` as `AcqRel`: with a load it
+        // finds a write to the closed fd.)
+        while self.writers.fetch_add(0, Ordering::SeqCst) != 0 {
+            yield_now();
         }
         wake::close(old_read, old_write);
         tracing::trace!(
@@ -243,6 +278,40 @@ impl Slot {
             "a hub slot's wake fd renumbered below {limit}"
         );
         Ok(())
+    }
+
+    /// The handler's work on one slot, for signal bit `bit` in process
+    /// `me`: if the slot is this process's and watches the signal, the bit
+    /// is set, then the wake fd written. Async-signal-safe.
+    #[inline]
+    fn arrive(&self, me: libc::pid_t, bit: u64) {
+        if self.owner.load(Ordering::Acquire) == me
+            && self.watched.load(Ordering::Acquire) & bit != 0
+        {
+            self.pending.fetch_or(bit, Ordering::Release);
+            self.write_wake_fd();
+        }
+    }
+
+    /// [`watch`]'s change of the slot, under the hub's lock: an arrival
+    /// from before the watch is not news. False if it watched `bit`
+    /// already.
+    fn start_watching(&self, bit: u64) -> bool {
+        if self.watched.load(Ordering::Relaxed) & bit != 0 {
+            return false;
+        }
+        self.pending.fetch_and(!bit, Ordering::Relaxed);
+        self.watched.fetch_or(bit, Ordering::Release);
+        true
+    }
+
+    /// [`unwatch`]'s, under the hub's lock: whether it watched `bit`.
+    fn stop_watching(&self, bit: u64) -> bool {
+        if self.watched.fetch_and(!bit, Ordering::Release) & bit == 0 {
+            return false;
+        }
+        self.pending.fetch_and(!bit, Ordering::Relaxed);
+        true
     }
 
     /// The wake fd's read end, which the backend watches.
@@ -349,7 +418,7 @@ fn publish_chunk() -> &'static Slot {
 /// Gives a slot back: every signal it watched is unwatched (restoring the
 /// previous disposition of those no other slot of this process watches),
 /// and the slot is free for the next claim, its wake fd kept open.
-pub(crate) fn release(slot: &'static Slot) {
+pub(crate) fn release(slot: &Slot) {
     let mut hub = lock();
     let bits = slot.watched.swap(0, Ordering::Release);
     for signal in signals_of(bits) {
@@ -392,12 +461,9 @@ pub(crate) fn watch(slot: &Slot, signal: i32) -> io::Result<()> {
         )
     })?;
     let mut hub = lock();
-    if slot.watched.load(Ordering::Relaxed) & bit != 0 {
+    if !slot.start_watching(bit) {
         return Ok(());
     }
-    // An arrival from before this watch is not news.
-    slot.pending.fetch_and(!bit, Ordering::Relaxed);
-    slot.watched.fetch_or(bit, Ordering::Release);
     if let Err(err) = hub.install(signal) {
         slot.watched.fetch_and(!bit, Ordering::Release);
         return Err(io::Error::new(
@@ -413,8 +479,7 @@ pub(crate) fn watch(slot: &Slot, signal: i32) -> io::Result<()> {
 pub(crate) fn unwatch(slot: &Slot, signal: i32) {
     let Some(bit) = bit(signal) else { return };
     let mut hub = lock();
-    if slot.watched.fetch_and(!bit, Ordering::Release) & bit != 0 {
-        slot.pending.fetch_and(!bit, Ordering::Relaxed);
+    if slot.stop_watching(bit) {
         hub.settle(signal);
     }
 }
@@ -541,12 +606,7 @@ extern "C" fn handler(signal: libc::c_int) {
         // SAFETY: published chunks are initialised and never freed.
         while let Some(c) = unsafe { chunk.as_ref() } {
             for slot in &c.slots {
-                if slot.owner.load(Ordering::Acquire) == me
-                    && slot.watched.load(Ordering::Acquire) & bit != 0
-                {
-                    slot.pending.fetch_or(bit, Ordering::Release);
-                    slot.write_wake_fd();
-                }
+                slot.arrive(me, bit);
             }
             chunk = c.next;
         }
@@ -684,5 +744,265 @@ mod tests {
         assert!(err.to_string().contains("sigaction"), "{err}");
         assert!(!installed(libc::SIGKILL));
         release(a);
+    }
+}
+
+/// The model check of the slots' lock-free protocol: loom runs a signal
+/// handler (a thread standing in for it: the handler's work on a slot is
+/// [`Slot::arrive`]) and wakers against the loop's thread (its waits,
+/// drains and takes, its watches and unwatches, a release and the next
+/// claim) in every interleaving its memory model allows; the atomics above
+/// are loom's under `--cfg loom`, and the wake fds are a model descriptor
+/// table (`fds`). `RUSTFLAGS="--cfg loom" cargo test --release --lib
+/// backends::unix::hub::model` (`.ci/run` does). What it checks, the
+/// module documentation's invariants: an arrival on a slot that watches
+/// the signal is taken once (two arrivals at most twice), never lost (the
+/// loop never sleeps with it set and its fd drained), and reaches no other
+/// slot (one that does not watch it, or another process's); a watch does
+/// not report an arrival from before it; a late handler and a previous
+/// owner's waker that race a release, a claim and the renumbering of the
+/// slot's wake fd never write a closed descriptor, and the new owner's
+/// wake-up is not lost. It fails when the handler writes the fd before it
+/// sets the bit, when a watch keeps an old bit, and when the renumbering
+/// closes the old fd before the writes in flight are done (or a writer
+/// loads the fd before it counts itself in).
+#[cfg(all(test, loom))]
+mod model {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::Arc;
+
+    /// The wake fds' model: a descriptor table whose numbers are reused
+    /// lowest first, as the kernel's are, each open one an eventfd's
+    /// counter (and how many writes it ever took). The table's lock stands
+    /// for the kernel's lock on an eventfd or a pipe, the full barrier
+    /// between a write and the read that sees it that the module
+    /// documentation relies on. A write to a closed number panics: it
+    /// would reach whoever is given the number next.
+    pub(super) mod fds {
+        use loom::sync::Mutex;
+        use std::io;
+        use std::os::fd::RawFd;
+
+        /// An open model fd: its counter, and every write it took.
+        #[derive(Clone, Copy, Default)]
+        pub struct Fd {
+            pub count: u64,
+            pub writes: u64,
+        }
+
+        loom::lazy_static! {
+            static ref TABLE: Mutex<Vec<Option<Fd>>> = Mutex::new(Vec::new());
+        }
+
+        pub fn create() -> io::Result<(RawFd, RawFd)> {
+            let mut table = TABLE.lock().unwrap();
+            let n = match table.iter().position(Option::is_none) {
+                Some(n) => n,
+                None => {
+                    table.push(None);
+                    table.len() - 1
+                }
+            };
+            table[n] = Some(Fd::default());
+            Ok((n as RawFd, n as RawFd))
+        }
+
+        pub fn close(read: RawFd, write: RawFd) {
+            let mut table = TABLE.lock().unwrap();
+            for fd in [read, write] {
+                table[fd as usize] = None;
+            }
+        }
+
+        pub fn poke(write: RawFd) {
+            let mut table = TABLE.lock().unwrap();
+            let Some(Some(fd)) = table.get_mut(write as usize) else {
+                panic!("a write to fd {write}, which is closed (its number may be someone else's)");
+            };
+            fd.count += 1;
+            fd.writes += 1;
+        }
+
+        pub fn drain(read: RawFd) {
+            if let Some(Some(fd)) = TABLE.lock().unwrap().get_mut(read as usize) {
+                fd.count = 0;
+            }
+        }
+
+        /// The fd's state (it must be open).
+        pub fn state(fd: RawFd) -> Fd {
+            TABLE.lock().unwrap()[fd as usize].expect("an open fd")
+        }
+    }
+
+    /// Signal `n`'s bit.
+    fn sig(n: i32) -> u64 {
+        bit(n).unwrap()
+    }
+
+    /// A slot claimed by a backend of this process (what `claim_within`
+    /// does to the slot it takes: the model makes its slots itself).
+    fn claimed(limit: Option<RawFd>) -> Arc<Slot> {
+        let slot = Arc::new(Slot::new());
+        assert!(slot.try_take());
+        slot.prepare(limit).unwrap();
+        slot
+    }
+
+    /// One wait of the loop on `slot`'s wake fd, then the drain and the
+    /// take, in the order of the backends (the wait reports the fd, the
+    /// notifier drains it; `take_notices` after the wait): the signal bits
+    /// taken. The wait blocks until the fd is readable, or for ever once
+    /// every handler is done without a write: then no watched bit may be
+    /// left set (that would be a lost signal; the model lets the wait
+    /// time out there).
+    fn wait_and_take(slot: &Slot, done: &AtomicUsize, handlers: usize) -> u64 {
+        let fd = slot.read_fd();
+        loop {
+            // `done` first: a handler's write comes before its `done`.
+            let finished = done.load(Ordering::SeqCst) == handlers;
+            if fds::state(fd).count > 0 {
+                break;
+            }
+            if finished {
+                let left =
+                    slot.pending.load(Ordering::SeqCst) & slot.watched.load(Ordering::SeqCst);
+                assert_eq!(left, 0, "lost: a signal is set and the loop sleeps unwoken");
+                break;
+            }
+            yield_now();
+        }
+        fds::drain(fd);
+        slot.take_pending()
+    }
+
+    /// Two arrivals of a signal, racing the loop's waits: each wait that
+    /// ends takes what arrived, no arrival is lost or taken twice, and
+    /// none reaches a slot that does not watch the signal or belongs to
+    /// another process (a forked parent's, say, which watches it).
+    #[test]
+    fn arrivals_are_taken_once_never_lost_and_reach_only_their_slot() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let me = getpid();
+            let (s, t) = (sig(10), sig(12));
+            let mine = claimed(None);
+            assert!(mine.start_watching(s));
+            let other_signal = claimed(None);
+            assert!(other_signal.start_watching(t));
+            let other_process = claimed(None);
+            assert!(other_process.start_watching(s));
+            other_process.owner.store(me + 1, Ordering::Release);
+            let slots = [mine.clone(), other_signal.clone(), other_process.clone()];
+            let done = Arc::new(AtomicUsize::new(0));
+            let handler = {
+                let done = done.clone();
+                loom::thread::spawn(move || {
+                    for _ in 0..2 {
+                        for slot in &slots {
+                            slot.arrive(me, s);
+                        }
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                })
+            };
+            let mut taken = 0;
+            for _ in 0..2 {
+                taken += (wait_and_take(&mine, &done, 1) & s != 0) as usize;
+            }
+            handler.join().unwrap();
+            fds::drain(mine.read_fd());
+            taken += (mine.take_pending() & s != 0) as usize;
+            assert!((1..=2).contains(&taken), "two arrivals taken {taken} times");
+            assert_eq!(mine.take_pending(), 0);
+            for slot in [&other_signal, &other_process] {
+                assert_eq!(
+                    slot.take_pending(),
+                    0,
+                    "a signal reached a slot that does not watch it, or another process's"
+                );
+                assert_eq!(
+                    fds::state(slot.read_fd()).writes,
+                    0,
+                    "another slot's fd written"
+                );
+            }
+        });
+    }
+
+    /// An unwatch racing an arrival: the arrival may be heard or not (as
+    /// with a handler being installed), once at most; and a watch made
+    /// after it does not report it.
+    #[test]
+    fn a_watch_does_not_report_an_arrival_from_before_it() {
+        loom::model(|| {
+            let me = getpid();
+            let s = sig(10);
+            let slot = claimed(None);
+            assert!(slot.start_watching(s));
+            let handler = {
+                let slot = slot.clone();
+                loom::thread::spawn(move || slot.arrive(me, s))
+            };
+            let before = slot.take_pending() & s != 0;
+            assert!(slot.stop_watching(s));
+            let after = slot.take_pending() & s != 0;
+            handler.join().unwrap();
+            assert!(!(before && after), "one arrival taken twice");
+            assert!(slot.start_watching(s));
+            assert_eq!(
+                slot.take_pending(),
+                0,
+                "a watch reported an arrival from before it"
+            );
+        });
+    }
+
+    /// A late handler and a waker of the slot's previous owner race its
+    /// release and its next claim, by a backend that watches only fds
+    /// below 1 (select's limit, in the model's numbers): the claim gives
+    /// the slot a new wake fd (number 0, free again) and closes the old
+    /// one once no write to it is in flight. No write reaches a closed
+    /// fd, and the new owner's own wake-up is not lost. (At worst the new
+    /// owner sees a spurious wake-up, and the previous owner's signal bit
+    /// left set, which the notifier drops: it keeps only the bits of the
+    /// signals its backend watches, and a watch clears the bit first.)
+    #[test]
+    fn a_released_slot_renumbered_for_its_next_owner_is_never_written_closed() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let me = getpid();
+            let s = sig(10);
+            let (filler, _) = fds::create().unwrap();
+            let slot = claimed(None);
+            assert_eq!(slot.read_fd(), 1);
+            fds::close(filler, filler);
+            assert!(slot.start_watching(s));
+            let old = slot.generation();
+            let late = {
+                let slot = slot.clone();
+                loom::thread::spawn(move || {
+                    slot.arrive(me, s);
+                    slot.wake(old);
+                })
+            };
+            release(&slot);
+            assert!(slot.try_take());
+            slot.prepare(Some(1)).unwrap();
+            assert_eq!(slot.read_fd(), 0, "renumbered below the limit");
+            let new = slot.generation();
+            let waker = {
+                let slot = slot.clone();
+                loom::thread::spawn(move || slot.wake(new))
+            };
+            late.join().unwrap();
+            waker.join().unwrap();
+            assert!(fds::state(0).count > 0, "the new owner's wake-up lost");
+            fds::drain(0);
+            assert!(slot.take_woke());
+        });
     }
 }

@@ -3,16 +3,19 @@
 
 use std::time::Duration;
 
+use crate::event_loop::Dispatch;
 use crate::handle::handle;
 use crate::handle::Key;
 use crate::settled::Settled;
+use crate::slot_list::Slot;
 use crate::timer_heap::TimerRecords;
 use crate::timers::to_ns;
 use crate::watchers::plain::Plain;
-use crate::{Loop, Result};
+use crate::{Loop, Ready, Result};
 
 handle!(
-    /// Handle to a timer watcher, returned by [`Loop::timer`].
+    /// Handle to a timer watcher, returned by [`Loop::timer`] (and by
+    /// [`Loop::timer_once`], stale once it fired).
     ///
     /// ```
     /// use evloop::{Loop, Sim};
@@ -31,6 +34,15 @@ impl<'s, S> Loop<'s, S> {
     /// Creates and starts a timer that fires `after` from the loop time
     /// ([`Loop::now`]) and then every `repeat` (zero: once). A one-shot
     /// timer is stopped before its callback runs.
+    ///
+    /// What keeps memory: a timer, like every watcher, stays in the loop
+    /// with its callback (and what the closure captures) until
+    /// [`Loop::remove`], whether it is active or not; a one-shot timer
+    /// that has fired is stopped, not gone, so that [`Loop::start`] or
+    /// [`Loop::again`] can arm it again. For a timer per request or per
+    /// key, which fires once and is done, use [`Loop::timer_once`]: it
+    /// frees itself when it fires. (Or remove the timer in its callback:
+    /// `lp.remove(me)`.) [`Loop::watcher_count`] shows what the loop holds.
     ///
     /// The loop's clock counts nanoseconds in a `u64` from the backend's
     /// origin, about 584 years; a deadline beyond that (`Duration::MAX`,
@@ -59,6 +71,56 @@ impl<'s, S> Loop<'s, S> {
         let key = self
             .registry
             .insert_active_timer(to_ns(after), to_ns(repeat), cb);
+        let step = self
+            .timers
+            .start_record(self.registry.record_mut(key.slot.index()));
+        self.timers.finish(&mut self.registry, key.slot, step);
+        Ok(Timer(key))
+    }
+
+    /// A one-shot timer that frees itself: `callback` runs once, `after`
+    /// from the loop time ([`Loop::now`]), and the watcher is gone when it
+    /// runs (removed just before, its closure dropped as the call
+    /// returns), as if [`Loop::remove`] had been called: a server can
+    /// make one per key or per request and forget it. The handle is
+    /// stale from then on: every operation on it returns
+    /// [`Error::StaleHandle`](crate::Error::StaleHandle), and never acts on a
+    /// watcher created since in its place.
+    ///
+    /// Until it fires it is a timer like any other ([`Timer`]):
+    /// [`Loop::remaining`], [`Loop::set_timer`] (to push the expiry back),
+    /// [`Loop::set_ref`] (an expiry that should not keep
+    /// [`Loop::run`] going), [`Loop::remove`] to cancel it (the callback
+    /// is dropped uncalled). It fires once whatever period `set_timer`
+    /// gives it; a stopped one ([`Loop::stop`], or [`Loop::again`], which
+    /// stops a timer without a period) keeps its callback until it is
+    /// started again or removed, as every watcher does, and
+    /// [`Loop::set_callback`] makes it an ordinary timer (the new
+    /// callback does not free it). [`Loop::once`] is
+    /// the same for an fd's readiness or a timeout, whichever comes first.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode, Sim};
+    /// use std::time::Duration;
+    /// let mut lp: Loop<Vec<u128>> = Loop::with_backend(Sim::new().backend());
+    /// let key = String::from("session:42"); // captured: freed when it fires
+    /// let t = lp.timer_once(Duration::from_millis(30), move |lp, log| {
+    ///     assert_eq!(key, "session:42");
+    ///     log.push(lp.now().as_millis());
+    /// }).unwrap();
+    /// assert_eq!(lp.watcher_count(), 1);
+    /// let mut log = vec![];
+    /// lp.run(RunMode::Default, &mut log).unwrap();
+    /// assert_eq!(log, [30]);
+    /// assert_eq!(lp.watcher_count(), 0); // nothing left behind
+    /// assert!(lp.remaining(t).is_err()); // the handle is stale
+    /// ```
+    pub fn timer_once<F>(&mut self, after: Duration, callback: F) -> Result<Timer>
+    where
+        F: FnOnce(&mut Loop<'s, S>, &mut S) + 's,
+    {
+        let cb = Box::new(TimerOnce(Some(callback)));
+        let key = self.registry.insert_active_timer(to_ns(after), 0, cb);
         let step = self
             .timers
             .start_record(self.registry.record_mut(key.slot.index()));
@@ -234,5 +296,29 @@ impl<'s, S> Loop<'s, S> {
             return Ok(Duration::ZERO);
         }
         Ok(self.timers.remaining(&self.registry, t.0.slot))
+    }
+}
+
+/// A [`Loop::timer_once`] callback: the watcher is removed as it fires.
+struct TimerOnce<F>(Option<F>);
+
+impl<'s, S, F> Dispatch<'s, S> for TimerOnce<F>
+where
+    F: FnOnce(&mut Loop<'s, S>, &mut S),
+{
+    fn call(
+        &mut self,
+        lp: &mut Loop<'s, S>,
+        state: &mut S,
+        slot: Slot,
+        version: u32,
+        _ready: Ready,
+    ) {
+        let Some(cb) = self.0.take() else { return };
+        // Removed first: the callback may reuse the slot, and its handle
+        // is stale for anyone who kept it. (The emptied box is dropped
+        // when the call returns, the watcher being gone.)
+        let _ = lp.remove(Timer(lp.registry.key(slot, version)));
+        cb(lp, state)
     }
 }
