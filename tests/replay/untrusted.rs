@@ -432,12 +432,42 @@ fn the_recording_replays_clean_within_the_bound() {
     assert!(peak <= 16 * len + SLACK, "{peak} bytes for {len}");
 }
 
-/// A change to a trace: flip a byte's bits, insert a byte, delete one.
+/// A change to a trace: flip a byte's bits, insert a byte, delete one;
+/// or, knowing the format, insert a record of any tag with an arbitrary
+/// payload between two records.
 #[derive(Debug, Clone)]
 enum Mutation {
     Flip(prop::sample::Index, u8),
     Insert(prop::sample::Index, u8),
     Delete(prop::sample::Index),
+    Record(prop::sample::Index, u8, Vec<u8>),
+}
+
+/// The tags of the format's records.
+const TAGS: [u8; 23] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 34, 35, 255,
+];
+
+/// Where the records of `trace` start (after the header), and its end.
+fn boundaries(trace: &[u8]) -> Vec<usize> {
+    let mut at = vec![];
+    let mut i = 10;
+    while i < trace.len() {
+        at.push(i);
+        let (mut len, mut shift) = (0usize, 0);
+        i += 1;
+        while let Some(&b) = trace.get(i) {
+            len |= usize::from(b & 0x7F) << shift;
+            shift += 7;
+            i += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        i += len;
+    }
+    at.push(trace.len());
+    at
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -445,6 +475,12 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         (any::<prop::sample::Index>(), 1..=255u8).prop_map(|(i, b)| Mutation::Flip(i, b)),
         (any::<prop::sample::Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::Insert(i, b)),
         any::<prop::sample::Index>().prop_map(Mutation::Delete),
+        (
+            any::<prop::sample::Index>(),
+            prop::sample::select(&TAGS[..]),
+            prop::collection::vec(any::<u8>(), 0..24)
+        )
+            .prop_map(|(i, t, p)| Mutation::Record(i, t, p)),
     ]
 }
 
@@ -467,7 +503,8 @@ proptest! {
         assert_contained(trace, fd)?;
     }
 
-    /// A real recording with a few bytes flipped, inserted or deleted.
+    /// A real recording with a few bytes flipped, inserted or deleted, or
+    /// records inserted.
     #[test]
     fn mutated_recordings_never_panic_hang_or_overallocate(
         mutations in prop::collection::vec(mutation(), 1..6),
@@ -488,6 +525,14 @@ proptest! {
                         let i = i.index(trace.len());
                         trace.remove(i);
                     }
+                }
+                Mutation::Record(i, tag, payload) => {
+                    let at = boundaries(&trace);
+                    let i = at[i.index(at.len())].min(trace.len());
+                    let mut rec = vec![tag];
+                    varint(&mut rec, payload.len() as u64);
+                    rec.extend_from_slice(&payload);
+                    trace.splice(i..i, rec);
                 }
             }
         }
