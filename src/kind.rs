@@ -507,7 +507,7 @@ impl Context<'_> {
 
     /// The wall clock, read from the backend now.
     pub fn wall_now(&mut self) -> SystemTime {
-        std::time::UNIX_EPOCH + self.backend.wall_now()
+        crate::timers::wall_time(self.backend.wall_now())
     }
 
     /// The loop's backend.

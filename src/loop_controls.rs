@@ -87,7 +87,7 @@ impl<'s, S> Loop<'s, S> {
         let wall = match self.timers.wall() {
             Some(wall) => wall,
             None => {
-                let wall = crate::timers::to_ns(self.backend.wall_now());
+                let wall = crate::timers::clock_ns(self.backend.wall_now());
                 let since =
                     crate::timers::to_ns(self.backend.now()).saturating_sub(self.timers.now());
                 let wall = wall.saturating_sub(since);
@@ -110,7 +110,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.wall_now(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// ```
     pub fn wall_now(&mut self) -> std::time::SystemTime {
-        std::time::SystemTime::UNIX_EPOCH + self.backend.wall_now()
+        crate::timers::wall_time(self.backend.wall_now())
     }
 
     /// Refreshes the cached loop time from the backend's clock (useful after

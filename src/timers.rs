@@ -263,11 +263,19 @@ impl Timers {
     }
 }
 
+/// The wall-clock time of a backend's reading (since the epoch), within the
+/// loop clock's range: a reading beyond it (a replayed trace can hold any)
+/// is the range's end, not an overflow of `SystemTime`.
+#[inline]
+pub(crate) fn wall_time(d: Duration) -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + from_ns(clock_ns(d))
+}
+
 /// The loop time of a backend clock reading: nanoseconds, saturated just
 /// below [`NEVER`], so that a deadline computed from it can reach `NEVER`
 /// only by lying beyond the clock's range.
 #[inline]
-fn clock_ns(d: Duration) -> u64 {
+pub(crate) fn clock_ns(d: Duration) -> u64 {
     to_ns(d).min(NEVER - 1)
 }
 

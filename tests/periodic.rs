@@ -332,3 +332,91 @@ fn on_every_kernel_the_loop_trusts_reported_steps_with_its_wait() {
         lp.remove(t).unwrap();
     }
 }
+
+/// The end of the wall clock: `u64::MAX` nanoseconds after the epoch (in
+/// 2554), which the simulator and a replayed trace's `Wall` records can
+/// reach (a kernel's clock cannot).
+fn end_of_the_wall_clock() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::MAX)
+}
+
+/// A periodic every 10 s counting its firings, started 5 s before the end
+/// of the wall clock: its one tick left is 1.3 s away, the next one
+/// beyond the end. A one-minute timer drives 20 iterations, then removes
+/// both.
+fn at_the_end_of_the_wall_clock(lp: &mut Loop<'static, u32>) {
+    let p = lp
+        .periodic(Schedule::every(Duration::from_secs(10)), |_, fired, _| {
+            *fired += 1
+        })
+        .unwrap();
+    lp.timer(
+        Duration::from_secs(MIN),
+        Duration::from_secs(MIN),
+        move |lp, _, me| {
+            if lp.now() >= Duration::from_secs(20 * MIN) {
+                lp.remove(p).unwrap();
+                lp.remove(me).unwrap();
+            }
+        },
+    )
+    .unwrap();
+}
+
+fn sim_at_the_end(report_steps: bool) -> Sim {
+    let sim = Sim::new();
+    sim.set_wall_clock(end_of_the_wall_clock() - Duration::from_secs(5));
+    sim.report_clock_steps(report_steps);
+    sim
+}
+
+/// Past its last tick a periodic's next time lies beyond the clock: it is
+/// parked there (as a timer is), not due again at once forever.
+#[test]
+fn a_periodic_at_the_end_of_the_wall_clock_fires_its_last_tick_once_and_does_not_spin() {
+    for report in [true, false] {
+        let (fired, iterations) = common::watchdog(
+            "a periodic at the clock's end",
+            common::WATCHDOG,
+            move || {
+                let sim = sim_at_the_end(report);
+                let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
+                at_the_end_of_the_wall_clock(&mut lp);
+                let mut fired = 0;
+                lp.run(evloop::RunMode::Default, &mut fired).unwrap();
+                (fired, lp.iteration())
+            },
+        );
+        assert_eq!(fired, 1, "reported steps: {report}");
+        assert!(iterations <= 25, "{iterations} iterations");
+    }
+}
+
+/// The same through a trace: recorded on the simulator, replayed from its
+/// `Wall` records, with the same firing and no divergence.
+#[test]
+fn a_periodic_replayed_at_the_end_of_the_wall_clock_does_not_spin() {
+    let (recorded, replayed, summary) =
+        common::watchdog("a replay at the clock's end", common::WATCHDOG, || {
+            use evloop::replay::{MemoryTrace, Recorder, Replay};
+            let trace = MemoryTrace::new();
+            let mut recorded = 0;
+            {
+                let rec = Recorder::new(Box::new(sim_at_the_end(false).backend()), trace.clone())
+                    .unwrap();
+                let mut lp: Loop<u32> = Loop::with_backend(rec);
+                at_the_end_of_the_wall_clock(&mut lp);
+                lp.run(evloop::RunMode::Default, &mut recorded).unwrap();
+            }
+            let replay = Replay::from_bytes(trace.bytes()).unwrap();
+            let mut replayed = 0;
+            {
+                let mut lp: Loop<u32> = Loop::with_backend(replay.backend());
+                at_the_end_of_the_wall_clock(&mut lp);
+                lp.run(evloop::RunMode::Default, &mut replayed).unwrap();
+            }
+            (recorded, replayed, replay.finish().unwrap())
+        });
+    assert_eq!((recorded, replayed), (1, 1));
+    assert!(summary.complete && summary.polls <= 25, "{summary:?}");
+}

@@ -17,6 +17,13 @@
 //!   real fd during a replay, a trace cut off, a program that stops early.
 
 mod common;
+/// Traces as untrusted input: the known defects, and the property.
+#[path = "replay/untrusted.rs"]
+mod untrusted;
+
+/// Counts what each thread holds allocated (`untrusted`'s bound).
+#[global_allocator]
+static COUNTING: evloop::conformance::CountingAllocator = evloop::conformance::CountingAllocator;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};

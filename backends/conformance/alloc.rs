@@ -33,14 +33,38 @@ thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     /// This thread's allocations while `COUNTING` is set.
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    /// While `COUNTING` is set: the bytes this thread allocated less those
+    /// it freed (negative if it frees what it had before), and the most
+    /// that has been.
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+    static PEAK: Cell<i64> = const { Cell::new(0) };
+}
+
+fn counting() -> bool {
+    // `try_with`: the allocator may be called while thread-locals are torn
+    // down, when there is nothing to count.
+    COUNTING.try_with(Cell::get).unwrap_or(false)
 }
 
 fn note() {
-    // `try_with`: the allocator may be called while thread-locals are torn
-    // down, when there is nothing to count.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+    if counting() {
         let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
     }
+}
+
+/// `bytes` more (or fewer, if negative) live on this thread.
+fn live(bytes: i64) {
+    if counting() {
+        let _ = LIVE.try_with(|l| {
+            let now = l.get() + bytes;
+            l.set(now);
+            let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+        });
+    }
+}
+
+fn size(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 // SAFETY: forwards every call to the system allocator unchanged; counting
@@ -49,21 +73,25 @@ fn note() {
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note();
+        live(size(layout.size()));
         // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s, passed on.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note();
+        live(size(layout.size()));
         // SAFETY: as for `alloc`.
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        live(-size(layout.size()));
         // SAFETY: `ptr` was allocated by `System` with `layout` (every
         // allocation of this allocator is).
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note();
+        live(size(new_size) - size(layout.size()));
         // SAFETY: as for `dealloc`, and `new_size` is the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -88,6 +116,37 @@ impl CountingAllocator {
         f();
         COUNTING.with(|c| c.set(was));
         ALLOCS.with(Cell::get) - before
+    }
+
+    /// The most memory, in bytes, that `f` held allocated at once on this
+    /// thread (what it allocated less what it freed, at its peak; 0 if the
+    /// allocator is not installed). Failed allocations count as made.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static COUNTING: evloop::conformance::CountingAllocator =
+    /// #     evloop::conformance::CountingAllocator;
+    /// use evloop::conformance::CountingAllocator;
+    /// let peak = CountingAllocator::peak_bytes_in(|| {
+    ///     for _ in 0..10 {
+    ///         drop(std::hint::black_box(vec![0u8; 1000]));
+    ///     }
+    /// });
+    /// assert_eq!(peak, 1000);
+    /// ```
+    pub fn peak_bytes_in(f: impl FnOnce()) -> u64 {
+        let saved = (LIVE.with(Cell::get), PEAK.with(Cell::get));
+        LIVE.with(|l| l.set(0));
+        PEAK.with(|p| p.set(0));
+        let was = COUNTING.with(|c| c.replace(true));
+        f();
+        COUNTING.with(|c| c.set(was));
+        let peak = PEAK.with(Cell::get);
+        // An enclosing measure goes on from where it was, with this peak
+        // on top of it.
+        LIVE.with(|l| l.set(saved.0 + LIVE.with(Cell::get)));
+        PEAK.with(|p| p.set(saved.1.max(saved.0 + peak)));
+        u64::try_from(peak).unwrap_or(0)
     }
 
     /// Whether it is the global allocator of this program (an allocation

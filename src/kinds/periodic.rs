@@ -26,7 +26,7 @@ use crate::kind::{Context, Kind, Phase, Phases, Watcher};
 use crate::kinds::rank;
 use crate::slot_list::Slot;
 use crate::timer_heap::OwnTimerHeap;
-use crate::timers::{from_ns, to_ns};
+use crate::timers::{clock_ns, from_ns, to_ns, NEVER};
 use crate::unwind::Held;
 use crate::watchers::plain::Plain;
 use crate::{Error, Loop, Ready, Result};
@@ -375,9 +375,12 @@ impl Periodics {
     }
 }
 
-/// The wall clock, as the backend reads it now, in nanoseconds.
+/// The wall clock, as the backend reads it now, in nanoseconds: saturated
+/// below [`NEVER`] as the loop's clock is, so that a periodic whose next
+/// time lies beyond the clock's range (its rule saturates to `NEVER`) is
+/// parked there, never due, rather than due again at once forever.
 fn wall_now(cx: &mut Context<'_>) -> u64 {
-    to_ns(cx.backend().wall_now())
+    clock_ns(cx.backend().wall_now())
 }
 
 impl Kind for Periodics {
@@ -464,9 +467,12 @@ impl Kind for Periodics {
             return None;
         }
         let now = wall_now(cx);
+        // A periodic parked at NEVER bounds no wait (a step can still
+        // realign it).
         let mut bound = self
             .heap
             .peek()
+            .filter(|top| top.at != NEVER)
             .map(|top| from_ns(top.at.saturating_sub(now)));
         if !self.steps_reported {
             let cap = Some(MAX_WAIT_WITHOUT_STEP_REPORTS);
@@ -559,7 +565,7 @@ impl<'s, S> Loop<'s, S> {
         let mut rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
         // Its first time is asked before the watcher exists: a custom
         // schedule that panics (user code) leaves nothing behind.
-        let first = rule.first(to_ns(self.backend.wall_now()));
+        let first = rule.first(clock_ns(self.backend.wall_now()));
         let key = self.create::<Periodics>(
             rank::PERIODIC,
             Plain::<Periodic, F>::boxed(callback),

@@ -884,10 +884,16 @@ impl fmt::Display for Record {
     }
 }
 
+/// The longest record a trace may hold.
+const MAX_RECORD: usize = 1 << 30;
+
 /// Reads records back from a trace.
 pub(crate) struct Decoder {
     input: BufReader<Box<dyn Read>>,
     payload: Vec<u8>,
+    /// The bytes of the trace decoded so far (the header and whole
+    /// records): what the replay's allocations are bounded by.
+    consumed: u64,
 }
 
 fn corrupt(what: impl fmt::Display) -> io::Error {
@@ -904,6 +910,7 @@ impl Decoder {
         let mut d = Decoder {
             input: BufReader::with_capacity(64 * 1024, input),
             payload: Vec::new(),
+            consumed: 10,
         };
         let mut head = [0u8; 10];
         d.input.read_exact(&mut head).map_err(|e| {
@@ -942,24 +949,27 @@ impl Decoder {
     /// a complete one ends with [`Record::End`]).
     pub(crate) fn next(&mut self) -> io::Result<Option<Record>> {
         let mut t = [0u8];
-        match self.input.read(&mut t) {
-            Ok(0) => return Ok(None),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return self.next(),
-            Err(e) => return Err(e),
+        // A loop, not a retry by recursion: a reader may be interrupted
+        // any number of times in a row.
+        loop {
+            match self.input.read(&mut t) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
         let len = self.read_varint()?;
         let len = usize::try_from(len)
             .ok()
-            .filter(|&l| l <= 1 << 30)
+            .filter(|&l| l <= MAX_RECORD)
             .ok_or_else(|| corrupt(format!("a record of {len} bytes")))?;
-        self.payload.resize(len, 0);
-        match self.input.read_exact(&mut self.payload) {
-            Ok(()) => {}
+        if !self.read_payload(len)? {
             // Cut off inside the record: as cut off before it.
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
+            return Ok(None);
         }
+        // The tag, the length's varint (at least one byte), the payload.
+        self.consumed = self.consumed.saturating_add(2 + len as u64);
         let mut c = Cursor {
             b: &self.payload,
             pos: 0,
@@ -974,6 +984,35 @@ impl Decoder {
             )));
         }
         Ok(Some(r))
+    }
+
+    /// The bytes of the trace decoded so far.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Reads a payload of `len` bytes into `payload`; false if the input
+    /// ends first. The buffer grows with what arrives, a block at a time,
+    /// never to a length the trace merely claims: a few bytes claiming a
+    /// record of a gigabyte cost a block, not a gigabyte.
+    fn read_payload(&mut self, len: usize) -> io::Result<bool> {
+        const BLOCK: usize = 64 * 1024;
+        self.payload.clear();
+        while self.payload.len() < len {
+            let have = self.payload.len();
+            let n = (len - have).min(BLOCK);
+            self.payload.resize(have + n, 0);
+            match self.input.read_exact(&mut self.payload[have..]) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        // A long record's buffer is not kept for the short ones after it.
+        if self.payload.capacity() > 4 * BLOCK && len <= BLOCK {
+            self.payload.shrink_to(BLOCK);
+        }
+        Ok(true)
     }
 
     fn read_varint(&mut self) -> io::Result<u64> {
@@ -999,6 +1038,14 @@ struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
+    /// How many of `n` items of at least `each` bytes the rest of the
+    /// record can hold: the capacity to reserve for them (a count is the
+    /// trace's word, the bytes are there).
+    fn room_for(&self, n: u64, each: usize) -> usize {
+        let left = (self.b.len() - self.pos) / each;
+        usize::try_from(n).map_or(left, |n| n.min(left))
+    }
+
     fn byte(&mut self) -> io::Result<u8> {
         let b = *self
             .b
@@ -1158,7 +1205,7 @@ impl Cursor<'_> {
                 let result = match self.byte()? {
                     s @ (0 | 1) => {
                         let n = self.u()?;
-                        let mut events = Vec::with_capacity(n.min(1 << 16) as usize);
+                        let mut events = Vec::with_capacity(self.room_for(n, 2));
                         for _ in 0..n {
                             events.push(PollEvent {
                                 fd: self.fd()?,
@@ -1185,7 +1232,7 @@ impl Cursor<'_> {
             },
             tag::MODIFY_ALL => {
                 let n = self.u()?;
-                let mut changes = Vec::with_capacity(n.min(1 << 16) as usize);
+                let mut changes = Vec::with_capacity(self.room_for(n, 3));
                 for _ in 0..n {
                     changes.push(self.change()?);
                 }
@@ -1242,10 +1289,11 @@ impl Cursor<'_> {
                 let exists = self.byte()? != 0;
                 let size = self.u()?;
                 let modified = match self.byte()? {
-                    0 => SystemTime::UNIX_EPOCH + self.dur()?,
-                    1 => SystemTime::UNIX_EPOCH - self.dur()?,
+                    0 => SystemTime::UNIX_EPOCH.checked_add(self.dur()?),
+                    1 => SystemTime::UNIX_EPOCH.checked_sub(self.dur()?),
                     b => return Err(corrupt(format!("time form {b}"))),
-                };
+                }
+                .ok_or_else(|| corrupt("a modification time this system cannot represent"))?;
                 let stat = FileStat {
                     exists,
                     size,

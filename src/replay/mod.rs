@@ -29,9 +29,16 @@
 //! registration change (`modify`), each io watcher's fd (`check_fd`),
 //! each read's size, each write's bytes, each accept and half-close. The
 //! first difference is a [`Divergence`] (the iteration, the fd, the
-//! callback running, what the trace has, what the program did): `run`
-//! returns it as an error at the next poll, [`Replay::divergence`] and
-//! [`Replay::finish`] report it, and the replay answers nothing more.
+//! callback running, what the trace has, what the program did): the call
+//! fails if it can, `run` returns it as an error at the next poll,
+//! [`Replay::divergence`] and [`Replay::finish`] report it, and every
+//! later call that can fail fails.
+//!
+//! **A trace is untrusted input**: whatever its bytes, the decoder and
+//! the replay never panic, hang or allocate more than the trace's size
+//! justifies (plus a constant); an fd number above 65,536 plus the bytes
+//! read so far is refused before it sizes the loop's fd table.
+//! `docs/replay.md` ("A trace is untrusted input") has the details.
 //!
 //! ```
 //! use evloop::net::{ConnEvent, ConnOptions, Conns};

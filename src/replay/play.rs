@@ -166,6 +166,19 @@ pub(crate) struct Player {
 const READ_HINT: &str = "a read or write the recording lacks: at recording time it went outside evloop's recorded paths \
      (a Read or Write on the socket itself rather than evloop::net or backends::fd_io), or the program changed";
 
+/// Why a read's record may hold more than the read asked for.
+const OVERLONG_READ: &str =
+    "the trace's read returned more bytes than the read asked for: the trace is corrupt";
+
+/// The fd numbers a replay accepts without a trace to justify them: the
+/// loop's fd table is sized by the highest fd registered, so a trace's fd
+/// number may exceed this only by the trace's size (in bytes).
+pub(crate) const FD_FLOOR: i64 = 1 << 16;
+
+/// Why an fd number is refused.
+const FD_HINT: &str = "the trace's fd number is beyond what a replay of its size accepts (65,536 plus its length in bytes: \
+     the loop's fd table is sized by the highest fd): the trace is corrupt, or its program held that many fds before it was recorded";
+
 /// Why a poll's timeout may differ.
 const TIMEOUT_HINT: &str = "the loop computed another wait: its timers differ (the program changed), or at recording time \
      another thread sent to an async watcher, which a replay cannot repeat";
@@ -276,6 +289,13 @@ impl Player {
         }
     }
 
+    /// Whether a trace's fd number may size the loop's fd table (see
+    /// [`FD_FLOOR`]).
+    fn fd_allowed(&self, fd: i64) -> bool {
+        let limit = FD_FLOOR.saturating_add(i64::try_from(self.dec.consumed()).unwrap_or(i64::MAX));
+        (0..=limit).contains(&fd)
+    }
+
     /// The program did `what` on the OS fd `fd` through `path`.
     pub(crate) fn outside(&mut self, fd: RawFd, what: &str, path: &str) {
         if self.diverged.is_some() {
@@ -346,13 +366,13 @@ impl Player {
     fn modify(&mut self, c: Change) -> io::Result<()> {
         let actual = || format!("modify(fd{}, {} => {})", c.fd, c.old, c.new);
         let Some(rec) = self.take(Some(c.fd), actual) else {
-            return Ok(());
+            return Err(self.diverged_error());
         };
         match rec {
             Record::Modify { change, result } if change == c => result.map_err(|e| e.to_io()),
             rec => {
                 self.mismatch(Some(c.fd), rec, actual(), None);
-                Ok(())
+                Err(self.diverged_error())
             }
         }
     }
@@ -367,7 +387,7 @@ impl Player {
         };
         let fd = changes.first().map(|c| c.fd);
         let Some(rec) = self.take(fd, actual) else {
-            return Ok(());
+            return Err((0, self.diverged_error()));
         };
         match rec {
             Record::ModifyAll {
@@ -386,7 +406,7 @@ impl Player {
                     _ => fd,
                 };
                 self.mismatch(fd, rec, actual(), None);
-                Ok(())
+                Err((0, self.diverged_error()))
             }
         }
     }
@@ -399,18 +419,30 @@ impl Player {
             format!("{}({})", call_name(t), list.join(", "))
         };
         let Some(rec) = self.take(fd, actual) else {
-            return Ok(());
+            return Err(self.diverged_error());
         };
         match rec {
             Record::Call {
                 tag: rt,
                 args: ra,
                 result,
-            } if rt == t && ra == args => result.map_err(|e| e.to_io()),
+            } if rt == t && ra == args => {
+                // The fd of a registration sizes the loop's fd table.
+                if t == tag::CHECK_FD && result.is_ok() && !self.fd_allowed(args[0]) {
+                    let rec = Record::Call {
+                        tag: rt,
+                        args: ra,
+                        result,
+                    };
+                    self.mismatch(fd, rec, actual(), Some(FD_HINT));
+                    return Err(self.diverged_error());
+                }
+                result.map_err(|e| e.to_io())
+            }
             rec => {
                 let hint = (t == tag::SHUTDOWN).then_some(READ_HINT);
                 self.mismatch(fd, rec, actual(), hint);
-                Ok(())
+                Err(self.diverged_error())
             }
         }
     }
@@ -475,7 +507,7 @@ impl Player {
     fn watch_path(&mut self, path: String, token: u64) -> io::Result<()> {
         let actual = || format!("watch_path({path}, {token})");
         let Some(rec) = self.take(None, actual) else {
-            return Ok(());
+            return Err(self.diverged_error());
         };
         match rec {
             Record::WatchPath {
@@ -485,7 +517,7 @@ impl Player {
             } if p == path && t == token => result.map_err(|e| e.to_io()),
             rec => {
                 self.mismatch(None, rec, actual(), None);
-                Ok(())
+                Err(self.diverged_error())
             }
         }
     }
@@ -504,6 +536,15 @@ impl Player {
                 len: rl,
                 result,
             } if rf == fd && rl == len => match result {
+                Ok(bytes) if bytes.len() > buf.len() => {
+                    let rec = Record::Read {
+                        fd,
+                        len,
+                        result: Ok(bytes),
+                    };
+                    self.mismatch(Some(fd), rec, actual(), Some(OVERLONG_READ));
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
                 Ok(bytes) => {
                     buf[..bytes.len()].copy_from_slice(&bytes);
                     self.summary.reads += 1;
@@ -562,6 +603,17 @@ impl Player {
             return Err(io::ErrorKind::WouldBlock.into());
         };
         match rec {
+            Record::Accept {
+                fd: rf,
+                result: Ok(new),
+            } if rf == fd && !self.fd_allowed(new as i64) => {
+                let rec = Record::Accept {
+                    fd,
+                    result: Ok(new),
+                };
+                self.mismatch(Some(fd), rec, actual(), Some(FD_HINT));
+                Err(io::ErrorKind::WouldBlock.into())
+            }
             Record::Accept { fd: rf, result } if rf == fd => result.map_err(|e| e.to_io()),
             rec => {
                 self.mismatch(Some(fd), rec, actual(), None);
