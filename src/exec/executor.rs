@@ -29,6 +29,15 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context as TaskContext, Poll, Wake as StdWake, Waker};
 use std::time::Duration;
 
+// The wake-up protocol's atomics and the run queue's lock, which the
+// model check (`--cfg loom`, `mod model` at the end of this file) replaces
+// with loom's, as kinds/asyncs.rs does.
+#[cfg(all(test, loom))]
+use loom::sync::{
+    atomic::{fence, AtomicBool},
+    Mutex,
+};
+#[cfg(not(all(test, loom)))]
 use std::sync::{
     atomic::{fence, AtomicBool},
     Mutex,
@@ -92,7 +101,9 @@ impl RunQueue {
     }
 
     /// The next task to poll, its `queued` flag cleared. Before the poll:
-    /// a wake during the poll queues the task again.
+    /// a wake during the poll queues the task again. A swap, not a store:
+    /// a wake whose swap read the flag still set (and so queued nothing)
+    /// then happens before this poll, which sees what that wake published.
     fn next(&self) -> Option<Arc<TaskWaker>> {
         let task = self
             .queue
@@ -100,7 +111,7 @@ impl RunQueue {
             .unwrap_or_else(|p| p.into_inner())
             .tasks
             .pop_front()?;
-        task.queued.store(false, Ordering::Release);
+        task.queued.swap(false, Ordering::AcqRel);
         Some(task)
     }
 
@@ -196,8 +207,13 @@ impl StdWake for MainWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.run.poked.store(true, Ordering::SeqCst);
+        // Swaps, not stores: the loop's swap of `woken` may read a later
+        // waker's `true`, and synchronises with the earlier ones only if
+        // all are read-modify-writes (one release sequence, as
+        // kinds/asyncs.rs's `any`). (loom also mis-models a store racing
+        // a swap: tokio-rs/loom#254.)
+        self.woken.swap(true, Ordering::SeqCst);
+        self.run.poked.swap(true, Ordering::SeqCst);
         self.run.notify();
     }
 }
@@ -1119,5 +1135,231 @@ impl<'s, S> Loop<'s, S> {
                 _ => {}
             }
         }
+    }
+}
+
+/// The model check of the wake-up protocol and the run queue: loom runs
+/// a loop's iterations against wakes from other threads in every
+/// interleaving its memory model allows (the atomics and the queue's lock
+/// above are loom's under `--cfg loom`).
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib exec::executor::model`
+/// (`.ci/run` does). What it checks: a loop that decides to block after a
+/// wake it did not see is always woken through the backend (no lost
+/// wake-up), a task is never in the queue twice, and every wake is
+/// followed by a poll that sees what the waker published before it.
+/// Each fails as it should when the code is broken: without either
+/// fence, the `block_on` wake is lost; with the `queued` flag cleared
+/// after the poll, or by a plain store, a wake during a poll is; without
+/// the flag, a task is queued twice.
+#[cfg(all(test, loom))]
+mod model {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+
+    /// A backend's waker that counts its wakes.
+    struct Counting(AtomicUsize);
+
+    impl Wake for Counting {
+        fn wake(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A loop's run queue and its tasks, each woken by threads of its own
+    /// (after publishing a message: `sent`), and maybe a `block_on`
+    /// future woken by one more; what the polls saw.
+    struct World {
+        run: Arc<RunQueue>,
+        waker: Arc<Counting>,
+        sent: Vec<Arc<AtomicUsize>>,
+        /// The last count of `sent` each task's poll read.
+        seen: RefCell<Vec<usize>>,
+        wakes: Vec<usize>,
+        main: Arc<MainWaker>,
+        main_polls: Cell<usize>,
+        done: Arc<AtomicUsize>,
+        threads: usize,
+    }
+
+    impl World {
+        /// `wakes[i]` threads each wake task `i` once (every task queued
+        /// once already, as a spawn leaves it), and one more the
+        /// `block_on` future if `main`.
+        fn new(wakes: &[usize], main: bool) -> (World, Vec<loom::thread::JoinHandle<()>>) {
+            let run = Arc::new(RunQueue::new());
+            let waker = Arc::new(Counting(AtomicUsize::new(0)));
+            let _ = run.waker.set(waker.clone());
+            let tasks: Vec<_> = (0..wakes.len())
+                .map(|slot| {
+                    Arc::new(TaskWaker {
+                        slot: slot as u32,
+                        generation: 0,
+                        queued: AtomicBool::new(false),
+                        run: run.clone(),
+                    })
+                })
+                .collect();
+            for t in &tasks {
+                t.wake_by_ref();
+            }
+            let sent: Vec<_> = wakes
+                .iter()
+                .map(|_| Arc::new(AtomicUsize::new(0)))
+                .collect();
+            let main_waker = Arc::new(MainWaker {
+                woken: AtomicBool::new(false),
+                run: run.clone(),
+            });
+            let done = Arc::new(AtomicUsize::new(0));
+            let mut threads = vec![];
+            for (i, &n) in wakes.iter().enumerate() {
+                for _ in 0..n {
+                    let (task, sent, done) = (tasks[i].clone(), sent[i].clone(), done.clone());
+                    threads.push(loom::thread::spawn(move || {
+                        sent.fetch_add(1, Ordering::Release);
+                        task.wake_by_ref();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }));
+                }
+            }
+            if main {
+                let (m, done) = (main_waker.clone(), done.clone());
+                threads.push(loom::thread::spawn(move || {
+                    m.wake_by_ref();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+            let world = World {
+                run,
+                waker,
+                seen: RefCell::new(vec![0; tasks.len()]),
+                sent,
+                wakes: wakes.to_vec(),
+                main: main_waker,
+                main_polls: Cell::new(0),
+                done,
+                threads: threads.len(),
+            };
+            (world, threads)
+        }
+
+        fn no_task_queued_twice(&self) {
+            let q = self.run.queue.lock().unwrap();
+            for (i, t) in q.tasks.iter().enumerate() {
+                let twice = q.tasks.iter().skip(i + 1).any(|u| Arc::ptr_eq(t, u));
+                assert!(!twice, "task {} queued twice", t.slot);
+            }
+        }
+
+        /// Whether a task is queued, or the `block_on` future woken.
+        fn work_left(&self) -> bool {
+            !self.run.queue.lock().unwrap().tasks.is_empty()
+                || self.run.poked.load(Ordering::SeqCst)
+        }
+
+        /// One iteration, as `Loop::run` makes it with the executor's
+        /// kind: `sleep` before a poll that may block; the poll blocks
+        /// until a backend wake, or for ever once every waker is done
+        /// without one (then no work may be left: that would be a lost
+        /// wake-up; the model lets the poll time out there); `wake`; the
+        /// `Polled` phase (clears `poked`); the pass; then `block_on`'s
+        /// look at its future's flag.
+        fn iteration(&self) {
+            let run = &*self.run;
+            if !run.sleep() {
+                loop {
+                    // `done` first: a waker's backend wake comes before
+                    // its `done`, so it is seen below if it was made.
+                    let finished = self.done.load(Ordering::SeqCst) == self.threads;
+                    if self.waker.0.load(Ordering::SeqCst) > 0 {
+                        break;
+                    }
+                    if finished {
+                        assert!(
+                            !self.work_left(),
+                            "lost wake-up: work is left and the loop sleeps unwoken"
+                        );
+                        break;
+                    }
+                    loom::thread::yield_now();
+                }
+            }
+            run.wake_up();
+            run.clear_poked();
+            self.no_task_queued_twice();
+            while let Some(task) = run.next() {
+                // Queued again meanwhile is right (woken since `next`
+                // cleared its flag); twice is not.
+                self.no_task_queued_twice();
+                // The poll: reads what was sent to the task.
+                let slot = task.slot as usize;
+                self.seen.borrow_mut()[slot] = self.sent[slot].load(Ordering::Acquire);
+            }
+            if self.main.woken.swap(false, Ordering::SeqCst) {
+                self.main_polls.set(self.main_polls.get() + 1);
+            }
+        }
+
+        /// After every waker is done: one more iteration, then each task's
+        /// last poll saw every message sent to it.
+        fn finish(&self, threads: Vec<loom::thread::JoinHandle<()>>, main: bool) {
+            for t in threads {
+                t.join().unwrap();
+            }
+            self.iteration();
+            assert!(!self.work_left());
+            assert_eq!(
+                *self.seen.borrow(),
+                self.wakes,
+                "a wake not followed by a poll that sees its message"
+            );
+            assert_eq!(
+                self.main_polls.get(),
+                main as usize,
+                "block_on's future polled once"
+            );
+        }
+    }
+
+    /// One task woken by two threads at once, while the loop polls it
+    /// (it was queued already) and goes to sleep: the two wakes queue it
+    /// at most once more, the loop sees the push or is woken, and the
+    /// last poll sees both messages.
+    #[test]
+    fn a_task_woken_twice_while_the_loop_sleeps_is_queued_once_and_seen() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let (world, threads) = World::new(&[2], false);
+            world.iteration();
+            world.iteration();
+            world.finish(threads, false);
+        });
+    }
+
+    /// A task woken during its poll (after its `queued` flag is cleared):
+    /// queued again, and the next poll sees the message.
+    #[test]
+    fn a_wake_during_a_poll_queues_the_task_again() {
+        loom::model(|| {
+            let (world, threads) = World::new(&[1], false);
+            world.iteration();
+            world.finish(threads, false);
+        });
+    }
+
+    /// `block_on`'s future woken from another thread (`poked`, no queue
+    /// lock to order it) while a task's wake races too: the loop that
+    /// goes to sleep sees one or is woken.
+    #[test]
+    fn a_block_on_wake_from_another_thread_wakes_the_sleeping_loop() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let (world, threads) = World::new(&[1], true);
+            world.iteration();
+            world.iteration();
+            world.finish(threads, true);
+        });
     }
 }
