@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
@@ -664,30 +664,197 @@ impl Drop for PanicsOnDrop {
     }
 }
 
+/// A task that holds a `PanicsOnDrop` and sleeps for a minute.
+async fn bomb() {
+    let _bomb = PanicsOnDrop;
+    sleep(Duration::from_secs(60)).await;
+}
+
 #[test]
-fn a_panic_while_an_aborted_task_is_dropped_leaves_the_loop_usable() {
-    let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let task = lp
-        .spawn_local(async {
-            let _bomb = PanicsOnDrop;
-            sleep(Duration::from_secs(60)).await;
-        })
-        .unwrap();
-    lp.run(RunMode::NoWait, &mut ()).unwrap();
-    task.abort();
-    // The drop's panic comes out of `run`, as a callback's would ...
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        lp.run(RunMode::NoWait, &mut ())
-    }));
-    assert!(r.is_err());
-    // ... and the task is gone with its timer; the loop goes on.
-    assert_eq!(lp.executor().unwrap().task_count(), 0);
-    assert_eq!(lp.active_count(), 0);
-    let r = lp.block_on(&mut (), task).unwrap();
-    assert!(r.unwrap_err().is_aborted());
-    assert_eq!(lp.block_on(&mut (), async { 5 }).unwrap(), 5);
-    assert_eq!(
-        lp.run(RunMode::Default, &mut ()).unwrap(),
-        RunOutcome::NoActiveWatchers
-    );
+fn a_panic_while_an_aborted_task_is_dropped_is_its_outcome_on_every_backend() {
+    in_worlds("aborted task's drop panics", &every_backend(), |world| {
+        let mut lp: Loop = world.new_loop();
+        let waited = lp.spawn_local(bomb()).unwrap();
+        let detached = lp.spawn_local(bomb()).unwrap();
+        lp.run(RunMode::NoWait, &mut ()).unwrap();
+        waited.abort();
+        detached.abort();
+        drop(detached);
+        // Neither drop's panic comes out of `run` or `block_on`: the
+        // waited task's handle gives it, the detached one's is dropped.
+        let r = lp.block_on(&mut (), waited).unwrap();
+        let err = r.unwrap_err();
+        assert!(err.is_panic(), "{}: {err:?}", world.backend);
+        assert_eq!(err.to_string(), "the task panicked: a drop's bug");
+        // Both tasks are gone with their timers; the loop goes on.
+        assert_eq!(lp.executor().unwrap().task_count(), 0);
+        assert_eq!(lp.active_count(), 0);
+        assert_eq!(lp.block_on(&mut (), async { 5 }).unwrap(), 5);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+    });
+}
+
+/// Ready at its first poll, with a field whose drop panics.
+struct ReadyThenPanicsOnDrop(#[allow(dead_code)] PanicsOnDrop);
+
+impl Future for ReadyThenPanicsOnDrop {
+    type Output = u8;
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u8> {
+        Poll::Ready(7)
+    }
+}
+
+/// A value whose drop panics, as a task's output.
+struct PanicsOnDropOutput;
+
+impl Drop for PanicsOnDropOutput {
+    fn drop(&mut self) {
+        panic!("an output's bug");
+    }
+}
+
+#[test]
+fn a_panic_while_a_finished_task_is_dropped_is_contained_on_every_backend() {
+    in_worlds("finished task's drop panics", &every_backend(), |world| {
+        let mut lp: Loop = world.new_loop();
+        // A future dropped once ready: its drop's panic is the outcome.
+        let waited = lp.spawn_local(ReadyThenPanicsOnDrop(PanicsOnDrop)).unwrap();
+        // An output nobody waits for, dropped with the task: contained.
+        drop(lp.spawn_local(async { PanicsOnDropOutput }).unwrap());
+        let err = lp.block_on(&mut (), waited).unwrap().unwrap_err();
+        assert_eq!(err.to_string(), "the task panicked: a drop's bug");
+        assert_eq!(lp.executor().unwrap().task_count(), 0);
+        assert_eq!(
+            lp.run(RunMode::Default, &mut ()).unwrap(),
+            RunOutcome::NoActiveWatchers
+        );
+    });
+}
+
+#[test]
+fn a_loop_dropped_with_tasks_whose_drops_panic_resumes_one_panic_on_every_backend() {
+    in_worlds("pending tasks' drops panic", &every_backend(), |world| {
+        let held = Rc::new(());
+        let mut lp: Loop = world.new_loop();
+        let mut handles = vec![];
+        for _ in 0..3 {
+            let h = held.clone();
+            handles.push(
+                lp.spawn_local(async move {
+                    let _h = h;
+                    bomb().await
+                })
+                .unwrap(),
+            );
+        }
+        lp.run(RunMode::NoWait, &mut ()).unwrap();
+        // Three drops panic: each is caught (a second unwinding panic
+        // would abort the process), every task is dropped, and the first
+        // panic comes out of the loop's drop.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(lp)));
+        let payload = r.unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a drop's bug"));
+        assert_eq!(Rc::strong_count(&held), 1, "every task was dropped");
+        // Their handles say they never finished.
+        let mut other: Loop = world.new_loop();
+        for h in handles {
+            assert!(other
+                .block_on(&mut (), h)
+                .unwrap()
+                .unwrap_err()
+                .is_aborted());
+        }
+    });
+}
+
+/// Yields until `done`: by `yield_now`, or (`by_poll_fn`) by a
+/// `poll_fn` that wakes itself and returns `Pending`. How many times.
+async fn yield_until(by_poll_fn: bool, mut done: impl FnMut() -> bool) -> u64 {
+    let mut yields = 0;
+    while !done() {
+        if by_poll_fn {
+            let mut woke = false;
+            std::future::poll_fn(|cx| {
+                if std::mem::replace(&mut woke, true) {
+                    return Poll::Ready(());
+                }
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            })
+            .await;
+        } else {
+            yield_now().await;
+        }
+        yields += 1;
+    }
+    yields
+}
+
+#[test]
+fn a_block_on_future_that_wakes_itself_lets_tasks_timers_and_io_run_on_every_backend() {
+    in_worlds("self-woken block_on", &every_backend(), |world| {
+        for by_poll_fn in [false, true] {
+            let (conn, mut peer) = world.pair();
+            let mut lp: Loop = world.new_loop();
+            // The simulator's time moves only while the loop blocks,
+            // which a woken `block_on` must not: there, all is due now.
+            let after = if world.sim().is_some() {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(1)
+            };
+            let (slept, fired, read) = (
+                Rc::new(Cell::new(false)),
+                Rc::new(Cell::new(false)),
+                Rc::new(Cell::new(false)),
+            );
+            let s = slept.clone();
+            lp.spawn_local(async move {
+                sleep(after).await;
+                s.set(true);
+            })
+            .unwrap();
+            let f = fired.clone();
+            lp.timer(after, Duration::ZERO, move |_, _, _| f.set(true))
+                .unwrap();
+            let r = read.clone();
+            lp.io(conn, Interest::READABLE, move |lp, _, ev| {
+                r.set(true);
+                lp.remove(ev.watcher).unwrap();
+            })
+            .unwrap();
+            peer.send(b"x");
+            let yields = lp
+                .block_on(
+                    &mut (),
+                    yield_until(by_poll_fn, || slept.get() && fired.get() && read.get()),
+                )
+                .unwrap();
+            if world.sim().is_some() {
+                // One iteration per yield: everything ran in the first.
+                assert_eq!(yields, 1, "by_poll_fn {by_poll_fn}");
+            }
+            // A minute's timer: an iteration that blocked for it would
+            // show on the simulator's clock (and the watchdog's, here).
+            lp.timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
+                .unwrap();
+            let start = lp.now();
+            let yields = lp
+                .block_on(&mut (), {
+                    let mut n = 0;
+                    yield_until(by_poll_fn, move || {
+                        n += 1;
+                        n > 1000
+                    })
+                })
+                .unwrap();
+            assert_eq!(yields, 1000);
+            if world.sim().is_some() {
+                assert_eq!(lp.now(), start, "a yield blocked");
+            }
+        }
+    });
 }

@@ -25,7 +25,9 @@ use crate::{Interest, Loop, RunMode};
 /// ```
 ///
 /// The count is per thread, so that tests running in parallel in the same
-/// binary do not add to each other's.
+/// binary do not add to each other's. It also counts the frees and the
+/// bytes held, for [`CountingAllocator::net_allocations_in`] (what a piece
+/// of code left allocated: a leak) and [`CountingAllocator::peak_bytes_in`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CountingAllocator;
 
@@ -33,6 +35,8 @@ thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     /// This thread's allocations while `COUNTING` is set.
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    /// This thread's frees while `COUNTING` is set.
+    static FREES: Cell<u64> = const { Cell::new(0) };
     /// While `COUNTING` is set: the bytes this thread allocated less those
     /// it freed (negative if it frees what it had before), and the most
     /// that has been.
@@ -47,8 +51,12 @@ fn counting() -> bool {
 }
 
 fn note() {
+    count(&ALLOCS);
+}
+
+fn count(counter: &'static std::thread::LocalKey<Cell<u64>>) {
     if counting() {
-        let _ = ALLOCS.try_with(|n| n.set(n.get() + 1));
+        let _ = counter.try_with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -84,6 +92,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
         unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(&FREES);
         live(-size(layout.size()));
         // SAFETY: `ptr` was allocated by `System` with `layout` (every
         // allocation of this allocator is).
@@ -91,6 +100,7 @@ unsafe impl GlobalAlloc for CountingAllocator {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note();
+        count(&FREES);
         live(size(new_size) - size(layout.size()));
         // SAFETY: as for `dealloc`, and `new_size` is the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
@@ -147,6 +157,26 @@ impl CountingAllocator {
         LIVE.with(|l| l.set(saved.0 + LIVE.with(Cell::get)));
         PEAK.with(|p| p.set(saved.1.max(saved.0 + peak)));
         u64::try_from(peak).unwrap_or(0)
+    }
+
+    /// The allocations `f` made on this thread minus the frees it made:
+    /// how many blocks it left allocated (a leak, or a cache it filled;
+    /// run it once first to fill those). A `realloc` counts as a free
+    /// and an allocation.
+    ///
+    /// ```
+    /// # #[global_allocator]
+    /// # static COUNTING: evloop::conformance::CountingAllocator =
+    /// #     evloop::conformance::CountingAllocator;
+    /// use evloop::conformance::CountingAllocator;
+    /// assert_eq!(CountingAllocator::net_allocations_in(|| drop(vec![1u8; 64])), 0);
+    /// let n = CountingAllocator::net_allocations_in(|| std::mem::forget(vec![1u8; 64]));
+    /// assert_eq!(n, 1);
+    /// ```
+    pub fn net_allocations_in(f: impl FnOnce()) -> i64 {
+        let frees = FREES.with(Cell::get);
+        let allocs = CountingAllocator::allocations_in(f);
+        allocs as i64 - (FREES.with(Cell::get) - frees) as i64
     }
 
     /// Whether it is the global allocator of this program (an allocation

@@ -24,15 +24,30 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context as TaskContext, Poll, Wake as StdWake, Waker};
 use std::time::Duration;
+
+// The wake-up protocol's atomics and the run queue's lock, which the
+// model check (`--cfg loom`, `mod model` at the end of this file) replaces
+// with loom's, as kinds/asyncs.rs does.
+#[cfg(all(test, loom))]
+use loom::sync::{
+    atomic::{fence, AtomicBool},
+    Mutex,
+};
+#[cfg(not(all(test, loom)))]
+use std::sync::{
+    atomic::{fence, AtomicBool},
+    Mutex,
+};
 
 use slab::Slab;
 
 use super::reactor::Reactor;
 use crate::backend::Wake;
+use crate::unwind::Held;
 use crate::{
     Context, Error, Kind, Loop, Phase, Phases, Ready, Result, RunMode, RunOutcome, Watcher,
 };
@@ -44,7 +59,7 @@ const DEFAULT_BUDGET: usize = 128;
 /// What wakers share with the loop: the tasks woken, and how to wake the
 /// loop from another thread.
 pub(crate) struct RunQueue {
-    queue: Mutex<VecDeque<Arc<TaskWaker>>>,
+    queue: Mutex<Queue>,
     /// A `block_on` future (or several, nested) was woken.
     poked: AtomicBool,
     /// The loop is in, or about to enter, a poll that may block.
@@ -53,24 +68,70 @@ pub(crate) struct RunQueue {
     waker: OnceLock<Arc<dyn Wake>>,
 }
 
+/// The tasks woken and not yet polled, in wake order.
+struct Queue {
+    tasks: VecDeque<Arc<TaskWaker>>,
+    /// The loop dropped its executor: a wake queues nothing (each queued
+    /// waker holds the queue: kept, they would keep each other alive).
+    closed: bool,
+}
+
 impl RunQueue {
+    fn new() -> RunQueue {
+        RunQueue {
+            queue: Mutex::new(Queue {
+                tasks: VecDeque::new(),
+                closed: false,
+            }),
+            poked: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            waker: OnceLock::new(),
+        }
+    }
+
     fn push(&self, task: Arc<TaskWaker>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(task);
+        {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if q.closed {
+                return;
+            }
+            q.tasks.push_back(task);
+        }
         self.notify();
     }
 
-    fn pop(&self) -> Option<Arc<TaskWaker>> {
-        self.queue
+    /// The next task to poll, its `queued` flag cleared. Before the poll:
+    /// a wake during the poll queues the task again. A swap, not a store:
+    /// a wake whose swap read the flag still set (and so queued nothing)
+    /// then happens before this poll, which sees what that wake published.
+    fn next(&self) -> Option<Arc<TaskWaker>> {
+        let task = self
+            .queue
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
+            .tasks
+            .pop_front()?;
+        task.queued.swap(false, Ordering::AcqRel);
+        Some(task)
     }
 
     fn len(&self) -> usize {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tasks
+            .len()
+    }
+
+    /// The loop drops its executor: the queued wakers go, and later wakes
+    /// queue nothing.
+    fn close(&self) {
+        let tasks = {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.closed = true;
+            std::mem::take(&mut q.tasks)
+        };
+        drop(tasks);
     }
 
     /// Something was queued: wake the loop if it may be blocking (push,
@@ -82,6 +143,27 @@ impl RunQueue {
                 w.wake();
             }
         }
+    }
+
+    /// The loop, before a poll that may block: from now on a wake wakes
+    /// the backend. True if something was woken already.
+    fn sleep(&self) -> bool {
+        self.sleeping.store(true, Ordering::SeqCst);
+        // Store, fence, load; a waker pushes, fences, loads `sleeping`
+        // (kinds/asyncs.rs explains why no wake-up is lost).
+        fence(Ordering::SeqCst);
+        self.has_work()
+    }
+
+    /// The loop, after the poll.
+    fn wake_up(&self) {
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// The loop's `Polled` phase: the `block_on` wakes so far are taken
+    /// (each `block_on` looks at its own flag after the iteration).
+    fn clear_poked(&self) {
+        self.poked.store(false, Ordering::SeqCst);
     }
 
     fn has_work(&self) -> bool {
@@ -125,8 +207,13 @@ impl StdWake for MainWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.run.poked.store(true, Ordering::SeqCst);
+        // Swaps, not stores: the loop's swap of `woken` may read a later
+        // waker's `true`, and synchronises with the earlier ones only if
+        // all are read-modify-writes (one release sequence, as
+        // kinds/asyncs.rs's `any`). (loom also mis-models a store racing
+        // a swap: tokio-rs/loom#254.)
+        self.woken.swap(true, Ordering::SeqCst);
+        self.run.poked.swap(true, Ordering::SeqCst);
         self.run.notify();
     }
 }
@@ -317,8 +404,9 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
     Reactor::apply(lp, shared);
     let n = shared.run.len().min(shared.budget.get());
     for _ in 0..n {
-        let Some(waker) = shared.run.pop() else { break };
-        waker.queued.store(false, Ordering::Release);
+        let Some(waker) = shared.run.next() else {
+            break;
+        };
         let slot = waker.slot as usize;
         let taken = {
             let mut tasks = shared.tasks.borrow_mut();
@@ -330,9 +418,10 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
         let Some(mut future) = taken else { continue };
         let as_waker = Waker::from(waker.clone());
         let mut cx = TaskContext::from_waker(&as_waker);
-        // `task` catches a panic of the user's future and reports it
-        // through the join handle (it is Ready then); what can still
-        // unwind here is a panic in the drop of a future that finished.
+        // `task` catches a panic of the user's future, in its poll or its
+        // drop, and reports it through the join handle (it is Ready
+        // then); what can still unwind here is the drop of an outcome
+        // nobody waits for (the handle is gone): contained, as tokio does.
         let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
         match polled {
             Ok(Poll::Pending) => {
@@ -344,45 +433,69 @@ fn pass<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
                 shared.tasks.borrow_mut().remove(slot);
                 // Dropped here, with the executor current: what it held
                 // asks the loop to stop its watchers.
-                drop(future);
+                contain(move || drop(future));
             }
             Err(payload) => {
-                // The task is gone; its handle has its outcome already.
                 shared.tasks.borrow_mut().remove(slot);
-                drop(future);
-                Reactor::apply(lp, shared);
-                std::panic::resume_unwind(payload);
+                contain(move || drop(future));
+                contain(move || drop(payload));
             }
         }
         Reactor::apply(lp, shared);
     }
 }
 
+/// Runs `f`, containing a panic (and one of its payload's drop).
+fn contain(f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            std::mem::forget(again);
+        }
+    }
+}
+
 /// A spawned future as a task: polls it, catching a panic, and stores
 /// the outcome for the join handle. One box: the future is pinned inside
 /// the task's own state (`pin!` in the async block), not boxed again.
+///
+/// The future is dropped inside the task's poll as soon as it is ready,
+/// panics or is aborted, so that a panic of its drop is caught too: the
+/// task's outcome is then `JoinError::Panicked` (tokio's rule).
 async fn task<F: Future + 'static>(future: F, join: Rc<JoinState<F::Output>>) {
-    {
-        let mut future = std::pin::pin!(future);
-        std::future::poll_fn(move |cx| {
+    let mut future = std::pin::pin!(Some(future));
+    std::future::poll_fn(move |cx| {
+        let polled = catch_unwind(AssertUnwindSafe(|| {
             if join.aborted.get() {
-                join.finish(Err(JoinError::Aborted));
-                return Poll::Ready(());
+                future.set(None);
+                return Poll::Ready(Err(JoinError::Aborted));
             }
-            match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
-                Ok(Poll::Pending) => Poll::Pending,
-                Ok(Poll::Ready(v)) => {
-                    join.finish(Ok(v));
-                    Poll::Ready(())
-                }
-                Err(payload) => {
-                    join.finish(Err(JoinError::Panicked(payload)));
-                    Poll::Ready(())
+            let Some(running) = future.as_mut().as_pin_mut() else {
+                // Not polled again once ready (the executor drops it).
+                return Poll::Ready(Err(JoinError::Aborted));
+            };
+            match running.poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(v) => {
+                    future.set(None);
+                    Poll::Ready(Ok(v))
                 }
             }
-        })
-        .await
-    }
+        }));
+        let outcome = match polled {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(outcome)) => outcome,
+            Err(payload) => {
+                // A panic of its poll leaves the future to drop (a panic
+                // of that drop is not the first one: contained); a panic
+                // of its drop leaves `None` (`Pin::set` writes it anyway).
+                contain(|| future.set(None));
+                Err(JoinError::Panicked(payload))
+            }
+        };
+        join.finish(outcome);
+        Poll::Ready(())
+    })
+    .await
 }
 
 /// What a task and its join handle share.
@@ -415,8 +528,9 @@ impl<T> JoinState<T> {
 /// assert_eq!(err.to_string(), "the task panicked: boom");
 /// ```
 pub enum JoinError {
-    /// The task's future panicked; the payload, as `catch_unwind` gives it
-    /// (the loop and the other tasks carry on).
+    /// The task's future panicked, in its poll or its drop (an aborted
+    /// task's included); the payload, as `catch_unwind` gives it (the
+    /// loop and the other tasks carry on).
     Panicked(Box<dyn Any + Send + 'static>),
     /// [`JoinHandle::abort`] was called before the task finished.
     Aborted,
@@ -512,8 +626,8 @@ impl<T> JoinHandle<T> {
     /// Stops the task: its future is dropped in the executor's next pass
     /// (which the loop runs in its next iteration), with everything it
     /// holds (a socket's or a timer's watcher goes too), and the handle
-    /// gives [`JoinError::Aborted`]. A task that finished already keeps
-    /// its outcome.
+    /// gives [`JoinError::Aborted`] ([`JoinError::Panicked`] if that drop
+    /// panics). A task that finished already keeps its outcome.
     ///
     /// ```
     /// use evloop::exec::sleep;
@@ -615,7 +729,7 @@ impl Kind for Tasks {
     }
 
     fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
-        self.shared.run.poked.store(false, Ordering::SeqCst);
+        self.shared.run.clear_poked();
         if let Some(w) = self.shared.watcher.get() {
             if cx.is_active(w) && self.shared.due() {
                 cx.queue(w, Ready::EMPTY);
@@ -628,14 +742,11 @@ impl Kind for Tasks {
     }
 
     fn sleep(&mut self) -> bool {
-        let run = &self.shared.run;
-        run.sleeping.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        run.has_work() || self.shared.due()
+        self.shared.run.sleep() || self.shared.due()
     }
 
     fn wake(&mut self) {
-        self.shared.run.sleeping.store(false, Ordering::SeqCst);
+        self.shared.run.wake_up();
     }
 
     fn wants_notices(&self) -> bool {
@@ -659,17 +770,28 @@ impl Kind for Tasks {
 impl Drop for Tasks {
     fn drop(&mut self) {
         // The tasks hold the executor (their futures' sockets and timers
-        // do): drop them now, so that nothing is kept alive by a cycle.
+        // do): drop them now, so that nothing is kept alive by a cycle;
+        // and the queued wakers (each holds the queue).
         self.shared.closed.set(true);
+        self.shared.run.close();
         let tasks: Vec<Task> = self.shared.tasks.borrow_mut().drain().collect();
-        let _enter = Enter::new(&self.shared);
-        drop(tasks);
+        let mut held = Held::default();
+        {
+            let _enter = Enter::new(&self.shared);
+            // Each on its own: a panic in one drop must not leave the
+            // others to be dropped while it unwinds (that aborts).
+            for task in tasks {
+                held.drop(task);
+            }
+        }
         self.shared.reactor.borrow_mut().close();
         let id = self.shared.id;
         let _ = EXECUTORS.try_with(|all| {
             all.borrow_mut()
                 .retain(|(i, w)| *i != id && w.strong_count() > 0)
         });
+        // The first panic, once the executor is closed.
+        held.resume();
     }
 }
 
@@ -812,7 +934,9 @@ where
 
 /// Gives the other tasks, and the loop's io, a turn: the task is woken
 /// at once and polled again in the executor's next pass (the next
-/// iteration, after a poll that does not block).
+/// iteration, after a poll that does not block). In `block_on`'s own
+/// future too: the loop runs an iteration (that does not block) before
+/// polling it again.
 ///
 /// ```
 /// use evloop::exec::{spawn_local, yield_now};
@@ -880,12 +1004,7 @@ impl<'s, S> Loop<'s, S> {
             id: EXECUTOR_IDS.fetch_add(1, Ordering::Relaxed),
             tasks: RefCell::new(Slab::new()),
             next_generation: Cell::new(0),
-            run: Arc::new(RunQueue {
-                queue: Mutex::new(VecDeque::new()),
-                poked: AtomicBool::new(false),
-                sleeping: AtomicBool::new(false),
-                waker: OnceLock::new(),
-            }),
+            run: Arc::new(RunQueue::new()),
             reactor: RefCell::new(Reactor::new(caps.edge)),
             watcher: Cell::new(None),
             now: Cell::new(self.now()),
@@ -918,8 +1037,9 @@ impl<'s, S> Loop<'s, S> {
     /// polled in the loop's [`Phase::Polled`], in the order they were
     /// woken, at most a budget per iteration
     /// ([`Executor::set_budget`]); while one is alive the executor's
-    /// watcher keeps [`Loop::run`] going. A panic in a task ends that
-    /// task only: its [`JoinHandle`] gives [`JoinError::Panicked`].
+    /// watcher keeps [`Loop::run`] going. A panic in a task (in its
+    /// poll, or in its future's drop, an abort's included) ends that task
+    /// only: its [`JoinHandle`] gives [`JoinError::Panicked`].
     ///
     /// ```
     /// use evloop::exec::sleep;
@@ -944,9 +1064,13 @@ impl<'s, S> Loop<'s, S> {
     /// Runs the loop until `future` is ready, and gives its value. The
     /// future is polled on this thread with the loop's executor current
     /// (it may spawn, sleep, read sockets); the loop's other watchers and
-    /// tasks run meanwhile. Callable from a callback (the loop runs
-    /// nested). `Err(Error::Stalled)` if the loop can never make progress
-    /// again (the simulator knows), with the future still pending.
+    /// tasks run meanwhile: once the future is woken, the loop runs an
+    /// iteration that does not block before polling it again, so a future
+    /// that wakes itself (`yield_now`) leaves them their turn. Callable
+    /// from a callback (the loop runs nested). `Err(Error::Stalled)` if
+    /// the loop can never make progress again (the simulator knows), with
+    /// the future still pending. A panic of the future (its poll or drop)
+    /// propagates to the caller.
     ///
     /// ```
     /// use evloop::exec::sleep;
@@ -993,10 +1117,16 @@ impl<'s, S> Loop<'s, S> {
                     return Ok(v);
                 }
             }
-            if main.woken.load(Ordering::SeqCst) {
-                continue;
-            }
-            match self.run(RunMode::Once, state)? {
+            // Woken already (it woke itself, `yield_now`, or a task it
+            // waits for finished): an iteration that does not block, so
+            // that the tasks, timers and io get their turn first (tokio's
+            // `block_on` gives them one too).
+            let mode = if main.woken.load(Ordering::SeqCst) {
+                RunMode::NoWait
+            } else {
+                RunMode::Once
+            };
+            match self.run(mode, state)? {
                 RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
                     drop(future);
                     Reactor::apply(self, &shared);
@@ -1005,5 +1135,231 @@ impl<'s, S> Loop<'s, S> {
                 _ => {}
             }
         }
+    }
+}
+
+/// The model check of the wake-up protocol and the run queue: loom runs
+/// a loop's iterations against wakes from other threads in every
+/// interleaving its memory model allows (the atomics and the queue's lock
+/// above are loom's under `--cfg loom`).
+/// `RUSTFLAGS="--cfg loom" cargo test --release --lib exec::executor::model`
+/// (`.ci/run` does). What it checks: a loop that decides to block after a
+/// wake it did not see is always woken through the backend (no lost
+/// wake-up), a task is never in the queue twice, and every wake is
+/// followed by a poll that sees what the waker published before it.
+/// Each fails as it should when the code is broken: without either
+/// fence, the `block_on` wake is lost; with the `queued` flag cleared
+/// after the poll, or by a plain store, a wake during a poll is; without
+/// the flag, a task is queued twice.
+#[cfg(all(test, loom))]
+mod model {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+
+    /// A backend's waker that counts its wakes.
+    struct Counting(AtomicUsize);
+
+    impl Wake for Counting {
+        fn wake(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A loop's run queue and its tasks, each woken by threads of its own
+    /// (after publishing a message: `sent`), and maybe a `block_on`
+    /// future woken by one more; what the polls saw.
+    struct World {
+        run: Arc<RunQueue>,
+        waker: Arc<Counting>,
+        sent: Vec<Arc<AtomicUsize>>,
+        /// The last count of `sent` each task's poll read.
+        seen: RefCell<Vec<usize>>,
+        wakes: Vec<usize>,
+        main: Arc<MainWaker>,
+        main_polls: Cell<usize>,
+        done: Arc<AtomicUsize>,
+        threads: usize,
+    }
+
+    impl World {
+        /// `wakes[i]` threads each wake task `i` once (every task queued
+        /// once already, as a spawn leaves it), and one more the
+        /// `block_on` future if `main`.
+        fn new(wakes: &[usize], main: bool) -> (World, Vec<loom::thread::JoinHandle<()>>) {
+            let run = Arc::new(RunQueue::new());
+            let waker = Arc::new(Counting(AtomicUsize::new(0)));
+            let _ = run.waker.set(waker.clone());
+            let tasks: Vec<_> = (0..wakes.len())
+                .map(|slot| {
+                    Arc::new(TaskWaker {
+                        slot: slot as u32,
+                        generation: 0,
+                        queued: AtomicBool::new(false),
+                        run: run.clone(),
+                    })
+                })
+                .collect();
+            for t in &tasks {
+                t.wake_by_ref();
+            }
+            let sent: Vec<_> = wakes
+                .iter()
+                .map(|_| Arc::new(AtomicUsize::new(0)))
+                .collect();
+            let main_waker = Arc::new(MainWaker {
+                woken: AtomicBool::new(false),
+                run: run.clone(),
+            });
+            let done = Arc::new(AtomicUsize::new(0));
+            let mut threads = vec![];
+            for (i, &n) in wakes.iter().enumerate() {
+                for _ in 0..n {
+                    let (task, sent, done) = (tasks[i].clone(), sent[i].clone(), done.clone());
+                    threads.push(loom::thread::spawn(move || {
+                        sent.fetch_add(1, Ordering::Release);
+                        task.wake_by_ref();
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }));
+                }
+            }
+            if main {
+                let (m, done) = (main_waker.clone(), done.clone());
+                threads.push(loom::thread::spawn(move || {
+                    m.wake_by_ref();
+                    done.fetch_add(1, Ordering::SeqCst);
+                }));
+            }
+            let world = World {
+                run,
+                waker,
+                seen: RefCell::new(vec![0; tasks.len()]),
+                sent,
+                wakes: wakes.to_vec(),
+                main: main_waker,
+                main_polls: Cell::new(0),
+                done,
+                threads: threads.len(),
+            };
+            (world, threads)
+        }
+
+        fn no_task_queued_twice(&self) {
+            let q = self.run.queue.lock().unwrap();
+            for (i, t) in q.tasks.iter().enumerate() {
+                let twice = q.tasks.iter().skip(i + 1).any(|u| Arc::ptr_eq(t, u));
+                assert!(!twice, "task {} queued twice", t.slot);
+            }
+        }
+
+        /// Whether a task is queued, or the `block_on` future woken.
+        fn work_left(&self) -> bool {
+            !self.run.queue.lock().unwrap().tasks.is_empty()
+                || self.run.poked.load(Ordering::SeqCst)
+        }
+
+        /// One iteration, as `Loop::run` makes it with the executor's
+        /// kind: `sleep` before a poll that may block; the poll blocks
+        /// until a backend wake, or for ever once every waker is done
+        /// without one (then no work may be left: that would be a lost
+        /// wake-up; the model lets the poll time out there); `wake`; the
+        /// `Polled` phase (clears `poked`); the pass; then `block_on`'s
+        /// look at its future's flag.
+        fn iteration(&self) {
+            let run = &*self.run;
+            if !run.sleep() {
+                loop {
+                    // `done` first: a waker's backend wake comes before
+                    // its `done`, so it is seen below if it was made.
+                    let finished = self.done.load(Ordering::SeqCst) == self.threads;
+                    if self.waker.0.load(Ordering::SeqCst) > 0 {
+                        break;
+                    }
+                    if finished {
+                        assert!(
+                            !self.work_left(),
+                            "lost wake-up: work is left and the loop sleeps unwoken"
+                        );
+                        break;
+                    }
+                    loom::thread::yield_now();
+                }
+            }
+            run.wake_up();
+            run.clear_poked();
+            self.no_task_queued_twice();
+            while let Some(task) = run.next() {
+                // Queued again meanwhile is right (woken since `next`
+                // cleared its flag); twice is not.
+                self.no_task_queued_twice();
+                // The poll: reads what was sent to the task.
+                let slot = task.slot as usize;
+                self.seen.borrow_mut()[slot] = self.sent[slot].load(Ordering::Acquire);
+            }
+            if self.main.woken.swap(false, Ordering::SeqCst) {
+                self.main_polls.set(self.main_polls.get() + 1);
+            }
+        }
+
+        /// After every waker is done: one more iteration, then each task's
+        /// last poll saw every message sent to it.
+        fn finish(&self, threads: Vec<loom::thread::JoinHandle<()>>, main: bool) {
+            for t in threads {
+                t.join().unwrap();
+            }
+            self.iteration();
+            assert!(!self.work_left());
+            assert_eq!(
+                *self.seen.borrow(),
+                self.wakes,
+                "a wake not followed by a poll that sees its message"
+            );
+            assert_eq!(
+                self.main_polls.get(),
+                main as usize,
+                "block_on's future polled once"
+            );
+        }
+    }
+
+    /// One task woken by two threads at once, while the loop polls it
+    /// (it was queued already) and goes to sleep: the two wakes queue it
+    /// at most once more, the loop sees the push or is woken, and the
+    /// last poll sees both messages.
+    #[test]
+    fn a_task_woken_twice_while_the_loop_sleeps_is_queued_once_and_seen() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let (world, threads) = World::new(&[2], false);
+            world.iteration();
+            world.iteration();
+            world.finish(threads, false);
+        });
+    }
+
+    /// A task woken during its poll (after its `queued` flag is cleared):
+    /// queued again, and the next poll sees the message.
+    #[test]
+    fn a_wake_during_a_poll_queues_the_task_again() {
+        loom::model(|| {
+            let (world, threads) = World::new(&[1], false);
+            world.iteration();
+            world.finish(threads, false);
+        });
+    }
+
+    /// `block_on`'s future woken from another thread (`poked`, no queue
+    /// lock to order it) while a task's wake races too: the loop that
+    /// goes to sleep sees one or is woken.
+    #[test]
+    fn a_block_on_wake_from_another_thread_wakes_the_sleeping_loop() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let (world, threads) = World::new(&[1], true);
+            world.iteration();
+            world.iteration();
+            world.finish(threads, true);
+        });
     }
 }
