@@ -474,6 +474,7 @@ impl FdTable {
 
     /// Why the backend refused `fd`'s registration, if that was the last
     /// refusal (and it was not taken yet).
+    #[cfg_attr(not(unix), allow(dead_code))] // its reader, embed, is Unix only
     pub fn take_refusal(&mut self, fd: RawFd) -> Option<std::io::Error> {
         match self.refused.take() {
             Some((at, err)) if at == fd => Some(err),

@@ -433,6 +433,7 @@ impl<C> Registry<C> {
     }
 
     /// The id of the loop that owns it (unique in the process).
+    #[cfg_attr(not(unix), allow(dead_code))] // its reader, embed, is Unix only
     pub fn owner(&self) -> u32 {
         self.owner
     }
