@@ -146,9 +146,9 @@ impl<'s, S> Loop<'s, S> {
     /// # Errors
     ///
     /// [`Error::Backend`](crate::Error::Backend) if the backend's poll
-    /// fails. [`Error::CannotEmbed`](crate::Error::CannotEmbed) once the
-    /// iteration's callbacks ran, if the backend refused an embed
-    /// watcher's fd (the watcher is stopped: [`Loop::embed`] says when).
+    /// fails. On Unix, `Error::CannotEmbed` once the iteration's
+    /// callbacks ran, if the backend refused an embed watcher's fd (the
+    /// watcher is stopped: `Loop::embed` says when).
     ///
     /// # Panics
     ///
