@@ -11,10 +11,11 @@
 # copies their CSVs into docs/figures/data/ (committed, so that the figures
 # can be redrawn without measuring again), writes the machine, the date and
 # the load average before and after each sweep to docs/figures/data/machine.txt
-# (and prints them), then draws docs/figures/*.svg with the figures bench
-# (benches/figures/, plotters' SVG backend):
+# (and prints them), then draws docs/figures/*.svg with the figure tool
+# (benches/figures/, a crate of its own: plotters' SVG backend):
 #
-#   cargo bench --bench figures -- --time CSV --instr CSV --timers CSV --machine FILE --out DIR
+#   cargo run --release --manifest-path benches/figures/Cargo.toml -- \
+#       --time CSV --instr CSV --timers CSV --machine FILE --out DIR
 #
 # Environment: PEERS_DIR (the harness, default ../shared/peers), PEERS_WORK
 # (its work copy, default ${TMPDIR:-/tmp}/evloop-peers), FIGURES_DATA
@@ -42,7 +43,9 @@ esac
 
 draw() {
     say "drawing $out/*.svg from $data/"
-    cargo bench -q --bench figures -- \
+    # Its own target dir (under the user's CARGO_TARGET_DIR, if set).
+    CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/figures" \
+        cargo run -q --release --manifest-path benches/figures/Cargo.toml -- \
         --time "$data/peers_time.raw.csv" --instr "$data/peers_instr.csv" \
         --timers "$data/timers_1m.csv" --machine "$data/machine.txt" --out "$out"
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# hyper's hello-world server on evloop's executor (examples/hyper_server.rs)
-# against the same server on tokio's current_thread runtime
-# (examples/hyper_tokio.rs), on this machine, in one run: both servers
+# hyper's hello-world server on evloop's executor
+# (tests/hyper_suite/examples/hyper_server.rs) against the same server on
+# tokio's current_thread runtime (hyper_tokio.rs beside it; the hyper
+# suite is a crate of its own, built in its own target dir under
+# CARGO_TARGET_DIR), on this machine, in one run: both servers
 # started once, then ROUNDS interleaved rounds (evloop, tokio, evloop,
 # tokio, ...) of one fixed wrk run each, after one warm-up round that is
 # not counted. Per round: requests/s (wrk's) and CPU per request (the
@@ -21,11 +23,12 @@ rounds=${1:-7}
 shift || true
 [ "$#" -gt 0 ] || set -- -t1 -c50 -d5s
 backend=${BACKEND:-epoll}
-target=${CARGO_TARGET_DIR:-target}
+target=${CARGO_TARGET_DIR:-target}/hyper_suite
 
-features=hyper
-[ "$backend" = io_uring ] && features=hyper,io-uring
-cargo build -q --release --features "$features" --example hyper_server --example hyper_tokio
+features=
+[ "$backend" = io_uring ] && features=io-uring
+CARGO_TARGET_DIR="$target" cargo build -q --release --manifest-path tests/hyper_suite/Cargo.toml \
+    --features "$features" --example hyper_server --example hyper_tokio
 command -v wrk >/dev/null || { echo "wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
 
 tmp=$(mktemp -d)

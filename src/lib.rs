@@ -112,7 +112,8 @@ pub use watchers::Callback;
 /// each Rust block in them compiles (and runs, unless it is `no_run`,
 /// because it would serve for ever); the other blocks are tagged (`sh`,
 /// `text`, `toml`). `tests/docs_blocks.rs` fails when a page is missing
-/// here or a block is tagged `ignore`.
+/// here or a block is tagged `ignore` (but one shown `from:` a file that
+/// a test crate of its own builds: docs/recipes.md's tokio driver).
 #[cfg(doctest)]
 pub mod doc_pages {
     #[doc = include_str!("../README.md")]

@@ -19,37 +19,16 @@ use std::os::unix::net::UnixStream;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
+use common::pollable::{driven_from, inner_loop, inners, Driven};
 use common::{ms, watchdog, World, WATCHDOG};
 use evloop::{Embed, Error, Interest, Loop, PollableLoop, Ready, RunMode, RunOutcome, Sim};
 use mio::unix::SourceFd;
 use mio::{Events, Poll, Token};
 use std::error::Error as StdError;
-use tokio::io::unix::AsyncFd;
 
 /// The OS backends of this host: each can be the outer loop.
 fn outers() -> Vec<&'static str> {
     evloop::backends::AVAILABLE.to_vec()
-}
-
-/// The OS backends of this host that have a pollable fd: each can be the
-/// inner loop.
-fn inners() -> Vec<&'static str> {
-    outers()
-        .into_iter()
-        .filter(|name| matches!(*name, "epoll" | "io_uring" | "kqueue"))
-        .collect()
-}
-
-/// A loop on `name` that can be embedded: io_uring's on a ring without
-/// deferred task work (the one whose fd is woken by its completions).
-fn inner_loop<T>(name: &'static str) -> Loop<'static, T> {
-    #[cfg(all(feature = "io-uring", target_os = "linux"))]
-    if name == "io_uring" {
-        let ring = evloop::backends::io_uring::IoUring::without_deferred_task_work()
-            .unwrap_or_else(|e| panic!("io_uring: {e}"));
-        return Loop::with_backend(ring);
-    }
-    World::new(name).new_loop()
 }
 
 /// Runs `scenario(outer, inner)` on every pair, each under the watchdog
@@ -591,21 +570,6 @@ fn pollable_fd_is_readable_exactly_when_an_inner_fd_is_ready() {
     }
 }
 
-/// What the driven scenarios' loops keep.
-#[derive(Default)]
-struct Driven {
-    got: Vec<u8>,
-    ticks: u32,
-}
-
-/// How a foreign loop runs a pollable loop until no watcher of it is
-/// active, through the loop's fd; returns the loop, and how many times
-/// the foreign loop woke.
-type Driver = fn(
-    PollableLoop<'static, Driven>,
-    &mut Driven,
-) -> Result<(PollableLoop<'static, Driven>, u32), Box<dyn StdError>>;
-
 /// Runs `lp` from a mio `Poll`: mio watches the loop's fd (`AsRawFd`),
 /// waits at most `next_timeout`, and runs the loop without blocking when
 /// woken. mio's registrations are edge-triggered: re-registering after
@@ -644,104 +608,11 @@ fn run_from_mio(
     Ok((lp, wakes))
 }
 
-/// Runs `lp` from tokio: a current-thread runtime's `AsyncFd` owns the
-/// pollable loop (`AsFd`), a wait is bounded by `next_timeout`, and the
-/// readiness tokio caches is cleared only when `readable_now` says a run
-/// left nothing (tokio's registrations are edge-triggered too, and have
-/// no re-register).
-fn run_from_tokio(
-    lp: PollableLoop<'static, Driven>,
-    st: &mut Driven,
-) -> Result<(PollableLoop<'static, Driven>, u32), Box<dyn StdError>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .enable_time()
-        .build()?;
-    rt.block_on(async move {
-        // SAFETY (tokio's contract: the fd stays open and the same while
-        // tokio holds it): the pollable fd is the backend's own, open for
-        // the loop's life, and nothing here reinitialises the loop (a
-        // `reinit_after_fork` would replace it).
-        let mut afd = unsafe { AsyncFd::register_with_interest(lp, tokio::io::Interest::READABLE) }
-            .map_err(std::io::Error::from)?;
-        let mut wakes = 0;
-        while afd.get_ref().active_count() > 0 {
-            afd.get_mut().flush_changes()?;
-            let ready = match afd.get_mut().next_timeout() {
-                None => Some(afd.readable_mut().await?),
-                Some(t) => match tokio::time::timeout(t, afd.readable_mut()).await {
-                    Ok(guard) => Some(guard?),
-                    Err(_elapsed) => None,
-                },
-            };
-            wakes += 1;
-            match ready {
-                Some(mut guard) => {
-                    guard.get_inner_mut().run(RunMode::NoWait, st)?;
-                    if !guard.get_inner().readable_now()? {
-                        guard.clear_ready();
-                    }
-                }
-                None => {
-                    afd.get_mut().run(RunMode::NoWait, st)?;
-                }
-            }
-        }
-        Ok((afd.into_inner(), wakes))
-    })
-}
-
-/// Driven from a foreign loop ("nested in a foreign loop"): a level
-/// watcher that reads one byte per call (so readiness is left over after
-/// a run), bytes written from another thread, and a timer.
-fn driven_from(name: &'static str, driver: Driver) {
-    let mut lp = inner_loop::<Driven>(name).into_pollable().unwrap();
-    assert_eq!(lp.as_raw_fd(), lp.pollable_fd().unwrap().as_raw_fd());
-    lp.update_now();
-    let start = lp.now();
-    let (a, mut peer) = pair();
-    lp.io(a, Interest::READABLE, |lp, st, ev| {
-        let mut one = [0; 1];
-        match ev.source.read(&mut one) {
-            Ok(0) => lp.remove(ev.watcher).unwrap(),
-            Ok(_) => st.got.push(one[0]),
-            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock),
-        }
-    })
-    .unwrap();
-    lp.timer(ms(20), ms(20), |lp, st, me| {
-        st.ticks += 1;
-        if st.ticks == 3 {
-            lp.remove(me).unwrap();
-        }
-    })
-    .unwrap();
-    // The end of file comes with the peer's drop.
-    let writer = std::thread::spawn(move || peer.write_all(b"abcdef").unwrap());
-    let mut st = Driven::default();
-    let (lp, wakes) = driver(lp, &mut st).unwrap_or_else(|e| panic!("{name}: {e}"));
-    writer.join().unwrap();
-    assert_eq!((st.got.as_slice(), st.ticks), (&b"abcdef"[..], 3));
-    assert!(lp.now() - start >= ms(60), "{:?}", lp.now() - start);
-    // A wake per byte, the end of file and the timers, give or take: no
-    // spin.
-    assert!(wakes < 100, "{wakes} wakes");
-}
-
 #[test]
 fn a_loop_driven_from_mio() {
     for name in inners() {
         watchdog(&format!("mio drives {name}"), WATCHDOG, move || {
             driven_from(name, run_from_mio)
-        });
-    }
-}
-
-#[test]
-fn a_loop_driven_from_tokio() {
-    for name in inners() {
-        watchdog(&format!("tokio drives {name}"), WATCHDOG, move || {
-            driven_from(name, run_from_tokio)
         });
     }
 }

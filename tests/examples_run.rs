@@ -3,8 +3,8 @@
 //! already), then started as processes under a watchdog, on every OS
 //! backend through `EVLOOP_BACKEND`. (`echo_server` and `http_server` are
 //! driven in-process by tests/net_kernel.rs, `chat_server` by
-//! tests/net_*.rs; `demo`, the README's main command, is run by `.ci/run`
-//! in release mode: in a debug test build it takes minutes.)
+//! tests/net_*.rs.) `demo`, the README's first command, runs here too
+//! (about a second in a debug build), and by `.ci/run` in release mode.
 
 mod common;
 
@@ -130,4 +130,38 @@ fn three_connections_prints_its_trace_and_ends() {
     // when nothing can happen any more.
     assert!(out.contains("dispatch fd3 r"), "{out}");
     assert!(out.trim_end().ends_with("stalled"), "{out}");
+}
+
+#[test]
+fn the_demo_tells_its_simulated_story_then_measures_every_backend() {
+    let exe = example("demo");
+    let child = Command::new(&exe).stdout(Stdio::piped()).spawn().unwrap();
+    let (status, out) = wait_with_watchdog(child, "demo");
+    assert!(status.success(), "{status}\n{out}");
+    // Part 1, on the simulator: the same callbacks, replies and trace on
+    // every run (the lines the README's description promises).
+    for line in [
+        "     3ms  carol  read \"hi there\\n\", answered \"HI THERE\\n\"",
+        "     7ms  alice  closed: end of file",
+        "    13ms  carol  closed: idle for 10ms",
+        "    19ms  bob    closed: idle for 10ms",
+        "  run returned NoActiveWatchers at 19ms, after 7 iterations",
+        "    bob    \"PING\\nSTILL HERE\\n\"",
+        "    t=3ms poll {fd4:r, fd5:r}",
+        "    t=7ms dispatch fd3 r|hup",
+    ] {
+        assert!(
+            out.lines().any(|l| l == line),
+            "no line {line:?} in:\n{out}"
+        );
+    }
+    // Part 2: a row per backend of this build, and the simulator's.
+    for backend in backends().into_iter().chain(["sim"]) {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{backend} "))),
+            "no row for {backend} in:\n{out}"
+        );
+    }
+    assert!(out.contains("3. Next:"), "{out}");
 }

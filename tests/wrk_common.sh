@@ -1,4 +1,4 @@
-# What tests/hyper_server_wrk.sh and tests/mio_backend/wrk.sh share,
+# What tests/hyper_suite/wrk.sh and tests/mio_backend/wrk.sh share,
 # sourced by both (under their `set -euo pipefail`): install wrk where it
 # is missing, start a server that prints "http on ADDR (backend NAME)" and
 # check its backend, load it with wrk, and fail on any socket error, any

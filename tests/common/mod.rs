@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
 
+pub mod pollable;
 pub mod settle_points;
 
 /// How long a scenario may take before the watchdog fails it. Generous:

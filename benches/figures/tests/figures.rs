@@ -1,10 +1,10 @@
-//! The figure tool of docs/benchmarks.md (benches/figures/draw.rs, shared
-//! with the `figures` bench): drawn from tiny fixed CSVs in a temporary
+//! The figure tool of docs/benchmarks.md (src/draw.rs, shared with the
+//! `figures` binary): drawn from tiny fixed CSVs in a temporary
 //! directory, every series, panel and axis it should show is in the SVG
 //! text; the same CSVs give the same bytes; a missing or malformed CSV is
 //! an error that names the file, and nothing is drawn.
 
-#[path = "../benches/figures/draw.rs"]
+#[path = "../src/draw.rs"]
 mod draw;
 
 use std::path::{Path, PathBuf};

@@ -5,8 +5,8 @@
 //! binary of a megabyte, ping, close), and futures-util's io helpers
 //! (`BufReader::lines`, `copy`, `split`, `read_exact`) on a line
 //! protocol and a full-duplex echo of megabytes.
-#![cfg(feature = "futures")]
-
+// What evloop's own integration tests share (tests/common/).
+#[path = "../../common/mod.rs"]
 mod common;
 
 use std::net::TcpStream;

@@ -8,8 +8,8 @@
 //! status and body checked. Then the simulator: hyper's server on a
 //! `SimSocket`, scripted requests, the exact bytes answered and the
 //! exact virtual times.
-#![cfg(feature = "hyper")]
-
+// What evloop's own integration tests share (tests/common/).
+#[path = "../../common/mod.rs"]
 mod common;
 
 use std::cell::{Cell, RefCell};

@@ -3,8 +3,8 @@
 //! and then runs this:
 //!
 //! ```text
-//! cargo bench --bench figures -- [--time CSV] [--instr CSV] [--timers CSV]
-//!     [--machine FILE] [--out DIR]
+//! cargo run --release --manifest-path benches/figures/Cargo.toml -- \
+//!     [--time CSV] [--instr CSV] [--timers CSV] [--machine FILE] [--out DIR] [--check]
 //! ```
 //!
 //! Each path defaults to its file in docs/figures/data/ (the machine file
@@ -12,10 +12,10 @@
 //! malformed CSV stops it with a message naming the file, before anything
 //! is drawn.
 //!
-//! Built as a bench (plotters is a dev-dependency). Run without `--bench`,
-//! as `cargo test --all-targets` runs benches, it draws the committed CSVs
-//! into a temporary directory and removes it: a check that they still
-//! draw, which leaves docs/ alone.
+//! A crate of its own (benches/figures/Cargo.toml: plotters stays out of
+//! evloop's dependencies). With `--check` (as CI runs it) it draws the
+//! CSVs into a temporary directory and removes it: a check that they
+//! still draw, which leaves docs/ alone.
 
 mod draw;
 
@@ -23,13 +23,14 @@ use std::path::PathBuf;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: cargo bench --bench figures -- [--time CSV] [--instr CSV] [--timers CSV] [--machine FILE] [--out DIR]"
+        "usage: figures [--time CSV] [--instr CSV] [--timers CSV] [--machine FILE] [--out DIR] [--check]"
     );
     std::process::exit(2);
 }
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // evloop's root: this crate is benches/figures/.
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let data = root.join("docs/figures/data");
     let mut inputs = draw::Inputs {
         time: data.join("peers_time.raw.csv"),
@@ -38,13 +39,13 @@ fn main() {
         machine: Some(data.join("machine.txt")),
         out: root.join("docs/figures"),
     };
-    let (mut bench, mut out_given, mut machine_given) = (false, false, false);
+    let (mut check_only, mut machine_given) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || PathBuf::from(args.next().unwrap_or_else(|| usage()));
         match a.as_str() {
-            // cargo bench passes it: the real run.
-            "--bench" => bench = true,
+            // Draw into a temporary directory, removed after.
+            "--check" => check_only = true,
             "--time" => inputs.time = value(),
             "--instr" => inputs.instr = value(),
             "--timers" => inputs.timers = value(),
@@ -52,17 +53,13 @@ fn main() {
                 inputs.machine = Some(value());
                 machine_given = true;
             }
-            "--out" => {
-                inputs.out = value();
-                out_given = true;
-            }
+            "--out" => inputs.out = value(),
             _ => usage(),
         }
     }
     if !machine_given && inputs.machine.as_ref().is_some_and(|m| !m.exists()) {
         inputs.machine = None;
     }
-    let check_only = !bench && !out_given;
     if check_only {
         inputs.out =
             std::env::temp_dir().join(format!("evloop-figures-check-{}", std::process::id()));
@@ -81,7 +78,7 @@ fn main() {
     }
     match result {
         Ok(written) if check_only => {
-            println!("figures: the CSVs draw ({} figures; nothing written: run it with cargo bench to draw them)", written.len());
+            println!("figures: the CSVs draw ({} figures; nothing written: run it without --check to draw them)", written.len());
         }
         Ok(written) => {
             for p in written {

@@ -1,10 +1,11 @@
-//! The hello-world server of `examples/hyper_server.rs` on tokio's
+//! The hello-world server of `hyper_server.rs` (beside it) on tokio's
 //! `current_thread` runtime instead of evloop (hyper-util's `TokioIo` and
 //! `TokioTimer`, `tokio::spawn` per connection): the same hyper, the same
 //! answer, one thread. `benches/hyper_wrk.sh` runs both under wrk to
 //! compare requests/s and CPU per request.
 //!
-//! Run with: `cargo run --release --example hyper_tokio [PORT]` (PORT
+//! Run with: `cargo run --release --manifest-path
+//! tests/hyper_suite/Cargo.toml --example hyper_tokio [PORT]` (PORT
 //! defaults to 8080, 0 takes a free one). It prints `http on ADDR
 //! (tokio current_thread)` once it listens, and serves until killed.
 

@@ -3,12 +3,13 @@
 //! hyper's `header_read_timeout` (30 s) on the loop's timers, keep-alive.
 //! Every request gets `200 OK` and `Hello, world!`.
 //!
-//! Run with: `cargo run --release --features hyper --example hyper_server
-//! [PORT] [BACKEND]` (PORT defaults to 8080, 0 takes a free one; BACKEND
-//! is one of `evloop::backends::AVAILABLE`, by default `EVLOOP_BACKEND`
-//! or the platform's), then `wrk -t2 -c64 -d10s http://127.0.0.1:PORT/`.
-//! It prints `http on ADDR (backend NAME)` once it listens, and serves
-//! until killed. `examples/hyper_tokio.rs` is the same server on tokio
+//! Run with: `cargo run --release --manifest-path
+//! tests/hyper_suite/Cargo.toml --example hyper_server [PORT] [BACKEND]`
+//! (PORT defaults to 8080, 0 takes a free one; BACKEND is one of
+//! `evloop::backends::AVAILABLE`, by default `EVLOOP_BACKEND` or the
+//! platform's), then `wrk -t2 -c64 -d10s http://127.0.0.1:PORT/`. It
+//! prints `http on ADDR (backend NAME)` once it listens, and serves until
+//! killed. `hyper_tokio.rs`, beside it, is the same server on tokio
 //! (benches/hyper_wrk.sh measures both).
 
 use std::convert::Infallible;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Serves wrk from examples/hyper_server.rs (hyper's http1 server on
+# Serves wrk from tests/hyper_suite/examples/hyper_server.rs (hyper's http1 server on
 # evloop's executor) on a free port, once per backend named, and fails on
 # any socket error, any non-2xx answer, a server that died or listened on
 # another backend, or no request served. Installs wrk with apt-get where
 # it is missing (as root, or with sudo).
-# Usage: tests/hyper_server_wrk.sh PATH-TO-BINARY BACKEND[,BACKEND...] [WRK-ARGS...]
+# Usage: tests/hyper_suite/wrk.sh PATH-TO-BINARY BACKEND[,BACKEND...] [WRK-ARGS...]
 # (default wrk arguments: -t2 -c64 -d3s).
 set -euo pipefail
 
@@ -13,7 +13,7 @@ backends=${2:?usage: $0 PATH-TO-BINARY BACKEND[,BACKEND...] [WRK-ARGS...]}
 shift 2
 [ "$#" -gt 0 ] || set -- -t2 -c64 -d3s
 
-. "$(dirname "${BASH_SOURCE[0]}")/wrk_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../wrk_common.sh"
 wrk_install
 
 for backend in ${backends//,/ }; do
