@@ -22,7 +22,12 @@
 //! tasks. A panic in a service ends that connection's task only (its
 //! join handle reports it); the loop and the other connections go on.
 //!
-//! ```
+//! hyper's server and client are features of hyper that evloop does not
+//! turn on, so this example is compiled and run by the hyper suite
+//! (`tests/hyper_suite/tests/hyper.rs`, `the_module_example_serves_hello`)
+//! rather than as a doc test here:
+//!
+//! ```ignore
 //! use evloop::exec::hyper::{HyperIo, HyperTimer};
 //! use evloop::exec::{spawn_local, Async};
 //! use evloop::Loop;
@@ -352,8 +357,14 @@ impl HyperTimer {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperTimer;
-    /// let mut builder = hyper::server::conn::http1::Builder::new();
-    /// builder.timer(HyperTimer::new());
+    /// use evloop::{Loop, Sim};
+    /// use hyper::rt::Timer;
+    /// use std::time::Duration;
+    /// // As hyper uses it (`http1::Builder::timer(HyperTimer::new())`):
+    /// let timer = HyperTimer::new();
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.block_on(&mut (), async { timer.sleep(Duration::from_millis(5)).await }).unwrap();
+    /// assert_eq!(lp.now(), Duration::from_millis(5));
     /// ```
     pub const fn new() -> HyperTimer {
         HyperTimer { _private: () }
@@ -481,8 +492,16 @@ impl HyperExecutor {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperExecutor;
-    /// let builder = hyper::server::conn::http2::Builder::new(HyperExecutor::new());
-    /// # drop(builder);
+    /// use evloop::{Loop, Sim};
+    /// use hyper::rt::Executor as _;
+    /// // As hyper uses it (`http2::Builder::new(HyperExecutor::new())`):
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
+    /// let r = ran.clone();
+    /// lp.block_on(&mut (), async move { HyperExecutor::new().execute(async move { r.set(true) }) })
+    ///     .unwrap();
+    /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
+    /// assert!(ran.get());
     /// ```
     pub fn new() -> HyperExecutor {
         HyperExecutor { executor: None }
@@ -495,8 +514,12 @@ impl HyperExecutor {
     /// use evloop::exec::hyper::HyperExecutor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let builder = hyper::client::conn::http2::Builder::new(HyperExecutor::on(lp.executor().unwrap()));
-    /// # drop(builder);
+    /// use hyper::rt::Executor as _;
+    /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
+    /// let r = ran.clone();
+    /// HyperExecutor::on(lp.executor().unwrap()).execute(async move { r.set(true) });
+    /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
+    /// assert!(ran.get());
     /// ```
     pub fn on(executor: Executor) -> HyperExecutor {
         HyperExecutor {

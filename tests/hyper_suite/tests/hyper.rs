@@ -525,3 +525,53 @@ fn a_plain_client_thread_is_answered_and_closed() {
         assert_eq!(answer, "HTTP/1.0 200 OK\r\ncontent-length: 5\r\n\r\nhello");
     });
 }
+
+/// `evloop::exec::hyper`'s module example, verbatim (its doc block is
+/// `ignore`: evloop's own tests have no hyper server or client).
+#[test]
+fn the_module_example_serves_hello() {
+    use evloop::exec::hyper::{HyperIo, HyperTimer};
+    use evloop::exec::{spawn_local, Async};
+    use evloop::Loop;
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{service::service_fn, Request, Response};
+    use std::convert::Infallible;
+    use std::net::{TcpListener, TcpStream};
+
+    async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        Ok(Response::new(Full::new(Bytes::from("hello"))))
+    }
+
+    let mut lp: Loop = Loop::new().unwrap();
+    let body = lp
+        .block_on(&mut (), async {
+            // The server: one task per connection.
+            let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
+            let addr = listener.get_ref().local_addr()?;
+            spawn_local(async move {
+                let (stream, _) = listener.accept().await.unwrap();
+                hyper::server::conn::http1::Builder::new()
+                    .timer(HyperTimer::new())
+                    .serve_connection(HyperIo::new(stream), service_fn(hello))
+                    .await
+                    .unwrap();
+            })
+            .unwrap();
+            // The client: its connection in a task of its own.
+            let stream = Async::<TcpStream>::connect(addr).await?;
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
+                .await
+                .unwrap();
+            spawn_local(conn).unwrap();
+            let req = Request::get("/")
+                .body(http_body_util::Empty::<Bytes>::new())
+                .unwrap();
+            let res = sender.send_request(req).await.unwrap();
+            assert_eq!(res.status(), 200);
+            Ok::<_, std::io::Error>(res.into_body().collect().await.unwrap().to_bytes())
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(&body[..], b"hello");
+}
