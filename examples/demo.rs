@@ -28,7 +28,6 @@
 mod chain_workload;
 
 use std::io::{ErrorKind, Read, Write};
-use std::os::raw::c_int;
 use std::time::Duration;
 
 use chain_workload::{on_builder, on_sim, raise_fd_limit, Outcome, Shape};
@@ -67,7 +66,7 @@ fn simulated_server() -> evloop::Result<()> {
     let sim = Sim::new();
     let names = ["alice", "bob", "carol"];
     let socks = names.map(|name| sim.socket(name, 64));
-    let fds: Vec<c_int> = socks.iter().map(|s| s.fd()).collect();
+    let fds: Vec<evloop::RawFd> = socks.iter().map(|s| s.fd()).collect();
     // What the clients do, on the simulator's virtual clock.
     sim.deliver(ms(1), &socks[0], b"hello\n");
     sim.deliver(ms(3), &socks[1], b"ping\n");
