@@ -253,7 +253,7 @@ struct Tables {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Slot {
     /// The generation of the fd's current (or last) poll request.
-    gen: u32,
+    generation: u32,
     /// The `POLL*` bits the fd reports: those asked for, and `ALWAYS`
     /// (0: not registered).
     want: u32,
@@ -269,10 +269,10 @@ enum State {
     /// Not registered; nothing in the kernel.
     #[default]
     Off,
-    /// Poll request `gen` is in the kernel (or queued for it): single-shot
+    /// Poll request `generation` is in the kernel (or queued for it): single-shot
     /// for level and one-shot, multishot for edge.
     Armed,
-    /// Multishot request `gen` is in the kernel, waiting for a bit the
+    /// Multishot request `generation` is in the kernel, waiting for a bit the
     /// write-only registration asked for.
     Parked,
     /// Registered, nothing in the kernel: the poll completed (a level fd is
@@ -286,7 +286,7 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 struct Internal {
     fd: RawFd,
-    gen: u32,
+    generation: u32,
     /// A poll for it is in the kernel.
     armed: bool,
     /// Its poll failed: not armed again.
@@ -314,8 +314,8 @@ impl std::fmt::Debug for IoUring {
 }
 
 /// `user_data` of a loop fd's poll.
-fn user_data(fd: RawFd, gen: u32) -> u64 {
-    (u64::from(gen) << 32) | u64::from(fd as u32)
+fn user_data(fd: RawFd, generation: u32) -> u64 {
+    (u64::from(generation) << 32) | u64::from(fd as u32)
 }
 
 /// A `POLL_ADD` request.
@@ -637,10 +637,15 @@ impl Set {
     /// A new poll request for loop fd `fd` (registered), in `mode`.
     fn arm(&mut self, fd: RawFd, parked: bool) -> io::Result<()> {
         let slot = &mut self.t.fds[fd as usize];
-        slot.gen = slot.gen.wrapping_add(1);
+        slot.generation = slot.generation.wrapping_add(1);
         slot.state = if parked { State::Parked } else { State::Armed };
         let multi = parked || slot.trigger == Trigger::Edge;
-        let entry = poll_add(fd, slot.want & REQUEST, multi, user_data(fd, slot.gen));
+        let entry = poll_add(
+            fd,
+            slot.want & REQUEST,
+            multi,
+            user_data(fd, slot.generation),
+        );
         self.push(&entry)
     }
 
@@ -649,7 +654,7 @@ impl Set {
         let slot = self.t.fds[fd as usize];
         match slot.state {
             State::Armed | State::Parked => {
-                self.push_removal(user_data(fd, slot.gen))?;
+                self.push_removal(user_data(fd, slot.generation))?;
                 Ok(true)
             }
             State::Off | State::Fired | State::Dead => Ok(false),
@@ -669,10 +674,10 @@ impl Set {
                 if slot.state != State::Fired {
                     continue; // changed by the loop meanwhile
                 }
-                slot.gen = slot.gen.wrapping_add(1);
+                slot.generation = slot.generation.wrapping_add(1);
                 slot.state = State::Armed;
                 let multi = slot.trigger == Trigger::Edge;
-                let ud = user_data(fd, slot.gen);
+                let ud = user_data(fd, slot.generation);
                 let entry = poll_add(fd, slot.want & REQUEST, multi, ud);
                 if let Err(e) = push(&submitter, &mut sq, &mut cq, &mut t.backlog, &entry) {
                     result = Err(e);
@@ -698,9 +703,9 @@ impl Set {
     fn arm_internal(&mut self, i: usize) -> io::Result<()> {
         self.t.internal_gen = self.t.internal_gen.wrapping_add(1);
         let e = &mut self.t.internal[i];
-        e.gen = self.t.internal_gen;
+        e.generation = self.t.internal_gen;
         e.armed = true;
-        let ud = (u64::from(e.gen) << 32) | u64::from(e.fd as u32 | INTERNAL);
+        let ud = (u64::from(e.generation) << 32) | u64::from(e.fd as u32 | INTERNAL);
         let entry = poll_add(e.fd, POLLIN, false, ud);
         self.push(&entry)
     }
@@ -810,7 +815,7 @@ impl Set {
         }
         for e in std::mem::take(&mut self.t.internal) {
             if e.armed {
-                let ud = (u64::from(e.gen) << 32) | u64::from(e.fd as u32 | INTERNAL);
+                let ud = (u64::from(e.generation) << 32) | u64::from(e.fd as u32 | INTERNAL);
                 let _ = self.push(&poll_remove(ud));
             }
         }
@@ -828,7 +833,7 @@ impl Tables {
         let Some(slot) = self.fds.get_mut(fd as usize) else {
             return self.complete_other(ud, res);
         };
-        if slot.gen != (ud >> 32) as u32 {
+        if slot.generation != (ud >> 32) as u32 {
             return; // stale: a request the loop removed or replaced
         }
         let more = cqueue::more(flags);
@@ -888,7 +893,7 @@ impl Tables {
         // (a level or edge fd is polled again by the next poll, a one-shot
         // fd is disarmed).
         if more {
-            self.cancel.push(user_data(fd as RawFd, slot.gen));
+            self.cancel.push(user_data(fd as RawFd, slot.generation));
         }
         slot.state = State::Fired;
         if slot.trigger != Trigger::Oneshot {
@@ -912,11 +917,11 @@ impl Tables {
             return; // an fd beyond the table: nothing the loop has now
         }
         let fd = (low & !INTERNAL) as RawFd;
-        let gen = (ud >> 32) as u32;
+        let generation = (ud >> 32) as u32;
         if let Some(e) = self
             .internal
             .iter_mut()
-            .find(|e| e.fd == fd && e.gen == gen && e.armed)
+            .find(|e| e.fd == fd && e.generation == generation && e.armed)
         {
             e.armed = false;
             if res < 0 {
@@ -980,7 +985,7 @@ impl InternalFds for Set {
     fn add(&mut self, fd: RawFd) -> io::Result<()> {
         self.t.internal.push(Internal {
             fd,
-            gen: 0,
+            generation: 0,
             armed: false,
             failed: false,
         });
@@ -1000,7 +1005,7 @@ impl InternalFds for Set {
         if e.armed {
             // Queued: its completion, if any, matches no entry. (The file
             // lives until the next enter; the notifier's fds are its own.)
-            let ud = (u64::from(e.gen) << 32) | u64::from(e.fd as u32 | INTERNAL);
+            let ud = (u64::from(e.generation) << 32) | u64::from(e.fd as u32 | INTERNAL);
             let _ = self.push(&poll_remove(ud));
         }
     }
@@ -1440,11 +1445,11 @@ mod tests {
         t.fds.resize(8, Slot::default());
         let arm = |t: &mut Tables, fd: usize, i: Interest| {
             let s = &mut t.fds[fd];
-            s.gen += 1;
+            s.generation += 1;
             s.want = want(i);
             s.trigger = i.trigger();
             s.state = State::Armed;
-            user_data(fd as RawFd, s.gen)
+            user_data(fd as RawFd, s.generation)
         };
         let mut events = Vec::new();
         let more = 1 << 1; // IORING_CQE_F_MORE
@@ -1497,8 +1502,8 @@ mod tests {
         assert_eq!((events.len(), &t.park[..]), (4, &[7][..]));
         t.park.clear();
         t.fds[7].state = State::Parked;
-        t.fds[7].gen += 1;
-        let parked = user_data(7, t.fds[7].gen);
+        t.fds[7].generation += 1;
+        let parked = user_data(7, t.fds[7].generation);
         t.complete(parked, POLLRDHUP as i32, more, &mut events);
         assert_eq!(events.len(), 4);
         t.complete(parked, (POLLRDHUP | POLLOUT) as i32, more, &mut events);

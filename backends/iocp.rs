@@ -713,7 +713,7 @@ impl Backend for Iocp {
             if events.len() > start || woken {
                 break Ok(());
             }
-            let time_left = deadline.remaining().map_or(true, |d| !d.is_zero());
+            let time_left = deadline.remaining().is_none_or(|d| !d.is_zero());
             if !again.is_empty() {
                 // Asked again: look once more, with the time left if any.
                 if !time_left {

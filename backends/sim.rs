@@ -1429,7 +1429,7 @@ impl Backend for SimBackend {
             }
             None => false,
         };
-        let invalid = w.socket(fd).map_or(true, |s| s.invalid || s.closed);
+        let invalid = w.socket(fd).is_none_or(|s| s.invalid || s.closed);
         let failed = injected || (invalid && new != Interest::NONE);
         w.step(StepKind::Modify {
             fd,

@@ -256,7 +256,7 @@ impl Timers {
     /// sifts such timers down) reveals. Nothing is due: wait on.
     pub fn woke_early<C>(&mut self, registry: &mut Registry<C>) -> bool {
         let now = self.now;
-        if !self.heap.earliest_bound().is_some_and(|at| at <= now) {
+        if self.heap.earliest_bound().is_none_or(|at| at > now) {
             return false;
         }
         self.heap.peek(registry).is_some_and(|top| top.at > now)

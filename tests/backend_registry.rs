@@ -82,9 +82,11 @@ fn a_backend_registered_once_is_seen_by_every_loop_of_the_process() {
 
     // Loop::new() through the environment (the test is alone in its
     // binary: nothing else reads the variable meanwhile).
-    std::env::set_var("EVLOOP_BACKEND", "relabelled");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::set_var("EVLOOP_BACKEND", "relabelled") };
     let mut lp: Loop<Vec<u8>> = Loop::new().unwrap();
-    std::env::remove_var("EVLOOP_BACKEND");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::remove_var("EVLOOP_BACKEND") };
     assert_eq!(lp.backend_name(), "relabelled");
     // ... and it serves: a byte over loopback TCP.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -112,11 +114,13 @@ fn a_backend_registered_once_is_seen_by_every_loop_of_the_process() {
     assert_eq!(got, b"x");
 
     // An unknown name's error lists the registered ones too.
-    std::env::set_var("EVLOOP_BACKEND", "relabeled");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::set_var("EVLOOP_BACKEND", "relabeled") };
     let Err(err) = Loop::<()>::new() else {
         panic!("a typo accepted")
     };
-    std::env::remove_var("EVLOOP_BACKEND");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::remove_var("EVLOOP_BACKEND") };
     let text = err.to_string();
     assert!(
         text.contains("relabelled") && text.contains("EVLOOP_BACKEND"),

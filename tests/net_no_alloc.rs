@@ -29,14 +29,17 @@ fn note() {
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note();
-        System.alloc(layout)
+        // SAFETY: the caller's contract, passed on unchanged.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note();
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
 

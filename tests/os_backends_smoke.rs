@@ -265,24 +265,29 @@ fn env_var_picks_the_backend() {
     // The only test in this binary that reads or writes EVLOOP_BACKEND.
     const VAR: &str = "EVLOOP_BACKEND";
     let saved = std::env::var_os(VAR);
-    std::env::set_var(VAR, "poll");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::set_var(VAR, "poll") };
     assert_eq!(Builder::new().backend_name(), "poll");
     assert_eq!(Loop::<()>::new().unwrap().backend_name(), "poll");
     let explicit: Loop = Loop::builder().backend("select").build().unwrap();
     assert_eq!(explicit.backend_name(), "select");
-    std::env::set_var(VAR, "");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::set_var(VAR, "") };
     let lp: Loop = Builder::new().build().unwrap();
     assert_eq!(lp.backend_name(), backends::default_name());
-    std::env::set_var(VAR, "no-such-backend");
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::set_var(VAR, "no-such-backend") };
     let err = Loop::<()>::new().unwrap_err();
     assert!(
         matches!(&err, Error::UnknownBackend { name, .. } if name == "no-such-backend"),
         "{err}"
     );
-    std::env::remove_var(VAR);
+    // SAFETY: no other thread of this test binary reads or writes the environment.
+    unsafe { std::env::remove_var(VAR) };
     assert_eq!(Builder::new().backend_name(), backends::default_name());
     if let Some(v) = saved {
-        std::env::set_var(VAR, v);
+        // SAFETY: no other thread of this test binary reads or writes the environment.
+        unsafe { std::env::set_var(VAR, v) };
     }
 }
 

@@ -96,15 +96,15 @@ impl AsSocket for RawSock {
 /// Whether this runs under Wine (its ntdll exports `wine_get_version`).
 fn under_wine() -> bool {
     #[link(name = "kernel32")]
-    extern "system" {
+    unsafe extern "system" {
         fn GetModuleHandleA(name: *const u8) -> *mut std::ffi::c_void;
         fn GetProcAddress(module: *mut std::ffi::c_void, name: *const u8) -> *mut std::ffi::c_void;
     }
     // SAFETY: plain calls with NUL-terminated names; ntdll is always
     // loaded.
     unsafe {
-        let ntdll = GetModuleHandleA(b"ntdll.dll\0".as_ptr());
-        !ntdll.is_null() && !GetProcAddress(ntdll, b"wine_get_version\0".as_ptr()).is_null()
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && !GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_null()
     }
 }
 
@@ -660,7 +660,7 @@ fn a_child_exits_with_its_code() {
 }
 
 #[link(name = "kernel32")]
-extern "system" {
+unsafe extern "system" {
     fn GenerateConsoleCtrlEvent(event: u32, group: u32) -> i32;
 }
 

@@ -337,7 +337,7 @@ pub fn under_wine() -> bool {
     // SAFETY: both names are NUL-terminated; ntdll is always loaded, and a
     // null module is handled.
     unsafe {
-        let ntdll = GetModuleHandleA(b"ntdll.dll\0".as_ptr());
-        !ntdll.is_null() && GetProcAddress(ntdll, b"wine_get_version\0".as_ptr()).is_some()
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
     }
 }

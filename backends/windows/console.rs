@@ -146,9 +146,8 @@ impl Console {
     pub(crate) fn watch(&self, signal: i32) -> io::Result<()> {
         let mut hub = hub();
         let before = self.slot.watched.fetch_or(bit(signal), Ordering::AcqRel);
-        settle(&mut hub).map_err(|err| {
+        settle(&mut hub).inspect_err(|_| {
             self.slot.watched.store(before, Ordering::Release);
-            err
         })
     }
 

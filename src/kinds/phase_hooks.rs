@@ -149,7 +149,7 @@ impl Kind for Idles {
             }
             _ => {
                 if let Some(p) = self.level.take() {
-                    if cx.expired.map_or(true, |t| t < p) {
+                    if cx.expired.is_none_or(|t| t < p) {
                         cx.queue_list(self.lists[p.index()]);
                     }
                 }

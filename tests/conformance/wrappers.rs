@@ -35,7 +35,7 @@ impl DelayedForget {
     fn forget_now(&mut self, fd: Option<RawFd>) {
         let mut i = 0;
         while i < self.later.len() {
-            if fd.map_or(true, |fd| self.later[i].0 == fd) {
+            if fd.is_none_or(|fd| self.later[i].0 == fd) {
                 let (fd, old, held) = self.later.swap_remove(i);
                 let _ = self.inner.modify(fd, old, Interest::NONE);
                 drop(held);

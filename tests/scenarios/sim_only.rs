@@ -93,7 +93,7 @@ fn leaving_writable_on_spins_the_loop() {
         out.dispatches += 1;
         if ev.ready.is_readable() {
             drain_to_eof(ev.source);
-            out.unsent.extend(std::iter::repeat(b'x').take(100));
+            out.unsent.extend(std::iter::repeat_n(b'x', 100));
         }
         flush(ev.source, &mut out.unsent);
         if out.dispatches == 50 {
