@@ -16,7 +16,7 @@
 //! - `mio`: the same workload on mio 1.x (epoll, edge-triggered; no
 //!   timers, so plain only).
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench chain`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench chain`
 //! (a filter selects rows: `... --bench chain -- 1000x100`), then
 //! `benches/report.py` prints the table of docs/backends.md.
 

@@ -20,7 +20,7 @@
 //!   timer's expiry in the next iteration, the wake and the poll; per
 //!   sleep.
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench exec`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench exec`
 //! (about 20 seconds; a filter selects rows: `... -- wake`).
 //! docs/benchmarks.md, "async: hyper on the executor", has the numbers.
 

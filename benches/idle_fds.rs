@@ -17,7 +17,7 @@
 //! a message: the process's fd limit (`RLIMIT_NOFILE`, raised to its hard
 //! limit first) or select's `FD_SETSIZE`.
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench idle_fds`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench idle_fds`
 //! (a filter selects a backend: `... --bench idle_fds -- epoll`), then
 //! `benches/report.py` prints the table of docs/backends.md. Where the
 //! hard fd limit stops short of 100,000, `benches/idle_fds_vm.sh` runs this

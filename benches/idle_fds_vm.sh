@@ -13,7 +13,7 @@
 # Builds into $CARGO_TARGET_DIR (default: target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=$(cargo bench --bench idle_fds --no-run --message-format=json 2>/dev/null |
+bin=$(cargo bench --manifest-path benches/criterion/Cargo.toml --bench idle_fds --no-run --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1)
 [ -x "$bin" ] || { echo "could not build the idle_fds bench"; exit 1; }
 args=""

@@ -21,12 +21,12 @@ echo "commit: $(git describe --always --dirty 2>/dev/null || echo unknown)"
 if [ "${1:-}" != quick ]; then
     log=$(mktemp)
     echo
-    echo "== cargo bench --bench idle_fds (log: $log)"
-    cargo bench --bench idle_fds >"$log" 2>&1 || { tail -n 30 "$log"; exit 1; }
+    echo "== cargo bench --manifest-path benches/criterion/Cargo.toml --bench idle_fds (log: $log)"
+    cargo bench --manifest-path benches/criterion/Cargo.toml --bench idle_fds >"$log" 2>&1 || { tail -n 30 "$log"; exit 1; }
     grep SKIPPED "$log" || true
     echo
-    echo "== cargo bench --bench chain"
-    cargo bench --bench chain >>"$log" 2>&1 || { tail -n 30 "$log"; exit 1; }
+    echo "== cargo bench --manifest-path benches/criterion/Cargo.toml --bench chain"
+    cargo bench --manifest-path benches/criterion/Cargo.toml --bench chain >>"$log" 2>&1 || { tail -n 30 "$log"; exit 1; }
     grep SKIPPED "$log" | grep chain || true
     echo
     python3 benches/report.py

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Prints the wall-time tables of docs/backends.md (markdown) from the
-results criterion saved for `cargo bench --bench idle_fds`,
-`cargo bench --bench chain` and `cargo bench --bench scale` (its table only
-if it ran).
+results criterion saved for the benches idle_fds, chain and scale (its
+table only if it ran) of the bench crate: `cargo bench --manifest-path
+benches/criterion/Cargo.toml --bench idle_fds`, and so on.
 
 Usage: python3 benches/report.py   (after the benches ran)
 
 Results are read from $CRITERION_HOME, else $CARGO_TARGET_DIR/criterion,
-else target/criterion (criterion's own rule). The estimate shown is the one
+else benches/criterion/target/criterion (criterion's own rule, for the
+bench crate). The estimate shown is the one
 criterion prints as the middle of `time: [low estimate high]` (the slope of
 the linear fit when it sampled linearly, else the mean), with half the
 width of its 95% confidence interval in percent. A dash is a size the bench
@@ -24,7 +25,7 @@ BACKENDS = ["epoll", "kqueue", "poll", "select", "sim"]
 def home():
     if os.environ.get("CRITERION_HOME"):
         return os.environ["CRITERION_HOME"]
-    return os.path.join(os.environ.get("CARGO_TARGET_DIR") or "target", "criterion")
+    return os.path.join(os.environ.get("CARGO_TARGET_DIR") or "benches/criterion/target", "criterion")
 
 
 def estimate(*path):

@@ -28,7 +28,7 @@
 //! 10 samples in about a second, or 10 single runs where a run takes
 //! longer, so the bench takes a few minutes even where rows are quadratic.
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench scale`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench scale`
 //! (a filter selects rows: `... --bench scale -- io_sim/`), then
 //! `benches/report.py` prints the table with the large / small ratios.
 

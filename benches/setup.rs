@@ -10,7 +10,7 @@
 //! (docs/benchmarks.md, "Setup per fd"); this bench is for wall time and
 //! for the hint, which the harness does not use.
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench setup`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench setup`
 //! (a filter selects a backend: `... --bench setup -- epoll`).
 
 use std::hint::black_box;

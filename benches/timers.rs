@@ -19,7 +19,7 @@
 //! - `again`: `Loop::again(t)` (the period unchanged).
 //! - `stop_start`: `Loop::stop`, `Loop::set_timer(t, d, d)`, `Loop::start`.
 //!
-//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --bench timers`
+//! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench timers`
 //! (about 25 seconds: setup of about a second, then 20 samples in 3 s after
 //! a 1 s warm-up per row; a filter selects rows: `... -- restart`).
 
