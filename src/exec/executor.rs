@@ -994,6 +994,7 @@ impl Future for YieldNow {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "exec")))]
 impl<'s, S> Loop<'s, S> {
     /// The loop's executor (made, and its watcher started, on first use).
     ///
