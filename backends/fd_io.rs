@@ -24,23 +24,15 @@
 //! assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
 //! ```
 //!
-//! With the cargo feature `record-fd-io`, while a loop of the thread
-//! records (`evloop::replay`), each call and what it moved are written to
-//! the trace, and during a replay a call here (on a real descriptor: the
-//! replay's sockets are virtual) is reported as a divergence and makes no
-//! syscall. The feature costs each call one thread-local test (about 20
-//! instructions per event on the bench.c workload, where these calls are
-//! most of a callback), so it is off by default: without it, reads and
-//! writes here are behind a recording's back (a replay reports them as
-//! reads the recording lacks).
+//! Nothing here is recorded: a program that wants its fd_io calls in a
+//! trace calls `evloop::replay::fd_io` (feature `replay`), the same two
+//! functions as a layer on top of these, so this path never tests for a
+//! recording.
 
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-
-#[cfg(feature = "record-fd-io")]
-use crate::replay::sink;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// Reads at most `buf.len()` bytes from `fd` with one `read(2)`; `Ok(0)`
 /// is end of file.
@@ -54,15 +46,6 @@ use crate::replay::sink;
 #[inline]
 pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
     let fd = fd.as_fd();
-    #[cfg(feature = "record-fd-io")]
-    if sink::active() {
-        return observed_read(fd, buf);
-    }
-    raw_read(fd, buf)
-}
-
-#[inline]
-fn raw_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, writable region of `buf.len()` bytes, and
     // `fd` is borrowed, so it stays open until the call returns.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -71,42 +54,6 @@ fn raw_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
     } else {
         Ok(n as usize)
     }
-}
-
-/// A read while the thread records or replays.
-#[cfg(feature = "record-fd-io")]
-#[cold]
-#[inline(never)]
-fn observed_read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
-    if sink::mode() == sink::REPLAYING {
-        return Err(outside(fd, "a read"));
-    }
-    let r = raw_read(fd, buf);
-    record(sink::READ_TAG, fd, buf, &r);
-    r
-}
-
-/// Records a read's or a write's result, and the bytes it moved (the
-/// start of `buf`).
-#[cfg(feature = "record-fd-io")]
-#[inline]
-fn record(tag: u8, fd: BorrowedFd<'_>, buf: &[u8], r: &io::Result<usize>) {
-    let moved = r.as_ref().map_or(0, |&n| n.min(buf.len()));
-    sink::record_transfer(
-        tag,
-        fd.as_raw_fd(),
-        buf.len(),
-        r.as_ref().copied(),
-        &buf[..moved],
-    );
-}
-
-/// During a replay: reported (the replay's sockets are virtual), and no
-/// syscall made.
-#[cfg(feature = "record-fd-io")]
-fn outside(fd: BorrowedFd<'_>, what: &str) -> io::Error {
-    sink::outside(fd.as_raw_fd(), what, "backends::fd_io");
-    io::ErrorKind::WouldBlock.into()
 }
 
 /// Writes at most `buf.len()` bytes to `fd` with one `write(2)` and says
@@ -125,15 +72,6 @@ fn outside(fd: BorrowedFd<'_>, what: &str) -> io::Error {
 #[inline]
 pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
     let fd = fd.as_fd();
-    #[cfg(feature = "record-fd-io")]
-    if sink::active() {
-        return observed_write(fd, buf);
-    }
-    raw_write(fd, buf)
-}
-
-#[inline]
-fn raw_write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, readable region of `buf.len()` bytes, and
     // `fd` is borrowed, so it stays open until the call returns.
     let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
@@ -142,17 +80,4 @@ fn raw_write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     } else {
         Ok(n as usize)
     }
-}
-
-/// A write while the thread records or replays.
-#[cfg(feature = "record-fd-io")]
-#[cold]
-#[inline(never)]
-fn observed_write(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
-    if sink::mode() == sink::REPLAYING {
-        return Err(outside(fd, "a write"));
-    }
-    let r = raw_write(fd, buf);
-    record(sink::WRITE_TAG, fd, buf, &r);
-    r
 }

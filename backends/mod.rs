@@ -62,7 +62,8 @@ pub(crate) mod windows;
 
 #[cfg(unix)]
 pub mod fd_io;
-#[cfg(any(unix, windows))]
+// accept4 and the fd limit, for `evloop::net` only.
+#[cfg(all(any(unix, windows), feature = "net"))]
 pub(crate) mod net_sys;
 #[cfg(unix)]
 pub mod poll;

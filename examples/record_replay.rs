@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
-use evloop::replay::{Divergence, Replay, ReplaySummary};
+use evloop::replay::{Divergence, Recorded, Replay, ReplaySummary};
 use evloop::{Break, Loop, RawFd, RunMode, Source, SourceFd};
 
 /// The server's state: its connections, and what its handlers saw.
@@ -113,7 +113,8 @@ fn record(trace: &std::path::Path) -> Result<(RawFd, Vec<String>), Box<dyn std::
         }
         Ok(got)
     });
-    let acceptor = serve(&mut lp, listener)?;
+    // Recorded: what the server accepts, reads and writes goes to the trace.
+    let acceptor = serve(&mut lp, Recorded::new(listener))?;
     let mut st = Server {
         left: CLIENTS,
         ..Server::default()

@@ -3,9 +3,7 @@
 
 use std::borrow::Cow;
 use std::ffi::OsString;
-use std::io::Write;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::backends::{self, Factory};
@@ -48,25 +46,24 @@ pub struct Builder {
     registered: Vec<(&'static str, Factory)>,
     /// The capacity hint ([`Builder::capacity`]).
     capacity: usize,
-    /// Where the loop is recorded ([`Builder::record`], [`Builder::record_to`]).
-    record: Option<RecordTo>,
+    /// A layer over the backend chosen (a recorder: `Builder::record`,
+    /// feature `replay`), applied by each build.
+    wrap: Option<Wrap>,
 }
 
-/// Where a built loop is recorded.
+/// A layer over a built loop's backend, and its name (the
+/// [`Error::Backend`] that its failure becomes names it).
 #[derive(Clone)]
-enum RecordTo {
-    /// A writer, taken by the first loop built.
-    Writer(Arc<Mutex<Option<Box<dyn Write + Send>>>>),
-    /// A file, created by each loop built.
-    Path(PathBuf),
+struct Wrap {
+    name: &'static str,
+    layer: Arc<WrapFn>,
 }
 
-impl std::fmt::Debug for RecordTo {
+type WrapFn = dyn Fn(Box<dyn Backend>) -> std::io::Result<Box<dyn Backend>> + Send + Sync;
+
+impl std::fmt::Debug for Wrap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RecordTo::Writer(_) => f.write_str("Writer(..)"),
-            RecordTo::Path(p) => f.debug_tuple("Path").field(p).finish(),
-        }
+        f.debug_tuple("Wrap").field(&self.name).finish()
     }
 }
 
@@ -131,56 +128,20 @@ impl Builder {
         self
     }
 
-    /// Records the loop to `out`: the backend chosen is wrapped in a
-    /// [`Recorder`](crate::replay::Recorder), which writes everything that
-    /// enters the loop from outside, and what the program reads and writes
-    /// through evloop's own I/O paths, to a trace that
-    /// [`Replay`](crate::replay::Replay) runs again (the
-    /// [`replay`](crate::replay) module has the format and the limits;
-    /// `docs/replay.md` is the guide). The first loop built takes the
-    /// writer; building another from this builder (or a clone) is refused
-    /// ([`Error::Backend`](crate::Error::Backend), op "record"), as is a
-    /// second recording in one thread.
-    ///
-    /// ```
-    /// use evloop::replay::{MemoryTrace, Replay};
-    /// use evloop::{Loop, RunMode};
-    /// use std::time::Duration;
-    ///
-    /// let trace = MemoryTrace::new();
-    /// let builder = Loop::builder().backend("poll").record(trace.clone());
-    /// {
-    ///     let mut lp: Loop = builder.build()?;
-    ///     lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})?;
-    ///     lp.run(RunMode::Default, &mut ())?;
-    /// }
-    /// assert!(builder.build::<()>().is_err(), "the writer was taken");
-    /// assert_eq!(Replay::from_bytes(trace.bytes())?.recorded_backend(), "poll");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn record(mut self, out: impl Write + Send + 'static) -> Builder {
-        let out: Box<dyn Write + Send> = Box::new(out);
-        self.record = Some(RecordTo::Writer(Arc::new(Mutex::new(Some(out)))));
-        self
-    }
-
-    /// Records the loop (as [`Builder::record`] does) to the file at
-    /// `path`, created (or truncated) by [`Builder::build`]; a path that
-    /// cannot be created fails the build, naming it.
-    ///
-    /// ```
-    /// use evloop::replay::Replay;
-    /// use evloop::Loop;
-    /// let path = std::env::temp_dir().join(format!("evloop-doc-record-to-{}", std::process::id()));
-    /// drop(Loop::builder().backend("poll").record_to(&path).build::<()>()?);
-    /// assert_eq!(Replay::open(&path)?.recorded_backend(), "poll");
-    /// std::fs::remove_file(&path)?;
-    /// let err = Loop::builder().record_to("/no/such/dir/trace").build::<()>().unwrap_err();
-    /// assert!(err.to_string().contains("/no/such/dir/trace"), "{err}");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn record_to(mut self, path: impl Into<PathBuf>) -> Builder {
-        self.record = Some(RecordTo::Path(path.into()));
+    /// Wraps the backend each build chooses in the layer `layer` makes
+    /// (replay's recorder): so that layers above the core (feature
+    /// `replay`) reach the builder without the builder naming them. Its
+    /// error fails the build as an [`Error::Backend`] named `name`.
+    #[cfg_attr(not(feature = "replay"), allow(dead_code))] // nothing else wraps
+    pub(crate) fn wrap_backend(
+        mut self,
+        name: &'static str,
+        layer: impl Fn(Box<dyn Backend>) -> std::io::Result<Box<dyn Backend>> + Send + Sync + 'static,
+    ) -> Builder {
+        self.wrap = Some(Wrap {
+            name,
+            layer: Arc::new(layer),
+        });
         self
     }
 
@@ -326,8 +287,12 @@ impl Builder {
     pub fn build<'s, S>(&self) -> Result<Loop<'s, S>> {
         let (name, from_env) = choose(self.backend.as_deref(), || std::env::var_os(ENV_VAR));
         let mut backend = self.open_named(&name, from_env)?;
-        if let Some(to) = &self.record {
-            backend = record(backend, to)?;
+        if let Some(w) = &self.wrap {
+            backend = (w.layer)(backend).map_err(|source| Error::Backend {
+                backend: w.name,
+                op: w.name,
+                source,
+            })?;
         }
         let mut lp = Loop::try_from_boxed(backend)?;
         lp.reserve(self.capacity);
@@ -355,29 +320,6 @@ impl Builder {
             err => err,
         })
     }
-}
-
-/// `backend`, recorded as `to` says.
-fn record(backend: Box<dyn Backend>, to: &RecordTo) -> Result<Box<dyn Backend>> {
-    use crate::replay::Recorder;
-    let err = |source| Error::Backend {
-        backend: "record",
-        op: "record",
-        source,
-    };
-    let recorder = match to {
-        RecordTo::Path(path) => Recorder::to_path(backend, path),
-        RecordTo::Writer(slot) => {
-            let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-            match taken {
-                Some(out) => Recorder::new(backend, out),
-                None => Err(std::io::Error::other(
-                    "Builder::record's writer was taken by a loop built before: record each loop to a writer of its own",
-                )),
-            }
-        }
-    };
-    Ok(Box::new(recorder.map_err(err)?))
 }
 
 /// The backend name, and whether it came from the environment: `explicit`,

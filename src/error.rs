@@ -231,14 +231,13 @@ pub enum Error {
     /// (a handle of a dropped loop must not be taken for a new loop's), so
     /// no new loop can be made.
     LoopIdsExhausted,
-    /// An executor operation made outside any task
-    /// ([`exec::spawn_local`](crate::exec::spawn_local),
-    /// [`Async::new`](crate::exec::Async::new)): there is no current
-    /// executor; use the loop's ([`Loop::executor`](crate::Loop::executor)).
+    /// An executor operation made outside any task (`exec::spawn_local`,
+    /// `exec::Async::new`; feature `exec`): there is no current executor;
+    /// use the loop's (`Loop::executor`).
     NoExecutor,
     /// A spawn on the executor of a loop that was dropped.
     ExecutorGone,
-    /// [`Loop::block_on`](crate::Loop::block_on): the loop can never make
+    /// `Loop::block_on` (feature `exec`): the loop can never make
     /// progress again (its backend said so: the simulator with nothing
     /// left to happen), and the future is still pending.
     Stalled,

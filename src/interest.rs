@@ -90,6 +90,7 @@ impl Interest {
 
     /// The interest with these raw bits ([`Interest::bits`]): how a
     /// recorded trace (`evloop::replay`) is read back.
+    #[cfg_attr(not(feature = "replay"), allow(dead_code))] // the trace decoder
     pub(crate) const fn from_bits(bits: u8) -> Interest {
         Interest(bits)
     }
@@ -246,6 +247,7 @@ impl Ready {
 
     /// The readiness with these raw bits ([`Ready::bits`]): how a
     /// recorded trace (`evloop::replay`) is read back.
+    #[cfg_attr(not(feature = "replay"), allow(dead_code))] // the trace decoder
     pub(crate) const fn from_bits(bits: u8) -> Ready {
         Ready(bits)
     }

@@ -156,7 +156,7 @@ pub trait Kind: Any {
 
     /// Whether the kind has work of its own that keeps
     /// [`Loop::run`](crate::Loop::run) going while no active, referenced
-    /// watcher does (an executor's tasks: [`exec`](crate::exec)). Asked
+    /// watcher does (an executor's tasks: `evloop::exec`). Asked
     /// only when nothing else keeps the loop going.
     fn keeps_alive(&self) -> bool {
         false

@@ -35,10 +35,20 @@
 //! driving a backend takes [`backend`] (the [`Backend`](backend::Backend)
 //! trait and its types); the crate's backends, and the simulator's
 //! inspection types ([`Step`](backends::sim::Step) of its trace, ...), are
-//! in [`backends`]; the TCP server helpers in [`net`].
+//! in [`backends`].
+//!
+//! **Features.** By default only the core compiles: the loop, its watcher
+//! kinds, the OS backends and the simulator. The products beside it are
+//! features: `exec` (an executor on the loop: tasks, sleeps, async
+//! sockets), `net` (TCP server helpers: buffered connections, an
+//! acceptor), `replay` (record a run, replay it deterministically; takes
+//! `net`), `futures` and `hyper` (the executor's futures-io and hyper
+//! glue; take `exec`), `io-uring` (Linux) and `conformance` (the kit for
+//! backend authors).
 //!
 //! See `docs/architecture.md` for how it works inside.
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod backend;
@@ -47,6 +57,8 @@ mod direct_batch;
 mod dispatch;
 mod error;
 mod event_loop;
+#[cfg(feature = "exec")]
+#[cfg_attr(docsrs, doc(cfg(feature = "exec")))]
 pub mod exec;
 mod fd_table;
 mod feeds;
@@ -56,11 +68,15 @@ mod interest;
 mod kind;
 mod kinds;
 mod loop_controls;
+#[cfg(feature = "net")]
+#[cfg_attr(docsrs, doc(cfg(feature = "net")))]
 pub mod net;
 mod pending;
 #[cfg(unix)]
 mod pollable;
 mod registry;
+#[cfg(feature = "replay")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
 pub mod replay;
 mod run_state;
 mod settled;
@@ -78,6 +94,7 @@ pub mod backends;
 // feature. In `backends/` because its fixture needs unsafe code (pipes,
 // fds closed behind the loop's back, signals, fork).
 #[cfg(all(any(unix, windows), feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 #[path = "../backends/conformance/mod.rs"]
 pub mod conformance;
 
@@ -120,6 +137,7 @@ pub mod doc_pages {
     pub struct Readme;
     #[doc = include_str!("../docs/architecture.md")]
     pub struct Architecture;
+    #[cfg(feature = "exec")]
     #[doc = include_str!("../docs/async.md")]
     pub struct AsyncGuide;
     #[doc = include_str!("../docs/backends.md")]
@@ -130,8 +148,10 @@ pub mod doc_pages {
     pub struct Porting;
     #[doc = include_str!("../docs/recipes.md")]
     pub struct Recipes;
+    #[cfg(feature = "replay")]
     #[doc = include_str!("../docs/replay.md")]
     pub struct ReplayGuide;
+    #[cfg(feature = "net")]
     #[doc = include_str!("../docs/servers.md")]
     pub struct Servers;
 }

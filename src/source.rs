@@ -53,6 +53,7 @@ cfg_if::cfg_if! {
 pub(crate) const NO_FD: RawFd = !0;
 
 /// The number of the descriptor behind a source, OS or virtual.
+#[cfg_attr(not(feature = "net"), allow(dead_code))] // net and replay
 pub(crate) fn number(fd: SourceFd<'_>) -> RawFd {
     match fd {
         SourceFd::Os(fd) => raw(fd),

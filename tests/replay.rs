@@ -31,7 +31,7 @@ use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
-use evloop::replay::{Divergence, MemoryTrace, Recorder, Replay};
+use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
 use evloop::{Break, Loop, RunMode, Sim, Source, SourceFd};
 
 use common::{watchdog, WATCHDOG};
@@ -185,7 +185,9 @@ fn record_lines(backend: &str, buggy: bool, trace: &MemoryTrace) -> Option<Outco
             c
         })
         .collect();
-    let acceptor = serve(&mut lp, listener);
+    // Recorded: what the server accepts, reads and writes goes to the
+    // trace (the replay gives it the replay's listener instead).
+    let acceptor = serve(&mut lp, Recorded::new(listener));
     let mut st = Server {
         buggy,
         expect: CLIENTS,
@@ -408,7 +410,7 @@ fn a_thousand_connections_of_echo_replay_with_no_divergence() {
                 assert_eq!(back, *msg);
             }
         });
-        let acceptor = echo(&mut lp, listener);
+        let acceptor = echo(&mut lp, Recorded::new(listener));
         let mut st = Server {
             expect: N,
             ..Server::default()
@@ -515,7 +517,6 @@ fn a_read_behind_the_loops_back_is_reported_on_replay() {
     assert_eq!(replay.finish().unwrap_err(), d);
 }
 
-#[cfg(feature = "record-fd-io")]
 #[test]
 fn fd_io_on_a_real_fd_during_a_replay_is_reported() {
     let (trace, _, _) = record_on_sim(|lp, sock| {
@@ -527,11 +528,11 @@ fn fd_io_on_a_real_fd_during_a_replay_is_reported() {
     });
     let replay = Replay::from_bytes(trace.bytes()).unwrap();
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let err = evloop::backends::fd_io::read(&a, &mut [0u8; 4]).unwrap_err();
+    let err = evloop::replay::fd_io::read(&a, &mut [0u8; 4]).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
     let d = replay.divergence().expect("reported");
     assert_eq!(d.fd, Some(a.as_raw_fd()));
-    assert!(d.actual.contains("through backends::fd_io"), "{d}");
+    assert!(d.actual.contains("through evloop::replay::fd_io"), "{d}");
     assert!(d.hint.unwrap().contains("virtual"), "{d}");
 }
 

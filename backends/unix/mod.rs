@@ -119,11 +119,13 @@
 pub(crate) mod children;
 pub(crate) mod clock_steps;
 pub(crate) mod hub;
+mod internal_fds;
 pub(crate) mod notifier;
 pub(crate) mod path_hints;
 mod wake;
 
-pub use notifier::{InternalFds, Notifier, Wakeup};
+pub use internal_fds::InternalFds;
+pub use notifier::{Notifier, Wakeup};
 
 // The clock, the deadline and the "never pollable" check are public, for
 // backends outside the crate too: `backends/util.rs`.

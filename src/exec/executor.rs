@@ -45,7 +45,7 @@ use std::sync::{
 
 use slab::Slab;
 
-use super::reactor::Reactor;
+use super::reactor::{Owner, Reactor};
 use crate::backend::Wake;
 use crate::unwind::Held;
 use crate::{
@@ -274,6 +274,16 @@ impl Drop for Enter {
     fn drop(&mut self) {
         let previous = self.0.take();
         let _ = CURRENT.try_with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+impl Owner for Shared {
+    fn reactor(&self) -> &RefCell<Reactor> {
+        &self.reactor
+    }
+
+    fn kick<S>(&self, lp: &mut Loop<'_, S>) {
+        Shared::kick(self, lp);
     }
 }
 
@@ -984,6 +994,7 @@ impl Future for YieldNow {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "exec")))]
 impl<'s, S> Loop<'s, S> {
     /// The loop's executor (made, and its watcher started, on first use).
     ///

@@ -8,7 +8,7 @@
 //! requests out with the `&mut Loop` it has (`Reactor::apply`): it makes,
 //! re-arms, stops or removes an ordinary watcher. The watcher's callback
 //! writes into the slot and wakes the waiting task, then has the executor
-//! run in the same iteration (`Shared::kick`).
+//! run in the same iteration (`Owner::kick`).
 //!
 //! Io: on a backend with edge triggering the source is registered once,
 //! for both directions, edge-triggered, and its readiness cached until a
@@ -25,6 +25,7 @@
 //! direction, the last poller's (async-io's `Source`, tokio's
 //! `poll_read_ready`).
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io;
 use std::rc::Rc;
@@ -33,7 +34,6 @@ use std::time::Duration;
 
 use slab::Slab;
 
-use super::executor::Shared;
 use crate::{
     Child, ExitStatus, Interest, Io, Loop, Ready, Signal, Source, SourceFd, Timer, Trigger,
 };
@@ -217,6 +217,17 @@ enum Request {
     TimerClose(usize),
     Stream(usize),
     StreamClose(usize),
+}
+
+/// What the reactor needs of the executor that owns it: the reactor
+/// itself (inside the executor's shared state), and the kick that runs
+/// tasks woken meanwhile in the same iteration. A trait, so that the
+/// executor names the reactor and not the other way round.
+pub(crate) trait Owner: 'static {
+    /// The reactor.
+    fn reactor(&self) -> &RefCell<Reactor>;
+    /// Runs the tasks that were woken, in this iteration.
+    fn kick<S>(&self, lp: &mut Loop<'_, S>);
 }
 
 /// The executor's reactor (see the module doc).
@@ -516,10 +527,10 @@ impl Reactor {
     // ----- carrying the requests out ---------------------------------
 
     /// Carries out every request queued (and those made meanwhile).
-    pub(crate) fn apply<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>) {
+    pub(crate) fn apply<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>) {
         loop {
             let requests = {
-                let mut reactor = shared.reactor.borrow_mut();
+                let mut reactor = shared.reactor().borrow_mut();
                 if reactor.requests.is_empty() {
                     return;
                 }
@@ -529,7 +540,7 @@ impl Reactor {
                 match r {
                     Request::Io(slot) => sync_io(lp, shared, slot),
                     Request::IoClose(slot) => {
-                        let w = shared.reactor.borrow_mut().io.remove(slot).watcher;
+                        let w = shared.reactor().borrow_mut().io.remove(slot).watcher;
                         if let Some(w) = w {
                             let _ = lp.remove(w);
                         }
@@ -538,7 +549,7 @@ impl Reactor {
                     Request::TimerClose(slot) => {
                         // Kept, stopped, for the next sleep.
                         let w = {
-                            let mut reactor = shared.reactor.borrow_mut();
+                            let mut reactor = shared.reactor().borrow_mut();
                             let Some(t) = reactor.timers.get_mut(slot) else {
                                 continue;
                             };
@@ -555,7 +566,7 @@ impl Reactor {
                     }
                     Request::Stream(slot) => start_stream(lp, shared, slot),
                     Request::StreamClose(slot) => {
-                        let s = shared.reactor.borrow_mut().streams.try_remove(slot);
+                        let s = shared.reactor().borrow_mut().streams.try_remove(slot);
                         match s.and_then(|s| s.watcher) {
                             Some(StreamWatcher::Signal(w)) => {
                                 let _ = lp.remove(w);
@@ -569,7 +580,7 @@ impl Reactor {
                 }
             }
             // Give the vector back (its capacity), unless more came.
-            let mut reactor = shared.reactor.borrow_mut();
+            let mut reactor = shared.reactor().borrow_mut();
             if reactor.requests.is_empty() {
                 let mut requests = requests;
                 requests.clear();
@@ -580,8 +591,8 @@ impl Reactor {
 }
 
 /// Makes or re-arms an io slot's watcher.
-fn sync_io<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
-    let mut reactor = shared.reactor.borrow_mut();
+fn sync_io<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) {
+    let mut reactor = shared.reactor().borrow_mut();
     let edge = reactor.edge;
     let Some(s) = reactor.io.get_mut(slot) else {
         return;
@@ -613,7 +624,7 @@ fn sync_io<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
             io_ready(lp, &shared, slot, ev.ready);
         }
     });
-    let mut reactor = shared.reactor.borrow_mut();
+    let mut reactor = shared.reactor().borrow_mut();
     let s = &mut reactor.io[slot];
     match made {
         Ok(w) => s.watcher = Some(w),
@@ -641,8 +652,8 @@ fn set_level_interest<S>(lp: &mut Loop<'_, S>, w: Io, wanted: u8) {
 
 /// An io watcher's callback: record, wake, and (level) stop watching
 /// what was reported until a future waits for it again.
-fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Ready) {
-    let mut reactor = shared.reactor.borrow_mut();
+fn io_ready<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize, ready: Ready) {
+    let mut reactor = shared.reactor().borrow_mut();
     let edge = reactor.edge;
     let mut wake = std::mem::take(&mut reactor.to_wake);
     let Some(s) = reactor.io.get_mut(slot) else {
@@ -679,7 +690,7 @@ fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Re
     }
     wake.drain(..).for_each(Waker::wake);
     // The capacity back (a waker's wake may have put one there meanwhile).
-    if let Ok(mut reactor) = shared.reactor.try_borrow_mut() {
+    if let Ok(mut reactor) = shared.reactor().try_borrow_mut() {
         if reactor.to_wake.capacity() < wake.capacity() {
             reactor.to_wake = wake;
         }
@@ -688,8 +699,8 @@ fn io_ready<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize, ready: Re
 }
 
 /// Makes or re-arms a timer slot's watcher at its deadline.
-fn arm_timer<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
-    let mut reactor = shared.reactor.borrow_mut();
+fn arm_timer<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) {
+    let mut reactor = shared.reactor().borrow_mut();
     let Some(t) = reactor.timers.get_mut(slot) else {
         return;
     };
@@ -719,7 +730,7 @@ fn arm_timer<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
     let made = lp.timer(after, Duration::ZERO, move |lp, _, _| {
         let Some(shared) = weak.upgrade() else { return };
         let waker = {
-            let mut reactor = shared.reactor.borrow_mut();
+            let mut reactor = shared.reactor().borrow_mut();
             let Some(t) = reactor.timers.get_mut(slot) else {
                 return;
             };
@@ -732,16 +743,16 @@ fn arm_timer<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
         shared.kick(lp);
     });
     if let Ok(w) = made {
-        if let Some(t) = shared.reactor.borrow_mut().timers.get_mut(slot) {
+        if let Some(t) = shared.reactor().borrow_mut().timers.get_mut(slot) {
             t.watcher = Some(w);
         }
     }
 }
 
 /// Starts a signal or child stream's watcher.
-fn start_stream<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
+fn start_stream<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) {
     let watched = {
-        let mut reactor = shared.reactor.borrow_mut();
+        let mut reactor = shared.reactor().borrow_mut();
         let Some(s) = reactor.streams.get_mut(slot) else {
             return;
         };
@@ -755,7 +766,7 @@ fn start_stream<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
     let deliver = move |lp: &mut Loop<'_, S>, item: Item, ended: bool| {
         let Some(shared) = weak.upgrade() else { return };
         let waker = {
-            let mut reactor = shared.reactor.borrow_mut();
+            let mut reactor = shared.reactor().borrow_mut();
             let Some(s) = reactor.streams.get_mut(slot) else {
                 return;
             };
@@ -782,7 +793,7 @@ fn start_stream<S>(lp: &mut Loop<'_, S>, shared: &Rc<Shared>, slot: usize) {
             .map(StreamWatcher::Child),
     };
     let waker = {
-        let mut reactor = shared.reactor.borrow_mut();
+        let mut reactor = shared.reactor().borrow_mut();
         let Some(s) = reactor.streams.get_mut(slot) else {
             // Closed meanwhile (cannot happen: one request at a time).
             return;

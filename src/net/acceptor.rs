@@ -265,13 +265,7 @@ impl Acceptor {
         let io = lp.io(listener, Interest::READABLE, move |lp, state, ev| {
             let sh = &*mine;
             loop {
-                let accepted = ev.source.accept_stream();
-                // Recorded while the thread records (evloop::replay).
-                crate::replay::sink::accepted(
-                    ev.source.source_fd(),
-                    accepted.as_ref().map(Source::source_fd),
-                );
-                match accepted {
+                match ev.source.accept_stream() {
                     Ok(stream) => {
                         sh.exhausted.set(false);
                         sh.accepted.set(sh.accepted.get() + 1);

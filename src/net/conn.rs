@@ -917,14 +917,6 @@ impl<C> Conn<C> {
         while self.sent < self.out.len() {
             let offered = &self.out[self.sent..];
             let written = stream.write(offered);
-            // Recorded while the thread records (evloop::replay).
-            let taken = written.as_ref().map_or(0, |&n| n.min(offered.len()));
-            crate::replay::sink::wrote(
-                stream.source_fd(),
-                offered.len(),
-                &written,
-                &offered[..taken],
-            );
             match written {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
@@ -1532,8 +1524,7 @@ impl<C> Conn<C> {
     {
         // Errors (the peer is gone already) change nothing: the
         // connection is closed soon either way.
-        let shut = stream.shutdown_write();
-        crate::replay::sink::shut_down(stream.source_fd(), &shut);
+        let _ = stream.shutdown_write();
         self.state = State::Lingering;
         if self.eof {
             return Step::Finish(CloseReason::Graceful);
@@ -1638,14 +1629,6 @@ impl<C> Conn<C> {
             first = false;
             let end = self.end;
             let read = stream.read(&mut self.input[end..]);
-            // Recorded while the thread records (evloop::replay).
-            let got = read.as_ref().map_or(0, |&n| n.min(self.input.len() - end));
-            crate::replay::sink::read(
-                stream.source_fd(),
-                self.input.len() - end,
-                &read,
-                &self.input[end..end + got],
-            );
             match read {
                 Ok(0) => {
                     self.eof = true;

@@ -7,14 +7,17 @@
 //! that enters the loop from outside: each poll's timeout and results,
 //! every clock reading (`now`, `wall_now`), signal and child notices,
 //! wake-ups, wall-clock steps, file attributes and path hints, the
-//! registrations the loop asks for and their results; and, through a
-//! per-thread sink that evloop's own I/O paths consult (one thread-local
-//! load when nothing records), the bytes the program reads and writes
-//! through [`net::Conns`](crate::net::Conns), the connections a
-//! [`net::Acceptor`](crate::net::Acceptor) accepts and their half-closes,
-//! and, with the cargo feature `record-fd-io`, the calls of
-//! `backends::fd_io` (Unix; off by default, because it costs each call a
-//! thread-local test). The trace is streamed to
+//! registrations the loop asks for and their results. What the program
+//! reads, writes, accepts and half-closes is recorded by a layer over
+//! its sockets: [`Recorded`] wraps any [`net::Stream`](crate::net::Stream)
+//! or [`net::Listener`](crate::net::Listener) (a `Recorded` listener's
+//! accepted streams are `Recorded` too), so a server given
+//! `Recorded::new(listener)` has every byte of its
+//! [`net::Conns`](crate::net::Conns) in the trace; [`fd_io`] (Unix) is
+//! `backends::fd_io` recorded. The recorder and the wrappers meet in a
+//! per-thread sink (one thread-local load when nothing records); `net`,
+//! `backends::fd_io` and the builder never call into this module. The
+//! trace is streamed to
 //! the writer in 64 KiB blocks (memory stays bounded) and completed when
 //! the loop is dropped; [`flush_recording`] writes out what is buffered.
 //!
@@ -42,7 +45,7 @@
 //!
 //! ```
 //! use evloop::net::{ConnEvent, ConnOptions, Conns};
-//! use evloop::replay::{MemoryTrace, Recorder, Replay};
+//! use evloop::replay::{MemoryTrace, Recorded, Recorder, Replay};
 //! use evloop::{Loop, RunMode, Sim};
 //! use std::time::Duration;
 //!
@@ -72,7 +75,7 @@
 //!     let rec = Recorder::new(Box::new(sim.backend()), trace.clone())?;
 //!     let mut lp = Loop::with_backend(rec);
 //!     let mut conns = Conns::new();
-//!     serve(&mut lp, &mut conns, sock)?;
+//!     serve(&mut lp, &mut conns, Recorded::new(sock))?;
 //!     lp.run(RunMode::Default, &mut conns)?;
 //! }
 //! // Replayed: the same program on the replay's socket of the same fd.
@@ -91,12 +94,12 @@
 //! # What cannot be replayed
 //!
 //! - **Reads and writes behind the loop's back**: a `Read` or `Write` on
-//!   the socket itself (`TcpStream::read`), a file read, a DNS lookup, are
-//!   not recorded (nor is `fd_io` without the feature `record-fd-io`). On
-//!   replay the program's sockets are the replay's, so such a read on one
-//!   of them finds no record: a divergence, with a hint saying so (never
-//!   data made up). A read through `net` (or `fd_io`, with the feature)
-//!   on a real descriptor during a replay is a divergence too.
+//!   an unwrapped socket (`TcpStream::read`), a plain `backends::fd_io`
+//!   call, a file read, a DNS lookup, are not recorded. On replay the
+//!   program's sockets are the replay's, so such a read on one of them
+//!   finds no record: a divergence, with a hint saying so (never data
+//!   made up). A read through a [`Recorded`] socket (or [`fd_io`]) on a
+//!   real descriptor during a replay is a divergence too.
 //! - **Other threads**: what they do is not in the trace. A wake-up is
 //!   (the poll it ended, and the `woken` notice), but which async watcher
 //!   was sent to is the sender's own state: a replay diverges where the
@@ -158,9 +161,13 @@
 //! it ends, and says so.
 
 mod format;
+mod layer;
 mod play;
 mod record;
 pub(crate) mod sink;
 
+#[cfg(unix)]
+pub use layer::fd_io;
+pub use layer::Recorded;
 pub use play::{Divergence, Replay, ReplayBackend, ReplayListener, ReplaySocket, ReplaySummary};
 pub use record::{flush_recording, MemoryTrace, Recorder};

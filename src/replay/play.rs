@@ -164,7 +164,7 @@ pub(crate) struct Player {
 
 /// Why the program's read on a replayed fd may have no record.
 const READ_HINT: &str = "a read or write the recording lacks: at recording time it went outside evloop's recorded paths \
-     (a Read or Write on the socket itself rather than evloop::net or backends::fd_io), or the program changed";
+     (a Read or Write on a socket not wrapped in replay::Recorded, or backends::fd_io rather than replay::fd_io), or the program changed";
 
 /// Why a read's record may hold more than the read asked for.
 const OVERLONG_READ: &str =
@@ -294,20 +294,6 @@ impl Player {
     fn fd_allowed(&self, fd: i64) -> bool {
         let limit = FD_FLOOR.saturating_add(i64::try_from(self.dec.consumed()).unwrap_or(i64::MAX));
         (0..=limit).contains(&fd)
-    }
-
-    /// The program did `what` on the OS fd `fd` through `path`.
-    pub(crate) fn outside(&mut self, fd: RawFd, what: &str, path: &str) {
-        if self.diverged.is_some() {
-            return;
-        }
-        let expected = self.expected();
-        self.diverge(
-            Some(fd),
-            expected,
-            format!("{what} on the OS fd {fd} through {path}"),
-            Some("a replay's sockets are virtual: the program must use the replay's (Replay::socket, Replay::listener), not real ones"),
-        );
     }
 
     // --- the backend's calls ---
@@ -623,6 +609,21 @@ impl Player {
     }
 }
 
+impl sink::Outside for Player {
+    fn outside(&mut self, fd: RawFd, what: &str, path: &str) {
+        if self.diverged.is_some() {
+            return;
+        }
+        let expected = self.expected();
+        self.diverge(
+            Some(fd),
+            expected,
+            format!("{what} on the OS fd {fd} through {path}"),
+            Some("a replay's sockets are virtual: the program must use the replay's (Replay::socket, Replay::listener), not real ones"),
+        );
+    }
+}
+
 impl Drop for Player {
     fn drop(&mut self) {
         if self.claimed {
@@ -717,7 +718,7 @@ impl Replay {
             summary: ReplaySummary::default(),
             claimed: false,
         }));
-        sink::start_replay(&player)?;
+        sink::start_replay(player.clone())?;
         player.borrow_mut().claimed = true;
         Ok(Replay { player })
     }

@@ -18,9 +18,9 @@ use crate::{FileStat, Interest, RawFd, Ready};
 
 /// A backend that records: it wraps another (any [`Backend`]) and writes
 /// to a trace everything that enters the loop through it, and, while it
-/// lives, what the program reads and writes through evloop's own I/O
-/// paths in its thread (`evloop::net`'s connections and acceptor,
-/// `backends::fd_io`). [`Builder::record`](crate::Builder::record) and
+/// lives, what the program reads and writes in its thread through the
+/// recording layer ([`Recorded`](super::Recorded) sockets,
+/// [`replay::fd_io`](super::fd_io)). [`Builder::record`](crate::Builder::record) and
 /// [`Builder::record_to`](crate::Builder::record_to) make one around the
 /// backend they choose; this is the way to record a backend built by
 /// hand. Its name and capabilities are the wrapped backend's. The

@@ -1,5 +1,5 @@
-//! The thread's recording sink: where the recorder backend and evloop's own
-//! I/O paths (`net`'s connections and acceptor, `backends::fd_io`) write
+//! The thread's recording sink: where the recorder backend and the
+//! recording layer's wrappers (`Recorded` sockets, `replay::fd_io`) write
 //! their records while a loop of this thread records, and where they find
 //! the replay while one runs. A loop is not `Send`, so a thread is the
 //! right scope: its callbacks run on the thread that made it.
@@ -12,7 +12,6 @@ use std::io;
 use std::rc::{Rc, Weak};
 
 use super::format::{tag, Encoder};
-use super::play::Player;
 use crate::{RawFd, SourceFd};
 
 /// Nothing is recorded or replayed in this thread.
@@ -22,10 +21,19 @@ pub(crate) const RECORDING: u8 = 1;
 /// A replay runs in this thread.
 pub(crate) const REPLAYING: u8 = 2;
 
+/// What a replay does when the program acts on an OS fd through the
+/// recording layer (the replay's sockets are virtual): it diverges. A
+/// trait here, so that the player names the sink and not the other way
+/// round.
+pub(crate) trait Outside {
+    /// The program did `what` on the OS fd `fd` through `path`.
+    fn outside(&mut self, fd: RawFd, what: &str, path: &str);
+}
+
 thread_local! {
     static MODE: Cell<u8> = const { Cell::new(OFF) };
     static ENCODER: RefCell<Option<Encoder>> = const { RefCell::new(None) };
-    static PLAYER: RefCell<Weak<RefCell<Player>>> = const { RefCell::new(Weak::new()) };
+    static PLAYER: RefCell<Option<Weak<RefCell<dyn Outside>>>> = const { RefCell::new(None) };
 }
 
 /// What this thread does.
@@ -55,9 +63,9 @@ pub(crate) fn stop_recording() -> Option<Encoder> {
 }
 
 /// Claims the thread for a replay.
-pub(crate) fn start_replay(player: &Rc<RefCell<Player>>) -> io::Result<()> {
+pub(crate) fn start_replay(player: Rc<RefCell<dyn Outside>>) -> io::Result<()> {
     claim("replay")?;
-    PLAYER.with(|p| *p.borrow_mut() = Rc::downgrade(player));
+    PLAYER.with(|p| *p.borrow_mut() = Some(Rc::downgrade(&player)));
     MODE.with(|m| m.set(REPLAYING));
     Ok(())
 }
@@ -65,7 +73,7 @@ pub(crate) fn start_replay(player: &Rc<RefCell<Player>>) -> io::Result<()> {
 /// Ends the thread's replay.
 pub(crate) fn stop_replay() {
     MODE.with(|m| m.set(OFF));
-    PLAYER.with(|p| *p.borrow_mut() = Weak::new());
+    PLAYER.with(|p| *p.borrow_mut() = None);
 }
 
 fn claim(what: &str) -> io::Result<()> {
@@ -98,11 +106,11 @@ pub(crate) fn with_encoder(f: impl FnOnce(&mut Encoder)) {
 }
 
 /// Runs `f` on the thread's replay, if one runs.
-fn with_player(f: impl FnOnce(&mut Player)) {
-    let player = PLAYER.with(|p| p.borrow().upgrade());
+fn with_player(f: impl FnOnce(&mut dyn Outside)) {
+    let player = PLAYER.with(|p| p.borrow().as_ref().and_then(Weak::upgrade));
     if let Some(p) = player {
         if let Ok(mut p) = p.try_borrow_mut() {
-            f(&mut p);
+            f(&mut *p);
         }
     }
 }
@@ -117,7 +125,7 @@ fn os_fd(src: SourceFd<'_>) -> Option<RawFd> {
 
 use crate::source::number;
 
-/// A read through one of evloop's paths (`net`'s connections): recorded,
+/// A read through a `Recorded` stream: recorded,
 /// or, during a replay, a read on an OS descriptor reported (the replay's
 /// own sockets answer their reads themselves).
 #[inline]
@@ -127,31 +135,13 @@ pub(crate) fn read(src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &
     }
 }
 
-/// A write through one of evloop's paths: as [`read`].
+/// A write through a `Recorded` stream: as [`read`].
 #[inline]
 pub(crate) fn wrote(src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
     if active() {
         transfer_slow(tag::WRITE, src, len, r, data);
     }
 }
-
-/// A read or write through `backends::fd_io` while the thread records:
-/// straight to the encoder.
-#[cfg(all(unix, feature = "record-fd-io"))]
-#[inline(always)]
-pub(crate) fn record_transfer(
-    t: u8,
-    fd: RawFd,
-    len: usize,
-    r: Result<usize, &io::Error>,
-    data: &[u8],
-) {
-    with_encoder(|e| e.transfer(t, fd, len, r, data));
-}
-
-/// The tags of a read and a write, for `fd_io`.
-#[cfg(all(unix, feature = "record-fd-io"))]
-pub(crate) use super::format::tag::{READ as READ_TAG, WRITE as WRITE_TAG};
 
 #[inline(never)]
 fn transfer_slow(t: u8, src: SourceFd<'_>, len: usize, r: &io::Result<usize>, data: &[u8]) {
@@ -160,13 +150,13 @@ fn transfer_slow(t: u8, src: SourceFd<'_>, len: usize, r: &io::Result<usize>, da
         _ => {
             if let Some(fd) = os_fd(src) {
                 let what = if t == tag::READ { "a read" } else { "a write" };
-                outside(fd, what, "evloop::net");
+                outside(fd, what, "evloop::replay::Recorded");
             }
         }
     }
 }
 
-/// An accept by `net::Acceptor` on `listener`: recorded (the new
+/// An accept on a `Recorded` listener: recorded (the new
 /// connection's fd, or the error), or reported during a replay if the
 /// listener is an OS one.
 #[inline]
@@ -178,13 +168,14 @@ pub(crate) fn accepted(listener: SourceFd<'_>, r: Result<SourceFd<'_>, &io::Erro
         RECORDING => with_encoder(|e| e.accept(number(listener), r.map(number))),
         _ => {
             if let Some(fd) = os_fd(listener) {
-                outside(fd, "an accept", "evloop::net::Acceptor");
+                outside(fd, "an accept", "evloop::replay::Recorded");
             }
         }
     }
 }
 
-/// A connection's half-close (`net::Stream::shutdown_write`): as [`read`].
+/// A `Recorded` stream's half-close (`net::Stream::shutdown_write`): as
+/// [`read`].
 #[inline]
 pub(crate) fn shut_down(src: SourceFd<'_>, r: &io::Result<()>) {
     if !active() {
@@ -194,7 +185,7 @@ pub(crate) fn shut_down(src: SourceFd<'_>, r: &io::Result<()>) {
         RECORDING => with_encoder(|e| e.call(tag::SHUTDOWN, &[number(src) as i64], r)),
         _ => {
             if let Some(fd) = os_fd(src) {
-                outside(fd, "a half-close", "evloop::net");
+                outside(fd, "a half-close", "evloop::replay::Recorded");
             }
         }
     }

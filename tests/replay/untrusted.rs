@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use evloop::conformance::CountingAllocator;
 use evloop::net::{ConnEvent, ConnOptions, Conns, Listener, Stream};
-use evloop::replay::{Divergence, MemoryTrace, Recorder, Replay};
+use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
 use evloop::{Interest, Loop, RunMode, Schedule, Sim};
 use proptest::prelude::*;
 
@@ -361,7 +361,7 @@ fn recording() -> (Vec<u8>, i32) {
         let rec = Recorder::new(Box::new(sim.backend()), trace.clone()).unwrap();
         let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(rec);
         let mut conns = Conns::new();
-        program(&mut lp, &mut conns, sock);
+        program(&mut lp, &mut conns, Recorded::new(sock));
         lp.run(RunMode::Default, &mut conns).unwrap();
     }
     (trace.bytes(), fd)
