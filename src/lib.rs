@@ -63,6 +63,7 @@ mod pollable;
 mod registry;
 pub mod replay;
 mod run_state;
+mod services;
 mod settled;
 mod slot_list;
 mod source;

@@ -863,7 +863,7 @@ impl Children {
     pub(crate) fn take_exits(
         &mut self,
         out: &mut Vec<ChildExit>,
-        set: &mut impl InternalFds,
+        set: &mut dyn InternalFds,
     ) -> bool {
         let from = out.len();
         self.member.take(out);
