@@ -687,6 +687,10 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 ///   rely on it (epoll's table learns of the disarm then).
 /// - Edge registrations arrive only if [`Capabilities::edge`] is true.
 /// - `now` is monotonic.
+/// - The loop's own internal fds (its Unix notifier's wake fd, pidfds,
+///   timerfd and inotify instance) come through `modify` and `poll` like
+///   any other fd, readable and level-triggered: a backend never tells
+///   them apart.
 ///
 /// [`Interest::trigger`]: crate::Interest::trigger
 ///
