@@ -1197,4 +1197,47 @@ mod tests {
             assert_eq!(poll(&mut ep, LONG), [a_ready]);
         });
     }
+
+    /// The loop's internal fds (here, its wake fd) are ordinary
+    /// registrations of the instance: a rebuild (owed after a `DEL` that
+    /// missed a registration a dup keeps alive) adds them again, and a
+    /// wake-up still ends a blocked wait.
+    #[test]
+    fn the_loops_internal_fds_survive_a_rebuild() {
+        /// An fd the loop watches without owning it.
+        struct Raw(RawFd);
+        impl AsFd for Raw {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                // SAFETY: the test keeps the number open while the loop
+                // registers it (it is closed before the removal, whose
+                // `DEL` is meant to miss).
+                unsafe { BorrowedFd::borrow_raw(self.0) }
+            }
+        }
+        watchdog(|| {
+            let mut lp: crate::Loop<u32> = crate::Loop::with_backend(Epoll::new().unwrap());
+            let (_w, sender) = lp
+                .async_watcher(|lp, woken, _| {
+                    *woken += 1;
+                    lp.break_loop(crate::Break::All);
+                })
+                .unwrap();
+            let (a, _peer) = UnixStream::pair().unwrap();
+            let io = lp
+                .io(Raw(a.as_raw_fd()), Interest::READABLE, |_, _, _| {})
+                .unwrap();
+            lp.flush_changes().unwrap();
+            let _dup = a.try_clone().unwrap();
+            drop(a); // closed behind the loop's back, its file alive
+            lp.remove(io).unwrap(); // the DEL misses: a rebuild is owed
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                sender.send().unwrap();
+            });
+            let mut woken = 0;
+            lp.run(crate::RunMode::Default, &mut woken).unwrap();
+            t.join().unwrap();
+            assert_eq!(woken, 1);
+        });
+    }
 }
