@@ -50,19 +50,14 @@
 //!   kernel object is shared with the parent) and creates a new one, with
 //!   an empty table: the loop adds every fd again.
 //! - Signals, child exits and wake-ups, wall-clock steps and path hints
-//!   come from the shared Unix notifier (`backends/unix/`): its wake fd,
-//!   its pidfds, its clock-step timerfd and its inotify instance are
-//!   *internal* fds in the epoll set, tagged with a high bit (`INTERNAL`) in
-//!   `epoll_event.u64`. No table entry matches a tagged report, so it takes
-//!   the slow path that unknown fds already take (`sift`), which routes it
-//!   to the notifier instead of the loop: the per-event path is unchanged.
+//!   are the loop's (its Unix notifier, `backends/unix/`): their fds come
+//!   through `modify` like any other.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use super::unix::{InternalFds, Notifier};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, Change, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -71,10 +66,6 @@ use crate::{Interest, Ready, Trigger};
 const INITIAL_EVENTS: usize = 64;
 /// The buffer stops growing at this many events.
 const MAX_EVENTS: usize = 4096;
-/// The tag of an internal fd's `epoll_event.u64` (with the fd in the low
-/// bits). Bit 31, so that even a 32-bit `usize` of it is beyond any fd
-/// table (fd numbers stay below 2^30 on Linux).
-const INTERNAL: u64 = 1 << 31;
 
 /// The `epoll` backend (Linux).
 ///
@@ -117,23 +108,6 @@ pub struct Epoll {
     /// them (almost always empty).
     fixed: Vec<RawFd>,
     clock: Clock,
-    /// Signals, children, the waker: internal fds in the same instance.
-    notifier: Notifier,
-}
-
-/// The epoll instance as the notifier sees it.
-struct Kernel<'a>(&'a OwnedFd);
-
-impl InternalFds for Kernel<'_> {
-    fn add(&mut self, fd: RawFd) -> io::Result<()> {
-        let data = INTERNAL | fd as u64;
-        ctl(self.0, libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, data)
-    }
-
-    fn remove(&mut self, fd: RawFd) {
-        // Fails only if it is not there (a new instance): nothing to remove.
-        let _ = ctl(self.0, libc::EPOLL_CTL_DEL, fd, 0, 0);
-    }
 }
 
 /// One `epoll_ctl` call, with `data` as the event's `u64`.
@@ -226,7 +200,6 @@ impl Epoll {
             rebuild: false,
             fixed: Vec::new(),
             clock: Clock::new(),
-            notifier: Notifier::new("epoll"),
         })
     }
 
@@ -395,18 +368,6 @@ impl Epoll {
         }
     }
 
-    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
-    /// pidfds, for tests of that path. Not part of the API.
-    ///
-    /// ```
-    /// let mut ep = evloop::backends::epoll::Epoll::new().unwrap();
-    /// ep.force_sigchld_fallback();
-    /// ```
-    #[doc(hidden)]
-    pub fn force_sigchld_fallback(&mut self) {
-        self.notifier.force_sigchld_fallback();
-    }
-
     /// One `epoll_ctl` call for a fd of the loop's.
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32) -> io::Result<()> {
         ctl(&self.epfd, op, fd, events, fd as u64)
@@ -461,11 +422,6 @@ impl Epoll {
         let mut broken = false;
         for i in 0..events.len() - from {
             let (got, data) = (self.buf[i].events, self.buf[i].u64);
-            if data & INTERNAL != 0 {
-                let fd = (data & !INTERNAL) as RawFd;
-                self.notifier.ready(fd, &mut Kernel(&self.epfd));
-                continue;
-            }
             let idx = data as usize;
             let mask = self.held(idx);
             if wanted(mask, got) {
@@ -554,12 +510,6 @@ impl Epoll {
             match events[from..reported].iter_mut().find(|e| e.fd == fd) {
                 Some(e) => *e = invalid,
                 None => events.push(invalid),
-            }
-        }
-        for fd in self.notifier.internal_fds() {
-            if let Err(err) = Kernel(&self.epfd).add(fd) {
-                self.rebuild = true; // try again at the next poll
-                return Err(err);
             }
         }
         Ok(())
@@ -725,12 +675,8 @@ impl Backend for Epoll {
         Ok(())
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        super::util::check_pollable("epoll", fd)
-    }
-
-    /// The epoll fd: readable while a registered fd (or an internal one:
-    /// a signal, a child's exit, a wake-up) is ready. Every change is
+    /// The epoll fd: readable while a registered fd (the loop's internal
+    /// ones too: a signal, a child's exit, a wake-up) is ready. Every change is
     /// made at once (`expose_changes` has nothing to do); a rebuild owed
     /// after a `DEL` that missed its registration is made by the next
     /// poll, and until then the fd may be readable for a stale
@@ -830,10 +776,8 @@ impl Backend for Epoll {
         self.pass.clear();
         self.fixed.clear();
         self.rebuild = false;
-        self.notifier.reinit(&mut Kernel(&self.epfd))
+        Ok(())
     }
-
-    crate::notifier_hooks!(s => s.notifier, &mut Kernel(&s.epfd));
 }
 
 #[cfg(test)]
@@ -1232,28 +1176,6 @@ mod tests {
         });
     }
 
-    /// The waker's fd is internal: never reported, and added again by a
-    /// rebuild of the instance.
-    #[test]
-    fn internal_fds_survive_a_rebuild_and_are_never_reported() {
-        watchdog(|| {
-            let mut ep = Epoll::new().unwrap();
-            let waker = ep.waker().unwrap();
-            let _alive = remove_closed_with_dup_alive(&mut ep);
-            let epfd = ep.epfd.as_raw_fd();
-            assert_waits(&mut ep); // rebuilt, nothing reported
-            assert_ne!(ep.epfd.as_raw_fd(), epfd);
-            waker.wake();
-            let t = Instant::now();
-            assert_eq!(poll(&mut ep, LONG), []);
-            assert!(t.elapsed() < LONG, "the wake fd was left out");
-            let mut notices = crate::backend::Notices::default();
-            ep.take_notices(&mut notices);
-            assert!(notices.woken);
-            assert_waits(&mut ep); // drained
-        });
-    }
-
     /// After `reinit` the instance is empty and the loop adds every fd
     /// again with `old == NONE`: the table starts over too.
     #[test]
@@ -1276,49 +1198,46 @@ mod tests {
         });
     }
 
-    /// The fds the kernel's epoll instance holds (`/proc/self/fdinfo`).
-    fn registered(ep: &Epoll) -> Vec<RawFd> {
-        let info =
-            std::fs::read_to_string(format!("/proc/self/fdinfo/{}", ep.epfd.as_raw_fd())).unwrap();
-        info.lines()
-            .filter_map(|l| l.strip_prefix("tfd:"))
-            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
-            .collect()
-    }
-
-    /// The clock-step timer and the inotify instance are internal fds of
-    /// the epoll instance while watched, never reported, and gone after
-    /// the unwatch.
+    /// The loop's internal fds (here, its wake fd) are ordinary
+    /// registrations of the instance: a rebuild (owed after a `DEL` that
+    /// missed a registration a dup keeps alive) adds them again, and a
+    /// wake-up still ends a blocked wait.
     #[test]
-    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
+    fn the_loops_internal_fds_survive_a_rebuild() {
+        /// An fd the loop watches without owning it.
+        struct Raw(RawFd);
+        impl AsFd for Raw {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                // SAFETY: the test keeps the number open while the loop
+                // registers it (it is closed before the removal, whose
+                // `DEL` is meant to miss).
+                unsafe { BorrowedFd::borrow_raw(self.0) }
+            }
+        }
         watchdog(|| {
-            let mut ep = Epoll::new().unwrap();
-            assert_eq!(registered(&ep), []);
-            assert!(ep.watch_clock_steps());
-            let timer = ep.notifier.internal_fds().collect::<Vec<_>>();
-            assert_eq!(registered(&ep), timer);
-            let dir =
-                std::env::temp_dir().join(format!("evloop-epoll-internal-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let file = dir.join("f");
-            std::fs::write(&file, "x").unwrap();
-            ep.watch_path(&file, 1).unwrap();
-            assert_eq!(
-                registered(&ep).len(),
-                2,
-                "the timer and the inotify instance"
-            );
-            std::fs::write(&file, "y").unwrap();
-            assert_eq!(poll(&mut ep, LONG), [], "the hint is not an io event");
-            let mut notices = crate::backend::Notices::default();
-            ep.take_notices(&mut notices);
-            assert_eq!(notices.paths, [1]);
-            assert_waits(&mut ep);
-            ep.unwatch_path(1);
-            ep.unwatch_clock_steps();
-            assert_eq!(registered(&ep), [], "both left the instance");
-            assert_eq!(ep.notifier.internal_fds().count(), 0);
-            std::fs::remove_dir_all(&dir).unwrap();
+            let mut lp: crate::Loop<u32> = crate::Loop::with_backend(Epoll::new().unwrap());
+            let (_w, sender) = lp
+                .async_watcher(|lp, woken, _| {
+                    *woken += 1;
+                    lp.break_loop(crate::Break::All);
+                })
+                .unwrap();
+            let (a, _peer) = UnixStream::pair().unwrap();
+            let io = lp
+                .io(Raw(a.as_raw_fd()), Interest::READABLE, |_, _, _| {})
+                .unwrap();
+            lp.flush_changes().unwrap();
+            let _dup = a.try_clone().unwrap();
+            drop(a); // closed behind the loop's back, its file alive
+            lp.remove(io).unwrap(); // the DEL misses: a rebuild is owed
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                sender.send().unwrap();
+            });
+            let mut woken = 0;
+            lp.run(crate::RunMode::Default, &mut woken).unwrap();
+            t.join().unwrap();
+            assert_eq!(woken, 1);
         });
     }
 }

@@ -98,7 +98,7 @@
 //! - Wine's `SIO_BASE_HANDLE` hands back any handle it is given (a file's
 //!   too), so a new socket is first checked to be one (`getsockopt`), and a
 //!   handle of another kind is refused by `modify` with the reason, as
-//!   [`Loop::io`](crate::Loop::io) refuses it (through `check_fd`).
+//!   [`Loop::io`](crate::Loop::io) refuses it (through `NoticeService::check_fd`).
 //! - A reset (`SO_LINGER` 0 at the peer) is `AFD_POLL_ABORT`, as on
 //!   Windows: `READABLE | WRITABLE | HUP | ERROR`.
 #![allow(unsafe_code)]
@@ -123,7 +123,9 @@ use windows_sys::Win32::System::IO::{
 use super::windows::afd::{self, Afd, Outcome, Request};
 use super::windows::{sockets, Notifier};
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, ClosedFd, Hangup, PollEvent, PollStatus, Wake};
+use crate::backend::{
+    Backend, Capabilities, ClosedFd, Hangup, NoticeService, PollEvent, PollStatus, Wake,
+};
 use crate::{Interest, RawFd, Ready, Trigger};
 
 /// The completion key of the AFD handles' completions.
@@ -349,7 +351,7 @@ impl Iocp {
             port: port.clone(),
             posted: AtomicBool::new(false),
         });
-        let notifier = Notifier::new(wake.clone());
+        let notifier = Notifier::new("iocp", wake.clone());
         let zero = OVERLAPPED_ENTRY {
             lpCompletionKey: 0,
             lpOverlapped: std::ptr::null_mut(),
@@ -673,10 +675,6 @@ impl Backend for Iocp {
         Ok(())
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        sockets::check_socket("iocp", fd)
-    }
-
     fn poll(
         &mut self,
         timeout: Option<Duration>,
@@ -739,7 +737,9 @@ impl Backend for Iocp {
         self.clock.now()
     }
 
-    super::windows::notifier_hooks!(notifier);
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(&mut self.notifier)
+    }
 }
 
 impl Drop for Iocp {

@@ -210,9 +210,9 @@ use std::time::Duration;
 use super::kqueue_sys as sys;
 use super::unix::children::{self, Member};
 use super::unix::notifier::{Wakeup, SIGCHLD_BIT};
-use super::unix::{InternalFds, Pollable};
+use super::unix::InternalFds;
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, Notices, PollEvent, PollStatus, Wake};
+use crate::backend::{Backend, Capabilities, NoticeService, Notices, PollEvent, PollStatus, Wake};
 use crate::{Interest, Ready, Trigger};
 
 /// Room for events in the first waits (on top of room for change errors).
@@ -345,9 +345,6 @@ pub struct Kqueue {
     any_due: bool,
     /// The watched paths (`EVFILT_VNODE` filters).
     vnodes: vnode::Vnodes,
-    /// The fds `check_fd` found pollable: no second `fstat` to register
-    /// them.
-    pollable: Pollable,
 }
 
 /// The kqueue as the notifier sees it: its filters are changed at once.
@@ -437,7 +434,6 @@ impl Kqueue {
             kids: Member::default(),
             any_due: false,
             vnodes: vnode::Vnodes::default(),
-            pollable: Pollable::default(),
         })
     }
 
@@ -617,69 +613,8 @@ pub(super) const OFFERED: super::Offered = super::Offered {
     open: || Ok(Box::new(Kqueue::new()?)),
 };
 
-impl Backend for Kqueue {
-    fn name(&self) -> &'static str {
-        "kqueue"
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            edge: true,
-            oneshot: true,
-            virtual_fds: false,
-            max_fd: None,
-            hangup: crate::backend::Hangup::Always,
-            closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
-            level: crate::backend::Level::Native,
-        }
-    }
-
-    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
-        if fd < 0 {
-            return if new.is_empty() {
-                Ok(())
-            } else {
-                Err(io::Error::from_raw_os_error(libc::EBADF))
-            };
-        }
-        if !self.refused.is_empty() {
-            // A refusal `expose_changes` kept: this change supersedes it
-            // (a new registration is tried, and reports, on its own).
-            self.refused.retain(|&f| f != fd);
-        }
-        if new.is_empty() {
-            self.pollable.forget(fd);
-        } else if old == Interest::NONE {
-            // kqueue would accept a regular file and report it always
-            // readable; refuse it as every other backend does (EPERM).
-            self.pollable.refuse_files("kqueue", fd)?;
-        }
-        for (filter, action) in plan(old, new) {
-            self.push(fd, filter, action);
-        }
-        Ok(())
-    }
-
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.pollable.check("kqueue", fd)
-    }
-
-    /// The kqueue: readable while a filter has an event to report (a
-    /// watched fd is ready, or the wake fd: a signal, a wake-up), once
-    /// the changelist is submitted (`expose_changes`).
-    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
-        Ok(self.kq.as_fd())
-    }
-
-    /// Submits the changelist now, each record with `EV_RECEIPT`: the
-    /// kernel answers every change with an `EV_ERROR` record (`data` 0
-    /// when it succeeded) and returns without collecting an event, so
-    /// nothing is drained from the kqueue. A refused registration is kept
-    /// for the next `poll`, which reports the fd invalid (as it would have
-    /// had it submitted the change itself); a refused removal is ignored,
-    /// as there.
-    fn expose_changes(&mut self) -> io::Result<()> {
+impl Kqueue {
+    fn submit_changes(&mut self) -> io::Result<()> {
         let nchanges = self.changes.len();
         if nchanges == 0 {
             return Ok(());
@@ -745,9 +680,68 @@ impl Backend for Kqueue {
         }
         Ok(())
     }
+}
 
-    fn holds_reports(&self) -> bool {
-        !self.refused.is_empty() || self.kids.has_mail()
+impl Backend for Kqueue {
+    fn name(&self) -> &'static str {
+        "kqueue"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            edge: true,
+            oneshot: true,
+            virtual_fds: false,
+            max_fd: None,
+            hangup: crate::backend::Hangup::Always,
+            closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
+            level: crate::backend::Level::Native,
+        }
+    }
+
+    fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
+        if fd < 0 {
+            return if new.is_empty() {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::EBADF))
+            };
+        }
+        if !self.refused.is_empty() {
+            // A refusal `expose_changes` kept: this change supersedes it
+            // (a new registration is tried, and reports, on its own).
+            self.refused.retain(|&f| f != fd);
+        }
+        if !new.is_empty() && old == Interest::NONE {
+            // kqueue would accept a regular file and report it always
+            // readable; refuse it as every other backend does (EPERM).
+            super::util::refuse_files("kqueue", fd)?;
+        }
+        for (filter, action) in plan(old, new) {
+            self.push(fd, filter, action);
+        }
+        Ok(())
+    }
+
+    /// The kqueue: readable while a filter has an event to report (a
+    /// watched fd is ready, or the wake fd: a signal, a wake-up), once
+    /// the changelist is submitted (`expose_changes`).
+    fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Ok(self.kq.as_fd())
+    }
+
+    /// Submits the changelist now, each record with `EV_RECEIPT`: the
+    /// kernel answers every change with an `EV_ERROR` record (`data` 0
+    /// when it succeeded) and returns without collecting an event, so
+    /// nothing is drained from the kqueue. A refused registration is kept
+    /// for the next `poll`, which reports the fd invalid (as it would have
+    /// had it submitted the change itself); a refused removal is ignored,
+    /// as there.
+    fn expose_changes(&mut self) -> io::Result<bool> {
+        self.submit_changes()?;
+        // A refusal kept for the next poll, an exit found outside a wait.
+        Ok(!self.refused.is_empty() || self.kids.has_mail())
     }
 
     fn poll(
@@ -953,7 +947,17 @@ impl Backend for Kqueue {
         self.wakeup.reinit(&mut kernel)
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+impl NoticeService for Kqueue {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        super::util::check_pollable("kqueue", fd)
+    }
+
+    fn watch_signal(&mut self, signal: i32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         let mut kernel = self.kernel();
         self.wakeup.watch_signal(signal, &mut kernel)
     }
@@ -962,7 +966,7 @@ impl Backend for Kqueue {
         self.wakeup.unwatch_signal(signal);
     }
 
-    fn watch_any_child(&mut self) -> io::Result<()> {
+    fn watch_any_child(&mut self, _fds: &mut dyn InternalFds) -> io::Result<()> {
         if self.kids.watches_any() {
             return Ok(());
         }
@@ -991,13 +995,17 @@ impl Backend for Kqueue {
         self.kids.signal(id, signal)
     }
 
-    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<crate::Spawned> {
+    fn spawn_child(
+        &mut self,
+        command: &mut std::process::Command,
+        fds: &mut dyn InternalFds,
+    ) -> io::Result<crate::Spawned> {
         let mut kernel = self.kernel();
         let slot = self.wakeup.ensure(&mut kernel)?;
         let mut child = self.kids.spawn(command, slot)?;
         let pid = child.id();
-        if let Err(err) = self.watch_child(pid) {
-            self.unwatch_child(pid);
+        if let Err(err) = self.watch_child(pid, fds) {
+            self.unwatch_child(pid, fds);
             let _ = child.kill();
             let _ = child.wait();
             return Err(err);
@@ -1005,7 +1013,7 @@ impl Backend for Kqueue {
         Ok(crate::Spawned::from_std(child))
     }
 
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+    fn watch_child(&mut self, pid: u32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         if self.procs.iter().any(|&p| p as u32 == pid) {
             return Ok(());
         }
@@ -1039,7 +1047,7 @@ impl Backend for Kqueue {
         Ok(())
     }
 
-    fn unwatch_child(&mut self, pid: u32) {
+    fn unwatch_child(&mut self, pid: u32, _fds: &mut dyn InternalFds) {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return;
         };
@@ -1049,12 +1057,12 @@ impl Backend for Kqueue {
         self.drop_proc(pid);
     }
 
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+    fn waker(&mut self, _fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
         let mut kernel = self.kernel();
         self.wakeup.waker(&mut kernel)
     }
 
-    fn take_notices(&mut self, notices: &mut Notices) {
+    fn take_notices(&mut self, notices: &mut Notices, _fds: &mut dyn InternalFds) {
         let bits = self.wakeup.take(notices);
         let any_due = std::mem::take(&mut self.any_due);
         if self.kids.watches_any() && (any_due || bits & SIGCHLD_BIT != 0) {
@@ -1074,15 +1082,20 @@ impl Backend for Kqueue {
     /// cancelled when the clock is set; macOS has nothing, FreeBSD a
     /// timerfd only from 14.0, which a binary for 13 cannot call). The
     /// loop looks for steps itself, waking at least once a minute.
-    fn watch_clock_steps(&mut self) -> bool {
+    fn watch_clock_steps(&mut self, _fds: &mut dyn InternalFds) -> bool {
         false
     }
 
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+    fn watch_path(
+        &mut self,
+        path: &Path,
+        token: u64,
+        _fds: &mut dyn InternalFds,
+    ) -> io::Result<()> {
         self.vnodes.watch(self.kq.as_raw_fd(), path, token)
     }
 
-    fn unwatch_path(&mut self, token: u64) {
+    fn unwatch_path(&mut self, token: u64, _fds: &mut dyn InternalFds) {
         self.vnodes.unwatch(self.kq.as_raw_fd(), token);
     }
 }
@@ -1289,7 +1302,7 @@ mod tests {
         let (a, _b) = pair();
         kq.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
             .unwrap();
-        kq.reinit().unwrap();
+        Backend::reinit(&mut kq).unwrap();
         assert!(wait(&mut kq, 0).is_empty());
         kq.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
             .unwrap();
@@ -1313,7 +1326,8 @@ mod tests {
     #[test]
     fn path_hints_share_descriptors_and_close_them() {
         let mut kq = Kqueue::new().unwrap();
-        assert!(!kq.watch_clock_steps());
+        let fds = &mut Vec::new();
+        assert!(!kq.watch_clock_steps(fds));
         let dir = std::env::temp_dir().join(format!(
             "evloop-kqueue-vnodes-{}-{:?}",
             std::process::id(),
@@ -1323,25 +1337,25 @@ mod tests {
         let (a, b) = (dir.join("a"), dir.join("b"));
         std::fs::write(&a, "a").unwrap();
         std::fs::write(&b, "b").unwrap();
-        kq.watch_path(&a, 1).unwrap();
-        kq.watch_path(&a, 2).unwrap();
-        kq.watch_path(&b, 3).unwrap();
+        kq.watch_path(&a, 1, fds).unwrap();
+        kq.watch_path(&a, 2, fds).unwrap();
+        kq.watch_path(&b, 3, fds).unwrap();
         assert_eq!(kq.vnodes.open_nodes(), 3, "a, b and their directory");
         std::fs::write(&b, "bb").unwrap();
         assert_eq!(wait(&mut kq, 1000), [], "a hint is not an io event");
         let mut notices = Notices::default();
-        kq.take_notices(&mut notices);
+        kq.take_notices(&mut notices, fds);
         assert_eq!(notices.paths, [3]);
-        kq.unwatch_path(1);
+        kq.unwatch_path(1, fds);
         assert_eq!(kq.vnodes.open_nodes(), 3);
-        kq.unwatch_path(2);
+        kq.unwatch_path(2, fds);
         assert_eq!(kq.vnodes.open_nodes(), 2, "a's went");
-        kq.unwatch_path(3);
+        kq.unwatch_path(3, fds);
         assert_eq!(kq.vnodes.open_nodes(), 0);
         std::fs::write(&b, "unseen").unwrap();
         assert_eq!(wait(&mut kq, 20), []);
         let mut notices = Notices::default();
-        kq.take_notices(&mut notices);
+        kq.take_notices(&mut notices, fds);
         assert!(notices.paths.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }

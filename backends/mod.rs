@@ -44,10 +44,13 @@ use crate::Error;
 
 pub mod sim;
 
-// What the Unix backends share: signals, children, wake-ups (`unix/`,
-// public for backends of other crates too), and the public helpers (the
-// clock, the deadline of a wait, the check that an fd can be watched at
-// all).
+// A backend with the OS services a loop would compose with it.
+mod with_services;
+pub use with_services::WithServices;
+
+// The loop's OS services on Unix: signals, children, wake-ups (`unix/`,
+// public), and the public helpers (the clock, the deadline of a wait,
+// the check that an fd can be watched at all).
 #[cfg(unix)]
 pub mod unix;
 #[cfg(any(unix, windows))]

@@ -17,18 +17,15 @@
 //! - Timeouts are rounded up to whole milliseconds, so timers never fire
 //!   early and a sub-millisecond remainder never turns into a busy loop; a
 //!   wait interrupted by a signal is resumed with the time left.
-//! - Signals, child exits, wake-ups, wall-clock steps and path hints come
-//!   from the shared Unix notifier (`backends/unix/`): its internal fds (the
-//!   wake fd; on Linux pidfds, the clock-step timerfd and the inotify
-//!   instance) sit at the front of the `pollfd` array, before the loop's, and their
-//!   readiness goes to the notifier, never to the loop.
+//! - Signals, child exits, wake-ups, wall-clock steps and path hints are
+//!   the loop's (its Unix notifier, `backends/unix/`): their fds come
+//!   through `modify` like any other.
 #![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::unix::{InternalFds, Notifier, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -58,21 +55,12 @@ const NO_SLOT: usize = usize::MAX;
 pub struct Poll {
     set: Set,
     clock: Clock,
-    notifier: Notifier,
-    /// The internal fds found ready by the last wait (reused).
-    ready_internal: Vec<RawFd>,
-    /// The fds `check_fd` found pollable: no second `fstat` to register
-    /// them.
-    pollable: Pollable,
 }
 
 /// The registrations.
 struct Set {
-    /// The array handed to `poll(2)`, one entry per registered fd: the
-    /// notifier's `internal` ones first, then the loop's.
+    /// The array handed to `poll(2)`, one entry per registered fd.
     fds: Vec<libc::pollfd>,
-    /// How many entries at the front of `fds` are internal.
-    internal: usize,
     /// `slot[fd]` is the index in `fds` of a loop's fd, or `NO_SLOT`.
     slot: Vec<usize>,
 }
@@ -80,8 +68,7 @@ struct Set {
 impl std::fmt::Debug for Poll {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Poll")
-            .field("registered", &(self.set.fds.len() - self.set.internal))
-            .field("internal", &self.set.internal)
+            .field("registered", &self.set.fds.len())
             .finish_non_exhaustive()
     }
 }
@@ -92,39 +79,6 @@ impl Set {
         if let Some(moved) = self.fds.get(s) {
             self.slot[moved.fd as usize] = s;
         }
-    }
-}
-
-impl InternalFds for Set {
-    fn add(&mut self, fd: RawFd) -> io::Result<()> {
-        // At the end of the internal section: the loop's first entry, if
-        // any, moves to the end of the array.
-        self.fds.push(libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        let at = self.internal;
-        let last = self.fds.len() - 1;
-        self.fds.swap(at, last);
-        self.internal += 1;
-        if last != at {
-            self.moved(last);
-        }
-        Ok(())
-    }
-
-    fn remove(&mut self, fd: RawFd) {
-        let Some(i) = self.fds[..self.internal].iter().position(|p| p.fd == fd) else {
-            return;
-        };
-        // Swap it to the end of the internal section, then swap-remove it:
-        // the loop's last entry fills the hole.
-        let end = self.internal - 1;
-        self.fds.swap(i, end);
-        self.fds.swap_remove(end);
-        self.internal -= 1;
-        self.moved(end);
     }
 }
 
@@ -150,26 +104,10 @@ impl Poll {
         Poll {
             set: Set {
                 fds: Vec::new(),
-                internal: 0,
                 slot: Vec::new(),
             },
             clock: Clock::new(),
-            notifier: Notifier::new("poll"),
-            ready_internal: Vec::new(),
-            pollable: Pollable::default(),
         }
-    }
-
-    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
-    /// pidfds, for tests of that path. Not part of the API.
-    ///
-    /// ```
-    /// let mut p = evloop::backends::poll::Poll::new();
-    /// p.force_sigchld_fallback();
-    /// ```
-    #[doc(hidden)]
-    pub fn force_sigchld_fallback(&mut self) {
-        self.notifier.force_sigchld_fallback();
     }
 
     /// The slot of `fd` in `fds`, if registered.
@@ -242,7 +180,6 @@ impl Backend for Poll {
         if new.is_empty() {
             // Forget: swap-remove the slot and fix the index of the fd moved
             // into it. Forgetting an unknown fd succeeds.
-            self.pollable.forget(fd);
             if let Some(s) = self.slot_of(fd) {
                 self.set.fds.swap_remove(s);
                 self.set.slot[i] = NO_SLOT;
@@ -260,7 +197,7 @@ impl Backend for Poll {
         match self.slot_of(fd) {
             Some(s) => self.set.fds[s].events = events,
             None => {
-                self.pollable.refuse_files("poll", fd)?;
+                super::util::refuse_files("poll", fd)?;
                 let set = &mut self.set;
                 if i >= set.slot.len() {
                     // Doubled, not to `i + 1`: new fds come numbered
@@ -279,10 +216,6 @@ impl Backend for Poll {
         Ok(())
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.pollable.check("poll", fd)
-    }
-
     fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -297,7 +230,7 @@ impl Backend for Poll {
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
         let deadline = Deadline::new(timeout);
-        let mut n = loop {
+        let n = loop {
             // SAFETY: `fds` is a valid, initialised array of `fds.len()`
             // pollfds, which the kernel reads and whose `revents` it writes.
             let n = unsafe {
@@ -315,14 +248,8 @@ impl Backend for Poll {
                 return Err(err);
             }
         };
-        let (internal, user) = self.set.fds.split_at(self.set.internal);
-        for pfd in internal {
-            if pfd.revents != 0 {
-                n -= 1;
-                self.ready_internal.push(pfd.fd);
-            }
-        }
-        for pfd in user {
+        let mut n = n;
+        for pfd in &self.set.fds {
             if n == 0 {
                 break;
             }
@@ -334,10 +261,6 @@ impl Backend for Poll {
                 });
             }
         }
-        // After the loop's reports: routing may take a pidfd out of `fds`.
-        for fd in self.ready_internal.drain(..) {
-            self.notifier.ready(fd, &mut self.set);
-        }
         Ok(PollStatus::Done)
     }
 
@@ -345,27 +268,24 @@ impl Backend for Poll {
         self.clock.now()
     }
 
-    crate::notifier_hooks!(s => s.notifier, &mut s.set);
-
     fn reinit(&mut self) -> io::Result<()> {
-        // No kernel object to re-create; the notifier's fds change. The
-        // loop's fds are forgotten, as a new kernel object would have
-        // them: the loop adds every fd it still watches again (with `old`
-        // NONE), and one it drops meanwhile is never named again (it would
-        // stay in the array, closed: POLLNVAL at every wait).
+        // No kernel object to re-create. The fds are forgotten, as a new
+        // kernel object would have them: the loop adds every fd it still
+        // watches again (with `old` NONE), and one it drops meanwhile is
+        // never named again (it would stay in the array, closed: POLLNVAL
+        // at every wait).
         let set = &mut self.set;
-        for p in &set.fds[set.internal..] {
+        for p in &set.fds {
             set.slot[p.fd as usize] = NO_SLOT;
         }
-        set.fds.truncate(set.internal);
-        self.notifier.reinit(&mut self.set)
+        set.fds.clear();
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Notices;
 
     fn table(p: &Poll) -> Vec<(RawFd, libc::c_short)> {
         p.set.fds.iter().map(|f| (f.fd, f.events)).collect()
@@ -389,8 +309,8 @@ mod tests {
         assert!(p.modify(-1, Interest::NONE, r).is_err());
     }
 
-    /// `reinit` forgets the loop's fds (the loop adds those it still
-    /// watches again) and keeps the notifier's.
+    /// `reinit` forgets the fds (the loop adds those it still watches
+    /// again).
     #[test]
     fn reinit_forgets_the_loops_fds() {
         use std::os::fd::AsRawFd;
@@ -398,14 +318,11 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         let fd = a.as_raw_fd();
         p.modify(fd, Interest::NONE, Interest::READABLE).unwrap();
-        p.waker().unwrap();
-        let internal = p.set.internal;
-        assert_eq!((internal, p.set.fds.len()), (1, 2));
         p.reinit().unwrap();
-        assert_eq!((p.set.internal, p.set.fds.len()), (internal, internal));
+        assert!(p.set.fds.is_empty());
         assert_eq!(p.slot_of(fd), None);
         p.modify(fd, Interest::NONE, Interest::WRITABLE).unwrap();
-        assert_eq!(table(&p)[internal..], [(fd, libc::POLLOUT)]);
+        assert_eq!(table(&p), [(fd, libc::POLLOUT)]);
     }
 
     #[test]
@@ -416,44 +333,5 @@ mod tests {
             ready(libc::POLLERR),
             Ready::ERROR | Ready::READABLE | Ready::WRITABLE
         );
-    }
-
-    /// The clock-step timer and the inotify instance are internal entries
-    /// of the array while watched, before the loop's, never reported, and
-    /// gone after the unwatch.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    #[test]
-    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
-        use std::os::fd::AsRawFd;
-        let mut p = Poll::new();
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        p.modify(a.as_raw_fd(), Interest::NONE, Interest::WRITABLE)
-            .unwrap();
-        assert!(p.watch_clock_steps());
-        let dir = std::env::temp_dir().join(format!("evloop-poll-internal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("f");
-        std::fs::write(&file, "x").unwrap();
-        p.watch_path(&file, 1).unwrap();
-        assert_eq!(p.set.internal, 2);
-        assert_eq!(p.set.fds.len(), 3);
-        assert_eq!(p.set.fds[2].fd, a.as_raw_fd(), "the loop's fd moved behind");
-        std::fs::write(&file, "y").unwrap();
-        let mut events = Vec::new();
-        p.poll(Some(Duration::from_secs(5)), &mut events).unwrap();
-        let want = PollEvent {
-            fd: a.as_raw_fd(),
-            ready: Ready::WRITABLE,
-        };
-        assert_eq!(events, [want], "only the loop's fd");
-        let mut notices = Notices::default();
-        p.take_notices(&mut notices);
-        assert_eq!(notices.paths, [1]);
-        p.unwatch_clock_steps();
-        p.unwatch_path(1);
-        assert_eq!(p.set.internal, 0);
-        assert_eq!(table(&p), [(a.as_raw_fd(), libc::POLLOUT)]);
-        assert_eq!(p.slot_of(a.as_raw_fd()), Some(0), "its index followed it");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

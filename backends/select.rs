@@ -20,15 +20,11 @@
 //!   them (see the poll backend).
 //! - Timeouts are rounded up to whole microseconds; a wait interrupted by a
 //!   signal is resumed with the time left.
-//! - Signals, child exits, wake-ups, wall-clock steps and path hints come
-//!   from the shared Unix notifier (`backends/unix/`): its internal fds (the
-//!   wake fd; on Linux pidfds, the clock-step timerfd and the inotify
-//!   instance) are in the read set too, and in a set of their own that tells them apart;
-//!   they must be below `FD_SETSIZE` like any other. The wake fd is asked
-//!   for below it (a hub slot left with a higher one by another backend
-//!   gets a new one once a low number is free; while none is, the hook
-//!   that needs it fails, and the next call tries again); a child whose
-//!   pidfd is `FD_SETSIZE` or more is watched through `SIGCHLD` instead.
+//! - Signals, child exits, wake-ups, wall-clock steps and path hints are
+//!   the loop's (its Unix notifier, `backends/unix/`): their fds come
+//!   through `modify` like any other, below `FD_SETSIZE` like any other
+//!   (the notifier asks for its wake fd below [`Capabilities::max_fd`],
+//!   and watches a child whose pidfd is beyond it through `SIGCHLD`).
 #![allow(unsafe_code)]
 
 use std::io;
@@ -36,7 +32,6 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use super::unix::{InternalFds, Notifier, Pollable};
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
@@ -72,20 +67,12 @@ const MAX_WAIT_SECS: u64 = 100_000_000;
 pub struct Select {
     set: Set,
     clock: Clock,
-    notifier: Notifier,
-    /// The internal fds found ready by the last wait (reused).
-    ready_internal: Vec<RawFd>,
-    /// The fds `check_fd` found pollable: no second `fstat` to register
-    /// them.
-    pollable: Pollable,
 }
 
 /// The master sets.
 struct Set {
     read: libc::fd_set,
     write: libc::fd_set,
-    /// The notifier's fds (also in `read`).
-    internal: libc::fd_set,
     /// The largest registered fd, or -1.
     max_fd: RawFd,
 }
@@ -110,36 +97,6 @@ impl Set {
             while self.max_fd >= 0 && !self.registered(self.max_fd) {
                 self.max_fd -= 1;
             }
-        }
-    }
-}
-
-impl InternalFds for Set {
-    fn add(&mut self, fd: RawFd) -> io::Result<()> {
-        if !(0..SETSIZE).contains(&fd) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "the select backend cannot watch its internal fd {fd}: outside 0..{SETSIZE} \
-                     (FD_SETSIZE)"
-                ),
-            ));
-        }
-        put(fd, &mut self.read, true);
-        put(fd, &mut self.internal, true);
-        self.max_fd = self.max_fd.max(fd);
-        Ok(())
-    }
-
-    fn fd_limit(&self) -> Option<RawFd> {
-        Some(SETSIZE)
-    }
-
-    fn remove(&mut self, fd: RawFd) {
-        if (0..SETSIZE).contains(&fd) && is_set(fd, &self.internal) {
-            put(fd, &mut self.read, false);
-            put(fd, &mut self.internal, false);
-            self.lower_max(fd);
         }
     }
 }
@@ -220,26 +177,10 @@ impl Select {
             set: Set {
                 read: empty_set(),
                 write: empty_set(),
-                internal: empty_set(),
                 max_fd: -1,
             },
             clock: Clock::new(),
-            notifier: Notifier::new("select"),
-            ready_internal: Vec::new(),
-            pollable: Pollable::default(),
         }
-    }
-
-    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
-    /// pidfds, for tests of that path. Not part of the API.
-    ///
-    /// ```
-    /// let mut s = evloop::backends::select::Select::new();
-    /// s.force_sigchld_fallback();
-    /// ```
-    #[doc(hidden)]
-    pub fn force_sigchld_fallback(&mut self) {
-        self.notifier.force_sigchld_fallback();
     }
 
     /// After `select` failed with `EBADF`: reports the registered fds that
@@ -299,10 +240,8 @@ impl Backend for Select {
             ));
         }
         let set = &mut self.set;
-        if new.is_empty() {
-            self.pollable.forget(fd);
-        } else if !set.registered(fd) {
-            self.pollable.refuse_files("select", fd)?;
+        if !new.is_empty() && !set.registered(fd) {
+            super::util::refuse_files("select", fd)?;
         }
         put(fd, &mut set.read, new.is_readable());
         put(fd, &mut set.write, new.is_writable());
@@ -312,10 +251,6 @@ impl Backend for Select {
             set.lower_max(fd);
         }
         Ok(())
-    }
-
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.pollable.check("select", fd)
     }
 
     fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
@@ -332,7 +267,7 @@ impl Backend for Select {
         events: &mut Vec<PollEvent>,
     ) -> io::Result<PollStatus> {
         let deadline = Deadline::new(timeout);
-        let (mut n, mut read, write) = loop {
+        let (mut n, read, write) = loop {
             let (mut read, mut write) = (self.set.read, self.set.write);
             let mut tv = deadline.remaining().map(timeval);
             let tv_ptr = tv
@@ -362,13 +297,6 @@ impl Backend for Select {
                 _ => return Err(err),
             }
         };
-        for fd in self.notifier.internal_fds() {
-            if is_set(fd, &read) {
-                put(fd, &mut read, false);
-                n -= 1;
-                self.ready_internal.push(fd);
-            }
-        }
         let mut fd = 0;
         while n > 0 && fd <= self.set.max_fd {
             let mut r = Ready::EMPTY;
@@ -385,9 +313,6 @@ impl Backend for Select {
             }
             fd += 1;
         }
-        for fd in self.ready_internal.drain(..) {
-            self.notifier.ready(fd, &mut self.set);
-        }
         Ok(PollStatus::Done)
     }
 
@@ -395,28 +320,23 @@ impl Backend for Select {
         self.clock.now()
     }
 
-    crate::notifier_hooks!(s => s.notifier, &mut s.set);
-
     fn reinit(&mut self) -> io::Result<()> {
-        // No kernel object to re-create; the notifier's fds change. The
-        // loop's fds are forgotten, as a new kernel object would have
-        // them: the loop adds every fd it still watches again (with `old`
-        // NONE), and one it drops meanwhile is never named again (it would
-        // stay in the sets, closed: EBADF at every wait).
+        // No kernel object to re-create. The fds are forgotten, as a new
+        // kernel object would have them: the loop adds every fd it still
+        // watches again (with `old` NONE), and one it drops meanwhile is
+        // never named again (it would stay in the sets, closed: EBADF at
+        // every wait).
         let set = &mut self.set;
-        set.read = set.internal;
+        set.read = empty_set();
         set.write = empty_set();
-        while set.max_fd >= 0 && !set.registered(set.max_fd) {
-            set.max_fd -= 1;
-        }
-        self.notifier.reinit(&mut self.set)
+        set.max_fd = -1;
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Notices;
 
     #[test]
     fn timeval_rounds_up() {
@@ -448,59 +368,19 @@ mod tests {
         assert!(s.modify(SETSIZE, r, Interest::NONE).is_ok());
     }
 
-    /// `reinit` forgets the loop's fds (the loop adds those it still
-    /// watches again) and keeps the notifier's.
+    /// `reinit` forgets the fds (the loop adds those it still watches
+    /// again).
     #[test]
     fn reinit_forgets_the_loops_fds() {
         let mut s = Select::new();
         // Numbers no test opens (see above).
         s.modify(1000, Interest::NONE, Interest::READABLE).unwrap();
         s.modify(1001, Interest::NONE, Interest::WRITABLE).unwrap();
-        s.waker().unwrap();
-        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
-        assert_eq!(internal.len(), 1);
         s.reinit().unwrap();
-        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
         assert!(!s.set.registered(1000) && !s.set.registered(1001));
-        assert!(internal.iter().all(|&fd| is_set(fd, &s.set.read)));
-        assert_eq!(s.set.max_fd, internal.iter().copied().max().unwrap());
+        assert_eq!(s.set.max_fd, -1);
         s.modify(1000, Interest::NONE, Interest::WRITABLE).unwrap();
         assert!(is_set(1000, &s.set.write) && !is_set(1000, &s.set.read));
         assert_eq!(s.set.max_fd, 1000);
-    }
-
-    /// The clock-step timer and the inotify instance are in the read set
-    /// and the internal set while watched, never reported, and gone after
-    /// the unwatch.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    #[test]
-    fn clock_and_path_fds_are_internal_and_go_with_the_unwatch() {
-        let mut s = Select::new();
-        assert!(s.watch_clock_steps());
-        let dir =
-            std::env::temp_dir().join(format!("evloop-select-internal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("f");
-        std::fs::write(&file, "x").unwrap();
-        s.watch_path(&file, 1).unwrap();
-        let internal: Vec<RawFd> = s.notifier.internal_fds().collect();
-        assert_eq!(internal.len(), 2);
-        for &fd in &internal {
-            assert!(is_set(fd, &s.set.internal) && is_set(fd, &s.set.read));
-        }
-        std::fs::write(&file, "y").unwrap();
-        let mut events = Vec::new();
-        s.poll(Some(Duration::from_secs(5)), &mut events).unwrap();
-        assert_eq!(events, [], "the hint is not an io event");
-        let mut notices = Notices::default();
-        s.take_notices(&mut notices);
-        assert_eq!(notices.paths, [1]);
-        s.unwatch_clock_steps();
-        s.unwatch_path(1);
-        for fd in internal {
-            assert!(!is_set(fd, &s.set.internal) && !is_set(fd, &s.set.read));
-        }
-        assert_eq!(s.set.max_fd, -1);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -30,7 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::backend::{
-    Backend, Capabilities, ChildExit, Notices, PollEvent, PollStatus, SignalSet, Wake,
+    Backend, Capabilities, ChildExit, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
+    SignalSet, Wake,
 };
 use crate::{ExitStatus, FileStat, Interest, Ready, Source, SourceFd, VirtualFd};
 
@@ -1401,21 +1402,6 @@ impl Backend for SimBackend {
         ))
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        let w = self.world.borrow();
-        match w.socket(fd) {
-            Some(s) if !s.invalid && !s.closed => Ok(()),
-            Some(_) => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("simulated fd{fd} is closed or invalidated"),
-            )),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("fd{fd} is not a socket of this simulator"),
-            )),
-        }
-    }
-
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         w.modify_calls += 1;
@@ -1495,17 +1481,38 @@ impl Backend for SimBackend {
         self.world.borrow().now
     }
 
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+impl NoticeService for SimBackend {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        let w = self.world.borrow();
+        match w.socket(fd) {
+            Some(s) if !s.invalid && !s.closed => Ok(()),
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("simulated fd{fd} is closed or invalidated"),
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("fd{fd} is not a socket of this simulator"),
+            )),
+        }
+    }
+
     fn dispatched(&mut self, fd: RawFd, ready: Ready) {
         self.world
             .borrow_mut()
             .step(StepKind::Dispatch { fd, ready });
     }
 
-    fn wants_dispatch(&self) -> bool {
+    fn wants_dispatch(&mut self) -> bool {
         true
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+    fn watch_signal(&mut self, signal: i32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         self.world.borrow_mut().watched_signals.insert(signal);
         Ok(())
     }
@@ -1519,7 +1526,7 @@ impl Backend for SimBackend {
         w.watched_signals = still;
     }
 
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+    fn watch_child(&mut self, pid: u32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         let child = match w.children.get_mut(&pid) {
             Some(c) if !c.reaped => c,
@@ -1541,13 +1548,13 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn unwatch_child(&mut self, pid: u32) {
+    fn unwatch_child(&mut self, pid: u32, _fds: &mut dyn InternalFds) {
         if let Some(c) = self.world.borrow_mut().children.get_mut(&pid) {
             c.watched = false;
         }
     }
 
-    fn watch_any_child(&mut self) -> io::Result<()> {
+    fn watch_any_child(&mut self, _fds: &mut dyn InternalFds) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         w.any_watched = true;
         // Children that exited unwatched are reaped and reported at once,
@@ -1587,7 +1594,11 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<crate::Spawned> {
+    fn spawn_child(
+        &mut self,
+        command: &mut std::process::Command,
+        _fds: &mut dyn InternalFds,
+    ) -> io::Result<crate::Spawned> {
         let mut w = self.world.borrow_mut();
         let name = command.get_program().to_string_lossy().into_owned();
         let pid = w.spawn(name.clone());
@@ -1603,11 +1614,11 @@ impl Backend for SimBackend {
         })
     }
 
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+    fn waker(&mut self, _fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
         Ok(Arc::new(SimWaker(self.world.borrow().woken.clone())))
     }
 
-    fn take_notices(&mut self, notices: &mut Notices) {
+    fn take_notices(&mut self, notices: &mut Notices, _fds: &mut dyn InternalFds) {
         let mut w = self.world.borrow_mut();
         notices.signals |= w.arrived_signals.take();
         notices.exits.append(&mut w.exits);
@@ -1631,7 +1642,12 @@ impl Backend for SimBackend {
         }
     }
 
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+    fn watch_path(
+        &mut self,
+        path: &Path,
+        token: u64,
+        _fds: &mut dyn InternalFds,
+    ) -> io::Result<()> {
         let mut w = self.world.borrow_mut();
         if w.no_path_hints {
             return Err(crate::backend::unsupported(
@@ -1643,7 +1659,7 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn unwatch_path(&mut self, token: u64) {
+    fn unwatch_path(&mut self, token: u64, _fds: &mut dyn InternalFds) {
         self.world.borrow_mut().watched_paths.remove(&token);
     }
 
@@ -1651,19 +1667,19 @@ impl Backend for SimBackend {
         self.world.borrow().wall_now()
     }
 
-    fn watch_clock_steps(&mut self) -> bool {
+    fn watch_clock_steps(&mut self, _fds: &mut dyn InternalFds) -> bool {
         let mut w = self.world.borrow_mut();
         w.watching_steps = !w.no_step_reports;
         w.watching_steps
     }
 
-    fn unwatch_clock_steps(&mut self) {
+    fn unwatch_clock_steps(&mut self, _fds: &mut dyn InternalFds) {
         let mut w = self.world.borrow_mut();
         w.watching_steps = false;
         w.stepped_untold = false;
     }
 
-    fn reinit(&mut self) -> io::Result<()> {
+    fn reinit(&mut self, _fds: &mut dyn InternalFds) -> io::Result<()> {
         // As after fork(): the backend forgets what it watched.
         let mut w = self.world.borrow_mut();
         w.watched_signals = SignalSet::EMPTY;

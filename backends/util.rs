@@ -279,7 +279,8 @@ pub fn readable_within(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io
 #[cfg(unix)]
 /// Whether `fd` can ever be watched: it must be open, and neither a
 /// regular file nor a directory (see [`refuse_files`]). Call it from
-/// [`Backend::check_fd`](crate::backend::Backend::check_fd), so that
+/// [`NoticeService::check_fd`](crate::backend::NoticeService::check_fd) (the loop's Unix
+/// service does), so that
 /// [`Loop::io`](crate::Loop::io) fails at once with the reason; `backend`
 /// (your backend's name) goes into the error's text.
 ///
@@ -325,74 +326,6 @@ fn refuse_pollable(backend: &str, fd: RawFd, answer: Option<libc::mode_t>) -> io
                 err.kind(),
                 format!("the {backend} backend cannot watch fd {fd}: it is not open ({err})"),
             ))
-        }
-    }
-}
-
-#[cfg(unix)]
-/// What a backend's `check_fd` found pollable with [`check_pollable`],
-/// by fd number, so that its `modify` need not ask `fstat` again when it
-/// registers the fd ([`Pollable::refuse_files`]): creating an io watcher
-/// then costs one `fstat`, not two. The loop checks every fd at
-/// [`Loop::io`](crate::Loop::io), before its first registration; a
-/// registration of an fd that was not checked (the conformance kit's
-/// spy keeps `check_fd` from the backend) is refused by `fstat`'s
-/// answer as before.
-#[derive(Debug, Default)]
-pub(crate) struct Pollable {
-    /// One bit per fd number: checked and found pollable, not
-    /// registered since.
-    bits: std::cell::RefCell<Vec<u64>>,
-}
-
-#[cfg(unix)]
-impl Pollable {
-    /// [`check_pollable`], remembering the answer for `fd`.
-    pub fn check(&self, backend: &str, fd: RawFd) -> io::Result<()> {
-        let answer = check_pollable(backend, fd);
-        if let Ok(i) = usize::try_from(fd) {
-            let (word, bit) = (i / 64, 1u64 << (i % 64));
-            let mut bits = self.bits.borrow_mut();
-            if answer.is_ok() {
-                if word >= bits.len() {
-                    bits.resize(word + 1, 0);
-                }
-                bits[word] |= bit;
-            } else if let Some(w) = bits.get_mut(word) {
-                *w &= !bit;
-            }
-        }
-        answer
-    }
-
-    /// [`refuse_files`] for an fd being registered, unless
-    /// [`Pollable::check`] found it pollable since it was last registered
-    /// or forgotten: that answer stands (it is used up here).
-    #[inline]
-    pub fn refuse_files(&mut self, backend: &str, fd: RawFd) -> io::Result<()> {
-        if self.take(fd) {
-            return Ok(());
-        }
-        refuse_files(backend, fd)
-    }
-
-    /// Forgets what was found for `fd` (the backend forgot the fd).
-    #[inline]
-    pub fn forget(&mut self, fd: RawFd) {
-        self.take(fd);
-    }
-
-    /// Whether `fd` was found pollable; clears it.
-    #[inline]
-    fn take(&mut self, fd: RawFd) -> bool {
-        let i = fd as u32 as usize;
-        let bit = 1u64 << (i % 64);
-        match self.bits.get_mut().get_mut(i / 64) {
-            Some(w) if *w & bit != 0 => {
-                *w &= !bit;
-                true
-            }
-            _ => false,
         }
     }
 }

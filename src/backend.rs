@@ -5,10 +5,14 @@
 //! it, per fd, the old and new union of interests ([`Backend::modify`]) at
 //! most once per fd per iteration, asks it to wait ([`Backend::poll`]) and
 //! reads the clock through it ([`Backend::now`]), so that a simulated backend
-//! can run the loop on virtual time. Signals, child exits and cross-thread
-//! wake-ups come through it too ([`Backend::watch_signal`],
-//! [`Backend::watch_child`], [`Backend::waker`], collected after each poll
-//! by [`Backend::take_notices`]): the loop itself makes no system call.
+//! can run the loop on virtual time. Signals, child exits, cross-thread
+//! wake-ups, clock steps and path hints are OS services
+//! ([`NoticeService`]) that the loop composes with any backend: on Unix
+//! the loop's own notifier, whose internal fds it registers through
+//! `modify` like any other; where the platform needs the backend itself
+//! (Windows, kqueue) or the services are fake (the simulator), the
+//! backend's own ([`Backend::notices`]). The loop itself makes no system
+//! call.
 //! `docs/porting.md` walks through writing one.
 //!
 //! A user of the watcher API needs this module only to write a backend or
@@ -337,7 +341,7 @@ pub struct ChildExit {
     pub status: ExitStatus,
 }
 
-/// A child process that [`Backend::spawn_child`] started and watches (and
+/// A child process that [`NoticeService::spawn_child`] started and watches (and
 /// [`Loop::spawn`](crate::Loop::spawn) hands back with its watcher): its
 /// pid and the pipes to it that the `Command` asked for
 /// ([`Stdio::piped`](std::process::Stdio::piped)). There is deliberately
@@ -345,14 +349,12 @@ pub struct ChildExit {
 /// the loop (or fail with `ECHILD` once the loop has it).
 ///
 /// ```
-/// use evloop::backend::Backend;
-/// use evloop::Spawned;
+/// use evloop::{Loop, Spawned};
 /// use std::process::{Command, Stdio};
-/// let mut b = evloop::backends::open(evloop::backends::default_name()).unwrap();
-/// let s: Spawned = b.spawn_child(Command::new("true").stdout(Stdio::piped()))?;
+/// let mut lp: Loop = Loop::new()?;
+/// let (_w, s): (_, Spawned) = lp.spawn(Command::new("true").stdout(Stdio::piped()), |_, _, _| {})?;
 /// assert!(s.pid > 0 && s.stdout.is_some() && s.stdin.is_none());
-/// b.unwatch_child(s.pid); // left unreaped: reaped when the program ends
-/// # Ok::<(), std::io::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct Spawned {
@@ -369,7 +371,7 @@ pub struct Spawned {
 impl Spawned {
     /// Takes the pid and the pipes of a child that `std` started, and
     /// drops the `std::process::Child` (which neither waits for nor kills
-    /// the process): for a [`Backend::spawn_child`] of another crate.
+    /// the process): for a [`NoticeService::spawn_child`] of another crate.
     ///
     /// ```
     /// use std::process::{Command, Stdio};
@@ -468,8 +470,8 @@ impl std::fmt::Debug for SignalSet {
 }
 
 /// What a backend noticed besides fd readiness, handed to the loop by
-/// [`Backend::take_notices`] after each poll: signals that arrived,
-/// watched children that exited, and whether its [`Backend::waker`] was
+/// [`NoticeService::take_notices`] after each poll: signals that arrived,
+/// watched children that exited, and whether its [`NoticeService::waker`] was
 /// used. The loop keeps one and clears it after use, so that steady state
 /// allocates nothing.
 ///
@@ -490,15 +492,15 @@ pub struct Notices {
     pub signals: SignalSet,
     /// Watched children that exited (each reported once, then forgotten),
     /// and every other child that exited while the backend watches any
-    /// child ([`Backend::watch_any_child`]).
+    /// child ([`NoticeService::watch_any_child`]).
     pub exits: Vec<ChildExit>,
     /// Whether the backend's waker was used.
     pub woken: bool,
     /// Whether the wall clock was stepped (set, not slewed) since the
     /// last take: only from a backend that said it reports steps
-    /// ([`Backend::watch_clock_steps`]).
+    /// ([`NoticeService::watch_clock_steps`]).
     pub clock_stepped: bool,
-    /// The tokens of watched paths ([`Backend::watch_path`]) that may have
+    /// The tokens of watched paths ([`NoticeService::watch_path`]) that may have
     /// changed: a hint to look at them now.
     pub paths: Vec<u64>,
 }
@@ -613,7 +615,7 @@ impl FileStat {
 }
 
 /// Ends a backend's wait from any thread: what an async watcher's sender
-/// uses ([`Backend::waker`]).
+/// uses ([`NoticeService::waker`]).
 ///
 /// ```
 /// use evloop::backend::Wake;
@@ -685,6 +687,10 @@ pub fn unsupported(backend: &str, what: &str) -> io::Error {
 ///   rely on it (epoll's table learns of the disarm then).
 /// - Edge registrations arrive only if [`Capabilities::edge`] is true.
 /// - `now` is monotonic.
+/// - The loop's own internal fds (its Unix notifier's wake fd, pidfds,
+///   timerfd and inotify instance) come through `modify` and `poll` like
+///   any other fd, readable and level-triggered: a backend never tells
+///   them apart.
 ///
 /// [`Interest::trigger`]: crate::Interest::trigger
 ///
@@ -771,241 +777,11 @@ pub trait Backend {
     /// The current monotonic time, measured from an arbitrary fixed origin.
     fn now(&mut self) -> Duration;
 
-    /// Whether `fd` can ever be watched, asked once when an io watcher is
-    /// created, so that [`Loop::io`](crate::Loop::io) can fail at once
-    /// with the reason ([`Error::InvalidFd`](crate::Error::InvalidFd))
-    /// instead of succeeding and reporting [`Ready::ERROR`] later. The
-    /// OS backends refuse fds that are not open, regular files and
-    /// directories. The default accepts every fd (a refusal then comes
-    /// from [`Backend::modify`]).
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        let _ = fd;
-        Ok(())
-    }
-
-    /// Called by the loop for every io callback it invokes, just before the
-    /// call, if [`Backend::wants_dispatch`] said so; a simulated backend
-    /// records it in its trace. The default does nothing.
-    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
-        let _ = (fd, ready);
-    }
-
-    /// Whether the loop should call [`Backend::dispatched`]. Asked once,
-    /// when the loop is created; the default (`false`) keeps the call off
-    /// the hot path.
-    fn wants_dispatch(&self) -> bool {
-        false
-    }
-
-    /// Starts reporting arrivals of `signal` (a number from 1 to the
-    /// platform's last; the loop has refused `SIGKILL` and `SIGSTOP`) in
-    /// [`Notices::signals`]. The loop calls it when its first watcher of
-    /// that signal starts, and [`Backend::unwatch_signal`] when its last
-    /// stops. Any number of loops, in any threads, may watch one signal:
-    /// each hears every arrival. The OS backends share a process-wide hub
-    /// that installs a handler while some loop watches the signal and
-    /// restores the previous disposition after. The default refuses
-    /// ([`unsupported`]).
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        let _ = signal;
-        Err(unsupported(self.name(), "signal watching"))
-    }
-
-    /// Stops reporting `signal` (see [`Backend::watch_signal`]).
-    fn unwatch_signal(&mut self, signal: i32) {
-        let _ = signal;
-    }
-
-    /// Starts watching the child process `pid`: when it exits, the backend
-    /// reaps it (only it: never another child, never `waitpid(-1)`, unless
-    /// asked to watch any child: [`Backend::watch_any_child`]) and
-    /// reports it once in [`Notices::exits`], then forgets it. A child that
-    /// exited before this call is reported too. Any number of backends of
-    /// one process (one per loop, in any threads) may watch one pid: the
-    /// child is reaped once, and each of them reports its status (and a
-    /// backend blocked in [`Backend::poll`] is woken to do so). A child
-    /// that someone else reaped first (`std::process::Child::wait`,
-    /// `waitpid`) is reported too, with [`ExitStatus::Unknown`]: never
-    /// dropped. Errors: `pid` is not an unreaped child of this process.
-    /// The default refuses ([`unsupported`]).
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        let _ = pid;
-        Err(unsupported(self.name(), "child watching"))
-    }
-
-    /// Stops watching `pid` without reaping it.
-    fn unwatch_child(&mut self, pid: u32) {
-        let _ = pid;
-    }
-
-    /// Starts reporting the exit of *every* child process of this process
-    /// (libev's child watcher of pid 0) in [`Notices::exits`]: the backend
-    /// reaps whatever child exits (`waitpid(-1)`), whoever started it, and
-    /// reports each exit once. The exits of children that some backend of
-    /// the process watches by pid ([`Backend::watch_child`]) are still
-    /// reported to those backends too, with the real status, whoever
-    /// reaps them; and a backend that watches any child also reports the
-    /// exits of children that other backends of the process reaped. The
-    /// loop calls it when its first any-child watcher starts
-    /// ([`Loop::child_any`](crate::Loop::child_any)), and
-    /// [`Backend::unwatch_any_child`] when its last stops. The default
-    /// refuses ([`unsupported`]).
-    fn watch_any_child(&mut self) -> io::Result<()> {
-        Err(unsupported(self.name(), "watching any child"))
-    }
-
-    /// Stops reaping and reporting children that no one watches by pid
-    /// (see [`Backend::watch_any_child`]).
-    fn unwatch_any_child(&mut self) {}
-
-    /// Sends `signal` (0: none, only the checks) to the child `pid`, which
-    /// this backend watches ([`Backend::watch_child`]), only if it has not
-    /// been reaped: a reaped child's pid may already name another process.
-    /// The OS backends send through the child's pidfd where they have one
-    /// (`pidfd_send_signal`, Linux), and otherwise `kill(2)` while the
-    /// process-wide table of watched children, under its lock, shows the
-    /// child unreaped (a zombie or running), so that no reap by any loop
-    /// of the process comes in between. Errors: of kind
-    /// [`NotFound`](io::ErrorKind::NotFound) if the child has been reaped
-    /// (by this backend, another one, or someone else) or is not watched
-    /// here; others as `kill(2)` reports them. The default refuses
-    /// ([`unsupported`]).
-    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
-        let _ = (pid, signal);
-        Err(unsupported(self.name(), "sending signals to children"))
-    }
-
-    /// Starts `command` and watches the new child as
-    /// [`Backend::watch_child`] does, with no moment in between at which
-    /// someone could reap it first: the OS backends spawn under the lock
-    /// of the process-wide table of watched children, so that even a
-    /// backend of another loop that watches any child
-    /// ([`Backend::watch_any_child`]) cannot take it. The default spawns,
-    /// then watches (and if watching fails, kills and reaps the child
-    /// before returning the error).
-    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
-        let mut child = command.spawn()?;
-        if let Err(err) = self.watch_child(child.id()) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(err);
-        }
-        Ok(Spawned::from_std(child))
-    }
-
-    /// Something other threads can use to end this backend's wait
-    /// ([`Wake`]); each call may return the same one. The loop asks for it
-    /// when its first async watcher is created. The default refuses
-    /// ([`unsupported`]).
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        Err(unsupported(self.name(), "a waker"))
-    }
-
-    /// Moves what the backend noticed besides fd readiness since the last
-    /// call into `notices` (OR-ing signals and `woken`, appending exits).
-    /// The loop calls it after each poll while it watches a signal or a
-    /// child, or has asked for a waker. The default notices nothing.
-    fn take_notices(&mut self, notices: &mut Notices) {
-        let _ = notices;
-    }
-
-    /// The wall clock (`CLOCK_REALTIME`): the time since the Unix epoch,
-    /// for periodic watchers. It may be stepped (NTP, an administrator,
-    /// resume from suspend). The default reads `SystemTime::now()`.
-    fn wall_now(&mut self) -> Duration {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO)
-    }
-
-    /// Starts reporting steps of the wall clock in
-    /// [`Notices::clock_stepped`]; false if the backend cannot (the
-    /// default), and the loop then looks for steps itself, comparing the
-    /// wall and monotonic clocks each iteration and waking at least once a
-    /// minute. Asked when the first periodic watcher starts. A step must
-    /// end a blocked wait. The OS backends: epoll, poll and select on
-    /// Linux report every set of the clock (a `CLOCK_REALTIME` timerfd
-    /// with `TFD_TIMER_CANCEL_ON_SET`); kqueue and the others cannot.
-    ///
-    /// ```
-    /// use evloop::backend::Backend;
-    /// use evloop::backends;
-    /// let mut b = backends::open(backends::default_name()).unwrap();
-    /// let reported = b.watch_clock_steps();
-    /// # #[cfg(all(target_os = "linux", not(feature = "emulated-kqueue")))]
-    /// assert!(reported, "a timerfd on Linux");
-    /// b.unwatch_clock_steps();
-    /// # let _ = reported;
-    /// ```
-    fn watch_clock_steps(&mut self) -> bool {
-        false
-    }
-
-    /// Stops reporting wall-clock steps (the last periodic watcher
-    /// stopped).
-    fn unwatch_clock_steps(&mut self) {}
-
-    /// The attributes of `path`, for stat watchers. The default reads them
-    /// through the standard library ([`FileStat::of`]).
-    fn stat(&mut self, path: &Path) -> FileStat {
-        FileStat::of(path)
-    }
-
-    /// Starts hinting at changes of `path` (and of the directory holding
-    /// it, so that a save by rename or a delete and re-create is caught)
-    /// by reporting `token` in [`Notices::paths`]; the loop then looks at
-    /// the path at once instead of at its next polling interval. Several
-    /// tokens may name one path. A path that does not exist yet is fine
-    /// (its creation is a change). The default refuses ([`unsupported`]):
-    /// stat watchers then poll only. The OS backends: inotify on Linux
-    /// (epoll, poll, select), `EVFILT_VNODE` on kqueue; poll and select
-    /// elsewhere refuse.
-    ///
-    /// ```
-    /// use evloop::backend::{Backend, Notices};
-    /// use evloop::backends;
-    /// use std::time::Duration;
-    /// let dir = std::env::temp_dir().join(format!("evloop-doc-watch-path-{}", std::process::id()));
-    /// std::fs::create_dir_all(&dir)?;
-    /// let path = dir.join("app.conf");
-    /// let mut b = backends::open(backends::default_name()).unwrap();
-    /// if b.watch_path(&path, 7).is_ok() {
-    ///     std::fs::write(&path, "created")?;
-    ///     let mut notices = Notices::default();
-    ///     // A few waits at most (one may end for another reason).
-    ///     for _ in 0..10 {
-    ///         b.poll(Some(Duration::from_secs(5)), &mut Vec::new())?;
-    ///         b.take_notices(&mut notices);
-    ///         if !notices.paths.is_empty() {
-    ///             break;
-    ///         }
-    ///     }
-    ///     assert_eq!(notices.paths, [7]);
-    ///     b.unwatch_path(7);
-    /// }
-    /// std::fs::remove_dir_all(&dir)?;
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        let _ = (path, token);
-        Err(unsupported(self.name(), "path change hints"))
-    }
-
-    /// Stops hinting for `token`.
-    fn unwatch_path(&mut self, token: u64) {
-        let _ = token;
-    }
-
-    /// Re-creates the kernel objects after `fork()` (epoll and kqueue
-    /// handles, the wake fd are shared with the parent; wakers already
-    /// handed out must wake the child's loop from now on). The loop then
-    /// re-registers every fd with `old == Interest::NONE`, watches its
-    /// signals again, and stops its child watchers (the children are the
-    /// parent's): the backend forgets every watched child and signal here.
-    /// Clock-step reports and watched paths stay on (the loop does not ask
-    /// again), through objects of the child's own (a timerfd or an inotify
-    /// instance inherited from the parent is shared with it). The default
-    /// does nothing.
+    /// Re-creates the kernel objects after `fork()` (an epoll or kqueue
+    /// handle is shared with the parent). The loop then re-registers every
+    /// fd with `old == Interest::NONE` (its internal fds too: the services'
+    /// wake fd, pidfds, timers are re-created by
+    /// [`NoticeService::reinit`]). The default does nothing.
     fn reinit(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -1014,13 +790,13 @@ pub trait Backend {
     /// object that another loop can watch for readability in place of
     /// this one's wait (epoll's epoll fd, kqueue's kqueue, an io_uring
     /// ring without deferred task work). It must be readable whenever a
-    /// [`Backend::poll`] with a zero timeout would report an fd, or take
-    /// a notice through the backend's internal fds (a signal, a child's
-    /// exit, a wake-up), once the changes [`Backend::modify`] made are
-    /// exposed ([`Backend::expose_changes`]); spurious readability is
-    /// allowed (the holder then runs the loop for nothing). What is
-    /// reported when it is refused says why, in the backend's words: the
-    /// loop passes it on (`Loop::pollable_fd`,
+    /// [`Backend::poll`] with a zero timeout would report an fd (the
+    /// loop's internal fds included: a signal, a child's exit, a wake-up),
+    /// once the changes [`Backend::modify`] made are exposed
+    /// ([`Backend::expose_changes`]); spurious readability is allowed
+    /// (the holder then runs the loop for nothing). What is reported when
+    /// it is refused says why, in the backend's words: the loop passes it
+    /// on (`Loop::pollable_fd`,
     /// [`Error::NoPollableFd`](crate::Error::NoPollableFd)). Backends
     /// that wait on the fds themselves (poll, select) or have no OS
     /// descriptors (the simulator) have none, and the default refuses.
@@ -1046,26 +822,371 @@ pub trait Backend {
 
     /// Makes what [`Backend::modify`] has queued but not yet given the
     /// kernel show on `Backend::pollable_fd`, without waiting and
-    /// without taking readiness out of the kernel: the loop calls it when
-    /// someone else is about to wait on that fd
-    /// ([`Loop::flush_changes`](crate::Loop::flush_changes), the embed
-    /// watcher), after sending its own changes. kqueue submits its
-    /// changelist (with `EV_RECEIPT`, which drains no event); io_uring
-    /// submits its queued polls and re-arms the level fds its last poll
-    /// reported. A change the kernel refuses here is kept and reported
-    /// by the next [`Backend::poll`] ([`Backend::holds_reports`]). The
-    /// default does nothing: right for a backend whose `modify` changes
-    /// the kernel object at once (epoll).
-    fn expose_changes(&mut self) -> io::Result<()> {
+    /// without taking readiness out of the kernel, and says whether the
+    /// backend still holds reports that its next [`Backend::poll`] will
+    /// give but the fd does not show (a change the kernel refused here,
+    /// completions read early): the loop's
+    /// [`Loop::next_timeout`](crate::Loop::next_timeout) is then zero.
+    /// The loop calls it when someone else is about to wait on that fd
+    /// ([`Loop::flush_changes`](crate::Loop::flush_changes),
+    /// `Loop::next_timeout`, the embed watcher), after sending its own
+    /// changes; a second call with nothing queued only answers. kqueue
+    /// submits its changelist (with `EV_RECEIPT`, which drains no event);
+    /// io_uring submits its queued polls and re-arms the level fds its
+    /// last poll reported. The default does nothing and holds nothing:
+    /// right for a backend whose `modify` changes the kernel object at
+    /// once (epoll).
+    ///
+    /// ```
+    /// use evloop::backend::Backend;
+    /// let mut b = evloop::backends::open("poll")?;
+    /// assert!(!b.expose_changes()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn expose_changes(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    /// The backend's own OS-notice service, for a platform where only the
+    /// backend itself can provide signals, children, wake-ups and the
+    /// rest (Windows: console events and process handles on the
+    /// completion port; kqueue: `EVFILT_PROC` and `EVFILT_VNODE`), or
+    /// where they are fake (the simulator, a replay). The default, `None`,
+    /// is right for a readiness backend on Unix: the loop then provides
+    /// them itself (the crate's Unix notifier, whose internal fds it
+    /// registers with [`Backend::modify`] like any other and routes back
+    /// to the notifier, never to a watcher).
+    ///
+    /// ```
+    /// use evloop::backend::Backend;
+    /// use evloop::Sim;
+    /// assert!(Sim::new().backend().notices().is_some()); // the simulator's fakes
+    /// # #[cfg(target_os = "linux")]
+    /// assert!(evloop::backends::open("epoll")?.notices().is_none()); // the loop's
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        None
+    }
+}
+
+/// Where an OS-notice service keeps its internal fds: the loop's fd
+/// table and backend (for the loop's own Unix notifier), or a kernel set
+/// of a backend's own. An internal fd is watched for readability and
+/// never reported to a watcher: its readiness goes to
+/// [`NoticeService::ready`].
+///
+/// A plain `Vec<RawFd>` implements it (a list a wait can be built from);
+/// the examples use it.
+///
+/// ```
+/// use evloop::backend::InternalFds;
+/// let mut set: Vec<evloop::RawFd> = Vec::new();
+/// set.add(5)?;
+/// set.add(5)?; // held once
+/// assert_eq!(set, [5]);
+/// InternalFds::remove(&mut set, 5); // (not `Vec::remove`, by index)
+/// assert!(set.is_empty() && set.fd_limit().is_none());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait InternalFds {
+    /// Watches `fd` for readability.
+    fn add(&mut self, fd: RawFd) -> io::Result<()>;
+    /// Stops watching `fd` (it is about to be closed, or belongs to a
+    /// kernel set being replaced); never fails.
+    fn remove(&mut self, fd: RawFd);
+    /// One more than the largest fd the set can hold, if it has such a
+    /// limit (select: `FD_SETSIZE`): the notifier asks for its wake fd
+    /// below it, and watches a child whose pidfd is not through
+    /// `SIGCHLD` instead.
+    fn fd_limit(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl InternalFds for Vec<RawFd> {
+    fn add(&mut self, fd: RawFd) -> io::Result<()> {
+        if !self.contains(&fd) {
+            self.push(fd);
+        }
         Ok(())
     }
 
-    /// Whether the backend holds reports that its next [`Backend::poll`]
-    /// will give but `Backend::pollable_fd` does not show (a change the
-    /// kernel refused in [`Backend::expose_changes`], completions read
-    /// early): the loop's [`Loop::next_timeout`](crate::Loop::next_timeout)
-    /// is then zero. The default: none.
-    fn holds_reports(&self) -> bool {
-        false
+    fn remove(&mut self, fd: RawFd) {
+        self.retain(|&f| f != fd);
     }
 }
+
+/// The OS services the loop composes with a readiness [`Backend`]:
+/// signals, child processes (watch, spawn, signal), the waker, wall-clock
+/// steps, path change hints, and the few OS reads watchers make (the wall
+/// clock, a file's attributes, whether an fd can be watched). On Unix the
+/// loop provides them itself (the crate's notifier, `backends::unix`,
+/// with its internal fds registered through the backend's `modify`); a
+/// backend offers its own through [`Backend::notices`] where the
+/// platform needs it (Windows, kqueue) or where they are fake (the
+/// simulator). Every method has a default: a service refuses
+/// ([`unsupported`]) what it does not provide.
+///
+/// The `fds` argument is where internal fds go ([`InternalFds`]): the
+/// loop's fd table for the loop's own service; for a backend's own
+/// service, a set that refuses (it keeps its fds itself).
+///
+/// ```
+/// use evloop::backend::{InternalFds, NoticeService, Notices};
+/// /// Only a wall clock stuck at the epoch; everything else refused.
+/// struct Stopped;
+/// impl NoticeService for Stopped {
+///     fn wall_now(&mut self) -> std::time::Duration { std::time::Duration::ZERO }
+/// }
+/// let mut fds: Vec<evloop::RawFd> = Vec::new();
+/// let mut s = Stopped;
+/// assert!(s.watch_signal(libc::SIGINT, &mut fds).is_err());
+/// let mut n = Notices::default();
+/// s.take_notices(&mut n, &mut fds);
+/// assert!(n.is_empty() && s.wall_now().is_zero());
+/// ```
+pub trait NoticeService {
+    /// A short name for error messages (the default: "notices").
+    fn service_name(&self) -> &'static str {
+        "notices"
+    }
+
+    /// Whether `fd` can ever be watched, asked once when an io watcher is
+    /// created, so that [`Loop::io`](crate::Loop::io) can fail at once
+    /// with the reason ([`Error::InvalidFd`](crate::Error::InvalidFd))
+    /// instead of succeeding and reporting [`Ready::ERROR`] later. The
+    /// loop's Unix service refuses fds that are not open, regular files
+    /// and directories. The default accepts every fd (a refusal then
+    /// comes from [`Backend::modify`]).
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        let _ = fd;
+        Ok(())
+    }
+
+    /// Starts reporting arrivals of `signal` (a number from 1 to the
+    /// platform's last; the loop has refused `SIGKILL` and `SIGSTOP`) in
+    /// [`Notices::signals`]. The loop calls it when its first watcher of
+    /// that signal starts, and [`NoticeService::unwatch_signal`] when its
+    /// last stops. Any number of loops, in any threads, may watch one
+    /// signal: each hears every arrival. The Unix service shares a
+    /// process-wide hub that installs a handler while some loop watches
+    /// the signal and restores the previous disposition after. The
+    /// default refuses ([`unsupported`]).
+    fn watch_signal(&mut self, signal: i32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        let _ = (signal, fds);
+        Err(unsupported(self.service_name(), "signal watching"))
+    }
+
+    /// Stops reporting `signal` (see [`NoticeService::watch_signal`]).
+    fn unwatch_signal(&mut self, signal: i32) {
+        let _ = signal;
+    }
+
+    /// Starts watching the child process `pid`: when it exits, the
+    /// service reaps it (only it: never another child, never
+    /// `waitpid(-1)`, unless asked to watch any child) and reports it once
+    /// in [`Notices::exits`], then forgets it. A child that exited before
+    /// this call is reported too. Any number of loops of one process may
+    /// watch one pid: the child is reaped once, and each reports its
+    /// status (a loop blocked in its poll is woken to do so). A child that
+    /// someone else reaped first (`std::process::Child::wait`, `waitpid`)
+    /// is reported with [`ExitStatus::Unknown`]: never dropped. Errors:
+    /// `pid` is not an unreaped child of this process. The default
+    /// refuses ([`unsupported`]).
+    fn watch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        let _ = (pid, fds);
+        Err(unsupported(self.service_name(), "child watching"))
+    }
+
+    /// Stops watching `pid` without reaping it.
+    fn unwatch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) {
+        let _ = (pid, fds);
+    }
+
+    /// Starts reporting the exit of *every* child process of this process
+    /// (libev's child watcher of pid 0) in [`Notices::exits`]: the service
+    /// reaps whatever child exits (`waitpid(-1)`), whoever started it,
+    /// and reports each exit once. The exits of children that some loop of
+    /// the process watches by pid are still reported to it too, with the
+    /// real status, whoever reaps them. The loop calls it when its first
+    /// any-child watcher starts, and
+    /// [`NoticeService::unwatch_any_child`] when its last stops. The
+    /// default refuses ([`unsupported`]).
+    fn watch_any_child(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        let _ = fds;
+        Err(unsupported(self.service_name(), "watching any child"))
+    }
+
+    /// Stops reaping and reporting children that no one watches by pid.
+    fn unwatch_any_child(&mut self) {}
+
+    /// Sends `signal` (0: none, only the checks) to the watched child
+    /// `pid` only if it has not been reaped: a reaped child's pid may
+    /// already name another process. The Unix service sends through the
+    /// child's pidfd where it has one (Linux), and otherwise `kill(2)`
+    /// while the process-wide table of watched children, under its lock,
+    /// shows the child unreaped. Errors: of kind
+    /// [`NotFound`](io::ErrorKind::NotFound) if the child has been reaped
+    /// or is not watched here; others as `kill(2)` reports them. The
+    /// default refuses ([`unsupported`]).
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        let _ = (pid, signal);
+        Err(unsupported(
+            self.service_name(),
+            "sending signals to children",
+        ))
+    }
+
+    /// Starts `command` and watches the new child as
+    /// [`NoticeService::watch_child`] does, with no moment in between at
+    /// which someone could reap it first (the Unix service spawns under
+    /// the lock of the process-wide table of watched children). The
+    /// default spawns, then watches (and if watching fails, kills and
+    /// reaps the child before returning the error).
+    ///
+    /// ```
+    /// use evloop::backend::NoticeService;
+    /// use evloop::Spawned;
+    /// use std::process::{Command, Stdio};
+    /// # #[cfg(unix)] {
+    /// let mut fds: Vec<evloop::RawFd> = Vec::new();
+    /// let mut n = evloop::backends::unix::Notifier::new("doc");
+    /// let s: Spawned = n.spawn_child(Command::new("true").stdout(Stdio::piped()), &mut fds)?;
+    /// assert!(s.pid > 0 && s.stdout.is_some() && s.stdin.is_none());
+    /// n.unwatch_child(s.pid, &mut fds); // left unreaped: reaped when the program ends
+    /// # }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        fds: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
+        let mut child = command.spawn()?;
+        if let Err(err) = self.watch_child(child.id(), fds) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(err);
+        }
+        Ok(Spawned::from_std(child))
+    }
+
+    /// Something other threads can use to end the loop's wait ([`Wake`]);
+    /// each call may return the same one. The loop asks for it when its
+    /// first async watcher is created. The default refuses
+    /// ([`unsupported`]).
+    fn waker(&mut self, fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        let _ = fds;
+        Err(unsupported(self.service_name(), "a waker"))
+    }
+
+    /// One of the service's internal fds was reported readable: drain it
+    /// (the wake fd), read it (a timer, inotify), or reap (a pidfd). The
+    /// loop calls it after each poll, before
+    /// [`NoticeService::take_notices`]. The default ignores it.
+    fn ready(&mut self, fd: RawFd, fds: &mut dyn InternalFds) {
+        let _ = (fd, fds);
+    }
+
+    /// Moves what the service noticed since the last call into `notices`
+    /// (OR-ing signals and `woken`, appending exits and path tokens). The
+    /// loop calls it after each poll while it watches a signal, a child,
+    /// the clock or a path, or has asked for a waker. The default notices
+    /// nothing.
+    fn take_notices(&mut self, notices: &mut Notices, fds: &mut dyn InternalFds) {
+        let _ = (notices, fds);
+    }
+
+    /// The wall clock (`CLOCK_REALTIME`): the time since the Unix epoch,
+    /// for periodic watchers. It may be stepped (NTP, an administrator,
+    /// resume from suspend). The default reads `SystemTime::now()`.
+    fn wall_now(&mut self) -> Duration {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Starts reporting steps of the wall clock in
+    /// [`Notices::clock_stepped`]; false if the service cannot (the
+    /// default), and the loop then looks for steps itself, comparing the
+    /// wall and monotonic clocks each iteration and waking at least once a
+    /// minute. Asked when the first periodic watcher starts. A step must
+    /// end a blocked wait. The Unix service on Linux reports every set of
+    /// the clock (a `CLOCK_REALTIME` timerfd with
+    /// `TFD_TIMER_CANCEL_ON_SET`); kqueue and the others cannot.
+    fn watch_clock_steps(&mut self, fds: &mut dyn InternalFds) -> bool {
+        let _ = fds;
+        false
+    }
+
+    /// Stops reporting wall-clock steps (the last periodic watcher
+    /// stopped).
+    fn unwatch_clock_steps(&mut self, fds: &mut dyn InternalFds) {
+        let _ = fds;
+    }
+
+    /// The attributes of `path`, for stat watchers. The default reads them
+    /// through the standard library ([`FileStat::of`]).
+    fn stat(&mut self, path: &Path) -> FileStat {
+        FileStat::of(path)
+    }
+
+    /// Starts hinting at changes of `path` (and of the directory holding
+    /// it, so that a save by rename or a delete and re-create is caught)
+    /// by reporting `token` in [`Notices::paths`]; the loop then looks at
+    /// the path at once instead of at its next polling interval. Several
+    /// tokens may name one path. A path that does not exist yet is fine
+    /// (its creation is a change). The default refuses ([`unsupported`]):
+    /// stat watchers then poll only. inotify on Linux, `EVFILT_VNODE` on
+    /// kqueue; elsewhere refused.
+    fn watch_path(&mut self, path: &Path, token: u64, fds: &mut dyn InternalFds) -> io::Result<()> {
+        let _ = (path, token, fds);
+        Err(unsupported(self.service_name(), "path change hints"))
+    }
+
+    /// Stops hinting for `token`.
+    fn unwatch_path(&mut self, token: u64, fds: &mut dyn InternalFds) {
+        let _ = (token, fds);
+    }
+
+    /// After `fork()` in the child, once the backend was re-created
+    /// ([`Backend::reinit`]): forget every watched child and signal (the
+    /// children are the parent's; the loop watches its signals again),
+    /// and give the child a wake fd, timer and inotify instance of its own
+    /// (in `fds`; those inherited are shared with the parent). Clock-step
+    /// reports and watched paths stay on. The default does nothing.
+    fn reinit(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        let _ = fds;
+        Ok(())
+    }
+
+    /// Whether the loop should call [`NoticeService::dispatched`] for
+    /// every io callback it invokes (a simulator records them in its
+    /// trace). Asked once, when the loop is created; the default
+    /// (`false`) keeps the call off the hot path.
+    fn wants_dispatch(&mut self) -> bool {
+        false
+    }
+
+    /// Called just before each io callback if
+    /// [`NoticeService::wants_dispatch`] said so. The default does
+    /// nothing.
+    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
+        let _ = (fd, ready);
+    }
+}
+
+/// The service of a platform that has none (and of a backend that
+/// provides nothing): every notice refused, the OS's wall clock and
+/// `stat`.
+///
+/// ```
+/// use evloop::backend::{NoNotices, NoticeService};
+/// let mut fds: Vec<evloop::RawFd> = Vec::new();
+/// assert!(NoNotices.waker(&mut fds).is_err());
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoNotices;
+
+impl NoticeService for NoNotices {}

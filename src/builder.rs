@@ -366,7 +366,8 @@ impl<'s, S> Loop<'s, S> {
         let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
         let caps = backend.capabilities();
         let timers = Timers::new(backend.now());
-        let report_dispatch = backend.wants_dispatch();
+        let report_dispatch = backend.notices().is_some_and(|s| s.wants_dispatch());
+        let notifier = crate::services::own(backend.name());
         Ok(Loop {
             backend,
             caps,
@@ -377,6 +378,7 @@ impl<'s, S> Loop<'s, S> {
             pending: PendingQueues::default(),
             run: RunState::default(),
             report_dispatch,
+            notifier,
             kinds: Kinds::default(),
         })
     }

@@ -236,7 +236,9 @@ impl<'s, S> Loop<'s, S> {
     fn observe_dispatch(&mut self, slot: Slot, ready: Ready) {
         if self.report_dispatch {
             if let Some(fd) = self.registry[slot].fd() {
-                self.backend.dispatched(fd, ready);
+                if let Some(s) = self.backend.notices() {
+                    s.dispatched(fd, ready);
+                }
             }
         }
         trace!(watcher = slot.index(), ready = %ready, "dispatch");

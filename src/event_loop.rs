@@ -102,8 +102,12 @@ pub struct Loop<'s, S = ()> {
     pub(crate) timers: Timers,
     pub(crate) pending: PendingQueues,
     pub(crate) run: RunState,
-    /// Whether the backend wants [`Backend::dispatched`] calls.
+    /// Whether the OS service wants
+    /// [`NoticeService::dispatched`](crate::backend::NoticeService::dispatched) calls.
     pub(crate) report_dispatch: bool,
+    /// The loop's own OS service (services.rs), used unless the backend
+    /// has one.
+    pub(crate) notifier: crate::services::Own,
     /// The kinds beyond the core (kind.rs, kinds/).
     pub(crate) kinds: Kinds,
 }
@@ -342,6 +346,7 @@ impl<'s, S> Loop<'s, S> {
     /// The poll's io events become pending, in poll order, unless they
     /// can be dispatched straight from the results (direct_batch.rs).
     fn queue_io(&mut self) {
+        self.route_internal();
         // A direct batch lists its one-shot fds as it reaches them.
         if !self.results.open(&self.registry, &self.pending) {
             self.fds.queue_events(

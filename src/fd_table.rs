@@ -52,6 +52,9 @@ pub(crate) struct FdState {
     /// The trigger mode its watchers share (kernels keep one registration
     /// per fd); meaningful while it has watchers.
     trigger: Trigger,
+    /// An OS service's internal fd (a wake fd, a pidfd, a timer, inotify):
+    /// registered readable, routed to the service, never to a watcher.
+    internal: bool,
 }
 
 impl FdState {
@@ -166,6 +169,11 @@ pub(crate) struct FdTable {
     /// see only [`Ready::ERROR`]; a kind that must say why takes it
     /// ([`FdTable::take_refusal`]).
     refused: Option<(RawFd, std::io::Error)>,
+    /// How many fds are internal ([`FdState::internal`]): while none is,
+    /// the loop does not look for them in the poll's results.
+    internal: usize,
+    /// The internal fds the last poll reported, for the service.
+    routed: Vec<RawFd>,
 }
 
 impl FdTable {
@@ -225,6 +233,71 @@ impl FdTable {
     #[inline]
     pub fn get(&self, fd: RawFd) -> Option<&FdState> {
         self.fds.get(fd as usize)
+    }
+
+    /// Makes `fd` an internal fd of the loop's OS service (`on`), which
+    /// the caller has just registered readable with the backend, or no
+    /// longer one; says whether it was one.
+    pub fn set_internal(&mut self, fd: RawFd, on: bool) -> bool {
+        let state = self.state_mut(fd);
+        let was = std::mem::replace(&mut state.internal, on);
+        state.registered = if on {
+            Interest::READABLE
+        } else {
+            Interest::NONE
+        };
+        state.dirty();
+        match (was, on) {
+            (false, true) => self.internal += 1,
+            (true, false) => self.internal -= 1,
+            _ => {}
+        }
+        was
+    }
+
+    /// After the backend was re-created (fork): the service re-creates
+    /// its internal fds, so none is registered any more.
+    #[cfg(unix)]
+    pub fn forget_internal(&mut self) {
+        if self.internal == 0 {
+            return;
+        }
+        for state in &mut self.fds {
+            if state.internal {
+                state.internal = false;
+                state.registered = Interest::NONE;
+            }
+        }
+        self.internal = 0;
+    }
+
+    /// The internal fds among `events` (none looked for while the loop
+    /// has none), in report order, taken by the caller.
+    #[inline]
+    pub fn internal_ready(&mut self, events: &[PollEvent]) -> Option<Vec<RawFd>> {
+        if self.internal == 0 {
+            return None;
+        }
+        self.collect_internal(events)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn collect_internal(&mut self, events: &[PollEvent]) -> Option<Vec<RawFd>> {
+        let mut routed = std::mem::take(&mut self.routed);
+        routed.clear();
+        for ev in events {
+            if self.fds.get(ev.fd as usize).is_some_and(|s| s.internal) {
+                routed.push(ev.fd);
+            }
+        }
+        Some(routed)
+    }
+
+    /// Gives back the list [`FdTable::internal_ready`] lent (its
+    /// allocation is kept for the next poll).
+    pub fn routed(&mut self, list: Vec<RawFd>) {
+        self.routed = list;
     }
 
     /// Whether changes wait for [`FdTable::flush_changes`] (some may
@@ -495,6 +568,10 @@ impl FdTable {
         backend: &mut dyn Backend,
     ) {
         let state = self.state_mut(fd);
+        if state.internal {
+            // The service's: routed, not killed.
+            return;
+        }
         let old = state.registration();
         state.registered = Interest::NONE;
         state.dirty();
@@ -683,7 +760,11 @@ fn wanted<C>(state: &FdState, registry: &Registry<C>, flush: Flush) -> Interest 
         _ => union(state, registry),
     };
     if want.is_empty() {
-        Interest::NONE
+        if state.internal {
+            Interest::READABLE
+        } else {
+            Interest::NONE
+        }
     } else if want.trigger() == Trigger::Oneshot && !flush.native_oneshot {
         // The loop emulates one-shot: the backend sees level.
         want.events()
@@ -706,26 +787,28 @@ fn union<C>(state: &FdState, registry: &Registry<C>) -> Interest {
     want
 }
 
-/// Validates a source against the backend and returns its fd number.
+/// Validates a source against the backend (`backend` names it) and
+/// returns its fd number; `check` is the OS service's
+/// (`NoticeService::check_fd`).
 #[inline]
 pub(crate) fn check_source(
-    backend: &dyn Backend,
+    backend: &'static str,
     caps: &Capabilities,
     src: SourceFd<'_>,
+    check: impl FnOnce(RawFd) -> io::Result<()>,
 ) -> Result<RawFd> {
-    // The backend's name only for an error: it is a virtual call.
     let fd = match src {
         SourceFd::Os(fd) if !caps.virtual_fds => crate::source::raw(fd),
         SourceFd::Virtual(v) if caps.virtual_fds => v.get(),
         SourceFd::Os(_) => {
             return Err(Error::WrongSourceKind {
-                backend: backend.name(),
+                backend,
                 virtual_source: false,
             })
         }
         SourceFd::Virtual(_) => {
             return Err(Error::WrongSourceKind {
-                backend: backend.name(),
+                backend,
                 virtual_source: true,
             })
         }
@@ -740,16 +823,12 @@ pub(crate) fn check_source(
     }
     if let Some(max) = caps.max_fd {
         if fd > max {
-            return Err(Error::FdTooLarge {
-                fd,
-                max,
-                backend: backend.name(),
-            });
+            return Err(Error::FdTooLarge { fd, max, backend });
         }
     }
     // Closed, or never watchable (a regular file): say so now, at the
     // call that caused it, not later as a silent ERROR callback.
-    backend.check_fd(fd).map_err(|err| Error::InvalidFd {
+    check(fd).map_err(|err| Error::InvalidFd {
         fd,
         reason: err.to_string(),
     })?;

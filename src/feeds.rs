@@ -1,9 +1,13 @@
-//! The backend's notices (what it noticed besides fd readiness: signals,
-//! child exits, wake-ups, wall-clock steps, path hints): taken once per
-//! iteration for the kinds' [`Phase::Polled`](crate::Phase::Polled)
-//! ([`Context::notices`](crate::Context::notices)), then cleared.
+//! The OS services' notices (what they noticed besides fd readiness:
+//! signals, child exits, wake-ups, wall-clock steps, path hints): the
+//! internal fds the poll reported routed to the service, then the notices
+//! taken once per iteration for the kinds'
+//! [`Phase::Polled`](crate::Phase::Polled)
+//! ([`Context::notices`](crate::Context::notices)), then cleared. The
+//! composition itself is services.rs.
 
-use crate::Loop;
+use crate::backend::{InternalFds, NoticeService};
+use crate::{Loop, RawFd};
 
 impl<S> Loop<'_, S> {
     /// Whether the backend may have notices for this loop: a kind wants
@@ -21,7 +25,7 @@ impl<S> Loop<'_, S> {
         if !self.uses_notices() {
             return false;
         }
-        self.backend.take_notices(&mut self.results.notices);
+        self.take_notices();
         !self.results.notices.is_empty()
     }
 
@@ -30,11 +34,63 @@ impl<S> Loop<'_, S> {
     /// (signal watchers by signal number, child watchers in exit order),
     /// then [`Loop::clear_notices`] clears it.
     pub(crate) fn take_notices(&mut self) {
-        self.backend.take_notices(&mut self.results.notices);
+        let mut notices = std::mem::take(&mut self.results.notices);
+        self.services(|s, fds| s.take_notices(&mut notices, fds));
+        self.results.notices = notices;
     }
 
     /// After the kinds' [`Phase::Polled`](crate::Phase::Polled).
     pub(crate) fn clear_notices(&mut self) {
         self.results.notices.clear();
+    }
+}
+
+impl<S> Loop<'_, S> {
+    /// Runs `f` on the loop's OS service (`services::with`).
+    pub(crate) fn services<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn NoticeService, &mut dyn InternalFds) -> R,
+    ) -> R {
+        crate::services::with(
+            &mut *self.backend,
+            &mut self.notifier,
+            &mut self.fds,
+            self.caps.max_fd,
+            f,
+        )
+    }
+
+    /// Routes the internal fds the last poll reported to the service
+    /// (before its notices are taken): cold unless the loop has some.
+    #[inline]
+    pub(crate) fn route_internal(&mut self) {
+        if let Some(list) = self.fds.internal_ready(self.results.all()) {
+            self.route(list);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn route(&mut self, list: Vec<RawFd>) {
+        for &fd in &list {
+            self.services(|s, fds| s.ready(fd, fds));
+        }
+        self.fds.routed(list);
+    }
+}
+
+#[cfg(unix)]
+impl<S> Loop<'_, S> {
+    /// Child exits through `SIGCHLD` and `waitpid`, as on kernels without
+    /// pidfds, for tests of that path (the loop's own notifier only). Not
+    /// part of the API.
+    ///
+    /// ```
+    /// let mut lp: evloop::Loop = evloop::Loop::new().unwrap();
+    /// lp.force_sigchld_fallback();
+    /// ```
+    #[doc(hidden)]
+    pub fn force_sigchld_fallback(&mut self) {
+        self.notifier.force_sigchld_fallback();
     }
 }

@@ -462,6 +462,7 @@ pub struct Context<'a> {
     pub(crate) pending: &'a mut PendingQueues,
     pub(crate) timers: &'a mut Timers,
     pub(crate) backend: &'a mut dyn Backend,
+    pub(crate) notifier: &'a mut crate::services::Own,
     pub(crate) fds: &'a mut FdTable,
     pub(crate) caps: &'a Capabilities,
     pub(crate) notices: &'a Notices,
@@ -505,9 +506,49 @@ impl Context<'_> {
         crate::timers::from_ns(self.timers.now())
     }
 
-    /// The wall clock, read from the backend now.
+    /// The wall clock, read from the OS service now.
     pub fn wall_now(&mut self) -> SystemTime {
-        crate::timers::wall_time(self.backend.wall_now())
+        crate::timers::wall_time(self.services(|s, _| s.wall_now()))
+    }
+
+    /// Runs `f` on the loop's OS services ([`NoticeService`]: the
+    /// backend's own, or the loop's Unix notifier), with where the
+    /// service's internal fds go: how a kind reaches signals, children,
+    /// the waker, the wall clock and path hints.
+    ///
+    /// [`NoticeService`]: crate::backend::NoticeService
+    ///
+    /// ```
+    /// use evloop::{Context, Kind, Loop, Sim, Watcher};
+    /// // A kind that asks for the loop's waker when a watcher starts.
+    /// struct Waking;
+    /// impl Kind for Waking {
+    ///     const NAME: &'static str = "waking";
+    ///     fn start(&mut self, cx: &mut Context<'_>, _: Watcher<Self>) -> evloop::Result<bool> {
+    ///         let waker = cx.services(|s, fds| s.waker(fds)).expect("the simulator has one");
+    ///         waker.wake();
+    ///         Ok(true)
+    ///     }
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Waking).unwrap();
+    /// let w = lp.watcher::<Waking, _>(|_, _, _, _| {}).unwrap();
+    /// lp.start(w).unwrap();
+    /// ```
+    pub fn services<R>(
+        &mut self,
+        f: impl FnOnce(
+            &mut dyn crate::backend::NoticeService,
+            &mut dyn crate::backend::InternalFds,
+        ) -> R,
+    ) -> R {
+        crate::services::with(
+            &mut *self.backend,
+            &mut *self.notifier,
+            &mut *self.fds,
+            self.caps.max_fd,
+            f,
+        )
     }
 
     /// The loop's backend.
@@ -567,7 +608,11 @@ impl Context<'_> {
         interest: Interest,
     ) -> Result<()> {
         let slot = w.slot();
-        let fd = crate::fd_table::check_source(&*self.backend, self.caps, source)?;
+        let name = self.backend.name();
+        let caps = self.caps;
+        let fd = crate::fd_table::check_source(name, caps, source, |fd| {
+            crate::services::check_fd(&mut *self.backend, self.notifier, caps.virtual_fds, fd)
+        })?;
         self.fds
             .check_interest(self.caps, &*self.backend, fd, interest, Some(slot))?;
         self.unwatch_fd(w);

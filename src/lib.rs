@@ -79,6 +79,7 @@ mod registry;
 #[cfg_attr(docsrs, doc(cfg(feature = "replay")))]
 pub mod replay;
 mod run_state;
+mod services;
 mod settled;
 mod slot_list;
 mod source;

@@ -87,7 +87,7 @@ impl<'s, S> Loop<'s, S> {
         let wall = match self.timers.wall() {
             Some(wall) => wall,
             None => {
-                let wall = crate::timers::clock_ns(self.backend.wall_now());
+                let wall = crate::timers::clock_ns(self.services(|s, _| s.wall_now()));
                 let since =
                     crate::timers::to_ns(self.backend.now()).saturating_sub(self.timers.now());
                 let wall = wall.saturating_sub(since);
@@ -110,7 +110,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.wall_now(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// ```
     pub fn wall_now(&mut self) -> std::time::SystemTime {
-        crate::timers::wall_time(self.backend.wall_now())
+        crate::timers::wall_time(self.services(|s, _| s.wall_now()))
     }
 
     /// Refreshes the cached loop time from the backend's clock (useful after
@@ -306,6 +306,7 @@ impl<'s, S> Loop<'s, S> {
         self.flush_fds();
         self.backend
             .expose_changes()
+            .map(drop)
             .map_err(|source| Error::Backend {
                 backend: self.backend.name(),
                 op: "make its queued changes",
@@ -351,7 +352,12 @@ impl<'s, S> Loop<'s, S> {
         if !self.pending.is_empty() || self.kinds_due() > 0 {
             return now;
         }
-        if self.fds.has_unflushed() || self.backend.holds_reports() {
+        if self.fds.has_unflushed() {
+            return now;
+        }
+        // A report the fd does not show (or a failure to expose the
+        // changes, which the next poll reports): run the loop now.
+        if self.backend.expose_changes().unwrap_or(true) {
             return now;
         }
         // From here a send to an async watcher wakes the backend (its fd),
@@ -491,7 +497,16 @@ impl<'s, S> Loop<'s, S> {
             op: "re-create its kernel object after fork",
             source,
         })?;
+        // The service's internal fds are its own to re-create (the
+        // inherited ones are shared with the parent), after the others.
+        self.fds.forget_internal();
         self.fds.reregister_all();
+        self.services(|s, fds| s.reinit(fds))
+            .map_err(|source| Error::Backend {
+                backend: name,
+                op: "re-create its notifier after fork",
+                source,
+            })?;
         // The backend forgot the signals and children it watched: each
         // kind watches again what it still needs (signals, any child), or
         // stops its watchers (of the parent's children); fork watchers

@@ -23,8 +23,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{alone, gather, on_each_kernel, open, watchdog, TempDir};
-use evloop::backend::Backend;
+use common::{alone, gather, on_each_kernel, open, watchdog, Served, TempDir};
 use evloop::backends;
 
 /// How long a scenario may take.
@@ -54,12 +53,12 @@ fn hints(name: &str) -> bool {
 }
 
 /// The tokens hinted at within `limit` (everything noticed, for `limit`).
-fn hinted_for(b: &mut dyn Backend, limit: Duration) -> BTreeSet<u64> {
+fn hinted_for(b: &mut Served, limit: Duration) -> BTreeSet<u64> {
     gather(b, limit, |_| false).paths.into_iter().collect()
 }
 
 /// Waits for a hint at `token`, failing after [`PROMPT`].
-fn expect_hint(b: &mut dyn Backend, token: u64, what: &str) {
+fn expect_hint(b: &mut Served, token: u64, what: &str) {
     let t = Instant::now();
     let got = gather(b, PROMPT, |n| n.paths.contains(&token));
     assert!(
@@ -91,7 +90,7 @@ fn clock_steps_are_watched_where_the_kernel_reports_them_and_stay_quiet() {
         // not readable) and reports no step.
         for _ in 0..5 {
             let t = Instant::now();
-            let got = gather(&mut *b, Duration::from_millis(40), |_| false);
+            let got = gather(&mut b, Duration::from_millis(40), |_| false);
             let took = t.elapsed();
             assert!(!got.clock_stepped, "{name}: a spurious step");
             assert!(got.is_empty(), "{name}: {got:?}");
@@ -101,10 +100,10 @@ fn clock_steps_are_watched_where_the_kernel_reports_them_and_stay_quiet() {
             );
         }
         b.unwatch_clock_steps();
-        assert!(!gather(&mut *b, Duration::from_millis(20), |_| false).clock_stepped);
+        assert!(!gather(&mut b, Duration::from_millis(20), |_| false).clock_stepped);
         // Watched again after an unwatch: a new timer, as quiet.
         assert_eq!(b.watch_clock_steps(), expect(name).clock_steps, "{name}");
-        assert!(gather(&mut *b, Duration::from_millis(40), |_| false).is_empty());
+        assert!(gather(&mut b, Duration::from_millis(40), |_| false).is_empty());
         b.unwatch_clock_steps();
         // Unwatching what is not watched is harmless.
         b.unwatch_clock_steps();
@@ -161,12 +160,12 @@ fn a_set_of_the_clock_is_reported() {
             }
             for round in 0..2 {
                 set_clock_to_now().expect("clock_settime (CAP_SYS_TIME?)");
-                let got = gather(&mut *b, PROMPT, |n| n.clock_stepped);
+                let got = gather(&mut b, PROMPT, |n| n.clock_stepped);
                 assert!(
                     got.clock_stepped,
                     "{name}: round {round}: the set was not reported"
                 );
-                let again = gather(&mut *b, Duration::from_millis(50), |_| false);
+                let again = gather(&mut b, Duration::from_millis(50), |_| false);
                 assert!(!again.clock_stepped, "{name}: reported twice");
             }
             // A forked child with its own timer.
@@ -181,7 +180,7 @@ fn a_set_of_the_clock_is_reported() {
                         return 10;
                     }
                     let _ = ready_w.write_all(b"r");
-                    if gather(&mut *b, Duration::from_secs(3), |n| n.clock_stepped).clock_stepped {
+                    if gather(&mut b, Duration::from_secs(3), |n| n.clock_stepped).clock_stepped {
                         0
                     } else {
                         11
@@ -194,7 +193,7 @@ fn a_set_of_the_clock_is_reported() {
             let mut byte = [0u8];
             std::io::Read::read_exact(&mut ready_r, &mut byte).unwrap();
             set_clock_to_now().unwrap();
-            let got = gather(&mut *b, PROMPT, |n| n.clock_stepped);
+            let got = gather(&mut b, PROMPT, |n| n.clock_stepped);
             let mut status = 0;
             // SAFETY: reaps our own child.
             assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
@@ -231,35 +230,35 @@ fn each_change_of_a_file_is_hinted_at() {
             .open(&path)
             .unwrap();
         f.write_all(b" two").unwrap();
-        expect_hint(&mut *b, 7, "a write");
+        expect_hint(&mut b, 7, "a write");
         drop(f);
         chmod(&path, 0o600);
-        expect_hint(&mut *b, 7, "a chmod");
+        expect_hint(&mut b, 7, "a chmod");
         let tmp = dir.join("app.conf.new");
         std::fs::write(&tmp, "new content").unwrap();
         std::fs::rename(&tmp, &path).unwrap();
-        expect_hint(&mut *b, 7, "a rename over it");
+        expect_hint(&mut b, 7, "a rename over it");
         chmod(&path, 0o640);
-        expect_hint(&mut *b, 7, "a chmod of the new file");
+        expect_hint(&mut b, 7, "a chmod of the new file");
         std::fs::remove_file(&path).unwrap();
-        expect_hint(&mut *b, 7, "a delete");
+        expect_hint(&mut b, 7, "a delete");
         std::fs::write(&path, "again").unwrap();
-        expect_hint(&mut *b, 7, "a re-create");
+        expect_hint(&mut b, 7, "a re-create");
         let link = elsewhere.join("link");
         std::fs::hard_link(&path, &link).unwrap();
-        expect_hint(&mut *b, 7, "a new link to the re-created file");
+        expect_hint(&mut b, 7, "a new link to the re-created file");
         std::fs::OpenOptions::new()
             .append(true)
             .open(&link)
             .unwrap()
             .write_all(b" through the link")
             .unwrap();
-        expect_hint(&mut *b, 7, "a write through the other name");
+        expect_hint(&mut b, 7, "a write through the other name");
         // Unwatched: nothing more.
         b.unwatch_path(7);
         std::fs::write(&path, "unseen").unwrap();
         assert_eq!(
-            hinted_for(&mut *b, Duration::from_millis(100)),
+            hinted_for(&mut b, Duration::from_millis(100)),
             BTreeSet::new(),
             "{name}"
         );
@@ -288,14 +287,14 @@ fn siblings_do_not_hint_at_a_watched_file() {
         std::fs::remove_file(dir.join("renamed")).unwrap();
         std::fs::create_dir(dir.join("sub")).unwrap();
         std::fs::remove_dir(dir.join("sub")).unwrap();
-        let got = hinted_for(&mut *b, Duration::from_millis(300));
+        let got = hinted_for(&mut b, Duration::from_millis(300));
         assert!(
             !got.contains(&1),
             "{name}: a sibling's change hinted at the file: {got:?}"
         );
         // The watched file's own change still is.
         std::fs::write(&mine, "mine, changed").unwrap();
-        expect_hint(&mut *b, 1, "the file itself");
+        expect_hint(&mut b, 1, "the file itself");
     });
 }
 
@@ -319,9 +318,9 @@ fn a_hundred_files_in_one_directory_are_told_apart() {
         for (i, p) in paths.iter().enumerate() {
             std::fs::write(p, "changed").unwrap();
             let token = 1000 + i as u64;
-            let got = gather(&mut *b, PROMPT, |n| !n.paths.is_empty());
+            let got = gather(&mut b, PROMPT, |n| !n.paths.is_empty());
             let mut got: BTreeSet<u64> = got.paths.into_iter().collect();
-            got.extend(hinted_for(&mut *b, Duration::from_millis(5)));
+            got.extend(hinted_for(&mut b, Duration::from_millis(5)));
             assert_eq!(got, BTreeSet::from([token]), "{name}: file {i}");
         }
         for i in 0..100 {
@@ -344,7 +343,7 @@ fn two_watchers_of_one_file() {
         b.watch_path(&path, 1).unwrap();
         b.watch_path(&path, 2).unwrap();
         std::fs::write(&path, "y").unwrap();
-        let got = gather(&mut *b, PROMPT, |n| {
+        let got = gather(&mut b, PROMPT, |n| {
             n.paths.contains(&1) && n.paths.contains(&2)
         });
         assert!(
@@ -354,12 +353,12 @@ fn two_watchers_of_one_file() {
         );
         b.unwatch_path(1);
         std::fs::write(&path, "z").unwrap();
-        expect_hint(&mut *b, 2, "the other token's file");
-        assert!(!hinted_for(&mut *b, Duration::from_millis(20)).contains(&1));
+        expect_hint(&mut b, 2, "the other token's file");
+        assert!(!hinted_for(&mut b, Duration::from_millis(20)).contains(&1));
         b.unwatch_path(2);
         std::fs::write(&path, "w").unwrap();
         assert_eq!(
-            hinted_for(&mut *b, Duration::from_millis(100)),
+            hinted_for(&mut b, Duration::from_millis(100)),
             BTreeSet::new(),
             "{name}"
         );
@@ -386,8 +385,8 @@ fn missing_paths() {
         let later = dir.join("later");
         b.watch_path(&later, 2).unwrap();
         std::fs::write(&later, "here").unwrap();
-        expect_hint(&mut *b, 2, "the creation");
-        assert!(!hinted_for(&mut *b, Duration::from_millis(20)).contains(&1));
+        expect_hint(&mut b, 2, "the creation");
+        assert!(!hinted_for(&mut b, Duration::from_millis(20)).contains(&1));
         b.unwatch_path(1);
         b.unwatch_path(2);
     });
@@ -419,11 +418,11 @@ fn reinit_in_a_forked_child_gives_it_its_own_hints() {
                         return 10;
                     }
                     // What reinit hints at (everything), taken first.
-                    let _ = gather(&mut *b, Duration::from_millis(20), |_| false);
+                    let _ = gather(&mut b, Duration::from_millis(20), |_| false);
                     if std::fs::write(&path, "from the child").is_err() {
                         return 11;
                     }
-                    let got = gather(&mut *b, PROMPT, |n| n.paths.contains(&5));
+                    let got = gather(&mut b, PROMPT, |n| n.paths.contains(&5));
                     if got.paths.contains(&5) {
                         0
                     } else {
@@ -442,7 +441,7 @@ fn reinit_in_a_forked_child_gives_it_its_own_hints() {
                 "{name}: the child failed ({status:#x}; 10 reinit, 11 write, 12 no hint, \
                  13 panic)"
             );
-            let got = gather(&mut *b, PROMPT, |n| n.paths.contains(&5));
+            let got = gather(&mut b, PROMPT, |n| n.paths.contains(&5));
             assert!(
                 got.paths.contains(&5),
                 "{name}: the parent did not hear the child's change: the child took it"

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 
 use common::{
     action, alone, gather, held, install_marker, is_marker, on_each_kernel, open, shared, spawn,
-    wait_exited, watchdog, MARKS,
+    wait_exited, watchdog, Served, MARKS,
 };
-use evloop::backend::{Backend, ChildExit, Notices, Wake};
+use evloop::backend::{ChildExit, Notices, Wake};
 use evloop::{backends, ExitStatus};
 
 /// How long a scenario may take.
@@ -51,7 +51,7 @@ fn kill_self(signal: i32) {
 }
 
 /// One poll of `timeout`: how long it took, and the notices after it.
-fn poll_once(b: &mut dyn Backend, timeout: Duration) -> (Duration, Notices) {
+fn poll_once(b: &mut Served, timeout: Duration) -> (Duration, Notices) {
     let mut events = Vec::new();
     let t = Instant::now();
     b.poll(Some(timeout), &mut events).unwrap();
@@ -64,7 +64,7 @@ fn poll_once(b: &mut dyn Backend, timeout: Duration) -> (Duration, Notices) {
 
 /// The next poll blocks for its whole timeout and notices nothing: the
 /// wake fd was drained (and no one else's wake-up reaches it).
-fn assert_quiet(b: &mut dyn Backend) {
+fn assert_quiet(b: &mut Served) {
     let (took, notices) = poll_once(b, Duration::from_millis(60));
     assert!(notices.is_empty(), "{}: {notices:?}", b.name());
     let name = b.name();
@@ -78,7 +78,7 @@ fn assert_quiet(b: &mut dyn Backend) {
 /// left readable would make them return at once, thousands of times. A
 /// few early returns are allowed: a backend on the `SIGCHLD` fallback is
 /// woken by the exits of other tests' children.
-fn assert_settled(b: &mut dyn Backend) {
+fn assert_settled(b: &mut Served) {
     let deadline = Instant::now() + Duration::from_millis(60);
     let mut polls = 0;
     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
@@ -109,13 +109,13 @@ fn a_signal_is_reported_and_wakes_a_blocked_poll() {
         b.watch_signal(signal).unwrap();
         let t = Instant::now();
         let raiser = raise_later(signal, Duration::from_millis(50));
-        let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+        let got = gather(&mut b, LONG, |n| !n.signals.is_empty());
         raiser.join().unwrap();
         assert!(t.elapsed() < LONG, "{name}: the poll was not woken");
         assert_eq!(got.signals.iter().collect::<Vec<_>>(), [signal], "{name}");
         assert!(got.exits.is_empty() && !got.woken, "{name}: {got:?}");
         // Drained: the next poll blocks again.
-        assert_quiet(&mut *b);
+        assert_quiet(&mut b);
         b.unwatch_signal(signal);
     });
 }
@@ -126,7 +126,7 @@ fn every_backend_watching_a_signal_hears_each_arrival() {
     watchdog("two and more backends", LIMIT, || {
         let signal = libc::SIGUSR2;
         // Every backend of the host, two of the default one, in one process.
-        let mut all: Vec<Box<dyn Backend>> = backends::AVAILABLE.iter().map(|n| open(n)).collect();
+        let mut all: Vec<Served> = backends::AVAILABLE.iter().map(|n| open(n)).collect();
         all.push(open(backends::default_name()));
         for b in &mut all {
             b.watch_signal(signal).unwrap();
@@ -134,7 +134,7 @@ fn every_backend_watching_a_signal_hears_each_arrival() {
         for round in 0..2 {
             kill_self(signal);
             for b in &mut all {
-                let got = gather(&mut **b, LONG, |n| !n.signals.is_empty());
+                let got = gather(b, LONG, |n| !n.signals.is_empty());
                 assert!(got.signals.contains(signal), "{} round {round}", b.name());
             }
         }
@@ -156,14 +156,14 @@ fn arrivals_between_two_takes_coalesce() {
             // this thread before returning.
             assert_eq!(unsafe { libc::raise(signal) }, 0);
         }
-        let (_, got) = poll_once(&mut *b, Duration::ZERO);
+        let (_, got) = poll_once(&mut b, Duration::ZERO);
         assert_eq!(
             got.signals,
             evloop::backend::SignalSet::from_bits(1 << (signal - 1)),
             "{name}"
         );
         // Five arrivals, one notice: nothing left for the next take.
-        assert_quiet(&mut *b);
+        assert_quiet(&mut b);
         b.unwatch_signal(signal);
     });
 }
@@ -184,7 +184,7 @@ fn the_last_unwatch_restores_the_previous_disposition() {
         assert!(!is_marker(&action(signal)), "{name}: b still watches");
         let before = MARKS.load(Ordering::SeqCst);
         kill_self(signal);
-        assert!(gather(&mut *b, LONG, |n| !n.signals.is_empty())
+        assert!(gather(&mut b, LONG, |n| !n.signals.is_empty())
             .signals
             .contains(signal));
         assert_eq!(
@@ -222,7 +222,7 @@ fn dropping_a_backend_unwatches_its_signals() {
         let mut c = open(name);
         c.watch_signal(signal).unwrap();
         waker.wake();
-        let (_, got) = poll_once(&mut *c, Duration::from_millis(10));
+        let (_, got) = poll_once(&mut c, Duration::from_millis(10));
         assert!(!got.woken && got.signals.is_empty(), "{name}: {got:?}");
         c.unwatch_signal(signal);
     });
@@ -241,23 +241,23 @@ fn a_waker_ends_a_blocked_poll_from_another_thread() {
         };
         let t = Instant::now();
         let thread = wake_later(waker.clone());
-        let got = gather(&mut *b, LONG, |n| n.woken);
+        let got = gather(&mut b, LONG, |n| n.woken);
         thread.join().unwrap();
         assert!(got.woken && t.elapsed() < LONG, "{name}: not woken");
         assert!(got.signals.is_empty() && got.exits.is_empty(), "{name}");
-        assert_quiet(&mut *b);
+        assert_quiet(&mut b);
         // Woken before the poll: it does not block; many wakes, one notice.
         for _ in 0..1000 {
             waker.wake();
         }
-        let (took, got) = poll_once(&mut *b, LONG);
+        let (took, got) = poll_once(&mut b, LONG);
         assert!(got.woken && took < LONG, "{name}");
-        assert_quiet(&mut *b);
+        assert_quiet(&mut b);
         // After a reinit in the same process the waker still works.
         b.reinit().unwrap();
         let thread = wake_later(waker);
         assert!(
-            gather(&mut *b, LONG, |n| n.woken).woken,
+            gather(&mut b, LONG, |n| n.woken).woken,
             "{name}: after reinit"
         );
         thread.join().unwrap();
@@ -277,7 +277,7 @@ fn reap_myself(pid: u32) -> std::io::Result<libc::c_int> {
 
 /// Watches each child of `pids` and gathers their exits, checking that
 /// each is reported exactly once (and nothing else).
-fn exits_of(b: &mut dyn Backend, pids: &[u32]) -> HashMap<u32, ExitStatus> {
+fn exits_of(b: &mut Served, pids: &[u32]) -> HashMap<u32, ExitStatus> {
     for &pid in pids {
         b.watch_child(pid).unwrap();
     }
@@ -297,7 +297,7 @@ fn exits_of(b: &mut dyn Backend, pids: &[u32]) -> HashMap<u32, ExitStatus> {
     by_pid
 }
 
-fn exit_code_and_signal(b: &mut dyn Backend) {
+fn exit_code_and_signal(b: &mut Served) {
     let code3 = spawn("exit 3");
     let killed = spawn("kill -KILL $$");
     let got = exits_of(b, &[code3, killed]);
@@ -309,7 +309,7 @@ fn exit_code_and_signal(b: &mut dyn Backend) {
     assert_eq!(got[&killed], signaled, "{}", b.name());
 }
 
-fn exited_before_watch(b: &mut dyn Backend) {
+fn exited_before_watch(b: &mut Served) {
     let pid = spawn("exit 7");
     wait_exited(pid);
     let t = Instant::now();
@@ -318,7 +318,7 @@ fn exited_before_watch(b: &mut dyn Backend) {
     assert!(t.elapsed() < LONG, "{}", b.name());
 }
 
-fn hundred_at_once(b: &mut dyn Backend) {
+fn hundred_at_once(b: &mut Served) {
     let pids: Vec<u32> = (0..100)
         .map(|_| Command::new("true").spawn().unwrap().id())
         .collect();
@@ -326,7 +326,7 @@ fn hundred_at_once(b: &mut dyn Backend) {
     assert!(got.values().all(|s| s.success()), "{}: {got:?}", b.name());
 }
 
-fn unwatch_leaves_it_unreaped(b: &mut dyn Backend) {
+fn unwatch_leaves_it_unreaped(b: &mut Served) {
     // Running when unwatched...
     let pid = spawn("sleep 0.1; exit 5");
     b.watch_child(pid).unwrap();
@@ -346,25 +346,23 @@ fn unwatch_leaves_it_unreaped(b: &mut dyn Backend) {
 
 #[test]
 fn child_exits_are_reported_with_their_status() {
-    on_each_kernel("exit status", |name| exit_code_and_signal(&mut *open(name)));
+    on_each_kernel("exit status", |name| exit_code_and_signal(&mut open(name)));
 }
 
 #[test]
 fn a_child_that_exited_before_watch_child_is_reported() {
-    on_each_kernel("exited before", |name| {
-        exited_before_watch(&mut *open(name))
-    });
+    on_each_kernel("exited before", |name| exited_before_watch(&mut open(name)));
 }
 
 #[test]
 fn a_hundred_children_exiting_at_once_are_each_reported_once() {
-    on_each_kernel("hundred", |name| hundred_at_once(&mut *open(name)));
+    on_each_kernel("hundred", |name| hundred_at_once(&mut open(name)));
 }
 
 #[test]
 fn unwatch_child_does_not_reap() {
     on_each_kernel("unwatch", |name| {
-        unwatch_leaves_it_unreaped(&mut *open(name))
+        unwatch_leaves_it_unreaped(&mut open(name))
     });
 }
 
@@ -387,29 +385,29 @@ fn watch_child_refuses_what_is_not_an_unreaped_child() {
 }
 
 /// The backends with a `SIGCHLD` fallback (all but kqueue), forced onto it.
-fn fallback(name: &str) -> Option<Box<dyn Backend>> {
+fn fallback(name: &str) -> Option<Served> {
     match name {
         #[cfg(any(target_os = "linux", target_os = "android"))]
         "epoll" => {
-            let mut b = backends::epoll::Epoll::new().unwrap();
+            let mut b = common::Served::new(Box::new(backends::epoll::Epoll::new().unwrap()));
             b.force_sigchld_fallback();
-            Some(Box::new(b))
+            Some(b)
         }
         "poll" => {
-            let mut b = backends::poll::Poll::new();
+            let mut b = common::Served::new(Box::new(backends::poll::Poll::new()));
             b.force_sigchld_fallback();
-            Some(Box::new(b))
+            Some(b)
         }
         "select" => {
-            let mut b = backends::select::Select::new();
+            let mut b = common::Served::new(Box::new(backends::select::Select::new()));
             b.force_sigchld_fallback();
-            Some(Box::new(b))
+            Some(b)
         }
         #[cfg(all(feature = "io-uring", target_os = "linux"))]
         "io_uring" => {
-            let mut b = backends::io_uring::IoUring::new().unwrap();
+            let mut b = common::Served::new(Box::new(backends::io_uring::IoUring::new().unwrap()));
             b.force_sigchld_fallback();
-            Some(Box::new(b))
+            Some(b)
         }
         _ => None, // kqueue: EVFILT_PROC, no fallback
     }
@@ -419,16 +417,16 @@ fn fallback(name: &str) -> Option<Box<dyn Backend>> {
 fn the_sigchld_fallback_reports_the_same() {
     on_each_kernel("sigchld fallback", |name| {
         let Some(mut b) = fallback(name) else { return };
-        exit_code_and_signal(&mut *b);
-        exited_before_watch(&mut *b);
-        hundred_at_once(&mut *b);
-        unwatch_leaves_it_unreaped(&mut *b);
+        exit_code_and_signal(&mut b);
+        exited_before_watch(&mut b);
+        hundred_at_once(&mut b);
+        unwatch_leaves_it_unreaped(&mut b);
         // The loop's own SIGCHLD watch sees the arrivals the fallback uses
         // (and keeps seeing them after the fallback stops needing them).
         b.watch_signal(libc::SIGCHLD).unwrap();
         let pid = spawn("exit 4");
         b.watch_child(pid).unwrap();
-        let got = gather(&mut *b, LONG, |n| {
+        let got = gather(&mut b, LONG, |n| {
             !n.exits.is_empty() && !n.signals.is_empty()
         });
         assert_eq!(
@@ -441,7 +439,7 @@ fn the_sigchld_fallback_reports_the_same() {
         );
         assert!(got.signals.contains(libc::SIGCHLD), "{name}");
         let mut other = Command::new("true").spawn().unwrap();
-        let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+        let got = gather(&mut b, LONG, |n| !n.signals.is_empty());
         assert!(got.signals.contains(libc::SIGCHLD), "{name}");
         other.wait().unwrap();
         b.unwatch_signal(libc::SIGCHLD);
@@ -461,7 +459,7 @@ fn child_kinds() -> Vec<String> {
 }
 
 /// A backend of [`child_kinds`].
-fn open_kind(kind: &str) -> Box<dyn Backend> {
+fn open_kind(kind: &str) -> Served {
     match kind.strip_suffix("+sigchld") {
         Some(name) => fallback(name).unwrap(),
         None => open(kind),
@@ -476,7 +474,7 @@ fn several_backends_watching_one_child_each_report_its_exit_once() {
         // Every kind, and two of the default one, in one process.
         let mut kinds = child_kinds();
         kinds.push(backends::default_name().to_string());
-        let mut all: Vec<Box<dyn Backend>> = kinds.iter().map(|k| open_kind(k)).collect();
+        let mut all: Vec<Served> = kinds.iter().map(|k| open_kind(k)).collect();
         let mut job = held(7);
         let pid = job.id();
         for b in &mut all {
@@ -490,14 +488,14 @@ fn several_backends_watching_one_child_each_report_its_exit_once() {
         };
         // One at a time: the first to look reaps it for all.
         for (b, kind) in all.iter_mut().zip(&kinds) {
-            let got = gather(&mut **b, LONG, |n| !n.exits.is_empty());
+            let got = gather(b, LONG, |n| !n.exits.is_empty());
             assert_eq!(got.exits, [exit], "{kind}");
         }
         // No late duplicate, nothing left to wake a poll.
         for (b, kind) in all.iter_mut().zip(&kinds) {
-            let (_, got) = poll_once(&mut **b, Duration::ZERO);
+            let (_, got) = poll_once(b, Duration::ZERO);
             assert!(got.exits.is_empty(), "{kind}: {got:?}");
-            assert_settled(&mut **b);
+            assert_settled(b);
         }
         let err = reap_myself(pid).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ECHILD), "reaped once");
@@ -514,18 +512,18 @@ fn a_child_reaped_elsewhere_is_reported_with_an_unknown_status() {
             let mut job = held(8);
             let pid = job.id();
             b.watch_child(pid).unwrap();
-            let (_, got) = poll_once(&mut *b, Duration::ZERO);
+            let (_, got) = poll_once(&mut b, Duration::ZERO);
             assert!(got.exits.is_empty(), "{kind}: running");
             drop(job.stdin.take());
             let status = reap_myself(pid).unwrap();
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 8);
-            let got = gather(&mut *b, LONG, |n| !n.exits.is_empty());
+            let got = gather(&mut b, LONG, |n| !n.exits.is_empty());
             let unknown = ChildExit {
                 pid,
                 status: ExitStatus::Unknown,
             };
             assert_eq!(got.exits, [unknown], "{kind}");
-            assert_settled(&mut *b);
+            assert_settled(&mut b);
             // Not a child any more: refused at the call.
             let err = b.watch_child(pid).unwrap_err().to_string();
             assert!(err.contains("not an unreaped child"), "{kind}: {err}");
@@ -543,7 +541,7 @@ const CHILD_PANIC: i32 = 14;
 
 /// In the forked child: the backend inherited from the parent, after
 /// `reinit`, hears the child's signal and the waker inherited with it.
-fn in_child(b: &mut dyn Backend, signal: i32, waker: &dyn Wake) -> i32 {
+fn in_child(b: &mut Served, signal: i32, waker: &dyn Wake) -> i32 {
     if b.reinit().is_err() {
         return CHILD_REINIT;
     }
@@ -584,7 +582,7 @@ fn reinit_in_a_forked_child_gives_the_child_its_own_wakeups() {
             assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
             if pid == 0 {
                 let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    in_child(&mut *b, signal, &*waker)
+                    in_child(&mut b, signal, &*waker)
                 }))
                 .unwrap_or(CHILD_PANIC);
                 // SAFETY: ends the child without running the harness.
@@ -598,12 +596,12 @@ fn reinit_in_a_forked_child_gives_the_child_its_own_wakeups() {
             );
             // The child's signal and wake-up went to the child's own wake
             // fd, not to the one it inherited from us.
-            assert_quiet(&mut *b);
+            assert_quiet(&mut b);
             // And ours still work.
             waker.wake();
-            assert!(gather(&mut *b, LONG, |n| n.woken).woken, "{name}");
+            assert!(gather(&mut b, LONG, |n| n.woken).woken, "{name}");
             kill_self(signal);
-            let got = gather(&mut *b, LONG, |n| !n.signals.is_empty());
+            let got = gather(&mut b, LONG, |n| !n.signals.is_empty());
             assert!(got.signals.contains(signal), "{name}");
             b.unwatch_signal(signal);
         });

@@ -9,7 +9,7 @@ use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use evloop::backend::{Backend, Capabilities, NoticeService, PollEvent, PollStatus};
 use evloop::{backends, Builder, Error, Interest, Loop, RawFd, RunMode};
 
 /// "Another crate's" backend: the platform's default, under its own name.
@@ -22,8 +22,8 @@ impl Backend for Relabelled {
     fn capabilities(&self) -> Capabilities {
         self.0.capabilities()
     }
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.0.check_fd(fd)
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        self.0.notices()
     }
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         self.0.modify(fd, old, new)

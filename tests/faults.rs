@@ -408,8 +408,9 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
 
 // ---- a backend that cannot be woken ----------------------------------------
 
-/// A backend from outside the crate that offers no waker (the default).
-struct Unwakeable(Duration);
+/// A backend from outside the crate whose own OS services offer no waker
+/// (`NoNotices`: every service refused).
+struct Unwakeable(Duration, evloop::backend::NoNotices);
 
 impl evloop::backend::Backend for Unwakeable {
     fn name(&self) -> &'static str {
@@ -432,13 +433,17 @@ impl evloop::backend::Backend for Unwakeable {
     fn now(&mut self) -> Duration {
         self.0
     }
+    fn notices(&mut self) -> Option<&mut dyn evloop::backend::NoticeService> {
+        Some(&mut self.1)
+    }
 }
 
 /// Without a waker an async watcher is refused when it is created, with
 /// the backend's error, and leaves nothing behind; the loop goes on.
 #[test]
 fn an_async_watcher_on_a_backend_without_a_waker_is_refused_and_leaves_nothing() {
-    let mut lp: Loop<u32> = Loop::with_backend(Unwakeable(Duration::ZERO));
+    let mut lp: Loop<u32> =
+        Loop::with_backend(Unwakeable(Duration::ZERO, evloop::backend::NoNotices));
     for _ in 0..2 {
         match lp.async_watcher(|_, _, _| {}) {
             Err(Error::Backend {

@@ -13,8 +13,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evloop::backend::{Backend, Capabilities, Notices, PollEvent, PollStatus, Wake};
+use evloop::backend::{
+    Backend, Capabilities, InternalFds, NoticeService, Notices, PollEvent, PollStatus, Wake,
+};
 use evloop::backends::poll::Poll;
+use evloop::backends::WithServices;
 use evloop::conformance::{notices, Outcome};
 use evloop::{Interest, Spawned};
 
@@ -33,7 +36,7 @@ enum Bug {
 }
 
 struct Broken {
-    inner: Poll,
+    inner: WithServices<'static>,
     bug: Bug,
 }
 
@@ -50,9 +53,6 @@ impl Backend for Broken {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.inner.check_fd(fd)
-    }
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         self.inner.modify(fd, old, new)
     }
@@ -62,25 +62,39 @@ impl Backend for Broken {
     fn now(&mut self) -> Duration {
         self.inner.now()
     }
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+    fn reinit(&mut self) -> io::Result<()> {
+        Backend::reinit(&mut self.inner)
+    }
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+/// The poll backend's services (the Unix notifier, composed with it as
+/// the loop would), with one guarantee broken.
+impl NoticeService for Broken {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.inner.check_fd(fd)
+    }
+    fn watch_signal(&mut self, signal: i32, fds: &mut dyn InternalFds) -> io::Result<()> {
         if self.bug == Bug::IgnoresSignals {
             return Ok(());
         }
-        self.inner.watch_signal(signal)
+        self.inner.watch_signal(signal, fds)
     }
     fn unwatch_signal(&mut self, signal: i32) {
         if self.bug != Bug::KeepsHandler {
             self.inner.unwatch_signal(signal);
         }
     }
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        self.inner.watch_child(pid)
+    fn watch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_child(pid, fds)
     }
-    fn unwatch_child(&mut self, pid: u32) {
-        self.inner.unwatch_child(pid);
+    fn unwatch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_child(pid, fds);
     }
-    fn watch_any_child(&mut self) -> io::Result<()> {
-        self.inner.watch_any_child()
+    fn watch_any_child(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_any_child(fds)
     }
     fn unwatch_any_child(&mut self) {
         self.inner.unwatch_any_child();
@@ -88,45 +102,52 @@ impl Backend for Broken {
     fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
         self.inner.signal_child(pid, signal)
     }
-    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
-        self.inner.spawn_child(command)
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        fds: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
+        self.inner.spawn_child(command, fds)
     }
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        let real = self.inner.waker()?;
+    fn waker(&mut self, fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        let real = self.inner.waker(fds)?;
         if self.bug == Bug::DeadWaker {
             return Ok(Arc::new(Nothing));
         }
         Ok(real)
     }
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.inner.take_notices(notices);
+    fn ready(&mut self, fd: RawFd, fds: &mut dyn InternalFds) {
+        self.inner.ready(fd, fds);
+    }
+    fn take_notices(&mut self, notices: &mut Notices, fds: &mut dyn InternalFds) {
+        self.inner.take_notices(notices, fds);
         if self.bug == Bug::DropsExits {
             notices.exits.clear();
         }
     }
-    fn watch_clock_steps(&mut self) -> bool {
-        self.inner.watch_clock_steps()
+    fn watch_clock_steps(&mut self, fds: &mut dyn InternalFds) -> bool {
+        self.inner.watch_clock_steps(fds)
     }
-    fn unwatch_clock_steps(&mut self) {
-        self.inner.unwatch_clock_steps();
+    fn unwatch_clock_steps(&mut self, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_clock_steps(fds);
     }
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        self.inner.watch_path(path, token)
+    fn watch_path(&mut self, path: &Path, token: u64, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_path(path, token, fds)
     }
-    fn unwatch_path(&mut self, token: u64) {
-        self.inner.unwatch_path(token);
+    fn unwatch_path(&mut self, token: u64, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_path(token, fds);
     }
-    fn reinit(&mut self) -> io::Result<()> {
+    fn reinit(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
         if self.bug == Bug::NoReinit {
             return Ok(());
         }
-        self.inner.reinit()
+        NoticeService::reinit(&mut self.inner, fds)
     }
 }
 
 fn open(bug: Bug) -> io::Result<Box<dyn Backend>> {
     Ok(Box::new(Broken {
-        inner: Poll::new(),
+        inner: WithServices::new(Box::new(Poll::new())),
         bug,
     }))
 }

@@ -203,15 +203,17 @@ impl<T: Send + 'static> Kind for Channels<T> {
     const NAME: &'static str = "channel";
     const PHASES: Phases = Phases::POLLED;
 
-    /// The backend wakes the loop for it (Backend::waker: one per
-    /// backend, shared with the crate's async watchers).
+    /// The OS services wake the loop for it (NoticeService::waker: one
+    /// per loop, shared with the crate's async watchers).
     fn start(&mut self, cx: &mut Context<'_>, w: Watcher<Self>) -> evloop::Result<bool> {
-        let backend = cx.backend();
-        let waker = backend.waker().map_err(|source| Error::Backend {
-            backend: backend.name(),
-            op: "give a waker",
-            source,
-        })?;
+        let backend = cx.backend().name();
+        let waker = cx
+            .services(|s, fds| s.waker(fds))
+            .map_err(|source| Error::Backend {
+                backend,
+                op: "give a waker",
+                source,
+            })?;
         let _ = self.watchers[&w].waker.set(waker);
         Ok(true)
     }

@@ -12,8 +12,11 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evloop::backend::{Backend, Capabilities, Notices, PollEvent, PollStatus, Wake};
+use evloop::backend::{
+    Backend, Capabilities, InternalFds, NoticeService, Notices, PollEvent, PollStatus, Wake,
+};
 use evloop::backends::epoll::Epoll;
+use evloop::backends::WithServices;
 use evloop::conformance::{pollable, Outcome};
 use evloop::Interest;
 
@@ -36,7 +39,9 @@ enum Bug {
 }
 
 struct Broken {
-    inner: Epoll,
+    /// Epoll, with the services the loop would give it (here, so that
+    /// the waker can be broken).
+    inner: WithServices<'static>,
     bug: Bug,
     /// `LazyChanges`, `LazyDoneRight`: the modifies not made yet.
     queued: Vec<(RawFd, Interest, Interest)>,
@@ -58,7 +63,7 @@ impl Wake for Elsewhere {
 
 fn open(bug: Bug) -> io::Result<Box<dyn Backend>> {
     let mut b = Broken {
-        inner: Epoll::new()?,
+        inner: WithServices::new(Box::new(Epoll::new()?)),
         bug,
         queued: Vec::new(),
         other: None,
@@ -94,9 +99,6 @@ impl Backend for Broken {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        self.inner.check_fd(fd)
-    }
     fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> io::Result<()> {
         // A forget is made at once (the removal rule); the rest waits.
         if matches!(self.bug, Bug::LazyChanges | Bug::LazyDoneRight) && !new.is_empty() {
@@ -113,21 +115,9 @@ impl Backend for Broken {
     fn now(&mut self) -> Duration {
         self.inner.now()
     }
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        let real = self.inner.waker()?;
-        if self.bug == Bug::WakeOutside {
-            let (a, b) = UnixStream::pair()?;
-            self.kept = Some(b);
-            return Ok(Arc::new(Elsewhere(a)));
-        }
-        Ok(real)
-    }
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.inner.take_notices(notices);
-    }
     fn reinit(&mut self) -> io::Result<()> {
         self.reinitialised = true;
-        self.inner.reinit()
+        Backend::reinit(&mut self.inner)
     }
     fn pollable_fd(&self) -> io::Result<BorrowedFd<'_>> {
         match (self.bug, &self.other) {
@@ -139,14 +129,37 @@ impl Backend for Broken {
             _ => self.inner.pollable_fd(),
         }
     }
-    fn expose_changes(&mut self) -> io::Result<()> {
+    fn expose_changes(&mut self) -> io::Result<bool> {
         if self.bug == Bug::LazyDoneRight {
             self.apply_queued()?;
         }
         self.inner.expose_changes()
     }
-    fn holds_reports(&self) -> bool {
-        self.inner.holds_reports()
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+/// The services the pollable checks use, the waker broken for
+/// `WakeOutside`.
+impl NoticeService for Broken {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        self.inner.check_fd(fd)
+    }
+    fn waker(&mut self, fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        let real = self.inner.waker(fds)?;
+        if self.bug == Bug::WakeOutside {
+            let (a, b) = UnixStream::pair()?;
+            self.kept = Some(b);
+            return Ok(Arc::new(Elsewhere(a)));
+        }
+        Ok(real)
+    }
+    fn take_notices(&mut self, notices: &mut Notices, fds: &mut dyn InternalFds) {
+        self.inner.take_notices(notices, fds);
+    }
+    fn reinit(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        NoticeService::reinit(&mut self.inner, fds)
     }
 }
 

@@ -521,6 +521,8 @@ fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
 /// signal, a wake-up) is taken out of the kernel at once (the wake fd is
 /// drained), so that a second poll blocks; the loop gets it only from
 /// `take_notices`.
+use evloop::backend::{InternalFds, NoticeService};
+
 struct Draining {
     inner: evloop::backends::sim::SimBackend,
     held: evloop::backend::Notices,
@@ -542,19 +544,25 @@ impl evloop::backend::Backend for Draining {
         events: &mut Vec<evloop::backend::PollEvent>,
     ) -> std::io::Result<evloop::backend::PollStatus> {
         let status = self.inner.poll(timeout, events)?;
-        self.inner.take_notices(&mut self.held);
+        self.inner.take_notices(&mut self.held, &mut Vec::new());
         Ok(status)
     }
     fn now(&mut self) -> Duration {
         self.inner.now()
     }
-    fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
-        self.inner.watch_signal(signal)
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+impl NoticeService for Draining {
+    fn watch_signal(&mut self, signal: i32, fds: &mut dyn InternalFds) -> std::io::Result<()> {
+        self.inner.watch_signal(signal, fds)
     }
     fn unwatch_signal(&mut self, signal: i32) {
         self.inner.unwatch_signal(signal)
     }
-    fn take_notices(&mut self, notices: &mut evloop::backend::Notices) {
+    fn take_notices(&mut self, notices: &mut evloop::backend::Notices, _: &mut dyn InternalFds) {
         notices.signals |= self.held.signals;
         self.held.clear();
     }

@@ -805,7 +805,7 @@ fn echo_100_connections() {
 fn waker_used_before_the_wait_and_after_the_backend() {
     watchdog(30, || {
         let mut b = Iocp::new().unwrap();
-        let w = b.waker().unwrap();
+        let w = b.notices().unwrap().waker(&mut Vec::new()).unwrap();
         for _ in 0..10 {
             w.wake();
         }
@@ -814,7 +814,9 @@ fn waker_used_before_the_wait_and_after_the_backend() {
         b.poll(Some(Duration::from_secs(10)), &mut events).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(5), "woken");
         let mut notices = evloop::backend::Notices::default();
-        b.take_notices(&mut notices);
+        b.notices()
+            .unwrap()
+            .take_notices(&mut notices, &mut Vec::new());
         assert!(notices.woken);
         // Used up: the next wait times out.
         let t0 = Instant::now();

@@ -15,16 +15,18 @@
 
 use std::cell::RefCell;
 use std::io;
-use std::path::Path;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::{
-    Backend, Capabilities, FileStat, Notices, PollEvent, PollStatus, Spawned, Wake,
+    Backend, Capabilities, FileStat, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
+    Wake,
 };
 use crate::backends::Factory;
+use crate::backends::WithServices;
 use crate::{Interest, Loop, RawFd, Ready, Sim, SimSocket, Source, SourceFd};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Reading and writing through a shared reference, so that the same helper
 /// serves owned sources (`&mut T` in the callback) and borrowed ones
@@ -139,14 +141,15 @@ pub type Modifies = Rc<RefCell<Vec<ModifyCall>>>;
 ///   with a `modify`.
 ///
 /// A failed check panics in `poll` (the scenario fails with the message).
-/// Every other method is forwarded unchanged (`dispatched`, `reinit`,
-/// signals, children, the waker, notices, clocks, paths), except
-/// [`Backend::check_fd`], deliberately: the scenarios give the backend's
-/// `modify` the fds that `check_fd` would refuse (`regular_file` checks the
-/// refusal there, as a backend that cannot see the fd's kind at
-/// `Loop::io` must do it).
+/// The backend gets the OS services a loop would compose with it
+/// ([`WithServices`]: its own, or the Unix notifier, whose internal fds
+/// the probe never sees), and every service method is forwarded
+/// unchanged, except [`NoticeService::check_fd`], deliberately: the
+/// scenarios give the backend's `modify` the fds that `check_fd` would
+/// refuse (`regular_file` checks the refusal there, as a backend that
+/// cannot see the fd's kind at `Loop::io` must do it).
 pub struct Probe<'s> {
-    inner: Box<dyn Backend + 's>,
+    inner: WithServices<'s>,
     log: Modifies,
     /// The loop's registrations as the probe saw them, by fd.
     registered: Vec<Registration>,
@@ -173,7 +176,7 @@ impl<'s> Probe<'s> {
         let native_oneshot = inner.capabilities().oneshot;
         (
             Probe {
-                inner,
+                inner: WithServices::new(inner),
                 log: log.clone(),
                 registered: Vec::new(),
                 native_oneshot,
@@ -277,26 +280,32 @@ impl Backend for Probe<'_> {
     fn now(&mut self) -> Duration {
         self.inner.now()
     }
-    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
-        self.inner.dispatched(fd, ready)
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
     }
-    fn wants_dispatch(&self) -> bool {
-        self.inner.wants_dispatch()
+    fn reinit(&mut self) -> io::Result<()> {
+        // The loop registers every fd again, from `NONE`.
+        self.registered.clear();
+        Backend::reinit(&mut self.inner)
     }
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        self.inner.watch_signal(signal)
+}
+
+/// The services, forwarded; `check_fd` left to the backend's `modify`.
+impl NoticeService for Probe<'_> {
+    fn watch_signal(&mut self, signal: i32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_signal(signal, fds)
     }
     fn unwatch_signal(&mut self, signal: i32) {
         self.inner.unwatch_signal(signal)
     }
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        self.inner.watch_child(pid)
+    fn watch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_child(pid, fds)
     }
-    fn unwatch_child(&mut self, pid: u32) {
-        self.inner.unwatch_child(pid)
+    fn unwatch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_child(pid, fds)
     }
-    fn watch_any_child(&mut self) -> io::Result<()> {
-        self.inner.watch_any_child()
+    fn watch_any_child(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_any_child(fds)
     }
     fn unwatch_any_child(&mut self) {
         self.inner.unwatch_any_child()
@@ -304,37 +313,48 @@ impl Backend for Probe<'_> {
     fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
         self.inner.signal_child(pid, signal)
     }
-    fn spawn_child(&mut self, command: &mut std::process::Command) -> io::Result<Spawned> {
-        self.inner.spawn_child(command)
+    fn spawn_child(
+        &mut self,
+        command: &mut std::process::Command,
+        fds: &mut dyn InternalFds,
+    ) -> io::Result<crate::Spawned> {
+        self.inner.spawn_child(command, fds)
     }
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        self.inner.waker()
+    fn waker(&mut self, fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        self.inner.waker(fds)
     }
-    fn take_notices(&mut self, notices: &mut Notices) {
-        self.inner.take_notices(notices)
+    fn ready(&mut self, fd: RawFd, fds: &mut dyn InternalFds) {
+        self.inner.ready(fd, fds)
+    }
+    fn take_notices(&mut self, notices: &mut Notices, fds: &mut dyn InternalFds) {
+        self.inner.take_notices(notices, fds)
     }
     fn wall_now(&mut self) -> Duration {
         self.inner.wall_now()
     }
-    fn watch_clock_steps(&mut self) -> bool {
-        self.inner.watch_clock_steps()
+    fn watch_clock_steps(&mut self, fds: &mut dyn InternalFds) -> bool {
+        self.inner.watch_clock_steps(fds)
     }
-    fn unwatch_clock_steps(&mut self) {
-        self.inner.unwatch_clock_steps()
+    fn unwatch_clock_steps(&mut self, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_clock_steps(fds)
     }
     fn stat(&mut self, path: &Path) -> FileStat {
         self.inner.stat(path)
     }
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        self.inner.watch_path(path, token)
+    fn watch_path(&mut self, path: &Path, token: u64, fds: &mut dyn InternalFds) -> io::Result<()> {
+        self.inner.watch_path(path, token, fds)
     }
-    fn unwatch_path(&mut self, token: u64) {
-        self.inner.unwatch_path(token)
+    fn unwatch_path(&mut self, token: u64, fds: &mut dyn InternalFds) {
+        self.inner.unwatch_path(token, fds)
     }
-    fn reinit(&mut self) -> io::Result<()> {
-        // The loop registers every fd again, from `NONE`.
-        self.registered.clear();
-        self.inner.reinit()
+    fn reinit(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        NoticeService::reinit(&mut self.inner, fds)
+    }
+    fn wants_dispatch(&mut self) -> bool {
+        self.inner.wants_dispatch()
+    }
+    fn dispatched(&mut self, fd: RawFd, ready: Ready) {
+        self.inner.dispatched(fd, ready)
     }
 }
 

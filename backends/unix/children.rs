@@ -102,8 +102,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::hub::Slot;
-use super::InternalFds;
 use crate::backend::ChildExit;
+use crate::backend::InternalFds;
 use crate::ExitStatus;
 
 /// Checks that `pid` is an unreaped child of this process, without reaping
@@ -863,7 +863,7 @@ impl Children {
     pub(crate) fn take_exits(
         &mut self,
         out: &mut Vec<ChildExit>,
-        set: &mut impl InternalFds,
+        set: &mut dyn InternalFds,
     ) -> bool {
         let from = out.len();
         self.member.take(out);

@@ -26,7 +26,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
-use super::InternalFds;
+use crate::backend::InternalFds;
 
 /// What one `read(2)` of the timerfd said, from its return value and
 /// `errno`: the decoding, apart from the system call so that the rare
@@ -84,7 +84,7 @@ impl ClockSteps {
     /// in `set` (already, or now). False where nothing reports steps, or if
     /// the timer cannot be created or added (the loop then looks for steps
     /// itself).
-    pub(crate) fn watch(&mut self, set: &mut impl InternalFds) -> bool {
+    pub(crate) fn watch(&mut self, set: &mut dyn InternalFds) -> bool {
         if self.timer.is_some() {
             return true;
         }
@@ -100,7 +100,7 @@ impl ClockSteps {
 
     /// Stops: the timer leaves `set` and is closed. A step seen and not
     /// yet taken is forgotten (no periodic watcher is left to care).
-    pub(crate) fn unwatch(&mut self, set: &mut impl InternalFds) {
+    pub(crate) fn unwatch(&mut self, set: &mut dyn InternalFds) {
         if let Some(timer) = self.timer.take() {
             set.remove(timer.as_raw_fd());
         }
@@ -145,7 +145,7 @@ impl ClockSteps {
     /// inherited from the parent is the parent's too, so the child gets its
     /// own (the inherited descriptor is closed, which leaves the parent's
     /// timer alone). Nothing to do if steps are not watched.
-    pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    pub(crate) fn reinit(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
         let Some(old) = self.timer.take() else {
             return Ok(());
         };

@@ -1,12 +1,11 @@
-//! What a Unix backend embeds to provide signals, child exits and
-//! wake-ups: [`Wakeup`] (its hub slot and wake fd, the signals it watches,
-//! its waker) and, for backends without `EVFILT_PROC`, [`Notifier`]
-//! (a `Wakeup` plus the list of watched children, its place in the
-//! process-wide table of them, wall-clock step reports and path change
-//! hints). The backend only puts their internal fds in its
-//! kernel set ([`InternalFds`]), never reports them to the loop, and routes
-//! their readiness back here. Public (re-exported by `backends::unix`) for
-//! backends of other crates; the crate's own use them the same way.
+//! The Unix OS-notice service: [`Notifier`] (signals, the waker, child
+//! exits, wall-clock step reports and path change hints), which the loop
+//! owns and composes with any readiness backend, its internal fds
+//! registered through the backend's `modify` ([`InternalFds`]) and their
+//! readiness routed back here; and [`Wakeup`] (its hub slot and wake fd,
+//! the signals it watches, its waker), which the kqueue backend's own
+//! service embeds beside `EVFILT_PROC`. Public (re-exported by
+//! `backends::unix`).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -18,8 +17,8 @@ use super::children::{self, Added, Children};
 use super::clock_steps::ClockSteps;
 use super::hub::{self, Slot};
 use super::path_hints::PathHints;
-use super::InternalFds;
-use crate::backend::{Notices, SignalSet, Wake};
+use crate::backend::InternalFds;
+use crate::backend::{NoticeService, Notices, SignalSet, Wake};
 use crate::Spawned;
 
 pub(crate) const SIGCHLD_BIT: u64 = 1 << (libc::SIGCHLD - 1);
@@ -116,7 +115,7 @@ impl Wakeup {
     /// while no fd below `FD_SETSIZE` is free) is given back at once, so
     /// that the next call claims again (and gets a usable fd once one is
     /// free).
-    pub(crate) fn ensure(&mut self, set: &mut impl InternalFds) -> io::Result<&'static Slot> {
+    pub(crate) fn ensure(&mut self, set: &mut dyn InternalFds) -> io::Result<&'static Slot> {
         let (slot, claimed) = match self.slot {
             Some(slot) => (slot, false),
             None => {
@@ -224,7 +223,7 @@ impl Wakeup {
     /// w.unwatch_signal(libc::SIGWINCH);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch_signal(&mut self, signal: i32, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn watch_signal(&mut self, signal: i32, set: &mut dyn InternalFds) -> io::Result<()> {
         let bit = self.bit(signal)?;
         self.watch_bit(signal, bit, set)?;
         self.user |= bit;
@@ -253,7 +252,7 @@ impl Wakeup {
     }
 
     /// `SIGCHLD` for the backend's own use.
-    pub(crate) fn watch_sigchld(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    pub(crate) fn watch_sigchld(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
         self.watch_bit(libc::SIGCHLD, SIGCHLD_BIT, set)?;
         self.internal |= SIGCHLD_BIT;
         Ok(())
@@ -278,7 +277,7 @@ impl Wakeup {
         })
     }
 
-    fn watch_bit(&mut self, signal: i32, bit: u64, set: &mut impl InternalFds) -> io::Result<()> {
+    fn watch_bit(&mut self, signal: i32, bit: u64, set: &mut dyn InternalFds) -> io::Result<()> {
         let slot = self.ensure(set)?;
         if (self.user | self.internal) & bit == 0 {
             hub::watch(slot, signal).map_err(|err| {
@@ -312,7 +311,7 @@ impl Wakeup {
     /// assert!(notices.woken);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+    pub fn waker(&mut self, set: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
         let slot = self.ensure(set)?;
         let waker = self.waker.get_or_insert_with(|| {
             Arc::new(SlotWaker {
@@ -366,7 +365,7 @@ impl Wakeup {
     /// assert_eq!(new_set, [w.wake_fd().unwrap()]);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn reinit(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
         let Some(slot) = self.slot else { return Ok(()) };
         if let Some(fd) = self.registered.take() {
             set.remove(fd);
@@ -402,12 +401,11 @@ impl Wake for SlotWaker {
     }
 }
 
-/// Everything but fd readiness, for a backend whose kernel set takes fds:
-/// a [`Wakeup`] (signals, the waker), the watched children (and the
-/// backend's place in the process-wide table of them), the clock-step
-/// timer and the path hints. The crate's epoll, io_uring, poll and select
-/// backends embed one; [`notifier_hooks!`](crate::notifier_hooks) writes
-/// the backend's hooks that forward to it.
+/// Everything but fd readiness: the loop's OS service on Unix
+/// ([`NoticeService`]): a [`Wakeup`] (signals, the waker), the watched
+/// children (and the loop's place in the process-wide table of them), the
+/// clock-step timer and the path hints. Every loop owns one, whatever its
+/// backend, and registers its internal fds with that backend.
 ///
 /// Guarantees, besides those of [`Wakeup`]:
 ///
@@ -430,10 +428,10 @@ impl Wake for SlotWaker {
 ///   parent's children and signals, and gives the child a wake fd, timer
 ///   and inotify instance of its own.
 ///
-/// What the backend does: put [`internal_fds`](Notifier::internal_fds)
-/// in every kernel set it creates; never report them; route their
-/// readiness to [`ready`](Notifier::ready) after collecting the loop's
-/// events. The [module](crate::backends::unix) has a whole backend.
+/// What the owner does (the loop; [`WithServices`](crate::backends::WithServices)
+/// outside one): lend it a set ([`InternalFds`]) for its fds, never
+/// report them to a watcher, and route their readiness to
+/// [`ready`](Notifier::ready) before [`take_notices`](Notifier::take_notices).
 ///
 /// ```
 /// use evloop::backend::Notices;
@@ -497,7 +495,8 @@ impl Notifier {
     }
 
     /// For tests: child exits through `SIGCHLD` even where pidfds work.
-    pub(crate) fn force_sigchld_fallback(&mut self) {
+    #[doc(hidden)]
+    pub fn force_sigchld_fallback(&mut self) {
         self.children.force_sigchld();
     }
 
@@ -539,7 +538,7 @@ impl Notifier {
     /// assert!(child.wait()?.success());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch_child(&mut self, pid: u32, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn watch_child(&mut self, pid: u32, set: &mut dyn InternalFds) -> io::Result<()> {
         let backend = self.wakeup.backend;
         // Whoever reaps the child, this backend or another loop's, pokes
         // the wake fd: it must be in the kernel set.
@@ -587,7 +586,7 @@ impl Notifier {
     /// The loop's last watcher of `pid` stopped: leave the table, the
     /// child unreaped (unless another backend reaps it). Example:
     /// [`watch_child`](Notifier::watch_child).
-    pub fn unwatch_child(&mut self, pid: u32, set: &mut impl InternalFds) {
+    pub fn unwatch_child(&mut self, pid: u32, set: &mut dyn InternalFds) {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return;
         };
@@ -619,7 +618,7 @@ impl Notifier {
     /// n.unwatch_any_child();
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch_any_child(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn watch_any_child(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
         if self.children.watches_any() {
             return Ok(());
         }
@@ -676,7 +675,7 @@ impl Notifier {
     pub fn spawn_child(
         &mut self,
         command: &mut Command,
-        set: &mut impl InternalFds,
+        set: &mut dyn InternalFds,
     ) -> io::Result<Spawned> {
         let slot = self.wakeup.ensure(set)?;
         let mut child = self.children.spawn(command, slot)?;
@@ -695,7 +694,7 @@ impl Notifier {
     /// pidfd leaves `set`). Call it after collecting the loop's events,
     /// for each internal fd reported; an fd that is not internal is
     /// ignored. Example: [`Notifier`].
-    pub fn ready(&mut self, fd: RawFd, set: &mut impl InternalFds) {
+    pub fn ready(&mut self, fd: RawFd, set: &mut dyn InternalFds) {
         if self.wakeup.is_wake_fd(fd) {
             self.wakeup.drain();
         } else if self.clock.fd() == Some(fd) {
@@ -712,7 +711,7 @@ impl Notifier {
     /// exits of watched children (reaped by this backend or by another
     /// that watched them too; their pidfds leave `set`), clock steps, path
     /// hints. Allocates nothing in steady state. Example: [`Notifier`].
-    pub fn take_notices(&mut self, notices: &mut Notices, set: &mut impl InternalFds) {
+    pub fn take_notices(&mut self, notices: &mut Notices, set: &mut dyn InternalFds) {
         let bits = self.wakeup.take(notices);
         let any_due = std::mem::take(&mut self.any_due);
         if self.children.watches_any() && (any_due || bits & SIGCHLD_BIT != 0) {
@@ -749,7 +748,7 @@ impl Notifier {
     /// assert_eq!(new_set, n.internal_fds().collect::<Vec<_>>());
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn reinit(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
         for fd in self.children.pidfds() {
             set.remove(fd);
         }
@@ -777,13 +776,13 @@ impl Notifier {
     /// # #[cfg(target_os = "linux")]
     /// assert!(set.is_empty());
     /// ```
-    pub fn watch_clock_steps(&mut self, set: &mut impl InternalFds) -> bool {
+    pub fn watch_clock_steps(&mut self, set: &mut dyn InternalFds) -> bool {
         self.clock.watch(set)
     }
 
     /// The loop's last periodic watcher stopped. Example:
     /// [`watch_clock_steps`](Notifier::watch_clock_steps).
-    pub fn unwatch_clock_steps(&mut self, set: &mut impl InternalFds) {
+    pub fn unwatch_clock_steps(&mut self, set: &mut dyn InternalFds) {
         self.clock.unwatch(set);
     }
 
@@ -803,14 +802,14 @@ impl Notifier {
         &mut self,
         path: &Path,
         token: u64,
-        set: &mut impl InternalFds,
+        set: &mut dyn InternalFds,
     ) -> io::Result<()> {
         self.paths.watch(path, token, set)
     }
 
     /// The stat watcher of `token` stopped. Example:
     /// [`watch_path`](Notifier::watch_path).
-    pub fn unwatch_path(&mut self, token: u64, set: &mut impl InternalFds) {
+    pub fn unwatch_path(&mut self, token: u64, set: &mut dyn InternalFds) {
         self.paths.unwatch(token, set);
     }
 
@@ -824,7 +823,7 @@ impl Notifier {
     /// n.unwatch_signal(libc::SIGWINCH);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch_signal(&mut self, signal: i32, set: &mut impl InternalFds) -> io::Result<()> {
+    pub fn watch_signal(&mut self, signal: i32, set: &mut dyn InternalFds) -> io::Result<()> {
         self.wakeup.watch_signal(signal, set)
     }
 
@@ -843,154 +842,89 @@ impl Notifier {
     /// n.waker(&mut set)?.wake();
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn waker(&mut self, set: &mut impl InternalFds) -> io::Result<Arc<dyn Wake>> {
+    pub fn waker(&mut self, set: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
         self.wakeup.waker(set)
     }
 }
 
-/// Writes the thirteen [`Backend`](crate::backend::Backend) hooks that a
-/// backend with an embedded [`Notifier`](crate::backends::unix::Notifier)
-/// forwards to it: signals, children (by pid, any, spawned, signalled),
-/// the waker, notices, clock steps and path hints. (Unix only.)
-///
-/// Inside the backend's `impl Backend`:
-/// `evloop::notifier_hooks!(s => s.notifier, <its kernel set, from s>);`,
-/// where `s` names `&mut self`, `notifier` is the field that holds the
-/// `Notifier`, and the last argument is an expression of type
-/// `&mut impl InternalFds` built from `s` (the crate's poll backend passes
-/// `&mut s.set`; epoll builds a small wrapper around its epoll fd). The
-/// backend still writes `reinit` itself (its own kernel set first, then
-/// `Notifier::reinit`). Every path in the expansion is `$crate::` or
-/// `std::`: it works from any crate.
-///
-/// ```
-/// use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
-/// use evloop::backends::unix::Notifier;
-/// use evloop::{Interest, Loop, RunMode, Signal};
-/// use std::time::Duration;
-///
-/// /// Fds: none. Signals, children and the waker: the notifier's, its
-/// /// internal fds in a list that `poll` waits on with poll(2).
-/// struct Tiny { notifier: Notifier, set: Vec<i32>, clock: evloop::backends::util::Clock }
-///
-/// impl Backend for Tiny {
-///     fn name(&self) -> &'static str { "tiny" }
-///     fn capabilities(&self) -> Capabilities { Capabilities::default() }
-///     fn modify(&mut self, _: i32, _: Interest, _: Interest) -> std::io::Result<()> {
-///         Err(evloop::backend::unsupported("tiny", "fds"))
-///     }
-///     fn poll(&mut self, timeout: Option<Duration>, _: &mut Vec<PollEvent>)
-///         -> std::io::Result<PollStatus>
-///     {
-///         let ms = timeout.map_or(-1, |t| t.as_millis().min(60_000) as i32);
-///         let mut fds: Vec<libc::pollfd> = self.set.iter()
-///             .map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 })
-///             .collect();
-///         // SAFETY: `fds` is a valid array of `fds.len()` pollfds.
-///         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as _, ms) };
-///         if n < 0 {
-///             let err = std::io::Error::last_os_error();
-///             // (A real backend waits again for the time left.)
-///             return if err.kind() == std::io::ErrorKind::Interrupted { Ok(PollStatus::Done) } else { Err(err) };
-///         }
-///         for p in fds.iter().filter(|p| p.revents != 0) {
-///             self.notifier.ready(p.fd, &mut self.set); // never the loop's
-///         }
-///         Ok(PollStatus::Done)
-///     }
-///     fn now(&mut self) -> Duration { self.clock.now() }
-///
-///     evloop::notifier_hooks!(s => s.notifier, &mut s.set);
-///
-///     fn reinit(&mut self) -> std::io::Result<()> {
-///         self.set.clear(); // a list: nothing shared with the parent
-///         self.notifier.reinit(&mut self.set)
-///     }
-/// }
-///
-/// let tiny = Tiny { notifier: Notifier::new("tiny"), set: Vec::new(), clock: Default::default() };
-/// let mut lp: Loop<u32> = Loop::with_backend(tiny);
-/// lp.signal(libc::SIGWINCH, |lp, heard, _| { *heard += 1; lp.break_loop(evloop::Break::All) })?;
-/// // SAFETY: raise(3) is safe to call; SIGWINCH is caught by the hub.
-/// unsafe { libc::raise(libc::SIGWINCH) };
-/// let mut heard = 0;
-/// lp.run(RunMode::Default, &mut heard)?;
-/// assert_eq!(heard, 1);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[macro_export]
-macro_rules! notifier_hooks {
-    ($s:ident => $s2:ident . $notifier:ident, $set:expr) => {
-        fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
-            let $s = self;
-            $s2.$notifier.watch_signal(signal, $set)
-        }
+/// The loop's service on Unix: each hook forwards to the method of the
+/// same name.
+impl NoticeService for Notifier {
+    fn service_name(&self) -> &'static str {
+        self.wakeup.backend
+    }
 
-        fn unwatch_signal(&mut self, signal: i32) {
-            self.$notifier.unwatch_signal(signal);
-        }
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        crate::backends::util::check_pollable(self.wakeup.backend, fd)
+    }
 
-        fn watch_child(&mut self, pid: u32) -> std::io::Result<()> {
-            let $s = self;
-            $s2.$notifier.watch_child(pid, $set)
-        }
+    fn watch_signal(&mut self, signal: i32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_signal(self, signal, fds)
+    }
 
-        fn unwatch_child(&mut self, pid: u32) {
-            let $s = self;
-            $s2.$notifier.unwatch_child(pid, $set);
-        }
+    fn unwatch_signal(&mut self, signal: i32) {
+        Notifier::unwatch_signal(self, signal);
+    }
 
-        fn watch_any_child(&mut self) -> std::io::Result<()> {
-            let $s = self;
-            $s2.$notifier.watch_any_child($set)
-        }
+    fn watch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_child(self, pid, fds)
+    }
 
-        fn unwatch_any_child(&mut self) {
-            self.$notifier.unwatch_any_child();
-        }
+    fn unwatch_child(&mut self, pid: u32, fds: &mut dyn InternalFds) {
+        Notifier::unwatch_child(self, pid, fds);
+    }
 
-        fn signal_child(&mut self, pid: u32, signal: i32) -> std::io::Result<()> {
-            self.$notifier.signal_child(pid, signal)
-        }
+    fn watch_any_child(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_any_child(self, fds)
+    }
 
-        fn spawn_child(
-            &mut self,
-            command: &mut std::process::Command,
-        ) -> std::io::Result<$crate::Spawned> {
-            let $s = self;
-            $s2.$notifier.spawn_child(command, $set)
-        }
+    fn unwatch_any_child(&mut self) {
+        Notifier::unwatch_any_child(self);
+    }
 
-        fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::backend::Wake>> {
-            let $s = self;
-            $s2.$notifier.waker($set)
-        }
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        Notifier::signal_child(self, pid, signal)
+    }
 
-        fn take_notices(&mut self, notices: &mut $crate::backend::Notices) {
-            let $s = self;
-            $s2.$notifier.take_notices(notices, $set);
-        }
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        fds: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
+        Notifier::spawn_child(self, command, fds)
+    }
 
-        fn watch_clock_steps(&mut self) -> bool {
-            let $s = self;
-            $s2.$notifier.watch_clock_steps($set)
-        }
+    fn waker(&mut self, fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        Notifier::waker(self, fds)
+    }
 
-        fn unwatch_clock_steps(&mut self) {
-            let $s = self;
-            $s2.$notifier.unwatch_clock_steps($set);
-        }
+    fn ready(&mut self, fd: RawFd, fds: &mut dyn InternalFds) {
+        Notifier::ready(self, fd, fds);
+    }
 
-        fn watch_path(&mut self, path: &std::path::Path, token: u64) -> std::io::Result<()> {
-            let $s = self;
-            $s2.$notifier.watch_path(path, token, $set)
-        }
+    fn take_notices(&mut self, notices: &mut Notices, fds: &mut dyn InternalFds) {
+        Notifier::take_notices(self, notices, fds);
+    }
 
-        fn unwatch_path(&mut self, token: u64) {
-            let $s = self;
-            $s2.$notifier.unwatch_path(token, $set);
-        }
-    };
+    fn watch_clock_steps(&mut self, fds: &mut dyn InternalFds) -> bool {
+        Notifier::watch_clock_steps(self, fds)
+    }
+
+    fn unwatch_clock_steps(&mut self, fds: &mut dyn InternalFds) {
+        Notifier::unwatch_clock_steps(self, fds);
+    }
+
+    fn watch_path(&mut self, path: &Path, token: u64, fds: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_path(self, path, token, fds)
+    }
+
+    fn unwatch_path(&mut self, token: u64, fds: &mut dyn InternalFds) {
+        Notifier::unwatch_path(self, token, fds);
+    }
+
+    fn reinit(&mut self, fds: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::reinit(self, fds)
+    }
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ mod linux {
 
     use super::inotify::{self, Event};
     use super::MASK;
-    use crate::backends::unix::InternalFds;
+    use crate::backend::InternalFds;
 
     /// What one token watches.
     #[derive(Debug)]
@@ -326,7 +326,7 @@ mod linux {
             &mut self,
             path: &Path,
             token: u64,
-            set: &mut impl InternalFds,
+            set: &mut dyn InternalFds,
         ) -> io::Result<()> {
             if self.watches.contains_key(&token) {
                 self.forget(token);
@@ -376,7 +376,7 @@ mod linux {
         }
 
         /// Stops hinting for `token`; the instance goes with the last one.
-        pub(crate) fn unwatch(&mut self, token: u64, set: &mut impl InternalFds) {
+        pub(crate) fn unwatch(&mut self, token: u64, set: &mut dyn InternalFds) {
             self.forget(token);
             self.hinted.retain(|&t| t != token);
             if self.watches.is_empty() {
@@ -550,7 +550,7 @@ mod linux {
 
         /// After `fork()`, once the backend has its new kernel set: a new
         /// instance, every watch added again, every token hinted at.
-        pub(crate) fn reinit(&mut self, set: &mut impl InternalFds) -> io::Result<()> {
+        pub(crate) fn reinit(&mut self, set: &mut dyn InternalFds) -> io::Result<()> {
             let Some(old) = self.inotify.take() else {
                 return Ok(());
             };
@@ -1013,7 +1013,7 @@ mod other {
     use std::os::fd::RawFd;
     use std::path::Path;
 
-    use crate::backends::unix::InternalFds;
+    use crate::backend::InternalFds;
 
     /// No path hints on this platform (see the module header).
     #[derive(Debug)]
@@ -1034,7 +1034,7 @@ mod other {
             &mut self,
             _path: &Path,
             _token: u64,
-            _set: &mut impl InternalFds,
+            _set: &mut dyn InternalFds,
         ) -> io::Result<()> {
             Err(crate::backend::unsupported(
                 self.backend,
@@ -1042,13 +1042,13 @@ mod other {
             ))
         }
 
-        pub(crate) fn unwatch(&mut self, _token: u64, _set: &mut impl InternalFds) {}
+        pub(crate) fn unwatch(&mut self, _token: u64, _set: &mut dyn InternalFds) {}
 
         pub(crate) fn ready(&mut self) {}
 
         pub(crate) fn take(&mut self, _out: &mut Vec<u64>) {}
 
-        pub(crate) fn reinit(&mut self, _set: &mut impl InternalFds) -> io::Result<()> {
+        pub(crate) fn reinit(&mut self, _set: &mut dyn InternalFds) -> io::Result<()> {
             Ok(())
         }
     }

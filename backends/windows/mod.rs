@@ -21,4 +21,4 @@ pub(crate) mod console;
 pub(crate) mod notifier;
 pub(crate) mod sockets;
 
-pub(crate) use notifier::{notifier_hooks, Notifier};
+pub(crate) use notifier::Notifier;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use super::children::Children;
 use super::console::Console;
-use crate::backend::{Notices, SignalSet, Wake};
-use crate::Spawned;
+use crate::backend::{InternalFds, NoticeService, Notices, SignalSet, Wake};
+use crate::{RawFd, Spawned};
 
 /// The waker handed to the loop (async watchers): records that it was
 /// used, so that the loop sees [`Notices::woken`], then wakes.
@@ -31,6 +31,8 @@ impl Wake for UserWaker {
 
 /// Console events, children and the waker of one backend.
 pub(crate) struct Notifier {
+    /// The backend's name, for errors.
+    backend: &'static str,
     console: Option<Console>,
     children: Children,
     user: Arc<UserWaker>,
@@ -38,9 +40,10 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    /// A notifier that ends the backend's wait with `wake`.
-    pub(crate) fn new(wake: Arc<dyn Wake>) -> Notifier {
+    /// A notifier of the backend `backend` that ends its wait with `wake`.
+    pub(crate) fn new(backend: &'static str, wake: Arc<dyn Wake>) -> Notifier {
         Notifier {
+            backend,
             console: None,
             children: Children::new(wake.clone()),
             user: Arc::new(UserWaker {
@@ -113,45 +116,51 @@ impl Notifier {
     }
 }
 
-/// The [`Backend`](crate::backend::Backend) methods a Windows backend
-/// delegates to its [`Notifier`] (the field named `$notifier`): signals
-/// (console events), children, the waker and the notices.
-macro_rules! notifier_hooks {
-    ($notifier:ident) => {
-        fn watch_signal(&mut self, signal: i32) -> std::io::Result<()> {
-            self.$notifier.watch_signal(signal)
-        }
+/// The backend's own service ([`Backend::notices`](crate::backend::Backend::notices)):
+/// Windows has no fds for the loop to watch these on, so the backend
+/// offers them, through its port or its select set.
+impl NoticeService for Notifier {
+    fn service_name(&self) -> &'static str {
+        self.backend
+    }
 
-        fn unwatch_signal(&mut self, signal: i32) {
-            self.$notifier.unwatch_signal(signal);
-        }
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        super::sockets::check_socket(self.backend, fd)
+    }
 
-        fn watch_child(&mut self, pid: u32) -> std::io::Result<()> {
-            self.$notifier.watch_child(pid)
-        }
+    fn watch_signal(&mut self, signal: i32, _: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_signal(self, signal)
+    }
 
-        fn unwatch_child(&mut self, pid: u32) {
-            self.$notifier.unwatch_child(pid);
-        }
+    fn unwatch_signal(&mut self, signal: i32) {
+        Notifier::unwatch_signal(self, signal);
+    }
 
-        fn signal_child(&mut self, pid: u32, signal: i32) -> std::io::Result<()> {
-            self.$notifier.signal_child(pid, signal)
-        }
+    fn watch_child(&mut self, pid: u32, _: &mut dyn InternalFds) -> io::Result<()> {
+        Notifier::watch_child(self, pid)
+    }
 
-        fn spawn_child(
-            &mut self,
-            command: &mut std::process::Command,
-        ) -> std::io::Result<$crate::Spawned> {
-            self.$notifier.spawn_child(command)
-        }
+    fn unwatch_child(&mut self, pid: u32, _: &mut dyn InternalFds) {
+        Notifier::unwatch_child(self, pid);
+    }
 
-        fn waker(&mut self) -> std::io::Result<std::sync::Arc<dyn $crate::backend::Wake>> {
-            Ok(self.$notifier.waker())
-        }
+    fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        Notifier::signal_child(self, pid, signal)
+    }
 
-        fn take_notices(&mut self, notices: &mut $crate::backend::Notices) {
-            self.$notifier.take_notices(notices);
-        }
-    };
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        _: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
+        Notifier::spawn_child(self, command)
+    }
+
+    fn waker(&mut self, _: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        Ok(Notifier::waker(self))
+    }
+
+    fn take_notices(&mut self, notices: &mut Notices, _: &mut dyn InternalFds) {
+        Notifier::take_notices(self, notices);
+    }
 }
-pub(crate) use notifier_hooks;

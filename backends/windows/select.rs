@@ -35,7 +35,7 @@
 //!   ([`ClosedFd::AtNextWait`](crate::backend::ClosedFd::AtNextWait), as
 //!   the Unix select's `EBADF`).
 //! - Handles that are not sockets (files, pipes) are refused at once
-//!   ([`Backend::check_fd`], and again when a socket is first registered):
+//!   (`NoticeService::check_fd`, and again when a socket is first registered):
 //!   Winsock's `select` takes only sockets.
 //! - Wake-ups from other threads (async watchers, console events, child
 //!   exits: the shared notifier, `backends/windows/`) arrive on a UDP
@@ -66,7 +66,7 @@ use windows_sys::Win32::Networking::WinSock::{
 
 use super::windows::{sockets, Notifier};
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, PollEvent, PollStatus, Wake};
+use crate::backend::{Backend, Capabilities, NoticeService, PollEvent, PollStatus, Wake};
 use crate::{Interest, RawFd, Ready, Trigger};
 
 /// The longest single wait, in seconds: `TIMEVAL` holds 32-bit fields.
@@ -211,7 +211,7 @@ impl Select {
             touched: Vec::new(),
             waker,
             clock: Clock::new(),
-            notifier: Notifier::new(wake),
+            notifier: Notifier::new("select", wake),
         })
     }
 
@@ -381,10 +381,6 @@ impl Backend for Select {
         Ok(())
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        sockets::check_socket("select", fd)
-    }
-
     fn poll(
         &mut self,
         timeout: Option<Duration>,
@@ -469,5 +465,7 @@ impl Backend for Select {
         self.clock.now()
     }
 
-    super::windows::notifier_hooks!(notifier);
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(&mut self.notifier)
+    }
 }

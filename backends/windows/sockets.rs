@@ -33,7 +33,7 @@ pub(crate) fn last_error() -> io::Error {
     io::Error::from_raw_os_error(unsafe { WSAGetLastError() })
 }
 
-/// Whether `socket` is an open socket: what `Backend::check_fd` asks on
+/// Whether `socket` is an open socket: what `NoticeService::check_fd` asks on
 /// Windows, so that [`Loop::io`](crate::Loop::io) refuses a closed socket,
 /// or a handle that is not one (a file, a pipe), at once with the reason.
 ///

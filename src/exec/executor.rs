@@ -727,12 +727,14 @@ impl Kind for Tasks {
 
     fn start(&mut self, cx: &mut Context<'_>, _: Watcher<Self>) -> Result<bool> {
         if self.shared.run.waker.get().is_none() {
-            let backend = cx.backend();
-            let waker = backend.waker().map_err(|source| Error::Backend {
-                backend: backend.name(),
-                op: "give a waker (for the executor)",
-                source,
-            })?;
+            let backend = cx.backend().name();
+            let waker = cx
+                .services(|s, fds| s.waker(fds))
+                .map_err(|source| Error::Backend {
+                    backend,
+                    op: "give a waker (for the executor)",
+                    source,
+                })?;
             let _ = self.shared.run.waker.set(waker);
         }
         Ok(true)

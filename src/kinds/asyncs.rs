@@ -199,11 +199,13 @@ impl Kind for Asyncs {
             Some(wake) => wake.clone(),
             None => {
                 let backend = cx.backend().name();
-                let waker = cx.backend().waker().map_err(|source| Error::Backend {
-                    backend,
-                    op: "provide a waker",
-                    source,
-                })?;
+                let waker =
+                    cx.services(|s, fds| s.waker(fds))
+                        .map_err(|source| Error::Backend {
+                            backend,
+                            op: "provide a waker",
+                            source,
+                        })?;
                 self.wake.insert(Arc::new(LoopWake::new(waker))).clone()
             }
         };

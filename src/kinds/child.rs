@@ -116,8 +116,7 @@ impl Kind for Children {
         match self.watches(slot) {
             Some(pid) => {
                 if !prewatched && !self.by_pid.contains_key(&pid) {
-                    cx.backend()
-                        .watch_child(pid)
+                    cx.services(|s, fds| s.watch_child(pid, fds))
                         .map_err(|source| Error::Child { pid, source })?;
                 }
                 self.by_pid.entry(pid).or_default().push(cx.links(), slot);
@@ -125,8 +124,7 @@ impl Kind for Children {
             None => {
                 if self.any.is_empty() {
                     let backend = cx.backend().name();
-                    cx.backend()
-                        .watch_any_child()
+                    cx.services(|s, fds| s.watch_any_child(fds))
                         .map_err(|source| Error::Backend {
                             backend,
                             op: "watch any child",
@@ -152,14 +150,14 @@ impl Kind for Children {
                 list.remove(cx.links(), slot);
                 if list.is_empty() {
                     self.by_pid.remove(&pid);
-                    cx.backend().unwatch_child(pid);
+                    cx.services(|s, fds| s.unwatch_child(pid, fds));
                 }
             }
             None => {
                 self.any.remove(cx.links(), slot);
                 self.backlog.remove(&slot);
                 if self.any.is_empty() {
-                    cx.backend().unwatch_any_child();
+                    cx.services(|s, _| s.unwatch_any_child());
                 }
             }
         }
@@ -206,8 +204,7 @@ impl Kind for Children {
                 entries.cancel(pending, slot);
             });
             let backend = cx.backend().name();
-            cx.backend()
-                .watch_any_child()
+            cx.services(|s, fds| s.watch_any_child(fds))
                 .map_err(|source| Error::Backend {
                     backend,
                     op: "watch any child again after fork",
@@ -551,8 +548,7 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
         let spawned = self
-            .backend
-            .spawn_child(command)
+            .services(|s, fds| s.spawn_child(command, fds))
             .map_err(|source| Error::Spawn {
                 program: command.get_program().to_string_lossy().into_owned(),
                 source,
@@ -651,8 +647,7 @@ impl<'s, S> Loop<'s, S> {
                 ),
             });
         }
-        self.backend
-            .signal_child(pid, signal)
+        self.services(|s, _| s.signal_child(pid, signal))
             .map_err(|source| match source.kind() {
                 io::ErrorKind::NotFound => Error::ChildExited { pid, status: None },
                 _ => Error::Kill {

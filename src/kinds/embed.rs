@@ -483,7 +483,9 @@ fn watchable<T>(inner: &Loop<'_, T>, outer: &dyn Backend, caps: &Capabilities) -
         }
         Err(e) => return Err(refused(e.to_string())),
     };
-    crate::fd_table::check_source(outer, caps, SourceFd::Os(fd)).map_err(|e| refused(e.to_string()))
+    // (The inner loop's pollable fd is one the OS can watch.)
+    crate::fd_table::check_source(outer.name(), caps, SourceFd::Os(fd), |_| Ok(()))
+        .map_err(|e| refused(e.to_string()))
 }
 
 impl<'s, S> Loop<'s, S> {

@@ -54,6 +54,7 @@ macro_rules! split_core {
                 pending: &mut lp.pending,
                 timers: &mut lp.timers,
                 backend: &mut *lp.backend,
+                notifier: &mut lp.notifier,
                 fds: &mut lp.fds,
                 caps: &lp.caps,
                 notices: &lp.results.notices,

@@ -380,7 +380,7 @@ impl Periodics {
 /// time lies beyond the clock's range (its rule saturates to `NEVER`) is
 /// parked there, never due, rather than due again at once forever.
 fn wall_now(cx: &mut Context<'_>) -> u64 {
-    clock_ns(cx.backend().wall_now())
+    clock_ns(cx.services(|s, _| s.wall_now()))
 }
 
 impl Kind for Periodics {
@@ -407,7 +407,7 @@ impl Kind for Periodics {
             return Ok(false);
         };
         if self.active == 0 {
-            self.steps_reported = cx.backend().watch_clock_steps();
+            self.steps_reported = cx.services(|s, fds| s.watch_clock_steps(fds));
             self.last_offset = None;
         }
         self.heap.arm(slot, at);
@@ -419,7 +419,7 @@ impl Kind for Periodics {
         self.heap.remove(w.slot());
         self.active -= 1;
         if self.done_with_steps() {
-            cx.backend().unwatch_clock_steps();
+            cx.services(|s, fds| s.unwatch_clock_steps(fds));
         }
     }
 
@@ -453,7 +453,7 @@ impl Kind for Periodics {
         let mut held = Held::default();
         self.expire(wall, cx, &mut held);
         if self.done_with_steps() {
-            cx.backend().unwatch_clock_steps();
+            cx.services(|s, fds| s.unwatch_clock_steps(fds));
         }
         // A custom schedule that panicked: its watcher is stopped, the
         // others are expired; now the panic propagates (out of `run`).
@@ -565,7 +565,7 @@ impl<'s, S> Loop<'s, S> {
         let mut rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
         // Its first time is asked before the watcher exists: a custom
         // schedule that panics (user code) leaves nothing behind.
-        let first = rule.first(clock_ns(self.backend.wall_now()));
+        let first = rule.first(clock_ns(self.services(|s, _| s.wall_now())));
         let key = self.create::<Periodics>(
             rank::PERIODIC,
             Plain::<Periodic, F>::boxed(callback),

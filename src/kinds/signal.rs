@@ -59,8 +59,7 @@ impl Kind for Signals {
         let signal = self.signal(w.slot());
         if !self.watched.contains(signal) {
             let backend = cx.backend().name();
-            cx.backend()
-                .watch_signal(signal)
+            cx.services(|s, fds| s.watch_signal(signal, fds))
                 .map_err(|source| Error::Backend {
                     backend,
                     op: "watch a signal",
@@ -83,7 +82,7 @@ impl Kind for Signals {
                 still.insert(s);
             }
             self.watched = still;
-            cx.backend().unwatch_signal(signal);
+            cx.services(|s, _| s.unwatch_signal(signal));
         }
     }
 
@@ -111,8 +110,7 @@ impl Kind for Signals {
         let backend = cx.backend().name();
         for signal in self.watched.take().iter() {
             if !self.lists[signal as usize].is_empty() {
-                cx.backend()
-                    .watch_signal(signal)
+                cx.services(|s, fds| s.watch_signal(signal, fds))
                     .map_err(|source| Error::Backend {
                         backend,
                         op: "watch a signal again after fork",

@@ -166,7 +166,7 @@ impl Stats {
             let Some(w) = self.watched.get(&slot) else {
                 continue;
             };
-            let seen = cx.backend().stat(&w.path);
+            let seen = cx.services(|s, _| s.stat(&w.path));
             self.looked(slot, seen, now, cx);
         }
         self.done_looking(slots);
@@ -190,8 +190,8 @@ impl Kind for Stats {
         let Some(watched) = self.watched.get_mut(&slot) else {
             return Ok(true);
         };
-        let _ = cx.backend().watch_path(&watched.path, watched.token);
-        let seen = cx.backend().stat(&watched.path);
+        let _ = cx.services(|s, fds| s.watch_path(&watched.path, watched.token, fds));
+        let seen = cx.services(|s, _| s.stat(&watched.path));
         watched.current = seen;
         watched.previous = seen;
         let next = now.saturating_add(watched.interval);
@@ -204,7 +204,7 @@ impl Kind for Stats {
         self.heap.remove(w.slot());
         self.active -= 1;
         if let Some(watched) = self.watched.get(&w.slot()) {
-            cx.backend().unwatch_path(watched.token);
+            cx.services(|s, fds| s.unwatch_path(watched.token, fds));
         }
     }
 

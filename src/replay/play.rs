@@ -15,7 +15,8 @@ use std::time::Duration;
 use super::format::{call_name, tag, Decoder, Record, Shown};
 use super::sink;
 use crate::backend::{
-    Backend, Capabilities, Change, Notices, PollEvent, PollStatus, Spawned, Wake,
+    Backend, Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
+    Spawned, Wake,
 };
 use crate::{FileStat, Interest, RawFd, Ready, Source, SourceFd, VirtualFd};
 
@@ -949,7 +950,17 @@ impl Backend for ReplayBackend {
         self.player.borrow_mut().clock(false)
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
+    fn reinit(&mut self) -> io::Result<()> {
+        self.player.borrow_mut().call(tag::REINIT, &[])
+    }
+
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+}
+
+impl NoticeService for ReplayBackend {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
         self.player.borrow_mut().call(tag::CHECK_FD, &[fd as i64])
     }
 
@@ -957,23 +968,23 @@ impl Backend for ReplayBackend {
         self.player.borrow_mut().callback_fd = Some(fd);
     }
 
-    fn wants_dispatch(&self) -> bool {
+    fn wants_dispatch(&mut self) -> bool {
         true
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+    fn watch_signal(&mut self, signal: i32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         self.player
             .borrow_mut()
             .call(tag::WATCH_SIGNAL, &[i64::from(signal)])
     }
 
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+    fn watch_child(&mut self, pid: u32, _fds: &mut dyn InternalFds) -> io::Result<()> {
         self.player
             .borrow_mut()
             .call(tag::WATCH_CHILD, &[i64::from(pid)])
     }
 
-    fn watch_any_child(&mut self) -> io::Result<()> {
+    fn watch_any_child(&mut self, _fds: &mut dyn InternalFds) -> io::Result<()> {
         self.player.borrow_mut().call(tag::WATCH_ANY_CHILD, &[])
     }
 
@@ -984,7 +995,11 @@ impl Backend for ReplayBackend {
     }
 
     /// The recorded child's pid, with no pipes: nothing is started.
-    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        _fds: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
         let program = command.get_program().to_string_lossy().into_owned();
         let pid = self.player.borrow_mut().spawn(program)?;
         Ok(Spawned {
@@ -995,12 +1010,12 @@ impl Backend for ReplayBackend {
         })
     }
 
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
+    fn waker(&mut self, _fds: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
         self.player.borrow_mut().call(tag::WAKER, &[])?;
         Ok(Arc::new(NoWake))
     }
 
-    fn take_notices(&mut self, notices: &mut Notices) {
+    fn take_notices(&mut self, notices: &mut Notices, _fds: &mut dyn InternalFds) {
         self.player.borrow_mut().take_notices(notices);
     }
 
@@ -1008,7 +1023,7 @@ impl Backend for ReplayBackend {
         self.player.borrow_mut().clock(true)
     }
 
-    fn watch_clock_steps(&mut self) -> bool {
+    fn watch_clock_steps(&mut self, _fds: &mut dyn InternalFds) -> bool {
         self.player.borrow_mut().clock_steps()
     }
 
@@ -1018,14 +1033,15 @@ impl Backend for ReplayBackend {
             .stat(path.to_string_lossy().into_owned())
     }
 
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
+    fn watch_path(
+        &mut self,
+        path: &Path,
+        token: u64,
+        _fds: &mut dyn InternalFds,
+    ) -> io::Result<()> {
         self.player
             .borrow_mut()
             .watch_path(path.to_string_lossy().into_owned(), token)
-    }
-
-    fn reinit(&mut self) -> io::Result<()> {
-        self.player.borrow_mut().call(tag::REINIT, &[])
     }
 }
 

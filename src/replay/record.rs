@@ -12,8 +12,10 @@ use std::time::Duration;
 use super::format::{tag, Encoder};
 use super::sink;
 use crate::backend::{
-    Backend, Capabilities, Change, Notices, PollEvent, PollStatus, Spawned, Wake,
+    Backend, Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
+    Spawned, Wake,
 };
+use crate::backends::WithServices;
 use crate::{FileStat, Interest, RawFd, Ready};
 
 /// A backend that records: it wraps another (any [`Backend`]) and writes
@@ -49,7 +51,10 @@ use crate::{FileStat, Interest, RawFd, Ready};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Recorder {
-    inner: Box<dyn Backend>,
+    /// The backend, with its OS services (its own, or the loop's kind
+    /// held here, so that what they notice is recorded; their internal
+    /// fds are never recorded).
+    inner: WithServices<'static>,
     /// Not `Send`: the recording is the thread's.
     _thread: PhantomData<Rc<()>>,
 }
@@ -82,7 +87,7 @@ impl Recorder {
         let enc = Encoder::new(Box::new(out), inner.name(), inner.capabilities());
         sink::start_recording(enc)?;
         Ok(Recorder {
-            inner,
+            inner: WithServices::new(inner),
             _thread: PhantomData,
         })
     }
@@ -189,6 +194,16 @@ impl Drop for Recorder {
     }
 }
 
+impl Recorder {
+    /// Runs `f` on the inner backend's services.
+    fn service<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn NoticeService, &mut dyn InternalFds) -> R,
+    ) -> R {
+        f(&mut self.inner, &mut crate::services::Refused)
+    }
+}
+
 impl Backend for Recorder {
     fn name(&self) -> &'static str {
         self.inner.name()
@@ -238,58 +253,77 @@ impl Backend for Recorder {
         t
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        let r = self.inner.check_fd(fd);
+    fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+        Some(self)
+    }
+
+    fn reinit(&mut self) -> io::Result<()> {
+        let r = Backend::reinit(&mut self.inner);
+        sink::with_encoder(|e| e.call(tag::REINIT, &[], &r));
+        r
+    }
+}
+
+/// The services: the inner backend's own, or the recorder's Unix notifier
+/// (its internal fds in the inner backend, never recorded), each call's
+/// answer recorded.
+impl NoticeService for Recorder {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
+        let r = self.service(|s, _| s.check_fd(fd));
         sink::with_encoder(|e| e.call(tag::CHECK_FD, &[fd as i64], &r));
         r
     }
 
     fn dispatched(&mut self, fd: RawFd, ready: Ready) {
-        self.inner.dispatched(fd, ready);
+        self.service(|s, _| s.dispatched(fd, ready));
     }
 
-    fn wants_dispatch(&self) -> bool {
-        self.inner.wants_dispatch()
+    fn wants_dispatch(&mut self) -> bool {
+        self.service(|s, _| s.wants_dispatch())
     }
 
-    fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
-        let r = self.inner.watch_signal(signal);
+    fn watch_signal(&mut self, signal: i32, _: &mut dyn InternalFds) -> io::Result<()> {
+        let r = self.service(|s, fds| s.watch_signal(signal, fds));
         sink::with_encoder(|e| e.call(tag::WATCH_SIGNAL, &[i64::from(signal)], &r));
         r
     }
 
     fn unwatch_signal(&mut self, signal: i32) {
-        self.inner.unwatch_signal(signal);
+        self.service(|s, _| s.unwatch_signal(signal));
     }
 
-    fn watch_child(&mut self, pid: u32) -> io::Result<()> {
-        let r = self.inner.watch_child(pid);
+    fn watch_child(&mut self, pid: u32, _: &mut dyn InternalFds) -> io::Result<()> {
+        let r = self.service(|s, fds| s.watch_child(pid, fds));
         sink::with_encoder(|e| e.call(tag::WATCH_CHILD, &[i64::from(pid)], &r));
         r
     }
 
-    fn unwatch_child(&mut self, pid: u32) {
-        self.inner.unwatch_child(pid);
+    fn unwatch_child(&mut self, pid: u32, _: &mut dyn InternalFds) {
+        self.service(|s, fds| s.unwatch_child(pid, fds));
     }
 
-    fn watch_any_child(&mut self) -> io::Result<()> {
-        let r = self.inner.watch_any_child();
+    fn watch_any_child(&mut self, _: &mut dyn InternalFds) -> io::Result<()> {
+        let r = self.service(|s, fds| s.watch_any_child(fds));
         sink::with_encoder(|e| e.call(tag::WATCH_ANY_CHILD, &[], &r));
         r
     }
 
     fn unwatch_any_child(&mut self) {
-        self.inner.unwatch_any_child();
+        self.service(|s, _| s.unwatch_any_child());
     }
 
     fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
-        let r = self.inner.signal_child(pid, signal);
+        let r = self.service(|s, _| s.signal_child(pid, signal));
         sink::with_encoder(|e| e.call(tag::SIGNAL_CHILD, &[i64::from(pid), i64::from(signal)], &r));
         r
     }
 
-    fn spawn_child(&mut self, command: &mut Command) -> io::Result<Spawned> {
-        let r = self.inner.spawn_child(command);
+    fn spawn_child(
+        &mut self,
+        command: &mut Command,
+        _: &mut dyn InternalFds,
+    ) -> io::Result<Spawned> {
+        let r = self.service(|s, fds| s.spawn_child(command, fds));
         let program = command.get_program().to_string_lossy().into_owned();
         sink::with_encoder(|e| {
             let pid = match &r {
@@ -301,8 +335,8 @@ impl Backend for Recorder {
         r
     }
 
-    fn waker(&mut self) -> io::Result<Arc<dyn Wake>> {
-        let r = self.inner.waker();
+    fn waker(&mut self, _: &mut dyn InternalFds) -> io::Result<Arc<dyn Wake>> {
+        let r = self.service(|s, fds| s.waker(fds));
         sink::with_encoder(|e| {
             let unit = match &r {
                 Ok(_) => Ok(()),
@@ -313,9 +347,9 @@ impl Backend for Recorder {
         r
     }
 
-    fn take_notices(&mut self, notices: &mut Notices) {
+    fn take_notices(&mut self, notices: &mut Notices, _: &mut dyn InternalFds) {
         let mut fresh = Notices::default();
-        self.inner.take_notices(&mut fresh);
+        self.service(|s, fds| s.take_notices(&mut fresh, fds));
         sink::with_encoder(|e| e.notices(&fresh));
         notices.signals |= fresh.signals;
         notices.exits.append(&mut fresh.exits);
@@ -325,41 +359,43 @@ impl Backend for Recorder {
     }
 
     fn wall_now(&mut self) -> Duration {
-        let t = self.inner.wall_now();
+        let t = self.service(|s, _| s.wall_now());
         sink::with_encoder(|e| e.clock(tag::WALL, t));
         t
     }
 
-    fn watch_clock_steps(&mut self) -> bool {
-        let on = self.inner.watch_clock_steps();
+    fn watch_clock_steps(&mut self, _: &mut dyn InternalFds) -> bool {
+        let on = self.service(|s, fds| s.watch_clock_steps(fds));
         sink::with_encoder(|e| e.flag(tag::WATCH_CLOCK_STEPS, on));
         on
     }
 
-    fn unwatch_clock_steps(&mut self) {
-        self.inner.unwatch_clock_steps();
+    fn unwatch_clock_steps(&mut self, _: &mut dyn InternalFds) {
+        self.service(|s, fds| s.unwatch_clock_steps(fds));
     }
 
     fn stat(&mut self, path: &Path) -> FileStat {
-        let s = self.inner.stat(path);
+        let s = self.service(|s, _| s.stat(path));
         sink::with_encoder(|e| e.stat(&path.to_string_lossy(), &s));
         s
     }
 
-    fn watch_path(&mut self, path: &Path, token: u64) -> io::Result<()> {
-        let r = self.inner.watch_path(path, token);
+    fn watch_path(&mut self, path: &Path, token: u64, _: &mut dyn InternalFds) -> io::Result<()> {
+        let r = self.service(|s, fds| s.watch_path(path, token, fds));
         sink::with_encoder(|e| e.watch_path(&path.to_string_lossy(), token, &r));
         r
     }
 
-    fn unwatch_path(&mut self, token: u64) {
-        self.inner.unwatch_path(token);
+    fn unwatch_path(&mut self, token: u64, _: &mut dyn InternalFds) {
+        self.service(|s, fds| s.unwatch_path(token, fds));
     }
 
-    fn reinit(&mut self) -> io::Result<()> {
-        let r = self.inner.reinit();
-        sink::with_encoder(|e| e.call(tag::REINIT, &[], &r));
-        r
+    fn ready(&mut self, fd: RawFd, _: &mut dyn InternalFds) {
+        self.service(|s, fds| s.ready(fd, fds));
+    }
+
+    fn reinit(&mut self, _: &mut dyn InternalFds) -> io::Result<()> {
+        self.service(|s, fds| s.reinit(fds))
     }
 }
 

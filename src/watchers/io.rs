@@ -476,7 +476,10 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// Validates a source against the backend and returns its fd number.
-    pub(crate) fn check_source(&self, src: SourceFd<'_>) -> Result<RawFd> {
-        crate::fd_table::check_source(&*self.backend, &self.caps, src)
+    pub(crate) fn check_source(&mut self, src: SourceFd<'_>) -> Result<RawFd> {
+        let (name, caps) = (self.backend.name(), self.caps);
+        crate::fd_table::check_source(name, &caps, src, |fd| {
+            crate::services::check_fd(&mut *self.backend, &mut self.notifier, caps.virtual_fds, fd)
+        })
     }
 }

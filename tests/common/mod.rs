@@ -406,25 +406,25 @@ pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
     match name {
         #[cfg(any(target_os = "linux", target_os = "android"))]
         "epoll+sigchld" => {
-            let mut b = backends::epoll::Epoll::new().unwrap();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
+            let mut lp = Loop::with_backend(backends::epoll::Epoll::new().unwrap());
+            lp.force_sigchld_fallback();
+            lp
         }
         #[cfg(all(feature = "io-uring", target_os = "linux"))]
         "io_uring+sigchld" => {
-            let mut b = backends::io_uring::IoUring::new().unwrap();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
+            let mut lp = Loop::with_backend(backends::io_uring::IoUring::new().unwrap());
+            lp.force_sigchld_fallback();
+            lp
         }
         "poll+sigchld" => {
-            let mut b = backends::poll::Poll::new();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
+            let mut lp = Loop::with_backend(backends::poll::Poll::new());
+            lp.force_sigchld_fallback();
+            lp
         }
         "select+sigchld" => {
-            let mut b = backends::select::Select::new();
-            b.force_sigchld_fallback();
-            Loop::with_backend(b)
+            let mut lp = Loop::with_backend(backends::select::Select::new());
+            lp.force_sigchld_fallback();
+            lp
         }
         _ => World::new(name).new_loop(),
     }
@@ -457,6 +457,33 @@ pub struct Shifted {
     pub shift_ns: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
+impl evloop::backend::NoticeService for Shifted {
+    fn wall_now(&mut self) -> Duration {
+        let real = match self.inner.notices() {
+            Some(s) => s.wall_now(),
+            None => evloop::backend::NoNotices.wall_now(),
+        };
+        Duration::from_nanos(
+            (real.as_nanos() as i64 + self.shift_ns.load(std::sync::atomic::Ordering::Relaxed))
+                as u64,
+        )
+    }
+    fn take_notices(
+        &mut self,
+        n: &mut evloop::backend::Notices,
+        fds: &mut dyn evloop::backend::InternalFds,
+    ) {
+        if let Some(s) = self.inner.notices() {
+            s.take_notices(n, fds)
+        }
+    }
+    fn dispatched(&mut self, fd: std::os::fd::RawFd, ready: evloop::Ready) {
+        if let Some(s) = self.inner.notices() {
+            s.dispatched(fd, ready)
+        }
+    }
+}
+
 impl evloop::backend::Backend for Shifted {
     fn name(&self) -> &'static str {
         self.inner.name()
@@ -482,17 +509,8 @@ impl evloop::backend::Backend for Shifted {
     fn now(&mut self) -> Duration {
         self.inner.now()
     }
-    fn wall_now(&mut self) -> Duration {
-        let real = self.inner.wall_now().as_nanos() as i64;
-        Duration::from_nanos(
-            (real + self.shift_ns.load(std::sync::atomic::Ordering::Relaxed)) as u64,
-        )
-    }
-    fn take_notices(&mut self, n: &mut evloop::backend::Notices) {
-        self.inner.take_notices(n)
-    }
-    fn dispatched(&mut self, fd: std::os::fd::RawFd, ready: evloop::Ready) {
-        self.inner.dispatched(fd, ready)
+    fn notices(&mut self) -> Option<&mut dyn evloop::backend::NoticeService> {
+        Some(self)
     }
 }
 
@@ -642,9 +660,122 @@ pub fn on_every_world(what: &str, scenario: fn(&World)) {
     in_worlds(what, &backends(), scenario);
 }
 
-/// The OS backend `name`, opened directly (no loop).
-pub fn open(name: &str) -> Box<dyn evloop::backend::Backend> {
-    evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}"))
+/// The OS backend `name`, opened directly (no loop), with the OS
+/// services a loop would compose with it.
+pub fn open(name: &str) -> Served {
+    Served::new(evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}")))
+}
+
+/// A backend driven by hand, with the OS services the loop composes with
+/// it ([`evloop::backends::WithServices`]), and the service's methods
+/// without their `fds` argument (the composition keeps its fds itself).
+/// The tests of the services at the backend level use it.
+pub struct Served {
+    /// The backend and its services.
+    pub backend: evloop::backends::WithServices<'static>,
+}
+
+#[allow(dead_code)] // (each test binary uses some)
+impl Served {
+    /// `backend`, with the services.
+    pub fn new(backend: Box<dyn evloop::backend::Backend>) -> Served {
+        Served {
+            backend: evloop::backends::WithServices::new(backend),
+        }
+    }
+
+    /// Child exits through `SIGCHLD` (the notifier's test switch).
+    pub fn force_sigchld_fallback(&mut self) {
+        self.backend.force_sigchld_fallback();
+    }
+
+    /// Runs `f` on the services.
+    pub fn service<R>(
+        &mut self,
+        f: impl FnOnce(
+            &mut dyn evloop::backend::NoticeService,
+            &mut dyn evloop::backend::InternalFds,
+        ) -> R,
+    ) -> R {
+        f(&mut self.backend, &mut Vec::new())
+    }
+
+    /// The backend's name.
+    pub fn name(&self) -> &'static str {
+        evloop::backend::Backend::name(&self.backend)
+    }
+
+    /// A poll; the notifier's fds are taken out and routed to it.
+    pub fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        events: &mut Vec<evloop::backend::PollEvent>,
+    ) -> io::Result<evloop::backend::PollStatus> {
+        evloop::backend::Backend::poll(&mut self.backend, timeout, events)
+    }
+
+    /// [`NoticeService::take_notices`](evloop::backend::NoticeService::take_notices).
+    pub fn take_notices(&mut self, n: &mut evloop::backend::Notices) {
+        self.service(|s, fds| s.take_notices(n, fds));
+    }
+    /// [`NoticeService::watch_signal`](evloop::backend::NoticeService::watch_signal).
+    pub fn watch_signal(&mut self, signal: i32) -> io::Result<()> {
+        self.service(|s, fds| s.watch_signal(signal, fds))
+    }
+    /// [`NoticeService::unwatch_signal`](evloop::backend::NoticeService::unwatch_signal).
+    pub fn unwatch_signal(&mut self, signal: i32) {
+        self.service(|s, _| s.unwatch_signal(signal));
+    }
+    /// [`NoticeService::watch_child`](evloop::backend::NoticeService::watch_child).
+    pub fn watch_child(&mut self, pid: u32) -> io::Result<()> {
+        self.service(|s, fds| s.watch_child(pid, fds))
+    }
+    /// [`NoticeService::unwatch_child`](evloop::backend::NoticeService::unwatch_child).
+    pub fn unwatch_child(&mut self, pid: u32) {
+        self.service(|s, fds| s.unwatch_child(pid, fds));
+    }
+    /// [`NoticeService::watch_any_child`](evloop::backend::NoticeService::watch_any_child).
+    pub fn watch_any_child(&mut self) -> io::Result<()> {
+        self.service(|s, fds| s.watch_any_child(fds))
+    }
+    /// [`NoticeService::unwatch_any_child`](evloop::backend::NoticeService::unwatch_any_child).
+    pub fn unwatch_any_child(&mut self) {
+        self.service(|s, _| s.unwatch_any_child());
+    }
+    /// [`NoticeService::signal_child`](evloop::backend::NoticeService::signal_child).
+    pub fn signal_child(&mut self, pid: u32, signal: i32) -> io::Result<()> {
+        self.service(|s, _| s.signal_child(pid, signal))
+    }
+    /// [`NoticeService::spawn_child`](evloop::backend::NoticeService::spawn_child).
+    pub fn spawn_child(&mut self, c: &mut std::process::Command) -> io::Result<evloop::Spawned> {
+        self.service(|s, fds| s.spawn_child(c, fds))
+    }
+    /// [`NoticeService::waker`](evloop::backend::NoticeService::waker).
+    pub fn waker(&mut self) -> io::Result<std::sync::Arc<dyn evloop::backend::Wake>> {
+        self.service(|s, fds| s.waker(fds))
+    }
+    /// [`NoticeService::watch_clock_steps`](evloop::backend::NoticeService::watch_clock_steps).
+    pub fn watch_clock_steps(&mut self) -> bool {
+        self.service(|s, fds| s.watch_clock_steps(fds))
+    }
+    /// [`NoticeService::unwatch_clock_steps`](evloop::backend::NoticeService::unwatch_clock_steps).
+    pub fn unwatch_clock_steps(&mut self) {
+        self.service(|s, fds| s.unwatch_clock_steps(fds));
+    }
+    /// [`NoticeService::watch_path`](evloop::backend::NoticeService::watch_path).
+    pub fn watch_path(&mut self, path: &std::path::Path, token: u64) -> io::Result<()> {
+        self.service(|s, fds| s.watch_path(path, token, fds))
+    }
+    /// [`NoticeService::unwatch_path`](evloop::backend::NoticeService::unwatch_path).
+    pub fn unwatch_path(&mut self, token: u64) {
+        self.service(|s, fds| s.unwatch_path(token, fds));
+    }
+    /// The backend's `reinit`, then the service's (as the loop does after
+    /// a fork; the notifier's fds are its own to re-create).
+    pub fn reinit(&mut self) -> io::Result<()> {
+        evloop::backend::Backend::reinit(&mut self.backend)?;
+        self.service(|s, fds| s.reinit(fds))
+    }
 }
 
 /// Polls `b` and gathers its notices, as the loop does (a poll, then
@@ -652,7 +783,7 @@ pub fn open(name: &str) -> Box<dyn evloop::backend::Backend> {
 /// report an fd: none is registered, and the backends' internal fds are
 /// never reported.
 pub fn gather(
-    b: &mut dyn evloop::backend::Backend,
+    b: &mut Served,
     limit: Duration,
     done: impl Fn(&evloop::backend::Notices) -> bool,
 ) -> evloop::backend::Notices {

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, ClosedFd, Hangup, Level, PollEvent, PollStatus};
-use evloop::backends::util::{check_pollable, Clock, Deadline};
+use evloop::backends::util::{Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 
 use crate::flaw::Flaw;
@@ -237,10 +237,6 @@ impl Backend for MiniEpoll {
         result?;
         self.set(idx, Entry { mask, emulated });
         Ok(())
-    }
-
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        check_pollable(self.name(), fd)
     }
 
     fn poll(

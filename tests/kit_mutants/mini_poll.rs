@@ -8,7 +8,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, ClosedFd, PollEvent, PollStatus};
-use evloop::backends::util::{check_pollable, refuse_files, Clock, Deadline};
+use evloop::backends::util::{refuse_files, Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 
 use crate::flaw::Flaw;
@@ -173,10 +173,6 @@ impl Backend for MiniPoll {
             }
         }
         Ok(())
-    }
-
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        check_pollable("mini-poll", fd)
     }
 
     fn poll(

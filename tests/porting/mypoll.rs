@@ -3,7 +3,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
-use evloop::backends::util::{check_pollable, refuse_files, Clock, Deadline};
+use evloop::backends::util::{refuse_files, Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 
 pub struct MyPoll {
@@ -30,11 +30,6 @@ impl Backend for MyPoll {
         // always reported (POLLHUP), a closed fd at the next wait (POLLNVAL):
         // the defaults.
         Capabilities::default()
-    }
-
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        // Not open, a regular file, a directory: refused by `Loop::io`.
-        check_pollable("mypoll", fd)
     }
 
     fn modify(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {

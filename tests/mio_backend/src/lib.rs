@@ -21,11 +21,9 @@
 //!   Linux mio *is* epoll (`EPOLLRDHUP` comes with readable interest).
 //!
 //! Signals, child exits, the loop's wake-up, wall-clock steps and path
-//! hints come from evloop's Unix notifier (`evloop::backends::unix::Notifier`),
-//! embedded: its fds (the wake fd, pidfds, a timerfd, an inotify instance)
-//! are registered with the same `Poll` under tokens of their own, never
-//! reported to the loop, and handed back to the notifier when they are
-//! ready.
+//! hints are not the backend's: the loop provides them (evloop's Unix
+//! notifier), its fds (the wake fd, pidfds, a timerfd, an inotify
+//! instance) registered through `modify` like any other.
 //!
 //! mio's `Poll` is itself an fd that holds all of that, so the backend
 //! gives it as its pollable fd: another loop can run this one (the embed
@@ -66,12 +64,11 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, ClosedFd, Hangup, Level, PollEvent, PollStatus};
-use evloop::backends::unix::{InternalFds, Notifier};
-use evloop::backends::util::{check_pollable, refuse_files, Clock, Deadline};
+use evloop::backends::util::{refuse_files, Clock, Deadline};
 use evloop::{Interest, Ready, Trigger};
 use mio::event::Event;
 use mio::unix::SourceFd;
-use mio::{Events, Poll, Registry, Token};
+use mio::{Events, Poll, Token};
 
 /// The name the backend is registered under (`EVLOOP_BACKEND=mio`).
 pub const NAME: &str = "mio";
@@ -111,29 +108,6 @@ pub fn register() -> evloop::Result<()> {
 /// queued in the kernel for the next wait).
 const INITIAL_EVENTS: usize = 64;
 const MAX_EVENTS: usize = 4096;
-
-/// The tokens of the notifier's fds have this bit, the top one (with the
-/// fd in the others); a loop's fd travels as its own number, a
-/// non-negative `RawFd`, which never has it.
-const INTERNAL: usize = 1 << (usize::BITS - 1);
-
-/// The `Poll` as the notifier sees it: its fds registered readable, under
-/// tokens tagged `INTERNAL`. Edge-triggered, as everything in mio: enough,
-/// for `Notifier::ready` reads each fd until it would block.
-struct Internal<'a>(&'a Registry);
-
-impl InternalFds for Internal<'_> {
-    fn add(&mut self, fd: RawFd) -> io::Result<()> {
-        let token = Token(INTERNAL | fd as usize);
-        self.0
-            .register(&mut SourceFd(&fd), token, mio::Interest::READABLE)
-    }
-
-    fn remove(&mut self, fd: RawFd) {
-        // Fails only if it is not there (a new Poll): nothing to remove.
-        let _ = self.0.deregister(&mut SourceFd(&fd));
-    }
-}
 
 /// What the backend knows of one fd number.
 #[derive(Debug, Clone, Copy, Default)]
@@ -189,8 +163,6 @@ pub struct MioBackend {
     /// Reports of the last wait that the table does not explain (a
     /// registration that outlived its fd number), answered after it.
     strays: Vec<RawFd>,
-    /// The notifier's fds that the last wait reported, handed to it after.
-    internal: Vec<RawFd>,
     /// fds whose stray report a `reregister` answered since the loop last
     /// changed them (almost always empty): a second one means the
     /// registration reporting is not the one the number names now.
@@ -202,8 +174,6 @@ pub struct MioBackend {
     /// number of "never reported").
     wait_no: u32,
     clock: Clock,
-    /// Signals, children, the waker, clock steps, path hints.
-    notifier: Notifier,
 }
 
 impl std::fmt::Debug for MioBackend {
@@ -278,12 +248,10 @@ impl MioBackend {
             table: Vec::new(),
             rearm: Vec::new(),
             strays: Vec::new(),
-            internal: Vec::new(),
             fixed: Vec::new(),
             rebuild: false,
             wait_no: 0,
             clock: Clock::new(),
-            notifier: Notifier::new(NAME),
         })
     }
 
@@ -387,20 +355,12 @@ impl MioBackend {
                 None => out.push(invalid),
             }
         }
-        for fd in self.notifier.internal_fds() {
-            if let Err(err) = Internal(self.poll.registry()).add(fd) {
-                self.rebuild = true; // try again at the next poll
-                return Err(err);
-            }
-        }
         Ok(())
     }
 
     /// Turns the wait's reports into `out`'s events; reports the table does
-    /// not explain are answered (and dropped), the notifier's fds handed to
-    /// it. True if the notifier had news (the loop takes it after the
-    /// wait).
-    fn collect(&mut self, out: &mut Vec<PollEvent>) -> io::Result<bool> {
+    /// not explain are answered (and dropped).
+    fn collect(&mut self, out: &mut Vec<PollEvent>) -> io::Result<()> {
         let from = out.len();
         self.wait_no = self.wait_no.wrapping_add(1);
         if self.wait_no == 0 {
@@ -413,10 +373,6 @@ impl MioBackend {
         for ev in self.events.iter() {
             n += 1;
             let token = ev.token().0;
-            if token & INTERNAL != 0 {
-                self.internal.push((token & !INTERNAL) as RawFd);
-                continue;
-            }
             let fd = token as RawFd;
             let e = match self.table.get_mut(token) {
                 Some(e) if e.held.is_some_and(|held| explained(held, ev)) => e,
@@ -450,18 +406,11 @@ impl MioBackend {
                 self.rebuild(out, from)?;
             }
         }
-        let news = !self.internal.is_empty();
-        for i in 0..self.internal.len() {
-            // Drains the wake fd, reaps the child, reads the timerfd...
-            let fd = self.internal[i];
-            self.notifier.ready(fd, &mut Internal(self.poll.registry()));
-        }
-        self.internal.clear();
         if n == self.events.capacity() && n < MAX_EVENTS {
             // Full: more may be waiting. Take more per wait from now on.
             self.events = Events::with_capacity(self.events.capacity() * 2);
         }
-        Ok(news)
+        Ok(())
     }
 }
 
@@ -487,14 +436,9 @@ impl Backend for MioBackend {
         }
     }
 
-    fn check_fd(&self, fd: RawFd) -> io::Result<()> {
-        // Not open, a regular file, a directory: refused by `Loop::io`.
-        check_pollable(NAME, fd)
-    }
-
     fn modify(&mut self, fd: RawFd, _old: Interest, new: Interest) -> io::Result<()> {
         let idx = match usize::try_from(fd) {
-            Ok(idx) if idx & INTERNAL == 0 => idx,
+            Ok(idx) => idx,
             _ => {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -619,12 +563,11 @@ impl Backend for MioBackend {
                 Err(e) => return Err(e),
             }
             let woken = !self.events.is_empty();
-            let news = self.collect(out)?;
+            self.collect(out)?;
             // Woken only by reports the loop does not see (stray ones,
-            // answered in `collect`): wait again for the time left. News
-            // of the notifier's is for the loop (`take_notices`).
+            // answered in `collect`): wait again for the time left.
             let time_left = deadline.remaining() != Some(Duration::ZERO);
-            if out.len() > from || news || !woken || !time_left {
+            if out.len() > from || !woken || !time_left {
                 return Ok(PollStatus::Done);
             }
         }
@@ -645,13 +588,11 @@ impl Backend for MioBackend {
         self.rearm.clear();
         self.fixed.clear();
         self.rebuild = false;
-        // The set first, then the notifier: a wake fd, pidfds and the rest
-        // of the child's own, in the new Poll.
-        self.notifier.reinit(&mut Internal(self.poll.registry()))
+        Ok(())
     }
 
-    /// mio's `Poll` is a kernel set (epoll here) that the notifier's fds
-    /// are in too: readable when a wait would report, so another loop can
+    /// mio's `Poll` is a kernel set (epoll here) that the loop's internal
+    /// fds are in too: readable when a wait would report, so another loop can
     /// run this one (`Loop::into_pollable`, the embed watcher).
     fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsRawFd;
@@ -661,19 +602,12 @@ impl Backend for MioBackend {
     }
 
     /// What `poll` re-arms lazily (the level fds the last wait reported),
-    /// re-armed now, so that what they still have shows on the fd.
-    fn expose_changes(&mut self) -> io::Result<()> {
+    /// re-armed now, so that what they still have shows on the fd. Holds
+    /// reports when mio holds a registration the table does not: the next
+    /// `poll` rebuilds, and may report fds found gone, which the fd cannot
+    /// show.
+    fn expose_changes(&mut self) -> io::Result<bool> {
         self.rearm_reported();
-        Ok(())
+        Ok(self.rebuild)
     }
-
-    /// A registration mio holds and the table does not: the next `poll`
-    /// rebuilds, and may report fds found gone, which the fd cannot show.
-    fn holds_reports(&self) -> bool {
-        self.rebuild
-    }
-
-    // Signals, children, the waker, notices, clock steps, path hints: each
-    // hook forwards to the notifier, lending it the Poll.
-    evloop::notifier_hooks!(s => s.notifier, &mut Internal(s.poll.registry()));
 }

@@ -42,11 +42,11 @@
 //! `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
 //! `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 //! `Signal::name`, `Spawned`, `Spawned::from_std`,
-//! `unsupported`; `Backend::watch_clock_steps` and `Backend::watch_path`
+//! `unsupported`; `NoticeService::watch_clock_steps` and `NoticeService::watch_path`
 //! (they call the default backend directly; the second polls it until its
 //! path notice comes, which it does on every backend here); the backends'
 //! types and constructors (`Epoll`, `Poll`, `Select`, `Kqueue`, `IoUring`,
-//! their `new`, the `force_sigchld_fallback` of all but `Kqueue`, and
+//! their `new`, `Loop::force_sigchld_fallback`, and
 //! `IoUring::force_no_multishot` and `IoUring::without_deferred_task_work`:
 //! they call `poll` directly or nothing), `backends`, `AVAILABLE`, `default_name`, `open`, `fd_io` with
 //! its `read` and `write`; the simulator's scheduling and inspection calls
