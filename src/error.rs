@@ -233,7 +233,7 @@ pub enum Error {
     LoopIdsExhausted,
     /// An executor operation made outside any task
     /// ([`exec::spawn_local`](crate::exec::spawn_local),
-    /// [`Async::new`](crate::exec::Async::new)): there is no current
+    /// [`Async::new`](crate::exec::AsyncFd::new)): there is no current
     /// executor; use the loop's ([`Loop::executor`](crate::Loop::executor)).
     NoExecutor,
     /// A spawn on the executor of a loop that was dropped.

@@ -506,7 +506,7 @@ impl Context<'_> {
     }
 
     /// The wall clock, read from the backend now.
-    pub fn wall_now(&mut self) -> SystemTime {
+    pub fn read_wall_clock(&mut self) -> SystemTime {
         crate::timers::wall_time(self.backend.wall_now())
     }
 

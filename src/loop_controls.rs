@@ -65,7 +65,7 @@ impl<'s, S> Loop<'s, S> {
     /// due ([`Loop::periodic_at`] before it fired); otherwise it is read
     /// when first asked for and taken back to the instant of `now` (the
     /// wall time the monotonic clock has moved on since is subtracted).
-    /// [`Loop::wall_now`] reads the clock itself.
+    /// [`Loop::read_wall_clock`] reads the clock itself.
     ///
     /// ```
     /// use evloop::{Loop, RunMode, Schedule, Sim};
@@ -107,9 +107,9 @@ impl<'s, S> Loop<'s, S> {
     /// let sim = Sim::new();
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// assert_eq!(lp.wall_now(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
+    /// assert_eq!(lp.read_wall_clock(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// ```
-    pub fn wall_now(&mut self) -> std::time::SystemTime {
+    pub fn read_wall_clock(&mut self) -> std::time::SystemTime {
         crate::timers::wall_time(self.backend.wall_now())
     }
 

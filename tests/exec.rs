@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::{in_worlds, on_backends, World};
 use evloop::exec::{
-    child_exit, signals, sleep, spawn_local, timeout, yield_now, Async, Elapsed, Executor,
+    child_exit, signals, sleep, spawn_local, timeout, yield_now, AsyncFd, Elapsed, Executor,
     JoinError,
 };
 use evloop::{Error, Interest, Loop, RunMode, RunOutcome, Sim};
@@ -36,7 +36,7 @@ fn kernels() -> Vec<&'static str> {
 /// when, until the peer closes.
 async fn echo(conn: evloop::SimSocket, log: Rc<RefCell<Vec<String>>>, started: Duration) {
     let fd = conn.fd();
-    let conn = Async::new(conn).unwrap();
+    let conn = AsyncFd::new(conn).unwrap();
     let mut buf = [0u8; 8];
     loop {
         let n = conn.read(&mut buf).await.unwrap();
@@ -152,7 +152,7 @@ fn a_task_reads_and_writes_a_connection_on_every_backend() {
         peer.send(b"ping");
         let conn = lp
             .block_on(&mut (), async move {
-                let conn = Async::new(conn).unwrap();
+                let conn = AsyncFd::new(conn).unwrap();
                 let mut buf = [0u8; 16];
                 let n = conn.read(&mut buf).await.unwrap();
                 assert_eq!(&buf[..n], b"ping");
@@ -218,7 +218,7 @@ fn an_aborted_task_leaves_no_watcher_behind_on_every_backend() {
         let mut lp: Loop = world.new_loop();
         let reader = lp
             .spawn_local(async move {
-                let conn = Async::new(conn).unwrap();
+                let conn = AsyncFd::new(conn).unwrap();
                 let _ = conn.read(&mut [0u8; 4]).await;
                 unreachable!("nothing is sent");
             })
@@ -471,13 +471,13 @@ fn a_dropped_read_future_and_its_source_leave_nothing_on_the_simulator() {
     let mut lp: Loop = Loop::with_backend(sim.backend());
     let sock = lp
         .block_on(&mut (), async move {
-            let sock = Async::new(sock).unwrap();
+            let sock = AsyncFd::new(sock).unwrap();
             let r = timeout(Duration::from_millis(10), sock.read(&mut [0u8; 4])).await;
             assert_eq!(r.unwrap_err(), Elapsed(()));
             sock
         })
         .unwrap();
-    // The source is still watched (its Async lives) ...
+    // The source is still watched (its AsyncFd lives) ...
     assert_ne!(sim.registered(fd), Interest::NONE);
     drop(sock);
     // ... until it is dropped: removed at the executor's next pass.
@@ -490,7 +490,7 @@ fn a_dropped_read_future_and_its_source_leave_nothing_on_the_simulator() {
 fn errors_are_clear_and_nothing_panics() {
     // Outside any task.
     assert!(matches!(spawn_local(async {}), Err(Error::NoExecutor)));
-    assert!(Async::new(Sim::new().socket("s", 0)).is_err());
+    assert!(AsyncFd::new(Sim::new().socket("s", 0)).is_err());
     assert!(Executor::current().is_none());
     // A future that can never be woken, on the simulator: Stalled.
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
@@ -502,7 +502,7 @@ fn errors_are_clear_and_nothing_panics() {
     let r = lp
         .block_on(
             &mut (),
-            async move { Async::new(a).unwrap().readable().await },
+            async move { AsyncFd::new(a).unwrap().readable().await },
         )
         .unwrap();
     let e = r.unwrap_err();
@@ -517,7 +517,7 @@ fn errors_are_clear_and_nothing_panics() {
     let mut lp: Loop = Loop::builder().backend("poll").build().unwrap();
     let r = lp
         .block_on(&mut (), async move {
-            Async::new(file).unwrap().readable().await
+            AsyncFd::new(file).unwrap().readable().await
         })
         .unwrap();
     assert!(r.is_err());

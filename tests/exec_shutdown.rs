@@ -19,14 +19,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{on_backends, World};
-use evloop::exec::{race, signals, sleep, spawn_local, timeout, Async, Either, JoinSet, Shutdown};
+use evloop::exec::{
+    race, signals, sleep, spawn_local, timeout, AsyncFd, Either, JoinSet, Shutdown,
+};
 use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket};
 
 // ---------------------------------------------------------------------
 // The server, as docs/async.md writes it, over any stream.
 
 /// Echoes until the peer ends, or the shutdown comes: then says "bye".
-async fn serve<C>(conn: Async<C>, shutdown: Shutdown) -> io::Result<()>
+async fn serve<C>(conn: AsyncFd<C>, shutdown: Shutdown) -> io::Result<()>
 where
     for<'a> &'a C: Read + Write,
 {
@@ -50,7 +52,7 @@ where
     C: 'static,
     for<'a> &'a C: Read + Write,
     A: FnMut() -> F,
-    F: Future<Output = io::Result<Async<C>>>,
+    F: Future<Output = io::Result<AsyncFd<C>>>,
 {
     let mut conns = JoinSet::new();
     let mut served = 0;
@@ -90,7 +92,7 @@ fn on_sigterm(shutdown: &Shutdown) {
 }
 
 /// Sends `hi` and reads it back.
-async fn echo_once<C>(conn: &Async<C>)
+async fn echo_once<C>(conn: &AsyncFd<C>)
 where
     for<'a> &'a C: Read + Write,
 {
@@ -104,7 +106,7 @@ where
 }
 
 /// Reads to the end.
-async fn rest<C>(conn: &Async<C>) -> Vec<u8>
+async fn rest<C>(conn: &AsyncFd<C>) -> Vec<u8>
 where
     for<'a> &'a C: Read + Write,
 {
@@ -132,21 +134,21 @@ fn a_server_shuts_down_gracefully_on_sigterm_exactly_on_the_simulator() {
         let mut lp: Loop = Loop::with_backend(sim.backend());
         let ex = lp.executor().unwrap();
         let backlog: Rc<RefCell<VecDeque<SimSocket>>> = Rc::default();
-        let listen = Rc::new(Async::with_executor(&ex, listen).unwrap());
+        let listen = Rc::new(AsyncFd::with_executor(&ex, listen).unwrap());
         let queued = backlog.clone();
         let accept = move || {
             let (listen, queued) = (listen.clone(), queued.clone());
             async move {
                 listen.read(&mut [0u8; 1]).await?;
                 let conn = queued.borrow_mut().pop_front().unwrap();
-                Async::new(conn)
+                AsyncFd::new(conn)
             }
         };
         let connect = |sim: &Sim, knock: &mut SimSocket| {
             let (ours, theirs) = sim.pair("conn", 1024);
             backlog.borrow_mut().push_back(theirs);
             knock.write_all(b"c").unwrap();
-            Async::with_executor(&ex, ours).unwrap()
+            AsyncFd::with_executor(&ex, ours).unwrap()
         };
         let mut knock = knock;
         // SIGTERM at 100 ms, with three connections open.
@@ -200,7 +202,7 @@ fn a_server_shuts_down_gracefully_on_sigterm_on_every_kernel() {
             .block_on(&mut (), async move {
                 let shutdown = Shutdown::new();
                 on_sigterm(&shutdown);
-                let listener: Rc<Async<TcpListener>> = Rc::new(Async::new(listener).unwrap());
+                let listener: Rc<AsyncFd<TcpListener>> = Rc::new(AsyncFd::new(listener).unwrap());
                 let accept = move || {
                     let l = listener.clone();
                     async move { l.accept().await.map(|(conn, _)| conn) }
@@ -208,7 +210,7 @@ fn a_server_shuts_down_gracefully_on_sigterm_on_every_kernel() {
                 let server = spawn_local(server(accept, shutdown)).unwrap();
                 let mut clients = vec![];
                 for _ in 0..CLIENTS {
-                    let c = Async::<TcpStream>::connect(addr).await.unwrap();
+                    let c = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
                     echo_once(&c).await;
                     clients.push(c);
                 }
@@ -223,7 +225,7 @@ fn a_server_shuts_down_gracefully_on_sigterm_on_every_kernel() {
                 }
                 let served = server.await.unwrap();
                 // The listener is closed: a new connection is refused.
-                assert!(Async::<TcpStream>::connect(addr).await.is_err());
+                assert!(AsyncFd::<TcpStream>::connect(addr).await.is_err());
                 served
             })
             .unwrap();

@@ -1,4 +1,4 @@
-//! Several tasks waiting on one `Async` source in the same direction:
+//! Several tasks waiting on one `AsyncFd` source in the same direction:
 //! every one is woken by its readiness (async-io keeps every waiter; a
 //! listener shared by acceptor tasks is a common pattern). On the
 //! simulator and every kernel backend: epoll registers the source
@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{in_worlds, on_backends, World};
-use evloop::exec::{timeout, Async, JoinHandle};
+use evloop::exec::{timeout, AsyncFd, JoinHandle};
 use evloop::{Loop, RunMode};
 
 fn every_backend() -> Vec<&'static str> {
@@ -56,7 +56,7 @@ fn every_task_awaiting_readable_on_one_socket_is_woken_on_every_backend() {
             let (conn, mut peer) = world.pair();
             let mut lp: Loop = world.new_loop();
             let ex = lp.executor().unwrap();
-            let conn = Rc::new(Async::with_executor(&ex, conn).unwrap());
+            let conn = Rc::new(AsyncFd::with_executor(&ex, conn).unwrap());
             let woken = Rc::new(Cell::new(0));
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
@@ -87,7 +87,7 @@ fn every_task_reading_one_socket_gets_its_byte_on_every_backend() {
             let (conn, mut peer) = world.pair();
             let mut lp: Loop = world.new_loop();
             let ex = lp.executor().unwrap();
-            let conn = Rc::new(Async::with_executor(&ex, conn).unwrap());
+            let conn = Rc::new(AsyncFd::with_executor(&ex, conn).unwrap());
             let got = Rc::new(Cell::new(0));
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
@@ -121,8 +121,8 @@ fn every_task_accepting_on_one_listener_gets_a_connection_on_every_kernel() {
                 .bind("127.0.0.1:0".parse().unwrap())
                 .unwrap();
             let addr = listener.local_addr().unwrap();
-            let listener: Rc<Async<TcpListener>> =
-                Rc::new(Async::with_executor(&ex, listener).unwrap());
+            let listener: Rc<AsyncFd<TcpListener>> =
+                Rc::new(AsyncFd::with_executor(&ex, listener).unwrap());
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
                     let listener = listener.clone();

@@ -276,7 +276,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         let mut lp: Loop<Log> = w.new_loop();
         let far = Duration::from_secs(3600);
         let t = lp.timer(far, Duration::ZERO, old("timer")).unwrap();
-        let later = lp.wall_now() + far;
+        let later = lp.read_wall_clock() + far;
         let p = lp.periodic(Schedule::At(later), old("periodic")).unwrap();
         let i = lp.idle(old("idle")).unwrap();
         let pr = lp.prepare(old("prepare")).unwrap();
@@ -625,7 +625,7 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
             .timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
         let s = a.signal(libc::SIGURG, |_, _, _| {}).unwrap();
-        let later = a.wall_now() + Duration::from_secs(3600);
+        let later = a.read_wall_clock() + Duration::from_secs(3600);
         let p = a.periodic(Schedule::At(later), |_, _, _| {}).unwrap();
         let c = a.cleanup(|_| {}).unwrap();
         let (conn, _peer) = w.pair();
@@ -805,7 +805,7 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
 fn a_stopped_periodic_takes_a_new_schedule_on_every_backend() {
     on_every_backend("set_schedule", |name| {
         let mut lp: Loop<Vec<bool>> = World::new(name).new_loop();
-        let first = lp.wall_now();
+        let first = lp.read_wall_clock();
         lp.periodic(Schedule::At(first), move |lp, seen, me| {
             // The wall time it was expired at: not before its time.
             let now = lp.now_wall();
@@ -830,7 +830,7 @@ fn now_wall_is_the_wall_time_of_the_iteration_exactly_on_the_simulator() {
         assert_eq!(secs(lp.now_wall()), 100);
         for _ in 0..2 {
             lp.timer(Duration::from_secs(5), Duration::ZERO, |lp, log, _| {
-                let (cached, read) = (lp.now_wall(), lp.wall_now());
+                let (cached, read) = (lp.now_wall(), lp.read_wall_clock());
                 log.push(format!(
                     "{:?} {} {}",
                     lp.now(),

@@ -248,12 +248,12 @@ fn io_watchers_within_the_capacity_grow_no_vector() {
 
 /// Tasks in steady state allocate nothing either, on every kernel
 /// backend: two tasks play ping-pong over a loopback TCP pair
-/// (`exec::Async`: waits, wakes, the executor's passes, the reactor's
+/// (`exec::AsyncFd`: waits, wakes, the executor's passes, the reactor's
 /// requests) and one sleeps in a loop (`exec::sleep`: a timer slot and
 /// its stopped watcher taken again each time).
 #[test]
 fn steady_state_tasks_allocate_nothing() {
-    use evloop::exec::{sleep, Async};
+    use evloop::exec::{sleep, AsyncFd};
     use std::net::{TcpListener, TcpStream};
     for &name in evloop::backends::AVAILABLE {
         let mut lp: Loop = Loop::builder().backend(name).build().unwrap();
@@ -262,8 +262,8 @@ fn steady_state_tasks_allocate_nothing() {
         let (b, _) = l.accept().unwrap();
         let ex = lp.executor().unwrap();
         let (a, b) = (
-            Async::with_executor(&ex, a).unwrap(),
-            Async::with_executor(&ex, b).unwrap(),
+            AsyncFd::with_executor(&ex, a).unwrap(),
+            AsyncFd::with_executor(&ex, b).unwrap(),
         );
         lp.spawn_local(async move {
             let mut buf = [0u8; 1];

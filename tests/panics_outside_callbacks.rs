@@ -140,7 +140,7 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
 fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes_on() {
     on_every_backend("schedule panics after a firing", |name| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let due = lp.wall_now() + Duration::from_millis(20);
+        let due = lp.read_wall_clock() + Duration::from_millis(20);
         let asked = Rc::new(Cell::new(0));
         let a = asked.clone();
         let p = lp
@@ -234,7 +234,7 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         // The other one was realigned: an hour from the new time (not an
         // hour and a half, as before the step).
         let next = lp.periodic_at(steady).unwrap().unwrap();
-        let ahead = next.duration_since(lp.wall_now()).unwrap();
+        let ahead = next.duration_since(lp.read_wall_clock()).unwrap();
         assert!(ahead <= HOUR, "{ahead:?} ahead, not realigned");
         assert_eq!(lp.active_count(), 1, "the steady periodic");
         assert_eq!(lp.pending_count(), 1, "the second timer");

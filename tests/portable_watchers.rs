@@ -97,7 +97,7 @@ fn a_periodic_watcher_fires_on_its_wall_clock_schedule() {
     on_every_backend("periodic", |backend| {
         let mut lp: Loop<Vec<SystemTime>> = new_loop(backend);
         lp.periodic(Schedule::every(Duration::from_millis(10)), |lp, at, me| {
-            at.push(lp.wall_now());
+            at.push(lp.read_wall_clock());
             if at.len() == 2 {
                 lp.remove(me).unwrap();
             }
@@ -265,13 +265,13 @@ impl std::future::Future for FromThread {
 
 #[test]
 fn tasks_serve_loopback_tcp_sleep_and_are_woken_from_other_threads() {
-    use evloop::exec::{sleep, spawn_local, Async};
+    use evloop::exec::{sleep, spawn_local, AsyncFd};
     on_every_backend("tasks", |backend| {
         let mut lp: Loop = new_loop(backend);
         let start = lp.now();
         let echoed = lp
             .block_on(&mut (), async {
-                let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
+                let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
                 let addr = listener.get_ref().local_addr()?;
                 // The server: one connection, echoed until its end.
                 let server = spawn_local(async move {
@@ -285,7 +285,7 @@ fn tasks_serve_loopback_tcp_sleep_and_are_woken_from_other_threads() {
                     }
                 })
                 .unwrap();
-                let client = Async::<TcpStream>::connect(addr).await?;
+                let client = AsyncFd::<TcpStream>::connect(addr).await?;
                 client.write_all(b"over loopback").await?;
                 let mut got = vec![];
                 let mut buf = [0u8; 64];

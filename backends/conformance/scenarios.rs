@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::backend::{ClosedFd, Hangup, Level};
 use crate::{Error, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
 
-use super::fixture::{Fixture, Stream};
+use super::fixture::{Fixture, SharedStream};
 use super::record::{drain, fill, try_write, write_all, End, Log, Record};
 
 use RunMode::{NoWait, Once};
@@ -34,7 +34,7 @@ pub fn refused_beside_a_pipe<'s, T, P, W>(
 where
     T: crate::Source + 'static,
     P: Fixture,
-    W: Stream + crate::Source + 'static,
+    W: SharedStream + crate::Source + 'static,
 {
     let backend = f.backend();
     let (mut lp, mut log) = start(f);
@@ -72,7 +72,7 @@ pub fn start<'s, F: Fixture>(f: &F) -> (Loop<'s, Log>, Log) {
 
 /// A callback that logs the dispatch and reads everything available; on EOF
 /// it removes its watcher.
-pub fn reader<'s, T: Stream + 's>(
+pub fn reader<'s, T: SharedStream + 's>(
     name: &'static str,
 ) -> impl FnMut(&mut Loop<'s, Log>, &mut Log, IoEvent<'_, T>) + 's {
     move |lp, log, ev| {
@@ -964,7 +964,7 @@ pub fn remove_then_close<F: Fixture>(f: &F) -> Record {
     drop(b); // the owner closes b
     lp.remove(iw).unwrap(); // closes w
                             // No step in between: the files must be closed now.
-    for (peer, name) in [(&pa as &dyn Stream, "a"), (&pb, "b"), (&r, "w")] {
+    for (peer, name) in [(&pa as &dyn SharedStream, "a"), (&pb, "b"), (&r, "w")] {
         let (note, _) = drain(peer);
         log.require(note == "read \"\" then eof", || {
             format!(

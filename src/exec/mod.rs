@@ -12,18 +12,18 @@
 //! wake from another thread wakes the loop through the backend's waker,
 //! as an [`AsyncSender`](crate::AsyncSender) does.
 //!
-//! The futures for the watchers ([`Async`], [`sleep`], [`timeout`],
+//! The futures for the watchers ([`AsyncFd`], [`sleep`], [`timeout`],
 //! [`signals`], [`child_exit`], [`child_exits`]) use ordinary watchers,
 //! made, re-armed and removed by the executor after each task's poll: a
 //! future cannot reach the loop while the loop polls it. Dropping one
 //! removes its watcher, so a cancelled future leaves nothing behind.
 //!
-//! With the `futures` feature, [`Async`] implements `futures_io`'s
+//! With the `futures` feature, [`AsyncFd`] implements `futures_io`'s
 //! `AsyncRead` and `AsyncWrite`, and the signal and child streams
 //! `futures_core::Stream`.
 //!
 //! ```
-//! use evloop::exec::{sleep, spawn_local, Async};
+//! use evloop::exec::{sleep, spawn_local, AsyncFd};
 //! use evloop::{Loop, Sim};
 //! use std::time::Duration;
 //!
@@ -36,7 +36,7 @@
 //!
 //! let mut lp: Loop = Loop::with_backend(sim.backend());
 //! lp.block_on(&mut (), async move {
-//!     let conn = Async::new(conn).unwrap();
+//!     let conn = AsyncFd::new(conn).unwrap();
 //!     let echo = spawn_local(async move {
 //!         let mut buf = [0u8; 64];
 //!         loop {
@@ -70,11 +70,11 @@ mod streams;
 mod time;
 
 pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow};
-pub use io::{Async, Ready};
+pub use io::{AsyncFd, ReadyFuture};
 pub use join_set::JoinSet;
 pub use race::{race, Either};
 pub use shutdown::{Shutdown, Triggered};
-pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
+pub use streams::{child_exit, child_exits, signals, ChildExits, ChildWait, Exit, Signals};
 pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};
 
 #[cfg(feature = "hyper")]

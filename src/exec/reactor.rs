@@ -87,7 +87,7 @@ impl Direction {
 }
 
 /// An `Rc` of a source, as the io watcher's own source: the watcher and
-/// the `Async` share it, so the fd closes only once both are gone (the
+/// the `AsyncFd` share it, so the fd closes only once both are gone (the
 /// watcher is removed, deregistering it, before that).
 struct Held(Rc<dyn Source>);
 
@@ -147,7 +147,7 @@ impl Waiters {
     }
 }
 
-/// One `Async` source.
+/// One `AsyncFd` source.
 pub(crate) struct IoSlot {
     /// Until the watcher is made.
     source: Option<Rc<dyn Source>>,

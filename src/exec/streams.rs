@@ -171,7 +171,7 @@ pub type Exit = (u32, Option<ExitStatus>);
 /// let (pid, status) = lp.block_on(&mut (), child_exit(child.id())).unwrap().unwrap();
 /// assert_eq!((pid, status), (child.id(), Some(ExitStatus::Exited(3))));
 /// ```
-pub struct ChildExit {
+pub struct ChildWait {
     slot: Slot,
 }
 
@@ -185,13 +185,13 @@ pub struct ChildExit {
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
 /// assert!(lp.block_on(&mut (), child_exit(0)).unwrap().is_err());
 /// ```
-pub fn child_exit(pid: u32) -> ChildExit {
-    ChildExit {
+pub fn child_exit(pid: u32) -> ChildWait {
+    ChildWait {
         slot: Slot::new(Watched::Child(pid)),
     }
 }
 
-impl Future for ChildExit {
+impl Future for ChildWait {
     type Output = Result<Exit>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Exit>> {
@@ -204,9 +204,9 @@ impl Future for ChildExit {
     }
 }
 
-impl fmt::Debug for ChildExit {
+impl fmt::Debug for ChildWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChildExit").finish_non_exhaustive()
+        f.debug_struct("ChildWait").finish_non_exhaustive()
     }
 }
 

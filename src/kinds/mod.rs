@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::event_loop::BoxedCallback;
 use crate::kind::{Context, Kind, Phase, Watcher};
 use crate::pending::Priority;
-use crate::registry::Kind as Tag;
+use crate::registry::Role;
 use crate::watchers::plain::Raw;
 use crate::{Error, Loop, Ready, Result};
 
@@ -197,7 +197,7 @@ impl<'s, S> Loop<'s, S> {
         index: u16,
         cb: BoxedCallback<'s, S>,
     ) -> crate::handle::Key {
-        let tag = Tag::Other {
+        let tag = Role::Other {
             index,
             source: K::PRODUCES_EVENTS,
             keeps_alive: K::KEEPS_ALIVE,

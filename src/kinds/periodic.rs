@@ -548,7 +548,7 @@ impl<'s, S> Loop<'s, S> {
     /// // Every 10 minutes, at 5 minutes past: 1:05, 1:15, 1:25.
     /// let every = Schedule::every_from(Duration::from_secs(300), Duration::from_secs(600));
     /// lp.periodic(every, |lp, log, me| {
-    ///     let t = lp.wall_now().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    ///     let t = lp.read_wall_clock().duration_since(SystemTime::UNIX_EPOCH).unwrap();
     ///     log.push(t.as_secs() / 60);
     ///     if log.len() == 3 {
     ///         lp.stop(me).unwrap();

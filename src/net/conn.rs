@@ -1617,7 +1617,7 @@ impl<C> Conn<C> {
     /// reading goes on). A read that gives less than the room offered has
     /// emptied the socket for now, and the level-triggered watcher reports
     /// what comes next: reading on would cost a `recvfrom` that fails with
-    /// `EAGAIN` per event (tokio's rule, and `exec::Async`'s). A buffer
+    /// `EAGAIN` per event (tokio's rule, and `exec::AsyncFd`'s). A buffer
     /// found full before any read is one the handler left full: it grows.
     fn read_some(&mut self, stream: &mut (impl Read + Source), edge: bool) -> io::Result<Found> {
         let dropping = !matches!(self.state, State::Open);

@@ -9,7 +9,7 @@ use std::any::{Any, TypeId};
 
 use crate::event_loop::{BoxedCallback, Dispatch};
 use crate::handle::{handle, Key};
-use crate::registry::{Entry, Kind};
+use crate::registry::{Entry, Role};
 use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd};
 
 handle!(
@@ -138,8 +138,8 @@ where
 
 /// The fd of an io watcher's entry (an io handle names nothing else).
 fn fd_of<C>(e: &Entry<C>) -> RawFd {
-    match e.kind() {
-        Kind::Io { fd, .. } => fd,
+    match e.role() {
+        Role::Io { fd, .. } => fd,
         _ => unreachable!("an io handle names an io watcher"),
     }
 }
@@ -240,7 +240,7 @@ impl<'s, S> Loop<'s, S> {
     ) -> Key {
         // A new watcher on an fd: a direct batch must not skip it.
         self.materialise_batch();
-        let key = self.registry.insert(Kind::Io { fd, interest }, cb);
+        let key = self.registry.insert(Role::Io { fd, interest }, cb);
         // `Loop::activate`, with the kind at hand.
         self.registry.activate(key.slot);
         self.fds
@@ -271,7 +271,7 @@ impl<'s, S> Loop<'s, S> {
         self.stop(io)?;
         let mut e = self.registry.remove(io.0.slot);
         let mut held = crate::unwind::Held::default();
-        self.removed(io.0, e.kind(), &mut held);
+        self.removed(io.0, e.role(), &mut held);
         held.resume(); // (an io watcher holds nothing there)
         let Some(cb) = e.cb.take_to_run() else {
             unreachable!("checked above")

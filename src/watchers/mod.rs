@@ -15,7 +15,7 @@ pub(crate) mod timer;
 use crate::event_loop::BoxedCallback;
 use crate::handle::Handle;
 use crate::pending::Priority;
-use crate::registry::Kind;
+use crate::registry::Role;
 use crate::slot_list::Slot;
 use crate::unwind::Held;
 use crate::watchers::plain::Plain;
@@ -165,7 +165,7 @@ impl<'s, S> Loop<'s, S> {
         // schedule): a panic in one of those `Drop`s propagates from here
         // with every count right, after the others were dropped too.
         let mut held = Held::default();
-        self.removed(h.key(), e.kind(), &mut held);
+        self.removed(h.key(), e.role(), &mut held);
         held.drop(e);
         held.resume();
         Ok(())
@@ -184,8 +184,8 @@ impl<'s, S> Loop<'s, S> {
         // A one-shot io watcher whose event waits in a direct batch, or
         // whose callback runs from one with its disarm deferred, is
         // disarmed all the same (the queued path disarms it as it queues).
-        let disarmed_in_batch = match e.kind() {
-            Kind::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
+        let disarmed_in_batch = match e.role() {
+            Role::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
                 self.results.is_disarming(h.key().slot) || self.results.holds(fd, e.receives())
             }
             _ => false,
@@ -216,9 +216,9 @@ impl<'s, S> Loop<'s, S> {
         let e = self.entry(&h)?;
         // An io event not yet queued because it is dispatched directly is
         // pending all the same; so is a send the loop has not taken yet.
-        let not_queued_yet = match e.kind() {
-            Kind::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives()),
-            Kind::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
+        let not_queued_yet = match e.role() {
+            Role::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives()),
+            Role::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
             _ => false,
         };
         Ok(e.pending.is_some() || e.deferred().is_some() || not_queued_yet)
@@ -245,8 +245,8 @@ impl<'s, S> Loop<'s, S> {
         if old == new {
             return Ok(());
         }
-        let moved = match e.kind() {
-            Kind::Other { index, .. } if e.is_active() => Some(index),
+        let moved = match e.role() {
+            Role::Other { index, .. } if e.is_active() => Some(index),
             _ => None,
         };
         let slot = h.key().slot;
@@ -378,9 +378,9 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
-        let kind = self.entry_mut(&h)?.kind();
+        let kind = self.entry_mut(&h)?.role();
         let slot = h.key().slot;
-        if let Kind::Other { index, .. } = kind {
+        if let Role::Other { index, .. } = kind {
             // A send the loop has not taken yet is pending too: it goes.
             self.kind_clear_due(index, h.key());
         }

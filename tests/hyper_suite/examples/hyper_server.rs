@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evloop::exec::hyper::{HyperIo, HyperTimer};
-use evloop::exec::{sleep, spawn_local, Async};
+use evloop::exec::{sleep, spawn_local, AsyncFd};
 use evloop::Loop;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -38,7 +38,7 @@ async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible
 
 /// Accepts connections on `listener` for ever, each served by hyper in a
 /// task of its own.
-async fn serve(listener: Async<TcpListener>) {
+async fn serve(listener: AsyncFd<TcpListener>) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(HyperTimer::new());
     loop {
@@ -99,7 +99,7 @@ fn main() -> ExitCode {
     let listener = match lp
         .executor()
         .map_err(std::io::Error::other)
-        .and_then(|ex| Async::with_executor(&ex, listener))
+        .and_then(|ex| AsyncFd::with_executor(&ex, listener))
     {
         Ok(l) => l,
         Err(e) => {

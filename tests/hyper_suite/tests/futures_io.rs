@@ -1,5 +1,5 @@
 //! Crates written against `futures-io` that nobody here wrote, over
-//! `evloop::exec::Async<TcpStream>` (its `futures_io::AsyncRead` and
+//! `evloop::exec::AsyncFd<TcpStream>` (its `futures_io::AsyncRead` and
 //! `AsyncWrite`, the `futures` feature), on every kernel backend of the
 //! build: async-tungstenite's websocket handshake and messages (text,
 //! binary of a megabyte, ping, close), and futures-util's io helpers
@@ -13,7 +13,7 @@ use std::net::TcpStream;
 
 use async_tungstenite::tungstenite::Message;
 use common::{kernel_loop, on_backends, serve_one};
-use evloop::exec::{spawn_local, Async};
+use evloop::exec::{spawn_local, AsyncFd};
 use evloop::Loop;
 use futures_util::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use futures_util::StreamExt;
@@ -49,7 +49,7 @@ fn websocket_handshake_and_messages_with_async_tungstenite() {
                     }
                     echoed
                 });
-                let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+                let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
                 let (mut ws, res) =
                     async_tungstenite::client_async(format!("ws://{addr}/echo"), stream)
                         .await
@@ -91,7 +91,7 @@ fn a_line_protocol_with_futures_util_io() {
         let mut lp = kernel_loop(backend);
         lp.block_on(&mut (), async {
             // The server: one answer line per request line, upper-cased,
-            // through `&Async` (AsyncRead and AsyncWrite both).
+            // through `&AsyncFd` (AsyncRead and AsyncWrite both).
             let (addr, server) = serve_one(|stream| async move {
                 let mut lines = BufReader::new(&stream).lines();
                 let writer = &stream;
@@ -106,7 +106,7 @@ fn a_line_protocol_with_futures_util_io() {
                 }
                 n
             });
-            let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+            let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
             let (reader, mut writer) = stream.split();
             let mut answers = BufReader::new(reader).lines();
             for i in 0..200 {
@@ -139,7 +139,7 @@ fn full_duplex(mut lp: Loop<'static>, size: usize) {
             let (mut r, mut w) = (&stream, &stream);
             futures_util::io::copy(&mut r, &mut w).await.unwrap()
         });
-        let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+        let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
         let stream = std::rc::Rc::new(stream);
         // Writer and reader in tasks of their own: neither may wait
         // for the other, or the socket buffers fill both ways.

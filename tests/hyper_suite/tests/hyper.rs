@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{kernel_loop, on_backends, serve_one};
 use evloop::exec::hyper::{HyperExecutor, HyperIo, HyperTimer};
-use evloop::exec::{sleep, spawn_local, timeout, Async, JoinHandle};
+use evloop::exec::{sleep, spawn_local, timeout, AsyncFd, JoinHandle};
 use evloop::{Loop, Sim};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -98,7 +98,7 @@ struct Served {
 /// Starts hyper's http1 server on loopback in a task of the current
 /// executor: one task per connection, configured by `config`.
 fn start_server(config: fn(&mut hyper::server::conn::http1::Builder)) -> (SocketAddr, Rc<Served>) {
-    let listener = Async::<TcpListener>::bind("127.0.0.1:0").unwrap();
+    let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0").unwrap();
     let addr = listener.get_ref().local_addr().unwrap();
     let served = Rc::new(Served::default());
     let s = served.clone();
@@ -122,7 +122,7 @@ type Sender = hyper::client::conn::http1::SendRequest<Body>;
 /// hyper's http1 client on a new connection; its connection future runs
 /// in a task of its own.
 async fn connect(addr: SocketAddr) -> Sender {
-    let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+    let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
     let (sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
         .await
         .unwrap();
@@ -248,7 +248,7 @@ fn header_read_timeout_through_the_timer() {
                     b.header_read_timeout(Duration::from_millis(150));
                 });
                 // A raw client that sends half a request head and waits.
-                let raw = Async::<TcpStream>::connect(addr).await.unwrap();
+                let raw = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
                 let start = Instant::now();
                 raw.write_all(b"GET /hello HTTP/1.1\r\nhost: evloop.test\r\n")
                     .await
@@ -353,7 +353,7 @@ fn http2_streams_through_the_executor() {
                     .await
                     .unwrap();
             });
-            let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+            let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
             let (sender, conn) = hyper::client::conn::http2::Builder::new(HyperExecutor::new())
                 .timer(HyperTimer::new())
                 .handshake::<_, Body>(HyperIo::new(stream))
@@ -437,7 +437,7 @@ fn simulated_server_answers_exact_bytes_at_exact_times() {
                 hyper::server::conn::http1::Builder::new()
                     .timer(HyperTimer::new())
                     .auto_date_header(false)
-                    .serve_connection(HyperIo::new(Async::new(sock).unwrap()), service)
+                    .serve_connection(HyperIo::new(AsyncFd::new(sock).unwrap()), service)
                     .await
             })
             .unwrap();
@@ -479,7 +479,7 @@ fn simulated_header_read_timeout_fires_at_its_exact_virtual_time() {
                     .timer(HyperTimer::new())
                     .auto_date_header(false)
                     .header_read_timeout(Duration::from_secs(2))
-                    .serve_connection(HyperIo::new(Async::new(sock).unwrap()), service_fn(handle))
+                    .serve_connection(HyperIo::new(AsyncFd::new(sock).unwrap()), service_fn(handle))
                     .await
             })
             .unwrap();
@@ -512,7 +512,7 @@ fn a_plain_client_thread_is_answered_and_closed() {
             String::from_utf8(all).unwrap()
         });
         lp.block_on(&mut (), async move {
-            let listener = Async::new(listener).unwrap();
+            let listener = AsyncFd::new(listener).unwrap();
             let (stream, _) = listener.accept().await.unwrap();
             hyper::server::conn::http1::Builder::new()
                 .auto_date_header(false)
@@ -531,7 +531,7 @@ fn a_plain_client_thread_is_answered_and_closed() {
 #[test]
 fn the_module_example_serves_hello() {
     use evloop::exec::hyper::{HyperIo, HyperTimer};
-    use evloop::exec::{spawn_local, Async};
+    use evloop::exec::{spawn_local, AsyncFd};
     use evloop::Loop;
     use http_body_util::{BodyExt, Full};
     use hyper::body::{Bytes, Incoming};
@@ -547,7 +547,7 @@ fn the_module_example_serves_hello() {
     let body = lp
         .block_on(&mut (), async {
             // The server: one task per connection.
-            let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
+            let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
             let addr = listener.get_ref().local_addr()?;
             spawn_local(async move {
                 let (stream, _) = listener.accept().await.unwrap();
@@ -559,7 +559,7 @@ fn the_module_example_serves_hello() {
             })
             .unwrap();
             // The client: its connection in a task of its own.
-            let stream = Async::<TcpStream>::connect(addr).await?;
+            let stream = AsyncFd::<TcpStream>::connect(addr).await?;
             let (mut sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
                 .await
                 .unwrap();

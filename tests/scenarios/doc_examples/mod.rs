@@ -28,7 +28,7 @@
 //! `Builder`, `Builder::new`, `Builder::backend`, `Builder::backend_name`,
 //! `Loop::builder`, `Error`, `Result`, `MIN_PRIORITY`, `Loop::with_backend`,
 //! `Loop::from_boxed`, `Loop::backend_name`, `Loop::capabilities`,
-//! `Loop::now`, `Loop::wall_now`, `Loop::update_now`, `Loop::pending_count`,
+//! `Loop::now`, `Loop::read_wall_clock`, `Loop::update_now`, `Loop::pending_count`,
 //! `Loop::backend_timeout`, `Loop::set_direct_dispatch`, `Loop::iteration`,
 //! `Loop::active_count`, `Loop::reinit_after_fork`, `Interest`, `Trigger`,
 //! `Ready`, `SourceFd`, `VirtualFd`, `Source`, `Loop::start`, `Loop::remove`,

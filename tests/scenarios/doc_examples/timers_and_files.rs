@@ -37,7 +37,7 @@ fn wall_ticks<'s>(
     ticks: usize,
 ) -> Vec<Duration> {
     lp.periodic(schedule, move |lp, log, me| {
-        log.push(since_epoch(lp.wall_now()));
+        log.push(since_epoch(lp.read_wall_clock()));
         if log.len() == ticks {
             lp.stop(me).unwrap();
         }
@@ -135,7 +135,7 @@ fn loop_periodic_example(w: &World) {
         sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(3600));
     }
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let (o, i) = (offset.as_nanos(), interval.as_nanos());
     let first = o + (start - o).div_ceil(i) * i;
     let log = wall_ticks(&mut lp, Schedule::every_from(offset, interval), 3);
@@ -160,7 +160,7 @@ fn schedule_every_example(w: &World) {
         sim.set_wall_clock(SystemTime::UNIX_EPOCH + start);
     }
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let i = interval.as_nanos();
     let first = start.div_ceil(i) * i;
     let log = wall_ticks(&mut lp, Schedule::every(interval), 2);
@@ -177,7 +177,7 @@ fn schedule_every_example(w: &World) {
 fn loop_now_wall_example(w: &World) {
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
     let interval = ms(20);
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let slot = start.div_ceil(interval.as_nanos()) * interval.as_nanos();
     lp.periodic(Schedule::every(interval), |lp, log, me| {
         log.push(since_epoch(lp.now_wall()));
