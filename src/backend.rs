@@ -17,7 +17,7 @@
 //! [`Loop::capabilities`](crate::Loop::capabilities) returns),
 //! [`ExitStatus`] (in a [`ChildEvent`](crate::ChildEvent)), [`FileStat`]
 //! (in a [`StatEvent`](crate::StatEvent)) and [`Spawned`] (what
-//! [`Loop::spawn`](crate::Loop::spawn) returns). The crate's backends are
+//! [`Child::spawn`](crate::Child::spawn) returns). The crate's backends are
 //! in [`backends`](crate::backends), with the helpers a Unix backend needs
 //! in [`backends::util`](crate::backends::util).
 
@@ -274,13 +274,13 @@ pub enum ExitStatus {
     /// child gets the real one.)
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode};
     /// use std::process::{Command, Stdio};
     /// // A child that exits when its stdin closes.
     /// let mut job = Command::new("sh").args(["-c", "read _; exit 3"])
     ///     .stdin(Stdio::piped()).spawn()?;
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
-    /// lp.child(job.id(), |_, got, ev| *got = ev.status)?;
+    /// Child::new(&mut lp, job.id(), |_, got, ev| *got = ev.status)?;
     /// drop(job.stdin.take());
     /// // Reaped here, not by the loop: the status is std's.
     /// assert_eq!(job.wait()?.code(), Some(3));
@@ -338,7 +338,7 @@ pub struct ChildExit {
 }
 
 /// A child process that [`Backend::spawn_child`] started and watches (and
-/// [`Loop::spawn`](crate::Loop::spawn) hands back with its watcher): its
+/// [`Child::spawn`](crate::Child::spawn) hands back with its watcher): its
 /// pid and the pipes to it that the `Command` asked for
 /// ([`Stdio::piped`](std::process::Stdio::piped)). There is deliberately
 /// no `std::process::Child` here: its `wait` would take the status from
@@ -524,7 +524,7 @@ impl Notices {
 }
 
 /// A file's attributes, as a stat watcher sees them
-/// ([`Loop::stat`](crate::Loop::stat)). A missing (or unreadable) file is
+/// ([`Stat::new`](crate::Stat::new)). A missing (or unreadable) file is
 /// a state like any other: `exists` is false, the link count 0, the rest
 /// zero, so that creation and deletion are changes.
 ///
@@ -847,7 +847,7 @@ pub trait Backend {
     /// reaps them; and a backend that watches any child also reports the
     /// exits of children that other backends of the process reaped. The
     /// loop calls it when its first any-child watcher starts
-    /// ([`Loop::child_any`](crate::Loop::child_any)), and
+    /// ([`Child::any`](crate::Child::any)), and
     /// [`Backend::unwatch_any_child`] when its last stops. The default
     /// refuses ([`unsupported`]).
     fn watch_any_child(&mut self) -> io::Result<()> {

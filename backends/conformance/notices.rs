@@ -37,7 +37,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 use super::{CheckResult, Factory, Outcome, WATCHDOG};
-use crate::{Break, Error, Loop, RunMode};
+use crate::{Async, Break, Error, Loop, Prepare, RunMode};
 
 /// The checks, in the order [`check_all_notices`] runs them.
 pub const NOTICE_CHECKS: &[&str] = &[
@@ -109,7 +109,7 @@ static LOCK: Mutex<()> = Mutex::new(());
 /// A loop on the backend under test.
 fn new_loop<S>(backend: &str, open: Factory) -> Loop<'static, S> {
     let b = open().unwrap_or_else(|e| panic!("cannot create the {backend} backend: {e}"));
-    Loop::from_boxed(b)
+    Loop::from(b)
 }
 
 /// Whether the loop's error is the backend's "I do not provide this".
@@ -262,7 +262,7 @@ cfg_if::cfg_if! {
             // Sent once this loop is about to block (its prepare hook).
             let (block_tx, block_rx) = mpsc::channel::<()>();
             let mut once = Some(block_tx);
-            let prep = a.prepare(move |_, _, _| {
+            let prep = Prepare::new(&mut a, move |_, _, _| {
                 if let Some(tx) = once.take() {
                     let _ = tx.send(());
                 }
@@ -343,7 +343,7 @@ cfg_if::cfg_if! {
             let pid = job.id();
             let stdin = job.stdin.take();
             let watch = move |lp: &mut Loop<'static, Seen>| {
-                lp.child(pid, |lp, seen: &mut Seen, ev| {
+                crate::Child::new(lp, pid, |lp, seen: &mut Seen, ev| {
                     seen.calls += 1;
                     seen.status = ev.status;
                     lp.break_loop(Break::All);
@@ -447,7 +447,7 @@ cfg_if::cfg_if! {
                 return Err(NO_SIGNALS);
             }
             let sig = r.unwrap_or_else(|e| panic!("{backend}: watching SIGUSR2 failed: {e}"));
-            let r = lp.async_watcher(|lp, seen: &mut ForkSeen, _| {
+            let r = Async::new(&mut lp, |lp, seen: &mut ForkSeen, _| {
                 seen.woken += 1;
                 lp.break_loop(Break::All);
             });
@@ -580,7 +580,7 @@ fn wake_from_another_thread(backend: &'static str, open: Factory) -> Result<(), 
 /// One round of [`wake_from_another_thread`].
 fn wake_once(backend: &'static str, open: Factory) -> Result<(), Skip> {
     let mut lp: Loop<'static, Seen> = new_loop(backend, open);
-    let r = lp.async_watcher(|lp, seen: &mut Seen, _| {
+    let r = Async::new(&mut lp, |lp, seen: &mut Seen, _| {
         seen.calls += 1;
         lp.break_loop(Break::All);
     });
@@ -593,13 +593,12 @@ fn wake_once(backend: &'static str, open: Factory) -> Result<(), Skip> {
     // Sent from another thread once the loop is about to block.
     let (block_tx, block_rx) = mpsc::channel::<()>();
     let mut once = Some(block_tx);
-    let prep = lp
-        .prepare(move |_, _, _| {
-            if let Some(tx) = once.take() {
-                let _ = tx.send(());
-            }
-        })
-        .unwrap();
+    let prep = Prepare::new(&mut lp, move |_, _, _| {
+        if let Some(tx) = once.take() {
+            let _ = tx.send(());
+        }
+    })
+    .unwrap();
     let remote = sender.clone();
     let waker = std::thread::spawn(move || {
         if block_rx.recv_timeout(WATCHDOG).is_ok() {

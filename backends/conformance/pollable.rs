@@ -23,9 +23,9 @@
 //!
 //! A backend that has no pollable fd (it refuses, as poll and select do)
 //! gets `Skipped` for each, and so does every backend on Windows. Nothing
-//! here blocks but a `poll(2)` of the fd, bounded by [`WATCHDOG`].
+//! here blocks but a `poll(2)` of the fd, bounded by [`WATCHDOG`](super::WATCHDOG).
 
-use super::{CheckResult, Factory, Outcome, WATCHDOG};
+use super::{CheckResult, Factory, Outcome};
 
 /// The checks, in the order [`check_all_pollable_loop`] runs them.
 pub const POLLABLE_CHECKS: &[&str] = &[
@@ -92,10 +92,11 @@ mod imp {
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
 
-    use super::{Skip, WATCHDOG};
+    use super::Skip;
     use crate::backends::util::readable_within;
     use crate::conformance::Factory;
-    use crate::{Error, Interest, Loop, PollableLoop, RunMode};
+    use crate::conformance::WATCHDOG;
+    use crate::{Async, Error, Interest, Loop, PollableLoop, RunMode};
 
     const NO_FD: Skip =
         "the backend has no pollable fd (its pollable_fd refuses): nothing to check";
@@ -105,8 +106,8 @@ mod imp {
     /// A pollable loop on the backend under test, or the skip.
     fn pollable_loop(backend: &str, open: Factory) -> Result<PollableLoop<'static, u32>, Skip> {
         let b = open().unwrap_or_else(|e| panic!("cannot create the {backend} backend: {e}"));
-        let lp: Loop<'static, u32> = Loop::from_boxed(b);
-        lp.into_pollable().map_err(|_| NO_FD)
+        let lp: Loop<'static, u32> = Loop::from(b);
+        PollableLoop::new(lp).map_err(|_| NO_FD)
     }
 
     /// A socket pair: the end the loop watches (non-blocking), and its
@@ -218,7 +219,7 @@ mod imp {
     pub(super) fn woken_by_send(backend: &'static str, open: Factory) -> Result<(), Skip> {
         let mut lp = pollable_loop(backend, open)?;
         let mut calls = 0;
-        let sender = match lp.async_watcher(|_, calls, _| *calls += 1) {
+        let sender = match Async::new(&mut lp, |_, calls, _| *calls += 1) {
             Ok((_, sender)) => sender,
             Err(Error::Backend { source, .. }) if source.kind() == ErrorKind::Unsupported => {
                 return Err(NO_WAKER)

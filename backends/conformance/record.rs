@@ -250,7 +250,7 @@ impl Log {
 
     /// Records an io callback invocation (call it first in the callback).
     pub fn seen<T: ?Sized>(&mut self, lp: &Loop<'_, Log>, name: &'static str, ev: &IoEvent<'_, T>) {
-        let interest = lp.interest(ev.watcher).unwrap();
+        let interest = ev.watcher.interest(lp).unwrap();
         if ev.ready.is_hup() && interest.is_readable() {
             assert!(
                 ev.ready.is_readable(),

@@ -30,7 +30,7 @@
 //! use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 //! use evloop::backends::poll::Poll;
 //! use evloop::backends::unix::{InternalFds, Notifier};
-//! use evloop::{Interest, Loop, RunMode};
+//! use evloop::{Async, Child, Interest, Loop, RunMode};
 //! use std::io;
 //! use std::os::fd::RawFd;
 //! use std::time::Duration;
@@ -102,9 +102,9 @@
 //! // A child's exit, reported with its status...
 //! let mut cmd = std::process::Command::new("sh");
 //! cmd.args(["-c", "exit 7"]);
-//! lp.spawn(&mut cmd, |_, got, ev| *got = ev.status)?;
+//! Child::spawn(&mut lp, &mut cmd, |_, got, ev| *got = ev.status)?;
 //! // ...and a wake-up from another thread, under a watchdog.
-//! let (_, sender) = lp.async_watcher(|_, _, _| {})?;
+//! let (_, sender) = Async::new(&mut lp, |_, _, _| {})?;
 //! let _ = std::thread::spawn(move || sender.send());
 //! lp.timer(Duration::from_secs(30), Duration::ZERO, |_, _, _| panic!("nothing came"))?;
 //! let mut got = None;

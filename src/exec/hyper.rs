@@ -17,7 +17,7 @@
 //!
 //! A connection is one task: hyper's server connection (or a client's
 //! connection future) is spawned with [`spawn_local`](super::spawn_local)
-//! or [`Loop::spawn_local`](crate::Loop::spawn_local), and its requests
+//! or [`exec::spawn_on`](crate::exec::spawn_on), and its requests
 //! are served in the loop's iterations, between the other callbacks and
 //! tasks. A panic in a service ends that connection's task only (its
 //! join handle reports it); the loop and the other connections go on.
@@ -29,7 +29,7 @@
 //!
 //! ```ignore
 //! use evloop::exec::hyper::{HyperIo, HyperTimer};
-//! use evloop::exec::{spawn_local, AsyncFd};
+//! use evloop::exec::{block_on, spawn_local, AsyncFd};
 //! use evloop::Loop;
 //! use http_body_util::{BodyExt, Full};
 //! use hyper::body::{Bytes, Incoming};
@@ -42,7 +42,7 @@
 //! }
 //!
 //! let mut lp: Loop = Loop::new().unwrap();
-//! let body = lp.block_on(&mut (), async {
+//! let body = block_on(&mut lp, &mut (), async {
 //!     // The server: one task per connection.
 //!     let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
 //!     let addr = listener.get_ref().local_addr()?;
@@ -108,7 +108,7 @@ thread_local! {
 ///
 /// ```
 /// use evloop::exec::hyper::HyperIo;
-/// use evloop::exec::AsyncFd;
+/// use evloop::exec::{block_on, AsyncFd};
 /// use evloop::{Loop, Sim};
 /// use hyper::rt::{Read, Write};
 /// use std::time::Duration;
@@ -118,7 +118,7 @@ thread_local! {
 /// let fd = sock.fd();
 /// sim.deliver(Duration::from_millis(3), &sock, b"ping");
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let got = lp.block_on(&mut (), async move {
+/// let got = block_on(&mut lp, &mut (), async move {
 ///     let mut io = HyperIo::new(AsyncFd::new(sock)?);
 ///     let mut bytes = [0u8; 16];
 ///     let mut buf = hyper::rt::ReadBuf::new(&mut bytes);
@@ -139,11 +139,11 @@ impl<T> HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
     /// assert_eq!(io.get_ref().fd(), 3);
     /// ```
@@ -155,11 +155,11 @@ impl<T> HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("db", 0)).unwrap());
     /// assert_eq!(io.get_ref().name(), "db");
     /// ```
@@ -171,11 +171,11 @@ impl<T> HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
     /// assert_eq!(io.inner().get_ref().fd(), 3);
     /// ```
@@ -188,11 +188,11 @@ impl<T> HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
     /// let sock: AsyncFd<_> = io.into_inner();
     /// assert_eq!(sock.get_ref().fd(), 3);
@@ -207,11 +207,11 @@ impl<T> From<AsyncFd<T>> for HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let io: HyperIo<_> = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap().into();
     /// assert_eq!(io.get_ref().fd(), 3);
     /// ```
@@ -331,13 +331,14 @@ fn shutdown_write<T: Source>(io: &T) -> io::Result<()> {
 /// nothing: one value serves every loop of every thread.
 ///
 /// ```
+/// use evloop::exec::block_on;
 /// use evloop::exec::hyper::HyperTimer;
 /// use evloop::{Loop, Sim};
 /// use hyper::rt::Timer;
 /// use std::time::Duration;
 ///
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.block_on(&mut (), async {
+/// block_on(&mut lp, &mut (), async {
 ///     let timer = HyperTimer::new();
 ///     let start = timer.now();
 ///     timer.sleep(Duration::from_millis(40)).await;
@@ -356,6 +357,7 @@ impl HyperTimer {
     /// The timer (it holds nothing: see [`HyperTimer`]).
     ///
     /// ```
+    /// use evloop::exec::block_on;
     /// use evloop::exec::hyper::HyperTimer;
     /// use evloop::{Loop, Sim};
     /// use hyper::rt::Timer;
@@ -363,7 +365,7 @@ impl HyperTimer {
     /// // As hyper uses it (`http1::Builder::timer(HyperTimer::new())`):
     /// let timer = HyperTimer::new();
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async { timer.sleep(Duration::from_millis(5)).await }).unwrap();
+    /// block_on(&mut lp, &mut (), async { timer.sleep(Duration::from_millis(5)).await }).unwrap();
     /// assert_eq!(lp.now(), Duration::from_millis(5));
     /// ```
     pub const fn new() -> HyperTimer {
@@ -478,7 +480,7 @@ fn to_loop_time(ex: &Shared, instant: Instant) -> Duration {
 /// let ran = Rc::new(Cell::new(false));
 /// let r = ran.clone();
 /// // A `!Send` future (it holds an `Rc`).
-/// HyperExecutor::on(lp.executor().unwrap()).execute(async move { r.set(true) });
+/// HyperExecutor::on(evloop::exec::Executor::of(&mut lp).unwrap()).execute(async move { r.set(true) });
 /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
 /// assert!(ran.get());
 /// ```
@@ -491,6 +493,7 @@ impl HyperExecutor {
     /// Spawns on the executor current when hyper calls it.
     ///
     /// ```
+    /// use evloop::exec::block_on;
     /// use evloop::exec::hyper::HyperExecutor;
     /// use evloop::{Loop, Sim};
     /// use hyper::rt::Executor as _;
@@ -498,7 +501,9 @@ impl HyperExecutor {
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
     /// let r = ran.clone();
-    /// lp.block_on(&mut (), async move { HyperExecutor::new().execute(async move { r.set(true) }) })
+    /// block_on(&mut lp, &mut (), async move {
+    ///     HyperExecutor::new().execute(async move { r.set(true) })
+    /// })
     ///     .unwrap();
     /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
     /// assert!(ran.get());
@@ -507,7 +512,7 @@ impl HyperExecutor {
         HyperExecutor { executor: None }
     }
 
-    /// Spawns on `executor` (from [`Loop::executor`](crate::Loop::executor)
+    /// Spawns on `executor` (from [`exec::Executor::of`](crate::exec::Executor::of)
     /// or [`Executor::current`]).
     ///
     /// ```
@@ -517,7 +522,7 @@ impl HyperExecutor {
     /// use hyper::rt::Executor as _;
     /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
     /// let r = ran.clone();
-    /// HyperExecutor::on(lp.executor().unwrap()).execute(async move { r.set(true) });
+    /// HyperExecutor::on(evloop::exec::Executor::of(&mut lp).unwrap()).execute(async move { r.set(true) });
     /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
     /// assert!(ran.get());
     /// ```
@@ -532,10 +537,11 @@ impl From<Executor> for HyperExecutor {
     /// [`HyperExecutor::on`].
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::exec::hyper::HyperExecutor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex: HyperExecutor = lp.executor().unwrap().into();
+    /// let ex: HyperExecutor = Executor::of(&mut lp).unwrap().into();
     /// # drop(ex);
     /// ```
     fn from(executor: Executor) -> HyperExecutor {

@@ -27,7 +27,7 @@ use crate::{Error, Source, SourceFd};
 /// source after that: the kernel never watches a closed fd.
 ///
 /// ```
-/// use evloop::exec::AsyncFd;
+/// use evloop::exec::{block_on, AsyncFd};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 ///
@@ -35,7 +35,7 @@ use crate::{Error, Source, SourceFd};
 /// let sock = sim.socket("peer", 1024);
 /// sim.deliver(Duration::from_millis(30), &sock, b"ping");
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let got = lp.block_on(&mut (), async move {
+/// let got = block_on(&mut lp, &mut (), async move {
 ///     let sock = AsyncFd::new(sock)?;
 ///     let mut buf = [0u8; 16];
 ///     let n = sock.read(&mut buf).await?;
@@ -73,15 +73,15 @@ impl<T: Source + 'static> AsyncFd<T> {
         }
     }
 
-    /// Wraps `io` for `executor` (from [`Loop::executor`](crate::Loop::executor)),
+    /// Wraps `io` for `executor` (from [`exec::Executor::of`](crate::exec::Executor::of)),
     /// from code outside its tasks.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let sock = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
     /// drop(sock);
     /// ```
@@ -103,11 +103,11 @@ impl<T> AsyncFd<T> {
     /// The source.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let sock = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
     /// assert_eq!(sock.get_ref().fd(), 3);
     /// ```
@@ -140,14 +140,14 @@ impl<T> AsyncFd<T> {
     /// wake every task that waits.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"x");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
+    /// block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_readable(cx)).await.unwrap();
     /// }).unwrap();
@@ -161,12 +161,12 @@ impl<T> AsyncFd<T> {
     /// (see [`AsyncFd::poll_readable`]).
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
+    /// block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_writable(cx)).await.unwrap();
     /// }).unwrap();
@@ -182,14 +182,14 @@ impl<T> AsyncFd<T> {
     /// `AsyncFd`), as with async-io.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"x");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { AsyncFd::new(s)?.readable().await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.readable().await }).unwrap().unwrap();
     /// assert_eq!(lp.now(), Duration::from_millis(5));
     /// ```
     pub fn readable(&self) -> ReadyFuture<'_, T> {
@@ -203,12 +203,12 @@ impl<T> AsyncFd<T> {
     /// Waits until the source may be written.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { AsyncFd::new(s)?.writable().await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.writable().await }).unwrap().unwrap();
     /// ```
     pub fn writable(&self) -> ReadyFuture<'_, T> {
         ReadyFuture {
@@ -264,7 +264,7 @@ impl<T> AsyncFd<T> {
     /// `WouldBlock`, waiting for readability in between: the poll form.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Read;
     /// use std::time::Duration;
@@ -272,7 +272,7 @@ impl<T> AsyncFd<T> {
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"hey");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 8];
     ///     std::future::poll_fn(|cx| s.poll_read_with(cx, |mut io| io.read(&mut buf))).await
@@ -290,14 +290,14 @@ impl<T> AsyncFd<T> {
     /// [`AsyncFd::poll_read_with`] for writing.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Write;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
+    /// block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_write_with(cx, |mut io| io.write(b"out"))).await
     /// }).unwrap().unwrap();
@@ -315,7 +315,7 @@ impl<T> AsyncFd<T> {
     /// waiting for readability in between (async-io's `read_with`).
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Read;
     /// use std::time::Duration;
@@ -323,7 +323,7 @@ impl<T> AsyncFd<T> {
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"abc");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 8];
     ///     s.read_with(|mut io| io.read(&mut buf)).await
@@ -338,13 +338,13 @@ impl<T> AsyncFd<T> {
     /// [`AsyncFd::read_with`] for writing.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Write;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     AsyncFd::new(s).unwrap().write_with(|mut io| io.write(b"hi")).await
     /// }).unwrap().unwrap();
     /// assert_eq!(n, 2);
@@ -404,14 +404,14 @@ where
     /// the end of the stream.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.close_peer(Duration::from_millis(5), &s);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     AsyncFd::new(s)?.read(&mut [0u8; 4]).await
     /// }).unwrap().unwrap();
     /// assert_eq!(n, 0);
@@ -430,14 +430,14 @@ where
     /// The poll form of [`AsyncFd::read`].
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(1), &s, b"z");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 4];
     ///     std::future::poll_fn(|cx| s.poll_read(cx, &mut buf)).await
@@ -467,13 +467,13 @@ where
     /// Writes from `buf`, waiting until something can be written.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { AsyncFd::new(s)?.write(b"abc").await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.write(b"abc").await }).unwrap().unwrap();
     /// assert_eq!(sim.sent(fd), b"abc");
     /// ```
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
@@ -483,13 +483,13 @@ where
     /// Writes all of `buf`, waiting whenever the source is full.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 1 << 16);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { AsyncFd::new(s)?.write_all(&[7u8; 1000]).await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.write_all(&[7u8; 1000]).await }).unwrap().unwrap();
     /// assert_eq!(sim.sent(fd).len(), 1000);
     /// ```
     pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
@@ -505,12 +505,12 @@ where
     /// The poll form of [`AsyncFd::write`].
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
+    /// let n = block_on(&mut lp, &mut (), async move {
     ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_write(cx, b"ab")).await
     /// }).unwrap().unwrap();
@@ -526,11 +526,11 @@ impl AsyncFd<TcpListener> {
     /// task's executor.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::TcpListener;
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// let port = lp.block_on(&mut (), async {
+    /// let port = block_on(&mut lp, &mut (), async {
     ///     let l = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
     ///     Ok::<_, std::io::Error>(l.get_ref().local_addr()?.port())
     /// }).unwrap().unwrap();
@@ -544,11 +544,11 @@ impl AsyncFd<TcpListener> {
     /// the same executor.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::{TcpListener, TcpStream};
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let l = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
     ///     let addr = l.get_ref().local_addr()?;
     ///     let client = AsyncFd::<TcpStream>::connect(addr).await?;
@@ -570,13 +570,13 @@ impl AsyncFd<TcpStream> {
     /// taken.
     ///
     /// ```
-    /// use evloop::exec::AsyncFd;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::{TcpListener, TcpStream};
     /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
     /// let addr = l.local_addr().unwrap();
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// let s = lp.block_on(&mut (), AsyncFd::<TcpStream>::connect(addr)).unwrap().unwrap();
+    /// let s = block_on(&mut lp, &mut (), AsyncFd::<TcpStream>::connect(addr)).unwrap().unwrap();
     /// assert_eq!(s.get_ref().peer_addr().unwrap(), addr);
     /// ```
     pub async fn connect(addr: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
@@ -631,11 +631,11 @@ impl<T: fmt::Debug> fmt::Debug for AsyncFd<T> {
 /// The future of [`AsyncFd::readable`] and [`AsyncFd::writable`].
 ///
 /// ```
-/// use evloop::exec::{AsyncFd, ReadyFuture};
+/// use evloop::exec::{AsyncFd, Executor, ReadyFuture};
 /// use evloop::{Loop, Sim};
 /// let sim = Sim::new();
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let ex = lp.executor().unwrap();
+/// let ex = Executor::of(&mut lp).unwrap();
 /// let s = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
 /// let _ready: ReadyFuture<'_, _> = s.writable();
 /// ```

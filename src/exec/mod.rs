@@ -7,7 +7,7 @@
 //! tasks are woken, and it polls them in the order they were woken, at
 //! most a budget per iteration ([`Executor::set_budget`]). Futures and
 //! callbacks mix on one loop: a callback can spawn a task
-//! ([`Loop::spawn_local`](crate::Loop::spawn_local)), a task can wake a callback's watcher
+//! ([`exec::spawn_on`](crate::exec::spawn_on)), a task can wake a callback's watcher
 //! through anything the callback watches. Wakers are `Send + Sync`: a
 //! wake from another thread wakes the loop through the backend's waker,
 //! as an [`AsyncSender`](crate::AsyncSender) does.
@@ -23,7 +23,7 @@
 //! `futures_core::Stream`.
 //!
 //! ```
-//! use evloop::exec::{sleep, spawn_local, AsyncFd};
+//! use evloop::exec::{block_on, sleep, spawn_local, AsyncFd};
 //! use evloop::{Loop, Sim};
 //! use std::time::Duration;
 //!
@@ -35,7 +35,7 @@
 //! sim.close_peer(Duration::from_millis(20), &conn);
 //!
 //! let mut lp: Loop = Loop::with_backend(sim.backend());
-//! lp.block_on(&mut (), async move {
+//! block_on(&mut lp, &mut (), async move {
 //!     let conn = AsyncFd::new(conn).unwrap();
 //!     let echo = spawn_local(async move {
 //!         let mut buf = [0u8; 64];
@@ -69,7 +69,9 @@ mod shutdown;
 mod streams;
 mod time;
 
-pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow};
+pub use executor::{
+    block_on, spawn_local, spawn_on, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow,
+};
 pub use io::{AsyncFd, ReadyFuture};
 pub use join_set::JoinSet;
 pub use race::{race, Either};

@@ -217,7 +217,7 @@ impl evloop::net::Stream for Conn {
     }
 }
 
-/// For watchers on a borrowed connection (`Loop::io_borrowed`), whose
+/// For watchers on a borrowed connection (`Io::borrowed`), whose
 /// callbacks get `&Conn`.
 impl Read for &Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evloop::exec::hyper::{HyperIo, HyperTimer};
-use evloop::exec::{sleep, spawn_local, AsyncFd};
+use evloop::exec::{block_on, sleep, spawn_local, AsyncFd, Executor};
 use evloop::Loop;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -96,8 +96,7 @@ fn main() -> ExitCode {
     let addr = listener
         .local_addr()
         .expect("a bound listener has an address");
-    let listener = match lp
-        .executor()
+    let listener = match Executor::of(&mut lp)
         .map_err(std::io::Error::other)
         .and_then(|ex| AsyncFd::with_executor(&ex, listener))
     {
@@ -109,7 +108,7 @@ fn main() -> ExitCode {
     };
     println!("http on {addr} (backend {})", lp.backend_name());
     let _ = std::io::stdout().flush();
-    match lp.block_on(&mut (), serve(listener)) {
+    match block_on(&mut lp, &mut (), serve(listener)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hyper_server: the loop failed: {e}");
