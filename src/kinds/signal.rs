@@ -261,7 +261,7 @@ signal_numbers! {
 /// numbered as libuv numbers them (Ctrl-C is `INT`, the console window's
 /// close `HUP`), so that a program that watches `Signal::INT` to shut
 /// down works on both. `KILL` and `TERM` can only be sent
-/// ([`Child::kill`] ends the child, as `TerminateProcess`).
+/// ([`Child::kill`](crate::Child::kill) ends the child, as `TerminateProcess`).
 ///
 /// ```
 /// use evloop::Signal;
@@ -275,9 +275,9 @@ impl Signal {
     pub const HUP: i32 = 1;
     /// `CTRL_C_EVENT`: Ctrl-C.
     pub const INT: i32 = 2;
-    /// Not an event: [`Child::kill`] with it terminates the child.
+    /// Not an event: [`Child::kill`](crate::Child::kill) with it terminates the child.
     pub const KILL: i32 = 9;
-    /// Not an event: [`Child::kill`] with it terminates the child.
+    /// Not an event: [`Child::kill`](crate::Child::kill) with it terminates the child.
     pub const TERM: i32 = 15;
     /// `CTRL_BREAK_EVENT`: Ctrl-Break (libuv's `SIGBREAK`).
     pub const BREAK: i32 = 21;
