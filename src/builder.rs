@@ -329,7 +329,7 @@ impl Builder {
         if let Some(to) = &self.record {
             backend = record(backend, to)?;
         }
-        let mut lp = Loop::try_from_boxed(backend)?;
+        let mut lp = loop_on(backend)?;
         lp.reserve(self.capacity);
         Ok(lp)
     }
@@ -394,26 +394,24 @@ fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> (Co
     }
 }
 
-impl<'s, S> Loop<'s, S> {
-    /// `Loop::from` a boxed backend, with running out of loop ids as an error.
-    pub(crate) fn try_from_boxed(mut backend: Box<dyn Backend + 's>) -> Result<Self> {
-        let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
-        let caps = backend.capabilities();
-        let timers = Timers::new(backend.now());
-        let report_dispatch = backend.wants_dispatch();
-        Ok(Loop {
-            backend,
-            caps,
-            registry,
-            fds: FdTable::default(),
-            results: PollResults::default(),
-            timers,
-            pending: PendingQueues::default(),
-            run: RunState::default(),
-            report_dispatch,
-            kinds: Kinds::default(),
-        })
-    }
+/// `Loop::from` a boxed backend, with running out of loop ids as an error.
+fn loop_on<'s, S>(mut backend: Box<dyn Backend + 's>) -> Result<Loop<'s, S>> {
+    let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
+    let caps = backend.capabilities();
+    let timers = Timers::new(backend.now());
+    let report_dispatch = backend.wants_dispatch();
+    Ok(Loop {
+        backend,
+        caps,
+        registry,
+        fds: FdTable::default(),
+        results: PollResults::default(),
+        timers,
+        pending: PendingQueues::default(),
+        run: RunState::default(),
+        report_dispatch,
+        kinds: Kinds::default(),
+    })
 }
 
 /// A loop on an already boxed backend (what a [`Factory`](crate::backends::Factory)
@@ -437,7 +435,7 @@ impl<'s, S> From<Box<dyn Backend + 's>> for Loop<'s, S> {
     /// for another's. [`Builder::build`](crate::Builder::build) returns
     /// [`Error::LoopIdsExhausted`](crate::Error::LoopIdsExhausted) instead.
     fn from(backend: Box<dyn Backend + 's>) -> Self {
-        match Self::try_from_boxed(backend) {
+        match loop_on(backend) {
             Ok(lp) => lp,
             Err(e) => panic!("{e}"),
         }
