@@ -1216,12 +1216,11 @@ mod tests {
         }
         watchdog(|| {
             let mut lp: crate::Loop<u32> = crate::Loop::with_backend(Epoll::new().unwrap());
-            let (_w, sender) = lp
-                .async_watcher(|lp, woken, _| {
-                    *woken += 1;
-                    lp.break_loop(crate::Break::All);
-                })
-                .unwrap();
+            let (_w, sender) = crate::Async::new(&mut lp, |lp, woken, _| {
+                *woken += 1;
+                lp.break_loop(crate::Break::All);
+            })
+            .unwrap();
             let (a, _peer) = UnixStream::pair().unwrap();
             let io = lp
                 .io(Raw(a.as_raw_fd()), Interest::READABLE, |_, _, _| {})

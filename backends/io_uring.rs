@@ -921,7 +921,7 @@ impl IoUring {
     /// A ring without deferred task work (as [`IoUring::new`] makes on
     /// kernels before 6.1): the one whose fd another loop can watch
     /// ([`Backend::pollable_fd`], [`Loop::pollable_fd`](crate::Loop::pollable_fd),
-    /// [`Loop::embed`](crate::Loop::embed)). A ring with deferred task
+    /// [`Embed::new`](crate::Embed::new)). A ring with deferred task
     /// work posts a poll's completion only when its own thread enters it,
     /// so its fd is never woken by one; without it, the kernel completes
     /// polls with task work signalled to the loop's thread, which ends a

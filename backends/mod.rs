@@ -221,7 +221,7 @@ pub fn default_name() -> &'static str {
 /// use evloop::{backends, Error, Loop};
 /// let poll = backends::open("poll").unwrap();
 /// assert_eq!(poll.name(), "poll");
-/// let lp: Loop = Loop::from_boxed(poll);
+/// let lp: Loop = Loop::from(poll);
 /// assert_eq!(lp.backend_name(), "poll");
 ///
 /// let Err(err) = backends::open("iocp") else { panic!("iocp on Unix?") };

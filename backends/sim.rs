@@ -313,7 +313,7 @@ pub enum StepKind {
         watched: bool,
     },
     /// The loop spawned a simulated child
-    /// ([`Loop::spawn`](crate::Loop::spawn)), named after the command's
+    /// ([`Child::spawn`](crate::Child::spawn)), named after the command's
     /// program, and watches it.
     Spawn {
         /// Its pid.
@@ -322,7 +322,7 @@ pub enum StepKind {
         name: String,
     },
     /// The loop sent a signal to a watched child
-    /// ([`Loop::kill`](crate::Loop::kill)); nothing else happens to the
+    /// ([`Child::kill`](crate::Child::kill)); nothing else happens to the
     /// child unless the test makes it exit ([`Sim::exit`]).
     Kill {
         /// The child's pid.
@@ -668,17 +668,17 @@ impl Sim {
     /// else when a watcher starts. `pid` may be any number: one that
     /// [`Sim::spawn`] did not hand out is a child the program started some
     /// other way, which only a watcher of any child
-    /// ([`Loop::child_any`](crate::Loop::child_any)) can see.
+    /// ([`Child::any`](crate::Child::any)) can see.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode, Sim};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let pid = sim.spawn("job");
     /// sim.exit(Duration::from_secs(1), pid, ExitStatus::Exited(2));
     /// sim.exit(Duration::from_secs(2), 4242, ExitStatus::Exited(0));
     /// let mut lp: Loop<Vec<u32>> = Loop::with_backend(sim.backend());
-    /// lp.child_any(|lp, got, ev| {
+    /// Child::any(&mut lp, |lp, got, ev| {
     ///     got.push(ev.pid);
     ///     if got.len() == 2 {
     ///         lp.remove(ev.watcher).unwrap();
@@ -699,19 +699,19 @@ impl Sim {
     /// unwatched one can no longer be watched.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode, Sim};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let pid = sim.spawn("job");
     /// sim.reap_elsewhere(Duration::from_secs(1), pid);
     /// let mut lp: Loop<Vec<Option<ExitStatus>>> = Loop::with_backend(sim.backend());
-    /// lp.child(pid, |_, got, ev| got.push(ev.status)).unwrap();
+    /// Child::new(&mut lp, pid, |_, got, ev| got.push(ev.status)).unwrap();
     /// let mut got = vec![];
     /// lp.run(RunMode::Default, &mut got).unwrap(); // returns: the watcher is told
     /// assert_eq!(got, [Some(ExitStatus::Unknown)]);
     /// assert!(sim.trace_lines().contains(
     ///     &"t=1s child 1000 reaped elsewhere, exit status unknown".to_string()));
-    /// assert!(lp.child(pid, |_, _, _| {}).is_err(), "reaped: not a child any more");
+    /// assert!(Child::new(&mut lp, pid, |_, _, _| {}).is_err(), "reaped: not a child any more");
     /// ```
     pub fn reap_elsewhere(&self, at: Duration, pid: u32) {
         self.schedule(at, Action::ReapElsewhere(pid));
@@ -724,11 +724,11 @@ impl Sim {
     /// moment would.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Async, Loop, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    /// let (_, sender) = lp.async_watcher(|lp, log, me| {
+    /// let (_, sender) = Async::new(&mut lp, |lp, log, me| {
     ///     log.push(format!("woken at {:?}", lp.now()));
     ///     lp.remove(me).unwrap();
     /// }).unwrap();
@@ -875,16 +875,16 @@ impl Sim {
     }
 
     /// The signals the loop sent to the simulated child `pid`
-    /// ([`Loop::kill`](crate::Loop::kill)), in order. They do nothing to
+    /// ([`Child::kill`](crate::Child::kill)), in order. They do nothing to
     /// it: the test makes it exit ([`Sim::exit`]) as it would.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode, Signal, Sim};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode, Signal, Sim};
     /// use std::process::Command;
     /// let sim = Sim::new();
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::with_backend(sim.backend());
-    /// let (job, spawned) = lp.spawn(&mut Command::new("worker"), |_, got, ev| *got = ev.status).unwrap();
-    /// lp.kill(job, Signal::TERM).unwrap();
+    /// let (job, spawned) = Child::spawn(&mut lp, &mut Command::new("worker"), |_, got, ev| *got = ev.status).unwrap();
+    /// job.kill(&mut lp, Signal::TERM).unwrap();
     /// assert_eq!(sim.signals_sent(spawned.pid), [Signal::TERM]);
     /// // It dies of it, a millisecond later.
     /// let status = ExitStatus::Signaled { signal: Signal::TERM, core_dumped: false };

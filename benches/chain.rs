@@ -1,7 +1,7 @@
 //! libevent's bench.c workload (`benches/chain_workload.rs`) under
 //! criterion, per backend: socket pairs with a read watcher each, `active`
 //! chains of one-byte reads and writes hopping from pair to pair, plain and
-//! with a per-pair timer restarted (`Loop::again`) by every callback.
+//! with a per-pair timer restarted (`Timer::again`) by every callback.
 //!
 //! Two shapes: 200 pairs / 20 chains (fits select's `FD_SETSIZE`) and
 //! 1,000 pairs / 100 chains (bench.c's, the one of the callgrind counts;

@@ -6,7 +6,7 @@
 //! callback reads its byte and, while writes remain, writes one byte into
 //! the next pair, so `active` bytes hop around the ring until `writes`
 //! writes have been made. With `timers`, every callback also pushes back a
-//! per-pair inactivity timer (`Loop::again`), the classic libev pattern.
+//! per-pair inactivity timer (`Timer::again`), the classic libev pattern.
 //! Every read and write is one syscall, as in bench.c.
 
 #![allow(dead_code)]
@@ -147,7 +147,7 @@ fn on_readable<R: ChainIo, W: ChainIo, const REARM: bool>(
         }
         st.fired += 1;
         if let Some(t) = timer {
-            lp.again(t).unwrap();
+            t.again(lp).unwrap();
         }
         if st.writes_left > 0 {
             st.writes_left -= 1;
@@ -172,7 +172,7 @@ impl<'s, W: ChainIo + 's> Bench<'s, W> {
             writers.push(writer);
             let timer = if shape.timers {
                 let t = lp.timer(Duration::ZERO, Duration::from_secs(60), |_, _, _| {})?;
-                lp.again(t)?;
+                t.again(&mut lp)?;
                 lp.set_ref(t, false)?;
                 timers.push(t);
                 Some(t)

@@ -1,7 +1,7 @@
 //! The executor's costs (`evloop::exec`), on the platform's default
 //! backend (epoll on Linux), in nanoseconds per operation:
 //!
-//! - `spawn/one`: `Loop::spawn_local` of an empty task and one
+//! - `spawn/one`: `exec::spawn_on` of an empty task and one
 //!   `RunMode::NoWait` iteration that runs it to completion (a whole loop
 //!   iteration per task: the backend's zero-timeout poll included).
 //! - `spawn/batch_1024`: 1024 spawns through an `Executor`, then the loop
@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use evloop::exec::{sleep, spawn_local};
-use evloop::{Loop, RunMode};
+use evloop::exec::{block_on, sleep, spawn_local, spawn_on, Executor};
+use evloop::{Idle, Loop, RunMode};
 
 /// A group with the timings all of this file's groups share (a short
 /// warm-up and measurement: the whole run takes about 20 s).
@@ -77,12 +77,12 @@ fn spawn(c: &mut Criterion) {
     let mut lp: Loop = Loop::new().unwrap();
     g.bench_function("one", |b| {
         b.iter(|| {
-            let task = lp.spawn_local(async {}).unwrap();
+            let task = spawn_on(&mut lp, async {}).unwrap();
             lp.run(RunMode::NoWait, &mut ()).unwrap();
             debug_assert!(task.is_finished());
         })
     });
-    let ex = lp.executor().unwrap();
+    let ex = Executor::of(&mut lp).unwrap();
     ex.set_budget(1024);
     g.bench_function("batch_1024", |b| {
         b.iter_custom(|iters| {
@@ -113,7 +113,7 @@ fn wake(c: &mut Criterion) {
             let (p1, q1) = (ping.clone(), pong.clone());
             // Each round trip below is two wakes and two polls.
             let rounds = iters.div_ceil(2);
-            lp.spawn_local(async move {
+            spawn_on(&mut lp, async move {
                 for _ in 0..rounds {
                     p1.wait().await;
                     q1.raise();
@@ -121,7 +121,7 @@ fn wake(c: &mut Criterion) {
             })
             .unwrap();
             let start = Instant::now();
-            lp.block_on(&mut (), async move {
+            block_on(&mut lp, &mut (), async move {
                 for _ in 0..rounds {
                     ping.raise();
                     pong.wait().await;
@@ -135,10 +135,10 @@ fn wake(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let signal = Rc::new(Signal::default());
             let s = signal.clone();
-            let idle = lp.idle(move |_, _, _| s.raise()).unwrap();
+            let idle = Idle::new(&mut lp, move |_, _, _| s.raise()).unwrap();
             lp.start(idle).unwrap();
             let start = Instant::now();
-            lp.block_on(&mut (), async move {
+            block_on(&mut lp, &mut (), async move {
                 for _ in 0..iters {
                     signal.wait().await;
                 }
@@ -158,7 +158,7 @@ fn sleeps(c: &mut Criterion) {
     g.bench_function("register_cancel", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
-            lp.block_on(&mut (), async move {
+            block_on(&mut lp, &mut (), async move {
                 let mut left = iters;
                 while left > 0 {
                     let n = left.min(1024);
@@ -187,7 +187,7 @@ fn sleeps(c: &mut Criterion) {
     g.bench_function("await_1ns", |b| {
         b.iter_custom(|iters| {
             let start = Instant::now();
-            lp.block_on(&mut (), async move {
+            block_on(&mut lp, &mut (), async move {
                 for _ in 0..iters {
                     sleep(Duration::from_nanos(1)).await;
                 }

@@ -7,7 +7,7 @@
 //!
 //! Rows, `scale/<row>/<stop order>/<N>`:
 //!
-//! - `idle`, `prepare`, `check`: N `lp.idle(..)` (etc.), then N `lp.stop`.
+//! - `idle`, `prepare`, `check`: N `Idle::new(&mut lp, ..)` (etc.), then N `lp.stop`.
 //! - `timer`: N timers with distinct timeouts (1..=N ms, in random order).
 //! - `io_sim`: N read watchers on N simulated sockets. Io rows run one
 //!   `RunMode::NoWait` iteration after the starts (the backend registers
@@ -46,7 +46,8 @@ use criterion::{
     SamplingMode,
 };
 use evloop::{
-    Handle, Interest, IoEvent, Loop, RunMode, RunOutcome, Sim, Source, SourceFd, VirtualFd,
+    Check, Handle, Idle, Interest, IoEvent, Loop, Prepare, RunMode, RunOutcome, Sim, Source,
+    SourceFd, VirtualFd,
 };
 
 /// Watcher counts on the simulator and for the kinds that need no fd.
@@ -191,15 +192,15 @@ fn start_stop(mut inp: Input, row: Row, n: usize, order: Order) -> Input {
     let lp = &mut inp.lp;
     match (row, std::mem::replace(&mut inp.work, Work::Plain)) {
         (Row::Idle, _) => {
-            let hs: Vec<_> = (0..n).map(|_| lp.idle(nop).unwrap()).collect();
+            let hs: Vec<_> = (0..n).map(|_| Idle::new(lp, nop).unwrap()).collect();
             stop_all(lp, &hs, order);
         }
         (Row::Prepare, _) => {
-            let hs: Vec<_> = (0..n).map(|_| lp.prepare(nop).unwrap()).collect();
+            let hs: Vec<_> = (0..n).map(|_| Prepare::new(lp, nop).unwrap()).collect();
             stop_all(lp, &hs, order);
         }
         (Row::Check, _) => {
-            let hs: Vec<_> = (0..n).map(|_| lp.check(nop).unwrap()).collect();
+            let hs: Vec<_> = (0..n).map(|_| Check::new(lp, nop).unwrap()).collect();
             stop_all(lp, &hs, order);
         }
         (Row::Timer, Work::Timers(timeouts)) => {

@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use evloop::{Interest, Loop, RunMode};
+use evloop::{Interest, Io, Loop, RunMode};
 
 /// Socket pairs per loop (select stops at `FD_SETSIZE`, 1,024 fds).
 const PAIRS: usize = 400;
@@ -44,7 +44,7 @@ fn setup(c: &mut Criterion) {
                         .build()
                         .expect("loop");
                     for (i, (read, _)) in pairs.iter().enumerate() {
-                        lp.io_borrowed(read, Interest::READABLE, move |_, n, _| *n += i)
+                        Io::borrowed(&mut lp, read, Interest::READABLE, move |_, n, _| *n += i)
                             .expect("io watcher");
                     }
                     let mut n = 0;

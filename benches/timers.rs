@@ -15,9 +15,9 @@
 //!   the registry reuses the removed timers' slots, so this is steady-state
 //!   creation (connections coming and going), not the first arming into
 //!   fresh memory that benches/timers_1m.rs times.
-//! - `restart`: `Loop::set_timer(t, d, d)` with a new random timeout.
-//! - `again`: `Loop::again(t)` (the period unchanged).
-//! - `stop_start`: `Loop::stop`, `Loop::set_timer(t, d, d)`, `Loop::start`.
+//! - `restart`: `Timer::set(t, d, d)` with a new random timeout.
+//! - `again`: `t.again(&mut lp)` (the period unchanged).
+//! - `stop_start`: `Loop::stop`, `Timer::set(t, d, d)`, `Loop::start`.
 //!
 //! Run: `CARGO_TARGET_DIR=/tmp/target-bench cargo bench --manifest-path benches/criterion/Cargo.toml --bench timers`
 //! (about 25 seconds: setup of about a second, then 20 samples in 3 s after
@@ -135,20 +135,20 @@ fn timers(c: &mut Criterion) {
     group.bench_function("restart", |b| {
         b.iter(|| {
             let (t, d) = fx.next();
-            fx.lp.set_timer(t, d, d).unwrap();
+            t.set(&mut fx.lp, d, d).unwrap();
         })
     });
     group.bench_function("again", |b| {
         b.iter(|| {
             let (t, _) = fx.next();
-            fx.lp.again(t).unwrap();
+            t.again(&mut fx.lp).unwrap();
         })
     });
     group.bench_function("stop_start", |b| {
         b.iter(|| {
             let (t, d) = fx.next();
             fx.lp.stop(t).unwrap();
-            fx.lp.set_timer(t, d, d).unwrap();
+            t.set(&mut fx.lp, d, d).unwrap();
             fx.lp.start(t).unwrap();
         })
     });

@@ -13,13 +13,13 @@
 //!
 //! - arm: `Loop::timer(d, d, cb)` (the callback captures nothing, so its
 //!   box allocates nothing);
-//! - restart: `Loop::set_timer(t, d, d)`;
-//! - again: `Loop::again(t)`;
-//! - stop_start: `Loop::stop`, `Loop::set_timer(t, d, d)` (the timer is
+//! - restart: `Timer::set(t, d, d)`;
+//! - again: `t.again(&mut lp)`;
+//! - stop_start: `Loop::stop`, `Timer::set(t, d, d)` (the timer is
 //!   inactive: only its delay and period change), `Loop::start`;
 //! - mixed: the same mix as libev's, the park operation being a `stop`
-//!   (and a `set_timer` + `start` of the oldest parked timer);
-//! - expire: `Loop::set_repeat(t, 0)` on every timer (untimed), the clock
+//!   (and a `Timer::set` + `start` of the oldest parked timer);
+//! - expire: `Timer::set_repeat(t, 0)` on every timer (untimed), the clock
 //!   moved 10^6 s on, one `run(RunMode::NoWait)`;
 //! - rearm: `set_timer(t, d, 0)` + `start` on every (stopped) timer;
 //! - stop_all: `Loop::stop` on every timer, in a random order.
@@ -261,7 +261,7 @@ fn phase_restart(lp: &mut Lp, h: &[Timer], ops: &[(u32, Duration)]) {
         if k & REFRESH_MASK == 0 {
             lp.update_now();
         }
-        lp.set_timer(h[i as usize], a, a).unwrap();
+        (h[i as usize]).set(lp, a, a).unwrap();
     }
 }
 
@@ -271,7 +271,7 @@ fn phase_again(lp: &mut Lp, h: &[Timer], ops: &[u32]) {
         if k & REFRESH_MASK == 0 {
             lp.update_now();
         }
-        lp.again(h[i as usize]).unwrap();
+        (h[i as usize]).again(lp).unwrap();
     }
 }
 
@@ -283,7 +283,7 @@ fn phase_stop_start(lp: &mut Lp, h: &[Timer], ops: &[(u32, Duration)]) {
         }
         let t = h[i as usize];
         lp.stop(t).unwrap();
-        lp.set_timer(t, a, a).unwrap();
+        t.set(lp, a, a).unwrap();
         lp.start(t).unwrap();
     }
 }
@@ -296,18 +296,18 @@ fn phase_mixed(lp: &mut Lp, h: &[Timer], ops: &[(u8, u32, u32, Duration)]) {
         }
         let t = h[i as usize];
         match kind {
-            0 => lp.set_timer(t, a, a).unwrap(),
-            1 => lp.again(t).unwrap(),
+            0 => t.set(lp, a, a).unwrap(),
+            1 => t.again(lp).unwrap(),
             2 => {
                 lp.stop(t).unwrap();
-                lp.set_timer(t, a, a).unwrap();
+                t.set(lp, a, a).unwrap();
                 lp.start(t).unwrap();
             }
             _ => {
                 lp.stop(t).unwrap();
                 if other != NONE {
                     let o = h[other as usize];
-                    lp.set_timer(o, a, a).unwrap();
+                    o.set(lp, a, a).unwrap();
                     lp.start(o).unwrap();
                 }
             }
@@ -326,7 +326,7 @@ fn phase_rearm(lp: &mut Lp, h: &[Timer], rearm_d: &[Duration]) {
         if i & REFRESH_MASK == 0 {
             lp.update_now();
         }
-        lp.set_timer(t, a, Duration::ZERO).unwrap();
+        t.set(lp, a, Duration::ZERO).unwrap();
         lp.start(t).unwrap();
     }
 }
@@ -353,7 +353,7 @@ fn idle_memory(n: u32) {
     reset_peak();
     let rss0 = status_bytes("VmRSS");
     for _ in 0..n {
-        h.push(lp.idle(|_, _, _| {}).unwrap());
+        h.push(Idle::new(&mut lp, |_, _, _| {}).unwrap());
     }
     let hwm = status_bytes("VmHWM");
     let per = (hwm - rss0) as f64 / n as f64;
@@ -431,7 +431,7 @@ fn main() {
         report.time("mixed", ops, t0);
         for &(i, a) in &plan.unpark {
             let o = h[i as usize];
-            lp.set_timer(o, a, a).unwrap();
+            o.set(&mut lp, a, a).unwrap();
             lp.start(o).unwrap();
         }
         check_active(&lp, all, "mixed");
@@ -440,7 +440,7 @@ fn main() {
     // (f) expire: every timer fires once
     if wanted("expire") {
         for &t in &h {
-            lp.set_repeat(t, Duration::ZERO).unwrap();
+            t.set_repeat(&mut lp, Duration::ZERO).unwrap();
         }
         offset.set(offset.get() + Duration::from_secs(1_000_000));
         let mut fired = 0u64;

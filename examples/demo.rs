@@ -101,7 +101,7 @@ fn simulated_server() -> evloop::Result<()> {
                             reply
                         );
                         if let Some(t) = server.conns[i].idle {
-                            lp.again(t).expect("the timer is live");
+                            t.again(lp).expect("the timer is live");
                         }
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => return,

@@ -2,7 +2,7 @@
 //! clean shutdown on SIGINT or SIGTERM.
 //!
 //! It starts a child process (`sh`, which works for a second and exits
-//! with code 3) with `Loop::spawn`, which watches it from the start and
+//! with code 3) with `Child::spawn`, which watches it from the start and
 //! hands back no `std::process::Child` whose `wait` could take its status,
 //! and a worker thread that reports its progress through an async sender,
 //! and watches SIGINT and SIGTERM (`evloop::Signal`'s constants: no direct
@@ -10,7 +10,7 @@
 //! and the worker is done, it sends itself SIGTERM, as `kill -TERM <pid>`
 //! from another terminal would, and shuts down on it: it ends by itself
 //! in about a second. Press Ctrl-C to shut down earlier (the child is then
-//! killed with `Loop::kill`, which cannot hit another process that has
+//! killed with `Child::kill`, which cannot hit another process that has
 //! since been given its pid, and the worker told to stop).
 //!
 //! Run with: `cargo run --example signals_and_children`
@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut job = Command::new("sh");
     job.args(["-c", "echo '  child: working'; sleep 1; exit 3"]);
-    let (child, _pipes) = lp.spawn(&mut job, |lp, sup, ev| {
+    let (child, _pipes) = Child::spawn(&mut lp, &mut job, |lp, sup, ev| {
         // The loop has reaped it: nothing left to kill. Its watcher is
         // stopped; removed, it frees its slot.
         sup.child = None;
@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // with the async sender; once the loop stops listening (the watcher
     // removed), its sends fail and it stops.
     let (tx, progress) = mpsc::channel();
-    let (worker, sender) = lp.async_watcher(|lp, sup, me| {
+    let (worker, sender) = Async::new(&mut lp, |lp, sup, me| {
         for step in sup.progress.try_iter() {
             println!("worker: step {step} of {STEPS}");
             if step == STEPS {
@@ -128,7 +128,7 @@ fn finish_if_done(lp: &mut Loop<Supervisor>, sup: &mut Supervisor) {
 /// signals (their default actions come back: a second Ctrl-C ends the
 /// program at once).
 fn shut_down(lp: &mut Loop<Supervisor>, sup: &mut Supervisor, me: Signal) {
-    let name = Signal::name(lp.signal_number(me).unwrap()).unwrap_or("a signal");
+    let name = Signal::name(me.number(lp).unwrap()).unwrap_or("a signal");
     println!("supervisor: {name}, shutting down");
     sup.stopping = true;
     for s in sup.signals.drain(..) {
@@ -143,7 +143,7 @@ fn shut_down(lp: &mut Loop<Supervisor>, sup: &mut Supervisor, me: Signal) {
         // the loop has reaped it, nothing is sent (its pid may be another
         // process's by now): the kill says so.
         println!("supervisor: killing the child");
-        match lp.kill(child, Signal::KILL) {
+        match child.kill(lp, Signal::KILL) {
             Ok(()) | Err(Error::ChildExited { .. }) => {}
             Err(err) => eprintln!("supervisor: {err}"),
         }

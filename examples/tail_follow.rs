@@ -31,7 +31,7 @@ pub fn follow<'s, S>(
     // Where the backend hints at changes (inotify, kqueue) each one is seen
     // at once; the interval is the fallback (and what a network file system
     // gets).
-    let watcher = lp.stat(path, Duration::from_secs(1), move |lp, state, ev| {
+    let watcher = Stat::new(lp, path, Duration::from_secs(1), move |lp, state, ev| {
         reader.catch_up(ev.path, &mut |line| on_line(lp, state, line));
     })?;
     // A stat watcher calls back on changes only: read what is there now.

@@ -21,7 +21,7 @@
 //! [`Loop::capabilities`](crate::Loop::capabilities) returns),
 //! [`ExitStatus`] (in a [`ChildEvent`](crate::ChildEvent)), [`FileStat`]
 //! (in a [`StatEvent`](crate::StatEvent)) and [`Spawned`] (what
-//! [`Loop::spawn`](crate::Loop::spawn) returns). The crate's backends are
+//! [`Child::spawn`](crate::Child::spawn) returns). The crate's backends are
 //! in [`backends`](crate::backends), with the helpers a Unix backend needs
 //! in [`backends::util`](crate::backends::util).
 
@@ -278,13 +278,13 @@ pub enum ExitStatus {
     /// child gets the real one.)
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode};
     /// use std::process::{Command, Stdio};
     /// // A child that exits when its stdin closes.
     /// let mut job = Command::new("sh").args(["-c", "read _; exit 3"])
     ///     .stdin(Stdio::piped()).spawn()?;
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
-    /// lp.child(job.id(), |_, got, ev| *got = ev.status)?;
+    /// Child::new(&mut lp, job.id(), |_, got, ev| *got = ev.status)?;
     /// drop(job.stdin.take());
     /// // Reaped here, not by the loop: the status is std's.
     /// assert_eq!(job.wait()?.code(), Some(3));
@@ -342,17 +342,18 @@ pub struct ChildExit {
 }
 
 /// A child process that [`NoticeService::spawn_child`] started and watches (and
-/// [`Loop::spawn`](crate::Loop::spawn) hands back with its watcher): its
+/// [`Child::spawn`](crate::Child::spawn) hands back with its watcher): its
 /// pid and the pipes to it that the `Command` asked for
 /// ([`Stdio::piped`](std::process::Stdio::piped)). There is deliberately
 /// no `std::process::Child` here: its `wait` would take the status from
 /// the loop (or fail with `ECHILD` once the loop has it).
 ///
 /// ```
-/// use evloop::{Loop, Spawned};
+/// use evloop::{Child, Loop, Spawned};
 /// use std::process::{Command, Stdio};
 /// let mut lp: Loop = Loop::new()?;
-/// let (_w, s): (_, Spawned) = lp.spawn(Command::new("true").stdout(Stdio::piped()), |_, _, _| {})?;
+/// let mut cmd = Command::new("true");
+/// let (_w, s): (_, Spawned) = Child::spawn(&mut lp, cmd.stdout(Stdio::piped()), |_, _, _| {})?;
 /// assert!(s.pid > 0 && s.stdout.is_some() && s.stdin.is_none());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -526,7 +527,7 @@ impl Notices {
 }
 
 /// A file's attributes, as a stat watcher sees them
-/// ([`Loop::stat`](crate::Loop::stat)). A missing (or unreadable) file is
+/// ([`Stat::new`](crate::Stat::new)). A missing (or unreadable) file is
 /// a state like any other: `exists` is false, the link count 0, the rest
 /// zero, so that creation and deletion are changes.
 ///

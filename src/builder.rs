@@ -294,7 +294,7 @@ impl Builder {
                 source,
             })?;
         }
-        let mut lp = Loop::try_from_boxed(backend)?;
+        let mut lp = loop_on(backend)?;
         lp.reserve(self.capacity);
         Ok(lp)
     }
@@ -336,7 +336,31 @@ fn choose(explicit: Option<&str>, env: impl FnOnce() -> Option<OsString>) -> (Co
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+/// `Loop::from` a boxed backend, with running out of loop ids as an error.
+fn loop_on<'s, S>(mut backend: Box<dyn Backend + 's>) -> Result<Loop<'s, S>> {
+    let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
+    let caps = backend.capabilities();
+    let timers = Timers::new(backend.now());
+    let report_dispatch = backend.notices().is_some_and(|s| s.wants_dispatch());
+    let notifier = crate::services::own(backend.name());
+    Ok(Loop {
+        backend,
+        caps,
+        registry,
+        fds: FdTable::default(),
+        results: PollResults::default(),
+        timers,
+        pending: PendingQueues::default(),
+        run: RunState::default(),
+        report_dispatch,
+        notifier,
+        kinds: Kinds::default(),
+    })
+}
+
+/// A loop on an already boxed backend (what a [`Factory`](crate::backends::Factory)
+/// opens): [`Loop::with_backend`] without a second box.
+impl<'s, S> From<Box<dyn Backend + 's>> for Loop<'s, S> {
     /// A loop on an already boxed backend (what [`Builder`](crate::Builder)
     /// produces).
     ///
@@ -344,7 +368,7 @@ impl<'s, S> Loop<'s, S> {
     /// use evloop::backend::Backend;
     /// use evloop::{Loop, Sim};
     /// let b: Box<dyn Backend> = Box::new(Sim::new().backend());
-    /// let lp: Loop = Loop::from_boxed(b);
+    /// let lp: Loop = Loop::from(b);
     /// assert_eq!(lp.backend_name(), "sim");
     /// ```
     ///
@@ -354,93 +378,11 @@ impl<'s, S> Loop<'s, S> {
     /// never reused, so that a handle of a dropped loop can never be taken
     /// for another's. [`Builder::build`](crate::Builder::build) returns
     /// [`Error::LoopIdsExhausted`](crate::Error::LoopIdsExhausted) instead.
-    pub fn from_boxed(backend: Box<dyn Backend + 's>) -> Self {
-        match Self::try_from_boxed(backend) {
+    fn from(backend: Box<dyn Backend + 's>) -> Self {
+        match loop_on(backend) {
             Ok(lp) => lp,
             Err(e) => panic!("{e}"),
         }
-    }
-
-    /// [`Loop::from_boxed`], with running out of loop ids as an error.
-    pub(crate) fn try_from_boxed(mut backend: Box<dyn Backend + 's>) -> Result<Self> {
-        let registry = Registry::new().ok_or(Error::LoopIdsExhausted)?;
-        let caps = backend.capabilities();
-        let timers = Timers::new(backend.now());
-        let report_dispatch = backend.notices().is_some_and(|s| s.wants_dispatch());
-        let notifier = crate::services::own(backend.name());
-        Ok(Loop {
-            backend,
-            caps,
-            registry,
-            fds: FdTable::default(),
-            results: PollResults::default(),
-            timers,
-            pending: PendingQueues::default(),
-            run: RunState::default(),
-            report_dispatch,
-            notifier,
-            kinds: Kinds::default(),
-        })
-    }
-
-    /// Reserves room for `n` more watchers (any kind) and for io watchers
-    /// on fds numbered below `n`, so that creating them grows none of the
-    /// loop's tables: [`Builder::capacity`] for a loop already made (one
-    /// on [`Loop::with_backend`], say), as `Vec::reserve` is to
-    /// `Vec::with_capacity`.
-    ///
-    /// ```
-    /// use evloop::{Interest, Loop, Sim};
-    /// let sim = Sim::new();
-    /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.reserve(100);
-    /// for i in 0..100 {
-    ///     lp.io(sim.socket(&format!("s{i}"), 0), Interest::READABLE, |_, _, _| {})
-    ///         .unwrap();
-    /// }
-    /// assert_eq!(lp.active_count(), 100);
-    /// ```
-    pub fn reserve(&mut self, n: usize) {
-        self.registry.reserve(n);
-        self.fds.reserve(n);
-        self.timers.reserve(n);
-    }
-
-    /// A loop on the default OS backend, or the one named by
-    /// `EVLOOP_BACKEND`: `Builder::new().build()`.
-    ///
-    /// ```
-    /// use evloop::{Loop, RunMode};
-    /// use std::time::{Duration, Instant};
-    ///
-    /// let start = Instant::now();
-    /// let mut lp: Loop = Loop::new()?;
-    /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, _, _| {})?;
-    /// lp.run(RunMode::Default, &mut ())?;
-    /// assert!(start.elapsed() >= Duration::from_millis(5));
-    /// # Ok::<(), evloop::Error>(())
-    /// ```
-    pub fn new() -> Result<Self> {
-        Builder::new().build()
-    }
-}
-
-// `builder` does not depend on the state type, so it lives on `Loop` with
-// the default state: `Loop::builder()` then needs no type annotation, and
-// the state type is chosen by `build`.
-impl Loop<'_, ()> {
-    /// A [`Builder`], to choose the backend; the state type of the loop is
-    /// the one [`Builder::build`] is asked for.
-    ///
-    /// ```
-    /// use evloop::Loop;
-    /// let lp: Loop = Loop::builder().backend("poll").build().unwrap();
-    /// assert_eq!(lp.backend_name(), "poll");
-    /// let counting: Loop<u64> = Loop::builder().backend("select").build().unwrap();
-    /// assert_eq!(counting.backend_name(), "select");
-    /// ```
-    pub fn builder() -> Builder {
-        Builder::new()
     }
 }
 

@@ -9,10 +9,10 @@ use std::io;
 /// Every variant says what went wrong and why in its `Display` text.
 ///
 /// ```
-/// use evloop::{Error, Loop, Sim};
+/// use evloop::{Error, Idle, Loop, Sim};
 /// let sim = Sim::new();
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let idle = lp.idle(|_, _, _| {}).unwrap();
+/// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
 /// lp.remove(idle).unwrap();
 /// let err = lp.stop(idle).unwrap_err();
 /// assert!(matches!(err, Error::StaleHandle { .. }));
@@ -58,7 +58,7 @@ pub enum Error {
         backend: &'static str,
     },
     /// The fd cannot be watched, detected when the io watcher is created
-    /// ([`Loop::io`](crate::Loop::io), [`Loop::io_borrowed`](crate::Loop::io_borrowed)):
+    /// ([`Loop::io`](crate::Loop::io), [`Io::borrowed`](crate::Io::borrowed)):
     /// it is negative, it is not open, or the backend can never watch it
     /// (on every OS backend, a regular file or a directory, which would
     /// always be ready; on the simulator, a closed or invalidated socket).
@@ -99,8 +99,8 @@ pub enum Error {
     SourceType,
     /// The operation is not possible while the io watcher's own callback
     /// is running, as that callback holds the source: taking the source
-    /// back ([`Loop::into_source`](crate::Loop::into_source)) or giving it
-    /// to a new callback ([`Loop::set_io_callback`](crate::Loop::set_io_callback)).
+    /// back ([`Io::into_source`](crate::Io::into_source)) or giving it
+    /// to a new callback ([`Io::set_callback`](crate::Io::set_callback)).
     Busy,
     /// The change is allowed only while the watcher is stopped (libev's
     /// rule for its `ev_TYPE_set` functions): stop it, change it, start
@@ -128,7 +128,7 @@ pub enum Error {
         /// What the backend said.
         source: io::Error,
     },
-    /// [`Loop::spawn`](crate::Loop::spawn) could not start the command
+    /// [`Child::spawn`](crate::Child::spawn) could not start the command
     /// (`source` as `std::process::Command::spawn` reports it: a missing
     /// program, say), or not watch it (then the child was killed and
     /// reaped before the call returned).
@@ -138,7 +138,7 @@ pub enum Error {
         /// What went wrong.
         source: io::Error,
     },
-    /// [`Loop::kill`](crate::Loop::kill) sent nothing: the child has exited
+    /// [`Child::kill`](crate::Child::kill) sent nothing: the child has exited
     /// and been reaped (by the loop, another loop, or someone else), so its
     /// pid may already name another process.
     ChildExited {
@@ -147,7 +147,7 @@ pub enum Error {
         /// How it ended, if its watcher has been told.
         status: Option<crate::ExitStatus>,
     },
-    /// [`Loop::kill`](crate::Loop::kill) sent nothing for another reason:
+    /// [`Child::kill`](crate::Child::kill) sent nothing for another reason:
     /// the watcher is stopped (the loop then cannot know whether its child
     /// has been reaped), it watches any child rather than one, the backend
     /// cannot send signals to children, or the system refused.
@@ -205,8 +205,8 @@ pub enum Error {
         /// Why it has none.
         reason: String,
     },
-    /// `Loop::embed` (and
-    /// `Loop::can_embed`): the loop cannot be
+    /// `Embed::new` (and
+    /// `Embed::can_embed`): the loop cannot be
     /// embedded in this one, because its backend has no pollable fd
     /// ([`Error::NoPollableFd`]'s reasons), or because this loop's backend
     /// cannot watch that fd (the simulator watches only virtual fds;
@@ -219,9 +219,9 @@ pub enum Error {
         /// Why not.
         reason: String,
     },
-    /// `Loop::embedded_mut`,
-    /// `Loop::embedded`,
-    /// `Loop::unembed`: the embed watcher's
+    /// `Embed::inner_mut`,
+    /// `Embed::inner`,
+    /// `Embed::unembed`: the embed watcher's
     /// callback is running and holds the embedded loop (it is the
     /// callback's argument); it can be reached that way, or after the
     /// callback returns.
@@ -231,13 +231,14 @@ pub enum Error {
     /// (a handle of a dropped loop must not be taken for a new loop's), so
     /// no new loop can be made.
     LoopIdsExhausted,
-    /// An executor operation made outside any task (`exec::spawn_local`,
-    /// `exec::Async::new`; feature `exec`): there is no current executor;
-    /// use the loop's (`Loop::executor`).
+    /// An executor operation made outside any task
+    /// ([`exec::spawn_local`](crate::exec::spawn_local),
+    /// [`Async::new`](crate::exec::AsyncFd::new)): there is no current
+    /// executor; use the loop's ([`exec::Executor::of`](crate::exec::Executor::of)).
     NoExecutor,
     /// A spawn on the executor of a loop that was dropped.
     ExecutorGone,
-    /// `Loop::block_on` (feature `exec`): the loop can never make
+    /// [`exec::block_on`](crate::exec::block_on) (feature `exec`): the loop can never make
     /// progress again (its backend said so: the simulator with nothing
     /// left to happen), and the future is still pending.
     Stalled,
@@ -256,7 +257,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::NoExecutor => f.write_str(
-                "not inside a task of an evloop executor: there is no current executor (use Loop::executor or Loop::spawn_local)",
+                "not inside a task of an evloop executor: there is no current executor (use exec::Executor::of or exec::spawn_on)",
             ),
             Error::ExecutorGone => {
                 f.write_str("the executor's loop was dropped: it runs no new task")

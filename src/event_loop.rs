@@ -68,7 +68,7 @@ pub(crate) type BoxedCallback<'s, S> = Box<dyn Dispatch<'s, S> + 's>;
 
 /// A libev-style event loop.
 ///
-/// `'s` is how long borrowed io sources ([`Loop::io_borrowed`]) and the
+/// `'s` is how long borrowed io sources ([`Io::borrowed`](crate::Io::borrowed)) and the
 /// callbacks' captures must live; `S` is the user state handed to every
 /// callback by `&mut` (pass `&mut ()` when there is none). Callbacks get
 /// `&mut Loop` too, so they can start, stop, modify, create and remove any
@@ -152,7 +152,7 @@ impl<'s, S> Loop<'s, S> {
     /// [`Error::Backend`](crate::Error::Backend) if the backend's poll
     /// fails. On Unix, `Error::CannotEmbed` once the iteration's
     /// callbacks ran, if the backend refused an embed watcher's fd (the
-    /// watcher is stopped: `Loop::embed` says when).
+    /// watcher is stopped: `Embed::new` says when).
     ///
     /// # Panics
     ///
@@ -169,7 +169,7 @@ impl<'s, S> Loop<'s, S> {
     /// fully started or fully stopped.
     ///
     /// - A custom [`Schedule`](crate::Schedule) that panics is treated as
-    ///   one that gave no time: in [`Loop::periodic`] no watcher is created
+    ///   one that gave no time: in [`Periodic::new`](crate::Periodic::new) no watcher is created
     ///   (the callback is dropped); in [`Loop::start`] the watcher stays
     ///   stopped; asked after a firing or after a wall-clock step (inside
     ///   `run`), its watcher stops (that firing is still delivered), the
@@ -186,11 +186,11 @@ impl<'s, S> Loop<'s, S> {
     ///   some of them panic; the first panic then propagates from the drop.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// use evloop::{Check, Loop, Prepare, RunMode, RunOutcome, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
-    /// lp.prepare(|_, log, _| log.push("prepare")).unwrap();
-    /// lp.check(|_, log, _| log.push("check")).unwrap();
+    /// Prepare::new(&mut lp, |_, log, _| log.push("prepare")).unwrap();
+    /// Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
     /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, log, _| log.push("timer")).unwrap();
     /// let mut log = vec![];
     /// assert_eq!(lp.run(RunMode::Once, &mut log).unwrap(), RunOutcome::IterationDone);

@@ -539,7 +539,7 @@ impl FdTable {
             let refused = rest[i];
             self.fds[refused.fd as usize].registered = refused.old;
             tracing::debug!(fd = refused.fd, %err, "backend refused the fd; stopping its watchers");
-            self.kill(refused.fd, registry, pending, backend);
+            self.evict(refused.fd, registry, pending, backend);
             self.refused = Some((refused.fd, err));
             from += i + 1;
         }
@@ -560,7 +560,7 @@ impl FdTable {
 
     /// The fd is unusable: every io watcher on it is stopped and receives
     /// [`Ready::ERROR`] (libev's `fd_kill`), and the backend forgets it.
-    pub fn kill<C>(
+    pub fn evict<C>(
         &mut self,
         fd: RawFd,
         registry: &mut Registry<C>,
@@ -662,7 +662,7 @@ impl FdTable {
                 continue;
             };
             if ready.is_invalid() {
-                self.kill(fd, registry, pending, backend);
+                self.evict(fd, registry, pending, backend);
                 continue;
             }
             // Not one-shot, so the flush (which ran just before the poll)

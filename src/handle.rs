@@ -88,12 +88,12 @@ pub(crate) mod sealed {
 /// [`Check`]: crate::Check
 ///
 /// ```
-/// use evloop::{Handle, Loop, Sim};
+/// use evloop::{Handle, Idle, Loop, Sim};
 /// fn describe(lp: &Loop, h: impl Handle) -> String {
 ///     format!("{} active={}", h.kind(), lp.is_active(h).unwrap())
 /// }
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let idle = lp.idle(|_, _, _| {}).unwrap();
+/// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
 /// assert_eq!(describe(&lp, idle), "idle active=true");
 /// ```
 pub trait Handle: sealed::Sealed + Copy + std::fmt::Debug {

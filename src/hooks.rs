@@ -1,12 +1,12 @@
 //! Where a watcher goes when it starts, stops and leaves the registry:
 //! io watchers to their fd's list, timers to the heap, and every other
-//! kind to its [`Kind`](crate::Kind) (kinds/mod.rs calls its hooks). No
+//! kind to its [`Role`](crate::Role) (kinds/mod.rs calls its hooks). No
 //! kind beyond the core has an arm here.
 
 use crate::RawFd;
 
 use crate::handle::Key;
-use crate::registry::Kind;
+use crate::registry::Role;
 use crate::slot_list::Slot;
 use crate::unwind::Held;
 use crate::{Interest, Loop, Result};
@@ -14,13 +14,13 @@ use crate::{Interest, Loop, Result};
 impl<'s, S> Loop<'s, S> {
     /// Starts a stopped watcher, asking first what may refuse: an io
     /// watcher's trigger mode and fd ([`Loop::check_interest`]), or its
-    /// kind ([`Kind::start`](crate::Kind::start)).
+    /// kind ([`Role::start`](crate::Role::start)).
     pub(crate) fn start_slot(&mut self, key: Key) -> Result<()> {
         let slot = key.slot;
-        match self.registry[slot].kind() {
-            Kind::Other { index, .. } => return self.start_other(index, key),
-            Kind::Io { fd, interest } => self.check_interest(fd, interest, None)?,
-            Kind::Timer => {}
+        match self.registry[slot].role() {
+            Role::Other { index, .. } => return self.start_other(index, key),
+            Role::Io { fd, interest } => self.check_interest(fd, interest, None)?,
+            Role::Timer => {}
         }
         self.activate(slot);
         Ok(())
@@ -34,10 +34,10 @@ impl<'s, S> Loop<'s, S> {
             return;
         }
         let w = &mut self.registry;
-        match w[slot].kind() {
-            Kind::Io { fd, interest } => self.fds.start(w, fd, slot, interest.trigger()),
-            Kind::Timer => self.timers.start(w, slot),
-            Kind::Other { .. } => unreachable!("a kind's watcher starts through its kind"),
+        match w[slot].role() {
+            Role::Io { fd, interest } => self.fds.start(w, fd, slot, interest.trigger()),
+            Role::Timer => self.timers.start(w, slot),
+            Role::Other { .. } => unreachable!("a kind's watcher starts through its kind"),
         }
     }
 
@@ -94,7 +94,7 @@ impl<'s, S> Loop<'s, S> {
     /// kind. Does not touch a pending invocation.
     pub(crate) fn deactivate(&mut self, slot: Slot) {
         let e = &self.registry[slot];
-        if let Kind::Other { index, .. } = e.kind() {
+        if let Role::Other { index, .. } = e.role() {
             let key = self.registry.key(slot, e.version());
             return self.stop_other(index, key);
         }
@@ -102,17 +102,17 @@ impl<'s, S> Loop<'s, S> {
             return;
         }
         let w = &mut self.registry;
-        match w[slot].kind() {
-            Kind::Io { fd, .. } => self.fds.stop(w, fd, slot),
-            Kind::Timer => self.timers.stop(w, slot),
-            Kind::Other { .. } => {} // stopped above
+        match w[slot].role() {
+            Role::Io { fd, .. } => self.fds.stop(w, fd, slot),
+            Role::Timer => self.timers.stop(w, slot),
+            Role::Other { .. } => {} // stopped above
         }
     }
 
     /// A stopped watcher is about to leave the registry: a timer's node
     /// leaves the heap now, while its entry still holds the node's place.
     pub(crate) fn leaving(&mut self, slot: Slot) {
-        if let Kind::Timer = self.registry[slot].kind() {
+        if let Role::Timer = self.registry[slot].role() {
             self.timers.remove(&mut self.registry, slot);
         }
     }
@@ -121,16 +121,16 @@ impl<'s, S> Loop<'s, S> {
     /// too. A kind's hook may run user code (a custom schedule's `Drop`):
     /// it runs through `held`, so that a panic there finds the loop
     /// consistent and the watcher's own drop still happens.
-    pub(crate) fn removed(&mut self, key: Key, kind: Kind, held: &mut Held) {
+    pub(crate) fn removed(&mut self, key: Key, kind: Role, held: &mut Held) {
         match kind {
-            Kind::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
+            Role::Other { index, .. } => held.run(|| self.remove_other(index, key)).unwrap_or(()),
             // Before the source is closed and its number can be reused.
-            Kind::Io { fd, .. } => {
+            Role::Io { fd, .. } => {
                 self.settle_fd(fd);
                 self.fds.remove_if_unwatched(fd, &mut *self.backend)
             }
             // Its node left the heap before its entry went ([`Loop::leaving`]).
-            Kind::Timer => {}
+            Role::Timer => {}
         }
     }
 }

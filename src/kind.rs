@@ -507,7 +507,7 @@ impl Context<'_> {
     }
 
     /// The wall clock, read from the OS service now.
-    pub fn wall_now(&mut self) -> SystemTime {
+    pub fn read_wall_clock(&mut self) -> SystemTime {
         crate::timers::wall_time(self.services(|s, _| s.wall_now()))
     }
 

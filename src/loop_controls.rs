@@ -7,9 +7,50 @@ use std::time::Duration;
 use crate::backend::{Backend, Capabilities};
 use crate::timers::from_ns;
 use crate::unwind::Held;
-use crate::{Break, Error, Loop, Result};
+use crate::{Break, Builder, Error, Loop, Result};
 
 impl<'s, S> Loop<'s, S> {
+    /// Reserves room for `n` more watchers (any kind) and for io watchers
+    /// on fds numbered below `n`, so that creating them grows none of the
+    /// loop's tables: [`Builder::capacity`] for a loop already made (one
+    /// on [`Loop::with_backend`], say), as `Vec::reserve` is to
+    /// `Vec::with_capacity`.
+    ///
+    /// ```
+    /// use evloop::{Interest, Loop, Sim};
+    /// let sim = Sim::new();
+    /// let mut lp: Loop = Loop::with_backend(sim.backend());
+    /// lp.reserve(100);
+    /// for i in 0..100 {
+    ///     lp.io(sim.socket(&format!("s{i}"), 0), Interest::READABLE, |_, _, _| {})
+    ///         .unwrap();
+    /// }
+    /// assert_eq!(lp.active_count(), 100);
+    /// ```
+    pub fn reserve(&mut self, n: usize) {
+        self.registry.reserve(n);
+        self.fds.reserve(n);
+        self.timers.reserve(n);
+    }
+
+    /// A loop on the default OS backend, or the one named by
+    /// `EVLOOP_BACKEND`: `Builder::new().build()`.
+    ///
+    /// ```
+    /// use evloop::{Loop, RunMode};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let start = Instant::now();
+    /// let mut lp: Loop = Loop::new()?;
+    /// lp.timer(Duration::from_millis(5), Duration::ZERO, |_, _, _| {})?;
+    /// lp.run(RunMode::Default, &mut ())?;
+    /// assert!(start.elapsed() >= Duration::from_millis(5));
+    /// # Ok::<(), evloop::Error>(())
+    /// ```
+    pub fn new() -> Result<Self> {
+        Builder::new().build()
+    }
+
     /// A loop on the given backend (any [`Backend`], including one defined
     /// outside this crate).
     ///
@@ -19,7 +60,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(lp.backend_name(), "sim");
     /// ```
     pub fn with_backend(backend: impl Backend + 's) -> Self {
-        Self::from_boxed(Box::new(backend))
+        Self::from(Box::new(backend) as Box<dyn Backend + 's>)
     }
 
     /// The backend's name ("epoll", "poll", "select", "kqueue", "sim", ...).
@@ -62,19 +103,19 @@ impl<'s, S> Loop<'s, S> {
     /// each poll, and by [`Loop::update_now`]). In an iteration that
     /// expired periodic watchers it is the wall time they were expired
     /// at, so a periodic's callback sees a time at or after the one it was
-    /// due ([`Loop::periodic_at`] before it fired); otherwise it is read
+    /// due ([`Periodic::next_at`](crate::Periodic::next_at) before it fired); otherwise it is read
     /// when first asked for and taken back to the instant of `now` (the
     /// wall time the monotonic clock has moved on since is subtracted).
-    /// [`Loop::wall_now`] reads the clock itself.
+    /// [`Loop::read_wall_clock`] reads the clock itself.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, RunMode, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
     /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(sim.backend());
     /// assert_eq!(lp.now_wall(), SystemTime::UNIX_EPOCH + Duration::from_secs(100));
-    /// lp.periodic(Schedule::every(Duration::from_secs(60)), |lp, log, me| {
+    /// Periodic::new(&mut lp, Schedule::every(Duration::from_secs(60)), |lp, log, me| {
     ///     let t = lp.now_wall().duration_since(SystemTime::UNIX_EPOCH).unwrap();
     ///     log.push(t.as_secs());
     ///     lp.stop(me).unwrap();
@@ -107,9 +148,9 @@ impl<'s, S> Loop<'s, S> {
     /// let sim = Sim::new();
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// assert_eq!(lp.wall_now(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
+    /// assert_eq!(lp.read_wall_clock(), SystemTime::UNIX_EPOCH + Duration::from_secs(42));
     /// ```
-    pub fn wall_now(&mut self) -> std::time::SystemTime {
+    pub fn read_wall_clock(&mut self) -> std::time::SystemTime {
         crate::timers::wall_time(self.services(|s, _| s.wall_now()))
     }
 
@@ -130,9 +171,9 @@ impl<'s, S> Loop<'s, S> {
     /// async watchers sent to whose send the loop has not taken yet).
     ///
     /// ```
-    /// # use evloop::{Loop, Ready, Sim};
+    /// # use evloop::{Idle, Loop, Ready, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.feed_event(idle, Ready::EMPTY).unwrap();
     /// assert_eq!(lp.pending_count(), 1);
     /// ```
@@ -158,11 +199,11 @@ impl<'s, S> Loop<'s, S> {
     /// from another callback) a pending invocation counts, as in libuv.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Loop, Prepare, RunMode, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop<Vec<Option<Duration>>> = Loop::with_backend(Sim::new().backend());
     /// for _ in 0..2 {
-    ///     lp.prepare(|lp, seen, me| {
+    ///     Prepare::new(&mut lp, |lp, seen, me| {
     ///         seen.push(lp.backend_timeout());
     ///         lp.remove(me).unwrap();
     ///     }).unwrap();
@@ -200,14 +241,14 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// The backend's own descriptor, for another loop (a GUI toolkit's,
-    /// glib's, mio's, another evloop's: [`Loop::embed`]) to watch for
+    /// glib's, mio's, another evloop's: [`Embed::new`](crate::Embed::new)) to watch for
     /// readability in place of this loop's wait: the epoll fd, the
     /// kqueue, or the ring's fd of an io_uring ring made without deferred
     /// task work. Unix only.
     ///
     /// **When it is readable**: when the backend would report something
     /// to a poll with a zero timeout: an fd of an active io watcher (or
-    /// of a kind's watcher: a [`Loop::once`], an embedded loop) is ready
+    /// of a kind's watcher: a [`Once::new`](crate::Once::new), an embedded loop) is ready
     /// for what its watchers ask, or one of the backend's internal fds
     /// is: a signal the loop watches arrived, a watched child exited, a
     /// path hint came, the wall clock was stepped, or an async watcher was
@@ -231,7 +272,7 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// `AsFd` is not implemented for `Loop`: one `Loop` type covers every
     /// backend, and some of them (poll, select, the simulator) have no fd
-    /// to give, where `AsFd` cannot fail. [`Loop::into_pollable`] checks
+    /// to give, where `AsFd` cannot fail. [`PollableLoop::new`](crate::PollableLoop::new) checks
     /// once and gives a [`PollableLoop`](crate::PollableLoop), which is
     /// `AsFd`; the [`BorrowedFd`] returned here is `AsFd` too.
     ///
@@ -402,9 +443,9 @@ impl<'s, S> Loop<'s, S> {
     /// How many [`Loop::run`] calls are executing (nested runs count).
     ///
     /// ```
-    /// # use evloop::{Loop, RunMode, Sim};
+    /// # use evloop::{Idle, Loop, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// lp.idle(|lp, seen, me| { *seen = lp.depth(); lp.remove(me).unwrap(); }).unwrap();
+    /// Idle::new(&mut lp, |lp, seen, me| { *seen = lp.depth(); lp.remove(me).unwrap(); }).unwrap();
     /// let mut seen = 0;
     /// lp.run(RunMode::Default, &mut seen).unwrap();
     /// assert_eq!((seen, lp.depth()), (1, 0));
@@ -417,9 +458,9 @@ impl<'s, S> Loop<'s, S> {
     /// [`RunMode::Default`](crate::RunMode::Default) running).
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
+    /// # use evloop::{Idle, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert_eq!(lp.active_count(), 1);
     /// lp.set_ref(idle, false).unwrap();
     /// assert_eq!(lp.active_count(), 0);
@@ -439,18 +480,18 @@ impl<'s, S> Loop<'s, S> {
 
     /// How many watchers the loop holds, active or not: each keeps its
     /// callback (and what the closure captures) until [`Loop::remove`], or
-    /// until it frees itself ([`Loop::timer_once`], [`Loop::once`]). A
+    /// until it frees itself ([`Timer::once`](crate::Timer::once), [`Once::new`](crate::Once::new)). A
     /// count that only grows is a leak of stopped watchers, such as fired
     /// one-shot timers nobody removed.
     ///
     /// ```
-    /// # use evloop::{Loop, RunMode, Sim};
+    /// # use evloop::{Loop, RunMode, Sim, Timer};
     /// # use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// lp.timer(Duration::ZERO, Duration::ZERO, |_, _, _| {}).unwrap();
-    /// lp.timer_once(Duration::ZERO, |_, _| {}).unwrap();
+    /// Timer::once(&mut lp, Duration::ZERO, |_, _| {}).unwrap();
     /// lp.run(RunMode::Default, &mut ()).unwrap();
-    /// // The fired one-shot `timer` is stopped but kept; `timer_once` is gone.
+    /// // The fired one-shot `timer` is stopped but kept; `Timer::once` is gone.
     /// assert_eq!((lp.active_count(), lp.watcher_count()), (0, 1));
     /// ```
     pub fn watcher_count(&self) -> usize {
@@ -462,9 +503,9 @@ impl<'s, S> Loop<'s, S> {
     /// outside `run`.
     ///
     /// ```
-    /// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
+    /// use evloop::{Break, Idle, Loop, RunMode, RunOutcome, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.idle(|lp, _, _| lp.break_loop(Break::All)).unwrap();
+    /// Idle::new(&mut lp, |lp, _, _| lp.break_loop(Break::All)).unwrap();
     /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
     /// ```
     pub fn break_loop(&mut self, how: Break) {
@@ -512,6 +553,25 @@ impl<'s, S> Loop<'s, S> {
         // stops its watchers (of the parent's children); fork watchers
         // run first thing in the next `run`.
         self.kinds_after_fork()
+    }
+}
+
+// `builder` does not depend on the state type, so it lives on `Loop` with
+// the default state: `Loop::builder()` then needs no type annotation, and
+// the state type is chosen by `build`.
+impl Loop<'_, ()> {
+    /// A [`Builder`], to choose the backend; the state type of the loop is
+    /// the one [`Builder::build`] is asked for.
+    ///
+    /// ```
+    /// use evloop::Loop;
+    /// let lp: Loop = Loop::builder().backend("poll").build().unwrap();
+    /// assert_eq!(lp.backend_name(), "poll");
+    /// let counting: Loop<u64> = Loop::builder().backend("select").build().unwrap();
+    /// assert_eq!(counting.backend_name(), "select");
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! `Loop` itself is not `AsFd`: one `Loop` type runs on every backend, and
 //! poll, select and the simulator have no fd to give, while `AsFd` cannot
-//! fail. [`Loop::into_pollable`] checks once and gives a type that always
+//! fail. [`PollableLoop::new`] checks once and gives a type that always
 //! has one; [`Loop::pollable_fd`] is the fallible call on any loop.
 
 use std::ops::{Deref, DerefMut};
@@ -20,16 +20,16 @@ use crate::{Error, Loop, Result};
 /// callbacks. `docs/recipes.md` ("Nesting loops") has the protocol.
 ///
 /// It derefs to the loop: every `Loop` method works on it. Made by
-/// [`Loop::into_pollable`]; [`PollableLoop::into_inner`] gives the loop
+/// [`PollableLoop::new`]; [`PollableLoop::into_inner`] gives the loop
 /// back.
 ///
 /// ```
-/// use evloop::{Loop, RunMode};
+/// use evloop::{Loop, PollableLoop, RunMode};
 /// use std::os::fd::AsFd;
 /// # #[cfg(target_os = "linux")]
 /// # {
 /// let lp: Loop<u32> = Loop::builder().backend("epoll").build()?;
-/// let mut lp = lp.into_pollable()?;
+/// let mut lp = PollableLoop::new(lp)?;
 /// lp.timer(std::time::Duration::ZERO, std::time::Duration::ZERO, |_, n, _| *n += 1)?;
 /// let _fd = lp.as_fd(); // for the outer loop
 /// let mut n = 0;
@@ -42,37 +42,35 @@ pub struct PollableLoop<'s, S = ()> {
     lp: Loop<'s, S>,
 }
 
-impl<'s, S> Loop<'s, S> {
-    /// This loop as an fd, if its backend has one ([`Loop::pollable_fd`]'s
+impl<'s, S> PollableLoop<'s, S> {
+    /// `lp` as an fd, if its backend has one ([`Loop::pollable_fd`]'s
     /// conditions); else the loop back, untouched, with the reason
     /// ([`NotPollable`]).
     ///
     /// ```
-    /// use evloop::{Error, Loop, Sim};
+    /// use evloop::{Error, Loop, PollableLoop, Sim};
     /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let refused = lp.into_pollable().unwrap_err();
+    /// let refused = PollableLoop::new(lp).unwrap_err();
     /// assert!(matches!(refused.error(), Error::NoPollableFd { backend: "sim", .. }));
     /// let _lp: Loop = refused.into_loop(); // nothing lost
     /// ```
-    pub fn into_pollable(self) -> std::result::Result<PollableLoop<'s, S>, NotPollable<'s, S>> {
-        match self.pollable_fd().map(drop) {
-            Ok(()) => Ok(PollableLoop { lp: self }),
+    pub fn new(lp: Loop<'s, S>) -> std::result::Result<PollableLoop<'s, S>, NotPollable<'s, S>> {
+        match lp.pollable_fd().map(drop) {
+            Ok(()) => Ok(PollableLoop { lp }),
             Err(error) => Err(NotPollable {
                 error,
-                lp: Box::new(self),
+                lp: Box::new(lp),
             }),
         }
     }
-}
 
-impl<'s, S> PollableLoop<'s, S> {
     /// The loop.
     ///
     /// ```
     /// # #[cfg(target_os = "linux")]
     /// # {
-    /// use evloop::Loop;
-    /// let lp = Loop::<()>::builder().backend("epoll").build()?.into_pollable()?;
+    /// use evloop::{Loop, PollableLoop};
+    /// let lp = PollableLoop::new(Loop::<()>::builder().backend("epoll").build()?)?;
     /// let lp: Loop = lp.into_inner();
     /// assert_eq!(lp.backend_name(), "epoll");
     /// # }
@@ -91,10 +89,10 @@ impl<'s, S> PollableLoop<'s, S> {
     /// ```
     /// # #[cfg(target_os = "linux")]
     /// # {
-    /// use evloop::{Interest, Loop, RunMode};
+    /// use evloop::{Interest, Loop, PollableLoop, RunMode};
     /// use std::io::Write;
     ///
-    /// let mut lp = Loop::<()>::builder().backend("epoll").build()?.into_pollable()?;
+    /// let mut lp = PollableLoop::new(Loop::<()>::builder().backend("epoll").build()?)?;
     /// let (a, mut peer) = std::os::unix::net::UnixStream::pair()?;
     /// lp.io(a, Interest::READABLE, |_, _, _| {})?; // reads nothing
     /// lp.flush_changes()?;
@@ -157,13 +155,13 @@ impl<S> std::fmt::Debug for PollableLoop<'_, S> {
     }
 }
 
-/// [`Loop::into_pollable`]'s refusal: why ([`Error::NoPollableFd`]), and
+/// [`PollableLoop::new`]'s refusal: why ([`Error::NoPollableFd`]), and
 /// the loop, untouched.
 ///
 /// ```
-/// use evloop::{Loop, Sim};
+/// use evloop::{Loop, PollableLoop, Sim};
 /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let refused = lp.into_pollable().unwrap_err();
+/// let refused = PollableLoop::new(lp).unwrap_err();
 /// assert!(refused.to_string().contains("no pollable fd"), "{refused}");
 /// let (_error, _lp) = refused.into_parts();
 /// ```
@@ -178,9 +176,9 @@ impl<'s, S> NotPollable<'s, S> {
     /// Why the loop has no fd.
     ///
     /// ```
-    /// use evloop::{Error, Loop, Sim};
+    /// use evloop::{Error, Loop, PollableLoop, Sim};
     /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let refused = lp.into_pollable().unwrap_err();
+    /// let refused = PollableLoop::new(lp).unwrap_err();
     /// assert!(matches!(refused.error(), Error::NoPollableFd { .. }));
     /// ```
     pub fn error(&self) -> &Error {
@@ -190,9 +188,9 @@ impl<'s, S> NotPollable<'s, S> {
     /// The loop, as it was.
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Loop, PollableLoop, Sim};
     /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let lp = lp.into_pollable().unwrap_err().into_loop();
+    /// let lp = PollableLoop::new(lp).unwrap_err().into_loop();
     /// assert_eq!(lp.backend_name(), "sim");
     /// ```
     pub fn into_loop(self) -> Loop<'s, S> {
@@ -202,9 +200,9 @@ impl<'s, S> NotPollable<'s, S> {
     /// The reason and the loop.
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Loop, PollableLoop, Sim};
     /// let lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let (error, lp) = lp.into_pollable().unwrap_err().into_parts();
+    /// let (error, lp) = PollableLoop::new(lp).unwrap_err().into_parts();
     /// assert!(error.to_string().contains("sim"));
     /// # drop(lp);
     /// ```

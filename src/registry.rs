@@ -61,7 +61,7 @@ fn new_owner() -> Option<u32> {
 /// component (an fd's watchers in fd_table.rs), but for timers, whose
 /// record is in the entry ([`Entry`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum Role {
     Io {
         fd: RawFd,
         interest: Interest,
@@ -80,14 +80,14 @@ pub(crate) enum Kind {
     },
 }
 
-impl Kind {
+impl Role {
     /// Whether a watcher of this kind produces events of its own (io
     /// readiness, an expiry), as opposed to running around iterations
     /// (prepare, check) or whenever the loop is idle. Timers are counted
     /// by the timer component (a timer beyond the end of the clock never
     /// expires).
     fn is_source(&self) -> bool {
-        matches!(self, Kind::Io { .. } | Kind::Other { source: true, .. })
+        matches!(self, Role::Io { .. } | Role::Other { source: true, .. })
     }
 
     /// Whether an active, referenced watcher of this kind keeps `run`
@@ -95,7 +95,7 @@ impl Kind {
     fn can_keep_alive(&self) -> bool {
         !matches!(
             self,
-            Kind::Other {
+            Role::Other {
                 keeps_alive: false,
                 ..
             }
@@ -209,10 +209,10 @@ enum Body {
 }
 
 impl Body {
-    fn new(kind: Kind) -> Body {
+    fn new(kind: Role) -> Body {
         let head = Head::new(kind.can_keep_alive(), Ready::EMPTY);
         match kind {
-            Kind::Io { fd, interest } => Body::Io {
+            Role::Io { fd, interest } => Body::Io {
                 head: Head {
                     receives: Ready::receive_mask(interest),
                     ..head
@@ -221,11 +221,11 @@ impl Body {
                 interest,
                 link: Link::default(),
             },
-            Kind::Timer => Body::Timer {
+            Role::Timer => Body::Timer {
                 head,
                 timer: TimerRecord::default(),
             },
-            Kind::Other {
+            Role::Other {
                 index,
                 source,
                 keeps_alive,
@@ -277,7 +277,7 @@ impl<C> Entry<C> {
             cb: CallbackState::Running,
             version,
             pending: None,
-            body: Body::new(Kind::Timer),
+            body: Body::new(Role::Timer),
         }
     }
 
@@ -288,10 +288,10 @@ impl<C> Entry<C> {
     }
 
     #[inline]
-    pub fn kind(&self) -> Kind {
+    pub fn role(&self) -> Role {
         match self.body {
-            Body::Io { fd, interest, .. } => Kind::Io { fd, interest },
-            Body::Timer { .. } => Kind::Timer,
+            Body::Io { fd, interest, .. } => Role::Io { fd, interest },
+            Body::Timer { .. } => Role::Timer,
             Body::Other {
                 index,
                 source,
@@ -299,7 +299,7 @@ impl<C> Entry<C> {
                 fd,
                 interest,
                 ..
-            } => Kind::Other {
+            } => Role::Other {
                 index,
                 source,
                 keeps_alive,
@@ -396,7 +396,7 @@ pub(crate) struct Registry<C> {
     oneshot: usize,
     /// Watchers holding deferred events (they count as pending).
     deferred: usize,
-    /// Active watchers that can produce events ([`Kind::is_source`]),
+    /// Active watchers that can produce events ([`Role::is_source`]),
     /// referenced or not: while there are none, a wait could never end.
     active_sources: usize,
 }
@@ -476,7 +476,7 @@ impl<C> Registry<C> {
     /// Registers a new, inactive watcher at the default priority,
     /// referenced unless its kind cannot keep the loop alive.
     #[inline]
-    pub fn insert(&mut self, kind: Kind, cb: C) -> Key {
+    pub fn insert(&mut self, kind: Role, cb: C) -> Key {
         self.insert_body(Body::new(kind), cb)
     }
 
@@ -666,7 +666,7 @@ impl<C> Registry<C> {
             _ => {
                 self.blocking_direct += e.blocks_direct_dispatch() as usize;
                 self.oneshot += e.is_oneshot_fd() as usize;
-                self.active_sources += e.kind().is_source() as usize;
+                self.active_sources += e.role().is_source() as usize;
             }
         }
         true
@@ -686,7 +686,7 @@ impl<C> Registry<C> {
             _ => {
                 self.blocking_direct -= e.blocks_direct_dispatch() as usize;
                 self.oneshot -= e.is_oneshot_fd() as usize;
-                self.active_sources -= e.kind().is_source() as usize;
+                self.active_sources -= e.role().is_source() as usize;
             }
         }
         true
@@ -695,7 +695,7 @@ impl<C> Registry<C> {
     /// Whether the watcher keeps `run` going while active.
     pub fn set_referenced(&mut self, slot: Slot, referenced: bool) {
         let e = &mut self.entries[slot.index()];
-        let referenced = referenced && e.kind().can_keep_alive();
+        let referenced = referenced && e.role().can_keep_alive();
         let h = e.body.head_mut();
         if h.referenced != referenced && h.active {
             if referenced {
@@ -949,9 +949,9 @@ mod tests {
     fn slots_are_reused_last_freed_first_and_free_slots_read_as_vacant() {
         let mut r: Registry<()> = Registry::new().unwrap();
         let (a, b, c) = (
-            r.insert(Kind::Timer, ()),
-            r.insert(Kind::Timer, ()),
-            r.insert(Kind::Timer, ()),
+            r.insert(Role::Timer, ()),
+            r.insert(Role::Timer, ()),
+            r.insert(Role::Timer, ()),
         );
         assert_eq!((slot(a), slot(b), slot(c)), (1, 2, 3));
         r.remove(a.slot);
@@ -962,7 +962,7 @@ mod tests {
             r.lookup(c, "timer"),
             Err(Error::StaleHandle { kind: "timer" })
         ));
-        let (d, e) = (r.insert(Kind::Timer, ()), r.insert(Kind::Timer, ()));
+        let (d, e) = (r.insert(Role::Timer, ()), r.insert(Role::Timer, ()));
         assert_eq!((slot(d), slot(e), r.len()), (3, 1, 3));
         assert!(r.lookup(b, "timer").is_ok() && r.lookup(a, "timer").is_err());
     }
@@ -971,7 +971,7 @@ mod tests {
     fn versions_refuse_stale_handles_and_ids_refuse_foreign_ones() {
         let mut a: Registry<()> = Registry::new().unwrap();
         let mut b: Registry<()> = Registry::new().unwrap();
-        let (ka, kb) = (a.insert(Kind::Timer, ()), b.insert(Kind::Timer, ()));
+        let (ka, kb) = (a.insert(Role::Timer, ()), b.insert(Role::Timer, ()));
         // The same slot and version in two loops: told apart by the id.
         assert_eq!((ka.slot, ka.version), (kb.slot, kb.version));
         assert!(matches!(
@@ -984,7 +984,7 @@ mod tests {
         ));
         // Every reuse of a slot gives a new version.
         a.remove(ka.slot);
-        let again = a.insert(Kind::Timer, ());
+        let again = a.insert(Role::Timer, ());
         assert_eq!(again.slot, ka.slot);
         assert_ne!(again.version, ka.version);
         assert!(matches!(
@@ -1000,7 +1000,7 @@ mod tests {
         assert!(a.lookup(last, "timer").is_ok());
         a.remove(again.slot);
         assert!(a.lookup(last, "timer").is_err());
-        let next = a.insert(Kind::Timer, ());
+        let next = a.insert(Role::Timer, ());
         assert_ne!(next.slot, again.slot, "a retired slot is not reused");
         assert!(a.lookup(last, "timer").is_err());
     }
@@ -1025,7 +1025,7 @@ mod tests {
     fn counts_follow_every_change() {
         let mut r: Registry<()> = Registry::new().unwrap();
         let io = r.insert(
-            Kind::Io {
+            Role::Io {
                 fd: 3,
                 interest: Interest::READABLE,
             },

@@ -8,9 +8,9 @@ use crate::slot_list::Slot;
 /// How [`Loop::run`](crate::Loop::run) runs.
 ///
 /// ```
-/// use evloop::{Loop, RunMode, RunOutcome, Sim};
+/// use evloop::{Idle, Loop, RunMode, RunOutcome, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.idle(|_, _, _| {}).unwrap();
+/// Idle::new(&mut lp, |_, _, _| {}).unwrap();
 /// assert_eq!(lp.run(RunMode::NoWait, &mut ()).unwrap(), RunOutcome::IterationDone);
 /// assert_eq!(lp.iteration(), 1);
 /// ```
@@ -29,9 +29,9 @@ pub enum RunMode {
 /// How far [`Loop::break_loop`](crate::Loop::break_loop) unwinds.
 ///
 /// ```
-/// use evloop::{Break, Loop, RunMode, RunOutcome, Sim};
+/// use evloop::{Break, Idle, Loop, RunMode, RunOutcome, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.idle(|lp, _, _| lp.break_loop(Break::One)).unwrap();
+/// Idle::new(&mut lp, |lp, _, _| lp.break_loop(Break::One)).unwrap();
 /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::Broken);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

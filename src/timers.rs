@@ -113,7 +113,7 @@ impl Timers {
     }
 
     /// [`Timers::start_record`] of an active (armed) timer with a new
-    /// delay and period (`set_timer`: moved in place, a new start order,
+    /// delay and period (`Timer::set`: moved in place, a new start order,
     /// as a stop and start would give).
     #[inline(always)]
     pub fn reset_record(

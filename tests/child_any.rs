@@ -1,4 +1,4 @@
-//! Watchers of any child (`Loop::child_any`, libev's child watcher of pid
+//! Watchers of any child (`Child::any`, libev's child watcher of pid
 //! 0) with real processes, on every OS backend and on the `SIGCHLD`
 //! fallbacks, each scenario under the watchdog. (The simulator's exact
 //! traces are in `tests/process_watchers_sim.rs`.)
@@ -19,7 +19,7 @@ use std::sync::{mpsc, Mutex};
 use std::thread;
 
 use common::{child_kernels, held, kernel_loop, spawn, wait_exited, watchdog, RunTo, WATCHDOG};
-use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
+use evloop::{Child, Error, ExitStatus, Loop, RunMode, Signal};
 
 /// One scenario at a time: each one's watcher of any child takes every
 /// child of the process.
@@ -48,7 +48,7 @@ fn partner(name: &str) -> &'static str {
 type Seen = HashMap<u32, Vec<ExitStatus>>;
 
 fn watch_any(lp: &mut Loop<'_, Seen>) -> evloop::Child {
-    lp.child_any(|lp, seen, ev| {
+    Child::any(lp, |lp, seen, ev| {
         assert!(lp.is_active(ev.watcher).unwrap(), "it stays active");
         seen.entry(ev.pid)
             .or_default()
@@ -91,7 +91,7 @@ fn a_watcher_of_any_child_reaps_every_child_reports_each_once_and_stays_active()
         assert_eq!(seen.len(), 4, "{name}: {seen:?}");
         assert!(lp.is_active(any).unwrap(), "{name}");
         // It names no one child to send a signal to.
-        let err = lp.kill(any, Signal::TERM).unwrap_err();
+        let err = any.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::Kill { pid: 0, .. }), "{name}: {err}");
 
         // It takes children from everyone else: std's wait finds none.
@@ -148,15 +148,16 @@ fn watchers_of_a_pid_still_get_the_real_status_on_every_loop() {
         let (watching, started) = mpsc::channel();
         let thread = thread::spawn(move || {
             let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(other);
-            lp.child(pid, |_, got, ev| got.push(ev.status.unwrap()))
-                .unwrap();
+            Child::new(&mut lp, pid, |_, got, ev| got.push(ev.status.unwrap())).unwrap();
             watching.send(()).unwrap();
             lp.finish(vec![])
         });
         let mut lp: Loop<Vec<String>> = kernel_loop(name);
-        lp.child_any(|_, log, ev| log.push(format!("any {} {}", ev.pid, ev.status.unwrap())))
-            .unwrap();
-        lp.child(pid, |_, log, ev| {
+        Child::any(&mut lp, |_, log, ev| {
+            log.push(format!("any {} {}", ev.pid, ev.status.unwrap()))
+        })
+        .unwrap();
+        Child::new(&mut lp, pid, |_, log, ev| {
             log.push(format!("pid {} {}", ev.pid, ev.status.unwrap()))
         })
         .unwrap();
@@ -189,9 +190,7 @@ fn exits_reaped_by_another_loops_watcher_of_the_pid_reach_a_watcher_of_any_child
         let mut by_pid: Loop<Vec<ExitStatus>> = kernel_loop(name);
         let mut job = held(3);
         let pid = job.id();
-        by_pid
-            .child(pid, |_, got, ev| got.push(ev.status.unwrap()))
-            .unwrap();
+        Child::new(&mut by_pid, pid, |_, got, ev| got.push(ev.status.unwrap())).unwrap();
         drop(job.stdin.take());
         assert_eq!(by_pid.finish(vec![]), [ExitStatus::Exited(3)], "{name}");
         let mut seen = Seen::new();
@@ -200,7 +199,7 @@ fn exits_reaped_by_another_loops_watcher_of_the_pid_reach_a_watcher_of_any_child
     });
 }
 
-/// `Loop::spawn` starts and watches a child under the lock that every
+/// `Child::spawn` starts and watches a child under the lock that every
 /// loop reaps under: a watcher of any child in another thread, reaping as
 /// fast as children exit, never takes one before it is watched, and both
 /// loops get every real status.
@@ -224,15 +223,15 @@ fn spawn_loses_no_child_to_a_watcher_of_any_child_in_another_thread() {
         let mut lp: Loop<Seen> = kernel_loop(name);
         let mut codes = HashMap::new();
         for i in 0..N {
-            let (_, spawned) = lp
-                .spawn(
-                    Command::new("sh").args(["-c", &format!("exit {i}")]),
-                    |lp, seen, ev| {
-                        seen.entry(ev.pid).or_default().push(ev.status.unwrap());
-                        lp.remove(ev.watcher).unwrap();
-                    },
-                )
-                .unwrap_or_else(|e| panic!("{name}: child {i}: {e}"));
+            let (_, spawned) = Child::spawn(
+                &mut lp,
+                Command::new("sh").args(["-c", &format!("exit {i}")]),
+                |lp, seen, ev| {
+                    seen.entry(ev.pid).or_default().push(ev.status.unwrap());
+                    lp.remove(ev.watcher).unwrap();
+                },
+            )
+            .unwrap_or_else(|e| panic!("{name}: child {i}: {e}"));
             codes.insert(spawned.pid, ExitStatus::Exited(i as i32));
         }
         let seen = lp.finish(Seen::new());

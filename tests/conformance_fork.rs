@@ -37,7 +37,7 @@ fn reinit_after_fork_gives_the_child_its_own_kernel_object() {
             conformance::fork(name, open).assert_passed();
             // The notifier after fork: the child's signals and waker work,
             // the parent's loop is not woken by them.
-            conformance::notices::check("notices/fork_reinit", name, open).assert_passed();
+            conformance::notices::check_notice("notices/fork_reinit", name, open).assert_passed();
         }
     }
     // The simulator has no kernel object: `reinit` is the default no-op.

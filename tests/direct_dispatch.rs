@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::outcome;
 use common::settle_points::{self, Act};
-use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer};
+use evloop::{Check, Idle, Interest, Io, Loop, Ready, RunMode, RunOutcome, Sim, SimSocket, Timer};
 use proptest::prelude::*;
 
 const SOCKETS: usize = 8;
@@ -178,11 +178,11 @@ fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: A
             } else {
                 Interest::READABLE
             };
-            let i = match lp.interest(st.ios[w]) {
+            let i = match (st.ios[w]).interest(lp) {
                 Ok(old) => i.with_trigger(old.trigger()),
                 Err(_) => i,
             };
-            outcome(format!("interest {w}"), lp.set_interest(st.ios[w], i))
+            outcome(format!("interest {w}"), (st.ios[w]).set_interest(lp, i))
         }
         Action::FeedTimer(t) => outcome(
             format!("feed timer {t}"),
@@ -197,7 +197,8 @@ fn perform<'s>(lp: &mut Loop<'s, State<'s>>, st: &mut State<'s>, me: usize, a: A
             st.created += 1;
             let n = st.created;
             let sockets: &'s [SimSocket] = st.sockets;
-            let made = lp.io_borrowed(
+            let made = Io::borrowed(
+                lp,
                 &sockets[s],
                 Interest::READABLE,
                 move |_, st: &mut State, ev| {
@@ -243,30 +244,30 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
     for (i, w) in p.watchers.iter().enumerate() {
         let oneshot = *oneshot_of[w.socket].get_or_insert(w.oneshot);
         let interest = settle_points::interest(oneshot);
-        let io = lp
-            .io_borrowed(
-                &sockets[w.socket],
-                interest,
-                move |lp, st: &mut State, ev| {
-                    st.log.push(format!("io {i} {:?}", ev.ready));
-                    let mut buf = [0u8; 8];
-                    let _ = ev.source.read(&mut buf);
-                    let n = st.calls[i];
-                    st.calls[i] += 1;
-                    if n >= 20 {
-                        // A watcher that never drains (EOF, error), or two
-                        // that feed each other, would run forever: retire.
-                        let _ = lp.stop(ev.watcher);
-                        return;
-                    }
-                    let script = &st.scripts[i];
-                    let step = script[n % script.len()].clone();
-                    for a in step {
-                        perform(lp, st, i, a);
-                    }
-                },
-            )
-            .unwrap();
+        let io = Io::borrowed(
+            &mut lp,
+            &sockets[w.socket],
+            interest,
+            move |lp, st: &mut State, ev| {
+                st.log.push(format!("io {i} {:?}", ev.ready));
+                let mut buf = [0u8; 8];
+                let _ = ev.source.read(&mut buf);
+                let n = st.calls[i];
+                st.calls[i] += 1;
+                if n >= 20 {
+                    // A watcher that never drains (EOF, error), or two
+                    // that feed each other, would run forever: retire.
+                    let _ = lp.stop(ev.watcher);
+                    return;
+                }
+                let script = &st.scripts[i];
+                let step = script[n % script.len()].clone();
+                for a in step {
+                    perform(lp, st, i, a);
+                }
+            },
+        )
+        .unwrap();
         lp.set_priority(io, w.priority).unwrap();
         st.ios.push(io);
     }
@@ -285,7 +286,7 @@ fn observe(p: &Program, direct: bool) -> (Vec<String>, Vec<String>) {
     }
     if p.idle {
         let mut runs = 0;
-        lp.idle(move |lp, st: &mut State, me| {
+        Idle::new(&mut lp, move |lp, st: &mut State, me| {
             st.log.push("idle".to_string());
             runs += 1;
             if runs == 3 {
@@ -392,7 +393,8 @@ fn pending_queries_see_the_rest_of_a_direct_batch() {
     let mut ios = Vec::new();
     for (i, s) in socks.iter().enumerate() {
         ios.push(
-            lp.io_borrowed(
+            Io::borrowed(
+                &mut lp,
                 s,
                 Interest::READABLE,
                 move |lp, log: &mut Vec<String>, ev| {
@@ -405,7 +407,7 @@ fn pending_queries_see_the_rest_of_a_direct_batch() {
     }
     let (a, c) = (ios[0], ios[2]);
     // A check watcher asks too: by then the batch is done.
-    lp.check(move |lp, log: &mut Vec<String>, _| {
+    Check::new(&mut lp, move |lp, log: &mut Vec<String>, _| {
         log.push(format!(
             "check a={} c={}",
             lp.is_pending(a).unwrap(),

@@ -1,6 +1,6 @@
 //! Loops inside loops: `Loop::pollable_fd`, `Loop::flush_changes` and
 //! `Loop::next_timeout` (a loop watched by someone else), and the embed
-//! watcher (`Loop::embed`, libev's `ev_embed`), under the watchdog.
+//! watcher (`Embed::new`, libev's `ev_embed`), under the watchdog.
 //!
 //! Every scenario of the embed watcher runs on each pair that applies:
 //! the outer loop on every OS backend of the host (epoll, poll, select;
@@ -21,7 +21,10 @@ use std::time::Duration;
 
 use common::pollable::{driven_from, inner_loop, inners, Driven};
 use common::{ms, watchdog, World, WATCHDOG};
-use evloop::{Embed, Error, Interest, Loop, PollableLoop, Ready, RunMode, RunOutcome, Sim};
+use evloop::{
+    Async, Cleanup, Embed, Error, Idle, Interest, Loop, PollableLoop, Ready, RunMode, RunOutcome,
+    Sim,
+};
 use mio::unix::SourceFd;
 use mio::{Events, Poll, Token};
 use std::error::Error as StdError;
@@ -145,7 +148,7 @@ fn read_once(lp: &mut Loop<'static, Inner>, a: UnixStream) {
 /// inner loop, once.
 fn io_reaches_the_inner_watcher(outer: &'static str, inner: &'static str) {
     let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
-    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let e = Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     lp.timer(ms(10), Duration::ZERO, move |_, _, _| {
         peer.write_all(b"ping").unwrap();
     })
@@ -170,7 +173,7 @@ fn inner_timer_fires_on_time(outer: &'static str, inner: &'static str) {
     inside
         .timer(ms(30), Duration::ZERO, |lp, st, _| st.fired.push(lp.now()))
         .unwrap();
-    lp.embed(inside, sweep_until_done).unwrap();
+    Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     let st = run_out(&mut lp);
     assert_eq!(st.inner.fired.len(), 1);
     let after = st.inner.fired[0] - start;
@@ -183,19 +186,17 @@ fn inner_timer_fires_on_time(outer: &'static str, inner: &'static str) {
 }
 
 /// A watcher started in the inner loop between its runs (through
-/// `embedded_mut`, after the outer ran once) is seen: its fd reaches the
+/// `Embed::inner_mut`, after the outer ran once) is seen: its fd reaches the
 /// inner backend in the outer's prepare phase, before the outer blocks.
 fn watcher_started_between_runs_is_seen(outer: &'static str, inner: &'static str) {
     let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let e = lp
-        .embed(inner_loop::<Inner>(inner), sweep_until_done)
-        .unwrap();
+    let e = Embed::new(&mut lp, inner_loop::<Inner>(inner), sweep_until_done).unwrap();
     // The inner loop has nothing: the outer's iteration does not call it.
     let mut st = Outer::default();
     lp.run(RunMode::NoWait, &mut st).unwrap();
     assert_eq!(st.calls, 0);
     let (a, mut peer) = pair();
-    read_once(lp.embedded_mut(e).unwrap(), a);
+    read_once(e.inner_mut(&mut lp).unwrap(), a);
     lp.timer(ms(10), Duration::ZERO, move |_, _, _| {
         peer.write_all(b"late").unwrap();
     })
@@ -208,25 +209,25 @@ fn watcher_started_between_runs_is_seen(outer: &'static str, inner: &'static str
     assert_eq!(st.calls, 1, "the embed callback ran {} times", st.calls);
 }
 
-/// `unembed` gives the loop back, working on its own: its watchers kept,
+/// `Embed::unembed` gives the loop back, working on its own: its watchers kept,
 /// new ones served; the handle stale.
 fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
     let (mut lp, mut inside, mut peer) = outer_and_reader(outer, inner);
     let (b, mut peer_b) = pair();
     read_once(&mut inside, b);
-    let e = lp.embed(inside, sweep).unwrap();
+    let e = Embed::new(&mut lp, inside, sweep).unwrap();
     peer.write_all(b"one").unwrap();
     let mut st = Outer::default();
     while st.inner.got.is_empty() {
         lp.run(RunMode::Once, &mut st).unwrap();
     }
     assert_eq!(st.inner.got, b"one");
-    let mut inside = lp.unembed(e).unwrap();
+    let mut inside = e.unembed(&mut lp).unwrap();
     assert!(matches!(
-        lp.embedded(e),
+        e.inner(&lp),
         Err(Error::StaleHandle { kind: "embed" })
     ));
-    assert!(matches!(lp.unembed(e), Err(Error::StaleHandle { .. })));
+    assert!(matches!(e.unembed(&mut lp), Err(Error::StaleHandle { .. })));
     assert_eq!(lp.active_count(), 0);
     // On its own: the watcher left in it, and a timer started now.
     inside
@@ -242,12 +243,12 @@ fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
     // And it can be embedded again.
     let (c, mut peer_c) = pair();
     read_once(&mut inside, c);
-    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let e = Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     peer_c.write_all(b"three").unwrap();
     let mut st = Outer::default();
     lp.run(RunMode::Default, &mut st).unwrap();
     assert_eq!(st.inner.got, b"three");
-    assert!(lp.embedded(e).is_ok());
+    assert!(e.inner(&lp).is_ok());
 }
 
 /// An async send from another thread to an inner async watcher wakes the
@@ -256,13 +257,12 @@ fn unembed_gives_the_loop_back(outer: &'static str, inner: &'static str) {
 fn async_send_wakes_the_outer(outer: &'static str, inner: &'static str) {
     let mut lp: Loop<Outer> = World::new(outer).new_loop();
     let mut inside = inner_loop::<Inner>(inner);
-    let (_, sender) = inside
-        .async_watcher(|lp, st, me| {
-            st.got.push(b'!');
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
-    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let (_, sender) = Async::new(&mut inside, |lp, st, me| {
+        st.got.push(b'!');
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    let e = Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     let thread = std::thread::spawn(move || sender.send().unwrap());
     let st = run_out(&mut lp);
     thread.join().unwrap();
@@ -272,25 +272,24 @@ fn async_send_wakes_the_outer(outer: &'static str, inner: &'static str) {
 
 /// A panic in the embed callback propagates out of the outer's run, and
 /// the inner loop is put back first: reachable, and served by the next
-/// run. Inside the callback, the loop is the callback's: `embedded_mut`
-/// and `unembed` say so.
+/// run. Inside the callback, the loop is the callback's: `Embed::inner_mut`
+/// and `Embed::unembed` say so.
 fn panic_keeps_the_inner_loop(outer: &'static str, inner: &'static str) {
     let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
-    let e = lp
-        .embed(inside, |lp, st, inner, me| {
-            assert!(matches!(lp.embedded_mut(me), Err(Error::EmbeddedRunning)));
-            assert!(matches!(lp.embedded(me), Err(Error::EmbeddedRunning)));
-            assert!(matches!(lp.unembed(me), Err(Error::EmbeddedRunning)));
-            st.calls += 1;
-            if st.calls == 1 {
-                panic!("first call");
-            }
-            inner.run(RunMode::NoWait, &mut st.inner).unwrap();
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let e = Embed::new(&mut lp, inside, |lp, st, inner, me| {
+        assert!(matches!(me.inner_mut(lp), Err(Error::EmbeddedRunning)));
+        assert!(matches!(me.inner(lp), Err(Error::EmbeddedRunning)));
+        assert!(matches!(me.unembed(lp), Err(Error::EmbeddedRunning)));
+        st.calls += 1;
+        if st.calls == 1 {
+            panic!("first call");
+        }
+        inner.run(RunMode::NoWait, &mut st.inner).unwrap();
+        if inner.active_count() == 0 {
+            lp.stop(me).unwrap();
+        }
+    })
+    .unwrap();
     peer.write_all(b"x").unwrap();
     let mut st = Outer::default();
     let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut st)));
@@ -298,11 +297,7 @@ fn panic_keeps_the_inner_loop(outer: &'static str, inner: &'static str) {
         caught.unwrap_err().downcast_ref::<&str>(),
         Some(&"first call")
     );
-    assert_eq!(
-        lp.embedded(e).unwrap().active_count(),
-        1,
-        "the loop is back"
-    );
+    assert_eq!(e.inner(&lp).unwrap().active_count(), 1, "the loop is back");
     assert_eq!(
         lp.run(RunMode::Default, &mut st).unwrap(),
         RunOutcome::NoActiveWatchers
@@ -319,14 +314,13 @@ fn remove_drops_the_inner_loop(outer: &'static str, inner: &'static str) {
     let mut inside = inner_loop::<Inner>(inner);
     let cleaned = Arc::new(AtomicU32::new(0));
     let c = cleaned.clone();
-    inside
-        .cleanup(move |_| {
-            c.fetch_add(1, Ordering::SeqCst);
-        })
-        .unwrap();
-    inside.idle(|_, _, _| {}).unwrap(); // work at once: next_timeout is zero
+    Cleanup::new(&mut inside, move |_| {
+        c.fetch_add(1, Ordering::SeqCst);
+    })
+    .unwrap();
+    Idle::new(&mut inside, |_, _, _| {}).unwrap(); // work at once: next_timeout is zero
     let seen = cleaned.clone();
-    lp.embed(inside, move |lp, st, _, me| {
+    Embed::new(&mut lp, inside, move |lp, st, _, me| {
         st.calls += 1;
         lp.remove(me).unwrap();
         assert_eq!(seen.load(Ordering::SeqCst), 0, "not while it runs");
@@ -341,7 +335,7 @@ fn remove_drops_the_inner_loop(outer: &'static str, inner: &'static str) {
 /// the outer watches the inner's new fd.
 fn reinit_reaches_the_inner_loop(outer: &'static str, inner: &'static str) {
     let (mut lp, inside, mut peer) = outer_and_reader(outer, inner);
-    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let e = Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     let mut st = Outer::default();
     lp.run(RunMode::NoWait, &mut st).unwrap();
     lp.reinit_after_fork().unwrap();
@@ -394,14 +388,14 @@ fn loops_without_a_pollable_fd_are_refused() {
                 }
                 other => panic!("{name}: {other:?}"),
             }
-            // `into_pollable` says the same, and gives the loop back with
+            // `PollableLoop::new` says the same, and gives the loop back with
             // its watchers.
             let fired = std::rc::Rc::new(std::cell::Cell::new(false));
             let f = fired.clone();
             inner
                 .timer(Duration::ZERO, Duration::ZERO, move |_, _, _| f.set(true))
                 .unwrap();
-            let refused = inner.into_pollable().unwrap_err();
+            let refused = PollableLoop::new(inner).unwrap_err();
             let text = refused.to_string();
             assert!(
                 matches!(refused.error(), Error::NoPollableFd { backend, .. } if *backend == name),
@@ -417,7 +411,7 @@ fn loops_without_a_pollable_fd_are_refused() {
             assert!(fired.get(), "{name}: the timer lost");
             for outer_name in outers() {
                 let outer: Loop = World::new(outer_name).new_loop();
-                let err = outer.can_embed(&inner).unwrap_err();
+                let err = Embed::can_embed(&outer, &inner).unwrap_err();
                 let text = err.to_string();
                 match &err {
                     Error::CannotEmbed {
@@ -434,7 +428,7 @@ fn loops_without_a_pollable_fd_are_refused() {
             }
             // `embed` says the same, and leaves nothing behind.
             let mut outer: Loop = World::new("epoll").new_loop();
-            let err = outer.embed(inner, |_, _, _, _| {}).unwrap_err();
+            let err = Embed::new(&mut outer, inner, |_, _, _, _| {}).unwrap_err();
             assert!(matches!(err, Error::CannotEmbed { .. }), "{err}");
             assert_eq!((outer.active_count(), outer.pending_count()), (0, 0));
         }
@@ -447,7 +441,7 @@ fn a_simulator_cannot_embed_an_os_loop() {
         for name in inners() {
             let inner = inner_loop::<()>(name);
             let mut sim: Loop = Loop::with_backend(Sim::new().backend());
-            let err = sim.embed(inner, |_, _, _, _| {}).unwrap_err();
+            let err = Embed::new(&mut sim, inner, |_, _, _, _| {}).unwrap_err();
             assert!(
                 matches!(err, Error::CannotEmbed { inner, outer: "sim", .. } if inner == name),
                 "{err}"
@@ -486,7 +480,7 @@ fn io_uring_with_deferred_task_work_has_no_pollable_fd() {
 /// (once flushed), not for a due timer (`next_timeout` says zero then),
 /// and not once the loop has taken the event.
 fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
-    let mut lp = inner_loop::<Vec<u8>>(name).into_pollable().unwrap();
+    let mut lp = PollableLoop::new(inner_loop::<Vec<u8>>(name)).unwrap();
     let fd = lp.as_raw_fd();
     assert_eq!(lp.pollable_fd().unwrap().as_raw_fd(), fd);
     assert_eq!(lp.next_timeout(), None, "nothing active");
@@ -545,7 +539,7 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
     lp.run(RunMode::NoWait, &mut got).unwrap();
     assert_eq!(got, b"12t");
     // A timer to come: its time left.
-    lp.set_timer(t, ms(400), Duration::ZERO).unwrap();
+    t.set(&mut lp, ms(400), Duration::ZERO).unwrap();
     lp.start(t).unwrap();
     let left = lp.next_timeout().unwrap();
     assert!(left > Duration::ZERO && left <= ms(400), "{left:?}");
@@ -555,7 +549,7 @@ fn pollable_fd_readable_exactly_when_ready(name: &'static str) {
     assert!(!lp.readable_now().unwrap());
     // An idle watcher: zero.
     lp.clear_pending(io).unwrap();
-    let idle = lp.idle(|_, _, _| {}).unwrap();
+    let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     assert_eq!(lp.next_timeout(), Some(Duration::ZERO));
     lp.remove(idle).unwrap();
     assert_eq!(lp.next_timeout().map(|d| d > Duration::ZERO), Some(true));
@@ -654,7 +648,7 @@ fn chain(name: &'static str, depth: usize) -> (Loop<'static, Chain>, Option<Erro
         .unwrap();
     for _ in 0..depth {
         let mut outer = inner_loop::<Chain>(name);
-        if let Err(e) = outer.embed(lp, descend) {
+        if let Err(e) = Embed::new(&mut outer, lp, descend) {
             return (outer, Some(e));
         }
         lp = outer;
@@ -736,18 +730,18 @@ fn an_epoll_chain_too_deep_fails_in_run() {
             .timer(ms(20), Duration::ZERO, |_, st, _| st.fired += 1)
             .unwrap();
         let mut lp = inner_loop::<Chain>("epoll");
-        let last = lp.embed(deepest, descend).unwrap();
+        let last = Embed::new(&mut lp, deepest, descend).unwrap();
         lp.stop(last).unwrap();
         let mut path = Vec::new();
         for _ in 0..4 {
             let mut outer = inner_loop::<Chain>("epoll");
-            path.push(outer.embed(lp, descend).unwrap());
+            path.push(Embed::new(&mut outer, lp, descend).unwrap());
             lp = outer;
         }
         let mut top = lp;
         let mut level = &mut top;
         for &e in path.iter().rev() {
-            level = level.embedded_mut(e).unwrap();
+            level = e.inner_mut(level).unwrap();
         }
         level.start(last).unwrap();
 
@@ -851,18 +845,17 @@ fn replaced_in_the_callback(outer: &'static str, inner: &'static str) {
     let (a, mut peer) = pair();
     let mut second = inner_loop::<Inner>(inner);
     read_once(&mut second, a);
-    let e = lp
-        .embed(first, |lp, st, inner, me| {
-            st.calls += 1;
-            inner.run(RunMode::NoWait, &mut st.inner).unwrap();
-            if let Some(next) = st.replacement.take() {
-                reuse_number(std::mem::replace(inner, next), st);
-            }
-            if inner.active_count() == 0 {
-                lp.stop(me).unwrap();
-            }
-        })
-        .unwrap();
+    let e = Embed::new(&mut lp, first, |lp, st, inner, me| {
+        st.calls += 1;
+        inner.run(RunMode::NoWait, &mut st.inner).unwrap();
+        if let Some(next) = st.replacement.take() {
+            reuse_number(std::mem::replace(inner, next), st);
+        }
+        if inner.active_count() == 0 {
+            lp.stop(me).unwrap();
+        }
+    })
+    .unwrap();
     lp.timer(ms(20), Duration::ZERO, move |_, _, _| {
         peer.write_all(b"ping").unwrap();
     })
@@ -882,12 +875,12 @@ fn replaced_in_the_callback(outer: &'static str, inner: &'static str) {
         eprintln!("{inner} in {outer}: fd {} was taken meanwhile", st.old_fd);
     }
     // The loop held is the new one.
-    assert_eq!(lp.embedded(e).unwrap().active_count(), 0);
+    assert_eq!(e.inner(&lp).unwrap().active_count(), 0);
 }
 
 /// A loop put in place that this loop cannot watch (no pollable fd): the
 /// watcher is stopped and the outer's run says why; the loop is there to
-/// take back. Between runs, through `embedded_mut`, the same: found
+/// take back. Between runs, through `Embed::inner_mut`, the same: found
 /// before the outer polls.
 fn replaced_by_a_loop_that_cannot_be_embedded(outer: &'static str, inner: &'static str) {
     let mut lp: Loop<Swap> = World::new(outer).new_loop();
@@ -895,14 +888,13 @@ fn replaced_by_a_loop_that_cannot_be_embedded(outer: &'static str, inner: &'stat
     first
         .timer(Duration::ZERO, Duration::ZERO, |_, _, _| {})
         .unwrap();
-    let e = lp
-        .embed(first, |_, st, inner, _| {
-            st.calls += 1;
-            if let Some(next) = st.replacement.take() {
-                drop(std::mem::replace(inner, next));
-            }
-        })
-        .unwrap();
+    let e = Embed::new(&mut lp, first, |_, st, inner, _| {
+        st.calls += 1;
+        if let Some(next) = st.replacement.take() {
+            drop(std::mem::replace(inner, next));
+        }
+    })
+    .unwrap();
     let mut st = Swap {
         replacement: Some(World::new("poll").new_loop()),
         ..Swap::default()
@@ -918,11 +910,11 @@ fn replaced_by_a_loop_that_cannot_be_embedded(outer: &'static str, inner: &'stat
     // Started again, it says the same; with a loop that can be watched
     // put in place, it works.
     assert!(matches!(lp.start(e), Err(Error::CannotEmbed { .. })));
-    *lp.embedded_mut(e).unwrap() = inner_loop::<Inner>(inner);
+    *e.inner_mut(&mut lp).unwrap() = inner_loop::<Inner>(inner);
     lp.start(e).unwrap();
     assert!(lp.is_active(e).unwrap());
     // Replaced between runs while active: refused before the poll.
-    *lp.embedded_mut(e).unwrap() = World::new("select").new_loop();
+    *e.inner_mut(&mut lp).unwrap() = World::new("select").new_loop();
     let err = lp.run(RunMode::Default, &mut st).unwrap_err();
     assert!(
         matches!(
@@ -936,7 +928,7 @@ fn replaced_by_a_loop_that_cannot_be_embedded(outer: &'static str, inner: &'stat
     );
     assert!(!lp.is_active(e).unwrap());
     assert_eq!(st.calls, 1, "the callback ran for a loop it cannot watch");
-    assert_eq!(lp.unembed(e).unwrap().backend_name(), "select");
+    assert_eq!(e.unembed(&mut lp).unwrap().backend_name(), "select");
 }
 
 on_every_pair! {
@@ -979,7 +971,7 @@ fn follows_a_rebuilt_inner_instance(outer: &'static str) {
         })
         .unwrap();
     let mut lp: Loop<Outer> = World::new(outer).new_loop();
-    let e = lp.embed(inside, sweep_until_done).unwrap();
+    let e = Embed::new(&mut lp, inside, sweep_until_done).unwrap();
     let mut writes = vec![&b"one"[..], b"two"].into_iter();
     lp.timer(ms(10), ms(20), move |lp, _, me| match writes.next() {
         Some(bytes) => peer.write_all(bytes).unwrap(),
@@ -988,7 +980,7 @@ fn follows_a_rebuilt_inner_instance(outer: &'static str) {
     .unwrap();
     let st = run_out(&mut lp);
     assert_eq!(st.inner.got, b"onetwo");
-    let after = lp.embedded(e).unwrap().pollable_fd().unwrap().as_raw_fd();
+    let after = e.inner(&lp).unwrap().pollable_fd().unwrap().as_raw_fd();
     assert_ne!(before, after, "no rebuild: the scenario tests nothing");
     assert!(st.calls < 10, "the embed callback ran {} times", st.calls);
 }

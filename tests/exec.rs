@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use common::{in_worlds, on_backends, World};
 use evloop::exec::{
-    child_exit, signals, sleep, spawn_local, timeout, yield_now, Async, Elapsed, Executor,
-    JoinError,
+    block_on, child_exit, signals, sleep, spawn_local, spawn_on, timeout, yield_now, AsyncFd,
+    Elapsed, Executor, JoinError,
 };
 use evloop::{Error, Interest, Loop, RunMode, RunOutcome, Sim};
 
@@ -36,7 +36,7 @@ fn kernels() -> Vec<&'static str> {
 /// when, until the peer closes.
 async fn echo(conn: evloop::SimSocket, log: Rc<RefCell<Vec<String>>>, started: Duration) {
     let fd = conn.fd();
-    let conn = Async::new(conn).unwrap();
+    let conn = AsyncFd::new(conn).unwrap();
     let mut buf = [0u8; 8];
     loop {
         let n = conn.read(&mut buf).await.unwrap();
@@ -71,8 +71,8 @@ fn an_async_echo_server_runs_exactly_on_the_simulator() {
     let log = Rc::new(RefCell::new(vec![]));
     let started = lp.now();
     let (la, lb) = (log.clone(), log.clone());
-    lp.spawn_local(echo(a, la, started)).unwrap();
-    lp.spawn_local(echo(b, lb, started)).unwrap();
+    spawn_on(&mut lp, echo(a, la, started)).unwrap();
+    spawn_on(&mut lp, echo(b, lb, started)).unwrap();
     assert_eq!(
         lp.run(RunMode::Default, &mut ()).unwrap(),
         RunOutcome::NoActiveWatchers
@@ -150,16 +150,15 @@ fn a_task_reads_and_writes_a_connection_on_every_backend() {
         let (conn, mut peer) = world.pair();
         let mut lp: Loop = world.new_loop();
         peer.send(b"ping");
-        let conn = lp
-            .block_on(&mut (), async move {
-                let conn = Async::new(conn).unwrap();
-                let mut buf = [0u8; 16];
-                let n = conn.read(&mut buf).await.unwrap();
-                assert_eq!(&buf[..n], b"ping");
-                conn.write_all(b"pong").await.unwrap();
-                conn
-            })
-            .unwrap();
+        let conn = block_on(&mut lp, &mut (), async move {
+            let conn = AsyncFd::new(conn).unwrap();
+            let mut buf = [0u8; 16];
+            let n = conn.read(&mut buf).await.unwrap();
+            assert_eq!(&buf[..n], b"ping");
+            conn.write_all(b"pong").await.unwrap();
+            conn
+        })
+        .unwrap();
         // The peer's end, without blocking the loop's thread.
         let mut got = vec![];
         while got.len() < 4 {
@@ -168,10 +167,13 @@ fn a_task_reads_and_writes_a_connection_on_every_backend() {
         assert_eq!(got, b"pong");
         // The end of the stream.
         drop(peer);
-        let n = lp
-            .block_on(&mut (), async move { conn.read(&mut [0u8; 4]).await })
-            .unwrap()
-            .unwrap();
+        let n = block_on(
+            &mut lp,
+            &mut (),
+            async move { conn.read(&mut [0u8; 4]).await },
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(n, 0);
         assert_eq!(lp.active_count(), 0, "{}", world.backend);
     });
@@ -183,25 +185,27 @@ fn sleeps_and_timeouts_keep_the_loops_time_on_every_backend() {
         let world = World::new(backend);
         let mut lp: Loop = world.new_loop();
         let start = lp.now();
-        lp.block_on(&mut (), sleep(Duration::from_millis(20)))
-            .unwrap();
+        block_on(&mut lp, &mut (), sleep(Duration::from_millis(20))).unwrap();
         assert!(lp.now() - start >= Duration::from_millis(20), "{backend}");
         let start = lp.now();
-        let r = lp
-            .block_on(
-                &mut (),
-                timeout(Duration::from_millis(10), sleep(Duration::from_secs(30))),
-            )
-            .unwrap();
+        let r = block_on(
+            &mut lp,
+            &mut (),
+            timeout(Duration::from_millis(10), sleep(Duration::from_secs(30))),
+        )
+        .unwrap();
         assert_eq!(r, Err(Elapsed(())));
         let took = lp.now() - start;
         assert!(took >= Duration::from_millis(10), "{backend}: {took:?}");
         assert!(took < Duration::from_secs(30), "{backend}: {took:?}");
         // The long sleep was dropped with its timer.
         assert_eq!(lp.active_count(), 0, "{backend}");
-        let r = lp
-            .block_on(&mut (), timeout(Duration::from_secs(30), async { 7 }))
-            .unwrap();
+        let r = block_on(
+            &mut lp,
+            &mut (),
+            timeout(Duration::from_secs(30), async { 7 }),
+        )
+        .unwrap();
         assert_eq!(r, Ok(7));
         assert_eq!(lp.active_count(), 0, "{backend}");
     });
@@ -216,16 +220,13 @@ fn an_aborted_task_leaves_no_watcher_behind_on_every_backend() {
             common::Conn::Os(_) => None,
         };
         let mut lp: Loop = world.new_loop();
-        let reader = lp
-            .spawn_local(async move {
-                let conn = Async::new(conn).unwrap();
-                let _ = conn.read(&mut [0u8; 4]).await;
-                unreachable!("nothing is sent");
-            })
-            .unwrap();
-        let sleeper = lp
-            .spawn_local(async { sleep(Duration::from_secs(3600)).await })
-            .unwrap();
+        let reader = spawn_on(&mut lp, async move {
+            let conn = AsyncFd::new(conn).unwrap();
+            let _ = conn.read(&mut [0u8; 4]).await;
+            unreachable!("nothing is sent");
+        })
+        .unwrap();
+        let sleeper = spawn_on(&mut lp, async { sleep(Duration::from_secs(3600)).await }).unwrap();
         // Both wait: a socket's watcher and a timer.
         lp.run(RunMode::NoWait, &mut ()).unwrap();
         lp.run(RunMode::NoWait, &mut ()).unwrap();
@@ -235,9 +236,7 @@ fn an_aborted_task_leaves_no_watcher_behind_on_every_backend() {
         }
         reader.abort();
         sleeper.abort();
-        let (r, s) = lp
-            .block_on(&mut (), async { (reader.await, sleeper.await) })
-            .unwrap();
+        let (r, s) = block_on(&mut lp, &mut (), async { (reader.await, sleeper.await) }).unwrap();
         assert!(r.unwrap_err().is_aborted());
         assert!(s.unwrap_err().is_aborted());
         assert_eq!(lp.active_count(), 0, "{}", world.backend);
@@ -256,34 +255,30 @@ fn a_panicking_task_is_reported_and_the_loop_goes_on_on_every_backend() {
     on_backends("panic", &every_backend(), |backend| {
         let world = World::new(backend);
         let mut lp: Loop<Vec<&str>> = world.new_loop();
-        let bad = lp
-            .spawn_local(async {
-                sleep(Duration::from_millis(1)).await;
-                panic!("a task's bug")
-            })
-            .unwrap();
-        let good = lp
-            .spawn_local(async {
-                sleep(Duration::from_millis(5)).await;
-                "fine"
-            })
-            .unwrap();
+        let bad = spawn_on(&mut lp, async {
+            sleep(Duration::from_millis(1)).await;
+            panic!("a task's bug")
+        })
+        .unwrap();
+        let good = spawn_on(&mut lp, async {
+            sleep(Duration::from_millis(5)).await;
+            "fine"
+        })
+        .unwrap();
         lp.timer(Duration::from_millis(2), Duration::ZERO, |_, log, _| {
             log.push("timer")
         })
         .unwrap();
         let mut log = vec![];
-        let (bad, good) = lp
-            .block_on(&mut log, async { (bad.await, good.await) })
-            .unwrap();
+        let (bad, good) = block_on(&mut lp, &mut log, async { (bad.await, good.await) }).unwrap();
         let err = bad.unwrap_err();
         assert!(err.is_panic(), "{backend}");
         assert_eq!(err.to_string(), "the task panicked: a task's bug");
         assert_eq!(good.unwrap(), "fine");
         assert_eq!(log, ["timer"]);
         // Still usable: spawn and finish another.
-        let again = lp.spawn_local(async { 1 }).unwrap();
-        assert_eq!(lp.block_on(&mut log, again).unwrap().unwrap(), 1);
+        let again = spawn_on(&mut lp, async { 1 }).unwrap();
+        assert_eq!(block_on(&mut lp, &mut log, again).unwrap().unwrap(), 1);
     });
 }
 
@@ -334,7 +329,7 @@ fn wakes_from_other_threads_wake_the_blocked_loop_on_every_kernel() {
                 waker: None,
             }));
             slots.push(slot.clone());
-            tasks.push(lp.spawn_local(Recv(slot)).unwrap());
+            tasks.push(spawn_on(&mut lp, Recv(slot)).unwrap());
         }
         // Every task has polled once and waits.
         lp.run(RunMode::NoWait, &mut ()).unwrap();
@@ -350,15 +345,14 @@ fn wakes_from_other_threads_wake_the_blocked_loop_on_every_kernel() {
                 })
             })
             .collect();
-        let got = lp
-            .block_on(&mut (), async move {
-                let mut got = vec![];
-                for t in tasks {
-                    got.push(t.await.unwrap());
-                }
-                got
-            })
-            .unwrap();
+        let got = block_on(&mut lp, &mut (), async move {
+            let mut got = vec![];
+            for t in tasks {
+                got.push(t.await.unwrap());
+            }
+            got
+        })
+        .unwrap();
         assert_eq!(got, (0..200).collect::<Vec<_>>());
         for s in senders {
             s.join().unwrap();
@@ -384,7 +378,7 @@ fn a_task_that_never_waits_does_not_starve_io_on_every_backend() {
         let (conn, mut peer) = world.pair();
         let mut lp: Loop<Option<evloop::exec::JoinHandle<()>>> = world.new_loop();
         let polls = Rc::new(RefCell::new(0));
-        let busy = lp.spawn_local(Busy(polls.clone())).unwrap();
+        let busy = spawn_on(&mut lp, Busy(polls.clone())).unwrap();
         // A callback watcher: the io it waits for must come through.
         lp.io(conn, Interest::READABLE, |lp, busy, ev| {
             busy.take().unwrap().abort();
@@ -420,7 +414,7 @@ fn a_task_that_never_waits_does_not_starve_io_on_every_backend() {
 fn callbacks_and_tasks_mix_in_one_loop_exactly_on_the_simulator() {
     let sim = Sim::new();
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    let ex = lp.executor().unwrap();
+    let ex = Executor::of(&mut lp).unwrap();
     let log = Rc::new(RefCell::new(Vec::<String>::new()));
     // A repeating timer callback spawns a task at each firing; each task
     // sleeps 5ms and logs, through the shared log.
@@ -469,15 +463,14 @@ fn a_dropped_read_future_and_its_source_leave_nothing_on_the_simulator() {
     let sock = sim.socket("s", 64);
     let fd = sock.fd();
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let sock = lp
-        .block_on(&mut (), async move {
-            let sock = Async::new(sock).unwrap();
-            let r = timeout(Duration::from_millis(10), sock.read(&mut [0u8; 4])).await;
-            assert_eq!(r.unwrap_err(), Elapsed(()));
-            sock
-        })
-        .unwrap();
-    // The source is still watched (its Async lives) ...
+    let sock = block_on(&mut lp, &mut (), async move {
+        let sock = AsyncFd::new(sock).unwrap();
+        let r = timeout(Duration::from_millis(10), sock.read(&mut [0u8; 4])).await;
+        assert_eq!(r.unwrap_err(), Elapsed(()));
+        sock
+    })
+    .unwrap();
+    // The source is still watched (its AsyncFd lives) ...
     assert_ne!(sim.registered(fd), Interest::NONE);
     drop(sock);
     // ... until it is dropped: removed at the executor's next pass.
@@ -490,21 +483,22 @@ fn a_dropped_read_future_and_its_source_leave_nothing_on_the_simulator() {
 fn errors_are_clear_and_nothing_panics() {
     // Outside any task.
     assert!(matches!(spawn_local(async {}), Err(Error::NoExecutor)));
-    assert!(Async::new(Sim::new().socket("s", 0)).is_err());
+    assert!(AsyncFd::new(Sim::new().socket("s", 0)).is_err());
     assert!(Executor::current().is_none());
     // A future that can never be woken, on the simulator: Stalled.
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     let never = std::future::pending::<()>();
-    assert!(matches!(lp.block_on(&mut (), never), Err(Error::Stalled)));
+    assert!(matches!(
+        block_on(&mut lp, &mut (), never),
+        Err(Error::Stalled)
+    ));
     // A source the backend refuses (an OS fd on the simulator): the
     // error comes from the first wait.
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let r = lp
-        .block_on(
-            &mut (),
-            async move { Async::new(a).unwrap().readable().await },
-        )
-        .unwrap();
+    let r = block_on(&mut lp, &mut (), async move {
+        AsyncFd::new(a).unwrap().readable().await
+    })
+    .unwrap();
     let e = r.unwrap_err();
     assert!(
         e.to_string().contains("simulat") || e.to_string().contains("virtual"),
@@ -515,16 +509,15 @@ fn errors_are_clear_and_nothing_panics() {
     std::fs::write(&dir, b"x").unwrap();
     let file = std::fs::File::open(&dir).unwrap();
     let mut lp: Loop = Loop::builder().backend("poll").build().unwrap();
-    let r = lp
-        .block_on(&mut (), async move {
-            Async::new(file).unwrap().readable().await
-        })
-        .unwrap();
+    let r = block_on(&mut lp, &mut (), async move {
+        AsyncFd::new(file).unwrap().readable().await
+    })
+    .unwrap();
     assert!(r.is_err());
     std::fs::remove_file(&dir).unwrap();
     // A spawn on the executor of a dropped loop.
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let ex = lp.executor().unwrap();
+    let ex = Executor::of(&mut lp).unwrap();
     drop(lp);
     assert!(matches!(ex.spawn(async {}), Err(Error::ExecutorGone)));
 }
@@ -534,12 +527,11 @@ fn dropping_the_loop_drops_its_tasks_and_what_they_hold() {
     let held = Rc::new(());
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     let h2 = held.clone();
-    let task = lp
-        .spawn_local(async move {
-            let _h = h2;
-            sleep(Duration::from_secs(60)).await;
-        })
-        .unwrap();
+    let task = spawn_on(&mut lp, async move {
+        let _h = h2;
+        sleep(Duration::from_secs(60)).await;
+    })
+    .unwrap();
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(Rc::strong_count(&held), 2);
     drop(lp);
@@ -550,7 +542,7 @@ fn dropping_the_loop_drops_its_tasks_and_what_they_hold() {
     );
     // Its handle says so (it never finished).
     let mut other: Loop = Loop::with_backend(Sim::new().backend());
-    let r = other.block_on(&mut (), task).unwrap();
+    let r = block_on(&mut other, &mut (), task).unwrap();
     assert!(matches!(r, Err(JoinError::Aborted)));
 }
 
@@ -559,12 +551,11 @@ fn block_on_in_a_callback_runs_the_loop_nested() {
     let sim = Sim::new();
     let mut lp: Loop<Vec<u64>> = Loop::with_backend(sim.backend());
     lp.timer(Duration::from_millis(10), Duration::ZERO, |lp, log, _| {
-        let v = lp
-            .block_on(log, async {
-                sleep(Duration::from_millis(5)).await;
-                42
-            })
-            .unwrap();
+        let v = block_on(lp, log, async {
+            sleep(Duration::from_millis(5)).await;
+            42
+        })
+        .unwrap();
         log.push(v);
         log.push(lp.now().as_millis() as u64);
     })
@@ -577,7 +568,7 @@ fn block_on_in_a_callback_runs_the_loop_nested() {
 #[test]
 fn a_budget_bounds_a_pass_and_tasks_run_in_wake_order() {
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let ex = lp.executor().unwrap();
+    let ex = Executor::of(&mut lp).unwrap();
     ex.set_budget(2);
     let log = Rc::new(RefCell::new(VecDeque::new()));
     for i in 0..5 {
@@ -602,27 +593,26 @@ fn a_signal_stream_sees_each_delivery_on_every_kernel() {
     on_backends("signal stream", &common::child_kernels(), |backend| {
         let mut lp: Loop = common::kernel_loop(backend);
         let pid = std::process::id();
-        let got = lp
-            .block_on(&mut (), async move {
-                let mut usr2 = signals(libc::SIGUSR2);
-                let mut got = vec![];
-                for _ in 0..2 {
-                    // The stream watches from its first poll: send after it.
-                    let kill = spawn_local(async move {
-                        yield_now().await;
-                        let status = std::process::Command::new("kill")
-                            .args(["-USR2", &pid.to_string()])
-                            .status()
-                            .unwrap();
-                        assert!(status.success());
-                    })
-                    .unwrap();
-                    got.push(usr2.recv().await.unwrap().unwrap());
-                    kill.await.unwrap();
-                }
-                got
-            })
-            .unwrap();
+        let got = block_on(&mut lp, &mut (), async move {
+            let mut usr2 = signals(libc::SIGUSR2);
+            let mut got = vec![];
+            for _ in 0..2 {
+                // The stream watches from its first poll: send after it.
+                let kill = spawn_local(async move {
+                    yield_now().await;
+                    let status = std::process::Command::new("kill")
+                        .args(["-USR2", &pid.to_string()])
+                        .status()
+                        .unwrap();
+                    assert!(status.success());
+                })
+                .unwrap();
+                got.push(usr2.recv().await.unwrap().unwrap());
+                kill.await.unwrap();
+            }
+            got
+        })
+        .unwrap();
         assert_eq!(got, [libc::SIGUSR2, libc::SIGUSR2]);
         assert_eq!(
             lp.active_count(),
@@ -637,21 +627,20 @@ fn a_child_exit_is_awaited_on_every_kernel() {
     let _alone = common::alone();
     on_backends("child exit", &common::child_kernels(), |backend| {
         let mut lp: Loop = common::kernel_loop(backend);
-        let (pid, status) = lp
-            .block_on(&mut (), async {
-                // Reaped by the loop's child watcher, not by `wait`.
-                #[allow(clippy::zombie_processes)]
-                let child = std::process::Command::new("sh")
-                    .args(["-c", "exit 5"])
-                    .spawn()
-                    .unwrap();
-                child_exit(child.id()).await.unwrap()
-            })
-            .unwrap();
+        let (pid, status) = block_on(&mut lp, &mut (), async {
+            // Reaped by the loop's child watcher, not by `wait`.
+            #[allow(clippy::zombie_processes)]
+            let child = std::process::Command::new("sh")
+                .args(["-c", "exit 5"])
+                .spawn()
+                .unwrap();
+            child_exit(child.id()).await.unwrap()
+        })
+        .unwrap();
         assert!(pid > 0);
         assert_eq!(status, Some(evloop::ExitStatus::Exited(5)), "{backend}");
         // Not a child of ours: a clear error.
-        let r = lp.block_on(&mut (), child_exit(1)).unwrap();
+        let r = block_on(&mut lp, &mut (), child_exit(1)).unwrap();
         assert!(matches!(r, Err(Error::Child { pid: 1, .. })), "{r:?}");
     });
 }
@@ -674,22 +663,22 @@ async fn bomb() {
 fn a_panic_while_an_aborted_task_is_dropped_is_its_outcome_on_every_backend() {
     in_worlds("aborted task's drop panics", &every_backend(), |world| {
         let mut lp: Loop = world.new_loop();
-        let waited = lp.spawn_local(bomb()).unwrap();
-        let detached = lp.spawn_local(bomb()).unwrap();
+        let waited = spawn_on(&mut lp, bomb()).unwrap();
+        let detached = spawn_on(&mut lp, bomb()).unwrap();
         lp.run(RunMode::NoWait, &mut ()).unwrap();
         waited.abort();
         detached.abort();
         drop(detached);
         // Neither drop's panic comes out of `run` or `block_on`: the
         // waited task's handle gives it, the detached one's is dropped.
-        let r = lp.block_on(&mut (), waited).unwrap();
+        let r = block_on(&mut lp, &mut (), waited).unwrap();
         let err = r.unwrap_err();
         assert!(err.is_panic(), "{}: {err:?}", world.backend);
         assert_eq!(err.to_string(), "the task panicked: a drop's bug");
         // Both tasks are gone with their timers; the loop goes on.
-        assert_eq!(lp.executor().unwrap().task_count(), 0);
+        assert_eq!(Executor::of(&mut lp).unwrap().task_count(), 0);
         assert_eq!(lp.active_count(), 0);
-        assert_eq!(lp.block_on(&mut (), async { 5 }).unwrap(), 5);
+        assert_eq!(block_on(&mut lp, &mut (), async { 5 }).unwrap(), 5);
         assert_eq!(
             lp.run(RunMode::Default, &mut ()).unwrap(),
             RunOutcome::NoActiveWatchers
@@ -721,12 +710,12 @@ fn a_panic_while_a_finished_task_is_dropped_is_contained_on_every_backend() {
     in_worlds("finished task's drop panics", &every_backend(), |world| {
         let mut lp: Loop = world.new_loop();
         // A future dropped once ready: its drop's panic is the outcome.
-        let waited = lp.spawn_local(ReadyThenPanicsOnDrop(PanicsOnDrop)).unwrap();
+        let waited = spawn_on(&mut lp, ReadyThenPanicsOnDrop(PanicsOnDrop)).unwrap();
         // An output nobody waits for, dropped with the task: contained.
-        drop(lp.spawn_local(async { PanicsOnDropOutput }).unwrap());
-        let err = lp.block_on(&mut (), waited).unwrap().unwrap_err();
+        drop(spawn_on(&mut lp, async { PanicsOnDropOutput }).unwrap());
+        let err = block_on(&mut lp, &mut (), waited).unwrap().unwrap_err();
         assert_eq!(err.to_string(), "the task panicked: a drop's bug");
-        assert_eq!(lp.executor().unwrap().task_count(), 0);
+        assert_eq!(Executor::of(&mut lp).unwrap().task_count(), 0);
         assert_eq!(
             lp.run(RunMode::Default, &mut ()).unwrap(),
             RunOutcome::NoActiveWatchers
@@ -743,7 +732,7 @@ fn a_loop_dropped_with_tasks_whose_drops_panic_resumes_one_panic_on_every_backen
         for _ in 0..3 {
             let h = held.clone();
             handles.push(
-                lp.spawn_local(async move {
+                spawn_on(&mut lp, async move {
                     let _h = h;
                     bomb().await
                 })
@@ -761,8 +750,7 @@ fn a_loop_dropped_with_tasks_whose_drops_panic_resumes_one_panic_on_every_backen
         // Their handles say they never finished.
         let mut other: Loop = world.new_loop();
         for h in handles {
-            assert!(other
-                .block_on(&mut (), h)
+            assert!(block_on(&mut other, &mut (), h)
                 .unwrap()
                 .unwrap_err()
                 .is_aborted());
@@ -812,7 +800,7 @@ fn a_block_on_future_that_wakes_itself_lets_tasks_timers_and_io_run_on_every_bac
                 Rc::new(Cell::new(false)),
             );
             let s = slept.clone();
-            lp.spawn_local(async move {
+            spawn_on(&mut lp, async move {
                 sleep(after).await;
                 s.set(true);
             })
@@ -827,12 +815,12 @@ fn a_block_on_future_that_wakes_itself_lets_tasks_timers_and_io_run_on_every_bac
             })
             .unwrap();
             peer.send(b"x");
-            let yields = lp
-                .block_on(
-                    &mut (),
-                    yield_until(by_poll_fn, || slept.get() && fired.get() && read.get()),
-                )
-                .unwrap();
+            let yields = block_on(
+                &mut lp,
+                &mut (),
+                yield_until(by_poll_fn, || slept.get() && fired.get() && read.get()),
+            )
+            .unwrap();
             if world.sim().is_some() {
                 // One iteration per yield: everything ran in the first.
                 assert_eq!(yields, 1, "by_poll_fn {by_poll_fn}");
@@ -842,15 +830,14 @@ fn a_block_on_future_that_wakes_itself_lets_tasks_timers_and_io_run_on_every_bac
             lp.timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
                 .unwrap();
             let start = lp.now();
-            let yields = lp
-                .block_on(&mut (), {
-                    let mut n = 0;
-                    yield_until(by_poll_fn, move || {
-                        n += 1;
-                        n > 1000
-                    })
+            let yields = block_on(&mut lp, &mut (), {
+                let mut n = 0;
+                yield_until(by_poll_fn, move || {
+                    n += 1;
+                    n > 1000
                 })
-                .unwrap();
+            })
+            .unwrap();
             assert_eq!(yields, 1000);
             if world.sim().is_some() {
                 assert_eq!(lp.now(), start, "a yield blocked");

@@ -19,14 +19,17 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{on_backends, World};
-use evloop::exec::{race, signals, sleep, spawn_local, timeout, Async, Either, JoinSet, Shutdown};
+use evloop::exec::{
+    block_on, race, signals, sleep, spawn_local, spawn_on, timeout, AsyncFd, Either, Executor,
+    JoinSet, Shutdown,
+};
 use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket};
 
 // ---------------------------------------------------------------------
 // The server, as docs/async.md writes it, over any stream.
 
 /// Echoes until the peer ends, or the shutdown comes: then says "bye".
-async fn serve<C>(conn: Async<C>, shutdown: Shutdown) -> io::Result<()>
+async fn serve<C>(conn: AsyncFd<C>, shutdown: Shutdown) -> io::Result<()>
 where
     for<'a> &'a C: Read + Write,
 {
@@ -50,7 +53,7 @@ where
     C: 'static,
     for<'a> &'a C: Read + Write,
     A: FnMut() -> F,
-    F: Future<Output = io::Result<Async<C>>>,
+    F: Future<Output = io::Result<AsyncFd<C>>>,
 {
     let mut conns = JoinSet::new();
     let mut served = 0;
@@ -90,7 +93,7 @@ fn on_sigterm(shutdown: &Shutdown) {
 }
 
 /// Sends `hi` and reads it back.
-async fn echo_once<C>(conn: &Async<C>)
+async fn echo_once<C>(conn: &AsyncFd<C>)
 where
     for<'a> &'a C: Read + Write,
 {
@@ -104,7 +107,7 @@ where
 }
 
 /// Reads to the end.
-async fn rest<C>(conn: &Async<C>) -> Vec<u8>
+async fn rest<C>(conn: &AsyncFd<C>) -> Vec<u8>
 where
     for<'a> &'a C: Read + Write,
 {
@@ -130,52 +133,51 @@ fn a_server_shuts_down_gracefully_on_sigterm_exactly_on_the_simulator() {
         let sim = Sim::new();
         let (listen, knock) = sim.pair("listener", 64);
         let mut lp: Loop = Loop::with_backend(sim.backend());
-        let ex = lp.executor().unwrap();
+        let ex = Executor::of(&mut lp).unwrap();
         let backlog: Rc<RefCell<VecDeque<SimSocket>>> = Rc::default();
-        let listen = Rc::new(Async::with_executor(&ex, listen).unwrap());
+        let listen = Rc::new(AsyncFd::with_executor(&ex, listen).unwrap());
         let queued = backlog.clone();
         let accept = move || {
             let (listen, queued) = (listen.clone(), queued.clone());
             async move {
                 listen.read(&mut [0u8; 1]).await?;
                 let conn = queued.borrow_mut().pop_front().unwrap();
-                Async::new(conn)
+                AsyncFd::new(conn)
             }
         };
         let connect = |sim: &Sim, knock: &mut SimSocket| {
             let (ours, theirs) = sim.pair("conn", 1024);
             backlog.borrow_mut().push_back(theirs);
             knock.write_all(b"c").unwrap();
-            Async::with_executor(&ex, ours).unwrap()
+            AsyncFd::with_executor(&ex, ours).unwrap()
         };
         let mut knock = knock;
         // SIGTERM at 100 ms, with three connections open.
         sim.raise(Duration::from_millis(100), libc::SIGTERM);
-        let served = lp
-            .block_on(&mut (), async {
-                let shutdown = Shutdown::new();
-                on_sigterm(&shutdown);
-                let server = spawn_local(server(accept, shutdown)).unwrap();
-                let clients: Vec<_> = (0..CLIENTS).map(|_| connect(&sim, &mut knock)).collect();
-                for c in &clients {
-                    echo_once(c).await;
-                }
-                for c in &clients {
-                    assert_eq!(rest(c).await, b"bye\n");
-                }
-                let served = server.await.unwrap();
-                // The listener is closed: a knock now is refused.
-                let late = knock.write_all(b"c").unwrap_err();
-                assert_eq!(late.kind(), io::ErrorKind::BrokenPipe);
-                served
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async {
+            let shutdown = Shutdown::new();
+            on_sigterm(&shutdown);
+            let server = spawn_local(server(accept, shutdown)).unwrap();
+            let clients: Vec<_> = (0..CLIENTS).map(|_| connect(&sim, &mut knock)).collect();
+            for c in &clients {
+                echo_once(c).await;
+            }
+            for c in &clients {
+                assert_eq!(rest(c).await, b"bye\n");
+            }
+            let served = server.await.unwrap();
+            // The listener is closed: a knock now is refused.
+            let late = knock.write_all(b"c").unwrap_err();
+            assert_eq!(late.kind(), io::ErrorKind::BrokenPipe);
+            served
+        })
+        .unwrap();
         assert_eq!(served, CLIENTS);
         // Everything happened at the signal's time.
         assert_eq!(lp.now(), Duration::from_millis(100));
         // Nothing left: no task (the signal's ended after its delivery),
         // no watcher.
-        assert_eq!(lp.executor().unwrap().task_count(), 0);
+        assert_eq!(Executor::of(&mut lp).unwrap().task_count(), 0);
         assert_eq!(
             lp.run(RunMode::Default, &mut ()).unwrap(),
             RunOutcome::NoActiveWatchers
@@ -196,39 +198,38 @@ fn a_server_shuts_down_gracefully_on_sigterm_on_every_kernel() {
             .bind("127.0.0.1:0".parse().unwrap())
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        let served = lp
-            .block_on(&mut (), async move {
-                let shutdown = Shutdown::new();
-                on_sigterm(&shutdown);
-                let listener: Rc<Async<TcpListener>> = Rc::new(Async::new(listener).unwrap());
-                let accept = move || {
-                    let l = listener.clone();
-                    async move { l.accept().await.map(|(conn, _)| conn) }
-                };
-                let server = spawn_local(server(accept, shutdown)).unwrap();
-                let mut clients = vec![];
-                for _ in 0..CLIENTS {
-                    let c = Async::<TcpStream>::connect(addr).await.unwrap();
-                    echo_once(&c).await;
-                    clients.push(c);
-                }
-                // Three live connections; the signal stream watches.
-                let status = std::process::Command::new("kill")
-                    .args(["-TERM", &std::process::id().to_string()])
-                    .status()
-                    .unwrap();
-                assert!(status.success());
-                for c in &clients {
-                    assert_eq!(rest(c).await, b"bye\n");
-                }
-                let served = server.await.unwrap();
-                // The listener is closed: a new connection is refused.
-                assert!(Async::<TcpStream>::connect(addr).await.is_err());
-                served
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async move {
+            let shutdown = Shutdown::new();
+            on_sigterm(&shutdown);
+            let listener: Rc<AsyncFd<TcpListener>> = Rc::new(AsyncFd::new(listener).unwrap());
+            let accept = move || {
+                let l = listener.clone();
+                async move { l.accept().await.map(|(conn, _)| conn) }
+            };
+            let server = spawn_local(server(accept, shutdown)).unwrap();
+            let mut clients = vec![];
+            for _ in 0..CLIENTS {
+                let c = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
+                echo_once(&c).await;
+                clients.push(c);
+            }
+            // Three live connections; the signal stream watches.
+            let status = std::process::Command::new("kill")
+                .args(["-TERM", &std::process::id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+            for c in &clients {
+                assert_eq!(rest(c).await, b"bye\n");
+            }
+            let served = server.await.unwrap();
+            // The listener is closed: a new connection is refused.
+            assert!(AsyncFd::<TcpStream>::connect(addr).await.is_err());
+            served
+        })
+        .unwrap();
         assert_eq!(served, CLIENTS, "{backend}");
-        assert_eq!(lp.executor().unwrap().task_count(), 0, "{backend}");
+        assert_eq!(Executor::of(&mut lp).unwrap().task_count(), 0, "{backend}");
         assert_eq!(lp.active_count(), 0, "{backend}");
     });
 }
@@ -241,61 +242,60 @@ fn a_join_set_gives_outcomes_as_tasks_finish_and_aborts_on_every_backend() {
     on_backends("join set", &common::backends(), |backend| {
         let world = World::new(backend);
         let mut lp: Loop = world.new_loop();
-        let (order, aborted) = lp
-            .block_on(&mut (), async {
-                let mut set = JoinSet::new();
-                for ms in [30u64, 10, 20] {
-                    set.spawn_local(async move {
-                        sleep(Duration::from_millis(ms)).await;
-                        ms
-                    })
-                    .unwrap();
+        let (order, aborted) = block_on(&mut lp, &mut (), async {
+            let mut set = JoinSet::new();
+            for ms in [30u64, 10, 20] {
+                set.spawn_local(async move {
+                    sleep(Duration::from_millis(ms)).await;
+                    ms
+                })
+                .unwrap();
+            }
+            set.spawn_local(async { panic!("one task's bug") }).unwrap();
+            assert_eq!(set.len(), 4);
+            let mut order = vec![];
+            let mut panics = 0;
+            while let Some(done) = set.join_next().await {
+                match done {
+                    Ok(ms) => order.push(ms),
+                    Err(e) => panics += e.is_panic() as usize,
                 }
-                set.spawn_local(async { panic!("one task's bug") }).unwrap();
-                assert_eq!(set.len(), 4);
-                let mut order = vec![];
-                let mut panics = 0;
-                while let Some(done) = set.join_next().await {
-                    match done {
-                        Ok(ms) => order.push(ms),
-                        Err(e) => panics += e.is_panic() as usize,
-                    }
-                }
-                assert_eq!(panics, 1);
-                assert!(set.is_empty());
-                assert!(set.join_next().await.is_none());
-                // Finished before anyone asked: still in finishing order.
-                for ms in [30u64, 10] {
-                    set.spawn_local(async move {
-                        sleep(Duration::from_millis(ms)).await;
-                        ms
-                    })
-                    .unwrap();
-                }
-                sleep(Duration::from_millis(50)).await;
-                assert_eq!(set.try_join_next().unwrap().unwrap(), 10);
-                assert_eq!(set.join_next().await.unwrap().unwrap(), 30);
-                // abort_all: each gives Aborted, and its timer goes.
-                for _ in 0..5 {
-                    set.spawn_local(async {
-                        sleep(Duration::from_secs(3600)).await;
-                        0
-                    })
-                    .unwrap();
-                }
-                set.abort_all();
-                let mut aborted = 0;
-                while let Some(done) = set.join_next().await {
-                    aborted += done.unwrap_err().is_aborted() as usize;
-                }
-                (order, aborted)
-            })
-            .unwrap();
+            }
+            assert_eq!(panics, 1);
+            assert!(set.is_empty());
+            assert!(set.join_next().await.is_none());
+            // Finished before anyone asked: still in finishing order.
+            for ms in [30u64, 10] {
+                set.spawn_local(async move {
+                    sleep(Duration::from_millis(ms)).await;
+                    ms
+                })
+                .unwrap();
+            }
+            sleep(Duration::from_millis(50)).await;
+            assert_eq!(set.try_join_next().unwrap().unwrap(), 10);
+            assert_eq!(set.join_next().await.unwrap().unwrap(), 30);
+            // abort_all: each gives Aborted, and its timer goes.
+            for _ in 0..5 {
+                set.spawn_local(async {
+                    sleep(Duration::from_secs(3600)).await;
+                    0
+                })
+                .unwrap();
+            }
+            set.abort_all();
+            let mut aborted = 0;
+            while let Some(done) = set.join_next().await {
+                aborted += done.unwrap_err().is_aborted() as usize;
+            }
+            (order, aborted)
+        })
+        .unwrap();
         assert_eq!(order, [10, 20, 30], "{backend}");
         assert_eq!(aborted, 5);
         assert_eq!(lp.active_count(), 0, "{backend}");
         // Dropping a set aborts its tasks: run ends at once.
-        let ex = lp.executor().unwrap();
+        let ex = Executor::of(&mut lp).unwrap();
         let mut set = JoinSet::new();
         for _ in 0..3 {
             set.spawn_local_on(sleep(Duration::from_secs(3600)), &ex)
@@ -324,27 +324,27 @@ fn a_shutdown_triggered_from_another_thread_wakes_every_waiter_on_every_kernel()
             let waiters: Vec<_> = (0..5)
                 .map(|_| {
                     let s = shutdown.clone();
-                    lp.spawn_local(async move { s.triggered().await }).unwrap()
+                    spawn_on(&mut lp, async move { s.triggered().await }).unwrap()
                 })
                 .collect();
             // Every waiter waits; the loop then blocks until the trigger.
             lp.run(RunMode::NoWait, &mut ()).unwrap();
             let from_thread = shutdown.clone();
             let thread = std::thread::spawn(move || from_thread.trigger());
-            let r = lp
-                .block_on(
-                    &mut (),
-                    timeout(Duration::from_secs(10), async move {
-                        for w in waiters {
-                            w.await.unwrap();
-                        }
-                    }),
-                )
-                .unwrap();
+            let r = block_on(
+                &mut lp,
+                &mut (),
+                timeout(Duration::from_secs(10), async move {
+                    for w in waiters {
+                        w.await.unwrap();
+                    }
+                }),
+            )
+            .unwrap();
             assert!(r.is_ok(), "{backend}: a waiter was not woken");
             thread.join().unwrap();
             // Triggered stays: a later wait is over at once.
-            lp.block_on(&mut (), shutdown.triggered()).unwrap();
+            block_on(&mut lp, &mut (), shutdown.triggered()).unwrap();
         },
     );
 }
@@ -352,21 +352,18 @@ fn a_shutdown_triggered_from_another_thread_wakes_every_waiter_on_every_kernel()
 #[test]
 fn race_gives_the_first_and_drops_the_other_on_the_simulator() {
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let r = lp
-        .block_on(&mut (), async {
-            race(sleep(Duration::from_secs(2)), async {
-                sleep(Duration::from_secs(1)).await;
-                "one"
-            })
-            .await
+    let r = block_on(&mut lp, &mut (), async {
+        race(sleep(Duration::from_secs(2)), async {
+            sleep(Duration::from_secs(1)).await;
+            "one"
         })
-        .unwrap();
+        .await
+    })
+    .unwrap();
     assert_eq!(r, Either::Right("one"));
     assert_eq!(lp.now(), Duration::from_secs(1));
     assert_eq!(lp.active_count(), 0);
     // Both ready: the left one wins.
-    let r = lp
-        .block_on(&mut (), race(async { 1 }, async { 2 }))
-        .unwrap();
+    let r = block_on(&mut lp, &mut (), race(async { 1 }, async { 2 })).unwrap();
     assert_eq!(r, Either::Left(1));
 }

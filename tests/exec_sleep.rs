@@ -13,7 +13,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use common::{on_backends, World};
-use evloop::exec::{sleep, sleep_until, timeout, Sleep};
+use evloop::exec::{block_on, sleep, sleep_until, spawn_on, timeout, Sleep};
 use evloop::{Loop, RunMode, RunOutcome};
 
 fn every_backend() -> Vec<&'static str> {
@@ -30,7 +30,7 @@ fn a_sleep_due_at_its_first_poll_has_elapsed_on_every_backend() {
     on_backends("due sleep", &every_backend(), |backend| {
         let world = World::new(backend);
         let mut lp: Loop = world.new_loop();
-        lp.block_on(&mut (), async {
+        block_on(&mut lp, &mut (), async {
             let mut zero = Box::pin(sleep(Duration::ZERO));
             assert!(!zero.is_elapsed());
             assert_eq!(poll_once(&mut zero).await, Poll::Ready(()));
@@ -55,22 +55,21 @@ fn a_reset_to_a_passed_deadline_completes_at_the_next_poll_on_every_backend() {
         let world = World::new(backend);
         let mut lp: Loop = world.new_loop();
         let start = lp.now();
-        let kept = lp
-            .block_on(&mut (), async {
-                let mut s = Box::pin(sleep(Duration::from_secs(3600)));
-                assert_eq!(poll_once(&mut s).await, Poll::Pending);
-                s.as_mut().reset(Duration::ZERO);
-                assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
-                assert!(s.is_elapsed());
-                // reset_after(0): due now, at once too.
-                s.as_mut().reset_after(Duration::from_secs(3600));
-                assert_eq!(poll_once(&mut s).await, Poll::Pending);
-                s.as_mut().reset_after(Duration::ZERO);
-                assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
-                // Kept (in a Vec: not a future) past block_on.
-                vec![s]
-            })
-            .unwrap();
+        let kept = block_on(&mut lp, &mut (), async {
+            let mut s = Box::pin(sleep(Duration::from_secs(3600)));
+            assert_eq!(poll_once(&mut s).await, Poll::Pending);
+            s.as_mut().reset(Duration::ZERO);
+            assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
+            assert!(s.is_elapsed());
+            // reset_after(0): due now, at once too.
+            s.as_mut().reset_after(Duration::from_secs(3600));
+            assert_eq!(poll_once(&mut s).await, Poll::Pending);
+            s.as_mut().reset_after(Duration::ZERO);
+            assert_eq!(poll_once(&mut s).await, Poll::Ready(()), "{backend}");
+            // Kept (in a Vec: not a future) past block_on.
+            vec![s]
+        })
+        .unwrap();
         // Its hour-long timer is stopped, the Sleep still alive: nothing
         // keeps the loop.
         assert_eq!(lp.active_count(), 0, "{backend}: the timer still runs");
@@ -92,12 +91,14 @@ fn a_reset_from_another_thread_takes_effect_on_every_backend() {
             let start = lp.now();
             let shared = Arc::new(Mutex::new(Box::pin(sleep(Duration::from_secs(3600)))));
             let waiting = shared.clone();
-            let task = lp
-                .spawn_local(timeout(
+            let task = spawn_on(
+                &mut lp,
+                timeout(
                     Duration::from_secs(20),
                     std::future::poll_fn(move |cx| waiting.lock().unwrap().as_mut().poll(cx)),
-                ))
-                .unwrap();
+                ),
+            )
+            .unwrap();
             // The task waits on the hour-long timer.
             lp.run(RunMode::NoWait, &mut ()).unwrap();
             lp.run(RunMode::NoWait, &mut ()).unwrap();
@@ -114,7 +115,7 @@ fn a_reset_from_another_thread_takes_effect_on_every_backend() {
             })
             .join()
             .unwrap();
-            let r = lp.block_on(&mut (), task).unwrap().unwrap();
+            let r = block_on(&mut lp, &mut (), task).unwrap().unwrap();
             assert!(
                 r.is_ok(),
                 "{backend}: the reset (absolute: {absolute}) was lost"

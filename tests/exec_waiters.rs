@@ -1,4 +1,4 @@
-//! Several tasks waiting on one `Async` source in the same direction:
+//! Several tasks waiting on one `AsyncFd` source in the same direction:
 //! every one is woken by its readiness (async-io keeps every waiter; a
 //! listener shared by acceptor tasks is a common pattern). On the
 //! simulator and every kernel backend: epoll registers the source
@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{in_worlds, on_backends, World};
-use evloop::exec::{timeout, Async, JoinHandle};
+use evloop::exec::{block_on, spawn_on, timeout, AsyncFd, Executor, JoinHandle};
 use evloop::{Loop, RunMode};
 
 fn every_backend() -> Vec<&'static str> {
@@ -36,16 +36,16 @@ fn settle<S: Default>(lp: &mut Loop<'_, S>) {
 fn join_all(lp: &mut Loop<'_, ()>, tasks: Vec<JoinHandle<()>>) {
     let backend = lp.backend_name();
     let n = tasks.len();
-    let r = lp
-        .block_on(
-            &mut (),
-            timeout(Duration::from_secs(5), async move {
-                for t in tasks {
-                    t.await.unwrap();
-                }
-            }),
-        )
-        .unwrap();
+    let r = block_on(
+        lp,
+        &mut (),
+        timeout(Duration::from_secs(5), async move {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        }),
+    )
+    .unwrap();
     assert!(r.is_ok(), "{backend}: not every one of {n} waiters woke");
 }
 
@@ -55,13 +55,13 @@ fn every_task_awaiting_readable_on_one_socket_is_woken_on_every_backend() {
         for n in WAITERS {
             let (conn, mut peer) = world.pair();
             let mut lp: Loop = world.new_loop();
-            let ex = lp.executor().unwrap();
-            let conn = Rc::new(Async::with_executor(&ex, conn).unwrap());
+            let ex = Executor::of(&mut lp).unwrap();
+            let conn = Rc::new(AsyncFd::with_executor(&ex, conn).unwrap());
             let woken = Rc::new(Cell::new(0));
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
                     let (conn, woken) = (conn.clone(), woken.clone());
-                    lp.spawn_local(async move {
+                    spawn_on(&mut lp, async move {
                         conn.readable().await.unwrap();
                         woken.set(woken.get() + 1);
                     })
@@ -86,13 +86,13 @@ fn every_task_reading_one_socket_gets_its_byte_on_every_backend() {
         for n in WAITERS {
             let (conn, mut peer) = world.pair();
             let mut lp: Loop = world.new_loop();
-            let ex = lp.executor().unwrap();
-            let conn = Rc::new(Async::with_executor(&ex, conn).unwrap());
+            let ex = Executor::of(&mut lp).unwrap();
+            let conn = Rc::new(AsyncFd::with_executor(&ex, conn).unwrap());
             let got = Rc::new(Cell::new(0));
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
                     let (conn, got) = (conn.clone(), got.clone());
-                    lp.spawn_local(async move {
+                    spawn_on(&mut lp, async move {
                         // One byte each: no read is short, so each task
                         // takes one byte and leaves the rest.
                         let mut byte = [0u8; 1];
@@ -116,17 +116,17 @@ fn every_task_accepting_on_one_listener_gets_a_connection_on_every_kernel() {
         for n in WAITERS {
             let world = World::new(backend);
             let mut lp: Loop = world.new_loop();
-            let ex = lp.executor().unwrap();
+            let ex = Executor::of(&mut lp).unwrap();
             let listener = evloop::net::ListenOptions::new()
                 .bind("127.0.0.1:0".parse().unwrap())
                 .unwrap();
             let addr = listener.local_addr().unwrap();
-            let listener: Rc<Async<TcpListener>> =
-                Rc::new(Async::with_executor(&ex, listener).unwrap());
+            let listener: Rc<AsyncFd<TcpListener>> =
+                Rc::new(AsyncFd::with_executor(&ex, listener).unwrap());
             let tasks: Vec<_> = (0..n)
                 .map(|_| {
                     let listener = listener.clone();
-                    lp.spawn_local(async move {
+                    spawn_on(&mut lp, async move {
                         let (conn, _) = listener.accept().await.unwrap();
                         // Each accepted once; the peer's byte tells them apart.
                         let mut byte = [0u8; 1];

@@ -12,7 +12,7 @@ use std::time::Duration;
 use common::{
     drain, on_every_backend, on_every_world, sim_socket, watchdog, RunTo, World, WATCHDOG,
 };
-use evloop::{Error, Handle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
+use evloop::{Async, Error, Handle, Idle, Interest, Loop, Ready, RunMode, RunOutcome, Sim};
 
 // ---- a panic in a callback -------------------------------------------------
 
@@ -43,7 +43,7 @@ fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
         lp.run_expect(RunMode::Once, &mut got, RunOutcome::IterationDone);
         assert_eq!(got, b"boom and more");
         // And it can be taken back (not Busy).
-        let conn: common::Conn = lp.into_source(io).unwrap();
+        let conn: common::Conn = io.into_source(&mut lp).unwrap();
         drop(conn);
         lp.run_to_end(&mut got);
     });
@@ -83,7 +83,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
             .timer(Duration::ZERO, Duration::ZERO, |_, _, _| panic!("deep"))
             .unwrap();
         lp.stop(boom).unwrap();
-        lp.idle(move |lp, depth, me| {
+        Idle::new(&mut lp, move |lp, depth, me| {
             lp.remove(me).unwrap();
             lp.start(boom).unwrap();
             *depth = lp.depth();
@@ -95,8 +95,7 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
         assert!(caught.is_err());
         assert_eq!((depth, lp.depth()), (1, 0), "{name}");
         // The loop runs again, and break_loop works there.
-        lp.idle(|lp, _, _| lp.break_loop(evloop::Break::One))
-            .unwrap();
+        Idle::new(&mut lp, |lp, _, _| lp.break_loop(evloop::Break::One)).unwrap();
         lp.run_expect(RunMode::Default, &mut depth, RunOutcome::Broken);
     });
 }
@@ -255,7 +254,7 @@ fn an_event_held_back_during_a_nested_run_is_narrowed_by_set_interest() {
                 lp.feed_event(ev.watcher, Ready::READABLE | Ready::WRITABLE)
                     .unwrap();
                 let _ = lp.run(RunMode::NoWait, log);
-                lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
+                ev.watcher.set_interest(lp, Interest::READABLE).unwrap();
             } else {
                 lp.remove(ev.watcher).unwrap();
             }
@@ -309,25 +308,25 @@ fn a_handle_from_another_loop_is_refused_and_touches_nothing() {
         foreign(a.set_priority(tb, 1), &tb);
         foreign(a.set_ref(tb, false), &tb);
         foreign(a.feed_event(tb, Ready::EMPTY), &tb);
-        foreign(a.again(tb), &tb);
-        foreign(a.set_timer(tb, Duration::ZERO, Duration::ZERO), &tb);
+        foreign(tb.again(&mut a), &tb);
+        foreign(tb.set(&mut a, Duration::ZERO, Duration::ZERO), &tb);
         foreign(a.is_active(tb).map(drop), &tb);
         foreign(a.is_pending(tb).map(drop), &tb);
         foreign(a.priority(tb).map(drop), &tb);
-        foreign(a.remaining(tb).map(drop), &tb);
+        foreign(tb.remaining(&a).map(drop), &tb);
         foreign(a.clear_pending(tb).map(drop), &tb);
-        foreign(a.set_interest(ib, Interest::WRITABLE), &ib);
-        foreign(a.interest(ib).map(drop), &ib);
-        foreign(a.fd(ib).map(drop), &ib);
-        foreign(a.into_source::<common::Conn>(ib).map(drop), &ib);
+        foreign(ib.set_interest(&mut a, Interest::WRITABLE), &ib);
+        foreign(ib.interest(&a).map(drop), &ib);
+        foreign(ib.fd(&a).map(drop), &ib);
+        foreign(ib.into_source::<common::Conn, _>(&mut a).map(drop), &ib);
         foreign(a.remove(ib), &ib);
         foreign(a.remove(tb), &tb);
         // Nothing of a's changed.
         assert_eq!(a.active_count(), 2);
-        assert_eq!(a.remaining(ta).unwrap(), Duration::from_secs(60));
+        assert_eq!(ta.remaining(&a).unwrap(), Duration::from_secs(60));
         assert_eq!(a.priority(ta).unwrap(), 0);
         assert!(!a.is_pending(ta).unwrap());
-        assert_eq!(a.interest(ia).unwrap(), Interest::READABLE);
+        assert_eq!(ia.interest(&a).unwrap(), Interest::READABLE);
         // b's handles still work on b.
         b.remove(tb).unwrap();
         b.remove(ib).unwrap();
@@ -349,7 +348,7 @@ fn an_invalidated_simulated_socket_is_refused_at_creation() {
     sim.invalidate(Duration::ZERO, &sock);
     let mut lp: Loop = Loop::with_backend(sim.backend());
     // Let the simulator apply the invalidation.
-    lp.idle(|lp, _, me| lp.remove(me).unwrap()).unwrap();
+    Idle::new(&mut lp, |lp, _, me| lp.remove(me).unwrap()).unwrap();
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     let fd = sock.fd();
     let err = lp
@@ -385,7 +384,7 @@ fn a_repeating_timer_at_the_end_of_the_clock_fires_once_and_the_run_ends() {
         assert_eq!(n, 1);
         // Still active, due "never".
         assert!(lp.is_active(t).unwrap());
-        assert_eq!(lp.remaining(t).unwrap(), Duration::MAX);
+        assert_eq!(t.remaining(&lp).unwrap(), Duration::MAX);
     });
 }
 
@@ -402,7 +401,7 @@ fn a_timer_beyond_the_end_of_the_clock_never_fires() {
             .unwrap();
         assert_eq!(lp.finish(0), 0, "{name}");
         assert!(lp.is_active(never).unwrap());
-        assert_eq!(lp.remaining(never).unwrap(), Duration::MAX, "{name}");
+        assert_eq!(never.remaining(&lp).unwrap(), Duration::MAX, "{name}");
     });
 }
 
@@ -445,7 +444,7 @@ fn an_async_watcher_on_a_backend_without_a_waker_is_refused_and_leaves_nothing()
     let mut lp: Loop<u32> =
         Loop::with_backend(Unwakeable(Duration::ZERO, evloop::backend::NoNotices));
     for _ in 0..2 {
-        match lp.async_watcher(|_, _, _| {}) {
+        match Async::new(&mut lp, |_, _, _| {}) {
             Err(Error::Backend {
                 backend: "unwakeable",
                 op: "provide a waker",

@@ -7,22 +7,18 @@
 mod common;
 
 use common::sim_socket;
-use evloop::{Error, Interest, Loop, RunMode, Sim, SimSocket, Trigger};
+use evloop::{Error, Interest, Io, Loop, Prepare, RunMode, Sim, SimSocket, Trigger};
 
 #[test]
 fn many_changes_on_one_fd_make_one_backend_call() {
     let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let r = lp
-        .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
-        .unwrap();
+    let r = Io::borrowed(&mut lp, &sock, Interest::READABLE, |_, _, _| {}).unwrap();
     lp.stop(r).unwrap();
     lp.start(r).unwrap();
-    lp.set_interest(r, Interest::BOTH).unwrap();
-    lp.set_interest(r, Interest::READABLE).unwrap();
-    let w = lp
-        .io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {})
-        .unwrap();
+    r.set_interest(&mut lp, Interest::BOTH).unwrap();
+    r.set_interest(&mut lp, Interest::READABLE).unwrap();
+    let w = Io::borrowed(&mut lp, &sock, Interest::WRITABLE, |_, _, _| {}).unwrap();
     lp.stop(w).unwrap();
     assert_eq!(
         sim.modify_count(),
@@ -40,26 +36,22 @@ fn many_changes_on_one_fd_make_one_backend_call() {
 fn changes_that_cancel_out_make_no_backend_call() {
     let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let r = lp
-        .io_borrowed(&sock, Interest::READABLE, |_, _, _| {})
-        .unwrap();
+    let r = Io::borrowed(&mut lp, &sock, Interest::READABLE, |_, _, _| {}).unwrap();
     lp.run(RunMode::NoWait, &mut ()).unwrap();
     assert_eq!(sim.modify_count(), 1);
 
     // A prepare watcher churns the fd's watchers every iteration.
     let mut extra = None;
     let sock = &sock;
-    lp.prepare(move |lp, _, _| {
+    Prepare::new(&mut lp, move |lp, _, _| {
         lp.stop(r).unwrap();
         lp.start(r).unwrap();
-        lp.set_interest(r, Interest::WRITABLE).unwrap();
-        lp.set_interest(r, Interest::READABLE).unwrap();
+        r.set_interest(lp, Interest::WRITABLE).unwrap();
+        r.set_interest(lp, Interest::READABLE).unwrap();
         if let Some(w) = extra.take() {
             lp.remove(w).unwrap();
         }
-        let w = lp
-            .io_borrowed(sock, Interest::READABLE, |_, _, _| {})
-            .unwrap();
+        let w = Io::borrowed(lp, sock, Interest::READABLE, |_, _, _| {}).unwrap();
         extra = Some(w);
     })
     .unwrap();
@@ -92,14 +84,14 @@ fn into_source_hands_the_socket_back() {
         .io(sim.socket("mine", 0), Interest::READABLE, |_, _, _| {})
         .unwrap();
     assert!(matches!(
-        lp.into_source::<String>(io),
+        io.into_source::<String, _>(&mut lp),
         Err(Error::SourceType)
     ));
     assert!(
         lp.is_active(io).unwrap(),
         "a wrong type leaves the watcher alone"
     );
-    let sock: SimSocket = lp.into_source(io).unwrap();
+    let sock: SimSocket = io.into_source(&mut lp).unwrap();
     assert_eq!(sock.name(), "mine");
     assert!(matches!(
         lp.is_active(io),
@@ -126,25 +118,24 @@ fn os_descriptor_on_the_simulator_is_refused() {
 fn edge_trigger_is_refused_where_unsupported_and_modes_cannot_mix() {
     let (sim, sock) = sim_socket("s", 0);
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let err = lp
-        .io_borrowed(
-            &sock,
-            Interest::READABLE.with_trigger(Trigger::Edge),
-            |_, _, _| {},
-        )
-        .unwrap_err();
+    let err = Io::borrowed(
+        &mut lp,
+        &sock,
+        Interest::READABLE.with_trigger(Trigger::Edge),
+        |_, _, _| {},
+    )
+    .unwrap_err();
     assert!(
         err.to_string().contains("not supported by the sim backend"),
         "{err}"
     );
-    lp.io_borrowed(
+    Io::borrowed(
+        &mut lp,
         &sock,
         Interest::READABLE.with_trigger(Trigger::Oneshot),
         |_, _, _| {},
     )
     .unwrap();
-    let err = lp
-        .io_borrowed(&sock, Interest::WRITABLE, |_, _, _| {})
-        .unwrap_err();
+    let err = Io::borrowed(&mut lp, &sock, Interest::WRITABLE, |_, _, _| {}).unwrap_err();
     assert!(matches!(err, Error::TriggerConflict { fd: 3, .. }), "{err}");
 }

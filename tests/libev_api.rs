@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime};
 
 use common::{on_every_backend, on_every_world, Conn, RunTo, World};
 use evloop::{
-    Break, Check, Error, ExitStatus, Idle, Interest, IoEvent, Loop, Prepare, Ready, RunMode,
-    RunOutcome, Schedule, Signal,
+    Async, Break, Check, Child, Cleanup, Error, ExitStatus, Fork, Idle, Interest, Io, IoEvent,
+    Loop, Periodic, Prepare, Ready, RunMode, RunOutcome, Schedule, Signal, Stat,
 };
 
 // ---- 7: an async watcher is pending from its send ------------------------------
@@ -25,13 +25,12 @@ use evloop::{
 fn an_async_watcher_is_pending_from_its_send_until_its_callback_runs() {
     on_every_backend("async pending from its send", |name| {
         let mut lp: Loop<Vec<bool>> = World::new(name).new_loop();
-        let (a, sender) = lp
-            .async_watcher(|lp, seen, me| {
-                // Taken by the loop: no longer pending in its own callback.
-                seen.push(lp.is_pending(me).unwrap());
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let (a, sender) = Async::new(&mut lp, |lp, seen, me| {
+            // Taken by the loop: no longer pending in its own callback.
+            seen.push(lp.is_pending(me).unwrap());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         assert!(!lp.is_pending(a).unwrap(), "{name}: not sent yet");
         sender.send().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}: pending from the send");
@@ -43,7 +42,7 @@ fn an_async_watcher_is_pending_from_its_send_until_its_callback_runs() {
 fn an_async_watcher_sent_to_from_another_thread_is_pending_once_the_thread_is_joined() {
     on_every_backend("async pending from another thread", |name| {
         let mut lp: Loop<u32> = World::new(name).new_loop();
-        let (a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+        let (a, sender) = Async::new(&mut lp, |_, n, _| *n += 1).unwrap();
         let other = sender.clone();
         thread::spawn(move || other.send().unwrap()).join().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}");
@@ -67,19 +66,18 @@ fn an_async_watcher_sent_to_from_another_thread_is_pending_once_the_thread_is_jo
 fn a_send_during_its_callback_makes_an_async_watcher_pending_again_and_a_stopped_one_is_not() {
     on_every_backend("async pending: resent, stopped", |name| {
         let mut lp: Loop<Vec<(bool, bool, usize)>> = World::new(name).new_loop();
-        let (a, sender) = lp
-            .async_watcher(|lp, seen, me| {
-                let before = lp.is_pending(me).unwrap();
-                lp.async_sender(me).unwrap().send().unwrap();
-                seen.push((before, lp.is_pending(me).unwrap(), lp.pending_count()));
-                if seen.len() == 2 {
-                    lp.stop(me).unwrap();
-                }
-            })
-            .unwrap();
+        let (a, sender) = Async::new(&mut lp, |lp, seen, me| {
+            let before = lp.is_pending(me).unwrap();
+            me.sender(lp).unwrap().send().unwrap();
+            seen.push((before, lp.is_pending(me).unwrap(), lp.pending_count()));
+            if seen.len() == 2 {
+                lp.stop(me).unwrap();
+            }
+        })
+        .unwrap();
         sender.send().unwrap();
         assert_eq!(
-            (lp.async_pending(a).unwrap(), lp.pending_count()),
+            (a.is_sent(&lp).unwrap(), lp.pending_count()),
             (true, 1),
             "{name}"
         );
@@ -89,7 +87,7 @@ fn a_send_during_its_callback_makes_an_async_watcher_pending_again_and_a_stopped
         // Stopped: a send is dropped, and nothing is pending.
         sender.send().unwrap();
         assert!(!lp.is_pending(a).unwrap(), "{name}");
-        assert!(!lp.async_pending(a).unwrap(), "{name}");
+        assert!(!a.is_sent(&lp).unwrap(), "{name}");
         assert_eq!(lp.pending_count(), 0, "{name}");
         // Started again: the earlier send stays dropped.
         lp.start(a).unwrap();
@@ -101,7 +99,7 @@ fn a_send_during_its_callback_makes_an_async_watcher_pending_again_and_a_stopped
 fn a_sent_async_watcher_makes_the_poll_timeout_zero() {
     on_every_backend("async send: zero timeout", |name| {
         let mut lp: Loop = World::new(name).new_loop();
-        let (_, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+        let (_, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
         lp.timer(Duration::from_secs(60), Duration::ZERO, |_, _, _| {})
             .unwrap();
         assert!(
@@ -119,7 +117,7 @@ fn a_sent_async_watcher_makes_the_poll_timeout_zero() {
 fn an_async_watcher_fed_and_sent_is_pending_once() {
     on_every_backend("async fed and sent", |name| {
         let mut lp: Loop<u32> = World::new(name).new_loop();
-        let (a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+        let (a, sender) = Async::new(&mut lp, |_, n, _| *n += 1).unwrap();
         lp.feed_event(a, Ready::EMPTY).unwrap();
         sender.send().unwrap();
         assert!(lp.is_pending(a).unwrap(), "{name}");
@@ -127,7 +125,7 @@ fn an_async_watcher_fed_and_sent_is_pending_once() {
         assert_eq!(lp.backend_timeout(), Some(Duration::ZERO), "{name}");
         lp.clear_pending(a).unwrap();
         assert!(!lp.is_pending(a).unwrap(), "{name}");
-        assert!(!lp.async_pending(a).unwrap(), "{name}");
+        assert!(!a.is_sent(&lp).unwrap(), "{name}");
         assert_eq!(lp.pending_count(), 0, "{name}");
         let mut n = 0;
         lp.run(RunMode::NoWait, &mut n).unwrap();
@@ -143,7 +141,7 @@ fn an_async_watcher_fed_and_sent_is_pending_once() {
 fn timeouts_seen_by_prepares(name: &'static str, after: Duration) -> Vec<Option<Duration>> {
     let mut lp: Loop<Vec<Option<Duration>>> = World::new(name).new_loop();
     for _ in 0..3 {
-        lp.prepare(|lp, seen, _| {
+        Prepare::new(&mut lp, |lp, seen, _| {
             seen.push(lp.backend_timeout());
             if seen.len() == 3 {
                 lp.break_loop(Break::One);
@@ -181,9 +179,9 @@ fn what_a_prepare_watcher_feeds_runs_before_the_poll_and_no_wait_runs_never_bloc
                     log.push(format!("timer at {:?}", lp.now()))
                 })
                 .unwrap();
-            let other = lp.check(|_, log, _| log.push("check".into())).unwrap();
+            let other = Check::new(&mut lp, |_, log, _| log.push("check".into())).unwrap();
             lp.stop(other).unwrap();
-            lp.prepare(move |lp, log, _| {
+            Prepare::new(&mut lp, move |lp, log, _| {
                 // Fed here, invoked before the poll: the wait is still the timer's.
                 lp.feed_event(other, evloop::Ready::EMPTY).unwrap();
                 log.push(format!("prepare {:?}", lp.backend_timeout()));
@@ -218,16 +216,15 @@ fn a_nested_run_in_a_prepare_callback_has_its_own_phase() {
             let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
             lp.timer(Duration::from_secs(2), Duration::ZERO, |_, _, _| {})
                 .unwrap();
-            let idle = lp
-                .idle(|lp, log, me| {
-                    // Invoked by the nested run: not a prepare phase, and an idle
-                    // watcher makes every poll zero anyway.
-                    log.push(format!("idle {:?}", lp.backend_timeout()));
-                    lp.stop(me).unwrap();
-                })
-                .unwrap();
+            let idle = Idle::new(&mut lp, |lp, log, me| {
+                // Invoked by the nested run: not a prepare phase, and an idle
+                // watcher makes every poll zero anyway.
+                log.push(format!("idle {:?}", lp.backend_timeout()));
+                lp.stop(me).unwrap();
+            })
+            .unwrap();
             lp.stop(idle).unwrap();
-            lp.prepare(move |lp, log, me| {
+            Prepare::new(&mut lp, move |lp, log, me| {
                 log.push(format!("outer {:?}", lp.backend_timeout()));
                 lp.stop(me).unwrap();
                 lp.start(idle).unwrap();
@@ -276,25 +273,27 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         let mut lp: Loop<Log> = w.new_loop();
         let far = Duration::from_secs(3600);
         let t = lp.timer(far, Duration::ZERO, old("timer")).unwrap();
-        let later = lp.wall_now() + far;
-        let p = lp.periodic(Schedule::At(later), old("periodic")).unwrap();
-        let i = lp.idle(old("idle")).unwrap();
-        let pr = lp.prepare(old("prepare")).unwrap();
-        let c = lp.check(old("check")).unwrap();
+        let later = lp.read_wall_clock() + far;
+        let p = Periodic::new(&mut lp, Schedule::At(later), old("periodic")).unwrap();
+        let i = Idle::new(&mut lp, old("idle")).unwrap();
+        let pr = Prepare::new(&mut lp, old("prepare")).unwrap();
+        let c = Check::new(&mut lp, old("check")).unwrap();
         let s = lp.signal(libc::SIGURG, old("signal")).unwrap();
-        let (a, _sender) = lp.async_watcher(old("async")).unwrap();
-        let f = lp.fork(old("fork")).unwrap();
-        let st = lp
-            .stat("/nonexistent/evloop-libev-api", far, |_, log, _| {
-                log.push("old stat".into())
-            })
-            .unwrap();
+        let (a, _sender) = Async::new(&mut lp, old("async")).unwrap();
+        let f = Fork::new(&mut lp, old("fork")).unwrap();
+        let st = Stat::new(
+            &mut lp,
+            "/nonexistent/evloop-libev-api",
+            far,
+            |_, log, _| log.push("old stat".into()),
+        )
+        .unwrap();
         // Stopped ones (those that would run by themselves) and active ones.
         for h in [i.into(), pr.into(), c.into(), s.into()] {
             stop_any(&mut lp, h);
         }
         lp.set_callback(t, |lp, log, me| {
-            log.push(format!("new timer {}", lp.remaining(me).is_ok()))
+            log.push(format!("new timer {}", me.remaining(lp).is_ok()))
         })
         .unwrap();
         lp.set_callback(p, |_, log, _| log.push("new periodic".into()))
@@ -306,7 +305,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         lp.set_callback(c, |_, log, _| log.push("new check".into()))
             .unwrap();
         lp.set_callback(s, |lp, log, me| {
-            log.push(format!("new signal {}", lp.signal_number(me).unwrap()))
+            log.push(format!("new signal {}", me.number(lp).unwrap()))
         })
         .unwrap();
         lp.set_callback(a, |_, log, _| log.push("new async".into()))
@@ -323,7 +322,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
                 log.push("old io".into())
             })
             .unwrap();
-        lp.set_io_callback(io, |_, log, ev: IoEvent<'_, Conn>| {
+        io.set_callback(&mut lp, |_, log, ev: IoEvent<'_, Conn>| {
             log.push(format!("new io {}", matches!(ev.source, Conn::Sim(_))))
         })
         .unwrap();
@@ -359,7 +358,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         assert!(lp.is_active(t).unwrap() && lp.is_active(io).unwrap());
         assert!(!lp.is_active(i).unwrap() && !lp.is_active(s).unwrap());
         // The new io callback holds the source: it can be taken back.
-        let _: Conn = lp.into_source(io).unwrap();
+        let _: Conn = io.into_source(&mut lp).unwrap();
     });
 }
 
@@ -420,7 +419,7 @@ fn a_child_watchers_new_callback_gets_its_exit() {
             }
             None => common::spawn("exit 3"),
         };
-        let ch = lp.child(pid, old("child")).unwrap();
+        let ch = Child::new(&mut lp, pid, old("child")).unwrap();
         lp.set_callback(ch, move |_, log, ev| {
             assert_eq!(ev.pid, pid);
             log.push(format!("new child {:?}", ev.status));
@@ -444,30 +443,29 @@ fn replaced_while_running() {
     let dropped = Rc::new(Cell::new(false));
     let guard = DropFlag(dropped.clone(), false);
     let seen = dropped.clone();
-    let i = lp
-        .idle(move |lp, log, me| {
-            let _keep = &guard;
-            log.push("old, start".into());
-            // Invoked by a nested run while it runs: deferred (its
-            // callback is out), and the nested run has nothing else.
-            lp.feed_event(me, Ready::EMPTY).unwrap();
-            let outcome = lp.run(RunMode::NoWait, log).unwrap();
-            assert_eq!(outcome, RunOutcome::NoActiveWatchers);
-            let seen = seen.clone();
-            lp.set_callback(me, move |lp, log, me| {
-                log.push(format!("new, old dropped: {}", seen.get()));
-                if log.len() >= 5 {
-                    lp.remove(me).unwrap();
-                }
-            })
-            .unwrap();
-            // A nested run invokes the new callback, which is in place:
-            // the event fed, then the idle of its iteration.
-            lp.feed_event(me, Ready::EMPTY).unwrap();
-            lp.run(RunMode::NoWait, log).unwrap();
-            log.push("old, end".into());
+    let i = Idle::new(&mut lp, move |lp, log, me| {
+        let _keep = &guard;
+        log.push("old, start".into());
+        // Invoked by a nested run while it runs: deferred (its
+        // callback is out), and the nested run has nothing else.
+        lp.feed_event(me, Ready::EMPTY).unwrap();
+        let outcome = lp.run(RunMode::NoWait, log).unwrap();
+        assert_eq!(outcome, RunOutcome::NoActiveWatchers);
+        let seen = seen.clone();
+        lp.set_callback(me, move |lp, log, me| {
+            log.push(format!("new, old dropped: {}", seen.get()));
+            if log.len() >= 5 {
+                lp.remove(me).unwrap();
+            }
         })
         .unwrap();
+        // A nested run invokes the new callback, which is in place:
+        // the event fed, then the idle of its iteration.
+        lp.feed_event(me, Ready::EMPTY).unwrap();
+        lp.run(RunMode::NoWait, log).unwrap();
+        log.push("old, end".into());
+    })
+    .unwrap();
     let log = lp.finish(vec![]);
     assert_eq!(
         log,
@@ -541,23 +539,23 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
         let io = lp
             .io(conn, Interest::READABLE, |lp, log, ev| {
                 // From its own callback: the callback holds the source.
-                let busy = lp.set_io_callback(ev.watcher, |_, _, _: IoEvent<'_, Conn>| {});
+                let busy = ev.watcher.set_callback(lp, |_, _, _: IoEvent<'_, Conn>| {});
                 log.push(format!("old: {busy:?}"));
                 let data = common::drain(ev.source);
                 log.push(format!("old read {}", data.len()));
             })
             .unwrap();
         // Not the source's type, or not a borrowed one: refused, kept.
-        let wrong = lp.set_io_callback(io, |_, _, _: IoEvent<'_, std::fs::File>| {});
+        let wrong = io.set_callback(&mut lp, |_, _, _: IoEvent<'_, std::fs::File>| {});
         assert!(matches!(wrong, Err(Error::SourceType)), "{wrong:?}");
-        let owned = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
+        let owned = io.set_borrowed_callback(&mut lp, &other, |_, _, _| {});
         assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
         peer.send(b"abc");
         let mut log = vec![];
         lp.run(RunMode::Once, &mut log).unwrap();
         assert_eq!(log, ["old: Err(Busy)", "old read 3"]);
         // Replaced: the new callback reads the same source.
-        lp.set_io_callback(io, |lp, log, ev: IoEvent<'_, Conn>| {
+        io.set_callback(&mut lp, |lp, log, ev: IoEvent<'_, Conn>| {
             let data = common::drain(ev.source);
             log.push(format!("new read {}", data.len()));
             lp.stop(ev.watcher).unwrap();
@@ -566,7 +564,7 @@ fn io_callbacks_keep_their_source_and_refuse_what_cannot_work() {
         peer.send(b"defg");
         lp.run(RunMode::Default, &mut log).unwrap();
         assert_eq!(log[2..], ["new read 4"]);
-        let back: Conn = lp.into_source(io).unwrap();
+        let back: Conn = io.into_source(&mut lp).unwrap();
         drop(back);
     });
 }
@@ -577,16 +575,15 @@ fn a_borrowed_io_callback_is_replaced_with_the_same_source_only() {
         let (conn, mut peer) = w.pair();
         let (other, _other_peer) = w.pair();
         let mut lp: Loop<Log> = w.new_loop();
-        let io = lp
-            .io_borrowed(&conn, Interest::READABLE, |_, log, _| {
-                log.push("old".into())
-            })
-            .unwrap();
-        let wrong = lp.set_borrowed_io_callback(io, &other, |_, _, _| {});
+        let io = Io::borrowed(&mut lp, &conn, Interest::READABLE, |_, log, _| {
+            log.push("old".into())
+        })
+        .unwrap();
+        let wrong = io.set_borrowed_callback(&mut lp, &other, |_, _, _| {});
         assert!(matches!(wrong, Err(Error::InvalidFd { .. })), "{wrong:?}");
-        let owned = lp.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {});
+        let owned = io.set_callback(&mut lp, |_, _, _: IoEvent<'_, Conn>| {});
         assert!(matches!(owned, Err(Error::SourceType)), "{owned:?}");
-        lp.set_borrowed_io_callback(io, &conn, |lp, log, ev| {
+        io.set_borrowed_callback(&mut lp, &conn, |lp, log, ev| {
             let mut buf = [0; 16];
             let n = ev.source.read(&mut buf).unwrap();
             log.push(format!("new read {n}"));
@@ -604,11 +601,10 @@ fn a_cleanup_watchers_new_callback_runs_at_drop() {
         let log = Rc::new(RefCell::new(Vec::<&str>::new()));
         let mut lp: Loop = World::new(name).new_loop();
         let (a, b) = (log.clone(), log.clone());
-        let c = lp.cleanup(move |_| a.borrow_mut().push("old")).unwrap();
-        lp.cleanup(move |_| b.borrow_mut().push("second watcher"))
-            .unwrap();
+        let c = Cleanup::new(&mut lp, move |_| a.borrow_mut().push("old")).unwrap();
+        Cleanup::new(&mut lp, move |_| b.borrow_mut().push("second watcher")).unwrap();
         let n = log.clone();
-        lp.set_cleanup_callback(c, move |_| n.borrow_mut().push("new"))
+        c.set_callback(&mut lp, move |_| n.borrow_mut().push("new"))
             .unwrap();
         drop(lp);
         // Its place in the start order is kept.
@@ -625,20 +621,20 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
             .timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
         let s = a.signal(libc::SIGURG, |_, _, _| {}).unwrap();
-        let later = a.wall_now() + Duration::from_secs(3600);
-        let p = a.periodic(Schedule::At(later), |_, _, _| {}).unwrap();
-        let c = a.cleanup(|_| {}).unwrap();
+        let later = a.read_wall_clock() + Duration::from_secs(3600);
+        let p = Periodic::new(&mut a, Schedule::At(later), |_, _, _| {}).unwrap();
+        let c = Cleanup::new(&mut a, |_| {}).unwrap();
         let (conn, _peer) = w.pair();
         let io = a.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
         a.stop(s).unwrap();
         a.stop(p).unwrap();
         let foreign = |r: evloop::Result<()>| matches!(r, Err(Error::ForeignHandle { .. }));
         assert!(foreign(b.set_callback(t, |_, _, _| {})));
-        assert!(foreign(b.set_signal(s, libc::SIGUSR1)));
-        assert!(foreign(b.set_schedule(p, Schedule::At(later))));
-        assert!(foreign(b.set_cleanup_callback(c, |_| {})));
+        assert!(foreign(s.set_number(&mut b, libc::SIGUSR1)));
+        assert!(foreign(p.set_schedule(&mut b, Schedule::At(later))));
+        assert!(foreign(c.set_callback(&mut b, |_| {})));
         assert!(foreign(
-            b.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+            io.set_callback(&mut b, |_, _, _: IoEvent<'_, Conn>| {})
         ));
         for r in [
             a.remove(t),
@@ -651,11 +647,11 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
         }
         let stale = |r: evloop::Result<()>| matches!(r, Err(Error::StaleHandle { .. }));
         assert!(stale(a.set_callback(t, |_, _, _| {})));
-        assert!(stale(a.set_signal(s, libc::SIGUSR1)));
-        assert!(stale(a.set_schedule(p, Schedule::At(later))));
-        assert!(stale(a.set_cleanup_callback(c, |_| {})));
+        assert!(stale(s.set_number(&mut a, libc::SIGUSR1)));
+        assert!(stale(p.set_schedule(&mut a, Schedule::At(later))));
+        assert!(stale(c.set_callback(&mut a, |_| {})));
         assert!(stale(
-            a.set_io_callback(io, |_, _, _: IoEvent<'_, Conn>| {})
+            io.set_callback(&mut a, |_, _, _: IoEvent<'_, Conn>| {})
         ));
         assert_eq!(a.active_count(), 0);
     });
@@ -667,9 +663,9 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
 fn async_callbacks_set_from_each_other_as_in_perl_evs_async_test() {
     on_every_backend("EV t/08_async", |name| {
         let mut lp: Loop<Log> = World::new(name).new_loop();
-        let (a3, _s3) = lp.async_watcher(old("a3")).unwrap();
-        let (a2, s2) = lp.async_watcher(old("a2")).unwrap();
-        let (a1, s1) = lp.async_watcher(old("a1")).unwrap();
+        let (a3, _s3) = Async::new(&mut lp, old("a3")).unwrap();
+        let (a2, s2) = Async::new(&mut lp, old("a2")).unwrap();
+        let (a1, s1) = Async::new(&mut lp, old("a1")).unwrap();
         let resend = s1.clone();
         lp.set_callback(a2, move |lp, log, _| {
             log.push("a2".into());
@@ -682,16 +678,16 @@ fn async_callbacks_set_from_each_other_as_in_perl_evs_async_test() {
         })
         .unwrap();
         lp.set_callback(a1, move |lp, log, me| {
-            log.push(format!("a1, pending {}", lp.async_pending(me).unwrap()));
+            log.push(format!("a1, pending {}", me.is_sent(lp).unwrap()));
             s2.send().unwrap();
         })
         .unwrap();
-        assert!(!lp.async_pending(a1).unwrap(), "{name}");
+        assert!(!a1.is_sent(&lp).unwrap(), "{name}");
         for _ in 0..3 {
             s1.send().unwrap();
         }
-        assert!(lp.async_pending(a1).unwrap(), "{name}");
-        assert!(!lp.async_pending(a3).unwrap(), "{name}");
+        assert!(a1.is_sent(&lp).unwrap(), "{name}");
+        assert!(!a3.is_sent(&lp).unwrap(), "{name}");
         let mut log = vec![];
         lp.run_expect(RunMode::Default, &mut log, RunOutcome::Broken);
         assert_eq!(log, ["a1, pending false", "a2", "a1 again"], "{name}");
@@ -714,11 +710,11 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
         let mut lp: Loop<Vec<i32>> = w.new_loop();
         let s = lp
             .signal(libc::SIGUSR1, |lp, log, me| {
-                log.push(lp.signal_number(me).unwrap());
+                log.push(me.number(lp).unwrap());
                 lp.remove(me).unwrap();
             })
             .unwrap();
-        let active = lp.set_signal(s, libc::SIGUSR2).unwrap_err();
+        let active = s.set_number(&mut lp, libc::SIGUSR2).unwrap_err();
         assert!(
             matches!(
                 active,
@@ -732,12 +728,12 @@ fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
         assert!(active.to_string().contains("stopped"), "{active}");
         lp.stop(s).unwrap();
         for bad in [0, libc::SIGKILL, 65] {
-            let err = lp.set_signal(s, bad).unwrap_err();
+            let err = s.set_number(&mut lp, bad).unwrap_err();
             assert!(matches!(err, Error::InvalidSignal { .. }), "{err:?}");
         }
-        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR1, "unchanged");
-        lp.set_signal(s, libc::SIGUSR2).unwrap();
-        assert_eq!(lp.signal_number(s).unwrap(), libc::SIGUSR2);
+        assert_eq!(s.number(&lp).unwrap(), libc::SIGUSR1, "unchanged");
+        s.set_number(&mut lp, libc::SIGUSR2).unwrap();
+        assert_eq!(s.number(&lp).unwrap(), libc::SIGUSR2);
         lp.start(s).unwrap();
         match &w.sim {
             Some(sim) => {
@@ -762,22 +758,25 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
         let sim = evloop::Sim::new();
         sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
         let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
-        let p = lp
-            .periodic(Schedule::every(Duration::from_secs(60)), |lp, log, me| {
+        let p = Periodic::new(
+            &mut lp,
+            Schedule::every(Duration::from_secs(60)),
+            |lp, log, me| {
                 log.push(format!("at {}", secs(lp.now_wall())));
                 if log.len() == 1 {
-                    let busy = lp.set_schedule(me, Schedule::every(Duration::from_secs(1)));
+                    let busy = me.set_schedule(lp, Schedule::every(Duration::from_secs(1)));
                     log.push(format!("{busy:?}"));
                     lp.stop(me).unwrap();
-                    let zero = lp.set_schedule(me, Schedule::every(Duration::ZERO));
+                    let zero = me.set_schedule(lp, Schedule::every(Duration::ZERO));
                     log.push(format!("zero: {}", zero.is_err()));
                     let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
-                    lp.set_schedule(me, Schedule::At(at)).unwrap();
+                    me.set_schedule(lp, Schedule::At(at)).unwrap();
                     lp.start(me).unwrap();
-                    log.push(format!("next {:?}", lp.periodic_at(me).unwrap().map(secs)));
+                    log.push(format!("next {:?}", me.next_at(lp).unwrap().map(secs)));
                 }
-            })
-            .unwrap();
+            },
+        )
+        .unwrap();
         let log = lp.finish(vec![]);
         assert_eq!(
             log,
@@ -792,12 +791,12 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
         // The absolute time fired once: the watcher stopped itself.
         assert!(!lp.is_active(p).unwrap());
         // A refused schedule leaves the one it had.
-        let err = lp
-            .set_schedule(p, Schedule::every(Duration::ZERO))
+        let err = p
+            .set_schedule(&mut lp, Schedule::every(Duration::ZERO))
             .unwrap_err();
         assert!(matches!(err, Error::InvalidSchedule { .. }));
         lp.start(p).unwrap();
-        assert_eq!(lp.periodic_at(p).unwrap().map(secs), Some(1000));
+        assert_eq!(p.next_at(&lp).unwrap().map(secs), Some(1000));
     });
 }
 
@@ -805,14 +804,14 @@ fn a_stopped_periodic_takes_a_new_schedule_exactly_on_the_simulator() {
 fn a_stopped_periodic_takes_a_new_schedule_on_every_backend() {
     on_every_backend("set_schedule", |name| {
         let mut lp: Loop<Vec<bool>> = World::new(name).new_loop();
-        let first = lp.wall_now();
-        lp.periodic(Schedule::At(first), move |lp, seen, me| {
+        let first = lp.read_wall_clock();
+        Periodic::new(&mut lp, Schedule::At(first), move |lp, seen, me| {
             // The wall time it was expired at: not before its time.
             let now = lp.now_wall();
             seen.push(now >= first);
             if seen.len() == 1 {
                 lp.stop(me).unwrap();
-                lp.set_schedule(me, Schedule::At(now)).unwrap();
+                me.set_schedule(lp, Schedule::At(now)).unwrap();
                 lp.start(me).unwrap();
             }
         })
@@ -830,7 +829,7 @@ fn now_wall_is_the_wall_time_of_the_iteration_exactly_on_the_simulator() {
         assert_eq!(secs(lp.now_wall()), 100);
         for _ in 0..2 {
             lp.timer(Duration::from_secs(5), Duration::ZERO, |lp, log, _| {
-                let (cached, read) = (lp.now_wall(), lp.wall_now());
+                let (cached, read) = (lp.now_wall(), lp.read_wall_clock());
                 log.push(format!(
                     "{:?} {} {}",
                     lp.now(),

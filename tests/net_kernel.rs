@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{example, watchdog, RunTo};
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
-use evloop::{Interest, Loop, RunMode};
+use evloop::{Async, Interest, Loop, RunMode};
 
 #[allow(dead_code)] // its `main` is the example's
 #[path = "../examples/echo_server.rs"]
@@ -75,7 +75,7 @@ fn run_clients(addr: SocketAddr, clients: usize, per_client: usize) -> usize {
                 }
                 if me.sent == per_client {
                     ev.source.shutdown(Shutdown::Write).unwrap();
-                    lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
+                    ev.watcher.set_interest(lp, Interest::READABLE).unwrap();
                 }
             }
             let mut buf = [0u8; 16 * 1024];
@@ -122,12 +122,11 @@ fn echo_many(backend: &'static str, clients: usize, per_client: usize) -> u64 {
         // for a minute is slow, not idle, and must still be served.
         echo_server::start(&mut lp, &mut server, l, None).unwrap();
         // How the test tells the server to shut down: an async watcher.
-        let (_, stop) = lp
-            .async_watcher(|lp, s: &mut echo_server::Server, me| {
-                echo_server::shutdown(lp, s);
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let (_, stop) = Async::new(&mut lp, |lp, s: &mut echo_server::Server, me| {
+            echo_server::shutdown(lp, s);
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         tx.send(stop).unwrap();
         lp.run(RunMode::Default, &mut server).unwrap();
         assert!(server.conns.is_empty());

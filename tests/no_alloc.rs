@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::conformance::{self, CountingAllocator, Outcome};
-use evloop::{Interest, Loop, RawFd, Ready, RunMode, Source, SourceFd, VirtualFd};
+use evloop::exec::{spawn_on, Executor};
+use evloop::{
+    Check, Idle, Interest, Loop, Prepare, RawFd, Ready, RunMode, Source, SourceFd, Timer, VirtualFd,
+};
 
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
@@ -107,15 +110,15 @@ fn steady_state(mixed_priorities: bool) {
                 st.fired += 1
             })
             .unwrap();
-        lp.again(timeout).unwrap();
+        timeout.again(&mut lp).unwrap();
         let io = lp
             .io(Vfd(fd), Interest::READABLE, move |lp, st, ev| {
                 st.io += 1;
-                lp.again(timeout).unwrap();
+                timeout.again(lp).unwrap();
                 st.timer_restarts += 1;
                 // Toggle interest and back: marks the fd, no backend call.
-                lp.set_interest(ev.watcher, Interest::BOTH).unwrap();
-                lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
+                ev.watcher.set_interest(lp, Interest::BOTH).unwrap();
+                ev.watcher.set_interest(lp, Interest::READABLE).unwrap();
             })
             .unwrap();
         if mixed_priorities {
@@ -131,8 +134,8 @@ fn steady_state(mixed_priorities: bool) {
         )
         .unwrap();
     }
-    lp.check(|_, st, _| st.checks += 1).unwrap();
-    lp.prepare(|_, _, _| {}).unwrap();
+    Check::new(&mut lp, |_, st, _| st.checks += 1).unwrap();
+    Prepare::new(&mut lp, |_, _, _| {}).unwrap();
 
     let mut st = Stats::default();
     for _ in 0..50 {
@@ -153,7 +156,7 @@ fn steady_state(mixed_priorities: bool) {
     // (unless the closure captures nothing: a box of nothing is free).
     let captured = st.io;
     let n = allocations_in(|| {
-        lp.idle(move |_, st, _| st.io += captured).unwrap();
+        Idle::new(&mut lp, move |_, st, _| st.io += captured).unwrap();
     });
     assert!(n > 0);
 }
@@ -248,24 +251,24 @@ fn io_watchers_within_the_capacity_grow_no_vector() {
 
 /// Tasks in steady state allocate nothing either, on every kernel
 /// backend: two tasks play ping-pong over a loopback TCP pair
-/// (`exec::Async`: waits, wakes, the executor's passes, the reactor's
+/// (`exec::AsyncFd`: waits, wakes, the executor's passes, the reactor's
 /// requests) and one sleeps in a loop (`exec::sleep`: a timer slot and
 /// its stopped watcher taken again each time).
 #[test]
 fn steady_state_tasks_allocate_nothing() {
-    use evloop::exec::{sleep, Async};
+    use evloop::exec::{sleep, AsyncFd};
     use std::net::{TcpListener, TcpStream};
     for &name in evloop::backends::AVAILABLE {
         let mut lp: Loop = Loop::builder().backend(name).build().unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
-        let ex = lp.executor().unwrap();
+        let ex = Executor::of(&mut lp).unwrap();
         let (a, b) = (
-            Async::with_executor(&ex, a).unwrap(),
-            Async::with_executor(&ex, b).unwrap(),
+            AsyncFd::with_executor(&ex, a).unwrap(),
+            AsyncFd::with_executor(&ex, b).unwrap(),
         );
-        lp.spawn_local(async move {
+        spawn_on(&mut lp, async move {
             let mut buf = [0u8; 1];
             loop {
                 a.write_all(b"p").await.unwrap();
@@ -273,7 +276,7 @@ fn steady_state_tasks_allocate_nothing() {
             }
         })
         .unwrap();
-        lp.spawn_local(async move {
+        spawn_on(&mut lp, async move {
             let mut buf = [0u8; 1];
             loop {
                 assert_eq!(b.read(&mut buf).await.unwrap(), 1);
@@ -281,7 +284,7 @@ fn steady_state_tasks_allocate_nothing() {
             }
         })
         .unwrap();
-        lp.spawn_local(async {
+        spawn_on(&mut lp, async {
             loop {
                 sleep(Duration::from_micros(100)).await;
             }
@@ -299,7 +302,7 @@ fn steady_state_tasks_allocate_nothing() {
 }
 
 /// Self-freeing timers churned in steady state, a timer per request as a
-/// server makes them (`Loop::timer_once`): each allocates its callback's
+/// server makes them (`Timer::once`): each allocates its callback's
 /// box and nothing more, however many fired, on a backend of no tables of
 /// its own and on every kernel backend: the registry, the timer heap and
 /// the queues keep their size. With `Loop::timer` and no `remove`, the
@@ -322,7 +325,7 @@ fn churned_self_freeing_timers_allocate_only_their_callbacks() {
             for i in 0..BATCH {
                 let after = Duration::from_micros(i % 3);
                 if once {
-                    lp.timer_once(after, move |_, sum| *sum += i).unwrap();
+                    Timer::once(lp, after, move |_, sum| *sum += i).unwrap();
                 } else {
                     lp.timer(after, Duration::ZERO, move |_, sum, _| *sum += i)
                         .unwrap();
@@ -371,7 +374,7 @@ fn a_dropped_executor_leaves_nothing_allocated() {
         let queued = |tasks: usize| {
             let mut lp = new_loop();
             for _ in 0..tasks {
-                drop(lp.spawn_local(async {}).unwrap());
+                drop(spawn_on(&mut lp, async {}).unwrap());
             }
             drop(lp);
         };
@@ -380,12 +383,14 @@ fn a_dropped_executor_leaves_nothing_allocated() {
             let mut lp = new_loop();
             let kept: Rc<RefCell<Option<Waker>>> = Rc::default();
             let k = kept.clone();
-            let task: JoinHandle<()> = lp
-                .spawn_local(std::future::poll_fn(move |cx| {
+            let task: JoinHandle<()> = spawn_on(
+                &mut lp,
+                std::future::poll_fn(move |cx| {
                     *k.borrow_mut() = Some(cx.waker().clone());
                     Poll::Pending
-                }))
-                .unwrap();
+                }),
+            )
+            .unwrap();
             lp.run(RunMode::NoWait, &mut ()).unwrap();
             drop((lp, task));
             let waker = kept.borrow_mut().take().unwrap();

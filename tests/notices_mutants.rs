@@ -188,11 +188,11 @@ fn each_broken_notifier_fails_its_check() {
     ];
     // The wrapper itself passes every check.
     let fine: evloop::backends::Factory = || Ok(Box::new(Poll::new()));
-    for r in notices::check_all("poll", fine) {
+    for r in notices::check_all_notices("poll", fine) {
         r.outcome.assert_passed();
     }
     for (bug, open, check, said) in cases {
-        match notices::check(check, "broken", open) {
+        match notices::check_notice(check, "broken", open) {
             Outcome::Failed(why) => assert!(why.contains(said), "{bug:?}, {check}: {why}"),
             other => panic!("{check} did not catch {bug:?}: {other:?}"),
         }

@@ -1,7 +1,7 @@
-//! `Loop::once` on the simulator and every OS backend, under a watchdog:
+//! `Once::new` on the simulator and every OS backend, under a watchdog:
 //! readiness first, timeout first, no timeout, nothing at all; in each case
 //! the callback runs once, the source comes back, and nothing is left.
-//! And `Loop::timer_once`, the self-freeing one-shot timer: nothing left
+//! And `Timer::once`, the self-freeing one-shot timer: nothing left
 //! after any number of them fired, a stale handle after.
 
 mod common;
@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use common::{drain, on_every_world, RunTo};
-use evloop::{Error, Interest, Loop, OnceEvent, RunMode, RunOutcome};
+use evloop::{Error, Interest, Loop, Once, OnceEvent, RunMode, RunOutcome, Timer};
 
 #[test]
 fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
@@ -20,7 +20,8 @@ fn readiness_first_hands_the_source_back_and_cancels_the_timeout() {
         let (conn, mut peer) = w.pair();
         peer.send(b"hi");
         let mut lp: Loop<Vec<String>> = w.new_loop();
-        lp.once(
+        Once::new(
+            &mut lp,
             Some((conn, Interest::READABLE)),
             Some(Duration::from_secs(3600)),
             |lp, log, what| match what {
@@ -46,7 +47,8 @@ fn the_timeout_first_hands_the_source_back_too() {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         lp.update_now();
         let start = lp.now();
-        lp.once(
+        Once::new(
+            &mut lp,
             Some((conn, Interest::READABLE)),
             Some(Duration::from_millis(5)),
             move |lp, log, what| match what {
@@ -71,17 +73,27 @@ fn without_a_timeout_it_waits_for_readiness_and_with_nothing_it_times_out_at_onc
         let (conn, mut peer) = w.pair();
         peer.send(b"x");
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
-        lp.once(Some((conn, Interest::READABLE)), None, |_, log, what| {
-            log.push(match what {
-                OnceEvent::Ready { .. } => "ready",
-                OnceEvent::TimedOut { .. } => "timed out",
-            })
-        })
+        Once::new(
+            &mut lp,
+            Some((conn, Interest::READABLE)),
+            None,
+            |_, log, what| {
+                log.push(match what {
+                    OnceEvent::Ready { .. } => "ready",
+                    OnceEvent::TimedOut { .. } => "timed out",
+                })
+            },
+        )
         .unwrap();
-        lp.once(None::<(common::Conn, Interest)>, None, |_, log, what| {
-            assert!(matches!(what, OnceEvent::TimedOut { source: None }));
-            log.push("nothing to wait for");
-        })
+        Once::new(
+            &mut lp,
+            None::<(common::Conn, Interest)>,
+            None,
+            |_, log, what| {
+                assert!(matches!(what, OnceEvent::TimedOut { source: None }));
+                log.push("nothing to wait for");
+            },
+        )
         .unwrap();
         let mut log = vec![];
         let outcome = lp.run(RunMode::Default, &mut log).unwrap();
@@ -99,13 +111,13 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
         let w = common::World::new(name);
         let (mine, _peer) = w.pair();
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
-        let once = lp
-            .once(
-                Some((mine, Interest::READABLE)),
-                Some(Duration::from_millis(30)),
-                |_, log, _| log.push("fired"),
-            )
-            .unwrap();
+        let once = Once::new(
+            &mut lp,
+            Some((mine, Interest::READABLE)),
+            Some(Duration::from_millis(30)),
+            |_, log, _| log.push("fired"),
+        )
+        .unwrap();
         assert!(lp.is_active(once).unwrap());
         lp.remove(once).unwrap();
         // Nothing left: the run returns at once, without waiting for the
@@ -115,13 +127,13 @@ fn a_removed_once_reports_nothing_and_leaves_nothing() {
         assert_eq!(lp.active_count(), 0);
 
         // A once that fired: its handle is stale.
-        let fired = lp
-            .once(
-                None::<(common::Conn, Interest)>,
-                Some(Duration::ZERO),
-                |_, log, _| log.push("timeout"),
-            )
-            .unwrap();
+        let fired = Once::new(
+            &mut lp,
+            None::<(common::Conn, Interest)>,
+            Some(Duration::ZERO),
+            |_, log, _| log.push("timeout"),
+        )
+        .unwrap();
         lp.run(RunMode::Default, &mut log).unwrap();
         assert_eq!(log, ["timeout"]);
         assert!(lp.is_active(fired).is_err());
@@ -138,21 +150,21 @@ fn a_stopped_once_is_paused_and_a_started_one_resumes() {
         let name = w.backend;
         let (quiet, _peer) = w.pair();
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
-        let once = lp
-            .once(
-                Some((quiet, Interest::READABLE)),
-                Some(Duration::ZERO),
-                |_, log, what| {
-                    log.push(match what {
-                        OnceEvent::Ready { .. } => "ready",
-                        OnceEvent::TimedOut { source } => {
-                            assert!(source.is_some());
-                            "timed out"
-                        }
-                    })
-                },
-            )
-            .unwrap();
+        let once = Once::new(
+            &mut lp,
+            Some((quiet, Interest::READABLE)),
+            Some(Duration::ZERO),
+            |_, log, what| {
+                log.push(match what {
+                    OnceEvent::Ready { .. } => "ready",
+                    OnceEvent::TimedOut { source } => {
+                        assert!(source.is_some());
+                        "timed out"
+                    }
+                })
+            },
+        )
+        .unwrap();
         assert_eq!(lp.active_count(), 1, "{name}");
         lp.stop(once).unwrap();
         let mut log = vec![];
@@ -202,7 +214,8 @@ fn readiness_and_the_timeout_in_one_iteration_make_one_call() {
                 lp.remove(ev.watcher).unwrap();
             })
             .unwrap();
-            lp.once(
+            Once::new(
+                &mut lp,
                 Some((conn, Interest::READABLE)),
                 Some(Duration::ZERO),
                 |_, log, what| {
@@ -258,7 +271,7 @@ fn fired_self_freeing_timers_leave_nothing_behind() {
         for round in 0..total / BATCH {
             for i in 0..BATCH {
                 let captured = Captured(dropped.clone());
-                lp.timer_once(Duration::from_micros(i % 3), move |_, fired| {
+                Timer::once(&mut lp, Duration::from_micros(i % 3), move |_, fired| {
                     let _keep = &captured;
                     *fired += 1;
                 })
@@ -288,12 +301,11 @@ fn a_fired_self_freeing_timer_has_a_stale_handle() {
     on_every_world("timer_once stale", |w| {
         let name = w.backend;
         let mut lp: Loop<Option<evloop::Timer>> = w.new_loop();
-        let t = lp
-            .timer_once(Duration::from_millis(1), |lp, me| {
-                let me = me.unwrap();
-                assert!(matches!(lp.is_active(me), Err(Error::StaleHandle { .. })));
-            })
-            .unwrap();
+        let t = Timer::once(&mut lp, Duration::from_millis(1), |lp, me| {
+            let me = me.unwrap();
+            assert!(matches!(lp.is_active(me), Err(Error::StaleHandle { .. })));
+        })
+        .unwrap();
         assert!(lp.is_active(t).unwrap());
         let mut me = Some(t);
         lp.run_to_end(&mut me);
@@ -304,12 +316,12 @@ fn a_fired_self_freeing_timer_has_a_stale_handle() {
             .unwrap();
         let stale = |r: evloop::Result<()>| matches!(r, Err(Error::StaleHandle { .. }));
         assert!(stale(lp.is_active(t).map(drop)), "{name}");
-        assert!(stale(lp.remaining(t).map(drop)), "{name}");
+        assert!(stale(t.remaining(&lp).map(drop)), "{name}");
         assert!(stale(lp.stop(t)), "{name}");
         assert!(stale(lp.start(t)), "{name}");
-        assert!(stale(lp.again(t)), "{name}");
+        assert!(stale(t.again(&mut lp)), "{name}");
         assert!(
-            stale(lp.set_timer(t, Duration::ZERO, Duration::ZERO)),
+            stale(t.set(&mut lp, Duration::ZERO, Duration::ZERO)),
             "{name}"
         );
         assert!(stale(lp.set_ref(t, false)), "{name}");
@@ -318,12 +330,12 @@ fn a_fired_self_freeing_timer_has_a_stale_handle() {
             lp.is_active(next).unwrap(),
             "{name}: the new watcher untouched"
         );
-        assert_eq!(lp.remaining(next).unwrap(), Duration::from_secs(60));
+        assert_eq!(next.remaining(&lp).unwrap(), Duration::from_secs(60));
         assert_eq!(lp.watcher_count(), 1);
     });
 }
 
-/// Before it fires, a self-freeing timer is a timer: `set_timer` pushes
+/// Before it fires, a self-freeing timer is a timer: `Timer::set` pushes
 /// its expiry back, `set_ref(false)` keeps it from holding `run`, and
 /// `remove` cancels it (its closure dropped uncalled).
 #[test]
@@ -332,24 +344,24 @@ fn a_waiting_self_freeing_timer_can_be_pushed_back_unreferenced_or_cancelled() {
         let mut lp: Loop<Vec<&'static str>> = w.new_loop();
         let dropped = Rc::new(Cell::new(0));
         let captured = Captured(dropped.clone());
-        let cancelled = lp
-            .timer_once(Duration::ZERO, move |_, log| {
-                let _keep = &captured;
-                log.push("cancelled fired");
-            })
-            .unwrap();
+        let cancelled = Timer::once(&mut lp, Duration::ZERO, move |_, log| {
+            let _keep = &captured;
+            log.push("cancelled fired");
+        })
+        .unwrap();
         lp.remove(cancelled).unwrap();
         assert_eq!(dropped.get(), 1, "dropped uncalled");
-        let unreferenced = lp
-            .timer_once(Duration::from_secs(3600), |_, log| log.push("expiry"))
-            .unwrap();
+        let unreferenced = Timer::once(&mut lp, Duration::from_secs(3600), |_, log| {
+            log.push("expiry")
+        })
+        .unwrap();
         lp.set_ref(unreferenced, false).unwrap();
-        let pushed = lp
-            .timer_once(Duration::ZERO, |_, log| log.push("pushed back"))
+        let pushed =
+            Timer::once(&mut lp, Duration::ZERO, |_, log| log.push("pushed back")).unwrap();
+        pushed
+            .set(&mut lp, Duration::from_millis(2), Duration::ZERO)
             .unwrap();
-        lp.set_timer(pushed, Duration::from_millis(2), Duration::ZERO)
-            .unwrap();
-        assert_eq!(lp.remaining(pushed).unwrap(), Duration::from_millis(2));
+        assert_eq!(pushed.remaining(&lp).unwrap(), Duration::from_millis(2));
         let log = lp.finish(vec![]);
         assert_eq!(log, ["pushed back"], "{}", w.backend);
         // The unreferenced one did not hold `run`, and waits on.

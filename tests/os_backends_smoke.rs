@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::RunTo;
 use evloop::backend::{Backend, PollEvent};
-use evloop::{backends, Builder, Error, Interest, Loop, Ready, RunMode, RunOutcome};
+use evloop::{backends, Builder, Error, Idle, Interest, Loop, Ready, RunMode, RunOutcome};
 
 /// Every OS backend of this platform.
 fn names() -> &'static [&'static str] {
@@ -109,7 +109,7 @@ fn zero_timeout_runs_deliver_what_is_ready() {
         lp.run(RunMode::NoWait, &mut log).unwrap();
         assert_eq!(log, [b"one".to_vec()], "{name}: a NoWait run");
         // An idle watcher makes every poll a zero-timeout one.
-        let idle = lp.idle(|_, _, _| {}).unwrap();
+        let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
         pw.write_all(b"two").unwrap();
         lp.run(RunMode::Once, &mut log).unwrap();
         assert_eq!(

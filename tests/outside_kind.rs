@@ -17,8 +17,8 @@ use std::time::Duration;
 use common::{on_every_backend, World};
 use evloop::backend::Wake;
 use evloop::{
-    Context, Error, Interest, Kind, Loop, Phase, Phases, Ready, RunMode, RunOutcome, Sim, Source,
-    Watcher,
+    Async, Check, Context, Error, Interest, Kind, Loop, Phase, Phases, Ready, RunMode, RunOutcome,
+    Sim, Source, Watcher,
 };
 
 // ---------------------------------------------------------------------
@@ -367,14 +367,13 @@ fn an_outside_kind_runs_after_the_crates_own_in_its_phase() {
         lp.remove(me).unwrap();
     })
     .unwrap();
-    let (a, sender) = lp
-        .async_watcher(|lp, log, me| {
-            log.push("async");
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
+    let (a, sender) = Async::new(&mut lp, |lp, log, me| {
+        log.push("async");
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
     let _ = a;
-    lp.check(|lp, log, me| {
+    Check::new(&mut lp, |lp, log, me| {
         log.push("check");
         lp.remove(me).unwrap();
     })

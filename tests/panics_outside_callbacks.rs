@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{on_every_backend, on_every_world, RunTo, Shifted, World};
 use evloop::backend::Backend;
-use evloop::{Error, Interest, Loop, RunMode, Schedule};
+use evloop::{Async, Cleanup, Error, Idle, Interest, Loop, Once, Periodic, RunMode, Schedule};
 
 /// The message of a caught panic.
 fn message(panic: Box<dyn std::any::Any + Send>) -> String {
@@ -81,7 +81,7 @@ fn a_schedule_that_panics_as_its_periodic_is_created_leaves_nothing_behind() {
         let dropped = Rc::new(Cell::new(0));
         let bomb = Bomb::new(&dropped, None);
         let why = panics(|| {
-            let _ = lp.periodic(custom(|_| None), move |_, _, _| {
+            let _ = Periodic::new(&mut lp, custom(|_| None), move |_, _, _| {
                 let _ = &bomb;
             });
         });
@@ -91,7 +91,7 @@ fn a_schedule_that_panics_as_its_periodic_is_created_leaves_nothing_behind() {
         assert_eq!(dropped.get(), 1, "{name}: the callback was not dropped");
         lp.run_to_end(&mut ());
         // The periodics still work.
-        let p = lp.periodic(Schedule::every(HOUR), |_, _, _| {}).unwrap();
+        let p = Periodic::new(&mut lp, Schedule::every(HOUR), |_, _, _| {}).unwrap();
         assert_eq!(lp.active_count(), 1, "{name}");
         lp.remove(p).unwrap();
         assert_eq!(lp.active_count(), 0, "{name}");
@@ -104,19 +104,19 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
         let mut lp: Loop<()> = World::new(name).new_loop();
         let fail = Rc::new(Cell::new(false));
         let f = fail.clone();
-        let p = lp
-            .periodic(
-                custom(move |now| (!f.get()).then_some(now + HOUR)),
-                |_, _, _| {},
-            )
-            .unwrap();
+        let p = Periodic::new(
+            &mut lp,
+            custom(move |now| (!f.get()).then_some(now + HOUR)),
+            |_, _, _| {},
+        )
+        .unwrap();
         lp.stop(p).unwrap();
         fail.set(true);
         assert_eq!(panics(|| lp.start(p).unwrap()), "the schedule panics");
         // Fully not started.
         assert!(!lp.is_active(p).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 0, "{name}");
-        assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
+        assert_eq!(p.next_at(&lp).unwrap(), None, "{name}");
         lp.run_to_end(&mut ());
         // Stopping it again, or starting it once the schedule works, is fine.
         lp.stop(p).unwrap();
@@ -124,7 +124,7 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
         lp.start(p).unwrap();
         assert!(lp.is_active(p).unwrap(), "{name}");
         assert_eq!(lp.active_count(), 1, "{name}");
-        assert!(lp.periodic_at(p).unwrap().is_some(), "{name}");
+        assert!(p.next_at(&lp).unwrap().is_some(), "{name}");
         lp.stop(p).unwrap();
         lp.remove(p).unwrap();
         assert_eq!(lp.active_count(), 0, "{name}");
@@ -140,24 +140,23 @@ fn a_schedule_that_panics_in_start_leaves_the_watcher_stopped() {
 fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes_on() {
     on_every_backend("schedule panics after a firing", |name| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let due = lp.wall_now() + Duration::from_millis(20);
+        let due = lp.read_wall_clock() + Duration::from_millis(20);
         let asked = Rc::new(Cell::new(0));
         let a = asked.clone();
-        let p = lp
-            .periodic(
-                custom(move |now| {
-                    a.set(a.get() + 1);
-                    match a.get() {
-                        1 => Some(due),
-                        2 => None,      // panics
-                        _ => Some(now), // no time: stops
-                    }
-                }),
-                |_, log, _| log.push("custom"),
-            )
-            .unwrap();
-        lp.periodic(Schedule::At(due), |_, log, _| log.push("at"))
-            .unwrap();
+        let p = Periodic::new(
+            &mut lp,
+            custom(move |now| {
+                a.set(a.get() + 1);
+                match a.get() {
+                    1 => Some(due),
+                    2 => None,      // panics
+                    _ => Some(now), // no time: stops
+                }
+            }),
+            |_, log, _| log.push("custom"),
+        )
+        .unwrap();
+        Periodic::new(&mut lp, Schedule::At(due), |_, log, _| log.push("at")).unwrap();
         let mut log = vec![];
         let why = panics(|| {
             let _ = lp.run(RunMode::Default, &mut log);
@@ -165,7 +164,7 @@ fn a_schedule_that_panics_when_rescheduled_stops_its_watcher_and_the_expiry_goes
         assert_eq!(why, "the schedule panics", "{name}");
         assert_eq!(asked.get(), 2, "{name}");
         assert!(!lp.is_active(p).unwrap(), "{name}");
-        assert_eq!(lp.periodic_at(p).unwrap(), None, "{name}");
+        assert_eq!(p.next_at(&lp).unwrap(), None, "{name}");
         assert_eq!(lp.pending_count(), 2, "{name}: both firings queued");
         assert_eq!(lp.depth(), 0, "{name}");
         lp.run_to_end(&mut log);
@@ -200,18 +199,17 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         let mut lp: Loop<Vec<&str>> = Loop::with_backend(backend);
         let asked = Rc::new(Cell::new(0));
         let a = asked.clone();
-        let panicky = lp
-            .periodic(
-                custom(move |now| {
-                    a.set(a.get() + 1);
-                    (a.get() == 1).then_some(now + HOUR)
-                }),
-                |_, _, _| {},
-            )
-            .unwrap();
-        let steady = lp
-            .periodic(Schedule::custom(|now| now + HOUR), |_, _, _| {})
-            .unwrap();
+        let panicky = Periodic::new(
+            &mut lp,
+            custom(move |now| {
+                a.set(a.get() + 1);
+                (a.get() == 1).then_some(now + HOUR)
+            }),
+            |_, _, _| {},
+        )
+        .unwrap();
+        let steady =
+            Periodic::new(&mut lp, Schedule::custom(|now| now + HOUR), |_, _, _| {}).unwrap();
         // The wall clock goes back half an hour; a second timer wakes the
         // loop after it, and the loop notices the step.
         lp.timer(Duration::ZERO, Duration::ZERO, move |_, log, _| {
@@ -230,11 +228,11 @@ fn a_schedule_that_panics_when_realigned_after_a_step_stops_only_its_watcher() {
         assert_eq!(why, "the schedule panics");
         assert_eq!(asked.get(), 2);
         assert!(!lp.is_active(panicky).unwrap());
-        assert_eq!(lp.periodic_at(panicky).unwrap(), None);
+        assert_eq!(panicky.next_at(&lp).unwrap(), None);
         // The other one was realigned: an hour from the new time (not an
         // hour and a half, as before the step).
-        let next = lp.periodic_at(steady).unwrap().unwrap();
-        let ahead = next.duration_since(lp.wall_now()).unwrap();
+        let next = steady.next_at(&lp).unwrap().unwrap();
+        let ahead = next.duration_since(lp.read_wall_clock()).unwrap();
         assert!(ahead <= HOUR, "{ahead:?} ahead, not realigned");
         assert_eq!(lp.active_count(), 1, "the steady periodic");
         assert_eq!(lp.pending_count(), 1, "the second timer");
@@ -260,11 +258,10 @@ fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consi
         let (conn, _peer) = w.pair();
 
         let b = Bomb::new(&dropped, Some("idle capture"));
-        let idle = lp
-            .idle(move |_, _, _| {
-                let _ = &b;
-            })
-            .unwrap();
+        let idle = Idle::new(&mut lp, move |_, _, _| {
+            let _ = &b;
+        })
+        .unwrap();
         let b = Bomb::new(&dropped, Some("timer capture"));
         let timer = lp
             .timer(HOUR, Duration::ZERO, move |_, _, _| {
@@ -279,30 +276,30 @@ fn a_panic_dropping_a_removed_watcher_propagates_from_remove_with_the_loop_consi
             .unwrap();
         let (conn, _peer2) = w.pair();
         let b = Bomb::new(&dropped, Some("once capture"));
-        let once = lp
-            .once(
-                Some((conn, Interest::READABLE)),
-                Some(HOUR),
-                move |_, _, _| {
-                    let _ = &b;
-                },
-            )
-            .unwrap();
+        let once = Once::new(
+            &mut lp,
+            Some((conn, Interest::READABLE)),
+            Some(HOUR),
+            move |_, _, _| {
+                let _ = &b;
+            },
+        )
+        .unwrap();
         // Both the schedule's and the callback's captures panic: both are
         // dropped, the first panic propagates.
         let s = Bomb::new(&dropped, Some("schedule capture"));
         let c = Bomb::new(&dropped, Some("periodic capture"));
-        let periodic = lp
-            .periodic(
-                Schedule::custom(move |now| {
-                    let _ = &s;
-                    now + HOUR
-                }),
-                move |_, _, _| {
-                    let _ = &c;
-                },
-            )
-            .unwrap();
+        let periodic = Periodic::new(
+            &mut lp,
+            Schedule::custom(move |now| {
+                let _ = &s;
+                now + HOUR
+            }),
+            move |_, _, _| {
+                let _ = &c;
+            },
+        )
+        .unwrap();
         // (A once, source and timeout, is one watcher.)
         assert_eq!(lp.active_count(), 5);
 
@@ -394,7 +391,7 @@ fn dropping_the_loop_drops_everything_even_if_drops_panic() {
         let dropped = Rc::new(Cell::new(0));
         let (conn, _peer) = w.pair();
         let b = Bomb::new(&dropped, Some("first"));
-        lp.idle(move |_, _, _| {
+        Idle::new(&mut lp, move |_, _, _| {
             let _ = &b;
         })
         .unwrap();
@@ -409,7 +406,8 @@ fn dropping_the_loop_drops_everything_even_if_drops_panic() {
         })
         .unwrap();
         let s = Bomb::new(&dropped, Some("schedule"));
-        lp.periodic(
+        Periodic::new(
+            &mut lp,
             Schedule::custom(move |now| {
                 let _ = &s;
                 now + HOUR
@@ -436,14 +434,14 @@ fn a_panicking_cleanup_lets_the_other_cleanups_run_and_the_senders_close() {
     on_every_backend("panicking cleanup", |name| {
         let mut lp: Loop<()> = World::new(name).new_loop();
         let log = Rc::new(RefCell::new(vec![]));
-        let (_a, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+        let (_a, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
         let l = log.clone();
-        lp.cleanup(move |_| l.borrow_mut().push("first")).unwrap();
-        lp.cleanup(|_| panic!("cleanup")).unwrap();
+        Cleanup::new(&mut lp, move |_| l.borrow_mut().push("first")).unwrap();
+        Cleanup::new(&mut lp, |_| panic!("cleanup")).unwrap();
         let l = log.clone();
-        lp.cleanup(move |_| l.borrow_mut().push("third")).unwrap();
+        Cleanup::new(&mut lp, move |_| l.borrow_mut().push("third")).unwrap();
         let l = log.clone();
-        lp.cleanup(move |_| {
+        Cleanup::new(&mut lp, move |_| {
             l.borrow_mut().push("fourth");
             panic!("another cleanup");
         })
@@ -467,16 +465,16 @@ fn a_panicking_cleanup_and_a_panicking_drop_do_not_abort() {
         let mut lp: Loop<()> = World::new(name).new_loop();
         let dropped = Rc::new(Cell::new(0));
         let b = Bomb::new(&dropped, Some("drop"));
-        lp.idle(move |_, _, _| {
+        Idle::new(&mut lp, move |_, _, _| {
             let _ = &b;
         })
         .unwrap();
         let b = Bomb::new(&dropped, None);
-        lp.idle(move |_, _, _| {
+        Idle::new(&mut lp, move |_, _, _| {
             let _ = &b;
         })
         .unwrap();
-        lp.cleanup(|_| panic!("cleanup")).unwrap();
+        Cleanup::new(&mut lp, |_| panic!("cleanup")).unwrap();
         assert_eq!(panics(move || drop(lp)), "cleanup", "{name}");
         assert_eq!(dropped.get(), 2, "{name}");
     });

@@ -53,9 +53,7 @@ fn check(ops: &[Op]) {
     let mut lp: Loop<Vec<usize>> = Loop::with_backend(Sim::new().backend());
     let handles: Vec<Idle> = (0..WATCHERS)
         .map(|i| {
-            let h = lp
-                .idle(move |_, log: &mut Vec<usize>, _| log.push(i))
-                .unwrap();
+            let h = Idle::new(&mut lp, move |_, log: &mut Vec<usize>, _| log.push(i)).unwrap();
             lp.stop(h).unwrap(); // inactive: only fed events invoke it
             h
         })

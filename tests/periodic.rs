@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use common::{RunTo, Shifted};
-use evloop::{Loop, Schedule, Sim};
+use evloop::{Loop, Periodic, Schedule, Sim, Stat};
 
 const MIN: u64 = 60;
 const HOUR: u64 = 3600;
@@ -43,7 +43,7 @@ fn ten_oclock(report_steps: bool) -> Sim {
 type Log = Vec<(u64, u64)>;
 
 fn record(lp: &mut Loop<'_, Log>, log: &mut Log) {
-    let wall = secs(lp.wall_now());
+    let wall = secs(lp.read_wall_clock());
     log.push((lp.now().as_secs() / 60, wall / 60));
 }
 
@@ -55,9 +55,11 @@ fn an_absolute_periodic_never_fires_early_and_fires_once_when_stepped_over() {
         let sim = ten_oclock(report);
         sim.step_wall_clock_back(Duration::from_secs(10 * MIN), Duration::from_secs(HOUR));
         let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
-        lp.periodic(Schedule::At(at(10 * HOUR + 30 * MIN)), |lp, log, _| {
-            record(lp, log)
-        })
+        Periodic::new(
+            &mut lp,
+            Schedule::At(at(10 * HOUR + 30 * MIN)),
+            |lp, log, _| record(lp, log),
+        )
         .unwrap();
         let log = lp.finish(vec![]);
         assert_eq!(log, [(90, 10 * 60 + 30)], "report={report}");
@@ -66,9 +68,11 @@ fn an_absolute_periodic_never_fires_early_and_fires_once_when_stepped_over() {
         let sim = ten_oclock(report);
         sim.step_wall_clock_forward(Duration::from_secs(10 * MIN), Duration::from_secs(HOUR));
         let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
-        lp.periodic(Schedule::At(at(10 * HOUR + 30 * MIN)), |lp, log, _| {
-            record(lp, log)
-        })
+        Periodic::new(
+            &mut lp,
+            Schedule::At(at(10 * HOUR + 30 * MIN)),
+            |lp, log, _| record(lp, log),
+        )
         .unwrap();
         let log = lp.finish(vec![]);
         let (mono, wall) = log[0];
@@ -91,12 +95,16 @@ fn an_interval_periodic_is_realigned_after_a_step_back() {
         sim.step_wall_clock_back(Duration::from_secs(15 * MIN), Duration::from_secs(HOUR));
         let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
         lp.timer(Duration::from_secs(5 * MIN), Duration::ZERO, |lp, _, _| {
-            lp.periodic(Schedule::every(Duration::from_secs(HOUR)), |lp, log, me| {
-                record(lp, log);
-                if log.len() == 2 {
-                    lp.stop(me).unwrap();
-                }
-            })
+            Periodic::new(
+                lp,
+                Schedule::every(Duration::from_secs(HOUR)),
+                |lp, log, me| {
+                    record(lp, log);
+                    if log.len() == 2 {
+                        lp.stop(me).unwrap();
+                    }
+                },
+            )
             .unwrap();
         })
         .unwrap();
@@ -118,12 +126,16 @@ fn an_interval_periodic_fires_a_missed_tick_once_after_a_step_forward() {
         sim.step_wall_clock_forward(Duration::from_secs(15 * MIN), Duration::from_secs(3 * HOUR));
         let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
         lp.timer(Duration::from_secs(5 * MIN), Duration::ZERO, |lp, _, _| {
-            lp.periodic(Schedule::every(Duration::from_secs(HOUR)), |lp, log, me| {
-                record(lp, log);
-                if log.len() == 2 {
-                    lp.stop(me).unwrap();
-                }
-            })
+            Periodic::new(
+                lp,
+                Schedule::every(Duration::from_secs(HOUR)),
+                |lp, log, me| {
+                    record(lp, log);
+                    if log.len() == 2 {
+                        lp.stop(me).unwrap();
+                    }
+                },
+            )
             .unwrap();
         })
         .unwrap();
@@ -153,7 +165,7 @@ fn a_custom_schedule_is_asked_once_per_firing_and_once_per_realignment() {
             count.set(count.get() + 1);
             now + Duration::from_secs(10 * MIN)
         });
-        lp.periodic(every_ten, |lp, log, me| {
+        Periodic::new(&mut lp, every_ten, |lp, log, me| {
             record(lp, log);
             if log.len() == 3 {
                 lp.stop(me).unwrap();
@@ -184,12 +196,13 @@ fn a_custom_schedule_is_asked_once_per_firing_and_once_per_realignment() {
 fn a_custom_schedule_that_returns_the_past_stops_the_watcher() {
     let sim = ten_oclock(true);
     let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
-    let p = lp
-        .periodic(Schedule::custom(|now| now), |lp, log, _| record(lp, log))
-        .unwrap();
+    let p = Periodic::new(&mut lp, Schedule::custom(|now| now), |lp, log, _| {
+        record(lp, log)
+    })
+    .unwrap();
     assert!(!lp.is_active(p).unwrap());
-    assert_eq!(lp.periodic_at(p).unwrap(), None);
-    let zero = lp.periodic(Schedule::every(Duration::ZERO), |_, _, _| {});
+    assert_eq!(p.next_at(&lp).unwrap(), None);
+    let zero = Periodic::new(&mut lp, Schedule::every(Duration::ZERO), |_, _, _| {});
     assert!(matches!(zero, Err(evloop::Error::InvalidSchedule { .. })));
 }
 
@@ -240,12 +253,12 @@ fn timers_then_periodics_then_stat_watchers_then_other_kinds_whatever_the_creati
         .unwrap();
     lp.kind_mut::<Deadline>().unwrap().armed.push(d);
     lp.start(d).unwrap();
-    lp.stat("/srv/flag", second, |lp, log, ev| {
+    Stat::new(&mut lp, "/srv/flag", second, |lp, log, ev| {
         log.push("stat");
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    lp.periodic(Schedule::At(at(10 * HOUR + 1)), |_, log, _| {
+    Periodic::new(&mut lp, Schedule::At(at(10 * HOUR + 1)), |_, log, _| {
         log.push("periodic")
     })
     .unwrap();
@@ -272,9 +285,9 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
                     shift_ns: shift.clone(),
                 };
                 let mut lp: Loop<Vec<&str>> = Loop::with_backend(backend);
-                let due = lp.wall_now() + Duration::from_millis(200);
-                lp.periodic(Schedule::At(due), move |lp, log, _| {
-                    assert!(lp.wall_now() >= due, "early");
+                let due = lp.read_wall_clock() + Duration::from_millis(200);
+                Periodic::new(&mut lp, Schedule::At(due), move |lp, log, _| {
+                    assert!(lp.read_wall_clock() >= due, "early");
                     log.push("fired");
                 })
                 .unwrap();
@@ -308,12 +321,12 @@ fn on_every_kernel_the_loop_trusts_reported_steps_with_its_wait() {
     for &name in evloop::backends::AVAILABLE {
         let reported = cfg!(any(target_os = "linux", target_os = "android")) && name != "kqueue";
         let mut lp: Loop<()> = Loop::builder().backend(name).build().unwrap();
-        let p = lp
-            .periodic(
-                Schedule::At(SystemTime::now() + Duration::from_secs(HOUR)),
-                |_, _, _| {},
-            )
-            .unwrap();
+        let p = Periodic::new(
+            &mut lp,
+            Schedule::At(SystemTime::now() + Duration::from_secs(HOUR)),
+            |_, _, _| {},
+        )
+        .unwrap();
         let wait = lp.backend_timeout().unwrap();
         if reported {
             assert!(wait > Duration::from_secs(59 * MIN), "{name}: {wait:?}");
@@ -345,11 +358,12 @@ fn end_of_the_wall_clock() -> SystemTime {
 /// beyond the end. A one-minute timer drives 20 iterations, then removes
 /// both.
 fn at_the_end_of_the_wall_clock(lp: &mut Loop<'static, u32>) {
-    let p = lp
-        .periodic(Schedule::every(Duration::from_secs(10)), |_, fired, _| {
-            *fired += 1
-        })
-        .unwrap();
+    let p = Periodic::new(
+        lp,
+        Schedule::every(Duration::from_secs(10)),
+        |_, fired, _| *fired += 1,
+    )
+    .unwrap();
     lp.timer(
         Duration::from_secs(MIN),
         Duration::from_secs(MIN),

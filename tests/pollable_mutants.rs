@@ -200,7 +200,7 @@ fn each_broken_pollable_fd_fails_its_check() {
     // The wrapper itself, and the lazy one that exposes its changes, pass
     // every check.
     for fine in [|| open(Bug::Fine), || open(Bug::LazyDoneRight)] {
-        for r in pollable::check_all("broken", fine) {
+        for r in pollable::check_all_pollable_loop("broken", fine) {
             r.outcome.assert_passed();
         }
     }
@@ -208,10 +208,12 @@ fn each_broken_pollable_fd_fails_its_check() {
     let threads: Vec<_> = cases
         .into_iter()
         .map(|(bug, open, check, said)| {
-            std::thread::spawn(move || match pollable::check(check, "broken", open) {
-                Outcome::Failed(why) => assert!(why.contains(said), "{bug:?}, {check}: {why}"),
-                other => panic!("{check} did not catch {bug:?}: {other:?}"),
-            })
+            std::thread::spawn(
+                move || match pollable::check_pollable_loop(check, "broken", open) {
+                    Outcome::Failed(why) => assert!(why.contains(said), "{bug:?}, {check}: {why}"),
+                    other => panic!("{check} did not catch {bug:?}: {other:?}"),
+                },
+            )
         })
         .collect();
     for t in threads {

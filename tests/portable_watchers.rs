@@ -18,7 +18,11 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-use evloop::{Interest, Loop, OnceEvent, Ready, RunMode, Schedule};
+use evloop::exec::block_on;
+use evloop::{
+    Async, Check, Cleanup, Idle, Interest, Loop, Once, OnceEvent, Periodic, Prepare, Ready,
+    RunMode, Schedule, Stat,
+};
 
 /// Runs `f` on its own thread; fails if it has not finished in time.
 fn watchdog(what: &str, f: impl FnOnce() + Send + 'static) {
@@ -96,12 +100,16 @@ fn a_repeating_timer_fires_on_time_never_early() {
 fn a_periodic_watcher_fires_on_its_wall_clock_schedule() {
     on_every_backend("periodic", |backend| {
         let mut lp: Loop<Vec<SystemTime>> = new_loop(backend);
-        lp.periodic(Schedule::every(Duration::from_millis(10)), |lp, at, me| {
-            at.push(lp.wall_now());
-            if at.len() == 2 {
-                lp.remove(me).unwrap();
-            }
-        })
+        Periodic::new(
+            &mut lp,
+            Schedule::every(Duration::from_millis(10)),
+            |lp, at, me| {
+                at.push(lp.read_wall_clock());
+                if at.len() == 2 {
+                    lp.remove(me).unwrap();
+                }
+            },
+        )
         .unwrap();
         let mut at = Vec::new();
         lp.run(RunMode::Default, &mut at).unwrap();
@@ -122,17 +130,17 @@ fn a_periodic_watcher_fires_on_its_wall_clock_schedule() {
 fn prepare_check_and_idle_run_in_their_phases() {
     on_every_backend("phases", |backend| {
         let mut lp: Loop<Vec<&'static str>> = new_loop(backend);
-        lp.prepare(|lp, log, me| {
+        Prepare::new(&mut lp, |lp, log, me| {
             log.push("prepare");
             lp.remove(me).unwrap();
         })
         .unwrap();
-        lp.check(|lp, log, me| {
+        Check::new(&mut lp, |lp, log, me| {
             log.push("check");
             lp.remove(me).unwrap();
         })
         .unwrap();
-        lp.idle(|lp, log, me| {
+        Idle::new(&mut lp, |lp, log, me| {
             log.push("idle");
             lp.remove(me).unwrap();
         })
@@ -151,7 +159,8 @@ fn once_is_ready_or_times_out() {
     on_every_backend("once", |backend| {
         let mut lp: Loop<Vec<String>> = new_loop(backend);
         let (a, mut b) = tcp_pair();
-        lp.once(
+        Once::new(
+            &mut lp,
             Some((a, Interest::READABLE)),
             Some(Duration::from_secs(30)),
             |_, log, ev| match ev {
@@ -168,7 +177,8 @@ fn once_is_ready_or_times_out() {
         b.write_all(b"ping").unwrap();
         let (quiet, _peer) = tcp_pair();
         let t0 = lp.now();
-        lp.once(
+        Once::new(
+            &mut lp,
             Some((quiet, Interest::READABLE)),
             Some(Duration::from_millis(20)),
             move |lp, log, ev| {
@@ -195,10 +205,15 @@ fn a_stat_watcher_sees_a_file_change() {
         let path = dir.join("watched");
         std::fs::write(&path, b"one").unwrap();
         let mut lp: Loop<Vec<u64>> = new_loop(backend);
-        lp.stat(&path, Duration::from_millis(10), |lp, sizes, ev| {
-            sizes.push(ev.current.size);
-            lp.remove(ev.watcher).unwrap();
-        })
+        Stat::new(
+            &mut lp,
+            &path,
+            Duration::from_millis(10),
+            |lp, sizes, ev| {
+                sizes.push(ev.current.size);
+                lp.remove(ev.watcher).unwrap();
+            },
+        )
         .unwrap();
         let p = path.clone();
         lp.timer(Duration::from_millis(1), Duration::ZERO, move |_, _, _| {
@@ -217,7 +232,7 @@ fn cleanup_runs_when_the_loop_is_dropped() {
     on_every_backend("cleanup", |backend| {
         let (tx, rx) = mpsc::channel();
         let mut lp: Loop<()> = new_loop(backend);
-        lp.cleanup(move |_| tx.send("cleaned").unwrap()).unwrap();
+        Cleanup::new(&mut lp, move |_| tx.send("cleaned").unwrap()).unwrap();
         lp.run(RunMode::NoWait, &mut ()).unwrap();
         assert!(rx.try_recv().is_err());
         drop(lp);
@@ -229,12 +244,11 @@ fn cleanup_runs_when_the_loop_is_dropped() {
 fn async_senders_wake_the_loop_from_other_threads() {
     on_every_backend("async", |backend| {
         let mut lp: Loop<u32> = new_loop(backend);
-        let (_, sender) = lp
-            .async_watcher(|lp, n, me| {
-                *n += 1;
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let (_, sender) = Async::new(&mut lp, |lp, n, me| {
+            *n += 1;
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         let t = std::thread::spawn(move || sender.send().unwrap());
         let mut n = 0;
         lp.run(RunMode::Default, &mut n).unwrap();
@@ -265,41 +279,40 @@ impl std::future::Future for FromThread {
 
 #[test]
 fn tasks_serve_loopback_tcp_sleep_and_are_woken_from_other_threads() {
-    use evloop::exec::{sleep, spawn_local, Async};
+    use evloop::exec::{sleep, spawn_local, AsyncFd};
     on_every_backend("tasks", |backend| {
         let mut lp: Loop = new_loop(backend);
         let start = lp.now();
-        let echoed = lp
-            .block_on(&mut (), async {
-                let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
-                let addr = listener.get_ref().local_addr()?;
-                // The server: one connection, echoed until its end.
-                let server = spawn_local(async move {
-                    let (conn, _) = listener.accept().await?;
-                    let mut buf = [0u8; 256];
-                    loop {
-                        match conn.read(&mut buf).await? {
-                            0 => return Ok::<_, std::io::Error>(()),
-                            n => conn.write_all(&buf[..n]).await?,
-                        }
+        let echoed = block_on(&mut lp, &mut (), async {
+            let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
+            let addr = listener.get_ref().local_addr()?;
+            // The server: one connection, echoed until its end.
+            let server = spawn_local(async move {
+                let (conn, _) = listener.accept().await?;
+                let mut buf = [0u8; 256];
+                loop {
+                    match conn.read(&mut buf).await? {
+                        0 => return Ok::<_, std::io::Error>(()),
+                        n => conn.write_all(&buf[..n]).await?,
                     }
-                })
-                .unwrap();
-                let client = Async::<TcpStream>::connect(addr).await?;
-                client.write_all(b"over loopback").await?;
-                let mut got = vec![];
-                let mut buf = [0u8; 64];
-                while got.len() < 13 {
-                    let n = client.read(&mut buf).await?;
-                    got.extend_from_slice(&buf[..n]);
                 }
-                client.get_ref().shutdown(std::net::Shutdown::Write)?;
-                server.await.unwrap()?;
-                sleep(Duration::from_millis(20)).await;
-                Ok::<_, std::io::Error>(got)
             })
-            .unwrap()
             .unwrap();
+            let client = AsyncFd::<TcpStream>::connect(addr).await?;
+            client.write_all(b"over loopback").await?;
+            let mut got = vec![];
+            let mut buf = [0u8; 64];
+            while got.len() < 13 {
+                let n = client.read(&mut buf).await?;
+                got.extend_from_slice(&buf[..n]);
+            }
+            client.get_ref().shutdown(std::net::Shutdown::Write)?;
+            server.await.unwrap()?;
+            sleep(Duration::from_millis(20)).await;
+            Ok::<_, std::io::Error>(got)
+        })
+        .unwrap()
+        .unwrap();
         assert_eq!(echoed, b"over loopback");
         assert!(lp.now() - start >= Duration::from_millis(20));
         // A value from another thread wakes the blocked loop.
@@ -315,7 +328,7 @@ fn tasks_serve_loopback_tcp_sleep_and_are_woken_from_other_threads() {
                 w.wake();
             }
         });
-        let v = lp.block_on(&mut (), FromThread(shared)).unwrap();
+        let v = block_on(&mut lp, &mut (), FromThread(shared)).unwrap();
         t.join().unwrap();
         assert_eq!(v, 7);
         assert_eq!(lp.active_count(), 0, "{backend}");

@@ -41,7 +41,10 @@ use common::{
     action, alone, child_kernels, drain, held, install_marker, is_marker, kernel_loop,
     on_each_kernel, shared, spawn, wait_exited, watchdog, RunTo, World, MARKS, WATCHDOG,
 };
-use evloop::{backends, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal};
+use evloop::{
+    backends, Async, Check, Child, Cleanup, Error, ExitStatus, Fork, Interest, Loop, Prepare,
+    Ready, RunMode, RunOutcome, Signal,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -238,7 +241,7 @@ fn wait_until_blocked(tid: Tid) {
 /// A prepare watcher that sends the loop thread's id to `tx` just before
 /// the loop's next poll, then removes itself.
 fn tell_before_polling<S>(lp: &mut Loop<'_, S>, tx: mpsc::Sender<Tid>) {
-    lp.prepare(move |lp, _, me| {
+    Prepare::new(lp, move |lp, _, me| {
         let _ = tx.send(kernel_tid());
         lp.remove(me).unwrap();
     })
@@ -279,7 +282,7 @@ fn a_burst_of_arrivals_runs_each_watcher_once_lower_signals_first_then_in_start_
             let w = lp
                 .signal(signal, move |lp, log, me| {
                     assert_eq!(thread::current().id(), here, "on the loop's thread");
-                    assert_eq!(lp.signal_number(me).unwrap(), signal);
+                    assert_eq!(me.number(lp).unwrap(), signal);
                     log.push(who.to_string());
                 })
                 .unwrap();
@@ -531,7 +534,7 @@ fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_befo
             lp.remove(me).unwrap();
         })
         .unwrap();
-        let check = lp.check(|_, log, _| log.push("check")).unwrap();
+        let check = Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
         lp.set_ref(check, false).unwrap();
         // All three ready before the loop's first poll.
         peer.write_all(b"x").unwrap();
@@ -597,20 +600,19 @@ fn child_watchers_report_an_exit_code_or_a_signal_once_then_stop() {
         let fine = spawn("exit 0");
         let mut watchers = vec![];
         for pid in [code3, killed, fine] {
-            let w = lp
-                .child(pid, move |lp, got, ev| {
-                    assert_eq!(ev.pid, pid);
-                    assert!(
-                        !lp.is_active(ev.watcher).unwrap(),
-                        "stopped: its child is gone"
-                    );
-                    got.push((ev.pid, ev.status.expect("an exit"), "first"));
-                })
-                .unwrap();
+            let w = Child::new(&mut lp, pid, move |lp, got, ev| {
+                assert_eq!(ev.pid, pid);
+                assert!(
+                    !lp.is_active(ev.watcher).unwrap(),
+                    "stopped: its child is gone"
+                );
+                got.push((ev.pid, ev.status.expect("an exit"), "first"));
+            })
+            .unwrap();
             watchers.push(w);
         }
         // A second watcher of one child hears it too, after the first.
-        lp.child(code3, |_, got, ev| {
+        Child::new(&mut lp, code3, |_, got, ev| {
             got.push((ev.pid, ev.status.unwrap(), "second"))
         })
         .unwrap();
@@ -655,7 +657,7 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
         // Alone, so that no other exit of ours wakes the loop for it.
         let early = spawn("exit 7");
         wait_exited(early);
-        lp.child(early, |_, got, ev| {
+        Child::new(&mut lp, early, |_, got, ev| {
             got.push((ev.pid, ev.status.unwrap(), ""))
         })
         .unwrap();
@@ -667,11 +669,10 @@ fn a_child_that_exited_before_its_watcher_started_is_reported() {
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        let w = lp
-            .child(late.id(), |_, got, ev| {
-                got.push((ev.pid, ev.status.unwrap(), "late"))
-            })
-            .unwrap();
+        let w = Child::new(&mut lp, late.id(), |_, got, ev| {
+            got.push((ev.pid, ev.status.unwrap(), "late"))
+        })
+        .unwrap();
         lp.stop(w).unwrap();
         drop(late.stdin.take());
         wait_exited(late.id());
@@ -691,7 +692,7 @@ fn a_hundred_children_exiting_together_are_each_reported_once() {
         let mut lp: Loop<HashMap<u32, Vec<ExitStatus>>> = kernel_loop(name);
         let pids: Vec<u32> = (0..100).map(|i| spawn(&format!("exit {i}"))).collect();
         for &pid in &pids {
-            lp.child(pid, |_, got, ev| {
+            Child::new(&mut lp, pid, |_, got, ev| {
                 got.entry(ev.pid).or_default().push(ev.status.unwrap())
             })
             .unwrap();
@@ -708,7 +709,7 @@ fn a_hundred_children_exiting_together_are_each_reported_once() {
     });
 }
 
-/// Pid 0 is refused (a watcher of any child is `Loop::child_any`, never
+/// Pid 0 is refused (a watcher of any child is `Child::any`, never
 /// pid 0 by accident), like every pid that is not an unreaped child of
 /// this process.
 #[test]
@@ -725,7 +726,7 @@ fn a_pid_that_is_not_an_unreaped_child_is_refused_at_the_call() {
             i32::MAX as u32 + 1,
             u32::MAX,
         ] {
-            let err = lp.child(pid, |_, _, _| {}).unwrap_err();
+            let err = Child::new(&mut lp, pid, |_, _, _| {}).unwrap_err();
             assert!(
                 matches!(err, Error::Child { pid: p, .. } if p == pid),
                 "{name}: {err}"
@@ -756,16 +757,14 @@ fn the_loop_reaps_only_the_children_it_watches() {
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        let w = lp
-            .child(stopped.id(), |_, got, ev| got.push(ev.pid))
-            .unwrap();
+        let w = Child::new(&mut lp, stopped.id(), |_, got, ev| got.push(ev.pid)).unwrap();
         lp.stop(w).unwrap();
         drop(stopped.stdin.take());
         wait_exited(stopped.id());
         wait_exited(unwatched.id());
         // One watched child, run to its end.
         let watched = spawn("exit 6");
-        lp.child(watched, |_, got, ev| got.push(ev.pid)).unwrap();
+        Child::new(&mut lp, watched, |_, got, ev| got.push(ev.pid)).unwrap();
         assert_eq!(lp.finish(vec![]), [watched], "{name}");
         // The others are still there for their owners to reap.
         assert_eq!(unwatched.wait().unwrap().code(), Some(4), "{name}");
@@ -790,8 +789,10 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
             .signal(libc::SIGCHLD, |_, seen, _| seen.sigchld += 1)
             .unwrap();
         let pid = spawn("exit 2");
-        lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
-            .unwrap();
+        Child::new(&mut lp, pid, |_, seen, ev| {
+            seen.exits.push(ev.status.unwrap())
+        })
+        .unwrap();
         // Other tests' children send SIGCHLD too: wait for ours.
         let mut seen = Seen::default();
         while seen.exits.is_empty() || seen.sigchld == 0 {
@@ -801,8 +802,10 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
         // The SIGCHLD watcher gone, child watchers keep working...
         lp.remove(sigchld).unwrap();
         let pid = spawn("exit 3");
-        lp.child(pid, |_, seen, ev| seen.exits.push(ev.status.unwrap()))
-            .unwrap();
+        Child::new(&mut lp, pid, |_, seen, ev| {
+            seen.exits.push(ev.status.unwrap())
+        })
+        .unwrap();
         lp.run_to_end(&mut seen);
         assert_eq!(seen.exits[1..], [ExitStatus::Exited(3)], "{name}");
         // ...and, the children gone, a SIGCHLD watcher still hears exits.
@@ -824,13 +827,12 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
     on_each_child_kernel("panic in a child callback", |name| {
         let mut lp: Loop<Vec<&str>> = kernel_loop(name);
         let pid = spawn("exit 1");
-        let first = lp
-            .child(pid, |_, log, _| {
-                log.push("first");
-                panic!("first");
-            })
-            .unwrap();
-        lp.child(pid, |_, log, _| log.push("second")).unwrap();
+        let first = Child::new(&mut lp, pid, |_, log, _| {
+            log.push("first");
+            panic!("first");
+        })
+        .unwrap();
+        Child::new(&mut lp, pid, |_, log, _| log.push("second")).unwrap();
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Default, &mut log)));
         assert!(caught.is_err(), "{name}: the panic propagates");
@@ -845,7 +847,7 @@ fn a_panicking_child_callback_leaves_the_loop_usable() {
         assert_eq!(log, ["first", "second"], "{name}");
         // And the next child is watched as usual.
         let next = spawn("exit 2");
-        lp.child(next, |_, log, ev| {
+        Child::new(&mut lp, next, |_, log, ev| {
             assert_eq!(ev.status, Some(ExitStatus::Exited(2)));
             log.push("next");
         })
@@ -867,7 +869,7 @@ fn partner(name: &str, k: usize) -> &'static str {
 
 /// Each watcher of `pid` on `lp` records what it was told.
 fn watch_into(lp: &mut Loop<'_, Vec<ExitStatus>>, pid: u32) -> evloop::Child {
-    lp.child(pid, move |lp, got, ev| {
+    Child::new(lp, pid, move |lp, got, ev| {
         assert_eq!(ev.pid, pid);
         assert!(
             !lp.is_active(ev.watcher).unwrap(),
@@ -1009,7 +1011,7 @@ fn twenty_children_each_watched_by_three_loops_are_reported_once_to_each() {
                 thread::spawn(move || {
                     let mut lp: Loop<HashMap<u32, Vec<ExitStatus>>> = kernel_loop(kind);
                     for &pid in &pids {
-                        lp.child(pid, |_, got, ev| {
+                        Child::new(&mut lp, pid, |_, got, ev| {
                             got.entry(ev.pid).or_default().push(ev.status.unwrap())
                         })
                         .unwrap();
@@ -1107,12 +1109,11 @@ fn a_send_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_thread() 
     on_each_kernel("async wake-up", |name| {
         let here = thread::current().id();
         let mut lp: Loop<Vec<ThreadId>> = World::new(name).new_loop();
-        let (_, sender) = lp
-            .async_watcher(|lp, seen, me| {
-                seen.push(thread::current().id());
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let (_, sender) = Async::new(&mut lp, |lp, seen, me| {
+            seen.push(thread::current().id());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         let (tx, rx) = mpsc::channel();
         tell_before_polling(&mut lp, tx);
         let t = thread::spawn(move || {
@@ -1130,17 +1131,16 @@ fn sends_before_the_callback_runs_coalesce_and_one_from_inside_it_runs_it_again(
     on_each_kernel("coalescing sends", |name| {
         let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
         let mut calls = 0;
-        let (_, sender) = lp
-            .async_watcher(move |lp, log, me| {
-                calls += 1;
-                log.push(format!("call {calls}"));
-                match calls {
-                    2 => lp.async_sender(me).unwrap().send().unwrap(),
-                    3 => lp.remove(me).unwrap(),
-                    _ => {}
-                }
-            })
-            .unwrap();
+        let (_, sender) = Async::new(&mut lp, move |lp, log, me| {
+            calls += 1;
+            log.push(format!("call {calls}"));
+            match calls {
+                2 => me.sender(lp).unwrap().send().unwrap(),
+                3 => lp.remove(me).unwrap(),
+                _ => {}
+            }
+        })
+        .unwrap();
         // A thousand sends from four threads, all before the loop looks.
         let threads: Vec<_> = (0..4)
             .map(|_| {
@@ -1185,16 +1185,15 @@ fn round_trips_through_several_async_watchers_lose_no_wake_up() {
         for _ in 0..WATCHERS {
             let (ack, acks) = mpsc::channel::<usize>();
             let mut n = 0;
-            let (_, sender) = lp
-                .async_watcher(move |lp, done, me| {
-                    n += 1;
-                    ack.send(n).unwrap();
-                    if n == ROUNDS {
-                        *done += 1;
-                        lp.remove(me).unwrap();
-                    }
-                })
-                .unwrap();
+            let (_, sender) = Async::new(&mut lp, move |lp, done, me| {
+                n += 1;
+                ack.send(n).unwrap();
+                if n == ROUNDS {
+                    *done += 1;
+                    lp.remove(me).unwrap();
+                }
+            })
+            .unwrap();
             threads.push(thread::spawn(move || {
                 for round in 1..=ROUNDS {
                     sender.send().unwrap();
@@ -1213,7 +1212,7 @@ fn round_trips_through_several_async_watchers_lose_no_wake_up() {
 fn a_send_to_a_stopped_watcher_is_dropped_and_to_a_removed_one_or_a_dropped_loop_refused() {
     on_each_kernel("async gone", |name| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let (a, sender) = lp.async_watcher(|_, log, _| log.push("a")).unwrap();
+        let (a, sender) = Async::new(&mut lp, |_, log, _| log.push("a")).unwrap();
         lp.stop(a).unwrap();
         sender.send().unwrap();
         lp.start(a).unwrap();
@@ -1227,8 +1226,8 @@ fn a_send_to_a_stopped_watcher_is_dropped_and_to_a_removed_one_or_a_dropped_loop
         lp.run(RunMode::Once, &mut log).unwrap();
         assert_eq!(log, ["a"], "{name}");
         // Removed: every sender of it says so.
-        let (b, first) = lp.async_watcher(|_, log, _| log.push("b")).unwrap();
-        let second = lp.async_sender(b).unwrap();
+        let (b, first) = Async::new(&mut lp, |_, log, _| log.push("b")).unwrap();
+        let second = b.sender(&lp).unwrap();
         lp.remove(b).unwrap();
         for s in [&first, &second] {
             assert!(
@@ -1237,7 +1236,7 @@ fn a_send_to_a_stopped_watcher_is_dropped_and_to_a_removed_one_or_a_dropped_loop
             );
         }
         assert!(matches!(
-            lp.async_sender(b),
+            b.sender(&lp),
             Err(Error::StaleHandle { kind: "async" })
         ));
         // The loop dropped while another thread sends: Ok until it is
@@ -1277,26 +1276,24 @@ fn an_async_sent_from_a_callback_runs_without_the_loop_blocking() {
         let (conn, mut peer) = UnixStream::pair().unwrap();
         conn.set_nonblocking(true).unwrap();
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let (_, to_b) = lp
-            .async_watcher(|lp, log, me| {
-                log.push("b");
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let (_, to_b) = Async::new(&mut lp, |lp, log, me| {
+            log.push("b");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         // The timer is started by a's callback, not before the run: how
         // long the machine takes to get there cannot reorder the log.
-        let (_, to_a) = lp
-            .async_watcher(move |lp, log, me| {
-                log.push("a");
-                lp.remove(me).unwrap();
-                let to_b = to_b.clone();
-                lp.timer(ms(5), Duration::ZERO, move |_, log, _| {
-                    log.push("timer");
-                    to_b.send().unwrap();
-                })
-                .unwrap();
+        let (_, to_a) = Async::new(&mut lp, move |lp, log, me| {
+            log.push("a");
+            lp.remove(me).unwrap();
+            let to_b = to_b.clone();
+            lp.timer(ms(5), Duration::ZERO, move |_, log, _| {
+                log.push("timer");
+                to_b.send().unwrap();
             })
             .unwrap();
+        })
+        .unwrap();
         lp.io(conn, Interest::READABLE, move |lp, log, ev| {
             drain(ev.source);
             log.push("io");
@@ -1316,15 +1313,14 @@ fn a_panicking_async_callback_leaves_the_loop_usable() {
     on_each_kernel("panic in an async callback", |name| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
         let mut first = true;
-        let (_, a) = lp
-            .async_watcher(move |_, log, _| {
-                log.push("a");
-                if std::mem::take(&mut first) {
-                    panic!("a's first call");
-                }
-            })
-            .unwrap();
-        let (_, b) = lp.async_watcher(|_, log, _| log.push("b")).unwrap();
+        let (_, a) = Async::new(&mut lp, move |_, log, _| {
+            log.push("a");
+            if std::mem::take(&mut first) {
+                panic!("a's first call");
+            }
+        })
+        .unwrap();
+        let (_, b) = Async::new(&mut lp, |_, log, _| log.push("b")).unwrap();
         a.send().unwrap();
         b.send().unwrap();
         let mut log = vec![];
@@ -1417,18 +1413,17 @@ fn in_forked_child(
     if lp.is_active(parents_child).unwrap_or(true) {
         return fail(1);
     }
-    let made = lp
-        .prepare(|lp, seen, me| {
-            seen.log.push("prepare");
-            lp.remove(me).unwrap();
+    let made = Prepare::new(lp, |lp, seen, me| {
+        seen.log.push("prepare");
+        lp.remove(me).unwrap();
+    })
+    .and_then(|_| lp.timer(ms(1), Duration::ZERO, |_, seen, _| seen.log.push("timer")))
+    .and_then(|_| lp.timer(ms(100), ms(100), |_, _, _| {}))
+    .and_then(|_| {
+        Child::new(lp, spawn("exit 4"), |_, seen, ev| {
+            seen.exits.push(ev.status.unwrap())
         })
-        .and_then(|_| lp.timer(ms(1), Duration::ZERO, |_, seen, _| seen.log.push("timer")))
-        .and_then(|_| lp.timer(ms(100), ms(100), |_, _, _| {}))
-        .and_then(|_| {
-            lp.child(spawn("exit 4"), |_, seen, ev| {
-                seen.exits.push(ev.status.unwrap())
-            })
-        });
+    });
     if made.is_err() {
         return fail(2);
     }
@@ -1488,15 +1483,12 @@ fn fork_case(name: &'static str, signal: i32) {
     let sig = lp
         .signal(signal, |_, seen, _| seen.log.push("signal"))
         .unwrap();
-    let (asy, sender) = lp
-        .async_watcher(|_, seen, _| seen.log.push("async"))
-        .unwrap();
-    let fork = lp.fork(|_, seen, _| seen.log.push("fork")).unwrap();
-    let theirs = lp
-        .child(parents_child.id(), |_, seen, ev| {
-            seen.exits.push(ev.status.unwrap())
-        })
-        .unwrap();
+    let (asy, sender) = Async::new(&mut lp, |_, seen, _| seen.log.push("async")).unwrap();
+    let fork = Fork::new(&mut lp, |_, seen, _| seen.log.push("fork")).unwrap();
+    let theirs = Child::new(&mut lp, parents_child.id(), |_, seen, ev| {
+        seen.exits.push(ev.status.unwrap())
+    })
+    .unwrap();
     // Everything registered with the kernel before the fork.
     let mut seen = Seen::default();
     lp.run(RunMode::NoWait, &mut seen).unwrap();
@@ -1596,17 +1588,17 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
         let mut lp: Loop = World::new(name).new_loop();
         let io = lp.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
         let sig = lp.signal(signal, |_, _, _| {}).unwrap();
-        let (_, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+        let (_, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
         let l = log.clone();
         // The orderly stop: the first removes what the loop owns.
-        lp.cleanup(move |lp| {
+        Cleanup::new(&mut lp, move |lp| {
             l.borrow_mut().push("first".into());
             lp.remove(io).unwrap();
             lp.remove(sig).unwrap();
         })
         .unwrap();
         let l = log.clone();
-        lp.cleanup(move |lp| {
+        Cleanup::new(&mut lp, move |lp| {
             let io = if lp.is_active(io).is_err() {
                 "gone"
             } else {
@@ -1616,14 +1608,11 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
         })
         .unwrap();
         let l = log.clone();
-        let stopped = lp
-            .cleanup(move |_| l.borrow_mut().push("stopped".into()))
-            .unwrap();
+        let stopped =
+            Cleanup::new(&mut lp, move |_| l.borrow_mut().push("stopped".into())).unwrap();
         lp.stop(stopped).unwrap();
         let l = log.clone();
-        let fed = lp
-            .cleanup(move |_| l.borrow_mut().push("fed".into()))
-            .unwrap();
+        let fed = Cleanup::new(&mut lp, move |_| l.borrow_mut().push("fed".into())).unwrap();
         // Cleanup watchers never keep a run going.
         assert_eq!(lp.active_count(), 3, "{name}: io, signal, async");
         // Fed: it runs now, and never again.
@@ -1665,27 +1654,27 @@ fn an_async_sender_is_send_sync_and_clone() {
 fn kill_signals_a_watched_child_and_refuses_once_it_has_been_reaped() {
     on_each_child_kernel("kill", |name| {
         let mut lp: Loop<Vec<ExitStatus>> = kernel_loop(name);
-        let (job, spawned) = lp
-            .spawn(Command::new("sleep").arg("60"), |_, got, ev| {
+        let (job, spawned) =
+            Child::spawn(&mut lp, Command::new("sleep").arg("60"), |_, got, ev| {
                 got.push(ev.status.unwrap())
             })
             .unwrap();
-        lp.kill(job, 0).unwrap(); // only the checks
+        job.kill(&mut lp, 0).unwrap(); // only the checks
         for bad in [-1, 65] {
-            let err = lp.kill(job, bad).unwrap_err();
+            let err = job.kill(&mut lp, bad).unwrap_err();
             assert!(
                 matches!(err, Error::InvalidSignal { signal, .. } if signal == bad),
                 "{name}: {err}"
             );
         }
-        lp.kill(job, Signal::TERM).unwrap();
+        job.kill(&mut lp, Signal::TERM).unwrap();
         let by_term = ExitStatus::Signaled {
             signal: Signal::TERM,
             core_dumped: false,
         };
         assert_eq!(run_out(&mut lp, name), [by_term], "{name}");
         // Reaped: its pid may name another process by now.
-        let err = lp.kill(job, Signal::TERM).unwrap_err();
+        let err = job.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(
             matches!(err, Error::ChildExited { pid, status: Some(s) }
                 if pid == spawned.pid && s == by_term),
@@ -1705,7 +1694,7 @@ fn kill_refuses_a_child_reaped_elsewhere_or_unwatched_and_a_zombie_takes_it_harm
         let w = watch_into(&mut lp, job.id());
         drop(job.stdin.take());
         wait_exited(job.id());
-        lp.kill(w, Signal::TERM).unwrap();
+        w.kill(&mut lp, Signal::TERM).unwrap();
         assert_eq!(run_out(&mut lp, name), [ExitStatus::Exited(4)], "{name}");
         // Reaped by std before the loop looked: refused, never sent to
         // whatever has the pid now.
@@ -1713,7 +1702,7 @@ fn kill_refuses_a_child_reaped_elsewhere_or_unwatched_and_a_zombie_takes_it_harm
         let w = watch_into(&mut lp, job.id());
         drop(job.stdin.take());
         assert_eq!(job.wait().unwrap().code(), Some(5), "{name}");
-        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        let err = w.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(
             matches!(err, Error::ChildExited { status: None, .. }),
             "{name}: {err}"
@@ -1723,12 +1712,12 @@ fn kill_refuses_a_child_reaped_elsewhere_or_unwatched_and_a_zombie_takes_it_harm
         let mut job = held(6);
         let w = watch_into(&mut lp, job.id());
         lp.stop(w).unwrap();
-        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        let err = w.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::Kill { .. }), "{name}: {err}");
         drop(job.stdin.take());
         assert_eq!(job.wait().unwrap().code(), Some(6), "{name}: untouched");
         lp.remove(w).unwrap();
-        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        let err = w.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::StaleHandle { .. }), "{name}: {err}");
     });
 }
@@ -1747,9 +1736,8 @@ fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
             .args(["-c", "read line; echo got $line; exit 4"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        let (w, spawned) = lp
-            .spawn(&mut command, |_, job, ev| job.status = ev.status)
-            .unwrap();
+        let (w, spawned) =
+            Child::spawn(&mut lp, &mut command, |_, job, ev| job.status = ev.status).unwrap();
         assert!(lp.is_active(w).unwrap(), "{name}");
         let evloop::Spawned {
             pid,
@@ -1774,9 +1762,12 @@ fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
         assert_eq!(job.out, b"got ping\n", "{name}");
         assert_eq!(job.status, Some(ExitStatus::Exited(4)), "{name}");
         // A program that cannot start: refused at the call, nothing left.
-        let err = lp
-            .spawn(&mut Command::new("/nonexistent/evloop-test"), |_, _, _| {})
-            .unwrap_err();
+        let err = Child::spawn(
+            &mut lp,
+            &mut Command::new("/nonexistent/evloop-test"),
+            |_, _, _| {},
+        )
+        .unwrap_err();
         assert!(
             matches!(&err, Error::Spawn { program, .. } if program == "/nonexistent/evloop-test"),
             "{name}: {err}"
@@ -1785,16 +1776,14 @@ fn spawn_watches_a_new_child_and_hands_back_its_pipes_and_no_std_child() {
     });
 }
 
-/// What `Loop::child` documents: a fired watcher is stopped (the run
+/// What `Child::new` documents: a fired watcher is stopped (the run
 /// returns without its removal) but stays, its handle usable, until
 /// removed; it cannot start again, nor send a signal.
 #[test]
 fn a_fired_child_watcher_is_stopped_and_stays_until_removed() {
     on_each_child_kernel("a fired watcher", |name| {
         let mut lp: Loop<u32> = kernel_loop(name);
-        let (w, _) = lp
-            .spawn(&mut Command::new("true"), |_, n, _| *n += 1)
-            .unwrap();
+        let (w, _) = Child::spawn(&mut lp, &mut Command::new("true"), |_, n, _| *n += 1).unwrap();
         let mut n = 0;
         assert_eq!(
             lp.run(RunMode::Default, &mut n).unwrap(),
@@ -1806,7 +1795,7 @@ fn a_fired_child_watcher_is_stopped_and_stays_until_removed() {
         assert_eq!(lp.priority(w).unwrap(), 0, "{name}: still there");
         let err = lp.start(w).unwrap_err();
         assert!(matches!(err, Error::Child { .. }), "{name}: {err}");
-        let err = lp.kill(w, Signal::TERM).unwrap_err();
+        let err = w.kill(&mut lp, Signal::TERM).unwrap_err();
         assert!(matches!(err, Error::ChildExited { .. }), "{name}: {err}");
         lp.run_to_end(&mut n);
         assert_eq!(n, 1, "{name}: called once");

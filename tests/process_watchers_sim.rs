@@ -10,7 +10,10 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{sim_socket, trace_with, RunTo};
-use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Sim};
+use evloop::{
+    Async, Check, Child, Cleanup, Error, ExitStatus, Fork, Idle, Interest, Loop, Prepare, Ready,
+    RunMode, RunOutcome, Signal, Sim,
+};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -122,7 +125,7 @@ fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
 #[test]
 fn at_the_default_priority_signals_come_after_io_and_before_checks() {
     let (mut lp, _) = io_and_signal_at_once(libc::SIGUSR2, "usr2");
-    let check = lp.check(|_, log, _| log.push("check")).unwrap();
+    let check = Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
     assert_eq!(lp.finish(vec![]), ["io", "usr2", "check"]);
 }
@@ -136,15 +139,14 @@ fn in_one_iteration_signals_come_before_child_exits_async_sends_and_checks() {
     sim.raise(Duration::ZERO, libc::SIGUSR1);
     sim.exit(Duration::ZERO, job, ExitStatus::Exited(0));
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
-    let check = lp.check(|_, log, _| log.push("check")).unwrap();
+    let check = Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
-    let (_, sender) = lp
-        .async_watcher(|lp, log, me| {
-            log.push("async");
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
-    lp.child(job, |lp, log, ev| {
+    let (_, sender) = Async::new(&mut lp, |lp, log, me| {
+        log.push("async");
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    Child::new(&mut lp, job, |lp, log, ev| {
         log.push("child");
         lp.remove(ev.watcher).unwrap();
     })
@@ -184,25 +186,24 @@ fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
     lp.run(RunMode::Default, &mut vec![]).unwrap();
     let mut watchers = vec![];
     for pid in [early, late, killed] {
-        let w = lp
-            .child(pid, move |lp, log, ev| {
-                assert_eq!(ev.pid, pid);
-                assert!(
-                    !lp.is_active(ev.watcher).unwrap(),
-                    "stopped: the child is gone"
-                );
-                log.push(format!(
-                    "{} {} at {:?}",
-                    sim_name(pid),
-                    ev.status.unwrap(),
-                    lp.now()
-                ));
-            })
-            .unwrap();
+        let w = Child::new(&mut lp, pid, move |lp, log, ev| {
+            assert_eq!(ev.pid, pid);
+            assert!(
+                !lp.is_active(ev.watcher).unwrap(),
+                "stopped: the child is gone"
+            );
+            log.push(format!(
+                "{} {} at {:?}",
+                sim_name(pid),
+                ev.status.unwrap(),
+                lp.now()
+            ));
+        })
+        .unwrap();
         watchers.push(w);
     }
     // A second watcher of the same child hears it too.
-    lp.child(late, |_, log, ev| {
+    Child::new(&mut lp, late, |_, log, ev| {
         log.push(format!("again: {}", ev.status.unwrap()))
     })
     .unwrap();
@@ -235,7 +236,7 @@ fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
 #[test]
 fn a_pid_that_is_not_a_child_is_refused() {
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let err = lp.child(4242, |_, _, _| {}).unwrap_err();
+    let err = Child::new(&mut lp, 4242, |_, _, _| {}).unwrap_err();
     assert!(matches!(err, Error::Child { pid: 4242, .. }), "{err}");
     assert!(err.to_string().contains("4242"), "{err}");
     assert_eq!(lp.active_count(), 0);
@@ -250,8 +251,10 @@ fn a_hundred_children_exiting_at_once_are_each_reported_once() {
     }
     let mut lp: Loop<Vec<(u32, ExitStatus)>> = Loop::with_backend(sim.backend());
     for &pid in &pids {
-        lp.child(pid, |_, got, ev| got.push((ev.pid, ev.status.unwrap())))
-            .unwrap();
+        Child::new(&mut lp, pid, |_, got, ev| {
+            got.push((ev.pid, ev.status.unwrap()))
+        })
+        .unwrap();
     }
     let got = lp.finish(vec![]);
     let want: Vec<_> = pids
@@ -276,7 +279,7 @@ fn a_child_reaped_elsewhere_stops_its_watchers_with_an_unknown_status() {
     sim.reap_elsewhere(Duration::ZERO, gone);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     for tag in ["first", "second"] {
-        lp.child(watched, move |lp, log, ev| {
+        Child::new(&mut lp, watched, move |lp, log, ev| {
             assert!(!lp.is_active(ev.watcher).unwrap());
             log.push(format!("{tag}: {} at {:?}", ev.status.unwrap(), lp.now()));
         })
@@ -303,7 +306,7 @@ fn a_child_reaped_elsewhere_stops_its_watchers_with_an_unknown_status() {
         )),
         "{trace:#?}"
     );
-    let err = lp.child(gone, |_, _, _| {}).unwrap_err();
+    let err = Child::new(&mut lp, gone, |_, _, _| {}).unwrap_err();
     assert!(
         matches!(err, Error::Child { pid, .. } if pid == gone),
         "{err}"
@@ -321,18 +324,17 @@ fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
     let sim = Sim::new();
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let mut calls = 0;
-    let (_, sender) = lp
-        .async_watcher(move |lp, log, me| {
-            calls += 1;
-            log.push(format!("call {calls} at {:?}", lp.now()));
-            match calls {
-                // Sent again from inside: runs again, next iteration.
-                1 => lp.async_sender(me).unwrap().send().unwrap(),
-                2 => {}
-                _ => lp.remove(me).unwrap(),
-            }
-        })
-        .unwrap();
+    let (_, sender) = Async::new(&mut lp, move |lp, log, me| {
+        calls += 1;
+        log.push(format!("call {calls} at {:?}", lp.now()));
+        match calls {
+            // Sent again from inside: runs again, next iteration.
+            1 => me.sender(lp).unwrap().send().unwrap(),
+            2 => {}
+            _ => lp.remove(me).unwrap(),
+        }
+    })
+    .unwrap();
     let s = sender.clone();
     sim.call_at(ms(5), move || {
         for _ in 0..3 {
@@ -357,7 +359,7 @@ fn sends_coalesce_until_the_callback_runs_and_a_send_from_it_runs_it_again() {
 fn a_stopped_async_watcher_drops_sends_and_a_dropped_loop_is_reported() {
     let sim = Sim::new();
     let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
-    let (a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+    let (a, sender) = Async::new(&mut lp, |_, n, _| *n += 1).unwrap();
     lp.stop(a).unwrap();
     sender.send().unwrap();
     lp.start(a).unwrap();
@@ -378,18 +380,18 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
     let sim = Sim::new();
     let pid = sim.spawn("parent's child");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    let child = lp.child(pid, |_, log, _| log.push("child".into())).unwrap();
+    let child = Child::new(&mut lp, pid, |_, log, _| log.push("child".into())).unwrap();
     lp.signal(libc::SIGTERM, |lp, log, me| {
         log.push("TERM".into());
         lp.remove(me).unwrap();
     })
     .unwrap();
-    lp.fork(|lp, log, me| {
+    Fork::new(&mut lp, |lp, log, me| {
         log.push("fork".into());
         lp.remove(me).unwrap();
     })
     .unwrap();
-    lp.prepare(|lp, log, me| {
+    Prepare::new(&mut lp, |lp, log, me| {
         log.push("prepare".into());
         lp.remove(me).unwrap();
     })
@@ -412,19 +414,18 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
     let log = Rc::new(RefCell::new(Vec::<String>::new()));
     let sim = Sim::new();
     let mut lp: Loop = Loop::with_backend(sim.backend());
-    let keep = lp.idle(|_, _, _| {}).unwrap();
+    let keep = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     lp.stop(keep).unwrap();
     for name in ["first", "second", "stopped"] {
         let log = log.clone();
-        let c = lp
-            .cleanup(move |lp| {
-                log.borrow_mut().push(name.to_string());
-                // The loop is usable: remove another watcher.
-                if name == "first" {
-                    lp.remove(keep).unwrap();
-                }
-            })
-            .unwrap();
+        let c = Cleanup::new(&mut lp, move |lp| {
+            log.borrow_mut().push(name.to_string());
+            // The loop is usable: remove another watcher.
+            if name == "first" {
+                lp.remove(keep).unwrap();
+            }
+        })
+        .unwrap();
         if name == "stopped" {
             lp.stop(c).unwrap();
         }
@@ -449,7 +450,7 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_and_keep_nothing_alive() {
 fn cleanup_callbacks_start_and_stop_cleanups_and_see_the_senders_open() {
     let log = Rc::new(RefCell::new(Vec::<String>::new()));
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    let (a, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+    let (a, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
     // What an idle callback's captures see of the sender when they drop.
     struct OnDrop(evloop::AsyncSender, Rc<RefCell<Vec<String>>>);
     impl Drop for OnDrop {
@@ -460,33 +461,32 @@ fn cleanup_callbacks_start_and_stop_cleanups_and_see_the_senders_open() {
         }
     }
     let on_drop = OnDrop(sender.clone(), log.clone());
-    lp.idle(move |_, _, _| {
+    Idle::new(&mut lp, move |_, _, _| {
         let _ = &on_drop;
     })
     .unwrap();
     // Its callback, which needs the others' handles, is set below.
-    let first = lp.cleanup(|_| {}).unwrap();
+    let first = Cleanup::new(&mut lp, |_| {}).unwrap();
     let l = log.clone();
-    let stopped = lp
-        .cleanup(move |_| l.borrow_mut().push("stopped".into()))
-        .unwrap();
+    let stopped = Cleanup::new(&mut lp, move |_| l.borrow_mut().push("stopped".into())).unwrap();
     let l = log.clone();
-    let moved = lp
-        .cleanup(move |_| l.borrow_mut().push("moved".into()))
-        .unwrap();
+    let moved = Cleanup::new(&mut lp, move |_| l.borrow_mut().push("moved".into())).unwrap();
     let l = log.clone();
-    lp.set_cleanup_callback(first, move |lp| {
-        l.borrow_mut().push("first".into());
-        lp.stop(stopped).unwrap();
-        lp.stop(moved).unwrap();
-        let started = l.clone();
-        lp.cleanup(move |_| started.borrow_mut().push("started by first".into()))
+    first
+        .set_callback(&mut lp, move |lp| {
+            l.borrow_mut().push("first".into());
+            lp.stop(stopped).unwrap();
+            lp.stop(moved).unwrap();
+            let started = l.clone();
+            Cleanup::new(lp, move |_| {
+                started.borrow_mut().push("started by first".into())
+            })
             .unwrap();
-        lp.start(moved).unwrap();
-        let sent = sender.send().is_ok() && lp.async_sender(a).unwrap().send().is_ok();
-        l.borrow_mut().push(format!("sender open: {sent}"));
-    })
-    .unwrap();
+            lp.start(moved).unwrap();
+            let sent = sender.send().is_ok() && a.sender(lp).unwrap().send().is_ok();
+            l.borrow_mut().push(format!("sender open: {sent}"));
+        })
+        .unwrap();
     drop(lp);
     assert_eq!(
         *log.borrow(),
@@ -505,7 +505,7 @@ fn a_fed_event_runs_a_cleanup_watcher_now_and_not_again() {
     let runs = Rc::new(RefCell::new(0));
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     let r = runs.clone();
-    let c = lp.cleanup(move |_| *r.borrow_mut() += 1).unwrap();
+    let c = Cleanup::new(&mut lp, move |_| *r.borrow_mut() += 1).unwrap();
     lp.set_ref(c, true).unwrap(); // ignored: cleanup watchers never keep it alive
     assert_eq!(lp.active_count(), 0);
     lp.feed_event(c, Ready::EMPTY).unwrap();
@@ -586,7 +586,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
         })
         .unwrap();
     // Pushed back to 100 ms, lazily: its heap node still says 10 ms.
-    lp.again(t).unwrap();
+    t.again(&mut lp).unwrap();
     lp.signal(libc::SIGUSR1, |lp, log, _| {
         log.push(format!("signal at {:?}", lp.now()));
         lp.break_loop(evloop::Break::All);
@@ -622,18 +622,17 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
     // Let `early` exit before anyone watches.
     lp.timer(ms(1), Duration::ZERO, |_, _, _| {}).unwrap();
     lp.run(RunMode::Default, &mut vec![]).unwrap();
-    let any = lp
-        .child_any(|lp, log, ev| {
-            assert!(lp.is_active(ev.watcher).unwrap());
-            log.push(format!(
-                "any: {} {} at {:?}",
-                ev.pid,
-                ev.status.unwrap(),
-                lp.now()
-            ))
-        })
-        .unwrap();
-    lp.child(job, |lp, log, ev| {
+    let any = Child::any(&mut lp, |lp, log, ev| {
+        assert!(lp.is_active(ev.watcher).unwrap());
+        log.push(format!(
+            "any: {} {} at {:?}",
+            ev.pid,
+            ev.status.unwrap(),
+            lp.now()
+        ))
+    })
+    .unwrap();
+    Child::new(&mut lp, job, |lp, log, ev| {
         log.push(format!("job: {} at {:?}", ev.status.unwrap(), lp.now()))
     })
     .unwrap();
@@ -669,7 +668,7 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
     assert_eq!(log[5..], ["any: 4444 exited with code 2 at 8ms"]);
     // It names no one child: no signal to send.
     assert!(matches!(
-        lp.kill(any, Signal::TERM),
+        any.kill(&mut lp, Signal::TERM),
         Err(Error::Kill { pid: 0, .. })
     ));
 }
@@ -678,19 +677,18 @@ fn a_watcher_of_any_child_hears_every_exit_in_order_and_stays_active() {
 fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
     let sim = Sim::new();
     let mut lp: Loop<Vec<u32>> = Loop::with_backend(sim.backend());
-    let err = lp.child(0, |_, _, _| {}).unwrap_err();
+    let err = Child::new(&mut lp, 0, |_, _, _| {}).unwrap_err();
     assert!(
-        matches!(err, Error::Child { pid: 0, .. }) && err.to_string().contains("child_any"),
+        matches!(err, Error::Child { pid: 0, .. }) && err.to_string().contains("Child::any"),
         "{err}"
     );
     let parents = sim.spawn("parent's");
-    let any = lp
-        .child_any(|lp, got, ev| {
-            got.push(ev.pid);
-            lp.remove(ev.watcher).unwrap();
-        })
-        .unwrap();
-    let by_pid = lp.child(parents, |_, _, _| {}).unwrap();
+    let any = Child::any(&mut lp, |lp, got, ev| {
+        got.push(ev.pid);
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    let by_pid = Child::new(&mut lp, parents, |_, _, _| {}).unwrap();
     lp.reinit_after_fork().unwrap();
     assert!(!lp.is_active(by_pid).unwrap(), "the parent's child");
     assert!(lp.is_active(any).unwrap(), "the child's own children");
@@ -698,23 +696,26 @@ fn a_watcher_of_any_child_keeps_going_after_reinit_and_pid_zero_is_refused() {
     assert_eq!(lp.finish(vec![]), [5000]);
 }
 
-/// `Loop::spawn` and `Loop::kill` on the simulator, exactly: the spawn and
+/// `Child::spawn` and `Child::kill` on the simulator, exactly: the spawn and
 /// the signal are steps of the trace; the test makes the child die of it.
 /// The fired watcher stays (stopped) until removed.
 #[test]
 fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed() {
     let sim = Sim::new();
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    let (w, spawned) = lp
-        .spawn(&mut std::process::Command::new("worker"), |lp, log, ev| {
+    let (w, spawned) = Child::spawn(
+        &mut lp,
+        &mut std::process::Command::new("worker"),
+        |lp, log, ev| {
             log.push(format!(
                 "{} {} at {:?}",
                 ev.pid,
                 ev.status.unwrap(),
                 lp.now()
             ))
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert_eq!(sim.child_name(spawned.pid).as_deref(), Some("worker"));
     assert!(spawned.stdin.is_none() && spawned.stdout.is_none());
     let by_term = ExitStatus::Signaled {
@@ -723,7 +724,7 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
     };
     let s = sim.clone();
     lp.timer(ms(3), Duration::ZERO, move |lp, _, _| {
-        lp.kill(w, Signal::TERM).unwrap();
+        w.kill(lp, Signal::TERM).unwrap();
         s.exit(ms(4), spawned.pid, by_term);
     })
     .unwrap();
@@ -741,7 +742,7 @@ fn a_spawned_child_is_signalled_dies_and_its_fired_watcher_stays_until_removed()
     // Fired: stopped, still there, refusing signals.
     assert!(!lp.is_active(w).unwrap());
     assert!(matches!(
-        lp.kill(w, Signal::TERM),
+        w.kill(&mut lp, Signal::TERM),
         Err(Error::ChildExited { pid: 1000, status: Some(s) }) if s == by_term
     ));
     assert!(lp.start(w).is_err());

@@ -16,16 +16,16 @@ mod common;
 use std::time::Duration;
 
 use common::{drain, on_every_backend, on_every_world, RunTo, World};
-use evloop::{Interest, Loop, Ready, RunMode, RunOutcome};
+use evloop::{Check, Idle, Interest, Loop, Prepare, Ready, RunMode, RunOutcome};
 
 // ---- run never blocks with nothing to wait for ----------------------------
 
-/// The `Loop::prepare` doc example, on every backend.
+/// The `Prepare::new` doc example, on every backend.
 #[test]
 fn a_prepare_watcher_that_removes_itself_ends_the_run() {
     on_every_backend("prepare removes itself", |name| {
         let mut lp: Loop<u32> = World::new(name).new_loop();
-        lp.prepare(|lp, n, me| {
+        Prepare::new(&mut lp, |lp, n, me| {
             *n += 1;
             lp.remove(me).unwrap();
         })
@@ -47,7 +47,7 @@ fn a_prepare_watcher_that_unrefs_itself_ends_the_run_even_in_once_mode() {
             let quiet = lp.io(conn_clone(w, &conn), Interest::READABLE, |_, _, _| {});
             let quiet = quiet.unwrap();
             lp.set_ref(quiet, false).unwrap();
-            lp.prepare(|lp, n, me| {
+            Prepare::new(&mut lp, |lp, n, me| {
                 *n += 1;
                 lp.set_ref(me, false).unwrap();
             })
@@ -139,8 +139,8 @@ fn with_only_prepare_and_check_watchers_run_iterates_once_then_stalls() {
     on_every_backend("hooks only", |name| {
         for mode in [RunMode::Default, RunMode::Once] {
             let mut lp: Loop<(u32, u32)> = World::new(name).new_loop();
-            lp.prepare(|_, n, _| n.0 += 1).unwrap();
-            lp.check(|_, n, _| n.1 += 1).unwrap();
+            Prepare::new(&mut lp, |_, n, _| n.0 += 1).unwrap();
+            Check::new(&mut lp, |_, n, _| n.1 += 1).unwrap();
             let mut n = (0, 0);
             let outcome = lp.run(mode, &mut n).unwrap();
             assert_eq!(
@@ -153,7 +153,7 @@ fn with_only_prepare_and_check_watchers_run_iterates_once_then_stalls() {
             assert_eq!(n, (2, 2), "{name} {mode:?}");
         }
         let mut lp: Loop<u32> = World::new(name).new_loop();
-        lp.check(|lp, n, me| {
+        Check::new(&mut lp, |lp, n, me| {
             *n += 1;
             lp.remove(me).unwrap();
         })
@@ -164,7 +164,7 @@ fn with_only_prepare_and_check_watchers_run_iterates_once_then_stalls() {
         // A timer started from a check watcher gives the loop something to
         // wait for: no stall.
         let mut lp: Loop<u32> = World::new(name).new_loop();
-        lp.check(|lp, n, me| {
+        Check::new(&mut lp, |lp, n, me| {
             *n += 1;
             if *n == 1 {
                 lp.timer(Duration::from_millis(1), Duration::ZERO, |_, _, _| {})
@@ -214,16 +214,15 @@ fn a_high_priority_idle_runs_while_lower_priority_work_is_pending() {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         let io = always_readable(&mut lp, w, 0, 5);
         let mut n = 0;
-        let idle = lp
-            .idle(move |lp, log, me| {
-                n += 1;
-                log.push("idle2".into());
-                if n == 3 {
-                    lp.remove(me).unwrap();
-                    let _ = lp.remove(io);
-                }
-            })
-            .unwrap();
+        let idle = Idle::new(&mut lp, move |lp, log, me| {
+            n += 1;
+            log.push("idle2".into());
+            if n == 3 {
+                lp.remove(me).unwrap();
+                let _ = lp.remove(io);
+            }
+        })
+        .unwrap();
         lp.set_priority(idle, 2).unwrap();
         let log = lp.finish(vec![]);
         // Each iteration: the priority-2 idle first, then the io event.
@@ -237,12 +236,11 @@ fn an_idle_waits_while_anything_at_its_priority_or_above_is_pending() {
         let mut lp: Loop<Vec<String>> = w.new_loop();
         always_readable(&mut lp, w, 0, 3);
         for priority in [0, -1] {
-            let idle = lp
-                .idle(move |lp, log, me| {
-                    log.push(format!("idle{priority}"));
-                    lp.remove(me).unwrap();
-                })
-                .unwrap();
+            let idle = Idle::new(&mut lp, move |lp, log, me| {
+                log.push(format!("idle{priority}"));
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
             lp.set_priority(idle, priority).unwrap();
         }
         let log = lp.finish(vec![]);
@@ -257,30 +255,27 @@ fn idles_run_one_priority_level_per_iteration() {
     on_every_backend("idle levels", |name| {
         let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
         let mut n = 0;
-        let high = lp
-            .idle(move |lp, log, me| {
-                n += 1;
-                log.push("idle1".into());
-                if n == 2 {
-                    lp.remove(me).unwrap();
-                }
-            })
-            .unwrap();
-        lp.set_priority(high, 1).unwrap();
-        let low = lp
-            .idle(|lp, log, me| {
-                log.push("idle-1".into());
+        let high = Idle::new(&mut lp, move |lp, log, me| {
+            n += 1;
+            log.push("idle1".into());
+            if n == 2 {
                 lp.remove(me).unwrap();
-            })
-            .unwrap();
+            }
+        })
+        .unwrap();
+        lp.set_priority(high, 1).unwrap();
+        let low = Idle::new(&mut lp, |lp, log, me| {
+            log.push("idle-1".into());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         lp.set_priority(low, -1).unwrap();
         // A priority change of an active idle moves it between levels.
-        let moved = lp
-            .idle(|lp, log, me| {
-                log.push("moved to 1".into());
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let moved = Idle::new(&mut lp, |lp, log, me| {
+            log.push("moved to 1".into());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         lp.set_priority(moved, 1).unwrap();
         assert_eq!(
             lp.finish(vec![]),
@@ -296,12 +291,11 @@ fn expired_timers_hold_back_idles_of_their_priority_and_below_only() {
     on_every_backend("idle vs expired timers", |name| {
         let mut lp: Loop<Vec<String>> = World::new(name).new_loop();
         for priority in [2, 0] {
-            let idle = lp
-                .idle(move |lp, log, me| {
-                    log.push(format!("idle{priority} @{}", lp.iteration()));
-                    lp.remove(me).unwrap();
-                })
-                .unwrap();
+            let idle = Idle::new(&mut lp, move |lp, log, me| {
+                log.push(format!("idle{priority} @{}", lp.iteration()));
+                lp.remove(me).unwrap();
+            })
+            .unwrap();
             lp.set_priority(idle, priority).unwrap();
         }
         let t = lp
@@ -336,14 +330,14 @@ fn checks_run_before_the_timers_that_expired_in_the_same_iteration() {
                 log.push(format!("timer(0) from io @{}", lp.iteration()))
             })
             .unwrap();
-            lp.check(|lp, log, me| {
+            Check::new(lp, |lp, log, me| {
                 log.push(format!("check from io @{}", lp.iteration()));
                 lp.remove(me).unwrap();
             })
             .unwrap();
         })
         .unwrap();
-        lp.check(|lp, log, me| {
+        Check::new(&mut lp, |lp, log, me| {
             log.push(format!("check @{}", lp.iteration()));
             lp.remove(me).unwrap();
         })
@@ -399,8 +393,8 @@ fn an_event_queued_before_set_interest_delivers_only_the_new_interest() {
             .io(trigger, Interest::READABLE, move |lp, log, ev| {
                 drain(ev.source);
                 log.push("x".into());
-                lp.set_interest(y, Interest::READABLE).unwrap();
-                lp.set_interest(z, Interest::READABLE).unwrap();
+                y.set_interest(lp, Interest::READABLE).unwrap();
+                z.set_interest(lp, Interest::READABLE).unwrap();
                 lp.remove(ev.watcher).unwrap();
             })
             .unwrap();
@@ -442,7 +436,7 @@ fn set_interest_from_a_callback_filters_a_direct_batch_too() {
                     // Whichever runs first narrows the other to READABLE.
                     for &other in &st.watchers {
                         if other != ev.watcher && lp.is_active(other).unwrap_or(false) {
-                            lp.set_interest(other, Interest::READABLE).unwrap();
+                            other.set_interest(lp, Interest::READABLE).unwrap();
                         }
                     }
                 })
@@ -469,7 +463,7 @@ fn a_repeat_set_to_zero_fires_once_more_then_stops() {
                 |lp, log, me| {
                     log.push(log.len() as u32 + 1);
                     if log.len() == 2 {
-                        lp.set_repeat(me, Duration::ZERO).unwrap();
+                        me.set_repeat(lp, Duration::ZERO).unwrap();
                         // Still active: the next expiry was scheduled
                         // before the change.
                         assert!(lp.is_active(me).unwrap());
@@ -482,6 +476,6 @@ fn a_repeat_set_to_zero_fires_once_more_then_stops() {
         assert_eq!(outcome, RunOutcome::NoActiveWatchers);
         assert_eq!(log, [1, 2, 3]);
         assert!(!lp.is_active(t).unwrap());
-        assert_eq!(lp.repeat(t).unwrap(), Duration::ZERO);
+        assert_eq!(t.repeat(&lp).unwrap(), Duration::ZERO);
     });
 }

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::watchdog;
-use evloop::{ExitStatus, Loop, RunMode, RunOutcome};
+use evloop::{Async, Child, ExitStatus, Loop, RunMode, RunOutcome};
 
 /// One test at a time: each takes fds or processes by the thousand.
 static ALONE: Mutex<()> = Mutex::new(());
@@ -97,12 +97,11 @@ fn hears_a_signal_and_a_send(lp: &mut Loop<'static, Vec<&'static str>>, signal: 
         lp.remove(me).unwrap();
     })
     .unwrap_or_else(|e| panic!("a signal watcher on select: {e}"));
-    let (_, sender) = lp
-        .async_watcher(|lp, log, me| {
-            log.push("async");
-            lp.remove(me).unwrap();
-        })
-        .unwrap_or_else(|e| panic!("an async watcher on select: {e}"));
+    let (_, sender) = Async::new(lp, |lp, log, me| {
+        log.push("async");
+        lp.remove(me).unwrap();
+    })
+    .unwrap_or_else(|e| panic!("an async watcher on select: {e}"));
     // SAFETY: the hub's handler is installed for `signal`.
     unsafe { libc::raise(signal) };
     sender.send().unwrap();
@@ -129,14 +128,14 @@ fn a_wake_fd_made_while_low_fds_were_taken_does_not_stay_with_the_slot() {
         for _ in 0..4 {
             let mut lp: Loop<'static, ()> = Loop::builder().backend("epoll").build().unwrap();
             lp.signal(libc::SIGUSR1, |_, _, _| {}).unwrap();
-            lp.async_watcher(|_, _, _| {}).unwrap();
+            Async::new(&mut lp, |_, _, _| {}).unwrap();
             epolls.push(lp);
         }
         // A select loop cannot now: a clear error, and nothing kept.
         let mut early: Loop<'static, Vec<&str>> = select_loop();
         let err = early.signal(libc::SIGUSR2, |_, _, _| {}).unwrap_err();
         assert!(err.to_string().contains("FD_SETSIZE"), "{err}");
-        assert!(early.async_watcher(|_, _, _| {}).is_err());
+        assert!(Async::new(&mut early, |_, _, _| {}).is_err());
         drop(epolls);
         drop(taken);
         // Low fds are free: the loop that failed, and new ones (which get
@@ -203,7 +202,7 @@ fn many_children(name: &'static str) {
         }
     }
     for &pid in &pids {
-        lp.child(pid, |_, got, ev| got.push(ev.status.unwrap()))
+        Child::new(&mut lp, pid, |_, got, ev| got.push(ev.status.unwrap()))
             .unwrap_or_else(|e| panic!("{name}: watching child {pid}: {e}"));
     }
     let mut got = Vec::new();

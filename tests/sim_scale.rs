@@ -109,7 +109,7 @@ fn loop_registers_polls_and_forgets_200k_sockets() {
 
         // Removing a watcher forgets its fd at once. Creation (fd) order
         // differs from registration order: removals hit every part of it.
-        ios.sort_by_key(|&io| lp.fd(io).unwrap());
+        ios.sort_by_key(|&io| io.fd(&lp).unwrap());
         for io in ios {
             lp.remove(io).unwrap();
         }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{on_every_backend, on_every_world, RunTo, TempDir, World};
-use evloop::{FileStat, Loop, RunMode, RunOutcome, Sim, StatEvent};
+use evloop::{FileStat, Loop, RunMode, RunOutcome, Sim, Stat, StatEvent};
 
 /// Makes the file changes, on the simulator or for real.
 enum Fs {
@@ -65,7 +65,7 @@ fn life_of_a_file(lp: &mut Loop<'static, Log>, fs: Fs, dir: PathBuf, interval: D
     lp.timer(Duration::from_millis(10), Duration::ZERO, start)
         .unwrap();
     let mut step = 0;
-    lp.stat(path.clone(), interval, move |lp, log, ev| {
+    Stat::new(lp, path.clone(), interval, move |lp, log, ev| {
         log.push(describe(&ev));
         step += 1;
         let (fs, path, tmp) = (fs.clone(), path.clone(), tmp.clone());
@@ -155,13 +155,12 @@ fn the_interval_is_clamped_and_a_missing_path_is_a_state() {
     let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
     sim.write_file(Duration::from_millis(30), "/x", 1);
     // Asked for 1 ms: polled every 100 ms (the minimum).
-    let s = lp
-        .stat("/x", Duration::from_millis(1), |lp, log, ev| {
-            log.push(format!("{} at {:?}", describe(&ev), lp.now()));
-            lp.remove(ev.watcher).unwrap();
-        })
-        .unwrap();
-    assert_eq!(lp.file_stat(s).unwrap(), FileStat::MISSING);
+    let s = Stat::new(&mut lp, "/x", Duration::from_millis(1), |lp, log, ev| {
+        log.push(format!("{} at {:?}", describe(&ev), lp.now()));
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+    assert_eq!(s.file_stat(&lp).unwrap(), FileStat::MISSING);
     assert_eq!(lp.finish(vec![]), ["created, 1 bytes at 100ms"]);
 }
 
@@ -242,7 +241,7 @@ fn on_every_kernel_backend_hints_make_each_change_seen_at_once() {
             change(0, &p, &t)
         })
         .unwrap();
-        lp.stat(path.clone(), LONG_INTERVAL, move |lp, log, ev| {
+        Stat::new(&mut lp, path.clone(), LONG_INTERVAL, move |lp, log, ev| {
             log.push(what_changed(&ev));
             step += 1;
             if step == 6 {
@@ -297,7 +296,7 @@ fn on_every_kernel_backend_a_siblings_changes_do_not_call_the_watcher() {
             },
         )
         .unwrap();
-        lp.stat(mine, LONG_INTERVAL, |lp, log, ev| {
+        Stat::new(&mut lp, mine, LONG_INTERVAL, |lp, log, ev| {
             log.push(format!("watcher: {}", what_changed(&ev)));
             lp.remove(ev.watcher).unwrap();
         })
@@ -321,7 +320,7 @@ fn on_every_kernel_backend_a_hundred_watchers_in_one_directory() {
         }
         let mut lp: Loop<Log> = World::new(name).new_loop();
         for (i, p) in paths.iter().enumerate() {
-            lp.stat(p.clone(), LONG_INTERVAL, move |lp, log, ev| {
+            Stat::new(&mut lp, p.clone(), LONG_INTERVAL, move |lp, log, ev| {
                 log.push(format!("{i}: {}", what_changed(&ev)));
                 lp.remove(ev.watcher).unwrap();
             })
@@ -348,7 +347,7 @@ fn an_interval_of_zero_polls_every_five_seconds() {
     sim.path_hints(false);
     let mut lp: Loop<Log> = Loop::with_backend(sim.backend());
     sim.write_file(Duration::from_millis(30), "/x", 1);
-    lp.stat("/x", Duration::ZERO, |lp, log, ev| {
+    Stat::new(&mut lp, "/x", Duration::ZERO, |lp, log, ev| {
         log.push(format!("{} at {:?}", describe(&ev), lp.now()));
         lp.remove(ev.watcher).unwrap();
     })
@@ -357,7 +356,7 @@ fn an_interval_of_zero_polls_every_five_seconds() {
 }
 
 /// Each event names the watcher's path (`StatEvent::path`), as given to
-/// `Loop::stat`: one callback, a plain function that captures nothing,
+/// `Stat::new`: one callback, a plain function that captures nothing,
 /// serves two watchers and tells their files apart by it, reading it
 /// after removing its own watcher.
 #[test]
@@ -371,8 +370,8 @@ fn on_every_backend_the_event_carries_the_watched_path() {
         let dir = TempDir::new("event-path", w.backend);
         let (a, b) = (dir.0.join("a.conf"), dir.0.join("b.conf"));
         let mut lp: Loop<Log> = w.new_loop();
-        let wa = lp.stat(&a, Duration::from_millis(100), on_change).unwrap();
-        lp.stat(&b, Duration::from_millis(100), on_change).unwrap();
+        let wa = Stat::new(&mut lp, &a, Duration::from_millis(100), on_change).unwrap();
+        Stat::new(&mut lp, &b, Duration::from_millis(100), on_change).unwrap();
         assert!(lp.is_active(wa).unwrap());
         // b first, then a, each once the previous change was seen.
         let sim = w.sim.clone();
@@ -481,7 +480,7 @@ fn recreated_directory(name: &'static str) {
     }
     let mut lp: Loop<Log> = World::new(name).new_loop();
     schedule(&mut lp, steps.clone(), root_path.clone(), 0);
-    lp.stat(path, AN_HOUR, move |lp, log, ev| {
+    Stat::new(&mut lp, path, AN_HOUR, move |lp, log, ev| {
         log.push(what_changed(&ev));
         // The step that made this change, and the next one to make.
         let last = log

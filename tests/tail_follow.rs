@@ -87,7 +87,7 @@ fn rotations_and_truncations(name: &'static str) {
     // old file still gets a line.
     std::fs::rename(&log, dir.0.join("app.log.2")).unwrap();
     run_until(&mut lp, &mut lines, |lp, _| {
-        !lp.file_stat(w).unwrap().exists
+        !w.file_stat(lp).unwrap().exists
     });
     writer.write_all(b"line 8\n").unwrap();
     writer = open_log(&log);
@@ -109,7 +109,7 @@ fn rotations_and_truncations(name: &'static str) {
     writer = File::create(&log).unwrap();
     writer.write_all(b"line 15").unwrap();
     run_until(&mut lp, &mut lines, |lp, _| {
-        lp.file_stat(w).unwrap().size == 7
+        w.file_stat(lp).unwrap().size == 7
     });
     std::fs::rename(&log, dir.0.join("app.log.3")).unwrap();
     writer = open_log(&log);

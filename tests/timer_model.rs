@@ -136,12 +136,12 @@ fn check(ops: &[Op]) {
     for op in ops {
         let expect_iteration = model.apply(op);
         match *op {
-            Op::Set(i, a, r) => lp
-                .set_timer(handles[i], ms(a as u64), ms(r as u64))
+            Op::Set(i, a, r) => (handles[i])
+                .set(&mut lp, ms(a as u64), ms(r as u64))
                 .unwrap(),
             Op::Start(i) => lp.start(handles[i]).unwrap(),
             Op::Stop(i) => lp.stop(handles[i]).unwrap(),
-            Op::Again(i) => lp.again(handles[i]).unwrap(),
+            Op::Again(i) => (handles[i]).again(&mut lp).unwrap(),
             Op::RunOnce => {
                 let outcome = lp.run(RunMode::Once, &mut log).unwrap();
                 let want = if expect_iteration {
@@ -162,7 +162,7 @@ fn check(ops: &[Op]) {
             );
             if t.active {
                 assert_eq!(
-                    lp.remaining(*h).unwrap(),
+                    (*h).remaining(&lp).unwrap(),
                     ms(t.at.saturating_sub(model.now))
                 );
             }

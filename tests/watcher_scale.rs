@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::{watchdog, World};
-use evloop::{Handle, Interest, Loop, RunMode};
+use evloop::{Check, Handle, Idle, Interest, Io, Loop, Prepare, RunMode};
 
 const N: usize = 200_000;
 const LIMIT: Duration = Duration::from_secs(60);
@@ -38,12 +38,16 @@ fn idle_prepare_and_check_watchers_by_the_hundred_thousand() {
     watchdog("idle/prepare/check", LIMIT, || {
         let mut lp: Loop<u64> = World::new("sim").new_loop();
         churn(&mut lp, N, |lp, i| {
-            let h = lp.idle(|_, n, _| *n += 1).unwrap();
+            let h = Idle::new(lp, |_, n, _| *n += 1).unwrap();
             lp.set_priority(h, (i % 5) as i32 - 2).unwrap();
             h
         });
-        churn(&mut lp, N, |lp, _| lp.prepare(|_, n, _| *n += 1).unwrap());
-        churn(&mut lp, N, |lp, _| lp.check(|_, n, _| *n += 1).unwrap());
+        churn(&mut lp, N, |lp, _| {
+            Prepare::new(lp, |_, n, _| *n += 1).unwrap()
+        });
+        churn(&mut lp, N, |lp, _| {
+            Check::new(lp, |_, n, _| *n += 1).unwrap()
+        });
     });
 }
 
@@ -66,8 +70,7 @@ fn io_watchers_by_the_hundred_thousand_on_one_fd() {
         let mut lp: Loop<'static, u64> = w.new_loop();
         let sock = Box::leak(Box::new(sim.socket("shared", 0)));
         churn(&mut lp, N, |lp, _| {
-            lp.io_borrowed(&*sock, Interest::READABLE, |_, n, _| *n += 1)
-                .unwrap()
+            Io::borrowed(lp, &*sock, Interest::READABLE, |_, n, _| *n += 1).unwrap()
         });
     });
 }

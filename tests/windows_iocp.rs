@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use evloop::backend::{Backend, ClosedFd, Hangup};
 use evloop::backends::iocp::Iocp;
-use evloop::{Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Trigger};
+use evloop::{
+    Async, Child, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Trigger,
+};
 
 /// Held by the console Ctrl-C test and by every test that starts a child:
 /// `GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0)` reaches every process of the
@@ -167,11 +169,11 @@ fn readable_and_writable() {
         lp.run(RunMode::NoWait, &mut got).unwrap();
         assert_eq!(got, []);
         // Writable at once, in the same iteration as the change.
-        lp.set_interest(io, Interest::WRITABLE).unwrap();
+        io.set_interest(&mut lp, Interest::WRITABLE).unwrap();
         lp.run(RunMode::NoWait, &mut got).unwrap();
         assert_eq!(got, [Ready::WRITABLE]);
         got.clear();
-        lp.set_interest(io, Interest::BOTH).unwrap();
+        io.set_interest(&mut lp, Interest::BOTH).unwrap();
         lp.run(RunMode::NoWait, &mut got).unwrap();
         assert_eq!(got, [Ready::WRITABLE]);
         got.clear();
@@ -180,7 +182,7 @@ fn readable_and_writable() {
         assert_eq!(got, [Ready::READABLE | Ready::WRITABLE]);
         // Back to readable only: no report without data.
         got.clear();
-        lp.set_interest(io, Interest::READABLE).unwrap();
+        io.set_interest(&mut lp, Interest::READABLE).unwrap();
         lp.run(RunMode::NoWait, &mut got).unwrap();
         lp.run(RunMode::NoWait, &mut got).unwrap();
         assert_eq!(got, []);
@@ -598,12 +600,11 @@ fn dropping_the_backend_with_requests_pending() {
 fn async_wake_from_another_thread() {
     watchdog(30, || {
         let mut lp: Loop<u32> = new_loop();
-        let (_, sender) = lp
-            .async_watcher(|lp, n, a| {
-                *n += 1;
-                lp.stop(a).unwrap();
-            })
-            .unwrap();
+        let (_, sender) = Async::new(&mut lp, |lp, n, a| {
+            *n += 1;
+            lp.stop(a).unwrap();
+        })
+        .unwrap();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             for _ in 0..100 {
@@ -649,9 +650,11 @@ fn a_child_exits_with_its_code() {
     let _console = console_alone();
     watchdog(60, || {
         let mut lp: Loop<Option<ExitStatus>> = new_loop();
-        lp.spawn(Command::new("cmd").args(["/c", "exit 3"]), |_, got, ev| {
-            *got = ev.status
-        })
+        Child::spawn(
+            &mut lp,
+            Command::new("cmd").args(["/c", "exit 3"]),
+            |_, got, ev| *got = ev.status,
+        )
         .unwrap();
         let mut got = None;
         lp.run(RunMode::Default, &mut got).unwrap();
@@ -777,11 +780,11 @@ fn echo_100_connections() {
                             echo.closed += 1;
                             lp.remove(ev.watcher).unwrap();
                         } else if c.pending.is_empty() {
-                            lp.set_interest(ev.watcher, Interest::READABLE).unwrap();
+                            ev.watcher.set_interest(lp, Interest::READABLE).unwrap();
                         } else if c.eof {
-                            lp.set_interest(ev.watcher, Interest::WRITABLE).unwrap();
+                            ev.watcher.set_interest(lp, Interest::WRITABLE).unwrap();
                         } else {
-                            lp.set_interest(ev.watcher, Interest::BOTH).unwrap();
+                            ev.watcher.set_interest(lp, Interest::BOTH).unwrap();
                         }
                     })
                     .unwrap();

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use evloop::backend::{Backend, ClosedFd, Hangup};
 use evloop::backends::select::Select;
 use evloop::{
-    Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Source, SourceFd,
+    Async, Child, Error, ExitStatus, Interest, Loop, Ready, RunMode, RunOutcome, Signal, Source,
+    SourceFd,
 };
 
 /// Held by the console Ctrl-C test and by every test that starts a child:
@@ -126,11 +127,11 @@ fn level_readable_and_writable() {
         }
         assert_eq!(seen, [Ready::READABLE; 4], "level: again while unread");
         seen.clear();
-        lp.set_interest(io, Interest::BOTH).unwrap();
+        io.set_interest(&mut lp, Interest::BOTH).unwrap();
         lp.run(RunMode::NoWait, &mut seen).unwrap();
         assert_eq!(seen, [Ready::READABLE | Ready::WRITABLE]);
         seen.clear();
-        lp.set_interest(io, Interest::WRITABLE).unwrap();
+        io.set_interest(&mut lp, Interest::WRITABLE).unwrap();
         lp.run(RunMode::NoWait, &mut seen).unwrap();
         lp.run(RunMode::NoWait, &mut seen).unwrap();
         assert_eq!(seen, [Ready::WRITABLE; 2]);
@@ -421,17 +422,16 @@ fn async_wake_from_another_thread() {
         lp.io(s, Interest::READABLE, |_, _, _| panic!("nothing to read"))
             .unwrap();
         let (tx, rx) = mpsc::channel::<()>();
-        let (a, sender) = lp
-            .async_watcher(move |lp, got, me| {
-                got.push(got.len());
-                if got.len() == 3 {
-                    lp.remove(me).unwrap();
-                    lp.break_loop(evloop::Break::One);
-                } else {
-                    tx.send(()).unwrap(); // ask for the next send
-                }
-            })
-            .unwrap();
+        let (a, sender) = Async::new(&mut lp, move |lp, got, me| {
+            got.push(got.len());
+            if got.len() == 3 {
+                lp.remove(me).unwrap();
+                lp.break_loop(evloop::Break::One);
+            } else {
+                tx.send(()).unwrap(); // ask for the next send
+            }
+        })
+        .unwrap();
         let worker = std::thread::spawn(move || {
             sender.send().unwrap();
             while rx.recv().is_ok() {
@@ -492,12 +492,12 @@ fn child_exit_code() {
     let _console = console_alone();
     watchdog("child", || {
         let mut lp: Loop<Option<ExitStatus>> = select_loop();
-        let (_w, spawned) = lp
-            .spawn(
-                std::process::Command::new("cmd").args(["/c", "exit 3"]),
-                |_, got, ev| *got = ev.status,
-            )
-            .unwrap();
+        let (_w, spawned) = Child::spawn(
+            &mut lp,
+            std::process::Command::new("cmd").args(["/c", "exit 3"]),
+            |_, got, ev| *got = ev.status,
+        )
+        .unwrap();
         assert!(spawned.pid > 0);
         let mut got = None;
         lp.run(RunMode::Default, &mut got).unwrap();
@@ -519,7 +519,7 @@ fn console_ctrl_c_is_signal_int() {
         let mut lp: Loop<Vec<i32>> = select_loop();
         let sig = lp
             .signal(Signal::INT, |lp, got, me| {
-                got.push(lp.signal_number(me).unwrap());
+                got.push(me.number(lp).unwrap());
                 lp.remove(me).unwrap();
             })
             .unwrap();
@@ -632,7 +632,7 @@ fn echo_100_connections() {
                             } else {
                                 Interest::WRITABLE
                             };
-                            lp.set_interest(ev.watcher, want).unwrap();
+                            ev.watcher.set_interest(lp, want).unwrap();
                         })
                         .unwrap();
                     }
@@ -722,17 +722,17 @@ fn child_kill_and_watch_by_pid() {
         use std::process::{Command, Stdio};
         let mut lp: Loop<Vec<(u32, ExitStatus)>> = select_loop();
         // Waits until its stdin closes (never, until it is killed).
-        let (long, spawned) = lp
-            .spawn(
-                Command::new("cmd")
-                    .args(["/c", "set /p x="])
-                    .stdin(Stdio::piped()),
-                |_, got, ev| got.push((ev.pid, ev.status.unwrap())),
-            )
-            .unwrap();
+        let (long, spawned) = Child::spawn(
+            &mut lp,
+            Command::new("cmd")
+                .args(["/c", "set /p x="])
+                .stdin(Stdio::piped()),
+            |_, got, ev| got.push((ev.pid, ev.status.unwrap())),
+        )
+        .unwrap();
         let _stdin = spawned.stdin;
         let mut job = Command::new("cmd").args(["/c", "exit 7"]).spawn().unwrap();
-        lp.child(job.id(), |_, got, ev| {
+        Child::new(&mut lp, job.id(), |_, got, ev| {
             got.push((ev.pid, ev.status.unwrap()))
         })
         .unwrap();
@@ -742,11 +742,11 @@ fn child_kill_and_watch_by_pid() {
         }
         assert_eq!(got, [(job.id(), ExitStatus::Exited(7))]);
         assert_eq!(job.wait().unwrap().code(), Some(7), "std still has it too");
-        lp.kill(long, Signal::KILL).unwrap();
+        long.kill(&mut lp, Signal::KILL).unwrap();
         got.clear();
         lp.run(RunMode::Default, &mut got).unwrap();
         assert_eq!(got, [(spawned.pid, ExitStatus::Exited(1))]);
-        assert!(lp.kill(long, Signal::KILL).is_err(), "gone");
+        assert!(long.kill(&mut lp, Signal::KILL).is_err(), "gone");
     });
 }
 
@@ -936,7 +936,7 @@ fn steady_state_allocates_nothing() {
             })
             .unwrap();
         }
-        let (_a, sender) = lp.async_watcher(|_, n, _| *n += 1).unwrap();
+        let (_a, sender) = Async::new(&mut lp, |_, n, _| *n += 1).unwrap();
         lp.timer(Duration::ZERO, Duration::from_millis(1), |_, n, _| *n += 1)
             .unwrap();
         let mut n = 0;

@@ -213,7 +213,7 @@ fn pair() -> (super::fixture::OsSock, super::fixture::OsSock) {
 /// with the count if one does.
 pub fn check(name: &str, open: Factory) {
     let backend = open().unwrap_or_else(|e| panic!("cannot create the {name} backend: {e}"));
-    let mut lp: Loop<Stats> = Loop::from_boxed(backend);
+    let mut lp: Loop<Stats> = Loop::from(backend);
     let mut peers = Vec::new();
     for _ in 0..20 {
         let (a, mut b) = pair();
@@ -224,13 +224,13 @@ pub fn check(name: &str, open: Factory) {
                 st.fired += 1
             })
             .unwrap();
-        lp.again(timeout).unwrap();
+        timeout.again(&mut lp).unwrap();
         lp.io(a, Interest::READABLE, move |lp, st, ev| {
             // One byte per round arrives from the peer; read one.
             let mut byte = [0u8; 1];
             if ev.source.read(&mut byte).unwrap_or(0) == 1 {
                 st.io += 1;
-                lp.again(timeout).unwrap();
+                timeout.again(lp).unwrap();
             }
         })
         .unwrap();

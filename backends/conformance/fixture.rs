@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// Reading and writing through a shared reference, so that the same helper
 /// serves owned sources (`&mut T` in the callback) and borrowed ones
 /// (`&mut &T`).
-pub trait Stream {
+pub trait SharedStream {
     /// One `read(2)`.
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize>;
     /// One `write(2)`.
@@ -46,7 +46,7 @@ pub trait Stream {
     }
 }
 
-impl<T: Stream + ?Sized> Stream for &T {
+impl<T: SharedStream + ?Sized> SharedStream for &T {
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
         (**self).read_some(buf)
     }
@@ -61,7 +61,7 @@ impl<T: Stream + ?Sized> Stream for &T {
 /// `Read`/`Write` through a shared reference, for each stream type.
 macro_rules! stream_via_shared_ref {
     ($($t:ty),*) => {$(
-        impl Stream for $t {
+        impl SharedStream for $t {
             fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
                 let mut s = self;
                 ::std::io::Read::read(&mut s, buf)
@@ -365,14 +365,14 @@ impl NoticeService for Probe<'_> {
 /// an fd-based backend, [`OsFixture`] already does everything.
 pub trait Fixture {
     /// One end of a connected, non-blocking stream pair (`socketpair(2)`).
-    type Sock: Stream + Source + 'static;
+    type Sock: SharedStream + Source + 'static;
     /// The read end of a non-blocking pipe.
-    type PipeR: Stream + Source + 'static;
+    type PipeR: SharedStream + Source + 'static;
     /// The write end of a non-blocking pipe.
-    type PipeW: Stream + Source + 'static;
+    type PipeW: SharedStream + Source + 'static;
     /// A source that can be invalidated behind the loop's back; dropping it
     /// does not close anything.
-    type Doomed: Stream + Source + 'static;
+    type Doomed: SharedStream + Source + 'static;
     /// What [`Fixture::close_behind_back`] needs (and any lock it holds).
     type Doom;
 

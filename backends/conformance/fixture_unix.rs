@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Duration;
 
-use super::Stream;
+use super::SharedStream;
 use crate::RawFd;
 
 /// What [`Fixture::pair`](super::Fixture::pair) gives on this platform.
@@ -149,7 +149,7 @@ impl AsFd for RawSock {
     }
 }
 
-impl Stream for RawSock {
+impl SharedStream for RawSock {
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
         // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
         // EBADF.

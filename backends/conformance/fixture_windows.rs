@@ -33,7 +33,7 @@ use windows_sys::Win32::Networking::WinSock::{
 };
 use windows_sys::Win32::System::Threading::GetCurrentProcessId;
 
-use super::Stream;
+use super::SharedStream;
 use crate::RawFd;
 
 /// What [`Fixture::pair`](super::Fixture::pair) gives on this platform: a
@@ -46,7 +46,7 @@ pub type OsPipeR = TcpStream;
 /// platform: the other end, only written.
 pub type OsPipeW = TcpStream;
 
-impl Stream for TcpStream {
+impl SharedStream for TcpStream {
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
         let mut s = self;
         std::io::Read::read(&mut s, buf)
@@ -211,7 +211,7 @@ impl AsSocket for RawSock {
     }
 }
 
-impl Stream for RawSock {
+impl SharedStream for RawSock {
     fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
         let len = buf.len().min(i32::MAX as usize) as i32;
         // SAFETY: `buf` is valid for `len` bytes; a closed socket gives

@@ -77,7 +77,7 @@ pub fn check(name: &str, open: Factory) {
     let backend = open().unwrap_or_else(|e| panic!("cannot create the {name} backend: {e}"));
     let (a, peer) = UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    let mut lp: Loop<'static, Vec<u8>> = Loop::from_boxed(backend);
+    let mut lp: Loop<'static, Vec<u8>> = Loop::from(backend);
     let io = lp
         .io(a, Interest::READABLE, |_, got, ev| {
             let mut buf = [0u8; 64];

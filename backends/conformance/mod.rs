@@ -93,6 +93,14 @@ pub use alloc::CountingAllocator;
 use fixture::{Fixture, OsFixture, SimFixture};
 use record::Record;
 
+/// How long a loop of the notice and pollable checks may wait for what it
+/// expects before the check fails (only reached when it does).
+///
+/// ```
+/// assert_eq!(evloop::conformance::WATCHDOG.as_secs(), 10);
+/// ```
+pub const WATCHDOG: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A scenario of the kit: the loop on the backend under test, driven in
 /// steps over sockets and pipes.
 ///

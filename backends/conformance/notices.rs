@@ -36,15 +36,11 @@ use std::io;
 use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
-use super::{CheckResult, Factory, Outcome};
-use crate::{Break, Error, Loop, RunMode};
+use super::{CheckResult, Factory, Outcome, WATCHDOG};
+use crate::{Async, Break, Error, Loop, Prepare, RunMode};
 
-/// How long any loop of these checks may wait for what it expects before
-/// the check fails (only reached when it does).
-pub const WATCHDOG: Duration = Duration::from_secs(10);
-
-/// The checks, in the order [`check_all`] runs them.
-pub const NAMES: &[&str] = &[
+/// The checks, in the order [`check_all_notices`] runs them.
+pub const NOTICE_CHECKS: &[&str] = &[
     "notices/signal_delivery",
     "notices/signal_disposition_restored",
     "notices/child_two_loops_one_child",
@@ -55,18 +51,18 @@ pub const NAMES: &[&str] = &[
 /// A check that did not run, with its reason.
 type Skip = &'static str;
 
-/// Runs the check called `name` (one of [`NAMES`]) on the backend `open`
+/// Runs the check called `name` (one of [`NOTICE_CHECKS`]) on the backend `open`
 /// creates, caught.
 ///
 /// ```
 /// use evloop::conformance::{notices, Outcome};
 /// let poll = evloop::backends::factory("poll").unwrap();
-/// let outcome = notices::check("notices/wake_from_another_thread", "poll", poll);
+/// let outcome = notices::check_notice("notices/wake_from_another_thread", "poll", poll);
 /// assert_eq!(outcome, Outcome::Passed);
 /// ```
 ///
-/// Panics if `name` is not one of [`NAMES`].
-pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
+/// Panics if `name` is not one of [`NOTICE_CHECKS`].
+pub fn check_notice(name: &str, backend: &'static str, open: Factory) -> Outcome {
     let f: fn(&'static str, Factory) -> Result<(), Skip> = match name {
         "notices/signal_delivery" => signal_delivery,
         "notices/signal_disposition_restored" => signal_disposition_restored,
@@ -75,7 +71,7 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
         "notices/fork_reinit" => fork_reinit,
         _ => panic!(
             "the kit has no notifier check {name:?}; it has {}",
-            NAMES.join(", ")
+            NOTICE_CHECKS.join(", ")
         ),
     };
     let _one_at_a_time = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -86,24 +82,24 @@ pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
     super::outcome_of(|| f(backend, open))
 }
 
-/// Every check of [`NAMES`] in turn (what the kit's [`run`](super::run)
+/// Every check of [`NOTICE_CHECKS`] in turn (what the kit's [`run`](super::run)
 /// does, among its other checks). The fork check forks: see
 /// [`run`](super::run) on giving the kit a test binary of its own.
 ///
 /// ```
 /// use evloop::conformance::notices;
 /// let poll = evloop::backends::factory("poll").unwrap();
-/// let results = notices::check_all("poll", poll);
-/// assert_eq!(results.len(), notices::NAMES.len());
+/// let results = notices::check_all_notices("poll", poll);
+/// assert_eq!(results.len(), notices::NOTICE_CHECKS.len());
 /// assert!(results.iter().all(|r| !r.outcome.failed()), "{results:?}");
 /// ```
-pub fn check_all(backend: &'static str, open: Factory) -> Vec<CheckResult> {
-    super::all_named(NAMES, check, backend, open)
+pub fn check_all_notices(backend: &'static str, open: Factory) -> Vec<CheckResult> {
+    super::all_named(NOTICE_CHECKS, check_notice, backend, open)
 }
 
-/// Every check of [`NAMES`], each result handed to `push` as it ends.
+/// Every check of [`NOTICE_CHECKS`], each result handed to `push` as it ends.
 pub(super) fn each(backend: &'static str, open: Factory, push: &mut dyn FnMut(String, Outcome)) {
-    super::each_named(NAMES, check, backend, open, push);
+    super::each_named(NOTICE_CHECKS, check_notice, backend, open, push);
 }
 
 /// One check at a time in the process: signals and the reaping of
@@ -113,7 +109,7 @@ static LOCK: Mutex<()> = Mutex::new(());
 /// A loop on the backend under test.
 fn new_loop<S>(backend: &str, open: Factory) -> Loop<'static, S> {
     let b = open().unwrap_or_else(|e| panic!("cannot create the {backend} backend: {e}"));
-    Loop::from_boxed(b)
+    Loop::from(b)
 }
 
 /// Whether the loop's error is the backend's "I do not provide this".
@@ -266,7 +262,7 @@ cfg_if::cfg_if! {
             // Sent once this loop is about to block (its prepare hook).
             let (block_tx, block_rx) = mpsc::channel::<()>();
             let mut once = Some(block_tx);
-            let prep = a.prepare(move |_, _, _| {
+            let prep = Prepare::new(&mut a, move |_, _, _| {
                 if let Some(tx) = once.take() {
                     let _ = tx.send(());
                 }
@@ -347,7 +343,7 @@ cfg_if::cfg_if! {
             let pid = job.id();
             let stdin = job.stdin.take();
             let watch = move |lp: &mut Loop<'static, Seen>| {
-                lp.child(pid, |lp, seen: &mut Seen, ev| {
+                crate::Child::new(lp, pid, |lp, seen: &mut Seen, ev| {
                     seen.calls += 1;
                     seen.status = ev.status;
                     lp.break_loop(Break::All);
@@ -451,7 +447,7 @@ cfg_if::cfg_if! {
                 return Err(NO_SIGNALS);
             }
             let sig = r.unwrap_or_else(|e| panic!("{backend}: watching SIGUSR2 failed: {e}"));
-            let r = lp.async_watcher(|lp, seen: &mut ForkSeen, _| {
+            let r = Async::new(&mut lp, |lp, seen: &mut ForkSeen, _| {
                 seen.woken += 1;
                 lp.break_loop(Break::All);
             });
@@ -584,7 +580,7 @@ fn wake_from_another_thread(backend: &'static str, open: Factory) -> Result<(), 
 /// One round of [`wake_from_another_thread`].
 fn wake_once(backend: &'static str, open: Factory) -> Result<(), Skip> {
     let mut lp: Loop<'static, Seen> = new_loop(backend, open);
-    let r = lp.async_watcher(|lp, seen: &mut Seen, _| {
+    let r = Async::new(&mut lp, |lp, seen: &mut Seen, _| {
         seen.calls += 1;
         lp.break_loop(Break::All);
     });
@@ -597,13 +593,12 @@ fn wake_once(backend: &'static str, open: Factory) -> Result<(), Skip> {
     // Sent from another thread once the loop is about to block.
     let (block_tx, block_rx) = mpsc::channel::<()>();
     let mut once = Some(block_tx);
-    let prep = lp
-        .prepare(move |_, _, _| {
-            if let Some(tx) = once.take() {
-                let _ = tx.send(());
-            }
-        })
-        .unwrap();
+    let prep = Prepare::new(&mut lp, move |_, _, _| {
+        if let Some(tx) = once.take() {
+            let _ = tx.send(());
+        }
+    })
+    .unwrap();
     let remote = sender.clone();
     let waker = std::thread::spawn(move || {
         if block_rx.recv_timeout(WATCHDOG).is_ok() {

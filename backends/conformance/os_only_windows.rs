@@ -132,7 +132,7 @@ pub fn regular_file(f: &OsFixture) -> Record {
             let _creating = creating();
             f.open()
         };
-        let mut plain: Loop<'static, ()> = Loop::from_boxed(plain);
+        let mut plain: Loop<'static, ()> = Loop::from(plain);
         for (h, what) in [(file_h, "a file"), (dir_h, "a directory")] {
             match plain.io(h, Interest::READABLE, |_, _, _| {}) {
                 Err(Error::InvalidFd { fd, .. }) => assert_eq!(fd, h.0, "{backend}"),

@@ -23,18 +23,12 @@
 //!
 //! A backend that has no pollable fd (it refuses, as poll and select do)
 //! gets `Skipped` for each, and so does every backend on Windows. Nothing
-//! here blocks but a `poll(2)` of the fd, bounded by [`WATCHDOG`].
-
-use std::time::Duration;
+//! here blocks but a `poll(2)` of the fd, bounded by [`WATCHDOG`](super::WATCHDOG).
 
 use super::{CheckResult, Factory, Outcome};
 
-/// How long a check waits for the fd to become readable before it fails
-/// (only reached when it does).
-pub const WATCHDOG: Duration = Duration::from_secs(10);
-
-/// The checks, in the order [`check_all`] runs them.
-pub const NAMES: &[&str] = &[
+/// The checks, in the order [`check_all_pollable_loop`] runs them.
+pub const POLLABLE_CHECKS: &[&str] = &[
     "pollable/readable_when_ready",
     "pollable/woken_by_send",
     "pollable/kept_after_reinit",
@@ -43,7 +37,7 @@ pub const NAMES: &[&str] = &[
 /// A check that did not run, with its reason.
 type Skip = &'static str;
 
-/// Runs the check called `name` (one of [`NAMES`]) on the backend `open`
+/// Runs the check called `name` (one of [`POLLABLE_CHECKS`]) on the backend `open`
 /// creates, caught.
 ///
 /// ```
@@ -51,45 +45,45 @@ type Skip = &'static str;
 /// # #[cfg(target_os = "linux")]
 /// # {
 /// let epoll = evloop::backends::factory("epoll").unwrap();
-/// let outcome = pollable::check("pollable/readable_when_ready", "epoll", epoll);
+/// let outcome = pollable::check_pollable_loop("pollable/readable_when_ready", "epoll", epoll);
 /// assert_eq!(outcome, Outcome::Passed);
 /// # }
 /// let select = evloop::backends::factory("select").unwrap();
-/// let outcome = pollable::check("pollable/readable_when_ready", "select", select);
+/// let outcome = pollable::check_pollable_loop("pollable/readable_when_ready", "select", select);
 /// assert!(matches!(outcome, Outcome::Skipped(_)));
 /// ```
 ///
-/// Panics if `name` is not one of [`NAMES`].
-pub fn check(name: &str, backend: &'static str, open: Factory) -> Outcome {
+/// Panics if `name` is not one of [`POLLABLE_CHECKS`].
+pub fn check_pollable_loop(name: &str, backend: &'static str, open: Factory) -> Outcome {
     let f: fn(&'static str, Factory) -> Result<(), Skip> = match name {
         "pollable/readable_when_ready" => imp::readable_when_ready,
         "pollable/woken_by_send" => imp::woken_by_send,
         "pollable/kept_after_reinit" => imp::kept_after_reinit,
         _ => panic!(
             "the kit has no pollable-fd check {name:?}; it has {}",
-            NAMES.join(", ")
+            POLLABLE_CHECKS.join(", ")
         ),
     };
     super::outcome_of(|| f(backend, open))
 }
 
-/// Every check of [`NAMES`] in turn (what the kit's [`run`](super::run)
+/// Every check of [`POLLABLE_CHECKS`] in turn (what the kit's [`run`](super::run)
 /// does, among its other checks).
 ///
 /// ```
 /// use evloop::conformance::pollable;
 /// let poll = evloop::backends::factory("poll").unwrap();
-/// let results = pollable::check_all("poll", poll);
-/// assert_eq!(results.len(), pollable::NAMES.len());
+/// let results = pollable::check_all_pollable_loop("poll", poll);
+/// assert_eq!(results.len(), pollable::POLLABLE_CHECKS.len());
 /// assert!(results.iter().all(|r| !r.outcome.failed()), "{results:?}");
 /// ```
-pub fn check_all(backend: &'static str, open: Factory) -> Vec<CheckResult> {
-    super::all_named(NAMES, check, backend, open)
+pub fn check_all_pollable_loop(backend: &'static str, open: Factory) -> Vec<CheckResult> {
+    super::all_named(POLLABLE_CHECKS, check_pollable_loop, backend, open)
 }
 
-/// Every check of [`NAMES`], each result handed to `push` as it ends.
+/// Every check of [`POLLABLE_CHECKS`], each result handed to `push` as it ends.
 pub(super) fn each(backend: &'static str, open: Factory, push: &mut dyn FnMut(String, Outcome)) {
-    super::each_named(NAMES, check, backend, open, push);
+    super::each_named(POLLABLE_CHECKS, check_pollable_loop, backend, open, push);
 }
 
 #[cfg(unix)]
@@ -98,10 +92,11 @@ mod imp {
     use std::os::unix::net::UnixStream;
     use std::time::Duration;
 
-    use super::{Skip, WATCHDOG};
+    use super::Skip;
     use crate::backends::util::readable_within;
     use crate::conformance::Factory;
-    use crate::{Error, Interest, Loop, PollableLoop, RunMode};
+    use crate::conformance::WATCHDOG;
+    use crate::{Async, Error, Interest, Loop, PollableLoop, RunMode};
 
     const NO_FD: Skip =
         "the backend has no pollable fd (its pollable_fd refuses): nothing to check";
@@ -111,8 +106,8 @@ mod imp {
     /// A pollable loop on the backend under test, or the skip.
     fn pollable_loop(backend: &str, open: Factory) -> Result<PollableLoop<'static, u32>, Skip> {
         let b = open().unwrap_or_else(|e| panic!("cannot create the {backend} backend: {e}"));
-        let lp: Loop<'static, u32> = Loop::from_boxed(b);
-        lp.into_pollable().map_err(|_| NO_FD)
+        let lp: Loop<'static, u32> = Loop::from(b);
+        PollableLoop::new(lp).map_err(|_| NO_FD)
     }
 
     /// A socket pair: the end the loop watches (non-blocking), and its
@@ -224,7 +219,7 @@ mod imp {
     pub(super) fn woken_by_send(backend: &'static str, open: Factory) -> Result<(), Skip> {
         let mut lp = pollable_loop(backend, open)?;
         let mut calls = 0;
-        let sender = match lp.async_watcher(|_, calls, _| *calls += 1) {
+        let sender = match Async::new(&mut lp, |_, calls, _| *calls += 1) {
             Ok((_, sender)) => sender,
             Err(Error::Backend { source, .. }) if source.kind() == ErrorKind::Unsupported => {
                 return Err(NO_WAKER)

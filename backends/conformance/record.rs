@@ -47,7 +47,7 @@ use std::fmt::Write as _;
 
 use crate::{Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Source, Trigger};
 
-use super::fixture::{fd_of, Modifies, ModifyCall, Stream};
+use super::fixture::{fd_of, Modifies, ModifyCall, SharedStream};
 
 /// One io callback invocation.
 #[derive(Debug, Clone)]
@@ -250,7 +250,7 @@ impl Log {
 
     /// Records an io callback invocation (call it first in the callback).
     pub fn seen<T: ?Sized>(&mut self, lp: &Loop<'_, Log>, name: &'static str, ev: &IoEvent<'_, T>) {
-        let interest = lp.interest(ev.watcher).unwrap();
+        let interest = ev.watcher.interest(lp).unwrap();
         if ev.ready.is_hup() && interest.is_readable() {
             assert!(
                 ev.ready.is_readable(),
@@ -380,7 +380,7 @@ impl Log {
 /// Reads until `WouldBlock`, EOF or an error; describes what happened in a
 /// backend-independent way: `read "data" then would-block`, `... then eof`,
 /// `... then error ConnectionReset`.
-pub fn drain(src: &(impl Stream + ?Sized)) -> (String, End) {
+pub fn drain(src: &(impl SharedStream + ?Sized)) -> (String, End) {
     let mut bytes = Vec::new();
     let mut buf = [0u8; 64 * 1024];
     let end = loop {
@@ -424,7 +424,7 @@ impl std::fmt::Display for End {
 }
 
 /// Writes until `WouldBlock`; returns how much went (at least one byte).
-pub fn fill(src: &(impl Stream + ?Sized)) -> usize {
+pub fn fill(src: &(impl SharedStream + ?Sized)) -> usize {
     let chunk = [b'f'; 16 * 1024];
     let mut total = 0;
     // Rounds of "would block, then room came" (TCP on Windows), bounded
@@ -454,7 +454,7 @@ pub fn fill(src: &(impl Stream + ?Sized)) -> usize {
 /// has gone with a reset (`WSAECONNRESET`, or `WSAECONNABORTED`) where a
 /// socketpair or a pipe says `EPIPE`: the same event, written
 /// `BrokenPipe` there so that the records compare with the simulator's.
-pub fn try_write(src: &(impl Stream + ?Sized), bytes: &[u8]) -> String {
+pub fn try_write(src: &(impl SharedStream + ?Sized), bytes: &[u8]) -> String {
     use std::io::ErrorKind;
     match src.write_some(bytes) {
         Ok(n) => format!("wrote {n}"),
@@ -471,7 +471,7 @@ fn peer_gone(kind: std::io::ErrorKind) -> bool {
 }
 
 /// Writes all of `bytes` (the peer's side of a scenario).
-pub fn write_all(src: &(impl Stream + ?Sized), bytes: &[u8]) {
+pub fn write_all(src: &(impl SharedStream + ?Sized), bytes: &[u8]) {
     let mut done = 0;
     while done < bytes.len() {
         done += src

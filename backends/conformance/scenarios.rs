@@ -13,9 +13,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::backend::{ClosedFd, Hangup, Level};
-use crate::{Error, Interest, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
+use crate::{Error, Interest, Io, IoEvent, Loop, Ready, RunMode, RunOutcome, Trigger};
 
-use super::fixture::{Fixture, Stream};
+use super::fixture::{Fixture, SharedStream};
 use super::record::{drain, fill, try_write, write_all, End, Log, Record};
 
 use RunMode::{NoWait, Once};
@@ -34,7 +34,7 @@ pub fn refused_beside_a_pipe<'s, T, P, W>(
 where
     T: crate::Source + 'static,
     P: Fixture,
-    W: Stream + crate::Source + 'static,
+    W: SharedStream + crate::Source + 'static,
 {
     let backend = f.backend();
     let (mut lp, mut log) = start(f);
@@ -72,7 +72,7 @@ pub fn start<'s, F: Fixture>(f: &F) -> (Loop<'s, Log>, Log) {
 
 /// A callback that logs the dispatch and reads everything available; on EOF
 /// it removes its watcher.
-pub fn reader<'s, T: Stream + 's>(
+pub fn reader<'s, T: SharedStream + 's>(
     name: &'static str,
 ) -> impl FnMut(&mut Loop<'s, Log>, &mut Log, IoEvent<'_, T>) + 's {
     move |lp, log, ev| {
@@ -266,7 +266,7 @@ pub fn both<F: Fixture>(f: &F) -> Record {
     log.expect(&["a:rw"], &["a read \"x\" then would-block"]);
     log.step(&mut lp, NoWait);
     log.expect(&["a:w"], &[]);
-    lp.set_interest(io, Interest::READABLE).unwrap();
+    io.set_interest(&mut lp, Interest::READABLE).unwrap();
     log.step(&mut lp, NoWait);
     log.expect(&[], &[]);
     log.expect_modifies(&["a: rw => r"]);
@@ -282,18 +282,13 @@ pub fn several_watchers_one_fd<F: Fixture>(f: &F) -> Record {
     let (sock, peer) = f.pair("s");
     let (mut lp, mut log) = start(f);
     log.name_fd(&sock, "s");
-    let r1 = lp
-        .io_borrowed(&sock, Interest::READABLE, reader("r1"))
-        .unwrap();
-    let r2 = lp
-        .io_borrowed(&sock, Interest::READABLE, sleeper("r2"))
-        .unwrap();
-    let w = lp
-        .io_borrowed(&sock, Interest::WRITABLE, |lp, log, ev| {
-            log.seen(lp, "w", &ev);
-            lp.stop(ev.watcher).unwrap();
-        })
-        .unwrap();
+    let r1 = Io::borrowed(&mut lp, &sock, Interest::READABLE, reader("r1")).unwrap();
+    let r2 = Io::borrowed(&mut lp, &sock, Interest::READABLE, sleeper("r2")).unwrap();
+    let w = Io::borrowed(&mut lp, &sock, Interest::WRITABLE, |lp, log, ev| {
+        log.seen(lp, "w", &ev);
+        lp.stop(ev.watcher).unwrap();
+    })
+    .unwrap();
     log.step(&mut lp, NoWait);
     log.expect(&["w:w"], &[]);
     log.expect_modifies(&["s: - => rw"]);
@@ -335,31 +330,29 @@ pub fn interest_changes_within_an_iteration<F: Fixture>(f: &F) -> Record {
     let other: Rc<Cell<Option<crate::Io>>> = Rc::default();
     let first = Rc::new(Cell::new(true));
     let (other_a, other_b) = (other.clone(), other.clone());
-    let a = lp
-        .io_borrowed(&sock, Interest::READABLE, move |lp, log, ev| {
-            log.seen(lp, "A", &ev);
-            let (note, _) = drain(*ev.source);
-            log.note(format!("A {note}"));
-            if first.replace(false) {
-                // Changes that cancel out: no backend call at all.
-                let b = other_a.get().unwrap();
-                lp.start(b).unwrap();
-                lp.stop(b).unwrap();
-                let me = ev.watcher;
-                lp.set_interest(me, Interest::BOTH).unwrap();
-                lp.set_interest(me, Interest::WRITABLE).unwrap();
-                lp.set_interest(me, Interest::READABLE).unwrap();
-            }
-        })
-        .unwrap();
-    let b = lp
-        .io_borrowed(&sock, Interest::WRITABLE, move |lp, log, ev| {
-            log.seen(lp, "B", &ev);
-            lp.stop(ev.watcher).unwrap();
-            let a = other_b.get().unwrap();
-            lp.set_interest(a, Interest::READABLE).unwrap();
-        })
-        .unwrap();
+    let a = Io::borrowed(&mut lp, &sock, Interest::READABLE, move |lp, log, ev| {
+        log.seen(lp, "A", &ev);
+        let (note, _) = drain(*ev.source);
+        log.note(format!("A {note}"));
+        if first.replace(false) {
+            // Changes that cancel out: no backend call at all.
+            let b = other_a.get().unwrap();
+            lp.start(b).unwrap();
+            lp.stop(b).unwrap();
+            let me = ev.watcher;
+            me.set_interest(lp, Interest::BOTH).unwrap();
+            me.set_interest(lp, Interest::WRITABLE).unwrap();
+            me.set_interest(lp, Interest::READABLE).unwrap();
+        }
+    })
+    .unwrap();
+    let b = Io::borrowed(&mut lp, &sock, Interest::WRITABLE, move |lp, log, ev| {
+        log.seen(lp, "B", &ev);
+        lp.stop(ev.watcher).unwrap();
+        let a = other_b.get().unwrap();
+        a.set_interest(lp, Interest::READABLE).unwrap();
+    })
+    .unwrap();
     lp.stop(b).unwrap();
     other.set(Some(b));
 
@@ -378,7 +371,7 @@ pub fn interest_changes_within_an_iteration<F: Fixture>(f: &F) -> Record {
 
     // B's callback gives A its readable interest back: one call each way.
     other.set(Some(a));
-    lp.set_interest(a, Interest::WRITABLE).unwrap();
+    a.set_interest(&mut lp, Interest::WRITABLE).unwrap();
     lp.start(b).unwrap();
     log.step(&mut lp, NoWait);
     log.expect(&["A:w", "B:w"], &["A read \"\" then would-block"]);
@@ -389,10 +382,10 @@ pub fn interest_changes_within_an_iteration<F: Fixture>(f: &F) -> Record {
     log.expect_modifies(&["s: w => r"]);
 
     // Between iterations too.
-    lp.set_interest(a, Interest::BOTH).unwrap();
+    a.set_interest(&mut lp, Interest::BOTH).unwrap();
     lp.stop(a).unwrap();
     lp.start(a).unwrap();
-    lp.set_interest(a, Interest::READABLE).unwrap();
+    a.set_interest(&mut lp, Interest::READABLE).unwrap();
     log.step(&mut lp, NoWait);
     log.expect(&[], &[]);
     log.expect_modifies(&[]);
@@ -769,11 +762,8 @@ pub fn spurious_readiness<F: Fixture>(f: &F) -> Record {
     let (sock, peer) = f.pair("s");
     let (mut lp, mut log) = start(f);
     log.name_fd(&sock, "s");
-    let r1 = lp
-        .io_borrowed(&sock, Interest::READABLE, reader("r1"))
-        .unwrap();
-    lp.io_borrowed(&sock, Interest::READABLE, reader("r2"))
-        .unwrap();
+    let r1 = Io::borrowed(&mut lp, &sock, Interest::READABLE, reader("r1")).unwrap();
+    Io::borrowed(&mut lp, &sock, Interest::READABLE, reader("r2")).unwrap();
     write_all(&peer, b"x");
     log.step(&mut lp, NoWait);
     // Both were ready when the backend reported; the first took the data.
@@ -926,7 +916,7 @@ pub fn timeouts<F: Fixture>(f: &F) -> Record {
 /// (`modify(fd, old, NONE)`) *before* the source is closed, and the forget
 /// must have taken effect when `modify` returns: nothing the backend keeps
 /// may hold the file open. An owned source is closed by `remove` itself;
-/// one taken back with [`Loop::into_source`] by its owner right after.
+/// one taken back with [`Io::into_source`] by its owner right after.
 /// Either way the peer sees EOF at once, before the loop runs again. A
 /// backend whose registrations hold a reference to the file (an io_uring
 /// poll request does) and that puts its removal off to the next wait
@@ -960,11 +950,11 @@ pub fn remove_then_close<F: Fixture>(f: &F) -> Record {
     log.expect(&["a:r", "w:w"], &["a read \"y\" then would-block"]);
 
     lp.remove(ia).unwrap(); // closes a
-    let b: F::Sock = lp.into_source(ib).unwrap();
+    let b: F::Sock = ib.into_source(&mut lp).unwrap();
     drop(b); // the owner closes b
     lp.remove(iw).unwrap(); // closes w
                             // No step in between: the files must be closed now.
-    for (peer, name) in [(&pa as &dyn Stream, "a"), (&pb, "b"), (&r, "w")] {
+    for (peer, name) in [(&pa as &dyn SharedStream, "a"), (&pb, "b"), (&r, "w")] {
         let (note, _) = drain(peer);
         log.require(note == "read \"\" then eof", || {
             format!(
@@ -1006,7 +996,7 @@ pub fn forget<F: Fixture>(f: &F) -> Record {
     log.name_fd(&keep, "k");
     // An idle watcher, so that every step polls.
     lp.io(keep, Interest::READABLE, sleeper("k")).unwrap();
-    let first = lp.io_borrowed(&s, Interest::BOTH, sleeper("s")).unwrap();
+    let first = Io::borrowed(&mut lp, &s, Interest::BOTH, sleeper("s")).unwrap();
     write_all(&peer, b"unread");
     log.step(&mut lp, NoWait);
     log.expect(&["s:rw"], &[]);
@@ -1019,7 +1009,7 @@ pub fn forget<F: Fixture>(f: &F) -> Record {
     log.step(&mut lp, NoWait);
     log.expect(&[], &[]);
 
-    lp.io_borrowed(&s, Interest::READABLE, reader("s")).unwrap();
+    Io::borrowed(&mut lp, &s, Interest::READABLE, reader("s")).unwrap();
     log.step(&mut lp, NoWait);
     log.expect(&["s:r"], &["s read \"unread\" then would-block"]);
     log.expect_modifies(&["s: - => r"]);
@@ -1173,7 +1163,7 @@ pub fn closed_fd<F: Fixture>(f: &F) -> Record {
         format!("{} iterations for one timer", lp.iteration() - before)
     });
 
-    lp.set_interest(io, Interest::BOTH).unwrap();
+    io.set_interest(&mut lp, Interest::BOTH).unwrap();
     log.step(&mut lp, NoWait);
     match when {
         ClosedFd::AtNextWait => {

@@ -29,14 +29,14 @@
 //!
 //! ```
 //! use evloop::backends::poll::Poll;
-//! use evloop::{Loop, RunMode};
+//! use evloop::{Async, Child, Loop, RunMode};
 //! use std::time::Duration;
 //!
 //! let mut lp: Loop<Option<evloop::ExitStatus>> = Loop::with_backend(Poll::new());
 //! let mut cmd = std::process::Command::new("sh");
 //! cmd.args(["-c", "exit 7"]);
-//! lp.spawn(&mut cmd, |_, got, ev| *got = ev.status)?;
-//! let (_, sender) = lp.async_watcher(|_, _, _| {})?;
+//! Child::spawn(&mut lp, &mut cmd, |_, got, ev| *got = ev.status)?;
+//! let (_, sender) = Async::new(&mut lp, |_, _, _| {})?;
 //! let _ = std::thread::spawn(move || sender.send());
 //! lp.timer(Duration::from_secs(30), Duration::ZERO, |_, _, _| panic!("nothing came"))?;
 //! let mut got = None;

@@ -641,7 +641,7 @@ impl Notifier {
     }
 
     /// Sends `signal` to the watched child `pid` (the backend's
-    /// `signal_child` hook, for `Loop::kill`) only if it cannot have been
+    /// `signal_child` hook, for `Child::kill`) only if it cannot have been
     /// reaped (through its pidfd, or under the table's lock); an error of
     /// kind `NotFound` once it has been.
     ///
@@ -661,7 +661,7 @@ impl Notifier {
     }
 
     /// Spawns `command` and watches the child (the backend's
-    /// `spawn_child` hook, for `Loop::spawn`), with no moment in between at
+    /// `spawn_child` hook, for `Child::spawn`), with no moment in between at
     /// which a loop of the process watching any child could reap it.
     ///
     /// ```

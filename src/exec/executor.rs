@@ -529,11 +529,11 @@ impl<T> JoinState<T> {
 /// Why a task gave no value: it panicked, or it was aborted.
 ///
 /// ```
-/// use evloop::exec::JoinError;
+/// use evloop::exec::{block_on, spawn_on, JoinError};
 /// use evloop::{Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let task = lp.spawn_local(async { panic!("boom") }).unwrap();
-/// let err = lp.block_on(&mut (), task).unwrap().unwrap_err();
+/// let task = spawn_on(&mut lp, async { panic!("boom") }).unwrap();
+/// let err = block_on(&mut lp, &mut (), task).unwrap().unwrap_err();
 /// assert!(err.is_panic());
 /// assert_eq!(err.to_string(), "the task panicked: boom");
 /// ```
@@ -620,10 +620,11 @@ impl std::error::Error for JoinError {}
 /// [`abort`](JoinHandle::abort) the task.
 ///
 /// ```
+/// use evloop::exec::{block_on, spawn_on};
 /// use evloop::{Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let task = lp.spawn_local(async { 6 * 7 }).unwrap();
-/// assert_eq!(lp.block_on(&mut (), task).unwrap().unwrap(), 42);
+/// let task = spawn_on(&mut lp, async { 6 * 7 }).unwrap();
+/// assert_eq!(block_on(&mut lp, &mut (), task).unwrap().unwrap(), 42);
 /// ```
 pub struct JoinHandle<T> {
     join: Rc<JoinState<T>>,
@@ -640,13 +641,13 @@ impl<T> JoinHandle<T> {
     /// panics). A task that finished already keeps its outcome.
     ///
     /// ```
-    /// use evloop::exec::sleep;
+    /// use evloop::exec::{block_on, sleep, spawn_on};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let task = lp.spawn_local(async { sleep(Duration::from_secs(60)).await }).unwrap();
+    /// let task = spawn_on(&mut lp, async { sleep(Duration::from_secs(60)).await }).unwrap();
     /// task.abort();
-    /// assert!(lp.block_on(&mut (), task).unwrap().unwrap_err().is_aborted());
+    /// assert!(block_on(&mut lp, &mut (), task).unwrap().unwrap_err().is_aborted());
     /// assert_eq!(lp.active_count(), 0); // the timer is gone
     /// ```
     pub fn abort(&self) {
@@ -663,9 +664,10 @@ impl<T> JoinHandle<T> {
     /// and dropped).
     ///
     /// ```
+    /// use evloop::exec::spawn_on;
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let task = lp.spawn_local(async {}).unwrap();
+    /// let task = spawn_on(&mut lp, async {}).unwrap();
     /// assert!(!task.is_finished());
     /// lp.run(RunMode::NoWait, &mut ()).unwrap();
     /// assert!(task.is_finished());
@@ -706,15 +708,15 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// The loop's executor, as a watcher kind: its one watcher is queued in
 /// [`Phase::Polled`] while tasks are woken, and the other threads' wakes
 /// wake the loop through the backend's waker. Installed by
-/// [`Loop::executor`] (and everything that spawns); its live tasks keep
+/// [`exec::Executor::of`](crate::exec::Executor::of) (and everything that spawns); its live tasks keep
 /// [`Loop::run`] going ([`Kind::keeps_alive`]).
 ///
 /// ```
-/// use evloop::exec::Tasks;
+/// use evloop::exec::{spawn_on, Tasks};
 /// use evloop::{Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
 /// assert!(lp.kind::<Tasks>().is_none());
-/// lp.spawn_local(async {}).unwrap();
+/// spawn_on(&mut lp, async {}).unwrap();
 /// assert!(lp.kind::<Tasks>().is_some());
 /// ```
 pub struct Tasks {
@@ -812,10 +814,10 @@ impl Drop for Tasks {
 /// is `!Send` (the tasks run on the loop's thread).
 ///
 /// ```
-/// use evloop::exec::Executor;
+/// use evloop::exec::{block_on, Executor};
 /// use evloop::{Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let total = lp.block_on(&mut (), async {
+/// let total = block_on(&mut lp, &mut (), async {
 ///     let ex = Executor::current().unwrap();
 ///     let a = ex.spawn(async { 1 }).unwrap();
 ///     let b = ex.spawn(async { 2 }).unwrap();
@@ -844,9 +846,10 @@ impl Executor {
     /// next pass. `Err(Error::ExecutorGone)` once the loop is dropped.
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let task = ex.spawn(async { "done" }).unwrap();
     /// lp.run(RunMode::Default, &mut ()).unwrap();
     /// assert!(task.is_finished());
@@ -864,9 +867,10 @@ impl Executor {
     /// iteration, after the loop has polled for io without blocking.
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.executor().unwrap().set_budget(16);
+    /// Executor::of(&mut lp).unwrap().set_budget(16);
     /// ```
     pub fn set_budget(&self, tasks: usize) {
         self.shared.budget.set(tasks.max(1));
@@ -875,9 +879,10 @@ impl Executor {
     /// How many tasks are alive (spawned and not finished).
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// ex.spawn(async {}).unwrap();
     /// assert_eq!(ex.task_count(), 1);
     /// lp.run(RunMode::Default, &mut ()).unwrap();
@@ -892,9 +897,10 @@ impl Executor {
     /// callbacks of an iteration.
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// lp.set_priority(ex.watcher(), 1).unwrap();
     /// ```
     pub fn watcher(&self) -> Watcher<Tasks> {
@@ -920,15 +926,15 @@ impl fmt::Debug for Executor {
 }
 
 /// Spawns a task on the executor of the task that calls it.
-/// `Err(Error::NoExecutor)` outside a task (use [`Loop::spawn_local`]
+/// `Err(Error::NoExecutor)` outside a task (use [`exec::spawn_on`](crate::exec::spawn_on)
 /// or [`Executor::spawn`] there).
 ///
 /// ```
-/// use evloop::exec::spawn_local;
+/// use evloop::exec::{block_on, spawn_local};
 /// use evloop::{Error, Loop, Sim};
 /// assert!(matches!(spawn_local(async {}), Err(Error::NoExecutor)));
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let n = lp.block_on(&mut (), async {
+/// let n = block_on(&mut lp, &mut (), async {
 ///     spawn_local(async { 5 }).unwrap().await.unwrap()
 /// }).unwrap();
 /// assert_eq!(n, 5);
@@ -951,14 +957,14 @@ where
 /// polling it again.
 ///
 /// ```
-/// use evloop::exec::{spawn_local, yield_now};
+/// use evloop::exec::{block_on, spawn_local, yield_now};
 /// use evloop::{Loop, Sim};
 /// use std::cell::RefCell;
 /// use std::rc::Rc;
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
 /// let log = Rc::new(RefCell::new(vec![]));
 /// let (a, b) = (log.clone(), log.clone());
-/// lp.block_on(&mut (), async move {
+/// block_on(&mut lp, &mut (), async move {
 ///     let first = spawn_local(async move {
 ///         a.borrow_mut().push("a1");
 ///         yield_now().await;
@@ -996,23 +1002,23 @@ impl Future for YieldNow {
     }
 }
 
-#[cfg_attr(docsrs, doc(cfg(feature = "exec")))]
-impl<'s, S> Loop<'s, S> {
+impl Executor {
     /// The loop's executor (made, and its watcher started, on first use).
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// assert_eq!(ex.task_count(), 0);
     /// ```
-    pub fn executor(&mut self) -> Result<Executor> {
-        if let Some(k) = self.kind::<Tasks>() {
+    pub fn of<S>(lp: &mut Loop<'_, S>) -> Result<Executor> {
+        if let Some(k) = lp.kind::<Tasks>() {
             return Ok(Executor {
                 shared: k.shared.clone(),
             });
         }
-        let caps = self.capabilities();
+        let caps = lp.capabilities();
         let shared = Rc::new(Shared {
             id: EXECUTOR_IDS.fetch_add(1, Ordering::Relaxed),
             tasks: RefCell::new(Slab::new()),
@@ -1020,133 +1026,137 @@ impl<'s, S> Loop<'s, S> {
             run: Arc::new(RunQueue::new()),
             reactor: RefCell::new(Reactor::new(caps.edge)),
             watcher: Cell::new(None),
-            now: Cell::new(self.now()),
+            now: Cell::new(lp.now()),
             budget: Cell::new(DEFAULT_BUDGET),
             holds: Cell::new(0),
             in_pass: Cell::new(false),
             closed: Cell::new(false),
         });
-        self.install(Tasks {
+        lp.install(Tasks {
             shared: shared.clone(),
         })?;
         let for_pass = Rc::downgrade(&shared);
-        let w = self.watcher::<Tasks, _>(move |lp, _, _, _| {
+        let w = lp.watcher::<Tasks, _>(move |lp, _, _, _| {
             if let Some(shared) = for_pass.upgrade() {
                 pass(lp, &shared);
             }
         })?;
         shared.watcher.set(Some(w));
-        self.start(w)?;
+        lp.start(w)?;
         // The tasks keep the loop going (Kind::keeps_alive), not the
         // watcher: with no task, `run` returns.
-        self.set_ref(w, false)?;
+        lp.set_ref(w, false)?;
         let id = shared.id;
         let weak = Rc::downgrade(&shared);
         let _ = EXECUTORS.try_with(|all| all.borrow_mut().push((id, weak)));
         Ok(Executor { shared })
     }
+}
 
-    /// Spawns a `!Send` future as a task of the loop's executor. Tasks are
-    /// polled in the loop's [`Phase::Polled`], in the order they were
-    /// woken, at most a budget per iteration
-    /// ([`Executor::set_budget`]); while one is alive the executor's
-    /// watcher keeps [`Loop::run`] going. A panic in a task (in its
-    /// poll, or in its future's drop, an abort's included) ends that task
-    /// only: its [`JoinHandle`] gives [`JoinError::Panicked`].
-    ///
-    /// ```
-    /// use evloop::exec::sleep;
-    /// use evloop::{Loop, RunMode, Sim};
-    /// use std::time::Duration;
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.spawn_local(async { sleep(Duration::from_secs(3)).await }).unwrap();
-    /// lp.run(RunMode::Default, &mut ()).unwrap();
-    /// assert_eq!(lp.now(), Duration::from_secs(3));
-    /// ```
-    pub fn spawn_local<F>(&mut self, future: F) -> Result<JoinHandle<F::Output>>
-    where
-        F: Future + 'static,
-        F::Output: 'static,
-    {
-        let ex = self.executor()?;
-        let handle = ex.shared.spawn(future)?;
-        ex.shared.kick(self);
-        Ok(handle)
+/// Spawns a `!Send` future as a task of the loop's executor. Tasks are
+/// polled in the loop's [`Phase::Polled`], in the order they were
+/// woken, at most a budget per iteration
+/// ([`Executor::set_budget`]); while one is alive the executor's
+/// watcher keeps [`Loop::run`] going. A panic in a task (in its
+/// poll, or in its future's drop, an abort's included) ends that task
+/// only: its [`JoinHandle`] gives [`JoinError::Panicked`].
+///
+/// ```
+/// use evloop::exec::{sleep, spawn_on};
+/// use evloop::{Loop, RunMode, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// spawn_on(&mut lp, async { sleep(Duration::from_secs(3)).await }).unwrap();
+/// lp.run(RunMode::Default, &mut ()).unwrap();
+/// assert_eq!(lp.now(), Duration::from_secs(3));
+/// ```
+pub fn spawn_on<S, F>(lp: &mut Loop<'_, S>, future: F) -> Result<JoinHandle<F::Output>>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let ex = Executor::of(lp)?;
+    let handle = ex.shared.spawn(future)?;
+    ex.shared.kick(lp);
+    Ok(handle)
+}
+
+/// Runs the loop until `future` is ready, and gives its value. The
+/// future is polled on this thread with the loop's executor current
+/// (it may spawn, sleep, read sockets); the loop's other watchers and
+/// tasks run meanwhile: once the future is woken, the loop runs an
+/// iteration that does not block before polling it again, so a future
+/// that wakes itself (`yield_now`) leaves them their turn. Callable
+/// from a callback (the loop runs nested). `Err(Error::Stalled)` if
+/// the loop can never make progress again (the simulator knows), with
+/// the future still pending. A panic of the future (its poll or drop)
+/// propagates to the caller.
+///
+/// ```
+/// use evloop::exec::{block_on, sleep};
+/// use evloop::{Loop, Sim};
+/// use std::time::Duration;
+/// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+/// let v = block_on(&mut lp, &mut (), async {
+///     sleep(Duration::from_millis(5)).await;
+///     "slept"
+/// }).unwrap();
+/// assert_eq!((v, lp.now()), ("slept", Duration::from_millis(5)));
+/// ```
+pub fn block_on<'s, S, F: Future>(
+    lp: &mut Loop<'s, S>,
+    state: &mut S,
+    future: F,
+) -> Result<F::Output> {
+    let ex = Executor::of(lp)?;
+    let shared = ex.shared;
+    let main = Arc::new(MainWaker {
+        woken: AtomicBool::new(true),
+        run: shared.run.clone(),
+    });
+    let waker = Waker::from(main.clone());
+    // Boxed, to be dropped (with the watchers it holds) before the
+    // requests are carried out one last time.
+    let mut future = Box::pin(future);
+    struct Hold<'a>(&'a Shared);
+    impl Drop for Hold<'_> {
+        fn drop(&mut self) {
+            self.0.holds.set(self.0.holds.get() - 1);
+        }
     }
-
-    /// Runs the loop until `future` is ready, and gives its value. The
-    /// future is polled on this thread with the loop's executor current
-    /// (it may spawn, sleep, read sockets); the loop's other watchers and
-    /// tasks run meanwhile: once the future is woken, the loop runs an
-    /// iteration that does not block before polling it again, so a future
-    /// that wakes itself (`yield_now`) leaves them their turn. Callable
-    /// from a callback (the loop runs nested). `Err(Error::Stalled)` if
-    /// the loop can never make progress again (the simulator knows), with
-    /// the future still pending. A panic of the future (its poll or drop)
-    /// propagates to the caller.
-    ///
-    /// ```
-    /// use evloop::exec::sleep;
-    /// use evloop::{Loop, Sim};
-    /// use std::time::Duration;
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let v = lp.block_on(&mut (), async {
-    ///     sleep(Duration::from_millis(5)).await;
-    ///     "slept"
-    /// }).unwrap();
-    /// assert_eq!((v, lp.now()), ("slept", Duration::from_millis(5)));
-    /// ```
-    pub fn block_on<F: Future>(&mut self, state: &mut S, future: F) -> Result<F::Output> {
-        let ex = self.executor()?;
-        let shared = ex.shared;
-        let main = Arc::new(MainWaker {
-            woken: AtomicBool::new(true),
-            run: shared.run.clone(),
-        });
-        let waker = Waker::from(main.clone());
-        // Boxed, to be dropped (with the watchers it holds) before the
-        // requests are carried out one last time.
-        let mut future = Box::pin(future);
-        struct Hold<'a>(&'a Shared);
-        impl Drop for Hold<'_> {
-            fn drop(&mut self) {
-                self.0.holds.set(self.0.holds.get() - 1);
+    shared.holds.set(shared.holds.get() + 1);
+    let _hold = Hold(&shared);
+    loop {
+        if main.woken.swap(false, Ordering::SeqCst) {
+            shared.now.set(lp.now());
+            let polled = {
+                let _enter = Enter::new(&shared);
+                future.as_mut().poll(&mut TaskContext::from_waker(&waker))
+            };
+            Reactor::apply(lp, &shared);
+            shared.kick(lp);
+            if let Poll::Ready(v) = polled {
+                drop(future);
+                Reactor::apply(lp, &shared);
+                return Ok(v);
             }
         }
-        shared.holds.set(shared.holds.get() + 1);
-        let _hold = Hold(&shared);
-        loop {
-            if main.woken.swap(false, Ordering::SeqCst) {
-                shared.now.set(self.now());
-                let polled = {
-                    let _enter = Enter::new(&shared);
-                    future.as_mut().poll(&mut TaskContext::from_waker(&waker))
-                };
-                Reactor::apply(self, &shared);
-                shared.kick(self);
-                if let Poll::Ready(v) = polled {
-                    drop(future);
-                    Reactor::apply(self, &shared);
-                    return Ok(v);
-                }
+        // Woken already (it woke itself, `yield_now`, or a task it
+        // waits for finished): an iteration that does not block, so
+        // that the tasks, timers and io get their turn first (tokio's
+        // `block_on` gives them one too).
+        let mode = if main.woken.load(Ordering::SeqCst) {
+            RunMode::NoWait
+        } else {
+            RunMode::Once
+        };
+        match lp.run(mode, state)? {
+            RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
+                drop(future);
+                Reactor::apply(lp, &shared);
+                return Err(Error::Stalled);
             }
-            // Woken already (it woke itself, `yield_now`, or a task it
-            // waits for finished): an iteration that does not block, so
-            // that the tasks, timers and io get their turn first (tokio's
-            // `block_on` gives them one too).
-            let mode = if main.woken.load(Ordering::SeqCst) {
-                RunMode::NoWait
-            } else {
-                RunMode::Once
-            };
-            match self.run(mode, state)? {
-                RunOutcome::Stalled if !main.woken.load(Ordering::SeqCst) => {
-                    drop(future);
-                    Reactor::apply(self, &shared);
-                    return Err(Error::Stalled);
-                }
-                _ => {}
-            }
+            _ => {}
         }
     }
 }

@@ -6,7 +6,7 @@
 //! `hyper::rt`. This module implements them on [`crate::exec`]:
 //!
 //! - [`HyperIo`]: `hyper::rt::Read` and `hyper::rt::Write` over an
-//!   [`Async<T>`] (a `TcpStream`, a Unix stream, the simulator's
+//!   [`AsyncFd<T>`] (a `TcpStream`, a Unix stream, the simulator's
 //!   `SimSocket`: any source that `&T` reads and writes).
 //! - [`HyperTimer`]: `hyper::rt::Timer` on the loop's timer heap
 //!   ([`sleep`]); hyper's deadlines (`Instant`s) are read on
@@ -17,7 +17,7 @@
 //!
 //! A connection is one task: hyper's server connection (or a client's
 //! connection future) is spawned with [`spawn_local`](super::spawn_local)
-//! or [`Loop::spawn_local`](crate::Loop::spawn_local), and its requests
+//! or [`exec::spawn_on`](crate::exec::spawn_on), and its requests
 //! are served in the loop's iterations, between the other callbacks and
 //! tasks. A panic in a service ends that connection's task only (its
 //! join handle reports it); the loop and the other connections go on.
@@ -29,7 +29,7 @@
 //!
 //! ```ignore
 //! use evloop::exec::hyper::{HyperIo, HyperTimer};
-//! use evloop::exec::{spawn_local, Async};
+//! use evloop::exec::{block_on, spawn_local, AsyncFd};
 //! use evloop::Loop;
 //! use http_body_util::{BodyExt, Full};
 //! use hyper::body::{Bytes, Incoming};
@@ -42,9 +42,9 @@
 //! }
 //!
 //! let mut lp: Loop = Loop::new().unwrap();
-//! let body = lp.block_on(&mut (), async {
+//! let body = block_on(&mut lp, &mut (), async {
 //!     // The server: one task per connection.
-//!     let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
+//!     let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
 //!     let addr = listener.get_ref().local_addr()?;
 //!     spawn_local(async move {
 //!         let (stream, _) = listener.accept().await.unwrap();
@@ -56,7 +56,7 @@
 //!     })
 //!     .unwrap();
 //!     // The client: its connection in a task of its own.
-//!     let stream = Async::<TcpStream>::connect(addr).await?;
+//!     let stream = AsyncFd::<TcpStream>::connect(addr).await?;
 //!     let (mut sender, conn) =
 //!         hyper::client::conn::http1::handshake(HyperIo::new(stream)).await.unwrap();
 //!     spawn_local(conn).unwrap();
@@ -79,7 +79,7 @@ use std::time::{Duration, Instant};
 use ::hyper::rt::ReadBufCursor;
 
 use super::executor::Shared;
-use super::{sleep, sleep_until, Async, Executor, Sleep};
+use super::{sleep, sleep_until, AsyncFd, Executor, Sleep};
 use crate::{Error, Source, SourceFd};
 
 /// The most one read copies: reads go through a buffer of the thread's
@@ -92,13 +92,13 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// An [`Async<T>`] as hyper's io: `hyper::rt::Read` and
+/// An [`AsyncFd<T>`] as hyper's io: `hyper::rt::Read` and
 /// `hyper::rt::Write` (hyper-util's `TokioIo` for evloop). `T` is any
 /// source that `&T` reads and writes: a `TcpStream`, a `UnixStream`, the
 /// simulator's [`SimSocket`](crate::SimSocket).
 ///
 /// Reads wait for readability on the loop, writes for writability, as
-/// [`Async::poll_read`] and [`Async::poll_write`] do. hyper hands a read
+/// [`AsyncFd::poll_read`] and [`AsyncFd::poll_write`] do. hyper hands a read
 /// uninitialized memory, which safe code may not read into: a read goes
 /// through a buffer of the thread's (up to 64 KiB) and is copied into
 /// hyper's, one copy of each byte received. Writes are vectored
@@ -108,7 +108,7 @@ thread_local! {
 ///
 /// ```
 /// use evloop::exec::hyper::HyperIo;
-/// use evloop::exec::Async;
+/// use evloop::exec::{block_on, AsyncFd};
 /// use evloop::{Loop, Sim};
 /// use hyper::rt::{Read, Write};
 /// use std::time::Duration;
@@ -118,8 +118,8 @@ thread_local! {
 /// let fd = sock.fd();
 /// sim.deliver(Duration::from_millis(3), &sock, b"ping");
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let got = lp.block_on(&mut (), async move {
-///     let mut io = HyperIo::new(Async::new(sock)?);
+/// let got = block_on(&mut lp, &mut (), async move {
+///     let mut io = HyperIo::new(AsyncFd::new(sock)?);
 ///     let mut bytes = [0u8; 16];
 ///     let mut buf = hyper::rt::ReadBuf::new(&mut bytes);
 ///     std::future::poll_fn(|cx| std::pin::Pin::new(&mut io).poll_read(cx, buf.unfilled())).await?;
@@ -131,23 +131,23 @@ thread_local! {
 /// assert_eq!(sim.sent(fd), b"pong");
 /// ```
 pub struct HyperIo<T> {
-    inner: Async<T>,
+    inner: AsyncFd<T>,
 }
 
 impl<T> HyperIo<T> {
-    /// Wraps an [`Async<T>`] for hyper.
+    /// Wraps an [`AsyncFd<T>`] for hyper.
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let io = HyperIo::new(Async::with_executor(&ex, sim.socket("s", 0)).unwrap());
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
     /// assert_eq!(io.get_ref().fd(), 3);
     /// ```
-    pub fn new(inner: Async<T>) -> HyperIo<T> {
+    pub fn new(inner: AsyncFd<T>) -> HyperIo<T> {
         HyperIo { inner }
     }
 
@@ -155,67 +155,67 @@ impl<T> HyperIo<T> {
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let io = HyperIo::new(Async::with_executor(&ex, sim.socket("db", 0)).unwrap());
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("db", 0)).unwrap());
     /// assert_eq!(io.get_ref().name(), "db");
     /// ```
     pub fn get_ref(&self) -> &T {
         self.inner.get_ref()
     }
 
-    /// The [`Async<T>`] it wraps.
+    /// The [`AsyncFd<T>`] it wraps.
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let io = HyperIo::new(Async::with_executor(&ex, sim.socket("s", 0)).unwrap());
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
     /// assert_eq!(io.inner().get_ref().fd(), 3);
     /// ```
-    pub fn inner(&self) -> &Async<T> {
+    pub fn inner(&self) -> &AsyncFd<T> {
         &self.inner
     }
 
-    /// Unwraps the [`Async<T>`] (an upgraded connection, say, that is
+    /// Unwraps the [`AsyncFd<T>`] (an upgraded connection, say, that is
     /// no longer hyper's).
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let io = HyperIo::new(Async::with_executor(&ex, sim.socket("s", 0)).unwrap());
-    /// let sock: Async<_> = io.into_inner();
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let io = HyperIo::new(AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap());
+    /// let sock: AsyncFd<_> = io.into_inner();
     /// assert_eq!(sock.get_ref().fd(), 3);
     /// ```
-    pub fn into_inner(self) -> Async<T> {
+    pub fn into_inner(self) -> AsyncFd<T> {
         self.inner
     }
 }
 
-impl<T> From<Async<T>> for HyperIo<T> {
+impl<T> From<AsyncFd<T>> for HyperIo<T> {
     /// [`HyperIo::new`].
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let io: HyperIo<_> = Async::with_executor(&ex, sim.socket("s", 0)).unwrap().into();
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let io: HyperIo<_> = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap().into();
     /// assert_eq!(io.get_ref().fd(), 3);
     /// ```
-    fn from(inner: Async<T>) -> HyperIo<T> {
+    fn from(inner: AsyncFd<T>) -> HyperIo<T> {
         HyperIo::new(inner)
     }
 }
@@ -331,13 +331,14 @@ fn shutdown_write<T: Source>(io: &T) -> io::Result<()> {
 /// nothing: one value serves every loop of every thread.
 ///
 /// ```
+/// use evloop::exec::block_on;
 /// use evloop::exec::hyper::HyperTimer;
 /// use evloop::{Loop, Sim};
 /// use hyper::rt::Timer;
 /// use std::time::Duration;
 ///
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.block_on(&mut (), async {
+/// block_on(&mut lp, &mut (), async {
 ///     let timer = HyperTimer::new();
 ///     let start = timer.now();
 ///     timer.sleep(Duration::from_millis(40)).await;
@@ -356,6 +357,7 @@ impl HyperTimer {
     /// The timer (it holds nothing: see [`HyperTimer`]).
     ///
     /// ```
+    /// use evloop::exec::block_on;
     /// use evloop::exec::hyper::HyperTimer;
     /// use evloop::{Loop, Sim};
     /// use hyper::rt::Timer;
@@ -363,7 +365,7 @@ impl HyperTimer {
     /// // As hyper uses it (`http1::Builder::timer(HyperTimer::new())`):
     /// let timer = HyperTimer::new();
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async { timer.sleep(Duration::from_millis(5)).await }).unwrap();
+    /// block_on(&mut lp, &mut (), async { timer.sleep(Duration::from_millis(5)).await }).unwrap();
     /// assert_eq!(lp.now(), Duration::from_millis(5));
     /// ```
     pub const fn new() -> HyperTimer {
@@ -478,7 +480,7 @@ fn to_loop_time(ex: &Shared, instant: Instant) -> Duration {
 /// let ran = Rc::new(Cell::new(false));
 /// let r = ran.clone();
 /// // A `!Send` future (it holds an `Rc`).
-/// HyperExecutor::on(lp.executor().unwrap()).execute(async move { r.set(true) });
+/// HyperExecutor::on(evloop::exec::Executor::of(&mut lp).unwrap()).execute(async move { r.set(true) });
 /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
 /// assert!(ran.get());
 /// ```
@@ -491,6 +493,7 @@ impl HyperExecutor {
     /// Spawns on the executor current when hyper calls it.
     ///
     /// ```
+    /// use evloop::exec::block_on;
     /// use evloop::exec::hyper::HyperExecutor;
     /// use evloop::{Loop, Sim};
     /// use hyper::rt::Executor as _;
@@ -498,7 +501,9 @@ impl HyperExecutor {
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
     /// let r = ran.clone();
-    /// lp.block_on(&mut (), async move { HyperExecutor::new().execute(async move { r.set(true) }) })
+    /// block_on(&mut lp, &mut (), async move {
+    ///     HyperExecutor::new().execute(async move { r.set(true) })
+    /// })
     ///     .unwrap();
     /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
     /// assert!(ran.get());
@@ -507,7 +512,7 @@ impl HyperExecutor {
         HyperExecutor { executor: None }
     }
 
-    /// Spawns on `executor` (from [`Loop::executor`](crate::Loop::executor)
+    /// Spawns on `executor` (from [`exec::Executor::of`](crate::exec::Executor::of)
     /// or [`Executor::current`]).
     ///
     /// ```
@@ -517,7 +522,7 @@ impl HyperExecutor {
     /// use hyper::rt::Executor as _;
     /// let ran = std::rc::Rc::new(std::cell::Cell::new(false));
     /// let r = ran.clone();
-    /// HyperExecutor::on(lp.executor().unwrap()).execute(async move { r.set(true) });
+    /// HyperExecutor::on(evloop::exec::Executor::of(&mut lp).unwrap()).execute(async move { r.set(true) });
     /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
     /// assert!(ran.get());
     /// ```
@@ -532,10 +537,11 @@ impl From<Executor> for HyperExecutor {
     /// [`HyperExecutor::on`].
     ///
     /// ```
+    /// use evloop::exec::Executor;
     /// use evloop::exec::hyper::HyperExecutor;
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex: HyperExecutor = lp.executor().unwrap().into();
+    /// let ex: HyperExecutor = Executor::of(&mut lp).unwrap().into();
     /// # drop(ex);
     /// ```
     fn from(executor: Executor) -> HyperExecutor {

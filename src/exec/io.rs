@@ -1,4 +1,4 @@
-//! `Async<T>`: an io source whose readiness futures wait on the loop.
+//! `AsyncFd<T>`: an io source whose readiness futures wait on the loop.
 
 use std::fmt;
 use std::future::Future;
@@ -16,18 +16,18 @@ use crate::{Error, Source, SourceFd};
 /// wait on the loop: `readable().await`, `writable().await`, or the
 /// `read`/`write` methods that retry on `WouldBlock`. With the `futures`
 /// feature it implements `futures_io::AsyncRead` and `AsyncWrite` (for
-/// `Async<T>` and `&Async<T>`), where `&T` reads and writes.
+/// `AsyncFd<T>` and `&AsyncFd<T>`), where `&T` reads and writes.
 ///
 /// The source is put in non-blocking mode (on Unix, any fd; on Windows,
 /// sockets). An io watcher watches it from the first wait on: on
 /// backends with edge triggering (epoll, kqueue) it is registered once,
 /// for both directions; on the others, level-triggered, for what a
-/// future waits for. Dropping the `Async` removes the watcher (at the
+/// future waits for. Dropping the `AsyncFd` removes the watcher (at the
 /// end of the task's poll, before the loop polls again) and closes the
 /// source after that: the kernel never watches a closed fd.
 ///
 /// ```
-/// use evloop::exec::Async;
+/// use evloop::exec::{block_on, AsyncFd};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 ///
@@ -35,8 +35,8 @@ use crate::{Error, Source, SourceFd};
 /// let sock = sim.socket("peer", 1024);
 /// sim.deliver(Duration::from_millis(30), &sock, b"ping");
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let got = lp.block_on(&mut (), async move {
-///     let sock = Async::new(sock)?;
+/// let got = block_on(&mut lp, &mut (), async move {
+///     let sock = AsyncFd::new(sock)?;
 ///     let mut buf = [0u8; 16];
 ///     let n = sock.read(&mut buf).await?;
 ///     sock.write_all(b"pong").await?;
@@ -45,7 +45,7 @@ use crate::{Error, Source, SourceFd};
 /// assert_eq!(got, b"ping");
 /// assert_eq!(lp.now(), Duration::from_millis(30));
 /// ```
-pub struct Async<T> {
+pub struct AsyncFd<T> {
     io: Rc<T>,
     shared: Rc<Shared>,
     slot: usize,
@@ -55,60 +55,60 @@ fn no_executor() -> io::Error {
     io::Error::other(Error::NoExecutor)
 }
 
-impl<T: Source + 'static> Async<T> {
+impl<T: Source + 'static> AsyncFd<T> {
     /// Wraps `io` for the executor of the task that calls it (an
-    /// `Err` outside a task: use [`Async::with_executor`] there).
+    /// `Err` outside a task: use [`AsyncFd::with_executor`] there).
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::AsyncFd;
     /// use std::net::TcpListener;
     /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
     /// // Not inside a task: no executor to watch it with.
-    /// assert!(Async::new(l).is_err());
+    /// assert!(AsyncFd::new(l).is_err());
     /// ```
-    pub fn new(io: T) -> io::Result<Async<T>> {
+    pub fn new(io: T) -> io::Result<AsyncFd<T>> {
         match Shared::current() {
-            Some(shared) => Async::make(shared, io),
+            Some(shared) => AsyncFd::make(shared, io),
             None => Err(no_executor()),
         }
     }
 
-    /// Wraps `io` for `executor` (from [`Loop::executor`](crate::Loop::executor)),
+    /// Wraps `io` for `executor` (from [`exec::Executor::of`](crate::exec::Executor::of)),
     /// from code outside its tasks.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let sock = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let sock = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
     /// drop(sock);
     /// ```
-    pub fn with_executor(executor: &Executor, io: T) -> io::Result<Async<T>> {
-        Async::make(executor.shared().clone(), io)
+    pub fn with_executor(executor: &Executor, io: T) -> io::Result<AsyncFd<T>> {
+        AsyncFd::make(executor.shared().clone(), io)
     }
 
-    fn make(shared: Rc<Shared>, io: T) -> io::Result<Async<T>> {
+    fn make(shared: Rc<Shared>, io: T) -> io::Result<AsyncFd<T>> {
         if let SourceFd::Os(fd) = io.source_fd() {
             socket2::SockRef::from(&fd).set_nonblocking(true)?;
         }
         let io = Rc::new(io);
         let slot = shared.reactor.borrow_mut().add_io(io.clone());
-        Ok(Async { io, shared, slot })
+        Ok(AsyncFd { io, shared, slot })
     }
 }
 
-impl<T> Async<T> {
+impl<T> AsyncFd<T> {
     /// The source.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{AsyncFd, Executor};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let ex = lp.executor().unwrap();
-    /// let sock = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
+    /// let sock = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
     /// assert_eq!(sock.get_ref().fd(), 3);
     /// ```
     pub fn get_ref(&self) -> &T {
@@ -133,22 +133,22 @@ impl<T> Async<T> {
     }
 
     /// Ready when the source may be read (or hung up, or in error): the
-    /// poll form of [`Async::readable`]. Like every poll method, it wakes
+    /// poll form of [`AsyncFd::readable`]. Like every poll method, it wakes
     /// only the last task that called a poll method for this direction
     /// (async-io's and tokio's rule: it has nowhere to keep more); the
-    /// futures ([`Async::readable`], [`Async::read`], [`Async::accept`]...)
+    /// futures ([`AsyncFd::readable`], [`AsyncFd::read`], [`AsyncFd::accept`]...)
     /// wake every task that waits.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"x");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_readable(cx)).await.unwrap();
     /// }).unwrap();
     /// ```
@@ -158,16 +158,16 @@ impl<T> Async<T> {
 
     /// Ready when the source may be written (or hung up, or in error).
     /// Only the last task to call a poll method for writing is woken
-    /// (see [`Async::poll_readable`]).
+    /// (see [`AsyncFd::poll_readable`]).
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_writable(cx)).await.unwrap();
     /// }).unwrap();
     /// ```
@@ -177,23 +177,23 @@ impl<T> Async<T> {
 
     /// Waits until the source may be read (a readiness the loop reported
     /// and no read has used up since: a read that says `WouldBlock`
-    /// through [`Async::read_with`] clears it). Every task waiting on the
+    /// through [`AsyncFd::read_with`] clears it). Every task waiting on the
     /// source is woken by its readiness (here, and in every future of
-    /// `Async`), as with async-io.
+    /// `AsyncFd`), as with async-io.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"x");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { Async::new(s)?.readable().await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.readable().await }).unwrap().unwrap();
     /// assert_eq!(lp.now(), Duration::from_millis(5));
     /// ```
-    pub fn readable(&self) -> Ready<'_, T> {
-        Ready {
+    pub fn readable(&self) -> ReadyFuture<'_, T> {
+        ReadyFuture {
             io: self,
             dir: Direction::Read,
             key: None,
@@ -203,15 +203,15 @@ impl<T> Async<T> {
     /// Waits until the source may be written.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { Async::new(s)?.writable().await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.writable().await }).unwrap().unwrap();
     /// ```
-    pub fn writable(&self) -> Ready<'_, T> {
-        Ready {
+    pub fn writable(&self) -> ReadyFuture<'_, T> {
+        ReadyFuture {
             io: self,
             dir: Direction::Write,
             key: None,
@@ -264,7 +264,7 @@ impl<T> Async<T> {
     /// `WouldBlock`, waiting for readability in between: the poll form.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Read;
     /// use std::time::Duration;
@@ -272,8 +272,8 @@ impl<T> Async<T> {
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"hey");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 8];
     ///     std::future::poll_fn(|cx| s.poll_read_with(cx, |mut io| io.read(&mut buf))).await
     /// }).unwrap().unwrap();
@@ -287,18 +287,18 @@ impl<T> Async<T> {
         self.poll_with(Direction::Read, None, cx, op)
     }
 
-    /// [`Async::poll_read_with`] for writing.
+    /// [`AsyncFd::poll_read_with`] for writing.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Write;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_write_with(cx, |mut io| io.write(b"out"))).await
     /// }).unwrap().unwrap();
     /// assert_eq!(sim.sent(fd), b"out");
@@ -315,7 +315,7 @@ impl<T> Async<T> {
     /// waiting for readability in between (async-io's `read_with`).
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Read;
     /// use std::time::Duration;
@@ -323,8 +323,8 @@ impl<T> Async<T> {
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(5), &s, b"abc");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 8];
     ///     s.read_with(|mut io| io.read(&mut buf)).await
     /// }).unwrap().unwrap();
@@ -335,17 +335,17 @@ impl<T> Async<T> {
         std::future::poll_fn(|cx| wait.poll_with(cx, &mut op)).await
     }
 
-    /// [`Async::read_with`] for writing.
+    /// [`AsyncFd::read_with`] for writing.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::io::Write;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     Async::new(s).unwrap().write_with(|mut io| io.write(b"hi")).await
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     AsyncFd::new(s).unwrap().write_with(|mut io| io.write(b"hi")).await
     /// }).unwrap().unwrap();
     /// assert_eq!(n, 2);
     /// ```
@@ -364,10 +364,10 @@ impl<T> Async<T> {
     }
 }
 
-/// The waiter entry of one of `Async`'s futures: made at its first wait,
+/// The waiter entry of one of `AsyncFd`'s futures: made at its first wait,
 /// removed when the future is dropped.
 struct Waiting<'a, T> {
-    io: &'a Async<T>,
+    io: &'a AsyncFd<T>,
     dir: Direction,
     key: Option<usize>,
 }
@@ -388,7 +388,7 @@ impl<T> Drop for Waiting<'_, T> {
     }
 }
 
-fn unwait<T>(io: &Async<T>, dir: Direction, key: Option<usize>) {
+fn unwait<T>(io: &AsyncFd<T>, dir: Direction, key: Option<usize>) {
     if let Some(key) = key {
         if let Ok(mut reactor) = io.shared.reactor.try_borrow_mut() {
             reactor.unwait(io.slot, dir, key);
@@ -396,7 +396,7 @@ fn unwait<T>(io: &Async<T>, dir: Direction, key: Option<usize>) {
     }
 }
 
-impl<T> Async<T>
+impl<T> AsyncFd<T>
 where
     for<'a> &'a T: Read,
 {
@@ -404,15 +404,15 @@ where
     /// the end of the stream.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.close_peer(Duration::from_millis(5), &s);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     Async::new(s)?.read(&mut [0u8; 4]).await
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     AsyncFd::new(s)?.read(&mut [0u8; 4]).await
     /// }).unwrap().unwrap();
     /// assert_eq!(n, 0);
     /// ```
@@ -427,18 +427,18 @@ where
         .await
     }
 
-    /// The poll form of [`Async::read`].
+    /// The poll form of [`AsyncFd::read`].
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 0);
     /// sim.deliver(Duration::from_millis(1), &s, b"z");
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     let mut buf = [0u8; 4];
     ///     std::future::poll_fn(|cx| s.poll_read(cx, &mut buf)).await
     /// }).unwrap().unwrap();
@@ -460,20 +460,20 @@ where
     }
 }
 
-impl<T> Async<T>
+impl<T> AsyncFd<T>
 where
     for<'a> &'a T: Write,
 {
     /// Writes from `buf`, waiting until something can be written.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { Async::new(s)?.write(b"abc").await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.write(b"abc").await }).unwrap().unwrap();
     /// assert_eq!(sim.sent(fd), b"abc");
     /// ```
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
@@ -483,13 +483,13 @@ where
     /// Writes all of `buf`, waiting whenever the source is full.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 1 << 16);
     /// let fd = s.fd();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// lp.block_on(&mut (), async move { Async::new(s)?.write_all(&[7u8; 1000]).await }).unwrap().unwrap();
+    /// block_on(&mut lp, &mut (), async move { AsyncFd::new(s)?.write_all(&[7u8; 1000]).await }).unwrap().unwrap();
     /// assert_eq!(sim.sent(fd).len(), 1000);
     /// ```
     pub async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
@@ -502,16 +502,16 @@ where
         Ok(())
     }
 
-    /// The poll form of [`Async::write`].
+    /// The poll form of [`AsyncFd::write`].
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let s = sim.socket("s", 64);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let n = lp.block_on(&mut (), async move {
-    ///     let s = Async::new(s).unwrap();
+    /// let n = block_on(&mut lp, &mut (), async move {
+    ///     let s = AsyncFd::new(s).unwrap();
     ///     std::future::poll_fn(|cx| s.poll_write(cx, b"ab")).await
     /// }).unwrap().unwrap();
     /// assert_eq!(n, 2);
@@ -521,65 +521,65 @@ where
     }
 }
 
-impl Async<TcpListener> {
+impl AsyncFd<TcpListener> {
     /// A non-blocking listener bound to `addr`, watched by the current
     /// task's executor.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::TcpListener;
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// let port = lp.block_on(&mut (), async {
-    ///     let l = Async::<TcpListener>::bind("127.0.0.1:0")?;
+    /// let port = block_on(&mut lp, &mut (), async {
+    ///     let l = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
     ///     Ok::<_, std::io::Error>(l.get_ref().local_addr()?.port())
     /// }).unwrap().unwrap();
     /// assert!(port > 0);
     /// ```
-    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<Async<TcpListener>> {
-        Async::new(TcpListener::bind(addr)?)
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<AsyncFd<TcpListener>> {
+        AsyncFd::new(TcpListener::bind(addr)?)
     }
 
     /// Accepts a connection, waiting for one; the stream is watched by
     /// the same executor.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::{TcpListener, TcpStream};
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// lp.block_on(&mut (), async {
-    ///     let l = Async::<TcpListener>::bind("127.0.0.1:0")?;
+    /// block_on(&mut lp, &mut (), async {
+    ///     let l = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
     ///     let addr = l.get_ref().local_addr()?;
-    ///     let client = Async::<TcpStream>::connect(addr).await?;
+    ///     let client = AsyncFd::<TcpStream>::connect(addr).await?;
     ///     let (server, peer) = l.accept().await?;
     ///     assert_eq!(peer, client.get_ref().local_addr()?);
     ///     drop(server);
     ///     Ok::<_, std::io::Error>(())
     /// }).unwrap().unwrap();
     /// ```
-    pub async fn accept(&self) -> io::Result<(Async<TcpStream>, SocketAddr)> {
+    pub async fn accept(&self) -> io::Result<(AsyncFd<TcpStream>, SocketAddr)> {
         let (stream, addr) = self.read_with(|l| l.accept()).await?;
-        Ok((Async::make(self.shared.clone(), stream)?, addr))
+        Ok((AsyncFd::make(self.shared.clone(), stream)?, addr))
     }
 }
 
-impl Async<TcpStream> {
+impl AsyncFd<TcpStream> {
     /// Connects to `addr` without blocking the loop: the connection is
     /// started, then its writability awaited, then its error (if any)
     /// taken.
     ///
     /// ```
-    /// use evloop::exec::Async;
+    /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
     /// use std::net::{TcpListener, TcpStream};
     /// let l = TcpListener::bind("127.0.0.1:0").unwrap();
     /// let addr = l.local_addr().unwrap();
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// let s = lp.block_on(&mut (), Async::<TcpStream>::connect(addr)).unwrap().unwrap();
+    /// let s = block_on(&mut lp, &mut (), AsyncFd::<TcpStream>::connect(addr)).unwrap().unwrap();
     /// assert_eq!(s.get_ref().peer_addr().unwrap(), addr);
     /// ```
-    pub async fn connect(addr: SocketAddr) -> io::Result<Async<TcpStream>> {
+    pub async fn connect(addr: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
         use socket2::{Domain, Protocol, Socket, Type};
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_nonblocking(true)?;
@@ -588,7 +588,7 @@ impl Async<TcpStream> {
             Err(e) if in_progress(&e) => {}
             Err(e) => return Err(e),
         }
-        let stream = Async::new(TcpStream::from(socket))?;
+        let stream = AsyncFd::new(TcpStream::from(socket))?;
         stream.writable().await?;
         if let Some(e) = stream.get_ref().take_error()? {
             return Err(e);
@@ -614,7 +614,7 @@ fn in_progress(e: &io::Error) -> bool {
     }
 }
 
-impl<T> Drop for Async<T> {
+impl<T> Drop for AsyncFd<T> {
     fn drop(&mut self) {
         if let Ok(mut reactor) = self.shared.reactor.try_borrow_mut() {
             reactor.close_io(self.slot);
@@ -622,32 +622,32 @@ impl<T> Drop for Async<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for Async<T> {
+impl<T: fmt::Debug> fmt::Debug for AsyncFd<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Async").field(&self.io).finish()
+        f.debug_tuple("AsyncFd").field(&self.io).finish()
     }
 }
 
-/// The future of [`Async::readable`] and [`Async::writable`].
+/// The future of [`AsyncFd::readable`] and [`AsyncFd::writable`].
 ///
 /// ```
-/// use evloop::exec::{Async, Ready};
+/// use evloop::exec::{AsyncFd, Executor, ReadyFuture};
 /// use evloop::{Loop, Sim};
 /// let sim = Sim::new();
 /// let mut lp: Loop = Loop::with_backend(sim.backend());
-/// let ex = lp.executor().unwrap();
-/// let s = Async::with_executor(&ex, sim.socket("s", 0)).unwrap();
-/// let _ready: Ready<'_, _> = s.writable();
+/// let ex = Executor::of(&mut lp).unwrap();
+/// let s = AsyncFd::with_executor(&ex, sim.socket("s", 0)).unwrap();
+/// let _ready: ReadyFuture<'_, _> = s.writable();
 /// ```
 #[must_use = "futures do nothing unless awaited"]
-pub struct Ready<'a, T> {
-    io: &'a Async<T>,
+pub struct ReadyFuture<'a, T> {
+    io: &'a AsyncFd<T>,
     dir: Direction,
     /// Its entry among the source's waiters.
     key: Option<usize>,
 }
 
-impl<T> Future for Ready<'_, T> {
+impl<T> Future for ReadyFuture<'_, T> {
     type Output = io::Result<()>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -657,15 +657,17 @@ impl<T> Future for Ready<'_, T> {
     }
 }
 
-impl<T> Drop for Ready<'_, T> {
+impl<T> Drop for ReadyFuture<'_, T> {
     fn drop(&mut self) {
         unwait(self.io, self.dir, self.key);
     }
 }
 
-impl<T> fmt::Debug for Ready<'_, T> {
+impl<T> fmt::Debug for ReadyFuture<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ready").field("dir", &self.dir).finish()
+        f.debug_struct("ReadyFuture")
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -673,7 +675,7 @@ impl<T> fmt::Debug for Ready<'_, T> {
 mod futures_impls {
     use super::*;
 
-    /// futures-io's traits for `Async<T>` and `&Async<T>` alike: reads and
+    /// futures-io's traits for `AsyncFd<T>` and `&AsyncFd<T>` alike: reads and
     /// writes take `&self`, so a shared reference does all an owned one does.
     macro_rules! futures_io_impls {
         ($($ty:ty),*) => {$(
@@ -686,7 +688,7 @@ mod futures_impls {
                     cx: &mut Context<'_>,
                     buf: &mut [u8],
                 ) -> Poll<io::Result<usize>> {
-                    Async::poll_read(&self, cx, buf)
+                    AsyncFd::poll_read(&self, cx, buf)
                 }
             }
 
@@ -699,7 +701,7 @@ mod futures_impls {
                     cx: &mut Context<'_>,
                     buf: &[u8],
                 ) -> Poll<io::Result<usize>> {
-                    Async::poll_write(&self, cx, buf)
+                    AsyncFd::poll_write(&self, cx, buf)
                 }
 
                 fn poll_flush(
@@ -719,5 +721,5 @@ mod futures_impls {
         )*};
     }
 
-    futures_io_impls!(Async<T>, &Async<T>);
+    futures_io_impls!(AsyncFd<T>, &AsyncFd<T>);
 }

@@ -76,12 +76,12 @@ struct Entry<T> {
 /// "Graceful shutdown").
 ///
 /// ```
-/// use evloop::exec::{sleep, JoinSet};
+/// use evloop::exec::{block_on, sleep, JoinSet};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 ///
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let order = lp.block_on(&mut (), async {
+/// let order = block_on(&mut lp, &mut (), async {
 ///     let mut set = JoinSet::new();
 ///     for ms in [30, 10, 20] {
 ///         set.spawn_local(async move {
@@ -126,10 +126,10 @@ impl<T> JoinSet<T> {
     /// taken by [`join_next`](JoinSet::join_next).
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{block_on, JoinSet};
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut set = JoinSet::new();
     ///     set.spawn_local(async {}).unwrap();
     ///     assert_eq!(set.len(), 1);
@@ -179,11 +179,11 @@ impl<T> JoinSet<T> {
     /// first).
     ///
     /// ```
-    /// use evloop::exec::{sleep, JoinSet};
+    /// use evloop::exec::{block_on, sleep, JoinSet};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut set = JoinSet::new();
     ///     set.spawn_local(sleep(Duration::from_secs(60))).unwrap();
     ///     set.abort_all();
@@ -201,10 +201,10 @@ impl<T> JoinSet<T> {
     /// dropped), and empties it.
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{Executor, JoinSet};
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let mut set = JoinSet::new();
     /// set.spawn_local_on(async {}, &ex).unwrap();
     /// set.detach_all();
@@ -224,10 +224,10 @@ impl<T> JoinSet<T> {
     /// The outcome of a task that has finished, if any, without waiting.
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{Executor, JoinSet};
     /// use evloop::{Loop, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let mut set = JoinSet::new();
     /// set.spawn_local_on(async { 3 }, &ex).unwrap();
     /// assert!(set.try_join_next().is_none()); // not run yet
@@ -271,10 +271,10 @@ impl<T> JoinSet<T> {
     /// empty.
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{block_on, JoinSet};
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let v = lp.block_on(&mut (), async {
+    /// let v = block_on(&mut lp, &mut (), async {
     ///     let mut set = JoinSet::new();
     ///     set.spawn_local(async { 'x' }).unwrap();
     ///     std::future::poll_fn(|cx| set.poll_join_next(cx)).await
@@ -311,10 +311,10 @@ impl<T> JoinSet<T> {
     /// when the set is empty.
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{block_on, JoinSet};
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let n = lp.block_on(&mut (), async {
+    /// let n = block_on(&mut lp, &mut (), async {
     ///     let mut set = JoinSet::new();
     ///     set.spawn_local(async { 1 }).unwrap();
     ///     set.spawn_local(async { panic!("a bug") }).unwrap();
@@ -334,11 +334,11 @@ impl<T> JoinSet<T> {
     /// are dropped); the set is then empty.
     ///
     /// ```
-    /// use evloop::exec::{sleep, JoinSet};
+    /// use evloop::exec::{block_on, sleep, JoinSet};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut set = JoinSet::new();
     ///     set.spawn_local(sleep(Duration::from_secs(60))).unwrap();
     ///     set.shutdown().await;
@@ -378,13 +378,13 @@ impl<T: 'static> JoinSet<T> {
     /// the set: for code outside the executor's tasks.
     ///
     /// ```
-    /// use evloop::exec::JoinSet;
+    /// use evloop::exec::{block_on, Executor, JoinSet};
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let ex = lp.executor().unwrap();
+    /// let ex = Executor::of(&mut lp).unwrap();
     /// let mut set = JoinSet::new();
     /// set.spawn_local_on(async { 2 }, &ex).unwrap();
-    /// let r = lp.block_on(&mut (), async move { set.join_next().await }).unwrap();
+    /// let r = block_on(&mut lp, &mut (), async move { set.join_next().await }).unwrap();
     /// assert_eq!(r.unwrap().unwrap(), 2);
     /// ```
     pub fn spawn_local_on<F>(&mut self, future: F, executor: &Executor) -> Result<()>

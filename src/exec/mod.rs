@@ -7,23 +7,23 @@
 //! tasks are woken, and it polls them in the order they were woken, at
 //! most a budget per iteration ([`Executor::set_budget`]). Futures and
 //! callbacks mix on one loop: a callback can spawn a task
-//! ([`Loop::spawn_local`](crate::Loop::spawn_local)), a task can wake a callback's watcher
+//! ([`exec::spawn_on`](crate::exec::spawn_on)), a task can wake a callback's watcher
 //! through anything the callback watches. Wakers are `Send + Sync`: a
 //! wake from another thread wakes the loop through the backend's waker,
 //! as an [`AsyncSender`](crate::AsyncSender) does.
 //!
-//! The futures for the watchers ([`Async`], [`sleep`], [`timeout`],
+//! The futures for the watchers ([`AsyncFd`], [`sleep`], [`timeout`],
 //! [`signals`], [`child_exit`], [`child_exits`]) use ordinary watchers,
 //! made, re-armed and removed by the executor after each task's poll: a
 //! future cannot reach the loop while the loop polls it. Dropping one
 //! removes its watcher, so a cancelled future leaves nothing behind.
 //!
-//! With the `futures` feature, [`Async`] implements `futures_io`'s
+//! With the `futures` feature, [`AsyncFd`] implements `futures_io`'s
 //! `AsyncRead` and `AsyncWrite`, and the signal and child streams
 //! `futures_core::Stream`.
 //!
 //! ```
-//! use evloop::exec::{sleep, spawn_local, Async};
+//! use evloop::exec::{block_on, sleep, spawn_local, AsyncFd};
 //! use evloop::{Loop, Sim};
 //! use std::time::Duration;
 //!
@@ -35,8 +35,8 @@
 //! sim.close_peer(Duration::from_millis(20), &conn);
 //!
 //! let mut lp: Loop = Loop::with_backend(sim.backend());
-//! lp.block_on(&mut (), async move {
-//!     let conn = Async::new(conn).unwrap();
+//! block_on(&mut lp, &mut (), async move {
+//!     let conn = AsyncFd::new(conn).unwrap();
 //!     let echo = spawn_local(async move {
 //!         let mut buf = [0u8; 64];
 //!         loop {
@@ -69,12 +69,14 @@ mod shutdown;
 mod streams;
 mod time;
 
-pub use executor::{spawn_local, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow};
-pub use io::{Async, Ready};
+pub use executor::{
+    block_on, spawn_local, spawn_on, yield_now, Executor, JoinError, JoinHandle, Tasks, YieldNow,
+};
+pub use io::{AsyncFd, ReadyFuture};
 pub use join_set::JoinSet;
 pub use race::{race, Either};
 pub use shutdown::{Shutdown, Triggered};
-pub use streams::{child_exit, child_exits, signals, ChildExit, ChildExits, Exit, Signals};
+pub use streams::{child_exit, child_exits, signals, ChildExits, ChildWait, Exit, Signals};
 pub use time::{sleep, sleep_until, timeout, Elapsed, Sleep, Timeout};
 
 #[cfg(feature = "hyper")]

@@ -27,12 +27,12 @@ pub enum Either<L, R> {
 /// on any executor; this one is in the default build.
 ///
 /// ```
-/// use evloop::exec::{race, sleep, Either};
+/// use evloop::exec::{block_on, race, sleep, Either};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 ///
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let won = lp.block_on(&mut (), async {
+/// let won = block_on(&mut lp, &mut (), async {
 ///     let slow = async { sleep(Duration::from_secs(5)).await; "slow" };
 ///     let fast = async { sleep(Duration::from_secs(1)).await; 1 };
 ///     race(slow, fast).await

@@ -87,7 +87,7 @@ impl Direction {
 }
 
 /// An `Rc` of a source, as the io watcher's own source: the watcher and
-/// the `Async` share it, so the fd closes only once both are gone (the
+/// the `AsyncFd` share it, so the fd closes only once both are gone (the
 /// watcher is removed, deregistering it, before that).
 struct Held(Rc<dyn Source>);
 
@@ -147,7 +147,7 @@ impl Waiters {
     }
 }
 
-/// One `Async` source.
+/// One `AsyncFd` source.
 pub(crate) struct IoSlot {
     /// Until the watcher is made.
     source: Option<Rc<dyn Source>>,
@@ -643,7 +643,7 @@ fn set_level_interest<S>(lp: &mut Loop<'_, S>, w: Io, wanted: u8) {
     if wanted & (R | W) == 0 {
         let _ = lp.stop(w);
     } else {
-        let _ = lp.set_interest(w, interest(wanted));
+        let _ = w.set_interest(lp, interest(wanted));
         if !lp.is_active(w).unwrap_or(true) {
             let _ = lp.start(w);
         }
@@ -719,7 +719,7 @@ fn arm_timer<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) {
     let after = t.deadline.saturating_sub(lp.now());
     if let Some(w) = t.watcher {
         drop(reactor);
-        let _ = lp.set_timer(w, after, Duration::ZERO);
+        let _ = w.set(lp, after, Duration::ZERO);
         if !lp.is_active(w).unwrap_or(true) {
             let _ = lp.start(w);
         }
@@ -783,14 +783,14 @@ fn start_stream<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) 
         Watched::Signal(n) => lp
             .signal(n, move |lp, _, _| deliver(lp, Item::Signal(n), false))
             .map(StreamWatcher::Signal),
-        Watched::Child(pid) => lp
-            .child(pid, move |lp, _, ev| {
-                deliver(lp, Item::Exit(ev.pid, ev.status), true)
-            })
-            .map(StreamWatcher::Child),
-        Watched::AnyChild => lp
-            .child_any(move |lp, _, ev| deliver(lp, Item::Exit(ev.pid, ev.status), false))
-            .map(StreamWatcher::Child),
+        Watched::Child(pid) => Child::new(lp, pid, move |lp, _, ev| {
+            deliver(lp, Item::Exit(ev.pid, ev.status), true)
+        })
+        .map(StreamWatcher::Child),
+        Watched::AnyChild => Child::any(lp, move |lp, _, ev| {
+            deliver(lp, Item::Exit(ev.pid, ev.status), false)
+        })
+        .map(StreamWatcher::Child),
     };
     let waker = {
         let mut reactor = shared.reactor().borrow_mut();

@@ -27,13 +27,13 @@ struct Inner {
 /// "Graceful shutdown").
 ///
 /// ```
-/// use evloop::exec::{sleep, spawn_local, Shutdown};
+/// use evloop::exec::{block_on, sleep, spawn_local, Shutdown};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 ///
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
 /// let shutdown = Shutdown::new();
-/// let waited = lp.block_on(&mut (), async {
+/// let waited = block_on(&mut lp, &mut (), async {
 ///     let waiters: Vec<_> = (0..3).map(|_| {
 ///         let s = shutdown.clone();
 ///         spawn_local(async move { s.triggered().await }).unwrap()
@@ -111,12 +111,12 @@ impl Shutdown {
     /// `accept` of a loop.
     ///
     /// ```
-    /// use evloop::exec::Shutdown;
+    /// use evloop::exec::{block_on, Shutdown};
     /// use evloop::{Loop, Sim};
     /// let s = Shutdown::new();
     /// s.trigger();
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), s.triggered()).unwrap();
+    /// block_on(&mut lp, &mut (), s.triggered()).unwrap();
     /// ```
     pub fn triggered(&self) -> Triggered<'_> {
         Triggered {

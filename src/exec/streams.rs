@@ -72,10 +72,10 @@ impl Drop for Slot {
 /// stops the watcher.
 ///
 /// ```no_run
-/// use evloop::exec::signals;
+/// use evloop::exec::{block_on, signals};
 /// use evloop::Loop;
 /// let mut lp: Loop = Loop::new().unwrap();
-/// lp.block_on(&mut (), async {
+/// block_on(&mut lp, &mut (), async {
 ///     let mut term = signals(libc::SIGTERM);
 ///     term.recv().await.unwrap().unwrap();
 ///     println!("shutting down");
@@ -90,10 +90,10 @@ pub struct Signals {
 /// the stream's first item, an `Err`, and then it ends.
 ///
 /// ```
-/// use evloop::exec::signals;
+/// use evloop::exec::{block_on, signals};
 /// use evloop::{Error, Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let first = lp.block_on(&mut (), async { signals(9).recv().await }).unwrap();
+/// let first = block_on(&mut lp, &mut (), async { signals(9).recv().await }).unwrap();
 /// assert!(matches!(first, Some(Err(Error::InvalidSignal { signal: 9, .. }))));
 /// ```
 pub fn signals(signal: i32) -> Signals {
@@ -121,10 +121,10 @@ impl Signals {
     /// The poll form of [`Signals::recv`].
     ///
     /// ```
-    /// use evloop::exec::signals;
+    /// use evloop::exec::{block_on, signals};
     /// use evloop::{Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let r = lp.block_on(&mut (), async {
+    /// let r = block_on(&mut lp, &mut (), async {
     ///     let mut s = signals(0);
     ///     std::future::poll_fn(|cx| s.poll_recv(cx)).await
     /// }).unwrap();
@@ -163,15 +163,15 @@ pub type Exit = (u32, Option<ExitStatus>);
 /// Dropping it stops the watcher.
 ///
 /// ```
-/// use evloop::exec::child_exit;
+/// use evloop::exec::{block_on, child_exit};
 /// use evloop::{ExitStatus, Loop};
 /// use std::process::Command;
 /// let mut lp: Loop = Loop::new().unwrap();
 /// let child = Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
-/// let (pid, status) = lp.block_on(&mut (), child_exit(child.id())).unwrap().unwrap();
+/// let (pid, status) = block_on(&mut lp, &mut (), child_exit(child.id())).unwrap().unwrap();
 /// assert_eq!((pid, status), (child.id(), Some(ExitStatus::Exited(3))));
 /// ```
-pub struct ChildExit {
+pub struct ChildWait {
     slot: Slot,
 }
 
@@ -180,18 +180,18 @@ pub struct ChildExit {
 /// executor).
 ///
 /// ```
-/// use evloop::exec::child_exit;
+/// use evloop::exec::{block_on, child_exit};
 /// use evloop::{Loop, Sim};
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// assert!(lp.block_on(&mut (), child_exit(0)).unwrap().is_err());
+/// assert!(block_on(&mut lp, &mut (), child_exit(0)).unwrap().is_err());
 /// ```
-pub fn child_exit(pid: u32) -> ChildExit {
-    ChildExit {
+pub fn child_exit(pid: u32) -> ChildWait {
+    ChildWait {
         slot: Slot::new(Watched::Child(pid)),
     }
 }
 
-impl Future for ChildExit {
+impl Future for ChildWait {
     type Output = Result<Exit>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Exit>> {
@@ -204,9 +204,9 @@ impl Future for ChildExit {
     }
 }
 
-impl fmt::Debug for ChildExit {
+impl fmt::Debug for ChildWait {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChildExit").finish_non_exhaustive()
+        f.debug_struct("ChildWait").finish_non_exhaustive()
     }
 }
 
@@ -214,11 +214,11 @@ impl fmt::Debug for ChildExit {
 /// [`child_exits`]), in the order the loop saw them.
 ///
 /// ```
-/// use evloop::exec::child_exits;
+/// use evloop::exec::{block_on, child_exits};
 /// use evloop::{ExitStatus, Loop};
 /// use std::process::Command;
 /// let mut lp: Loop = Loop::new().unwrap();
-/// let statuses = lp.block_on(&mut (), async {
+/// let statuses = block_on(&mut lp, &mut (), async {
 ///     let mut exits = child_exits();
 ///     let a = Command::new("sh").args(["-c", "exit 1"]).spawn().unwrap();
 ///     let b = Command::new("sh").args(["-c", "exit 2"]).spawn().unwrap();
@@ -275,11 +275,11 @@ impl ChildExits {
     /// The poll form of [`ChildExits::recv`].
     ///
     /// ```
-    /// use evloop::exec::child_exits;
+    /// use evloop::exec::{block_on, child_exits};
     /// use evloop::{ExitStatus, Loop};
     /// use std::process::Command;
     /// let mut lp: Loop = Loop::new().unwrap();
-    /// let (_, status) = lp.block_on(&mut (), async {
+    /// let (_, status) = block_on(&mut lp, &mut (), async {
     ///     let mut e = child_exits();
     ///     Command::new("sh").args(["-c", "exit 9"]).spawn().unwrap();
     ///     std::future::poll_fn(|cx| e.poll_recv(cx)).await

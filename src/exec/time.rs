@@ -38,11 +38,11 @@ use super::executor::Shared;
 /// (or `block_on`) panics: it has no loop whose timers it could use.
 ///
 /// ```
-/// use evloop::exec::sleep;
+/// use evloop::exec::{block_on, sleep};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.block_on(&mut (), sleep(Duration::from_millis(250))).unwrap();
+/// block_on(&mut lp, &mut (), sleep(Duration::from_millis(250))).unwrap();
 /// assert_eq!(lp.now(), Duration::from_millis(250));
 /// ```
 pub struct Sleep {
@@ -72,12 +72,12 @@ enum When {
 /// made outside a task). See [`Sleep`].
 ///
 /// ```
-/// use evloop::exec::sleep;
+/// use evloop::exec::{block_on, sleep};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(Sim::new().backend());
 /// let mut log = vec![];
-/// lp.block_on(&mut log, async {
+/// block_on(&mut lp, &mut log, async {
 ///     sleep(Duration::from_secs(1)).await;
 ///     sleep(Duration::from_secs(2)).await;
 /// }).unwrap();
@@ -95,11 +95,11 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// ([`Loop::now`](crate::Loop::now)) reaches `deadline`.
 ///
 /// ```
-/// use evloop::exec::sleep_until;
+/// use evloop::exec::{block_on, sleep_until};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// lp.block_on(&mut (), sleep_until(Duration::from_secs(7))).unwrap();
+/// block_on(&mut lp, &mut (), sleep_until(Duration::from_secs(7))).unwrap();
 /// assert_eq!(lp.now(), Duration::from_secs(7));
 /// ```
 pub fn sleep_until(deadline: Duration) -> Sleep {
@@ -124,11 +124,11 @@ impl Sleep {
     /// the reset asks for at once by waking the task that waits.
     ///
     /// ```
-    /// use evloop::exec::sleep;
+    /// use evloop::exec::{block_on, sleep};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut s = Box::pin(sleep(Duration::from_secs(60)));
     ///     s.as_mut().reset_after(Duration::from_secs(1));
     ///     s.await
@@ -159,11 +159,11 @@ impl Sleep {
     /// (tokio's rule). It works from any thread (see [`Sleep`]).
     ///
     /// ```
-    /// use evloop::exec::sleep;
+    /// use evloop::exec::{block_on, sleep};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut s = Box::pin(sleep(Duration::from_secs(60)));
     ///     s.as_mut().reset(Duration::from_secs(2));
     ///     s.await
@@ -215,12 +215,12 @@ impl Sleep {
     /// thread it tells what its last poll saw.
     ///
     /// ```
-    /// use evloop::exec::sleep;
+    /// use evloop::exec::{block_on, sleep};
     /// use evloop::{Loop, Sim};
     /// use std::time::Duration;
     /// assert!(!sleep(Duration::from_secs(1)).is_elapsed());
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.block_on(&mut (), async {
+    /// block_on(&mut lp, &mut (), async {
     ///     let mut s = Box::pin(sleep(Duration::ZERO));
     ///     s.as_mut().await; // due at its first poll
     ///     assert!(s.is_elapsed());
@@ -344,11 +344,11 @@ impl std::error::Error for Elapsed {}
 /// future is dropped, with its watchers).
 ///
 /// ```
-/// use evloop::exec::{sleep, timeout, Elapsed};
+/// use evloop::exec::{block_on, sleep, timeout, Elapsed};
 /// use evloop::{Loop, Sim};
 /// use std::time::Duration;
 /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-/// let r = lp.block_on(&mut (), async {
+/// let r = block_on(&mut lp, &mut (), async {
 ///     timeout(Duration::from_secs(1), sleep(Duration::from_secs(5))).await
 /// }).unwrap();
 /// assert_eq!(r, Err(Elapsed(())));

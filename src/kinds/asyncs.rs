@@ -319,14 +319,14 @@ impl Drop for Asyncs {
 
 /// Wakes an async watcher from any thread: [`AsyncSender::send`] makes its
 /// loop invoke the watcher's callback soon, from the loop's thread.
-/// Returned by [`Loop::async_watcher`](crate::Loop::async_watcher) and
-/// [`Loop::async_sender`](crate::Loop::async_sender); cheap to clone,
+/// Returned by [`Async::new`](crate::Async::new) and
+/// [`Async::sender`](crate::Async::sender); cheap to clone,
 /// `Send` and `Sync`.
 ///
 /// ```
-/// use evloop::{Loop, RunMode};
+/// use evloop::{Async, Loop, RunMode};
 /// let mut lp: Loop<u32> = Loop::new()?;
-/// let (_, sender) = lp.async_watcher(|lp, n, me| {
+/// let (_, sender) = Async::new(&mut lp, |lp, n, me| {
 ///     *n += 1;
 ///     lp.remove(me).unwrap();
 /// })?;
@@ -360,9 +360,9 @@ impl AsyncSender {
     /// safe: it reaches a watcher about to go, or reports it gone.
     ///
     /// ```
-    /// # use evloop::{Loop, RunMode};
+    /// # use evloop::{Async, Loop, RunMode};
     /// let mut lp: Loop<u32> = Loop::new()?;
-    /// let (a, sender) = lp.async_watcher(|_, n, _| *n += 1)?;
+    /// let (a, sender) = Async::new(&mut lp, |_, n, _| *n += 1)?;
     /// sender.send()?;
     /// assert!(lp.is_pending(a)?); // pending from the send (the loop takes it when it polls)
     /// let mut n = 0;
@@ -386,13 +386,13 @@ impl std::fmt::Debug for AsyncSender {
 }
 
 handle!(
-    /// Handle to an async watcher, returned by [`Loop::async_watcher`].
+    /// Handle to an async watcher, returned by [`Async::new`].
     ///
     /// ```
-    /// use evloop::Loop;
+    /// use evloop::{Async, Loop};
     /// let mut lp: Loop = Loop::new()?;
-    /// let (a, _sender) = lp.async_watcher(|_, _, _| {})?;
-    /// let another = lp.async_sender(a)?;
+    /// let (a, _sender) = Async::new(&mut lp, |_, _, _| {})?;
+    /// let another = a.sender(&lp)?;
     /// another.send()?;
     /// # Ok::<(), evloop::Error>(())
     /// ```
@@ -401,7 +401,7 @@ handle!(
     false
 );
 
-impl<'s, S> Loop<'s, S> {
+impl Async {
     /// Creates and starts an async watcher, and a sender that other threads
     /// use to make the loop run its callback ([`AsyncSender::send`]): the
     /// loop's way to be woken from outside (libev's `ev_async`). A loop may
@@ -415,11 +415,11 @@ impl<'s, S> Loop<'s, S> {
     /// another thread.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode};
+    /// use evloop::{Async, Loop, RunMode};
     /// use std::sync::mpsc;
     /// let (results, done) = mpsc::channel();
     /// let mut lp: Loop<Vec<u64>> = Loop::new()?;
-    /// let (_, sender) = lp.async_watcher(move |lp, got, me| {
+    /// let (_, sender) = Async::new(&mut lp, move |lp, got, me| {
     ///     got.extend(done.try_iter()); // what the worker has sent so far
     ///     if got.len() == 3 {
     ///         lp.remove(me).unwrap(); // all in: the loop has nothing left
@@ -440,14 +440,14 @@ impl<'s, S> Loop<'s, S> {
     /// worker.join().unwrap();
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn async_watcher<F>(&mut self, callback: F) -> Result<(Async, AsyncSender)>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<(Async, AsyncSender)>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Async) + 's,
     {
         let cb = Plain::<Async, F>::boxed(callback);
         // Its first start makes its flag (and asks for the waker).
-        let a = Async(self.create::<Asyncs>(rank::ASYNC, cb, |_, _| {})?);
-        Ok((a, self.async_sender(a)?))
+        let a = Async(lp.create::<Asyncs>(rank::ASYNC, cb, |_, _| {})?);
+        Ok((a, a.sender(lp)?))
     }
 
     /// Whether the async watcher was sent to and the loop has not taken
@@ -457,43 +457,43 @@ impl<'s, S> Loop<'s, S> {
     /// says whether the callback is due at all: sent, or queued.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode};
+    /// use evloop::{Async, Loop, RunMode};
     /// let mut lp: Loop<Vec<(bool, bool)>> = Loop::new()?;
-    /// let (a, sender) = lp.async_watcher(|lp, seen, me| {
+    /// let (a, sender) = Async::new(&mut lp, |lp, seen, me| {
     ///     // Queued, then called: the send was taken.
-    ///     seen.push((lp.async_pending(me).unwrap(), lp.is_pending(me).unwrap()));
+    ///     seen.push((me.is_sent(lp).unwrap(), lp.is_pending(me).unwrap()));
     ///     lp.remove(me).unwrap();
     /// })?;
-    /// assert!(!lp.async_pending(a)?);
+    /// assert!(!a.is_sent(&lp)?);
     /// std::thread::spawn(move || sender.send().unwrap()).join().unwrap();
-    /// assert!(lp.async_pending(a)? && lp.is_pending(a)?);
+    /// assert!(a.is_sent(&lp)? && lp.is_pending(a)?);
     /// let mut seen = vec![];
     /// lp.run(RunMode::Default, &mut seen)?;
     /// assert_eq!(seen, [(false, false)]);
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn async_pending(&self, a: Async) -> Result<bool> {
-        let active = self.entry(&a)?.is_active();
-        Ok(active && self.kind::<Asyncs>().is_some_and(|k| k.is_sent(a.0.slot)))
+    pub fn is_sent<S>(self, lp: &Loop<'_, S>) -> Result<bool> {
+        let active = lp.entry(&self)?.is_active();
+        Ok(active && lp.kind::<Asyncs>().is_some_and(|k| k.is_sent(self.0.slot)))
     }
 
     /// Another sender for an async watcher.
     ///
     /// ```
-    /// # use evloop::Loop;
+    /// # use evloop::{Async, Loop};
     /// let mut lp: Loop = Loop::new()?;
-    /// let (a, _) = lp.async_watcher(|_, _, _| {})?;
-    /// assert!(lp.async_sender(a).is_ok());
+    /// let (a, _) = Async::new(&mut lp, |_, _, _| {})?;
+    /// assert!(a.sender(&lp).is_ok());
     /// lp.remove(a)?;
-    /// assert!(lp.async_sender(a).is_err()); // a stale handle
+    /// assert!(a.sender(&lp).is_err()); // a stale handle
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn async_sender(&self, a: Async) -> Result<AsyncSender> {
-        self.entry(&a)?;
-        let flag = self
+    pub fn sender<S>(self, lp: &Loop<'_, S>) -> Result<AsyncSender> {
+        lp.entry(&self)?;
+        let flag = lp
             .kind::<Asyncs>()
-            .and_then(|k| k.flag(a.0.slot))
-            .expect("an async watcher has a flag from its first start");
+            .and_then(|k| k.flag(self.0.slot))
+            .expect("an async watcher has self flag from its first start");
         Ok(AsyncSender::new(flag))
     }
 }

@@ -216,15 +216,15 @@ impl Kind for Children {
 }
 
 handle!(
-    /// Handle to a child watcher, returned by [`Loop::child`],
-    /// [`Loop::child_any`] and [`Loop::spawn`].
+    /// Handle to a child watcher, returned by [`Child::new`],
+    /// [`Child::any`] and [`Child::spawn`].
     ///
     /// ```
-    /// use evloop::Loop;
+    /// use evloop::{Child, Loop};
     /// use std::process::Command;
     /// let worker = Command::new("true").spawn()?;
     /// let mut lp: Loop = Loop::new()?;
-    /// let c = lp.child(worker.id(), |_, _, _| {})?;
+    /// let c = Child::new(&mut lp, worker.id(), |_, _, _| {})?;
     /// assert!(lp.is_active(c)?);
     /// lp.run(evloop::RunMode::Default, &mut ())?; // reaps it
     /// assert!(!lp.is_active(c)?);
@@ -238,11 +238,11 @@ handle!(
 /// What a child watcher's callback receives.
 ///
 /// ```
-/// use evloop::{ExitStatus, Loop, RunMode};
+/// use evloop::{Child, ExitStatus, Loop, RunMode};
 /// use std::process::Command;
 /// let pid = Command::new("sh").args(["-c", "kill -KILL $$"]).spawn()?.id();
 /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
-/// lp.child(pid, move |_, got, ev| {
+/// Child::new(&mut lp, pid, move |_, got, ev| {
 ///     assert_eq!(ev.pid, pid);
 ///     *got = ev.status;
 /// })?;
@@ -320,7 +320,7 @@ where
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+impl Child {
     /// Creates and starts a child watcher: when the child process `pid`
     /// exits, the backend reaps it (only it: other children are left to
     /// whoever waits for them), the watcher is stopped and its callback
@@ -339,11 +339,11 @@ impl<'s, S> Loop<'s, S> {
     /// stays in the loop, with its callback and what that holds, until
     /// [`Loop::remove`]d (from its own callback, say), and a program that
     /// watches a child at a time should remove each. Starting it again
-    /// fails (its pid names no child any more), as does [`Loop::kill`]
+    /// fails (its pid names no child any more), as does [`Child::kill`]
     /// ([`Error::ChildExited`]). (libev's child watcher stays active after
     /// its callback until the program stops it; evloop's watcher of one
     /// pid stops itself, since that pid can never exit again. The watcher
-    /// of any child, [`Loop::child_any`], stays active as libev's does.)
+    /// of any child, [`Child::any`], stays active as libev's does.)
     ///
     /// A child's status can be read once, by whoever reaps it. If someone
     /// other than the loops reaps it first (`std::process::Child::wait`
@@ -353,9 +353,9 @@ impl<'s, S> Loop<'s, S> {
     /// [`RunMode::Default`](crate::RunMode::Default) run
     /// returns; if the loop reaps it first, that `wait` fails instead
     /// (`ECHILD`). So leave a watched child to the loop, or expect one of
-    /// the two; [`Loop::spawn`] starts a child and watches it with no
+    /// the two; [`Child::spawn`] starts a child and watches it with no
     /// `std::process::Child` to wait on. Pid 0 is refused: the watcher of
-    /// any child (libev's pid 0) is [`Loop::child_any`], which a pid cannot
+    /// any child (libev's pid 0) is [`Child::any`], which a pid cannot
     /// ask for by accident.
     ///
     /// Errors: [`Error::Child`](crate::Error::Child) if `pid` is not an
@@ -363,11 +363,11 @@ impl<'s, S> Loop<'s, S> {
     /// children.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode};
+    /// use evloop::{Child, Loop, RunMode};
     /// use std::process::Command;
     /// let job = Command::new("sh").args(["-c", "exit 3"]).spawn()?;
     /// let mut lp: Loop<Vec<String>> = Loop::new()?;
-    /// let w = lp.child(job.id(), |_, log, ev| log.push(ev.status.unwrap().to_string()))?;
+    /// let w = Child::new(&mut lp, job.id(), |_, log, ev| log.push(ev.status.unwrap().to_string()))?;
     /// let mut log = vec![];
     /// // Returns once the child has exited: its watcher stopped, none is left.
     /// lp.run(RunMode::Default, &mut log)?;
@@ -381,7 +381,7 @@ impl<'s, S> Loop<'s, S> {
     /// Two loops, in two threads, watching one child: both hear it.
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode};
     /// use std::process::{Command, Stdio};
     /// use std::sync::mpsc;
     /// // A child that exits with code 4 when its stdin closes.
@@ -391,14 +391,14 @@ impl<'s, S> Loop<'s, S> {
     /// let (watching, started) = mpsc::channel();
     /// let other = std::thread::spawn(move || {
     ///     let mut lp: Loop<Option<ExitStatus>> = Loop::new().unwrap();
-    ///     lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+    ///     Child::new(&mut lp, pid, |_, got, ev| *got = ev.status).unwrap();
     ///     watching.send(()).unwrap();
     ///     let mut got = None;
     ///     lp.run(RunMode::Default, &mut got).unwrap();
     ///     got
     /// });
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
-    /// lp.child(pid, |_, got, ev| *got = ev.status)?;
+    /// Child::new(&mut lp, pid, |_, got, ev| *got = ev.status)?;
     /// started.recv()?; // both watch it: let it go
     /// drop(job.stdin.take());
     /// let mut got = None;
@@ -407,7 +407,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(other.join().unwrap(), Some(ExitStatus::Exited(4)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn child<F>(&mut self, pid: u32, callback: F) -> Result<Child>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, pid: u32, callback: F) -> Result<Child>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
@@ -416,12 +416,12 @@ impl<'s, S> Loop<'s, S> {
                 pid,
                 source: io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "pid 0 names no child (a watcher of any child is Loop::child_any)",
+                    "pid 0 names no child (a watcher of any child is Child::any)",
                 ),
             });
         }
         let cb = Box::new(ChildCallback(callback));
-        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+        let key = lp.create::<Children>(rank::CHILD, cb, |children, key| {
             children.watches.insert(key.slot, Some(pid));
         })?;
         Ok(Child(key))
@@ -445,7 +445,7 @@ impl<'s, S> Loop<'s, S> {
     /// all its children (a supervisor, a shell), as libev's pid 0 is
     /// used.
     ///
-    /// Watchers of one pid ([`Loop::child`], [`Loop::spawn`]), on this loop
+    /// Watchers of one pid ([`Child::new`], [`Child::spawn`]), on this loop
     /// or any other of the process, still get their child's real status:
     /// the loops share one table of watched children, and whoever reaps
     /// a child reports it to every watcher of its pid, and to every
@@ -453,8 +453,8 @@ impl<'s, S> Loop<'s, S> {
     /// pid run first, as in libev). The exits of children reaped by
     /// another loop's watcher of their pid reach this watcher too. A
     /// child watched by pid must be watched before it can exit: with a
-    /// watcher of any child active in another thread, [`Loop::child`] on a
-    /// child that has already exited may find it reaped; [`Loop::spawn`]
+    /// watcher of any child active in another thread, [`Child::new`] on a
+    /// child that has already exited may find it reaped; [`Child::spawn`]
     /// cannot lose it.
     ///
     /// Works on every backend (epoll, poll, select, io_uring, kqueue:
@@ -468,11 +468,11 @@ impl<'s, S> Loop<'s, S> {
     /// [`Sim::exit`]: crate::Sim::exit
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode};
     /// use std::collections::HashMap;
     /// use std::process::Command;
     /// let mut lp: Loop<HashMap<u32, ExitStatus>> = Loop::new()?;
-    /// let any = lp.child_any(|_, got, ev| {
+    /// let any = Child::any(&mut lp, |_, got, ev| {
     ///     got.insert(ev.pid, ev.status.unwrap());
     /// })?;
     /// // Started with std, never waited for: the loop reaps them.
@@ -488,25 +488,25 @@ impl<'s, S> Loop<'s, S> {
     /// lp.remove(any)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn child_any<F>(&mut self, callback: F) -> Result<Child>
+    pub fn any<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Child>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
         let cb = Box::new(ChildCallback(callback));
-        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+        let key = lp.create::<Children>(rank::CHILD, cb, |children, key| {
             children.watches.insert(key.slot, None);
         })?;
         Ok(Child(key))
     }
 
     /// Starts `command` as a child process and a watcher of it, at once:
-    /// [`Loop::child`] on the new pid, with no moment in between at which
+    /// [`Child::new`] on the new pid, with no moment in between at which
     /// someone could reap it (not even a watcher of any child in another
     /// thread), and no `std::process::Child` whose `wait` would take the
     /// status from the watcher. What comes back is the watcher's handle
     /// and [`Spawned`]: the pid, and the pipes the command asked for
     /// (`Stdio::piped()`), to write to or watch with [`Loop::io`]. Send the
-    /// child signals with [`Loop::kill`]. The watcher behaves as any child
+    /// child signals with [`Child::kill`]. The watcher behaves as any child
     /// watcher: stopped once the child has exited and its callback called;
     /// remove it when done with it.
     ///
@@ -522,13 +522,13 @@ impl<'s, S> Loop<'s, S> {
     /// [`Sim::exit`]: crate::Sim::exit
     ///
     /// ```
-    /// use evloop::{ExitStatus, Loop, RunMode};
+    /// use evloop::{Child, ExitStatus, Loop, RunMode};
     /// use std::io::Read;
     /// use std::process::{Command, Stdio};
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
     /// let mut job = Command::new("sh");
     /// job.args(["-c", "echo hello; exit 3"]).stdout(Stdio::piped());
-    /// let (_watcher, spawned) = lp.spawn(&mut job, |lp, got, ev| {
+    /// let (_watcher, spawned) = Child::spawn(&mut lp, &mut job, |lp, got, ev| {
     ///     *got = ev.status;
     ///     lp.remove(ev.watcher).unwrap(); // done with it
     /// })?;
@@ -539,15 +539,19 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut got)?;
     /// assert_eq!(got, Some(ExitStatus::Exited(3)));
     /// // Nothing to start: an error, and no watcher.
-    /// assert!(lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {}).is_err());
+    /// assert!(Child::spawn(&mut lp, &mut Command::new("/no/such/program"), |_, _, _| {}).is_err());
     /// assert_eq!(lp.active_count(), 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn spawn<F>(&mut self, command: &mut Command, callback: F) -> Result<(Child, Spawned)>
+    pub fn spawn<'s, S, F>(
+        lp: &mut Loop<'s, S>,
+        command: &mut Command,
+        callback: F,
+    ) -> Result<(Child, Spawned)>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, ChildEvent) + 's,
     {
-        let spawned = self
+        let spawned = lp
             .services(|s, fds| s.spawn_child(command, fds))
             .map_err(|source| Error::Spawn {
                 program: command.get_program().to_string_lossy().into_owned(),
@@ -555,7 +559,7 @@ impl<'s, S> Loop<'s, S> {
             })?;
         let pid = spawned.pid;
         let cb = Box::new(ChildCallback(callback));
-        let key = self.create::<Children>(rank::CHILD, cb, |children, key| {
+        let key = lp.create::<Children>(rank::CHILD, cb, |children, key| {
             children.watches.insert(key.slot, Some(pid));
             // The backend watches it already: nothing to ask.
             children.prewatched = Some(key.slot);
@@ -594,33 +598,33 @@ impl<'s, S> Loop<'s, S> {
     /// [`Sim::exit`]: crate::Sim::exit
     ///
     /// ```
-    /// use evloop::{Error, ExitStatus, Loop, RunMode, Signal};
+    /// use evloop::{Child, Error, ExitStatus, Loop, RunMode, Signal};
     /// use std::process::Command;
     /// let mut lp: Loop<Option<ExitStatus>> = Loop::new()?;
-    /// let (job, _) = lp.spawn(Command::new("sleep").arg("60"), |_, got, ev| *got = ev.status)?;
-    /// lp.kill(job, Signal::TERM)?;
+    /// let (job, _) = Child::spawn(&mut lp, Command::new("sleep").arg("60"), |_, got, ev| *got = ev.status)?;
+    /// job.kill(&mut lp, Signal::TERM)?;
     /// let mut got = None;
     /// lp.run(RunMode::Default, &mut got)?;
     /// assert_eq!(got, Some(ExitStatus::Signaled { signal: Signal::TERM, core_dumped: false }));
     /// // Reaped: its pid may be another process's by now, so nothing is sent.
-    /// let err = lp.kill(job, Signal::TERM).unwrap_err();
+    /// let err = job.kill(&mut lp, Signal::TERM).unwrap_err();
     /// assert!(matches!(err, Error::ChildExited { .. }), "{err}");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn kill(&mut self, watcher: Child, signal: i32) -> Result<()> {
-        self.entry(&watcher)?;
-        let children = self
+    pub fn kill<'s, S>(self, lp: &mut Loop<'s, S>, signal: i32) -> Result<()> {
+        lp.entry(&self)?;
+        let children = lp
             .kinds
             .get::<Children>()
-            .expect("a child handle names a child watcher");
-        let slot = watcher.0.slot;
+            .expect("a child handle names a child self");
+        let slot = self.0.slot;
         let Some(pid) = children.watches(slot) else {
             return Err(Error::Kill {
                 pid: 0,
                 signal,
                 source: io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "a watcher of any child names no one child to send it to",
+                    "a self of any child names no one child to send it to",
                 ),
             });
         };
@@ -642,12 +646,12 @@ impl<'s, S> Loop<'s, S> {
                 signal,
                 source: io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    "its watcher is stopped, so the loop cannot tell whether it has been reaped \
-                     (and its pid reused): start the watcher first",
+                    "its self is stopped, so the loop cannot tell whether it has been reaped \
+                     (and its pid reused): start the self first",
                 ),
             });
         }
-        self.services(|s, _| s.signal_child(pid, signal))
+        lp.services(|s, _| s.signal_child(pid, signal))
             .map_err(|source| match source.kind() {
                 io::ErrorKind::NotFound => Error::ChildExited { pid, status: None },
                 _ => Error::Kill {

@@ -50,12 +50,12 @@ impl Kind for Cleanups {
 }
 
 handle!(
-    /// Handle to a cleanup watcher, returned by [`Loop::cleanup`].
+    /// Handle to a cleanup watcher, returned by [`Cleanup::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Cleanup, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.cleanup(|_| {}).unwrap();
+    /// let c = Cleanup::new(&mut lp, |_| {}).unwrap();
     /// lp.stop(c).unwrap(); // it will not run
     /// ```
     Cleanup,
@@ -90,7 +90,7 @@ where
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+impl Cleanup {
     /// Creates and starts a cleanup watcher: its callback runs once, when
     /// the loop is dropped, with the loop (the user state is not at hand
     /// then), before any watcher or source is dropped: the place to stop
@@ -102,24 +102,24 @@ impl<'s, S> Loop<'s, S> {
     /// have.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, RunOutcome, Sim};
+    /// use evloop::{Cleanup, Loop, RunMode, RunOutcome, Sim};
     /// use std::rc::Rc;
     /// use std::cell::Cell;
     /// let ran = Rc::new(Cell::new(false));
     /// let seen = ran.clone();
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.cleanup(move |_| seen.set(true)).unwrap();
+    /// Cleanup::new(&mut lp, move |_| seen.set(true)).unwrap();
     /// assert_eq!(lp.run(RunMode::Default, &mut ()).unwrap(), RunOutcome::NoActiveWatchers);
     /// assert!(!ran.get());
     /// drop(lp);
     /// assert!(ran.get());
     /// ```
-    pub fn cleanup<F>(&mut self, callback: F) -> Result<Cleanup>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Cleanup>
     where
         F: FnOnce(&mut Loop<'s, S>) + 's,
     {
         let cb = Box::new(CleanupCallback(Some(callback)));
-        let key = self.create::<Cleanups>(rank::CLEANUP, cb, |_, _| {})?;
+        let key = lp.create::<Cleanups>(rank::CLEANUP, cb, |_, _| {})?;
         Ok(Cleanup(key))
     }
 
@@ -129,24 +129,24 @@ impl<'s, S> Loop<'s, S> {
     /// foreign handle.
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Cleanup, Loop, Sim};
     /// use std::cell::RefCell;
     /// use std::rc::Rc;
     /// let log = Rc::new(RefCell::new(vec![]));
     /// let (first, second) = (log.clone(), log.clone());
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.cleanup(move |_| first.borrow_mut().push("first")).unwrap();
-    /// lp.set_cleanup_callback(c, move |_| second.borrow_mut().push("second")).unwrap();
+    /// let c = Cleanup::new(&mut lp, move |_| first.borrow_mut().push("first")).unwrap();
+    /// c.set_callback(&mut lp, move |_| second.borrow_mut().push("second")).unwrap();
     /// drop(lp);
     /// assert_eq!(*log.borrow(), ["second"]);
     /// ```
-    pub fn set_cleanup_callback<F>(&mut self, c: Cleanup, callback: F) -> Result<()>
+    pub fn set_callback<'s, S, F>(self, lp: &mut Loop<'s, S>, callback: F) -> Result<()>
     where
         F: FnOnce(&mut Loop<'s, S>) + 's,
     {
-        self.entry_mut(&c)?;
+        lp.entry_mut(&self)?;
         let cb = Box::new(CleanupCallback(Some(callback)));
-        self.replace_callback(c.0.slot, cb);
+        lp.replace_callback(self.0.slot, cb);
         Ok(())
     }
 }

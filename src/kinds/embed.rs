@@ -1,4 +1,4 @@
-//! `Loop::embed`: another loop run inside this one (libev's `ev_embed`).
+//! `Embed::new`: another loop run inside this one (libev's `ev_embed`).
 //! The outer loop owns the inner one; an embed watcher has the outer loop
 //! watch the inner loop's pollable fd (`Backend::pollable_fd`, bound
 //! through [`Context::watch_checked`]) and bounds the outer's wait by the
@@ -40,14 +40,14 @@ use crate::slot_list::Slot;
 use crate::unwind::Held;
 use crate::{Error, Handle, Interest, Loop, RawFd, Ready, Result, SourceFd};
 
-/// Handle to an embed watcher ([`Loop::embed`]): the outer loop's watcher
+/// Handle to an embed watcher ([`Embed::new`]): the outer loop's watcher
 /// of an embedded loop whose events are `T`'s. The shared operations act
 /// on the watcher: [`Loop::stop`] leaves the embedded loop alone (its fd
 /// unwatched, its deadlines ignored) until [`Loop::start`];
 /// [`Loop::set_ref`]`(e, false)` lets the outer's `run` end while the
 /// embed watcher is its last; [`Loop::feed_event`] runs its callback;
 /// [`Loop::remove`] drops the embedded loop with the watcher (its cleanup
-/// watchers run), where [`Loop::unembed`] hands it back.
+/// watchers run), where [`Embed::unembed`] hands it back.
 ///
 /// ```
 /// use evloop::{Embed, Handle, Loop};
@@ -55,7 +55,7 @@ use crate::{Error, Handle, Interest, Loop, RawFd, Ready, Result, SourceFd};
 /// # {
 /// let inner: Loop<'static, ()> = Loop::builder().backend("epoll").build()?;
 /// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
-/// let e: Embed<()> = outer.embed(inner, |_, _, inner, _| {
+/// let e: Embed<()> = Embed::new(&mut outer, inner, |_, _, inner, _| {
 ///     inner.run(evloop::RunMode::NoWait, &mut ()).unwrap();
 /// })?;
 /// assert_eq!(e.kind(), "embed");
@@ -70,7 +70,7 @@ pub struct Embed<T> {
 }
 
 impl<T> Embed<T> {
-    fn new(key: Key) -> Embed<T> {
+    fn from_slot_key(key: Key) -> Embed<T> {
         Embed {
             key,
             inner: PhantomData,
@@ -109,7 +109,7 @@ impl<T> Sealed for Embed<T> {
         self.key
     }
     fn from_key(key: Key) -> Self {
-        Embed::new(key)
+        Embed::from_slot_key(key)
     }
 }
 
@@ -129,7 +129,7 @@ struct Embedded<T: 'static> {
     fd: RawFd,
     /// The id of the inner loop that `fd` is the fd of: another loop put
     /// in its place (`mem::replace` on the callback's `&mut Loop`, or on
-    /// [`Loop::embedded_mut`]'s) is watched instead ([`Embedded::follow`]).
+    /// [`Embed::inner_mut`]'s) is watched instead ([`Embedded::follow`]).
     owner: u32,
     active: bool,
     /// Its changes could not be made (`Loop::flush_changes` failed): the
@@ -151,7 +151,7 @@ impl<T: 'static> Embedded<T> {
     }
 
     /// If another loop was put in place of the one whose fd is watched
-    /// (or its fd changed), its fd (checked as [`Loop::embed`] checks
+    /// (or its fd changed), its fd (checked as [`Embed::new`] checks
     /// it) is watched instead, if the old one was. Errors: that check's;
     /// the old fd is unwatched then, for the caller to stop the watcher.
     fn follow(&mut self, cx: &mut Context<'_>) -> Result<()> {
@@ -377,7 +377,7 @@ where
         ready: Ready,
     ) {
         let key = lp.registry.key(slot, version);
-        let me = Embed::<T>::new(key);
+        let me = Embed::<T>::from_slot_key(key);
         if ready.is_error() && !lp.is_active(me).unwrap_or(true) {
             // Stopped by the loop: the backend refused or reported
             // invalid the fd, or a loop put in place cannot be watched.
@@ -469,7 +469,7 @@ fn refusal_reason(outer: &str, err: &std::io::Error) -> String {
 }
 
 /// The fd of `inner` that a loop on `outer` watches to embed it; the
-/// checks of [`Loop::can_embed`].
+/// checks of [`Embed::can_embed`].
 fn watchable<T>(inner: &Loop<'_, T>, outer: &dyn Backend, caps: &Capabilities) -> Result<RawFd> {
     let refused = |reason: String| Error::CannotEmbed {
         inner: inner.backend_name(),
@@ -488,7 +488,12 @@ fn watchable<T>(inner: &Loop<'_, T>, outer: &dyn Backend, caps: &Capabilities) -
         .map_err(|e| refused(e.to_string()))
 }
 
-impl<'s, S> Loop<'s, S> {
+/// The fd `inner` would be watched on, if `lp` can embed it.
+fn embeddable<S, T>(lp: &Loop<'_, S>, inner: &Loop<'_, T>) -> Result<RawFd> {
+    watchable(inner, &*lp.backend, &lp.caps)
+}
+
+impl<T: 'static> Embed<T> {
     /// Runs `inner` inside this loop (libev's `ev_embed`): this loop owns
     /// it, watches its [`Loop::pollable_fd`] and bounds its own wait by
     /// `inner`'s [`Loop::next_timeout`], and calls `callback` when `inner`
@@ -503,11 +508,11 @@ impl<'s, S> Loop<'s, S> {
     /// at the next iteration, as a level-triggered io watcher is.
     ///
     /// The embedded loop's fd changes made between its runs (watchers
-    /// started through [`Loop::embedded_mut`], say) reach its backend in
+    /// started through [`Embed::inner_mut`], say) reach its backend in
     /// this loop's prepare phase, and again just before this loop polls,
     /// so that its fd is readable for them ([`Loop::flush_changes`]).
-    /// Reach the embedded loop between runs with [`Loop::embedded_mut`],
-    /// take it back with [`Loop::unembed`]; [`Loop::remove`] drops it.
+    /// Reach the embedded loop between runs with [`Embed::inner_mut`],
+    /// take it back with [`Embed::unembed`]; [`Loop::remove`] drops it.
     /// After `fork()`, this loop's [`Loop::reinit_after_fork`] re-creates
     /// the embedded loop's kernel objects too (do not call it on the
     /// embedded loop yourself). The watcher is active and referenced from
@@ -521,13 +526,13 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// The callback may put another loop in place of the one it gets
     /// (`*inner = other`, `std::mem::replace`), and so may a caller of
-    /// [`Loop::embedded_mut`]: this loop then watches the new loop's fd
+    /// [`Embed::inner_mut`]: this loop then watches the new loop's fd
     /// (right after the callback returns; before this loop next polls,
-    /// for `embedded_mut`), never the old one's number, which the old
+    /// for `Embed::inner_mut`), never the old one's number, which the old
     /// loop's drop closed and the next open may reuse. A new loop that
     /// cannot be embedded stops the watcher, and this loop's `run`
     /// returns [`Error::CannotEmbed`] (the loop stays, for
-    /// [`Loop::unembed`]; [`Loop::start`] says the same until a loop that
+    /// [`Embed::unembed`]; [`Loop::start`] says the same until a loop that
     /// can be embedded is put in place).
     ///
     /// Errors: [`Error::CannotEmbed`] when `inner`'s backend has no
@@ -538,14 +543,14 @@ impl<'s, S> Loop<'s, S> {
     /// Linux refuses epoll instances nested more than 4 deep below the
     /// outermost one (`ELOOP`, "nested too deep": a top loop and 4 epoll
     /// loops embedded in one another below it). `inner` is dropped then:
-    /// [`Loop::can_embed`] asks first without giving it away (it does not
+    /// [`Embed::can_embed`] asks first without giving it away (it does not
     /// register the fd). A refusal met later (the watcher started again,
     /// or a backend that reports refusals at its next poll: kqueue,
     /// io_uring) stops the watcher, and this loop's `run` returns the
     /// error once the iteration's callbacks ran.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode};
+    /// use evloop::{Embed, Loop, RunMode};
     /// use std::time::Duration;
     /// # #[cfg(target_os = "linux")]
     /// # {
@@ -558,7 +563,7 @@ impl<'s, S> Loop<'s, S> {
     ///     *fired += 1;
     /// })?;
     /// let mut outer: Loop<Outer> = Loop::builder().backend("epoll").build()?;
-    /// let e = outer.embed(inner, |outer, st, inner, me| {
+    /// let e = Embed::new(&mut outer, inner, |outer, st, inner, me| {
     ///     st.runs += 1;
     ///     inner.run(RunMode::NoWait, &mut st.inner_fired).unwrap();
     ///     if inner.active_count() == 0 {
@@ -569,23 +574,26 @@ impl<'s, S> Loop<'s, S> {
     /// outer.run(RunMode::Default, &mut st)?; // blocks about 20 ms, no io at all
     /// assert_eq!(st.inner_fired, 1);
     /// assert!(outer.now() >= Duration::from_millis(20));
-    /// let inner = outer.unembed(e)?; // back, and working
+    /// let inner = e.unembed(&mut outer)?; // back, and working
     /// assert_eq!(inner.active_count(), 0);
     /// # }
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn embed<T, F>(&mut self, inner: Loop<'static, T>, callback: F) -> Result<Embed<T>>
+    pub fn new<'s, S, F>(
+        lp: &mut Loop<'s, S>,
+        inner: Loop<'static, T>,
+        callback: F,
+    ) -> Result<Embed<T>>
     where
-        T: 'static,
         F: FnMut(&mut Loop<'s, S>, &mut S, &mut Loop<'static, T>, Embed<T>) + 's,
     {
-        let fd = self.embeddable(&inner)?;
+        let fd = embeddable(lp, &inner)?;
         let (owner, inner_name) = (inner.registry.owner(), inner.backend_name());
         let cb = Box::new(EmbedCallback {
             cb: callback,
             inner: PhantomData,
         });
-        let key = self.create::<Embeds<T>>(rank::EMBED, cb, |embeds, key| {
+        let key = lp.create::<Embeds<T>>(rank::EMBED, cb, |embeds, key| {
             embeds.loops.push(Embedded {
                 key,
                 inner: Some(inner),
@@ -596,61 +604,53 @@ impl<'s, S> Loop<'s, S> {
                 refused: None,
             });
         })?;
-        let e = Embed::new(key);
+        let e = Embed::from_slot_key(key);
         // Registered now, so that a refusal (epoll's nesting limit) is
         // this call's error rather than a watcher stopped in `run`.
-        self.materialise_batch();
-        self.flush_fds();
-        if !self.is_active(e)? {
-            let reason = match self.fds.take_refusal(fd) {
-                Some(err) => refusal_reason(self.backend_name(), &err),
-                None => format!(
-                    "the {} backend refused its pollable fd",
-                    self.backend_name()
-                ),
+        lp.materialise_batch();
+        lp.flush_fds();
+        if !lp.is_active(e)? {
+            let reason = match lp.fds.take_refusal(fd) {
+                Some(err) => refusal_reason(lp.backend_name(), &err),
+                None => format!("the {} backend refused its pollable fd", lp.backend_name()),
             };
-            self.remove(e)?; // (its queued error callback with it)
+            lp.remove(e)?; // (its queued error callback with it)
             return Err(Error::CannotEmbed {
                 inner: inner_name,
-                outer: self.backend_name(),
+                outer: lp.backend_name(),
                 reason,
             });
         }
         Ok(e)
     }
 
-    /// Whether `inner` could be embedded in this loop ([`Loop::embed`]),
+    /// Whether `inner` could be embedded in this loop ([`Embed::new`]),
     /// without giving it away: `Ok` if its backend has a pollable fd and
     /// this loop's backend can watch it.
     ///
     /// Errors: [`Error::CannotEmbed`], naming both backends and why.
     ///
     /// ```
-    /// use evloop::{Error, Loop, Sim};
+    /// use evloop::{Embed, Error, Loop, Sim};
     /// # #[cfg(target_os = "linux")]
     /// # {
     /// let inner: Loop = Loop::builder().backend("poll").build()?;
     /// let outer: Loop = Loop::builder().backend("epoll").build()?;
-    /// let err = outer.can_embed(&inner).unwrap_err();
+    /// let err = Embed::can_embed(&outer, &inner).unwrap_err();
     /// assert!(matches!(err, Error::CannotEmbed { inner: "poll", outer: "epoll", .. }));
     /// assert!(err.to_string().contains("no kernel object"), "{err}");
     ///
     /// // An epoll loop's fd is an OS descriptor: the simulator cannot watch it.
     /// let inner: Loop = Loop::builder().backend("epoll").build()?;
     /// let sim: Loop = Loop::with_backend(Sim::new().backend());
-    /// let err = sim.can_embed(&inner).unwrap_err();
+    /// let err = Embed::can_embed(&sim, &inner).unwrap_err();
     /// assert!(matches!(err, Error::CannotEmbed { inner: "epoll", outer: "sim", .. }));
-    /// assert!(outer.can_embed(&inner).is_ok());
+    /// assert!(Embed::can_embed(&outer, &inner).is_ok());
     /// # }
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn can_embed<T>(&self, inner: &Loop<'_, T>) -> Result<()> {
-        self.embeddable(inner).map(|_| ())
-    }
-
-    /// [`Loop::can_embed`], and the fd.
-    fn embeddable<T>(&self, inner: &Loop<'_, T>) -> Result<RawFd> {
-        watchable(inner, &*self.backend, &self.caps)
+    pub fn can_embed<S>(lp: &Loop<'_, S>, inner: &Loop<'_, T>) -> Result<()> {
+        embeddable(lp, inner).map(|_| ())
     }
 
     /// The loop that `e` embeds, to look at.
@@ -660,20 +660,20 @@ impl<'s, S> Loop<'s, S> {
     /// watcher's callback holds it.
     ///
     /// ```
-    /// use evloop::Loop;
+    /// use evloop::{Embed, Loop};
     /// # #[cfg(target_os = "linux")]
     /// # {
     /// let inner: Loop<'static, ()> = Loop::builder().backend("epoll").build()?;
     /// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
-    /// let e = outer.embed(inner, |_, _, _, _| {})?;
-    /// assert_eq!(outer.embedded(e)?.backend_name(), "epoll");
+    /// let e = Embed::new(&mut outer, inner, |_, _, _, _| {})?;
+    /// assert_eq!(e.inner(&outer)?.backend_name(), "epoll");
     /// # }
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn embedded<T: 'static>(&self, e: Embed<T>) -> Result<&Loop<'static, T>> {
-        self.entry(&e)?;
-        self.kind::<Embeds<T>>()
-            .and_then(|k| k.of(e.key))
+    pub fn inner<'a, S>(self, lp: &'a Loop<'_, S>) -> Result<&'a Loop<'static, T>> {
+        lp.entry(&self)?;
+        lp.kind::<Embeds<T>>()
+            .and_then(|k| k.of(self.key))
             .ok_or(Error::StaleHandle { kind: "embed" })?
             .inner
             .as_ref()
@@ -685,22 +685,22 @@ impl<'s, S> Loop<'s, S> {
     /// their fds by this loop's next poll (its changes are flushed before
     /// it). Do not call its `reinit_after_fork`: this loop's does.
     ///
-    /// Errors: those of [`Loop::embedded`].
+    /// Errors: those of [`Embed::inner`].
     ///
     /// ```
-    /// use evloop::{Interest, Loop, RunMode};
+    /// use evloop::{Embed, Interest, Loop, RunMode};
     /// # #[cfg(target_os = "linux")]
     /// # {
     /// use std::io::Write;
     /// use std::os::unix::net::UnixStream;
     /// let inner: Loop<'static, Vec<u8>> = Loop::builder().backend("epoll").build()?;
     /// let mut outer: Loop<Vec<u8>> = Loop::builder().backend("epoll").build()?;
-    /// let e = outer.embed(inner, |_, got, inner, _| {
+    /// let e = Embed::new(&mut outer, inner, |_, got, inner, _| {
     ///     inner.run(RunMode::NoWait, got).unwrap();
     /// })?;
     /// // A watcher started in the embedded loop before it ever ran.
     /// let (a, mut peer) = UnixStream::pair()?;
-    /// outer.embedded_mut(e)?.io(a, Interest::READABLE, |lp, got, ev| {
+    /// e.inner_mut(&mut outer)?.io(a, Interest::READABLE, |lp, got, ev| {
     ///     use std::io::Read;
     ///     let mut buf = [0; 8];
     ///     let n = ev.source.read(&mut buf).unwrap();
@@ -714,10 +714,10 @@ impl<'s, S> Loop<'s, S> {
     /// # }
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn embedded_mut<T: 'static>(&mut self, e: Embed<T>) -> Result<&mut Loop<'static, T>> {
-        self.entry(&e)?;
-        self.kind_mut::<Embeds<T>>()
-            .and_then(|k| k.of_mut(e.key))
+    pub fn inner_mut<'a, S>(self, lp: &'a mut Loop<'_, S>) -> Result<&'a mut Loop<'static, T>> {
+        lp.entry(&self)?;
+        lp.kind_mut::<Embeds<T>>()
+            .and_then(|k| k.of_mut(self.key))
             .ok_or(Error::StaleHandle { kind: "embed" })?
             .inner
             .as_mut()
@@ -729,20 +729,20 @@ impl<'s, S> Loop<'s, S> {
     /// is stale from then on). A panic in the callback's `Drop` (its
     /// captures) propagates, and drops the loop with it.
     ///
-    /// Errors: those of [`Loop::embedded`]; nothing changes then.
+    /// Errors: those of [`Embed::inner`]; nothing changes then.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, RunOutcome};
+    /// use evloop::{Embed, Loop, RunMode, RunOutcome};
     /// # #[cfg(target_os = "linux")]
     /// # {
     /// use std::time::Duration;
     /// let inner: Loop<'static, u32> = Loop::builder().backend("epoll").build()?;
     /// let mut outer: Loop = Loop::builder().backend("epoll").build()?;
-    /// let e = outer.embed(inner, |_, _, inner, _| {
+    /// let e = Embed::new(&mut outer, inner, |_, _, inner, _| {
     ///     inner.run(RunMode::NoWait, &mut 0).unwrap();
     /// })?;
-    /// let mut inner = outer.unembed(e)?;
-    /// assert!(outer.unembed(e).is_err()); // stale
+    /// let mut inner = e.unembed(&mut outer)?;
+    /// assert!(e.unembed(&mut outer).is_err()); // stale
     /// inner.timer(Duration::ZERO, Duration::ZERO, |_, n, _| *n += 1)?;
     /// let mut n = 0;
     /// assert_eq!(inner.run(RunMode::Default, &mut n)?, RunOutcome::NoActiveWatchers);
@@ -750,17 +750,17 @@ impl<'s, S> Loop<'s, S> {
     /// # }
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn unembed<T: 'static>(&mut self, e: Embed<T>) -> Result<Loop<'static, T>> {
-        self.entry(&e)?;
-        let inner = self
+    pub fn unembed<S>(self, lp: &mut Loop<'_, S>) -> Result<Loop<'static, T>> {
+        lp.entry(&self)?;
+        let inner = lp
             .kind_mut::<Embeds<T>>()
-            .and_then(|k| k.of_mut(e.key))
+            .and_then(|k| k.of_mut(self.key))
             .ok_or(Error::StaleHandle { kind: "embed" })?
             .inner
             .take()
             .ok_or(Error::EmbeddedRunning)?;
         // Its record goes with the watcher (empty: the loop is here).
-        self.remove(e)?;
+        lp.remove(self)?;
         Ok(inner)
     }
 }

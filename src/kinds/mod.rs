@@ -17,11 +17,10 @@ pub(crate) mod stat;
 use std::time::Duration;
 
 use crate::event_loop::BoxedCallback;
-use crate::kind::{Context, Kind, Phase, Watcher};
+use crate::kind::{Context, Kind, Phase};
 use crate::pending::Priority;
-use crate::registry::Kind as Tag;
-use crate::watchers::plain::Raw;
-use crate::{Error, Loop, Ready, Result};
+use crate::registry::Role;
+use crate::{Loop, Result};
 
 /// The crate's kinds' ranks: their order within a phase (the order the
 /// guarantees in `Loop::run`'s doc need), whichever a loop used first.
@@ -67,95 +66,6 @@ macro_rules! split_core {
 }
 
 impl<'s, S> Loop<'s, S> {
-    /// Installs a watcher kind from outside the crate, to create watchers
-    /// of with [`Loop::watcher`]; [`Error::KindInstalled`] if one of its
-    /// type is installed already.
-    ///
-    /// ```
-    /// use evloop::{Kind, Loop, Sim, Error};
-    /// struct Mine;
-    /// impl Kind for Mine {
-    ///     const NAME: &'static str = "mine";
-    /// }
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.install(Mine).unwrap();
-    /// assert!(matches!(lp.install(Mine), Err(Error::KindInstalled { kind: "mine" })));
-    /// ```
-    pub fn install<K: Kind>(&mut self, kind: K) -> Result<()> {
-        match self.kinds.install(kind) {
-            Some(_) => Ok(()),
-            None => Err(Error::KindInstalled { kind: K::NAME }),
-        }
-    }
-
-    /// The installed kind `K`, if it is.
-    ///
-    /// ```
-    /// use evloop::{Kind, Loop, Sim};
-    /// struct Mine(u32);
-    /// impl Kind for Mine {
-    ///     const NAME: &'static str = "mine";
-    /// }
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert!(lp.kind::<Mine>().is_none());
-    /// lp.install(Mine(7)).unwrap();
-    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 7);
-    /// ```
-    pub fn kind<K: Kind>(&self) -> Option<&K> {
-        self.kinds.get()
-    }
-
-    /// The installed kind `K`, to change, if it is.
-    ///
-    /// ```
-    /// use evloop::{Kind, Loop, Sim};
-    /// struct Mine(u32);
-    /// impl Kind for Mine {
-    ///     const NAME: &'static str = "mine";
-    /// }
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// lp.install(Mine(7)).unwrap();
-    /// lp.kind_mut::<Mine>().unwrap().0 += 1;
-    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 8);
-    /// ```
-    pub fn kind_mut<K: Kind>(&mut self) -> Option<&mut K> {
-        self.kinds.get_mut()
-    }
-
-    /// Creates a stopped watcher of the installed kind `K`: start it with
-    /// [`Loop::start`] (which asks [`Kind::start`]). Its callback gets
-    /// the loop, the state, its handle and the readiness it was queued
-    /// with. [`Error::KindNotInstalled`] if `K` is not installed.
-    ///
-    /// ```
-    /// use evloop::{Kind, Loop, Sim, Error};
-    /// struct Mine;
-    /// impl Kind for Mine {
-    ///     const NAME: &'static str = "mine";
-    /// }
-    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// assert!(matches!(
-    ///     lp.watcher::<Mine, _>(|_, _, _, _| {}),
-    ///     Err(Error::KindNotInstalled { kind: "mine" })
-    /// ));
-    /// lp.install(Mine).unwrap();
-    /// let w = lp.watcher::<Mine, _>(|_, _, _, _| {}).unwrap();
-    /// lp.start(w).unwrap();
-    /// assert!(lp.is_active(w).unwrap());
-    /// ```
-    pub fn watcher<K, F>(&mut self, callback: F) -> Result<Watcher<K>>
-    where
-        K: Kind,
-        F: FnMut(&mut Loop<'s, S>, &mut S, Watcher<K>, Ready) + 's,
-    {
-        let Some(index) = self.kinds.index_of::<K>() else {
-            return Err(Error::KindNotInstalled { kind: K::NAME });
-        };
-        Ok(Watcher::new(
-            self.insert_of::<K>(index, Raw::<K, F>::boxed(callback)),
-        ))
-    }
-
     /// The crate's kind `K`, installed at its rank on first use.
     pub(crate) fn builtin<K: Kind + Default>(&mut self, rank: u32) -> (&mut K, u16) {
         let index = match self.kinds.index_of::<K>() {
@@ -198,7 +108,7 @@ impl<'s, S> Loop<'s, S> {
         index: u16,
         cb: BoxedCallback<'s, S>,
     ) -> crate::handle::Key {
-        let tag = Tag::Other {
+        let tag = Role::Other {
             index,
             source: K::PRODUCES_EVENTS,
             keeps_alive: K::KEEPS_ALIVE,

@@ -1,4 +1,4 @@
-//! `Loop::once`: an fd's readiness or a timeout, whichever comes first,
+//! `Once::new`: an fd's readiness or a timeout, whichever comes first,
 //! reported once to an `FnOnce`, after which the watcher is gone (libev's
 //! `ev_once`). One watcher of the once kind: the loop watches its fd for
 //! it ([`Context::watch_fd`]'s binding), and the kind keeps its deadline
@@ -17,7 +17,7 @@ use crate::timers::{from_ns, to_ns};
 use crate::{Interest, Loop, Ready, Result, Source};
 
 handle!(
-    /// Handle to a [`Loop::once`], while it waits. The shared operations
+    /// Handle to a [`Once::new`], while it waits. The shared operations
     /// act on the once as a whole (it is one watcher): [`Loop::is_active`]
     /// says whether it is still waiting, [`Loop::remove`] cancels it (its
     /// callback is dropped uncalled, and an owned source with it),
@@ -27,14 +27,13 @@ handle!(
     /// Once it has fired the handle is stale, like a removed watcher's.
     ///
     /// ```
-    /// use evloop::{Interest, Loop, RunMode, Sim};
+    /// use evloop::{Interest, Loop, Once, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let quiet = sim.socket("quiet", 0);
     /// let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
-    /// let once = lp
-    ///     .once(Some((quiet, Interest::READABLE)), Some(Duration::from_secs(1)), |_, n, _| *n += 1)
-    ///     .unwrap();
+    /// let io = Some((quiet, Interest::READABLE));
+    /// let once = Once::new(&mut lp, io, Some(Duration::from_secs(1)), |_, n, _| *n += 1).unwrap();
     /// assert!(lp.is_active(once).unwrap());
     /// lp.remove(once).unwrap(); // cancelled: neither readiness nor the timeout is reported
     /// let mut n = 0;
@@ -47,7 +46,7 @@ handle!(
     true // it may watch an fd: a direct batch is materialised first
 );
 
-/// What a [`Loop::once`] callback receives.
+/// What a [`Once::new`] callback receives.
 ///
 /// ```
 /// use evloop::{OnceEvent, Ready};
@@ -168,7 +167,7 @@ where
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+impl Once {
     /// Waits once for `source` to become ready for `interest`, or for
     /// `timeout`, whichever comes first, and calls `callback` once with
     /// what happened; then the watchers it used are gone and the source is
@@ -179,12 +178,12 @@ impl<'s, S> Loop<'s, S> {
     /// [`Loop::io`] for the source.
     ///
     /// ```
-    /// use evloop::{Interest, Loop, OnceEvent, RunMode, Sim};
+    /// use evloop::{Interest, Loop, Once, OnceEvent, RunMode, Sim};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let quiet = sim.socket("quiet", 0);
     /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
-    /// lp.once(Some((quiet, Interest::READABLE)), Some(Duration::from_millis(20)), |lp, log, what| {
+    /// Once::new(&mut lp, Some((quiet, Interest::READABLE)), Some(Duration::from_millis(20)), |lp, log, what| {
     ///     match what {
     ///         OnceEvent::Ready { ready, .. } => log.push(format!("ready {ready}")),
     ///         OnceEvent::TimedOut { source } => log.push(format!(
@@ -197,8 +196,8 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(log, ["timed out at 20ms, source back: true"]);
     /// assert_eq!(lp.active_count(), 0); // nothing left behind
     /// ```
-    pub fn once<T, F>(
-        &mut self,
+    pub fn new<'s, S, T, F>(
+        lp: &mut Loop<'s, S>,
         io: Option<(T, Interest)>,
         timeout: Option<Duration>,
         callback: F,
@@ -209,8 +208,8 @@ impl<'s, S> Loop<'s, S> {
     {
         let fd = match &io {
             Some((source, interest)) => {
-                let fd = self.check_source(source.source_fd())?;
-                self.check_interest(fd, *interest, None)?;
+                let fd = lp.check_source(source.source_fd())?;
+                lp.check_interest(fd, *interest, None)?;
                 Some((fd, *interest))
             }
             None => None,
@@ -221,12 +220,12 @@ impl<'s, S> Loop<'s, S> {
         } else {
             timeout
         };
-        let deadline = timeout.map(|t| self.timers.now().saturating_add(to_ns(t)));
+        let deadline = timeout.map(|t| lp.timers.now().saturating_add(to_ns(t)));
         let cb = Box::new(OnceCallback {
             source: io.map(|(source, _)| source),
             cb: Some(callback),
         });
-        let key = self.create::<Onces>(rank::ONCE, cb, |onces, key| {
+        let key = lp.create::<Onces>(rank::ONCE, cb, |onces, key| {
             onces.waiting.insert(key.slot, Waiting { fd, deadline });
         })?;
         Ok(Once(key))

@@ -38,7 +38,7 @@ pub(crate) const MAX_WAIT_WITHOUT_STEP_REPORTS: Duration = Duration::from_secs(6
 /// A change of (wall - monotonic) larger than this is a step, not drift.
 const STEP: u64 = 1_000_000_000;
 
-/// When a periodic watcher fires ([`Loop::periodic`](crate::Loop::periodic)).
+/// When a periodic watcher fires ([`Periodic::new`](crate::Periodic::new)).
 ///
 /// ```
 /// use evloop::Schedule;
@@ -64,7 +64,7 @@ pub enum Schedule {
     /// At the time the callback returns, given the current wall-clock time;
     /// called when the watcher starts, after each firing and after a
     /// wall-clock step. A time at or before the one it was given stops the
-    /// watcher. A panic in it propagates (out of [`Loop::periodic`],
+    /// watcher. A panic in it propagates (out of [`Periodic::new`],
     /// [`Loop::start`] or [`Loop::run`]), and counts as no time: the watcher
     /// is not created, or stays or becomes stopped (see the "Panics" of
     /// [`Loop::run`]).
@@ -74,7 +74,7 @@ pub enum Schedule {
     /// state. What it shares with the rest of the program it holds by
     /// `Rc` (see [`Schedule::custom`]).
     ///
-    /// [`Loop::periodic`]: crate::Loop::periodic
+    /// [`Periodic::new`]: crate::Periodic::new
     /// [`Loop::start`]: crate::Loop::start
     /// [`Loop::run`]: crate::Loop::run
     Custom(Box<dyn FnMut(SystemTime) -> SystemTime>),
@@ -96,13 +96,13 @@ impl Schedule {
     /// [`Schedule::every_from`] with the phase of the start time.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, RunMode, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// // Started 45 s past a minute:
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(12 * 3600 + 45));
     /// let mut lp: Loop<Vec<Duration>> = Loop::with_backend(sim.backend());
-    /// lp.periodic(Schedule::every(Duration::from_secs(60)), |lp, after, me| {
+    /// Periodic::new(&mut lp, Schedule::every(Duration::from_secs(60)), |lp, after, me| {
     ///     after.push(lp.now()); // the monotonic time since the start
     ///     if after.len() == 2 {
     ///         lp.stop(me).unwrap();
@@ -126,15 +126,15 @@ impl Schedule {
     /// past each hour (UTC).
     ///
     /// ```
-    /// use evloop::{Loop, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// let start = SystemTime::UNIX_EPOCH + Duration::from_secs(7 * 3600 + 50 * 60); // 07:50
     /// sim.set_wall_clock(start);
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
     /// let half_past = Schedule::every_from(Duration::from_secs(1800), Duration::from_secs(3600));
-    /// let p = lp.periodic(half_past, |_, _, _| {}).unwrap();
-    /// let at = lp.periodic_at(p).unwrap().unwrap();
+    /// let p = Periodic::new(&mut lp, half_past, |_, _, _| {}).unwrap();
+    /// let at = p.next_at(&lp).unwrap().unwrap();
     /// assert_eq!(at, SystemTime::UNIX_EPOCH + Duration::from_secs(8 * 3600 + 30 * 60)); // 08:30
     /// ```
     pub fn every_from(offset: Duration, interval: Duration) -> Schedule {
@@ -144,7 +144,7 @@ impl Schedule {
     /// At the times `next` computes (see [`Schedule::Custom`]).
     ///
     /// ```
-    /// use evloop::{Loop, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, Schedule, Sim};
     /// use std::cell::Cell;
     /// use std::rc::Rc;
     /// use std::time::{Duration, SystemTime};
@@ -158,9 +158,9 @@ impl Schedule {
     ///     a.set(a.get() + 1);
     ///     now + Duration::from_secs(5)
     /// });
-    /// let p = lp.periodic(later, |_, _, _| {}).unwrap();
+    /// let p = Periodic::new(&mut lp, later, |_, _, _| {}).unwrap();
     /// assert_eq!(asked.get(), 1); // asked for its first time
-    /// assert_eq!(lp.periodic_at(p).unwrap(), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(105)));
+    /// assert_eq!(p.next_at(&lp).unwrap(), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(105)));
     /// ```
     pub fn custom(next: impl FnMut(SystemTime) -> SystemTime + 'static) -> Schedule {
         Schedule::Custom(Box::new(next))
@@ -267,7 +267,7 @@ pub(crate) struct Periodics {
     stepped: bool,
     /// Wall minus monotonic time at the last look, to notice steps.
     last_offset: Option<i128>,
-    /// The first time of the watcher being created ([`Loop::periodic`]),
+    /// The first time of the watcher being created ([`Periodic::new`]),
     /// asked before it existed: [`Kind::start`] takes it rather than ask
     /// the schedule again.
     primed: Option<(Slot, Option<u64>)>,
@@ -504,13 +504,13 @@ impl Drop for Periodics {
 }
 
 handle!(
-    /// Handle to a periodic watcher, returned by [`Loop::periodic`].
+    /// Handle to a periodic watcher, returned by [`Periodic::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, Schedule, Sim};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// let p = Periodic::new(&mut lp, Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
     /// assert!(lp.is_active(p).unwrap());
     /// ```
     Periodic,
@@ -518,7 +518,7 @@ handle!(
     false
 );
 
-impl<'s, S> Loop<'s, S> {
+impl Periodic {
     /// Creates and starts a periodic watcher: a timer on the wall clock
     /// (libev's `ev_periodic`). See [`Schedule`] for its three forms: an
     /// absolute time, `offset + k * interval` (an hourly watcher fires on
@@ -539,7 +539,7 @@ impl<'s, S> Loop<'s, S> {
     /// Errors: [`Error::InvalidSchedule`] for an interval of zero.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, RunMode, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// // The simulator's wall clock starts at the epoch plus one hour.
@@ -547,8 +547,8 @@ impl<'s, S> Loop<'s, S> {
     /// let mut lp: Loop<Vec<u64>> = Loop::with_backend(sim.backend());
     /// // Every 10 minutes, at 5 minutes past: 1:05, 1:15, 1:25.
     /// let every = Schedule::every_from(Duration::from_secs(300), Duration::from_secs(600));
-    /// lp.periodic(every, |lp, log, me| {
-    ///     let t = lp.wall_now().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    /// Periodic::new(&mut lp, every, |lp, log, me| {
+    ///     let t = lp.read_wall_clock().duration_since(SystemTime::UNIX_EPOCH).unwrap();
     ///     log.push(t.as_secs() / 60);
     ///     if log.len() == 3 {
     ///         lp.stop(me).unwrap();
@@ -558,15 +558,15 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut log).unwrap();
     /// assert_eq!(log, [65, 75, 85]);
     /// ```
-    pub fn periodic<F>(&mut self, schedule: Schedule, callback: F) -> Result<Periodic>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, schedule: Schedule, callback: F) -> Result<Periodic>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Periodic) + 's,
     {
         let mut rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
         // Its first time is asked before the watcher exists: a custom
         // schedule that panics (user code) leaves nothing behind.
-        let first = rule.first(clock_ns(self.services(|s, _| s.wall_now())));
-        let key = self.create::<Periodics>(
+        let first = rule.first(clock_ns(lp.services(|s, _| s.wall_now())));
+        let key = lp.create::<Periodics>(
             rank::PERIODIC,
             Plain::<Periodic, F>::boxed(callback),
             |periodics, key| {
@@ -587,21 +587,21 @@ impl<'s, S> Loop<'s, S> {
     /// of zero; a stale or foreign handle.
     ///
     /// ```
-    /// use evloop::{Error, Loop, Schedule, Sim};
+    /// use evloop::{Error, Loop, Periodic, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// let p = Periodic::new(&mut lp, Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
     /// let hourly = || Schedule::every(Duration::from_secs(3600));
-    /// assert!(matches!(lp.set_schedule(p, hourly()), Err(Error::WatcherActive { .. })));
+    /// assert!(matches!(p.set_schedule(&mut lp, hourly()), Err(Error::WatcherActive { .. })));
     /// lp.stop(p).unwrap();
-    /// lp.set_schedule(p, hourly()).unwrap();
+    /// p.set_schedule(&mut lp, hourly()).unwrap();
     /// lp.start(p).unwrap();
-    /// assert_eq!(lp.periodic_at(p).unwrap(), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(3600)));
+    /// assert_eq!(p.next_at(&lp).unwrap(), Some(SystemTime::UNIX_EPOCH + Duration::from_secs(3600)));
     /// ```
-    pub fn set_schedule(&mut self, p: Periodic, schedule: Schedule) -> Result<()> {
-        if self.entry_mut(&p)?.is_active() {
+    pub fn set_schedule<S>(self, lp: &mut Loop<'_, S>, schedule: Schedule) -> Result<()> {
+        if lp.entry_mut(&self)?.is_active() {
             return Err(Error::WatcherActive {
                 kind: "periodic",
                 what: "schedule",
@@ -610,10 +610,10 @@ impl<'s, S> Loop<'s, S> {
         let rule = Rule::new(schedule).map_err(|reason| Error::InvalidSchedule { reason })?;
         // The old schedule is dropped once the new one is in place: a
         // panic in its drop (user code) leaves the watcher whole.
-        let old = self
+        let old = lp
             .builtin::<Periodics>(rank::PERIODIC)
             .0
-            .install(p.0.slot, rule);
+            .install(self.0.slot, rule);
         drop(old);
         Ok(())
     }
@@ -622,18 +622,18 @@ impl<'s, S> Loop<'s, S> {
     /// `ev_periodic_at`); `None` if it is stopped.
     ///
     /// ```
-    /// use evloop::{Loop, Schedule, Sim};
+    /// use evloop::{Loop, Periodic, Schedule, Sim};
     /// use std::time::{Duration, SystemTime};
     /// let sim = Sim::new();
     /// sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(100));
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let p = lp.periodic(Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
-    /// let at = lp.periodic_at(p).unwrap().unwrap();
+    /// let p = Periodic::new(&mut lp, Schedule::every(Duration::from_secs(60)), |_, _, _| {}).unwrap();
+    /// let at = p.next_at(&lp).unwrap().unwrap();
     /// assert_eq!(at, SystemTime::UNIX_EPOCH + Duration::from_secs(120));
     /// ```
-    pub fn periodic_at(&self, p: Periodic) -> Result<Option<SystemTime>> {
-        let active = self.entry(&p)?.is_active();
-        let periodics = self.kind::<Periodics>().filter(|_| active);
-        Ok(periodics.map(|k| k.next_at(p.0.slot)))
+    pub fn next_at<S>(self, lp: &Loop<'_, S>) -> Result<Option<SystemTime>> {
+        let active = lp.entry(&self)?.is_active();
+        let periodics = lp.kind::<Periodics>().filter(|_| active);
+        Ok(periodics.map(|k| k.next_at(self.0.slot)))
     }
 }

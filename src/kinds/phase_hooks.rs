@@ -168,12 +168,12 @@ impl Kind for Idles {
 }
 
 handle!(
-    /// Handle to a prepare watcher, returned by [`Loop::prepare`].
+    /// Handle to a prepare watcher, returned by [`Prepare::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Loop, Prepare, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let p = lp.prepare(|_, _, _| {}).unwrap();
+    /// let p = Prepare::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert!(lp.is_active(p).unwrap());
     /// ```
     Prepare,
@@ -182,12 +182,12 @@ handle!(
 );
 
 handle!(
-    /// Handle to a check watcher, returned by [`Loop::check`].
+    /// Handle to a check watcher, returned by [`Check::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Check, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     Check,
@@ -196,12 +196,12 @@ handle!(
 );
 
 handle!(
-    /// Handle to an idle watcher, returned by [`Loop::idle`].
+    /// Handle to an idle watcher, returned by [`Idle::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Idle, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|lp, _, me| lp.remove(me).unwrap()).unwrap();
+    /// let idle = Idle::new(&mut lp, |lp, _, me| lp.remove(me).unwrap()).unwrap();
     /// lp.run(evloop::RunMode::Default, &mut ()).unwrap();
     /// assert!(lp.is_active(idle).is_err());
     /// ```
@@ -211,12 +211,12 @@ handle!(
 );
 
 handle!(
-    /// Handle to a fork watcher, returned by `Loop::fork` (Unix only).
+    /// Handle to a fork watcher, returned by `Fork::new` (Unix only).
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Fork, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let f = lp.fork(|_, _, _| {}).unwrap();
+    /// let f = Fork::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert!(lp.is_active(f).unwrap());
     /// ```
     Fork,
@@ -224,7 +224,19 @@ handle!(
     false
 );
 
-impl<'s, S> Loop<'s, S> {
+/// Creates and starts a watcher of one of these kinds (starting one
+/// cannot fail).
+fn hook<'s, S, K, H, F>(lp: &mut Loop<'s, S>, rank: u32, callback: F) -> Result<H>
+where
+    K: Kind + Default,
+    H: Sealed + 's,
+    F: FnMut(&mut Loop<'s, S>, &mut S, H) + 's,
+{
+    let key = lp.create::<K>(rank, Plain::<H, F>::boxed(callback), |_, _| {})?;
+    Ok(H::from_key(key))
+}
+
+impl Prepare {
     /// Creates and starts a prepare watcher: invoked at the start of every
     /// iteration, before fd changes reach the backend and before blocking.
     ///
@@ -235,20 +247,22 @@ impl<'s, S> Loop<'s, S> {
     /// forever for an event nothing can produce.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Loop, Prepare, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// lp.prepare(|lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
+    /// Prepare::new(&mut lp, |lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
     /// let mut n = 0;
     /// lp.run(RunMode::Default, &mut n).unwrap();
     /// assert_eq!(n, 1);
     /// ```
-    pub fn prepare<F>(&mut self, callback: F) -> Result<Prepare>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Prepare>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Prepare) + 's,
     {
-        self.hook::<Hooks<PrepareHook>, Prepare, F>(rank::PREPARE, callback)
+        hook::<_, Hooks<PrepareHook>, Prepare, F>(lp, rank::PREPARE, callback)
     }
+}
 
+impl Check {
     /// Creates and starts a check watcher: queued after every poll, after
     /// that iteration's io events and before its expired timers and idle
     /// watchers; within one priority it runs in that order (libuv's and
@@ -261,20 +275,22 @@ impl<'s, S> Loop<'s, S> {
     /// forever for an event nothing can produce.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Check, Loop, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// lp.check(|lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
+    /// Check::new(&mut lp, |lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
     /// let mut n = 0;
     /// lp.run(RunMode::NoWait, &mut n).unwrap();
     /// assert_eq!(n, 1);
     /// ```
-    pub fn check<F>(&mut self, callback: F) -> Result<Check>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Check>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Check) + 's,
     {
-        self.hook::<Hooks<CheckHook>, Check, F>(rank::CHECK, callback)
+        hook::<_, Hooks<CheckHook>, Check, F>(lp, rank::CHECK, callback)
     }
+}
 
+impl Idle {
     /// Creates and starts an idle watcher, for work to do when the loop has
     /// nothing more urgent; while one is active the loop never blocks.
     ///
@@ -287,20 +303,22 @@ impl<'s, S> Loop<'s, S> {
     /// runs per iteration.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Idle, Loop, RunMode, Sim};
     /// let mut lp: Loop<u32> = Loop::with_backend(Sim::new().backend());
-    /// lp.idle(|lp, n, me| { *n += 1; if *n == 3 { lp.stop(me).unwrap(); } }).unwrap();
+    /// Idle::new(&mut lp, |lp, n, me| { *n += 1; if *n == 3 { lp.stop(me).unwrap(); } }).unwrap();
     /// let mut n = 0;
     /// lp.run(RunMode::Default, &mut n).unwrap();
     /// assert_eq!(n, 3);
     /// ```
-    pub fn idle<F>(&mut self, callback: F) -> Result<Idle>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Idle>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Idle) + 's,
     {
-        self.hook::<Idles, Idle, F>(rank::IDLE, callback)
+        hook::<_, Idles, Idle, F>(lp, rank::IDLE, callback)
     }
+}
 
+impl Fork {
     /// Creates and starts a fork watcher: its callback runs in the child
     /// after [`Loop::reinit_after_fork`], at the start of the next `run`
     /// (before its prepare watchers), to re-create what a child must not
@@ -310,32 +328,20 @@ impl<'s, S> Loop<'s, S> {
     /// exist (a program that calls it does not compile).
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Fork, Loop, Prepare, RunMode, Sim};
     /// let mut lp: Loop<Vec<&str>> = Loop::with_backend(Sim::new().backend());
-    /// lp.fork(|lp, log, me| { log.push("fork"); lp.remove(me).unwrap(); }).unwrap();
-    /// lp.prepare(|lp, log, me| { log.push("prepare"); lp.remove(me).unwrap(); }).unwrap();
+    /// Fork::new(&mut lp, |lp, log, me| { log.push("fork"); lp.remove(me).unwrap(); }).unwrap();
+    /// Prepare::new(&mut lp, |lp, log, me| { log.push("prepare"); lp.remove(me).unwrap(); }).unwrap();
     /// lp.reinit_after_fork().unwrap(); // in the child, after fork()
     /// let mut log = vec![];
     /// lp.run(RunMode::Default, &mut log).unwrap();
     /// assert_eq!(log, ["fork", "prepare"]);
     /// ```
     #[cfg(unix)]
-    pub fn fork<F>(&mut self, callback: F) -> Result<Fork>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Fork>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,
     {
-        self.hook::<Hooks<ForkHook>, Fork, F>(rank::FORK, callback)
-    }
-
-    /// Creates and starts a watcher of one of these kinds (starting one
-    /// cannot fail).
-    fn hook<K, H, F>(&mut self, rank: u32, callback: F) -> Result<H>
-    where
-        K: Kind + Default,
-        H: Sealed + 's,
-        F: FnMut(&mut Loop<'s, S>, &mut S, H) + 's,
-    {
-        let key = self.create::<K>(rank, Plain::<H, F>::boxed(callback), |_, _| {})?;
-        Ok(H::from_key(key))
+        hook::<_, Hooks<ForkHook>, Fork, F>(lp, rank::FORK, callback)
     }
 }

@@ -130,7 +130,7 @@ handle!(
     /// use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
     /// let s = lp.signal(Signal::TERM, |_, _, _| {})?;
-    /// assert_eq!(lp.signal_number(s)?, Signal::TERM);
+    /// assert_eq!(s.number(&lp)?, Signal::TERM);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     Signal,
@@ -145,7 +145,7 @@ macro_rules! signal_numbers {
     ($($(#[$doc:meta])* $name:ident = $value:ident),* $(,)?) => {
         /// The platform's signal numbers, so that a program needs no direct
         /// dependency on `libc` to name them: `lp.signal(Signal::TERM, ..)`,
-        /// `lp.kill(child, Signal::KILL)`, `sim.raise(at, Signal::HUP)`.
+        /// `child.kill(&mut lp, Signal::KILL)`, `sim.raise(at, Signal::HUP)`.
         ///
         /// Signal numbers are plain `i32`s throughout evloop, as they are
         /// for the kernel, for `libc` and in
@@ -209,7 +209,7 @@ signal_numbers! {
     /// `SIGFPE`: arithmetic exception.
     FPE = SIGFPE,
     /// `SIGKILL`: kill; cannot be caught (no watcher can watch it), only
-    /// sent ([`Loop::kill`](crate::Loop::kill)).
+    /// sent ([`Child::kill`](crate::Child::kill)).
     KILL = SIGKILL,
     /// `SIGUSR1`: for the program's own use.
     USR1 = SIGUSR1,
@@ -259,7 +259,7 @@ signal_numbers! {
 /// numbered as libuv numbers them (Ctrl-C is `INT`, the console window's
 /// close `HUP`), so that a program that watches `Signal::INT` to shut
 /// down works on both. `KILL` and `TERM` can only be sent
-/// ([`Loop::kill`] ends the child, as `TerminateProcess`).
+/// ([`Child::kill`](crate::Child::kill) ends the child, as `TerminateProcess`).
 ///
 /// ```
 /// use evloop::Signal;
@@ -273,9 +273,9 @@ impl Signal {
     pub const HUP: i32 = 1;
     /// `CTRL_C_EVENT`: Ctrl-C.
     pub const INT: i32 = 2;
-    /// Not an event: [`Loop::kill`] with it terminates the child.
+    /// Not an event: [`Child::kill`](crate::Child::kill) with it terminates the child.
     pub const KILL: i32 = 9;
-    /// Not an event: [`Loop::kill`] with it terminates the child.
+    /// Not an event: [`Child::kill`](crate::Child::kill) with it terminates the child.
     pub const TERM: i32 = 15;
     /// `CTRL_BREAK_EVENT`: Ctrl-Break (libuv's `SIGBREAK`).
     pub const BREAK: i32 = 21;
@@ -384,7 +384,9 @@ impl<'s, S> Loop<'s, S> {
         )?;
         Ok(Signal(key))
     }
+}
 
+impl Signal {
     /// Changes the signal a stopped signal watcher watches (libev's
     /// `ev_signal_set`); [`Loop::start`] then watches the new one.
     ///
@@ -397,23 +399,23 @@ impl<'s, S> Loop<'s, S> {
     /// use evloop::{Error, Loop};
     /// let mut lp: Loop = Loop::new()?;
     /// let s = lp.signal(libc::SIGUSR1, |_, _, _| {})?;
-    /// assert!(matches!(lp.set_signal(s, libc::SIGUSR2), Err(Error::WatcherActive { .. })));
+    /// assert!(matches!(s.set_number(&mut lp, libc::SIGUSR2), Err(Error::WatcherActive { .. })));
     /// lp.stop(s)?;
-    /// lp.set_signal(s, libc::SIGUSR2)?;
+    /// s.set_number(&mut lp, libc::SIGUSR2)?;
     /// lp.start(s)?;
-    /// assert_eq!(lp.signal_number(s)?, libc::SIGUSR2);
+    /// assert_eq!(s.number(&lp)?, libc::SIGUSR2);
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn set_signal(&mut self, s: Signal, signal: i32) -> Result<()> {
-        if self.entry_mut(&s)?.is_active() {
+    pub fn set_number<S>(self, lp: &mut Loop<'_, S>, signal: i32) -> Result<()> {
+        if lp.entry_mut(&self)?.is_active() {
             return Err(Error::WatcherActive {
                 kind: "signal",
                 what: "signal",
             });
         }
         check_signal(signal)?;
-        let (signals, _) = self.builtin::<Signals>(rank::SIGNAL);
-        signals.signal_of.insert(s.0.slot, signal);
+        let (signals, _) = lp.builtin::<Signals>(rank::SIGNAL);
+        signals.signal_of.insert(self.0.slot, signal);
         Ok(())
     }
 
@@ -423,14 +425,14 @@ impl<'s, S> Loop<'s, S> {
     /// # use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
     /// let s = lp.signal(Signal::HUP, |_, _, _| {})?;
-    /// assert_eq!(lp.signal_number(s)?, Signal::HUP);
+    /// assert_eq!(s.number(&lp)?, Signal::HUP);
     /// # Ok::<(), evloop::Error>(())
     /// ```
-    pub fn signal_number(&self, s: Signal) -> Result<i32> {
-        self.entry(&s)?;
-        let signals = self.kind::<Signals>();
+    pub fn number<S>(self, lp: &Loop<'_, S>) -> Result<i32> {
+        lp.entry(&self)?;
+        let signals = lp.kind::<Signals>();
         Ok(signals
             .expect("a signal handle names a signal watcher")
-            .signal(s.0.slot))
+            .signal(self.0.slot))
     }
 }

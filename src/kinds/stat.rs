@@ -246,14 +246,14 @@ impl Kind for Stats {
 }
 
 handle!(
-    /// Handle to a stat watcher, returned by [`Loop::stat`].
+    /// Handle to a stat watcher, returned by [`Stat::new`].
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Loop, Sim, Stat};
     /// use std::time::Duration;
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let s = lp.stat("/etc/motd", Duration::ZERO, |_, _, _| {}).unwrap();
-    /// assert!(!lp.file_stat(s).unwrap().exists); // no such file in the simulation
+    /// let s = Stat::new(&mut lp, "/etc/motd", Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert!(!s.file_stat(&lp).unwrap().exists); // no such file in the simulation
     /// ```
     Stat,
     "stat",
@@ -264,13 +264,13 @@ handle!(
 /// attributes before and after the change.
 ///
 /// ```
-/// use evloop::{FileStat, Loop, RunMode, Sim};
+/// use evloop::{FileStat, Loop, RunMode, Sim, Stat};
 /// use std::path::PathBuf;
 /// use std::time::Duration;
 /// let sim = Sim::new();
 /// sim.write_file(Duration::from_millis(3), "/tmp/app.conf", 12);
 /// let mut lp: Loop<Vec<(PathBuf, bool, bool)>> = Loop::with_backend(sim.backend());
-/// lp.stat("/tmp/app.conf", Duration::from_secs(1), |lp, log, ev| {
+/// Stat::new(&mut lp, "/tmp/app.conf", Duration::from_secs(1), |lp, log, ev| {
 ///     log.push((ev.path.to_path_buf(), ev.previous.exists, ev.current.exists));
 ///     lp.stop(ev.watcher).unwrap();
 /// }).unwrap();
@@ -282,7 +282,7 @@ handle!(
 pub struct StatEvent<'a> {
     /// The watcher being invoked.
     pub watcher: Stat,
-    /// The path it watches, as given to [`Loop::stat`] (not made absolute
+    /// The path it watches, as given to [`Stat::new`] (not made absolute
     /// or resolved: a relative path is looked up from the current
     /// directory at each look).
     pub path: &'a Path,
@@ -340,7 +340,7 @@ where
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+impl Stat {
     /// Creates and starts a stat watcher (libev's `ev_stat`): its callback
     /// runs when the attributes of `path` change (existence, size,
     /// modification time to the nanosecond, inode, device, link count,
@@ -374,7 +374,7 @@ impl<'s, S> Loop<'s, S> {
     /// truncation, as `tail -F` does.
     ///
     /// ```
-    /// use evloop::{Loop, RunMode, Sim};
+    /// use evloop::{Loop, RunMode, Sim, Stat};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// sim.write_file(Duration::ZERO, "/srv/data", 10);
@@ -382,7 +382,7 @@ impl<'s, S> Loop<'s, S> {
     /// sim.remove_file(Duration::from_millis(900), "/srv/data");
     /// let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     /// lp.timer(Duration::from_millis(1), Duration::ZERO, |lp, _, _| {
-    ///     lp.stat("/srv/data", Duration::from_secs(1), |lp, log, ev| {
+    ///     Stat::new(lp, "/srv/data", Duration::from_secs(1), |lp, log, ev| {
     ///         log.push(format!("{} -> {} at {:?}", ev.previous.size, ev.current.size, lp.now()));
     ///         if !ev.current.exists {
     ///             lp.remove(ev.watcher).unwrap();
@@ -393,8 +393,8 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut log).unwrap();
     /// assert_eq!(log, ["10 -> 20 at 500ms", "20 -> 0 at 900ms"]);
     /// ```
-    pub fn stat<F>(
-        &mut self,
+    pub fn new<'s, S, F>(
+        lp: &mut Loop<'s, S>,
         path: impl AsRef<Path>,
         interval: Duration,
         callback: F,
@@ -403,7 +403,7 @@ impl<'s, S> Loop<'s, S> {
         F: for<'a> FnMut(&mut Loop<'s, S>, &mut S, StatEvent<'a>) + 's,
     {
         let path: Rc<Path> = Rc::from(path.as_ref());
-        let key = self.create::<Stats>(
+        let key = lp.create::<Stats>(
             rank::STAT,
             Box::new(StatCallback(callback)),
             |stats, key| {
@@ -412,23 +412,22 @@ impl<'s, S> Loop<'s, S> {
         )?;
         Ok(Stat(key))
     }
-
     /// What a stat watcher last saw its path as.
     ///
     /// ```
-    /// use evloop::{Loop, Sim};
+    /// use evloop::{Loop, Sim, Stat};
     /// use std::time::Duration;
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let s = lp.stat("/nothing/here", Duration::ZERO, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.file_stat(s).unwrap(), evloop::FileStat::MISSING);
+    /// let s = Stat::new(&mut lp, "/nothing/here", Duration::ZERO, |_, _, _| {}).unwrap();
+    /// assert_eq!(s.file_stat(&lp).unwrap(), evloop::FileStat::MISSING);
     /// ```
-    pub fn file_stat(&self, s: Stat) -> Result<FileStat> {
-        self.entry(&s)?;
-        Ok(self
+    pub fn file_stat<S>(self, lp: &Loop<'_, S>) -> Result<FileStat> {
+        lp.entry(&self)?;
+        Ok(lp
             .kinds
             .get::<Stats>()
-            .and_then(|k| k.get(s.0.slot))
+            .and_then(|k| k.get(self.0.slot))
             .map_or(FileStat::MISSING, |w| w.current))
     }
 }

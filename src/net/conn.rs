@@ -273,7 +273,7 @@ impl ConnOptions {
 
     /// Close the connection ([`CloseReason::IdleTimeout`]) when nothing was
     /// read or written for this long (`None`, the default: never). Costs
-    /// one timer per connection, pushed back with [`Loop::again`] when
+    /// one timer per connection, pushed back with [`Timer::again`] when
     /// bytes move.
     ///
     /// ```
@@ -643,7 +643,7 @@ impl<C> Conn<C> {
     /// # let mut lp: Loop<Conns<()>> = Loop::with_backend(sim.backend());
     /// # let mut conns = Conns::new();
     /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
-    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::READABLE);
+    /// assert_eq!((conns[id].watcher()).interest(&lp)?, Interest::READABLE);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn watcher(&self) -> Io {
@@ -721,8 +721,8 @@ impl<C> Conn<C> {
             }
             State::Lingering => {
                 if let Some(t) = self.timer {
-                    if lp.remaining(t).is_ok_and(|left| left > linger) {
-                        let _ = lp.set_timer(t, linger, Duration::ZERO);
+                    if t.remaining(lp).is_ok_and(|left| left > linger) {
+                        let _ = t.set(lp, linger, Duration::ZERO);
                     }
                 }
             }
@@ -766,7 +766,7 @@ impl<C> Conn<C> {
     /// let id = conns.open(&mut lp, sim.socket("c", 0), ConnOptions::new(), (), |_, _, _, _| {})?;
     /// conns[id].pause_reading(&mut lp);
     /// lp.run(RunMode::NoWait, &mut conns)?;
-    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::NONE);
+    /// assert_eq!((conns[id].watcher()).interest(&lp)?, Interest::NONE);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn pause_reading<S>(&mut self, lp: &mut Loop<'_, S>) {
@@ -789,7 +789,7 @@ impl<C> Conn<C> {
     /// conns[id].pause_reading(&mut lp);
     /// conns[id].resume_reading(&mut lp);
     /// lp.run(RunMode::NoWait, &mut conns)?;
-    /// assert_eq!(lp.interest(conns[id].watcher())?, Interest::READABLE);
+    /// assert_eq!((conns[id].watcher()).interest(&lp)?, Interest::READABLE);
     /// # Ok::<(), evloop::Error>(())
     /// ```
     pub fn resume_reading<S>(&mut self, lp: &mut Loop<'_, S>) {
@@ -1447,8 +1447,9 @@ fn drive<'s, S, C, T, F>(
     T: Stream,
     F: FnMut(&mut Loop<'s, S>, &mut S, ConnId, ConnEvent),
 {
-    let edge = lp
-        .interest(ev.watcher)
+    let edge = ev
+        .watcher
+        .interest(lp)
         .is_ok_and(|i| i.trigger() == Trigger::Edge);
     let (me, stream, mut pass) = (ev.watcher, ev.source, Pass::new(ev.ready, edge));
     let mut step = Step::Start;
@@ -1532,7 +1533,7 @@ impl<C> Conn<C> {
         let linger = self.opts.linger;
         match self.timer {
             Some(t) => {
-                let _ = lp.set_timer(t, linger, Duration::ZERO);
+                let _ = t.set(lp, linger, Duration::ZERO);
             }
             None => match new_timer::<S, C>(lp, id, linger, Duration::ZERO) {
                 Ok(t) => self.timer = Some(t),
@@ -1608,7 +1609,7 @@ impl<C> Conn<C> {
     /// reading goes on). A read that gives less than the room offered has
     /// emptied the socket for now, and the level-triggered watcher reports
     /// what comes next: reading on would cost a `recvfrom` that fails with
-    /// `EAGAIN` per event (tokio's rule, and `exec::Async`'s). A buffer
+    /// `EAGAIN` per event (tokio's rule, and `exec::AsyncFd`'s). A buffer
     /// found full before any read is one the handler left full: it grows.
     fn read_some(&mut self, stream: &mut (impl Read + Source), edge: bool) -> io::Result<Found> {
         let dropping = !matches!(self.state, State::Open);
@@ -1660,7 +1661,7 @@ impl<C> Conn<C> {
         // Traffic pushes back the idle timeout, not the linger.
         if pass.progress && !matches!(self.state, State::Lingering) {
             if let Some(t) = self.timer {
-                let _ = lp.again(t);
+                let _ = t.again(lp);
             }
         }
         let mut want = self.wanted();
@@ -1669,7 +1670,7 @@ impl<C> Conn<C> {
         }
         if want != self.interest {
             self.interest = want;
-            let _ = lp.set_interest(me, want);
+            let _ = me.set_interest(lp, want);
         }
         // The rounds ran out with work left that no readiness would bring
         // back: come back next iteration for it. (Fed after the interest

@@ -9,19 +9,19 @@ use std::any::{Any, TypeId};
 
 use crate::event_loop::{BoxedCallback, Dispatch};
 use crate::handle::{handle, Key};
-use crate::registry::{Entry, Kind};
+use crate::registry::{Entry, Role};
 use crate::{Error, Interest, Loop, Ready, Result, Source, SourceFd};
 
 handle!(
     /// Handle to an io watcher, returned by [`Loop::io`] and
-    /// [`Loop::io_borrowed`].
+    /// [`Io::borrowed`].
     ///
     /// ```
     /// use evloop::{Interest, Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
     /// let io = lp.io(sim.socket("a", 0), Interest::READABLE, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.interest(io).unwrap(), Interest::READABLE);
+    /// assert_eq!(io.interest(&lp).unwrap(), Interest::READABLE);
     /// ```
     Io,
     "io",
@@ -138,8 +138,8 @@ where
 
 /// The fd of an io watcher's entry (an io handle names nothing else).
 fn fd_of<C>(e: &Entry<C>) -> RawFd {
-    match e.kind() {
-        Kind::Io { fd, .. } => fd,
+    match e.role() {
+        Role::Io { fd, .. } => fd,
         _ => unreachable!("an io handle names an io watcher"),
     }
 }
@@ -149,7 +149,7 @@ impl<'s, S> Loop<'s, S> {
     /// type on Unix, any `AsSocket` type on Windows, or a simulated
     /// socket: a [`Source`](crate::Source)). The source is closed when the watcher
     /// is removed, after the backend has forgotten it, or handed back by
-    /// [`Loop::into_source`].
+    /// [`Io::into_source`].
     ///
     /// Several watchers may watch one fd; the backend is told the union of
     /// their interests. Errors: the source kind does not match the backend
@@ -188,12 +188,39 @@ impl<'s, S> Loop<'s, S> {
         Ok(Io(self.new_io(fd, interest, cb)))
     }
 
+    /// Registers and starts a checked io watcher.
+    pub(crate) fn new_io(
+        &mut self,
+        fd: RawFd,
+        interest: Interest,
+        cb: crate::event_loop::BoxedCallback<'s, S>,
+    ) -> Key {
+        // A new watcher on an fd: a direct batch must not skip it.
+        self.materialise_batch();
+        let key = self.registry.insert(Role::Io { fd, interest }, cb);
+        // `Loop::activate`, with the kind at hand.
+        self.registry.activate(key.slot);
+        self.fds
+            .start(&mut self.registry, fd, key.slot, interest.trigger());
+        key
+    }
+
+    /// Validates a source against the backend and returns its fd number.
+    pub(crate) fn check_source(&mut self, src: SourceFd<'_>) -> Result<RawFd> {
+        let (name, caps) = (self.backend.name(), self.caps);
+        crate::fd_table::check_source(name, &caps, src, |fd| {
+            crate::services::check_fd(&mut *self.backend, &mut self.notifier, caps.virtual_fds, fd)
+        })
+    }
+}
+
+impl Io {
     /// Creates and starts an io watcher that borrows `source` for the life
     /// of the loop (`'s`): the compiler keeps the source open, and in place,
     /// for as long as the loop may use it.
     ///
     /// ```
-    /// use evloop::{Interest, Loop, RunMode, Sim};
+    /// use evloop::{Interest, Io, Loop, RunMode, Sim};
     /// use std::io::Read;
     /// use std::time::Duration;
     /// let sim = Sim::new();
@@ -201,7 +228,7 @@ impl<'s, S> Loop<'s, S> {
     /// sim.deliver(Duration::ZERO, &sock, b"x");
     /// {
     ///     let mut lp: Loop<usize> = Loop::with_backend(sim.backend());
-    ///     lp.io_borrowed(&sock, Interest::READABLE, |lp, n, ev| {
+    ///     Io::borrowed(&mut lp, &sock, Interest::READABLE, |lp, n, ev| {
     ///         let mut buf = [0; 4];
     ///         *n += ev.source.read(&mut buf).unwrap();
     ///         lp.stop(ev.watcher).unwrap();
@@ -212,8 +239,8 @@ impl<'s, S> Loop<'s, S> {
     /// }
     /// drop(sock); // allowed only once the loop is gone
     /// ```
-    pub fn io_borrowed<T, F>(
-        &mut self,
+    pub fn borrowed<'s, S, T, F>(
+        lp: &mut Loop<'s, S>,
         source: &'s T,
         interest: Interest,
         callback: F,
@@ -222,32 +249,77 @@ impl<'s, S> Loop<'s, S> {
         T: Source + ?Sized,
         F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
     {
-        let fd = self.check_source(source.source_fd())?;
-        self.check_interest(fd, interest, None)?;
+        let fd = lp.check_source(source.source_fd())?;
+        lp.check_interest(fd, interest, None)?;
         let cb = Box::new(BorrowedIo {
             source,
             cb: callback,
         });
-        Ok(Io(self.new_io(fd, interest, cb)))
+        Ok(Io(lp.new_io(fd, interest, cb)))
     }
 
-    /// Registers and starts a checked io watcher.
-    pub(crate) fn new_io(
-        &mut self,
-        fd: RawFd,
-        interest: Interest,
-        cb: crate::event_loop::BoxedCallback<'s, S>,
-    ) -> Key {
-        // A new watcher on an fd: a direct batch must not skip it.
-        self.materialise_batch();
-        let key = self.registry.insert(Kind::Io { fd, interest }, cb);
-        // `Loop::activate`, with the kind at hand.
-        self.registry.activate(key.slot);
-        self.fds
-            .start(&mut self.registry, fd, key.slot, interest.trigger());
-        key
+    /// Replaces the callback of an io watcher that borrows its source
+    /// ([`Io::borrowed`]; libev's `ev_set_cb`): the new callback
+    /// borrows `source`, which must be the watcher's (the same fd). The
+    /// watcher keeps its state, as with [`Io::set_callback`].
+    ///
+    /// Errors, the watcher unchanged: [`Error::SourceType`] if the watcher
+    /// owns its source; [`Error::InvalidFd`] if `source` is not on the
+    /// watcher's fd; [`Error::Busy`] from inside the watcher's own
+    /// callback; a stale or foreign handle.
+    ///
+    /// ```
+    /// use evloop::{Interest, Io, Loop, RunMode, Sim, SimSocket};
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    /// let sim = Sim::new();
+    /// let sock = sim.socket("s", 0);
+    /// sim.deliver(Duration::from_millis(1), &sock, b"hi");
+    /// let mut lp: Loop<usize> = Loop::with_backend(sim.backend());
+    /// let io = Io::borrowed(&mut lp, &sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
+    /// io.set_borrowed_callback(&mut lp, &sock, |lp, n, ev| {
+    ///     let mut buf = [0; 8];
+    ///     *n += ev.source.read(&mut buf).unwrap();
+    ///     lp.remove(ev.watcher).unwrap();
+    /// }).unwrap();
+    /// let mut n = 0;
+    /// lp.run(RunMode::Default, &mut n).unwrap();
+    /// assert_eq!(n, 2);
+    /// # drop(lp);
+    /// ```
+    pub fn set_borrowed_callback<'s, S, T, F>(
+        self,
+        lp: &mut Loop<'s, S>,
+        source: &'s T,
+        callback: F,
+    ) -> Result<()>
+    where
+        T: Source + ?Sized,
+        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
+    {
+        let e = lp.entry_mut(&self)?;
+        let watched = fd_of(e);
+        match e.cb.stored() {
+            None => return Err(Error::Busy),
+            Some(cb) if cb.borrows_source() => {}
+            Some(_) => return Err(Error::SourceType),
+        }
+        let fd = lp.check_source(source.source_fd())?;
+        if fd != watched {
+            return Err(Error::InvalidFd {
+                fd,
+                reason: format!(
+                    "the self watcher watches fd {watched}: its new callback must borrow the source it watches"
+                ),
+            });
+        }
+        let cb = Box::new(BorrowedIo {
+            source,
+            cb: callback,
+        });
+        lp.replace_callback(self.0.slot, cb);
+        Ok(())
     }
-
     /// Removes an io watcher and hands back the source it owned. Fails with
     /// [`Error::SourceType`] (the watcher is kept) if `T` is not the source's
     /// type or the source was borrowed, and with [`Error::Busy`] from inside
@@ -258,21 +330,21 @@ impl<'s, S> Loop<'s, S> {
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
     /// let io = lp.io(sim.socket("a", 0), Interest::READABLE, |_, _, _| {}).unwrap();
-    /// let sock: SimSocket = lp.into_source(io).unwrap();
+    /// let sock: SimSocket = io.into_source(&mut lp).unwrap();
     /// assert_eq!(sock.name(), "a");
     /// ```
-    pub fn into_source<T: 'static>(&mut self, io: Io) -> Result<T> {
-        let e = self.entry(&io)?;
+    pub fn into_source<T: 'static, S>(self, lp: &mut Loop<'_, S>) -> Result<T> {
+        let e = lp.entry(&self)?;
         match e.cb.stored() {
             None => return Err(Error::Busy),
             Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
             Some(_) => return Err(Error::SourceType),
         }
-        self.stop(io)?;
-        let mut e = self.registry.remove(io.0.slot);
+        lp.stop(self)?;
+        let mut e = lp.registry.remove(self.0.slot);
         let mut held = crate::unwind::Held::default();
-        self.removed(io.0, e.kind(), &mut held);
-        held.resume(); // (an io watcher holds nothing there)
+        lp.removed(self.0, e.role(), &mut held);
+        held.resume(); // (an self watcher holds nothing there)
         let Some(cb) = e.cb.take_to_run() else {
             unreachable!("checked above")
         };
@@ -291,7 +363,7 @@ impl<'s, S> Loop<'s, S> {
     ///
     /// Errors, the watcher unchanged: [`Error::SourceType`] if `T` is not
     /// the source's type or the source is borrowed
-    /// ([`Loop::set_borrowed_io_callback`] is for those);
+    /// ([`Io::set_borrowed_callback`] is for those);
     /// [`Error::Busy`] from inside the watcher's own callback, which holds
     /// the source while it runs; a stale or foreign handle.
     ///
@@ -304,7 +376,7 @@ impl<'s, S> Loop<'s, S> {
     /// sim.deliver(Duration::from_millis(1), &sock, b"hello");
     /// let mut lp: Loop<Vec<u8>> = Loop::with_backend(sim.backend());
     /// let io = lp.io(sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
-    /// lp.set_io_callback(io, |lp, got, ev: evloop::IoEvent<'_, SimSocket>| {
+    /// io.set_callback(&mut lp, |lp, got, ev: evloop::IoEvent<'_, SimSocket>| {
     ///     let mut buf = [0; 8];
     ///     let n = ev.source.read(&mut buf).unwrap();
     ///     got.extend_from_slice(&buf[..n]);
@@ -314,12 +386,12 @@ impl<'s, S> Loop<'s, S> {
     /// lp.run(RunMode::Default, &mut got).unwrap();
     /// assert_eq!(got, b"hello");
     /// ```
-    pub fn set_io_callback<T, F>(&mut self, io: Io, callback: F) -> Result<()>
+    pub fn set_callback<'s, S, T, F>(self, lp: &mut Loop<'s, S>, callback: F) -> Result<()>
     where
         T: Source + 'static,
         F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, T>) + 's,
     {
-        let e = self.entry_mut(&io)?;
+        let e = lp.entry_mut(&self)?;
         match e.cb.stored() {
             None => return Err(Error::Busy),
             Some(cb) if cb.owned_type() == Some(TypeId::of::<T>()) => {}
@@ -341,70 +413,7 @@ impl<'s, S> Loop<'s, S> {
                 cb,
             })
         };
-        old.give_source(&mut self.registry[io.0.slot].cb, &mut make);
-        Ok(())
-    }
-
-    /// Replaces the callback of an io watcher that borrows its source
-    /// ([`Loop::io_borrowed`]; libev's `ev_set_cb`): the new callback
-    /// borrows `source`, which must be the watcher's (the same fd). The
-    /// watcher keeps its state, as with [`Loop::set_io_callback`].
-    ///
-    /// Errors, the watcher unchanged: [`Error::SourceType`] if the watcher
-    /// owns its source; [`Error::InvalidFd`] if `source` is not on the
-    /// watcher's fd; [`Error::Busy`] from inside the watcher's own
-    /// callback; a stale or foreign handle.
-    ///
-    /// ```
-    /// use evloop::{Interest, Loop, RunMode, Sim, SimSocket};
-    /// use std::io::Read;
-    /// use std::time::Duration;
-    /// let sim = Sim::new();
-    /// let sock = sim.socket("s", 0);
-    /// sim.deliver(Duration::from_millis(1), &sock, b"hi");
-    /// let mut lp: Loop<usize> = Loop::with_backend(sim.backend());
-    /// let io = lp.io_borrowed(&sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
-    /// lp.set_borrowed_io_callback(io, &sock, |lp, n, ev| {
-    ///     let mut buf = [0; 8];
-    ///     *n += ev.source.read(&mut buf).unwrap();
-    ///     lp.remove(ev.watcher).unwrap();
-    /// }).unwrap();
-    /// let mut n = 0;
-    /// lp.run(RunMode::Default, &mut n).unwrap();
-    /// assert_eq!(n, 2);
-    /// # drop(lp);
-    /// ```
-    pub fn set_borrowed_io_callback<T, F>(
-        &mut self,
-        io: Io,
-        source: &'s T,
-        callback: F,
-    ) -> Result<()>
-    where
-        T: Source + ?Sized,
-        F: FnMut(&mut Loop<'s, S>, &mut S, IoEvent<'_, &'s T>) + 's,
-    {
-        let e = self.entry_mut(&io)?;
-        let watched = fd_of(e);
-        match e.cb.stored() {
-            None => return Err(Error::Busy),
-            Some(cb) if cb.borrows_source() => {}
-            Some(_) => return Err(Error::SourceType),
-        }
-        let fd = self.check_source(source.source_fd())?;
-        if fd != watched {
-            return Err(Error::InvalidFd {
-                fd,
-                reason: format!(
-                    "the io watcher watches fd {watched}: its new callback must borrow the source it watches"
-                ),
-            });
-        }
-        let cb = Box::new(BorrowedIo {
-            source,
-            cb: callback,
-        });
-        self.replace_callback(io.0.slot, cb);
+        old.give_source(&mut lp.registry[self.0.slot].cb, &mut make);
         Ok(())
     }
 
@@ -416,32 +425,32 @@ impl<'s, S> Loop<'s, S> {
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
     /// let io = lp.io(sim.socket("s", 0), Interest::READABLE, |_, _, _| {}).unwrap();
-    /// lp.set_interest(io, Interest::BOTH).unwrap();
-    /// assert_eq!(lp.interest(io).unwrap(), Interest::BOTH);
+    /// io.set_interest(&mut lp, Interest::BOTH).unwrap();
+    /// assert_eq!(io.interest(&lp).unwrap(), Interest::BOTH);
     /// ```
-    pub fn set_interest(&mut self, io: Io, interest: Interest) -> Result<()> {
-        let e = self.entry_mut(&io)?;
+    pub fn set_interest<S>(self, lp: &mut Loop<'_, S>, interest: Interest) -> Result<()> {
+        let e = lp.entry_mut(&self)?;
         let (fd, active) = (fd_of(e), e.is_active());
         if e.interest() == interest {
             return Ok(());
         }
-        let slot = io.0.slot;
-        self.check_interest(fd, interest, Some(slot))?;
-        self.registry.set_interest(slot, interest);
+        let slot = self.0.slot;
+        lp.check_interest(fd, interest, Some(slot))?;
+        lp.registry.set_interest(slot, interest);
         if active {
-            self.fds.interest_changed(fd, interest);
+            lp.fds.interest_changed(fd, interest);
         }
         // An event queued (or deferred) before the change carries what the
         // old interest let through: deliver only what the new one does.
         let mask = Ready::receive_mask(interest);
-        self.registry.restrict_deferred(slot, mask);
-        let e = &mut self.registry[slot];
+        lp.registry.restrict_deferred(slot, mask);
+        let e = &mut lp.registry[slot];
         if let Some(pos) = e.pending {
-            if (self.pending.get(e.priority(), pos) & mask).is_empty() {
+            if (lp.pending.get(e.priority(), pos) & mask).is_empty() {
                 e.pending = None;
-                self.pending.cancel(e.priority(), pos);
+                lp.pending.cancel(e.priority(), pos);
             } else {
-                self.pending.restrict(e.priority(), pos, mask);
+                lp.pending.restrict(e.priority(), pos, mask);
             }
         }
         Ok(())
@@ -454,10 +463,10 @@ impl<'s, S> Loop<'s, S> {
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
     /// let io = lp.io(sim.socket("s", 0), Interest::WRITABLE, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.interest(io).unwrap(), Interest::WRITABLE);
+    /// assert_eq!(io.interest(&lp).unwrap(), Interest::WRITABLE);
     /// ```
-    pub fn interest(&self, io: Io) -> Result<Interest> {
-        Ok(self.entry(&io)?.interest())
+    pub fn interest<S>(self, lp: &Loop<'_, S>) -> Result<Interest> {
+        Ok(lp.entry(&self)?.interest())
     }
 
     /// The fd an io watcher watches.
@@ -469,17 +478,9 @@ impl<'s, S> Loop<'s, S> {
     /// let sock = sim.socket("s", 0);
     /// let fd = sock.fd();
     /// let io = lp.io(sock, Interest::READABLE, |_, _, _| {}).unwrap();
-    /// assert_eq!(lp.fd(io).unwrap(), fd);
+    /// assert_eq!(io.fd(&lp).unwrap(), fd);
     /// ```
-    pub fn fd(&self, io: Io) -> Result<RawFd> {
-        Ok(fd_of(self.entry(&io)?))
-    }
-
-    /// Validates a source against the backend and returns its fd number.
-    pub(crate) fn check_source(&mut self, src: SourceFd<'_>) -> Result<RawFd> {
-        let (name, caps) = (self.backend.name(), self.caps);
-        crate::fd_table::check_source(name, &caps, src, |fd| {
-            crate::services::check_fd(&mut *self.backend, &mut self.notifier, caps.virtual_fds, fd)
-        })
+    pub fn fd<S>(self, lp: &Loop<'_, S>) -> Result<RawFd> {
+        Ok(fd_of(lp.entry(&self)?))
     }
 }

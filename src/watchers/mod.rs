@@ -15,20 +15,20 @@ pub(crate) mod timer;
 use crate::event_loop::BoxedCallback;
 use crate::handle::Handle;
 use crate::pending::Priority;
-use crate::registry::Kind;
+use crate::registry::Role;
 use crate::slot_list::Slot;
 use crate::unwind::Held;
-use crate::watchers::plain::Plain;
-use crate::{Error, Loop, Ready, Result};
+use crate::watchers::plain::{Plain, Raw};
+use crate::{Error, Kind, Loop, Ready, Result, Watcher};
 
 /// The kinds of watcher whose callback [`Loop::set_callback`] replaces,
 /// and what that callback receives after the loop and the state: its own
 /// handle for timer, periodic, idle, prepare, check, signal, async and
 /// fork watchers, a [`ChildEvent`](crate::ChildEvent) for child watchers,
 /// a [`StatEvent`](crate::StatEvent) for stat watchers. Io watchers
-/// ([`Loop::set_io_callback`], [`Loop::set_borrowed_io_callback`]) and
-/// cleanup watchers ([`Loop::set_cleanup_callback`]) have methods of
-/// their own; a [`Loop::once`]'s callback runs once and is not replaced.
+/// ([`Io::set_callback`](crate::Io::set_callback), [`Io::set_borrowed_callback`](crate::Io::set_borrowed_callback)) and
+/// cleanup watchers ([`Cleanup::set_callback`](crate::Cleanup::set_callback)) have methods of
+/// their own; a [`Once::new`](crate::Once::new)'s callback runs once and is not replaced.
 ///
 /// ```
 /// use evloop::{Callback, Loop, Sim, Timer};
@@ -88,9 +88,9 @@ impl<'s, S> Loop<'s, S> {
     /// counting its `after` delay from [`Loop::now`].
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
+    /// # use evloop::{Idle, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.stop(idle).unwrap();
     /// lp.start(idle).unwrap();
     /// assert!(lp.is_active(idle).unwrap());
@@ -149,9 +149,9 @@ impl<'s, S> Loop<'s, S> {
     /// from inside its own callback is allowed.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim, Error};
+    /// # use evloop::{Error, Idle, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let idle = lp.idle(|_, _, _| {}).unwrap();
+    /// let idle = Idle::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.remove(idle).unwrap();
     /// assert!(matches!(lp.remove(idle), Err(Error::StaleHandle { kind: "idle" })));
     /// ```
@@ -165,7 +165,7 @@ impl<'s, S> Loop<'s, S> {
         // schedule): a panic in one of those `Drop`s propagates from here
         // with every count right, after the others were dropped too.
         let mut held = Held::default();
-        self.removed(h.key(), e.kind(), &mut held);
+        self.removed(h.key(), e.role(), &mut held);
         held.drop(e);
         held.resume();
         Ok(())
@@ -174,9 +174,9 @@ impl<'s, S> Loop<'s, S> {
     /// Whether the watcher is active (started and not stopped).
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
+    /// # use evloop::{Check, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn is_active(&self, h: impl Handle) -> Result<bool> {
@@ -184,8 +184,8 @@ impl<'s, S> Loop<'s, S> {
         // A one-shot io watcher whose event waits in a direct batch, or
         // whose callback runs from one with its disarm deferred, is
         // disarmed all the same (the queued path disarms it as it queues).
-        let disarmed_in_batch = match e.kind() {
-            Kind::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
+        let disarmed_in_batch = match e.role() {
+            Role::Io { fd, interest } if e.is_active() && interest.is_oneshot() => {
                 self.results.is_disarming(h.key().slot) || self.results.holds(fd, e.receives())
             }
             _ => false,
@@ -200,13 +200,13 @@ impl<'s, S> Loop<'s, S> {
     /// starts. A send made while the callback runs makes it pending again.
     ///
     /// ```
-    /// use evloop::{Loop, Ready, RunMode, Sim};
+    /// use evloop::{Async, Check, Loop, Ready, RunMode, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.feed_event(c, Ready::EMPTY).unwrap();
     /// assert!(lp.is_pending(c).unwrap());
     ///
-    /// let (a, sender) = lp.async_watcher(|_, _, _| {}).unwrap();
+    /// let (a, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
     /// sender.send().unwrap();
     /// assert!(lp.is_pending(a).unwrap()); // before the loop has looked
     /// lp.run(RunMode::NoWait, &mut ()).unwrap();
@@ -216,9 +216,9 @@ impl<'s, S> Loop<'s, S> {
         let e = self.entry(&h)?;
         // An io event not yet queued because it is dispatched directly is
         // pending all the same; so is a send the loop has not taken yet.
-        let not_queued_yet = match e.kind() {
-            Kind::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives()),
-            Kind::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
+        let not_queued_yet = match e.role() {
+            Role::Io { fd, .. } if e.is_active() => self.results.holds(fd, e.receives()),
+            Role::Other { index, .. } if e.is_active() => self.kind_is_due(index, h.key()),
             _ => false,
         };
         Ok(e.pending.is_some() || e.deferred().is_some() || not_queued_yet)
@@ -229,9 +229,9 @@ impl<'s, S> Loop<'s, S> {
     /// A pending invocation moves to the end of its new priority's queue.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim, Error};
+    /// # use evloop::{Check, Error, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.set_priority(c, 2).unwrap();
     /// assert_eq!(lp.priority(c).unwrap(), 2);
     /// assert!(matches!(lp.set_priority(c, 3), Err(Error::InvalidPriority(3))));
@@ -245,8 +245,8 @@ impl<'s, S> Loop<'s, S> {
         if old == new {
             return Ok(());
         }
-        let moved = match e.kind() {
-            Kind::Other { index, .. } if e.is_active() => Some(index),
+        let moved = match e.role() {
+            Role::Other { index, .. } if e.is_active() => Some(index),
             _ => None,
         };
         let slot = h.key().slot;
@@ -264,9 +264,9 @@ impl<'s, S> Loop<'s, S> {
     /// The watcher's priority.
     ///
     /// ```
-    /// # use evloop::{Loop, Sim};
+    /// # use evloop::{Check, Loop, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// assert_eq!(lp.priority(c).unwrap(), 0);
     /// ```
     pub fn priority(&self, h: impl Handle) -> Result<i32> {
@@ -324,8 +324,8 @@ impl<'s, S> Loop<'s, S> {
     /// returns. A panic in the old callback's drop (of what it captured)
     /// propagates with the new callback already in place.
     ///
-    /// For every kind but io ([`Loop::set_io_callback`]), cleanup
-    /// ([`Loop::set_cleanup_callback`]) and `once` (see [`Callback`]).
+    /// For every kind but io ([`Io::set_callback`](crate::Io::set_callback)), cleanup
+    /// ([`Cleanup::set_callback`](crate::Cleanup::set_callback)) and `once` (see [`Callback`]).
     /// Errors: a stale or foreign handle.
     ///
     /// ```
@@ -369,21 +369,110 @@ impl<'s, S> Loop<'s, S> {
     /// cancelled too: [`Loop::is_pending`] says false afterwards.
     ///
     /// ```
-    /// use evloop::{Loop, Ready, Sim};
+    /// use evloop::{Check, Loop, Ready, Sim};
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
-    /// let c = lp.check(|_, _, _| {}).unwrap();
+    /// let c = Check::new(&mut lp, |_, _, _| {}).unwrap();
     /// lp.feed_event(c, Ready::READABLE).unwrap();
     /// assert_eq!(lp.clear_pending(c).unwrap(), Ready::READABLE);
     /// assert_eq!(lp.pending_count(), 0);
     /// assert!(lp.is_active(c).unwrap());
     /// ```
     pub fn clear_pending(&mut self, h: impl Handle) -> Result<Ready> {
-        let kind = self.entry_mut(&h)?.kind();
+        let kind = self.entry_mut(&h)?.role();
         let slot = h.key().slot;
-        if let Kind::Other { index, .. } = kind {
+        if let Role::Other { index, .. } = kind {
             // A send the loop has not taken yet is pending too: it goes.
             self.kind_clear_due(index, h.key());
         }
         Ok(self.registry.cancel(&mut self.pending, slot))
+    }
+
+    /// Installs a watcher kind from outside the crate, to create watchers
+    /// of with [`Loop::watcher`]; [`Error::KindInstalled`] if one of its
+    /// type is installed already.
+    ///
+    /// ```
+    /// use evloop::{Error, Kind, Loop, Sim};
+    /// struct Mine;
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Mine).unwrap();
+    /// assert!(matches!(lp.install(Mine), Err(Error::KindInstalled { kind: "mine" })));
+    /// ```
+    pub fn install<K: Kind>(&mut self, kind: K) -> Result<()> {
+        match self.kinds.install(kind) {
+            Some(_) => Ok(()),
+            None => Err(Error::KindInstalled { kind: K::NAME }),
+        }
+    }
+
+    /// The installed kind `K`, if it is.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim};
+    /// struct Mine(u32);
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(lp.kind::<Mine>().is_none());
+    /// lp.install(Mine(7)).unwrap();
+    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 7);
+    /// ```
+    pub fn kind<K: Kind>(&self) -> Option<&K> {
+        self.kinds.get()
+    }
+
+    /// The installed kind `K`, to change, if it is.
+    ///
+    /// ```
+    /// use evloop::{Kind, Loop, Sim};
+    /// struct Mine(u32);
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// lp.install(Mine(7)).unwrap();
+    /// lp.kind_mut::<Mine>().unwrap().0 += 1;
+    /// assert_eq!(lp.kind::<Mine>().unwrap().0, 8);
+    /// ```
+    pub fn kind_mut<K: Kind>(&mut self) -> Option<&mut K> {
+        self.kinds.get_mut()
+    }
+
+    /// Creates a stopped watcher of the installed kind `K`: start it with
+    /// [`Loop::start`] (which asks [`Kind::start`]). Its callback gets
+    /// the loop, the state, its handle and the readiness it was queued
+    /// with. [`Error::KindNotInstalled`] if `K` is not installed.
+    ///
+    /// ```
+    /// use evloop::{Error, Kind, Loop, Sim};
+    /// struct Mine;
+    /// impl Kind for Mine {
+    ///     const NAME: &'static str = "mine";
+    /// }
+    /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
+    /// assert!(matches!(
+    ///     lp.watcher::<Mine, _>(|_, _, _, _| {}),
+    ///     Err(Error::KindNotInstalled { kind: "mine" })
+    /// ));
+    /// lp.install(Mine).unwrap();
+    /// let w = lp.watcher::<Mine, _>(|_, _, _, _| {}).unwrap();
+    /// lp.start(w).unwrap();
+    /// assert!(lp.is_active(w).unwrap());
+    /// ```
+    pub fn watcher<K, F>(&mut self, callback: F) -> Result<Watcher<K>>
+    where
+        K: Kind,
+        F: FnMut(&mut Loop<'s, S>, &mut S, Watcher<K>, Ready) + 's,
+    {
+        let Some(index) = self.kinds.index_of::<K>() else {
+            return Err(Error::KindNotInstalled { kind: K::NAME });
+        };
+        Ok(Watcher::new(
+            self.insert_of::<K>(index, Raw::<K, F>::boxed(callback)),
+        ))
     }
 }

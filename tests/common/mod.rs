@@ -217,7 +217,7 @@ impl evloop::net::Stream for Conn {
     }
 }
 
-/// For watchers on a borrowed connection (`Loop::io_borrowed`), whose
+/// For watchers on a borrowed connection (`Io::borrowed`), whose
 /// callbacks get `&Conn`.
 impl Read for &Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -228,7 +228,7 @@ impl Read for &Conn {
     }
 }
 
-/// For futures (`evloop::exec::Async<Conn>`), which write through `&Conn`.
+/// For futures (`evloop::exec::AsyncFd<Conn>`), which write through `&Conn`.
 impl Write for &Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
@@ -434,10 +434,10 @@ pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
 /// one connection on it, handing it to `serve`.
 pub fn serve_one<F, Fut>(serve: F) -> (std::net::SocketAddr, evloop::exec::JoinHandle<Fut::Output>)
 where
-    F: FnOnce(evloop::exec::Async<std::net::TcpStream>) -> Fut + 'static,
+    F: FnOnce(evloop::exec::AsyncFd<std::net::TcpStream>) -> Fut + 'static,
     Fut: std::future::Future + 'static,
 {
-    let listener = evloop::exec::Async::<std::net::TcpListener>::bind("127.0.0.1:0").unwrap();
+    let listener = evloop::exec::AsyncFd::<std::net::TcpListener>::bind("127.0.0.1:0").unwrap();
     let addr = listener.get_ref().local_addr().unwrap();
     let task = evloop::exec::spawn_local(async move {
         let (stream, _) = listener.accept().await.unwrap();

@@ -51,7 +51,7 @@ pub type Driver = fn(
 /// watcher that reads one byte per call (so readiness is left over after
 /// a run), bytes written from another thread, and a timer.
 pub fn driven_from(name: &'static str, driver: Driver) {
-    let mut lp = inner_loop::<Driven>(name).into_pollable().unwrap();
+    let mut lp = PollableLoop::new(inner_loop::<Driven>(name)).unwrap();
     assert_eq!(lp.as_raw_fd(), lp.pollable_fd().unwrap().as_raw_fd());
     lp.update_now();
     let start = lp.now();

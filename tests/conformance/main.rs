@@ -351,11 +351,11 @@ mod notices {
         }
         let open = crate::harness::factory(backend);
         let mut wrong = Vec::new();
-        for &name in notices::NAMES {
+        for &name in notices::NOTICE_CHECKS {
             if name == "notices/fork_reinit" {
                 continue;
             }
-            match notices::check(name, backend, open) {
+            match notices::check_notice(name, backend, open) {
                 Outcome::Passed => {}
                 Outcome::Failed(why) => wrong.push(format!("{name}: {why}")),
                 Outcome::Skipped(why) if cfg!(windows) => eprintln!("skipped {name}: {why}"),
@@ -423,8 +423,8 @@ mod pollable {
     /// be skipped).
     fn check(backend: &'static str, open: evloop::backends::Factory, has_fd: bool) {
         let mut wrong = Vec::new();
-        for &name in pollable::NAMES {
-            match (pollable::check(name, backend, open), has_fd) {
+        for &name in pollable::POLLABLE_CHECKS {
+            match (pollable::check_pollable_loop(name, backend, open), has_fd) {
                 (Outcome::Passed, true) | (Outcome::Skipped(_), false) => {}
                 (outcome, _) => wrong.push(format!("{name}: {outcome:?}")),
             }

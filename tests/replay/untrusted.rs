@@ -14,7 +14,7 @@ use std::time::Duration;
 use evloop::conformance::CountingAllocator;
 use evloop::net::{ConnEvent, ConnOptions, Conns, Listener, Stream};
 use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
-use evloop::{Interest, Loop, RunMode, Schedule, Sim};
+use evloop::{Interest, Loop, Periodic, RunMode, Schedule, Sim, Stat};
 use proptest::prelude::*;
 
 use crate::common::{watchdog, WATCHDOG};
@@ -334,12 +334,16 @@ fn program<T: Stream + 'static>(lp: &mut Loop<'static, Conns<()>>, conns: &mut C
             }
         },
     );
-    let _ = lp.periodic(Schedule::every(Duration::from_millis(4)), |lp, _, me| {
-        if lp.now() >= Duration::from_millis(12) {
-            let _ = lp.remove(me);
-        }
-    });
-    let _ = lp.stat("/data", Duration::from_millis(5), |lp, _, ev| {
+    let _ = Periodic::new(
+        lp,
+        Schedule::every(Duration::from_millis(4)),
+        |lp, _, me| {
+            if lp.now() >= Duration::from_millis(12) {
+                let _ = lp.remove(me);
+            }
+        },
+    );
+    let _ = Stat::new(lp, "/data", Duration::from_millis(5), |lp, _, ev| {
         let _ = lp.remove(ev.watcher);
     });
 }

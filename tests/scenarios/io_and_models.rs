@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::common::settle_points::{self, Act, Case};
 use crate::common::{drain, ms, outcome, Conn, RunTo, World};
-use evloop::{Interest, Io, Loop, Ready, RunMode, RunOutcome, Source, Timer, Trigger};
+use evloop::{Check, Idle, Interest, Io, Loop, Ready, RunMode, RunOutcome, Source, Timer, Trigger};
 
 tests_on!(
     every_backend,
@@ -52,15 +52,9 @@ fn several_watchers_on_one_fd_share_one_registration(w: &World) {
             lp.stop(ev.watcher).unwrap();
         }
     };
-    let reader = lp
-        .io_borrowed(&conn, Interest::READABLE, log_as("reader"))
-        .unwrap();
-    let writer = lp
-        .io_borrowed(&conn, Interest::WRITABLE, log_as("writer"))
-        .unwrap();
-    let both = lp
-        .io_borrowed(&conn, Interest::BOTH, log_as("both"))
-        .unwrap();
+    let reader = Io::borrowed(&mut lp, &conn, Interest::READABLE, log_as("reader")).unwrap();
+    let writer = Io::borrowed(&mut lp, &conn, Interest::WRITABLE, log_as("writer")).unwrap();
+    let both = Io::borrowed(&mut lp, &conn, Interest::BOTH, log_as("both")).unwrap();
     let mut peer = Some(peer);
     lp.timer(Duration::ZERO, Duration::ZERO, move |_, log, _| {
         log.push("sends".into());
@@ -98,7 +92,12 @@ fn into_source_from_its_own_callback_is_busy(w: &World) {
     let (conn, _peer) = w.pair();
     let mut lp: Loop<Option<String>> = w.new_loop();
     lp.io(conn, Interest::WRITABLE, |lp, seen, ev| {
-        *seen = Some(lp.into_source::<Conn>(ev.watcher).unwrap_err().to_string());
+        *seen = Some(
+            ev.watcher
+                .into_source::<Conn, _>(lp)
+                .unwrap_err()
+                .to_string(),
+        );
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
@@ -112,13 +111,13 @@ fn oneshot_fires_once_until_rearmed(w: &World) {
     let (conn, mut peer) = w.pair();
     peer.send(b"abc");
     let mut lp: Loop<u32> = w.new_loop();
-    let io = lp
-        .io_borrowed(
-            &conn,
-            Interest::READABLE.with_trigger(Trigger::Oneshot),
-            |_, n, _| *n += 1,
-        )
-        .unwrap();
+    let io = Io::borrowed(
+        &mut lp,
+        &conn,
+        Interest::READABLE.with_trigger(Trigger::Oneshot),
+        |_, n, _| *n += 1,
+    )
+    .unwrap();
     let mut n = 0;
     // The data stays unread, yet the watcher is disarmed after one report.
     lp.run_to_end(&mut n);
@@ -164,16 +163,16 @@ fn timers_inactive_by_every_means_leave_run_once_nothing_to_wait_for(w: &World) 
         })
         .collect();
     let mut log = vec![];
-    lp.set_timer(t[0], ms(1), Duration::ZERO).unwrap();
+    (t[0]).set(&mut lp, ms(1), Duration::ZERO).unwrap();
     lp.start(t[0]).unwrap();
-    lp.set_timer(t[1], ms(7), ms(3)).unwrap();
+    (t[1]).set(&mut lp, ms(7), ms(3)).unwrap();
     lp.start(t[1]).unwrap();
-    lp.again(t[1]).unwrap(); // repeats: stays active
+    (t[1]).again(&mut lp).unwrap(); // repeats: stays active
     assert!(lp.is_active(t[1]).unwrap());
     lp.stop(t[1]).unwrap();
-    lp.set_timer(t[2], ms(2), Duration::ZERO).unwrap();
+    (t[2]).set(&mut lp, ms(2), Duration::ZERO).unwrap();
     lp.start(t[2]).unwrap();
-    lp.again(t[2]).unwrap(); // no repeat: stops it
+    (t[2]).again(&mut lp).unwrap(); // no repeat: stops it
     lp.run_expect(RunMode::Once, &mut log, RunOutcome::IterationDone);
     assert_eq!(log, [0]);
     for (i, h) in t.iter().enumerate() {
@@ -191,7 +190,7 @@ fn fed_events_of_inactive_watchers_run_in_priority_order_and_the_run_ends(w: &Wo
     let mut lp: Loop<Vec<usize>> = w.new_loop();
     let h: Vec<evloop::Idle> = (0..6)
         .map(|i| {
-            let h = lp.idle(move |_, log, _| log.push(i)).unwrap();
+            let h = Idle::new(&mut lp, move |_, log, _| log.push(i)).unwrap();
             lp.stop(h).unwrap();
             h
         })
@@ -230,7 +229,7 @@ fn pending_queries_see_the_rest_of_a_direct_batch(w: &World) {
         );
     }
     let all = ios.clone();
-    lp.check(move |lp, log, me| {
+    Check::new(&mut lp, move |lp, log, me| {
         log.push(format!(
             "check a={} c={}",
             lp.is_pending(all[0]).unwrap(),
@@ -277,16 +276,21 @@ fn perform<'s>(lp: &mut Loop<'s, DState<'s>>, st: &mut DState<'s>, a: Act) {
             } else {
                 Interest::READABLE
             };
-            let i = i.with_trigger(lp.interest(st.ios[w].0).unwrap().trigger());
-            outcome(format!("interest {w}"), lp.set_interest(st.ios[w].0, i))
+            let i = i.with_trigger((st.ios[w].0).interest(lp).unwrap().trigger());
+            outcome(format!("interest {w}"), (st.ios[w].0).set_interest(lp, i))
         }
         Act::CreateIo(c) => {
             let n = st.created.len();
             let conn: &'s Conn = &st.conns[c];
-            let made = lp.io_borrowed(conn, Interest::READABLE, move |_, st: &mut DState, ev| {
-                let _ = ev.source.read(&mut [0u8; 8]);
-                st.log.push(format!("io new{n} {:?}", ev.ready));
-            });
+            let made = Io::borrowed(
+                lp,
+                conn,
+                Interest::READABLE,
+                move |_, st: &mut DState, ev| {
+                    let _ = ev.source.read(&mut [0u8; 8]);
+                    st.log.push(format!("io new{n} {:?}", ev.ready));
+                },
+            );
             if let Ok(io) = made {
                 st.created.push(io);
             }
@@ -339,26 +343,26 @@ fn observe(backend: &'static str, p: &Case, direct: bool) -> Vec<String> {
     let mut lp: Loop<'_, DState<'_>> = w.new_loop();
     lp.set_direct_dispatch(direct);
     for (i, spec) in p.watchers.iter().enumerate() {
-        let io = lp
-            .io_borrowed(
-                &conns[spec.socket],
-                settle_points::interest(spec.oneshot),
-                move |lp, st: &mut DState, ev| {
-                    st.log.push(format!("io {i} {:?}", ev.ready));
-                    let _ = ev.source.read(&mut [0u8; 8]);
-                    let (_, script, calls) = &mut st.ios[i];
-                    *calls += 1;
-                    if *calls > 20 {
-                        let _ = lp.stop(ev.watcher);
-                        return;
-                    }
-                    let step = script[(*calls - 1) % script.len()].clone();
-                    for a in step {
-                        perform(lp, st, a);
-                    }
-                },
-            )
-            .unwrap();
+        let io = Io::borrowed(
+            &mut lp,
+            &conns[spec.socket],
+            settle_points::interest(spec.oneshot),
+            move |lp, st: &mut DState, ev| {
+                st.log.push(format!("io {i} {:?}", ev.ready));
+                let _ = ev.source.read(&mut [0u8; 8]);
+                let (_, script, calls) = &mut st.ios[i];
+                *calls += 1;
+                if *calls > 20 {
+                    let _ = lp.stop(ev.watcher);
+                    return;
+                }
+                let step = script[(*calls - 1) % script.len()].clone();
+                for a in step {
+                    perform(lp, st, a);
+                }
+            },
+        )
+        .unwrap();
         st.ios.push((io, spec.script.clone(), 0));
     }
     for _ in 0..3 {

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use crate::common::{drain, flush, ms, RunTo, World};
-use evloop::{Break, Error, Interest, Loop, Ready, RunMode, RunOutcome, Timer, MAX_PRIORITY};
+use evloop::{
+    Break, Check, Error, Idle, Interest, Loop, Prepare, Ready, RunMode, RunOutcome, Timer,
+    MAX_PRIORITY,
+};
 
 tests_on!(
     every_backend,
@@ -78,10 +81,10 @@ fn backpressure_adds_writable_only_while_data_is_unsent(w: &World) {
         } else {
             Interest::BOTH
         };
-        if lp.interest(ev.watcher).unwrap() != want {
+        if ev.watcher.interest(lp).unwrap() != want {
             st.log.push(format!("interest {want}"));
         }
-        lp.set_interest(ev.watcher, want).unwrap();
+        ev.watcher.set_interest(lp, want).unwrap();
     })
     .unwrap();
     let mut peer = Some(peer);
@@ -162,12 +165,14 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll(w: &Worl
     let (conn, mut peer) = w.pair();
     peer.send(b"x");
     let mut lp: Loop<Vec<String>> = w.new_loop();
-    let p = lp
-        .prepare(|lp, log, _| log.push(format!("prepare#{}", lp.iteration())))
-        .unwrap();
-    let c = lp
-        .check(|lp, log, _| log.push(format!("check#{}", lp.iteration())))
-        .unwrap();
+    let p = Prepare::new(&mut lp, |lp, log, _| {
+        log.push(format!("prepare#{}", lp.iteration()))
+    })
+    .unwrap();
+    let c = Check::new(&mut lp, |lp, log, _| {
+        log.push(format!("check#{}", lp.iteration()))
+    })
+    .unwrap();
     lp.io(conn, Interest::READABLE, |lp, log, ev| {
         drain(ev.source);
         log.push("io".into());
@@ -176,7 +181,7 @@ fn idle_only_when_nothing_else_is_pending_and_prepare_check_around_poll(w: &Worl
     .unwrap();
     let mut idles = 0;
     let exact = w.sim().is_some();
-    lp.idle(move |lp, log, me| {
+    Idle::new(&mut lp, move |lp, log, me| {
         idles += 1;
         log.push(format!("idle{idles}"));
         if idles == 2 {
@@ -291,7 +296,7 @@ fn equal_expiry_fires_in_start_order(w: &World) {
         );
     }
     // Restarting "b" at the same instant puts it after the others.
-    lp.again(handles[1]).unwrap();
+    (handles[1]).again(&mut lp).unwrap();
     let stopped = handles.clone();
     lp.timer(ms(10), Duration::ZERO, move |lp, _, _| {
         for h in &stopped {
@@ -452,14 +457,13 @@ fn nested_run_depth_and_break_one_vs_all(w: &World) {
 
 fn stale_handle_after_slot_reuse_is_refused_and_harmless(w: &World) {
     let mut lp: Loop<Vec<&str>> = w.new_loop();
-    let old = lp.idle(|_, log, _| log.push("old")).unwrap();
+    let old = Idle::new(&mut lp, |_, log, _| log.push("old")).unwrap();
     lp.remove(old).unwrap();
-    let new = lp
-        .idle(|lp, log, me| {
-            log.push("new");
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
+    let new = Idle::new(&mut lp, |lp, log, me| {
+        log.push("new");
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
     for err in [
         lp.stop(old).unwrap_err(),
         lp.start(old).unwrap_err(),
@@ -607,20 +611,18 @@ fn slot_of(h: &impl std::fmt::Debug) -> String {
 
 fn a_callback_that_removes_itself_and_reuses_its_slot_leaves_the_new_watcher_intact(w: &World) {
     let mut lp: Loop<Vec<String>> = w.new_loop();
-    let first = lp
-        .idle(|lp, log, me| {
-            log.push("first".into());
+    let first = Idle::new(&mut lp, |lp, log, me| {
+        log.push("first".into());
+        lp.remove(me).unwrap();
+        // The freed slot is reused at once by the new watcher.
+        let second = Idle::new(lp, |lp, log, me| {
+            log.push("second".into());
             lp.remove(me).unwrap();
-            // The freed slot is reused at once by the new watcher.
-            let second = lp
-                .idle(|lp, log, me| {
-                    log.push("second".into());
-                    lp.remove(me).unwrap();
-                })
-                .unwrap();
-            log.push(format!("same slot: {}", slot_of(&me) == slot_of(&second)));
         })
         .unwrap();
+        log.push(format!("same slot: {}", slot_of(&me) == slot_of(&second)));
+    })
+    .unwrap();
     let log = lp.finish(vec![]);
     // The first callback was not put back into the new watcher's slot.
     assert_eq!(log, ["first", "same slot: true", "second"]);
@@ -637,7 +639,7 @@ fn a_callback_that_removes_itself_and_reuses_its_slot_leaves_the_new_watcher_int
 /// either. Now the poll does not block when nothing could end it.
 fn a_check_watcher_alone_runs_and_the_run_ends(w: &World) {
     let mut lp: Loop<Vec<u64>> = w.new_loop();
-    lp.check(|lp, ran_in, me| {
+    Check::new(&mut lp, |lp, ran_in, me| {
         ran_in.push(lp.iteration());
         lp.remove(me).unwrap();
     })

@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use crate::common::{drain_to_eof, flush, ms, sim_socket, RunTo};
-use evloop::{Break, Interest, IoEvent, Loop, RunMode, RunOutcome, Sim, SimSocket};
+use evloop::{Break, Interest, Io, IoEvent, Loop, RunMode, RunOutcome, Sim, SimSocket};
 
 /// Per-connection state of the handler that leaves writable on.
 #[derive(Default)]
@@ -122,7 +122,7 @@ fn repeat_again_and_remaining() {
     let tick = lp
         .timer(ms(10), ms(10), |lp, log, me| {
             log.push(format!("tick@{:?}", lp.now()));
-            assert_eq!(lp.remaining(me).unwrap(), ms(10));
+            assert_eq!(me.remaining(lp).unwrap(), ms(10));
             if lp.now() == ms(30) {
                 lp.stop(me).unwrap();
             }
@@ -134,11 +134,11 @@ fn repeat_again_and_remaining() {
             log.push(format!("timeout@{:?}", lp.now()))
         })
         .unwrap();
-    lp.again(idle_timeout).unwrap();
-    assert_eq!(lp.remaining(idle_timeout).unwrap(), ms(25));
-    assert_eq!(lp.remaining(tick).unwrap(), ms(10));
+    idle_timeout.again(&mut lp).unwrap();
+    assert_eq!(idle_timeout.remaining(&lp).unwrap(), ms(25));
+    assert_eq!(tick.remaining(&lp).unwrap(), ms(10));
     lp.timer(ms(10), ms(10), move |lp, _, me| {
-        lp.again(idle_timeout).unwrap();
+        idle_timeout.again(lp).unwrap();
         if lp.now() == ms(20) {
             lp.stop(me).unwrap();
         }
@@ -169,9 +169,9 @@ fn repeat_again_and_remaining() {
     );
     // `again` on a timer without a period stops it.
     let once = lp.timer(ms(5), Duration::ZERO, |_, _, _| {}).unwrap();
-    lp.again(once).unwrap();
+    once.again(&mut lp).unwrap();
     assert!(!lp.is_active(once).unwrap());
-    assert_eq!(lp.remaining(once).unwrap(), Duration::ZERO);
+    assert_eq!(once.remaining(&lp).unwrap(), Duration::ZERO);
 }
 
 #[test]
@@ -264,12 +264,12 @@ fn fd_invalidated_reports_error_to_every_watcher_on_it() {
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     // Each logs its interest, what it was told, and whether it is active.
     fn log(lp: &mut Loop<'_, Vec<String>>, log: &mut Vec<String>, ev: IoEvent<'_, &SimSocket>) {
-        let interest = lp.interest(ev.watcher).unwrap();
+        let interest = ev.watcher.interest(lp).unwrap();
         let active = lp.is_active(ev.watcher).unwrap();
         log.push(format!("{interest} {} active={active}", ev.ready))
     }
-    let r = lp.io_borrowed(&sock, Interest::READABLE, log).unwrap();
-    let w = lp.io_borrowed(&sock, Interest::WRITABLE, log).unwrap();
+    let r = Io::borrowed(&mut lp, &sock, Interest::READABLE, log).unwrap();
+    let w = Io::borrowed(&mut lp, &sock, Interest::WRITABLE, log).unwrap();
     let mut log = lp.finish(vec![]);
     assert_eq!(log, ["r r|err active=false", "w w|err active=false"]);
     assert_eq!(sim.poll_count(), 1);

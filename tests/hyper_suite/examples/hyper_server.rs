@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evloop::exec::hyper::{HyperIo, HyperTimer};
-use evloop::exec::{sleep, spawn_local, Async};
+use evloop::exec::{block_on, sleep, spawn_local, AsyncFd, Executor};
 use evloop::Loop;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -38,7 +38,7 @@ async fn hello(_: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible
 
 /// Accepts connections on `listener` for ever, each served by hyper in a
 /// task of its own.
-async fn serve(listener: Async<TcpListener>) {
+async fn serve(listener: AsyncFd<TcpListener>) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(HyperTimer::new());
     loop {
@@ -96,10 +96,9 @@ fn main() -> ExitCode {
     let addr = listener
         .local_addr()
         .expect("a bound listener has an address");
-    let listener = match lp
-        .executor()
+    let listener = match Executor::of(&mut lp)
         .map_err(std::io::Error::other)
-        .and_then(|ex| Async::with_executor(&ex, listener))
+        .and_then(|ex| AsyncFd::with_executor(&ex, listener))
     {
         Ok(l) => l,
         Err(e) => {
@@ -109,7 +108,7 @@ fn main() -> ExitCode {
     };
     println!("http on {addr} (backend {})", lp.backend_name());
     let _ = std::io::stdout().flush();
-    match lp.block_on(&mut (), serve(listener)) {
+    match block_on(&mut lp, &mut (), serve(listener)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hyper_server: the loop failed: {e}");

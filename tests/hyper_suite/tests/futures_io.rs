@@ -1,5 +1,5 @@
 //! Crates written against `futures-io` that nobody here wrote, over
-//! `evloop::exec::Async<TcpStream>` (its `futures_io::AsyncRead` and
+//! `evloop::exec::AsyncFd<TcpStream>` (its `futures_io::AsyncRead` and
 //! `AsyncWrite`, the `futures` feature), on every kernel backend of the
 //! build: async-tungstenite's websocket handshake and messages (text,
 //! binary of a megabyte, ping, close), and futures-util's io helpers
@@ -13,7 +13,7 @@ use std::net::TcpStream;
 
 use async_tungstenite::tungstenite::Message;
 use common::{kernel_loop, on_backends, serve_one};
-use evloop::exec::{spawn_local, Async};
+use evloop::exec::{block_on, spawn_local, AsyncFd};
 use evloop::Loop;
 use futures_util::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use futures_util::StreamExt;
@@ -33,54 +33,53 @@ fn pattern(n: usize) -> Vec<u8> {
 fn websocket_handshake_and_messages_with_async_tungstenite() {
     on_backends("async-tungstenite", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        let echoed = lp
-            .block_on(&mut (), async {
-                // The server: echoes text and binary messages until the
-                // client closes.
-                let (addr, server) = serve_one(|stream| async move {
-                    let mut ws = async_tungstenite::accept_async(stream).await.unwrap();
-                    let mut echoed = 0;
-                    while let Some(msg) = ws.next().await {
-                        let msg = msg.unwrap();
-                        if msg.is_text() || msg.is_binary() {
-                            ws.send(msg).await.unwrap();
-                            echoed += 1;
-                        }
-                    }
-                    echoed
-                });
-                let stream = Async::<TcpStream>::connect(addr).await.unwrap();
-                let (mut ws, res) =
-                    async_tungstenite::client_async(format!("ws://{addr}/echo"), stream)
-                        .await
-                        .unwrap();
-                assert_eq!(res.status(), 101);
-                for i in 0..100 {
-                    let text = format!("message {i}");
-                    ws.send(Message::text(text.clone())).await.unwrap();
-                    assert_eq!(ws.next().await.unwrap().unwrap(), Message::text(text));
-                }
-                // A megabyte in one message, both ways.
-                let big = pattern(1 << 20);
-                ws.send(Message::binary(big.clone())).await.unwrap();
-                match ws.next().await.unwrap().unwrap() {
-                    Message::Binary(b) => assert!(b[..] == big[..], "{backend}: binary differs"),
-                    other => panic!("{backend}: {other:?}"),
-                }
-                // A ping is answered by the server's library itself.
-                ws.send(Message::Ping(b"p".to_vec().into())).await.unwrap();
-                assert_eq!(
-                    ws.next().await.unwrap().unwrap(),
-                    Message::Pong(b"p".to_vec().into())
-                );
-                ws.close(None).await.unwrap();
-                // The server's close answer, then the end.
+        let echoed = block_on(&mut lp, &mut (), async {
+            // The server: echoes text and binary messages until the
+            // client closes.
+            let (addr, server) = serve_one(|stream| async move {
+                let mut ws = async_tungstenite::accept_async(stream).await.unwrap();
+                let mut echoed = 0;
                 while let Some(msg) = ws.next().await {
-                    assert!(msg.unwrap().is_close());
+                    let msg = msg.unwrap();
+                    if msg.is_text() || msg.is_binary() {
+                        ws.send(msg).await.unwrap();
+                        echoed += 1;
+                    }
                 }
-                server.await.unwrap()
-            })
-            .unwrap();
+                echoed
+            });
+            let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
+            let (mut ws, res) =
+                async_tungstenite::client_async(format!("ws://{addr}/echo"), stream)
+                    .await
+                    .unwrap();
+            assert_eq!(res.status(), 101);
+            for i in 0..100 {
+                let text = format!("message {i}");
+                ws.send(Message::text(text.clone())).await.unwrap();
+                assert_eq!(ws.next().await.unwrap().unwrap(), Message::text(text));
+            }
+            // A megabyte in one message, both ways.
+            let big = pattern(1 << 20);
+            ws.send(Message::binary(big.clone())).await.unwrap();
+            match ws.next().await.unwrap().unwrap() {
+                Message::Binary(b) => assert!(b[..] == big[..], "{backend}: binary differs"),
+                other => panic!("{backend}: {other:?}"),
+            }
+            // A ping is answered by the server's library itself.
+            ws.send(Message::Ping(b"p".to_vec().into())).await.unwrap();
+            assert_eq!(
+                ws.next().await.unwrap().unwrap(),
+                Message::Pong(b"p".to_vec().into())
+            );
+            ws.close(None).await.unwrap();
+            // The server's close answer, then the end.
+            while let Some(msg) = ws.next().await {
+                assert!(msg.unwrap().is_close());
+            }
+            server.await.unwrap()
+        })
+        .unwrap();
         assert_eq!(echoed, 101);
     });
 }
@@ -89,9 +88,9 @@ fn websocket_handshake_and_messages_with_async_tungstenite() {
 fn a_line_protocol_with_futures_util_io() {
     on_backends("futures-util lines", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        lp.block_on(&mut (), async {
+        block_on(&mut lp, &mut (), async {
             // The server: one answer line per request line, upper-cased,
-            // through `&Async` (AsyncRead and AsyncWrite both).
+            // through `&AsyncFd` (AsyncRead and AsyncWrite both).
             let (addr, server) = serve_one(|stream| async move {
                 let mut lines = BufReader::new(&stream).lines();
                 let writer = &stream;
@@ -106,7 +105,7 @@ fn a_line_protocol_with_futures_util_io() {
                 }
                 n
             });
-            let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+            let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
             let (reader, mut writer) = stream.split();
             let mut answers = BufReader::new(reader).lines();
             for i in 0..200 {
@@ -133,13 +132,13 @@ fn a_line_protocol_with_futures_util_io() {
 /// client's `read_to_end`).
 fn full_duplex(mut lp: Loop<'static>, size: usize) {
     let backend = lp.backend_name();
-    lp.block_on(&mut (), async {
+    block_on(&mut lp, &mut (), async {
         // The server: `copy` from the socket to itself until the end.
         let (addr, server) = serve_one(|stream| async move {
             let (mut r, mut w) = (&stream, &stream);
             futures_util::io::copy(&mut r, &mut w).await.unwrap()
         });
-        let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+        let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
         let stream = std::rc::Rc::new(stream);
         // Writer and reader in tasks of their own: neither may wait
         // for the other, or the socket buffers fill both ways.

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{kernel_loop, on_backends, serve_one};
 use evloop::exec::hyper::{HyperExecutor, HyperIo, HyperTimer};
-use evloop::exec::{sleep, spawn_local, timeout, Async, JoinHandle};
+use evloop::exec::{block_on, sleep, spawn_local, timeout, AsyncFd, JoinHandle};
 use evloop::{Loop, Sim};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -98,7 +98,7 @@ struct Served {
 /// Starts hyper's http1 server on loopback in a task of the current
 /// executor: one task per connection, configured by `config`.
 fn start_server(config: fn(&mut hyper::server::conn::http1::Builder)) -> (SocketAddr, Rc<Served>) {
-    let listener = Async::<TcpListener>::bind("127.0.0.1:0").unwrap();
+    let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0").unwrap();
     let addr = listener.get_ref().local_addr().unwrap();
     let served = Rc::new(Served::default());
     let s = served.clone();
@@ -122,7 +122,7 @@ type Sender = hyper::client::conn::http1::SendRequest<Body>;
 /// hyper's http1 client on a new connection; its connection future runs
 /// in a task of its own.
 async fn connect(addr: SocketAddr) -> Sender {
-    let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+    let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
     let (sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
         .await
         .unwrap();
@@ -152,19 +152,18 @@ async fn fetch(sender: &mut Sender, req: Request<Body>, status: StatusCode) -> B
 fn sequential_requests_on_one_kept_alive_connection() {
     on_backends("hyper sequential", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        let served = lp
-            .block_on(&mut (), async {
-                let (addr, served) = start_server(|_| {});
-                let mut sender = connect(addr).await;
-                for n in 0..300 {
-                    let body = fetch(&mut sender, get(&format!("/n?n={n}")), StatusCode::OK).await;
-                    assert_eq!(body, n.to_string());
-                }
-                let body = fetch(&mut sender, get("/missing"), StatusCode::NOT_FOUND).await;
-                assert_eq!(&body[..], b"no such page");
-                served
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async {
+            let (addr, served) = start_server(|_| {});
+            let mut sender = connect(addr).await;
+            for n in 0..300 {
+                let body = fetch(&mut sender, get(&format!("/n?n={n}")), StatusCode::OK).await;
+                assert_eq!(body, n.to_string());
+            }
+            let body = fetch(&mut sender, get("/missing"), StatusCode::NOT_FOUND).await;
+            assert_eq!(&body[..], b"no such page");
+            served
+        })
+        .unwrap();
         assert_eq!(served.accepted.get(), 1, "{backend}: keep-alive");
     });
 }
@@ -173,40 +172,38 @@ fn sequential_requests_on_one_kept_alive_connection() {
 fn concurrent_connections_and_overlapping_requests() {
     on_backends("hyper concurrent", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        let served = lp
-            .block_on(&mut (), async {
-                let (addr, served) = start_server(|_| {});
-                let clients: Vec<_> = (0..24)
-                    .map(|c| {
-                        spawn_local(async move {
-                            let mut sender = connect(addr).await;
-                            for i in 0..20 {
-                                let n = c * 1000 + i;
-                                let body =
-                                    fetch(&mut sender, get(&format!("/n?n={n}")), StatusCode::OK)
-                                        .await;
-                                assert_eq!(body, n.to_string());
-                            }
-                            // Requests that wait on the server's timers,
-                            // overlapping across the connections.
-                            let ms = 5 + c % 7;
+        let served = block_on(&mut lp, &mut (), async {
+            let (addr, served) = start_server(|_| {});
+            let clients: Vec<_> = (0..24)
+                .map(|c| {
+                    spawn_local(async move {
+                        let mut sender = connect(addr).await;
+                        for i in 0..20 {
+                            let n = c * 1000 + i;
                             let body =
-                                fetch(&mut sender, get(&format!("/sleep?ms={ms}")), StatusCode::OK)
-                                    .await;
-                            assert_eq!(body, format!("slept {ms}"));
-                            20
-                        })
-                        .unwrap()
+                                fetch(&mut sender, get(&format!("/n?n={n}")), StatusCode::OK).await;
+                            assert_eq!(body, n.to_string());
+                        }
+                        // Requests that wait on the server's timers,
+                        // overlapping across the connections.
+                        let ms = 5 + c % 7;
+                        let body =
+                            fetch(&mut sender, get(&format!("/sleep?ms={ms}")), StatusCode::OK)
+                                .await;
+                        assert_eq!(body, format!("slept {ms}"));
+                        20
                     })
-                    .collect();
-                let mut done = 0;
-                for c in clients {
-                    done += c.await.unwrap();
-                }
-                assert_eq!(done, 24 * 20);
-                served
-            })
-            .unwrap();
+                    .unwrap()
+                })
+                .collect();
+            let mut done = 0;
+            for c in clients {
+                done += c.await.unwrap();
+            }
+            assert_eq!(done, 24 * 20);
+            served
+        })
+        .unwrap();
         assert_eq!(served.accepted.get(), 24);
     });
 }
@@ -215,7 +212,7 @@ fn concurrent_connections_and_overlapping_requests() {
 fn bodies_of_megabytes_both_ways() {
     on_backends("hyper large bodies", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        lp.block_on(&mut (), async {
+        block_on(&mut lp, &mut (), async {
             let (addr, _) = start_server(|_| {});
             let mut sender = connect(addr).await;
             for (i, size) in [3 << 20, 5 << 20].into_iter().enumerate() {
@@ -242,34 +239,33 @@ fn bodies_of_megabytes_both_ways() {
 fn header_read_timeout_through_the_timer() {
     on_backends("hyper header_read_timeout", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        let (closed_after, served) = lp
-            .block_on(&mut (), async {
-                let (addr, served) = start_server(|b| {
-                    b.header_read_timeout(Duration::from_millis(150));
-                });
-                // A raw client that sends half a request head and waits.
-                let raw = Async::<TcpStream>::connect(addr).await.unwrap();
-                let start = Instant::now();
-                raw.write_all(b"GET /hello HTTP/1.1\r\nhost: evloop.test\r\n")
-                    .await
-                    .unwrap();
-                let mut buf = [0u8; 256];
-                let n = timeout(Duration::from_secs(10), raw.read(&mut buf))
-                    .await
-                    .expect("the server closes the connection")
-                    .unwrap_or(0);
-                // hyper closes without an answer (nothing, or a 408).
-                let head = String::from_utf8_lossy(&buf[..n]).to_string();
-                assert!(n == 0 || head.starts_with("HTTP/1.1 408"), "{head}");
-                // Meanwhile a well-behaved client is served.
-                let mut sender = connect(addr).await;
-                assert_eq!(
-                    &fetch(&mut sender, get("/hello"), StatusCode::OK).await[..],
-                    b"hello"
-                );
-                (start.elapsed(), served)
-            })
-            .unwrap();
+        let (closed_after, served) = block_on(&mut lp, &mut (), async {
+            let (addr, served) = start_server(|b| {
+                b.header_read_timeout(Duration::from_millis(150));
+            });
+            // A raw client that sends half a request head and waits.
+            let raw = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
+            let start = Instant::now();
+            raw.write_all(b"GET /hello HTTP/1.1\r\nhost: evloop.test\r\n")
+                .await
+                .unwrap();
+            let mut buf = [0u8; 256];
+            let n = timeout(Duration::from_secs(10), raw.read(&mut buf))
+                .await
+                .expect("the server closes the connection")
+                .unwrap_or(0);
+            // hyper closes without an answer (nothing, or a 408).
+            let head = String::from_utf8_lossy(&buf[..n]).to_string();
+            assert!(n == 0 || head.starts_with("HTTP/1.1 408"), "{head}");
+            // Meanwhile a well-behaved client is served.
+            let mut sender = connect(addr).await;
+            assert_eq!(
+                &fetch(&mut sender, get("/hello"), StatusCode::OK).await[..],
+                b"hello"
+            );
+            (start.elapsed(), served)
+        })
+        .unwrap();
         assert!(
             // Not at once, and not never: the timer starts when the
             // server first polls the connection, a little before `start`.
@@ -277,7 +273,10 @@ fn header_read_timeout_through_the_timer() {
             "{backend}: closed after {closed_after:?}"
         );
         let first = served.connections.borrow_mut().remove(0);
-        let err = lp.block_on(&mut (), first).unwrap().unwrap().unwrap_err();
+        let err = block_on(&mut lp, &mut (), first)
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
         assert!(err.is_timeout(), "{backend}: {err}");
     });
 }
@@ -286,41 +285,40 @@ fn header_read_timeout_through_the_timer() {
 fn a_panicking_handler_leaves_the_server_serving() {
     on_backends("hyper panicking handler", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        let served = lp
-            .block_on(&mut (), async {
-                let (addr, served) = start_server(|_| {});
-                // A connection made before the panic, used after it.
-                let mut before = connect(addr).await;
-                assert_eq!(
-                    &fetch(&mut before, get("/hello"), StatusCode::OK).await[..],
-                    b"hello"
-                );
-                for _ in 0..3 {
-                    let mut doomed = connect(addr).await;
-                    doomed.ready().await.unwrap();
-                    // The connection's task panics: the client sees its
-                    // connection closed, with no answer.
-                    let err = doomed.send_request(get("/panic")).await.unwrap_err();
-                    assert!(err.is_incomplete_message() || err.is_canceled(), "{err}");
-                }
-                assert_eq!(
-                    &fetch(&mut before, get("/hello"), StatusCode::OK).await[..],
-                    b"hello"
-                );
-                let mut after = connect(addr).await;
-                for n in 0..10 {
-                    let body = fetch(&mut after, get(&format!("/n?n={n}")), StatusCode::OK).await;
-                    assert_eq!(body, n.to_string());
-                }
-                served
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async {
+            let (addr, served) = start_server(|_| {});
+            // A connection made before the panic, used after it.
+            let mut before = connect(addr).await;
+            assert_eq!(
+                &fetch(&mut before, get("/hello"), StatusCode::OK).await[..],
+                b"hello"
+            );
+            for _ in 0..3 {
+                let mut doomed = connect(addr).await;
+                doomed.ready().await.unwrap();
+                // The connection's task panics: the client sees its
+                // connection closed, with no answer.
+                let err = doomed.send_request(get("/panic")).await.unwrap_err();
+                assert!(err.is_incomplete_message() || err.is_canceled(), "{err}");
+            }
+            assert_eq!(
+                &fetch(&mut before, get("/hello"), StatusCode::OK).await[..],
+                b"hello"
+            );
+            let mut after = connect(addr).await;
+            for n in 0..10 {
+                let body = fetch(&mut after, get(&format!("/n?n={n}")), StatusCode::OK).await;
+                assert_eq!(body, n.to_string());
+            }
+            served
+        })
+        .unwrap();
         assert_eq!(served.accepted.get(), 5);
         let conns: Vec<_> = served.connections.borrow_mut().drain(..).collect();
         let mut panics = 0;
         for (i, c) in conns.into_iter().enumerate() {
             if (1..=3).contains(&i) {
-                let err = lp.block_on(&mut (), c).unwrap().unwrap_err();
+                let err = block_on(&mut lp, &mut (), c).unwrap().unwrap_err();
                 assert_eq!(err.to_string(), "the task panicked: the handler panics");
                 panics += 1;
             } else {
@@ -335,7 +333,7 @@ fn a_panicking_handler_leaves_the_server_serving() {
 fn http2_streams_through_the_executor() {
     on_backends("hyper http2", kernels(), |backend| {
         let mut lp = kernel_loop(backend);
-        lp.block_on(&mut (), async {
+        block_on(&mut lp, &mut (), async {
             let (addr, _) = serve_one(|stream| async move {
                 // Each stream is a task of the loop's executor (!Send:
                 // the handler holds an Rc).
@@ -353,7 +351,7 @@ fn http2_streams_through_the_executor() {
                     .await
                     .unwrap();
             });
-            let stream = Async::<TcpStream>::connect(addr).await.unwrap();
+            let stream = AsyncFd::<TcpStream>::connect(addr).await.unwrap();
             let (sender, conn) = hyper::client::conn::http2::Builder::new(HyperExecutor::new())
                 .timer(HyperTimer::new())
                 .handshake::<_, Body>(HyperIo::new(stream))
@@ -422,25 +420,24 @@ fn simulated_server_answers_exact_bytes_at_exact_times() {
         let log = answered.clone();
         let clock = sim.clone();
         let mut lp: Loop = Loop::with_backend(sim.backend());
-        let served = lp
-            .block_on(&mut (), async move {
-                let service = service_fn(move |req: Request<Incoming>| {
-                    let log = log.clone();
-                    let clock = clock.clone();
-                    async move {
-                        // Each answer takes 5 ms of the loop's timers.
-                        sleep(Duration::from_millis(5)).await;
-                        log.borrow_mut().push(clock.now());
-                        handle(req).await
-                    }
-                });
-                hyper::server::conn::http1::Builder::new()
-                    .timer(HyperTimer::new())
-                    .auto_date_header(false)
-                    .serve_connection(HyperIo::new(Async::new(sock).unwrap()), service)
-                    .await
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async move {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let log = log.clone();
+                let clock = clock.clone();
+                async move {
+                    // Each answer takes 5 ms of the loop's timers.
+                    sleep(Duration::from_millis(5)).await;
+                    log.borrow_mut().push(clock.now());
+                    handle(req).await
+                }
+            });
+            hyper::server::conn::http1::Builder::new()
+                .timer(HyperTimer::new())
+                .auto_date_header(false)
+                .serve_connection(HyperIo::new(AsyncFd::new(sock).unwrap()), service)
+                .await
+        })
+        .unwrap();
         served.unwrap();
         assert_eq!(
             String::from_utf8(sim.sent(fd)).unwrap(),
@@ -473,16 +470,18 @@ fn simulated_header_read_timeout_fires_at_its_exact_virtual_time() {
             b"GET /hello HTTP/1.1\r\n",
         );
         let mut lp: Loop = Loop::with_backend(sim.backend());
-        let served = lp
-            .block_on(&mut (), async move {
-                hyper::server::conn::http1::Builder::new()
-                    .timer(HyperTimer::new())
-                    .auto_date_header(false)
-                    .header_read_timeout(Duration::from_secs(2))
-                    .serve_connection(HyperIo::new(Async::new(sock).unwrap()), service_fn(handle))
-                    .await
-            })
-            .unwrap();
+        let served = block_on(&mut lp, &mut (), async move {
+            hyper::server::conn::http1::Builder::new()
+                .timer(HyperTimer::new())
+                .auto_date_header(false)
+                .header_read_timeout(Duration::from_secs(2))
+                .serve_connection(
+                    HyperIo::new(AsyncFd::new(sock).unwrap()),
+                    service_fn(handle),
+                )
+                .await
+        })
+        .unwrap();
         assert!(served.unwrap_err().is_timeout());
         assert_eq!(
             sim.sent(fd),
@@ -511,8 +510,8 @@ fn a_plain_client_thread_is_answered_and_closed() {
             s.read_to_end(&mut all).unwrap();
             String::from_utf8(all).unwrap()
         });
-        lp.block_on(&mut (), async move {
-            let listener = Async::new(listener).unwrap();
+        block_on(&mut lp, &mut (), async move {
+            let listener = AsyncFd::new(listener).unwrap();
             let (stream, _) = listener.accept().await.unwrap();
             hyper::server::conn::http1::Builder::new()
                 .auto_date_header(false)
@@ -531,7 +530,7 @@ fn a_plain_client_thread_is_answered_and_closed() {
 #[test]
 fn the_module_example_serves_hello() {
     use evloop::exec::hyper::{HyperIo, HyperTimer};
-    use evloop::exec::{spawn_local, Async};
+    use evloop::exec::{spawn_local, AsyncFd};
     use evloop::Loop;
     use http_body_util::{BodyExt, Full};
     use hyper::body::{Bytes, Incoming};
@@ -544,34 +543,33 @@ fn the_module_example_serves_hello() {
     }
 
     let mut lp: Loop = Loop::new().unwrap();
-    let body = lp
-        .block_on(&mut (), async {
-            // The server: one task per connection.
-            let listener = Async::<TcpListener>::bind("127.0.0.1:0")?;
-            let addr = listener.get_ref().local_addr()?;
-            spawn_local(async move {
-                let (stream, _) = listener.accept().await.unwrap();
-                hyper::server::conn::http1::Builder::new()
-                    .timer(HyperTimer::new())
-                    .serve_connection(HyperIo::new(stream), service_fn(hello))
-                    .await
-                    .unwrap();
-            })
-            .unwrap();
-            // The client: its connection in a task of its own.
-            let stream = Async::<TcpStream>::connect(addr).await?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
+    let body = block_on(&mut lp, &mut (), async {
+        // The server: one task per connection.
+        let listener = AsyncFd::<TcpListener>::bind("127.0.0.1:0")?;
+        let addr = listener.get_ref().local_addr()?;
+        spawn_local(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            hyper::server::conn::http1::Builder::new()
+                .timer(HyperTimer::new())
+                .serve_connection(HyperIo::new(stream), service_fn(hello))
                 .await
                 .unwrap();
-            spawn_local(conn).unwrap();
-            let req = Request::get("/")
-                .body(http_body_util::Empty::<Bytes>::new())
-                .unwrap();
-            let res = sender.send_request(req).await.unwrap();
-            assert_eq!(res.status(), 200);
-            Ok::<_, std::io::Error>(res.into_body().collect().await.unwrap().to_bytes())
         })
-        .unwrap()
         .unwrap();
+        // The client: its connection in a task of its own.
+        let stream = AsyncFd::<TcpStream>::connect(addr).await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(HyperIo::new(stream))
+            .await
+            .unwrap();
+        spawn_local(conn).unwrap();
+        let req = Request::get("/")
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        let res = sender.send_request(req).await.unwrap();
+        assert_eq!(res.status(), 200);
+        Ok::<_, std::io::Error>(res.into_body().collect().await.unwrap().to_bytes())
+    })
+    .unwrap()
+    .unwrap();
     assert_eq!(&body[..], b"hello");
 }

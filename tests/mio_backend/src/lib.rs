@@ -27,7 +27,7 @@
 //!
 //! mio's `Poll` is itself an fd that holds all of that, so the backend
 //! gives it as its pollable fd: another loop can run this one (the embed
-//! watcher, `Loop::into_pollable`). `expose_changes` re-arms the level fds
+//! watcher, `PollableLoop::new`). `expose_changes` re-arms the level fds
 //! the last wait reported, so that readiness a run left shows on the fd.
 //!
 //! The rest follows the contract of `docs/porting.md`, section 2, point by
@@ -593,7 +593,7 @@ impl Backend for MioBackend {
 
     /// mio's `Poll` is a kernel set (epoll here) that the loop's internal
     /// fds are in too: readable when a wait would report, so another loop can
-    /// run this one (`Loop::into_pollable`, the embed watcher).
+    /// run this one (`PollableLoop::new`, the embed watcher).
     fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsRawFd;
         // SAFETY: the Poll's own fd, open while `self` lives (a `reinit`,

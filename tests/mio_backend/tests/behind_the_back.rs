@@ -52,7 +52,7 @@ fn a_reported_level_fd_closed_behind_the_back_is_reported_gone() {
         "fd {fd}"
     );
     assert!(!lp.is_active(io).unwrap(), "stopped");
-    std::mem::forget(lp.into_source::<UnixStream>(io).unwrap());
+    std::mem::forget(io.into_source::<UnixStream, _>(&mut lp).unwrap());
 }
 
 /// An fd number closed behind the loop's back while a dup of its file

@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evloop::{Interest, Loop, RunMode, RunOutcome};
+use evloop::{Embed, Interest, Loop, PollableLoop, RunMode, RunOutcome};
 use mio_backend::MioBackend;
 
 /// The inner loop: one watcher that reads a byte per call and goes at
@@ -51,14 +51,13 @@ fn watchdog(f: impl FnOnce() + Send + 'static) {
 fn embedded_in_a_loop_on_poll() {
     watchdog(|| {
         let mut outer: Loop<Vec<u8>> = Loop::builder().backend("poll").build().unwrap();
-        outer
-            .embed(reader(b"nested"), |outer, got, inner, me| {
-                inner.run(RunMode::NoWait, got).unwrap();
-                if inner.active_count() == 0 {
-                    outer.stop(me).unwrap();
-                }
-            })
-            .unwrap();
+        Embed::new(&mut outer, reader(b"nested"), |outer, got, inner, me| {
+            inner.run(RunMode::NoWait, got).unwrap();
+            if inner.active_count() == 0 {
+                outer.stop(me).unwrap();
+            }
+        })
+        .unwrap();
         let mut got = Vec::new();
         assert_eq!(
             outer.run(RunMode::Default, &mut got).unwrap(),
@@ -71,7 +70,7 @@ fn embedded_in_a_loop_on_poll() {
 #[test]
 fn as_a_pollable_loop() {
     watchdog(|| {
-        let mut lp = reader(b"abc").into_pollable().unwrap();
+        let mut lp = PollableLoop::new(reader(b"abc")).unwrap();
         let mut got = Vec::new();
         let mut wakes = 0;
         while lp.active_count() > 0 {

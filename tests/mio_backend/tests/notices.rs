@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use evloop::{Break, ExitStatus, Loop, RunMode};
+use evloop::{Async, Break, Child, ExitStatus, Loop, RunMode};
 use mio_backend::MioBackend;
 
 /// A loop on the mio backend whose run fails the test after 30 s.
@@ -41,7 +41,7 @@ fn signals_children_and_wake_ups() {
     let mut lp: Loop<Option<ExitStatus>> = new_loop();
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", "exit 7"]);
-    lp.spawn(&mut cmd, |lp, got, ev| {
+    Child::spawn(&mut lp, &mut cmd, |lp, got, ev| {
         *got = ev.status;
         lp.break_loop(Break::All);
     })
@@ -53,12 +53,11 @@ fn signals_children_and_wake_ups() {
 
     // A wake-up from another thread.
     let mut lp: Loop<u32> = new_loop();
-    let (_, sender) = lp
-        .async_watcher(|lp, n, _| {
-            *n += 1;
-            lp.break_loop(Break::All);
-        })
-        .unwrap();
+    let (_, sender) = Async::new(&mut lp, |lp, n, _| {
+        *n += 1;
+        lp.break_loop(Break::All);
+    })
+    .unwrap();
     let waker = std::thread::spawn(move || {
         let _ = sender.send();
     });

@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::common::{drain, ms, Conn, RunTo, World};
-use evloop::{Break, Interest, Loop, Ready, RunMode, RunOutcome, Trigger};
+use evloop::{Break, Idle, Interest, Io, Loop, Prepare, Ready, RunMode, RunOutcome, Trigger};
 
 tests_on!(
     every_backend,
@@ -160,7 +160,7 @@ fn break_example(w: &World) {
 /// returns `Broken`, the watcher still active.
 fn an_idle_watcher_breaks_the_run(w: &World, how: Break) {
     let mut lp: Loop = w.new_loop();
-    let idle = lp.idle(move |lp, _, _| lp.break_loop(how)).unwrap();
+    let idle = Idle::new(&mut lp, move |lp, _, _| lp.break_loop(how)).unwrap();
     lp.run_expect(RunMode::Default, &mut (), RunOutcome::Broken);
     assert!(lp.is_active(idle).unwrap());
 }
@@ -191,7 +191,7 @@ fn loop_example(w: &World) {
 /// `Loop::depth`.
 fn loop_depth_example(w: &World) {
     let mut lp: Loop<u32> = w.new_loop();
-    lp.idle(|lp, seen, me| {
+    Idle::new(&mut lp, |lp, seen, me| {
         *seen = lp.depth();
         lp.remove(me).unwrap();
     })
@@ -218,20 +218,19 @@ fn loop_io_example(w: &World) {
     assert_eq!(peer.receive(), b"hello");
 }
 
-/// `Loop::io_borrowed`: the watcher stops itself; the source outlives the
+/// `Io::borrowed`: the watcher stops itself; the source outlives the
 /// loop.
 fn loop_io_borrowed_example(w: &World) {
     let (sock, mut peer) = w.pair();
     peer.send(b"x");
     {
         let mut lp: Loop<usize> = w.new_loop();
-        let io = lp
-            .io_borrowed(&sock, Interest::READABLE, |lp, n, ev| {
-                let mut buf = [0; 4];
-                *n += ev.source.read(&mut buf).unwrap();
-                lp.stop(ev.watcher).unwrap();
-            })
-            .unwrap();
+        let io = Io::borrowed(&mut lp, &sock, Interest::READABLE, |lp, n, ev| {
+            let mut buf = [0; 4];
+            *n += ev.source.read(&mut buf).unwrap();
+            lp.stop(ev.watcher).unwrap();
+        })
+        .unwrap();
         assert_eq!(lp.finish(0), 1);
         assert!(!lp.is_active(io).unwrap());
     }
@@ -251,10 +250,10 @@ fn loop_timer_example(w: &World) {
     assert_eq!(lp.finish(vec![]), [10, 20]);
 }
 
-/// `Loop::idle`: an idle watcher that stops itself after three calls.
+/// `Idle::new`: an idle watcher that stops itself after three calls.
 fn loop_idle_example(w: &World) {
     let mut lp: Loop<u32> = w.new_loop();
-    lp.idle(|lp, n, me| {
+    Idle::new(&mut lp, |lp, n, me| {
         *n += 1;
         if *n == 3 {
             lp.stop(me).unwrap();
@@ -264,10 +263,10 @@ fn loop_idle_example(w: &World) {
     assert_eq!(lp.finish(0), 3);
 }
 
-/// `Loop::prepare` (also in run_semantics.rs, where the bug was found).
+/// `Prepare::new` (also in run_semantics.rs, where the bug was found).
 fn loop_prepare_example(w: &World) {
     let mut lp: Loop<u32> = w.new_loop();
-    lp.prepare(|lp, n, me| {
+    Prepare::new(&mut lp, |lp, n, me| {
         *n += 1;
         lp.remove(me).unwrap();
     })
@@ -317,7 +316,7 @@ fn loop_feed_event_example(w: &World) {
 /// `Idle` (the handle type): an idle watcher that removes itself.
 fn idle_example(w: &World) {
     let mut lp: Loop = w.new_loop();
-    let idle = lp.idle(|lp, _, me| lp.remove(me).unwrap()).unwrap();
+    let idle = Idle::new(&mut lp, |lp, _, me| lp.remove(me).unwrap()).unwrap();
     lp.run_to_end(&mut ());
     assert!(lp.is_active(idle).is_err());
 }
@@ -381,7 +380,7 @@ fn loop_set_callback_example(w: &World) {
     assert!(lp.now() >= ms(10), "{:?}", lp.now());
 }
 
-/// `Loop::set_io_callback`: the new callback reads what the peer sent
+/// `Io::set_callback`: the new callback reads what the peer sent
 /// from the source the watcher owns, and removes it.
 fn loop_set_io_callback_example(w: &World) {
     let (sock, mut peer) = w.pair();
@@ -389,7 +388,7 @@ fn loop_set_io_callback_example(w: &World) {
     let io = lp
         .io(sock, Interest::READABLE, |_, _, _| unreachable!())
         .unwrap();
-    lp.set_io_callback(io, |lp, got, ev: evloop::IoEvent<'_, Conn>| {
+    io.set_callback(&mut lp, |lp, got, ev: evloop::IoEvent<'_, Conn>| {
         got.extend(drain(ev.source));
         lp.remove(ev.watcher).unwrap();
     })
@@ -398,14 +397,12 @@ fn loop_set_io_callback_example(w: &World) {
     assert_eq!(lp.finish(vec![]), b"hello");
 }
 
-/// `Loop::set_borrowed_io_callback`: the same with a borrowed source.
+/// `Io::set_borrowed_callback`: the same with a borrowed source.
 fn loop_set_borrowed_io_callback_example(w: &World) {
     let (sock, mut peer) = w.pair();
     let mut lp: Loop<usize> = w.new_loop();
-    let io = lp
-        .io_borrowed(&sock, Interest::READABLE, |_, _, _| unreachable!())
-        .unwrap();
-    lp.set_borrowed_io_callback(io, &sock, |lp, n, ev| {
+    let io = Io::borrowed(&mut lp, &sock, Interest::READABLE, |_, _, _| unreachable!()).unwrap();
+    io.set_borrowed_callback(&mut lp, &sock, |lp, n, ev| {
         let mut buf = [0; 8];
         let mut source: &Conn = ev.source;
         *n += source.read(&mut buf).unwrap();

@@ -9,7 +9,7 @@
 //! Examples that run a loop but are not mirrored (and those mirrored in part),
 //! one line each:
 //! - `RunMode`: a `NoWait` run, which cannot block.
-//! - `Loop::check`: a `NoWait` run again (with `Default` it hangs on kernels: see `a_check_watcher_alone_runs_and_the_run_ends` in loop_core.rs).
+//! - `Check::new`: a `NoWait` run again (with `Default` it hangs on kernels: see `a_check_watcher_alone_runs_and_the_run_ends` in loop_core.rs).
 //! - `Loop::run`: a `Once` run that ends `IterationDone` with its prepare and check watchers still active.
 //! - `Sim` and `Step`: they show the simulator's `Stalled` and its trace, which only it has.
 //! - `AsyncSender::send`: a `NoWait` run.
@@ -19,27 +19,27 @@
 //! - `Conn::write`, `Conn::pause_reading`, `Conn::resume_reading`: `NoWait` runs.
 //! - Mirrored although they end `Broken` (a `Default` run that must return): `Break`, `Loop::break_loop`, `Acceptor`, `Conn::input`, and the first run of the `net` module's example.
 //! - Mirrored on the OS backends only, as the examples themselves run on real sockets (the simulator has no TCP and no half-close): `net`, `Acceptor`, `Conns::open`.
-//! - Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Loop::periodic`, `Schedule::every`.
-//! - Mirrored without the program that cannot start on the simulator, which starts no program: `Loop::spawn`.
-//! - `Loop::child_any`: `Once` runs; and a watcher of any child reaps every child of the process, which the other tests here spawn and wait for (`tests/child_any.rs` runs it on every backend, alone).
+//! - Mirrored without their simulator-only parts (the trace line, the virtual wall clock's hour): `Sim::raise`, `Sim::call_at`, `Periodic::new`, `Schedule::every`.
+//! - Mirrored without the program that cannot start on the simulator, which starts no program: `Child::spawn`.
+//! - `Child::any`: `Once` runs; and a watcher of any child reaps every child of the process, which the other tests here spawn and wait for (`tests/child_any.rs` runs it on every backend, alone).
 //! - `Sim::exit`, `Sim::signals_sent`: the simulator's own calls (their kernel counterparts are `loop_kill_example` and `tests/child_any.rs`).
 //!
 //! The other examples run no loop: `PollEvent`, `Capabilities`, `PollStatus`,
 //! `Builder`, `Builder::new`, `Builder::backend`, `Builder::backend_name`,
 //! `Loop::builder`, `Error`, `Result`, `MIN_PRIORITY`, `Loop::with_backend`,
-//! `Loop::from_boxed`, `Loop::backend_name`, `Loop::capabilities`,
-//! `Loop::now`, `Loop::wall_now`, `Loop::update_now`, `Loop::pending_count`,
+//! `Loop::from` (a boxed backend), `Loop::backend_name`, `Loop::capabilities`,
+//! `Loop::now`, `Loop::read_wall_clock`, `Loop::update_now`, `Loop::pending_count`,
 //! `Loop::backend_timeout`, `Loop::set_direct_dispatch`, `Loop::iteration`,
 //! `Loop::active_count`, `Loop::reinit_after_fork`, `Interest`, `Trigger`,
 //! `Ready`, `SourceFd`, `VirtualFd`, `Source`, `Loop::start`, `Loop::remove`,
-//! `Loop::into_source`, `Loop::is_active`, `Loop::is_pending`,
-//! `Loop::set_priority`, `Loop::priority`, `Loop::set_interest`,
-//! `Loop::interest`, `Loop::fd`, `Loop::set_timer`, `Loop::again`,
-//! `Loop::repeat`, `Loop::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
-//! `Timer`, `Prepare`, `Check`, `Signal`, `Loop::signal_number`, `Async`,
-//! `Loop::async_sender`, `Callback`, `Loop::set_cleanup_callback`,
-//! `Loop::set_signal`, `Loop::set_schedule`, `Fork`, `Cleanup`, `OnceEvent`, `Periodic`,
-//! `Loop::periodic_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Loop::file_stat`, `FileStat`,
+//! `Io::into_source`, `Loop::is_active`, `Loop::is_pending`,
+//! `Loop::set_priority`, `Loop::priority`, `Io::set_interest`,
+//! `Io::interest`, `Io::fd`, `Timer::set`, `Timer::again`,
+//! `Timer::repeat`, `Timer::remaining`, `Loop::clear_pending`, `Handle`, `Io`,
+//! `Timer`, `Prepare`, `Check`, `Signal`, `Signal::number`, `Async`,
+//! `Async::sender`, `Callback`, `Cleanup::set_callback`,
+//! `Signal::set_number`, `Periodic::set_schedule`, `Fork`, `Cleanup`, `OnceEvent`, `Periodic`,
+//! `Periodic::next_at`, `Schedule`, `Schedule::every_from`, `Stat`, `Stat::file_stat`, `FileStat`,
 //! `FileStat::of`, `ExitStatus` (but `ExitStatus::Unknown` is mirrored), `ChildExit`, `SignalSet`, `Notices`, `Wake`,
 //! `Signal::name`, `Spawned`, `Spawned::from_std`,
 //! `unsupported`; `NoticeService::watch_clock_steps` and `NoticeService::watch_path`

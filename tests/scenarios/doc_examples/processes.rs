@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::common::{ms, RunTo, World};
-use evloop::{ExitStatus, Loop};
+use evloop::{Async, Child, Cleanup, ExitStatus, Fork, Loop, Prepare};
 
 tests_on!(
     every_backend,
@@ -89,13 +89,13 @@ fn loop_signal_example(w: &World) {
 fn child_example(w: &World) {
     let pid = child_process(w, "exit 0", ExitStatus::Exited(0));
     let mut lp: Loop = w.new_loop();
-    let c = lp.child(pid, |_, _, _| {}).unwrap();
+    let c = Child::new(&mut lp, pid, |_, _, _| {}).unwrap();
     assert!(lp.is_active(c).unwrap());
     lp.run_to_end(&mut ());
     assert!(!lp.is_active(c).unwrap());
 }
 
-/// `Loop::spawn`: a child started and watched at once, its output read
+/// `Child::spawn`: a child started and watched at once, its output read
 /// from the pipe it was given; on the simulator, a simulated child that
 /// exits at 1 ms (no program runs, so none fails to start).
 fn loop_spawn_example(w: &World) {
@@ -103,12 +103,11 @@ fn loop_spawn_example(w: &World) {
     let mut job = Command::new("sh");
     job.args(["-c", "echo hello; exit 3"])
         .stdout(Stdio::piped());
-    let (_watcher, spawned) = lp
-        .spawn(&mut job, |lp, got, ev| {
-            *got = ev.status;
-            lp.remove(ev.watcher).unwrap();
-        })
-        .unwrap();
+    let (_watcher, spawned) = Child::spawn(&mut lp, &mut job, |lp, got, ev| {
+        *got = ev.status;
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
     match &w.sim {
         Some(sim) => sim.exit(ms(1), spawned.pid, ExitStatus::Exited(3)),
         None => {
@@ -119,22 +118,21 @@ fn loop_spawn_example(w: &World) {
     }
     assert_eq!(lp.finish(None), Some(ExitStatus::Exited(3)));
     if w.sim.is_none() {
-        let none = lp.spawn(&mut Command::new("/no/such/program"), |_, _, _| {});
+        let none = Child::spawn(&mut lp, &mut Command::new("/no/such/program"), |_, _, _| {});
         assert!(none.is_err());
     }
     assert_eq!(lp.active_count(), 0);
 }
 
-/// `Loop::kill`: a SIGTERM ends a spawned `sleep`, and once it is reaped
+/// `Child::kill`: a SIGTERM ends a spawned `sleep`, and once it is reaped
 /// nothing more is sent; on the simulator, the child dies of it at 1 ms.
 fn loop_kill_example(w: &World) {
     let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
-    let (job, spawned) = lp
-        .spawn(Command::new("sleep").arg("60"), |_, got, ev| {
-            *got = ev.status
-        })
-        .unwrap();
-    lp.kill(job, evloop::Signal::TERM).unwrap();
+    let (job, spawned) = Child::spawn(&mut lp, Command::new("sleep").arg("60"), |_, got, ev| {
+        *got = ev.status
+    })
+    .unwrap();
+    job.kill(&mut lp, evloop::Signal::TERM).unwrap();
     let by_term = ExitStatus::Signaled {
         signal: evloop::Signal::TERM,
         core_dumped: false,
@@ -143,7 +141,7 @@ fn loop_kill_example(w: &World) {
         sim.exit(ms(1), spawned.pid, by_term);
     }
     assert_eq!(lp.finish(None), Some(by_term));
-    let err = lp.kill(job, evloop::Signal::TERM).unwrap_err();
+    let err = job.kill(&mut lp, evloop::Signal::TERM).unwrap_err();
     assert!(matches!(err, evloop::Error::ChildExited { .. }), "{err}");
 }
 
@@ -155,7 +153,7 @@ fn child_event_example(w: &World) {
     };
     let pid = child_process(w, "kill -KILL $$", killed);
     let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
-    lp.child(pid, move |_, got, ev| {
+    Child::new(&mut lp, pid, move |_, got, ev| {
         assert_eq!(ev.pid, pid);
         *got = ev.status;
     })
@@ -163,12 +161,14 @@ fn child_event_example(w: &World) {
     assert_eq!(lp.finish(None), Some(killed));
 }
 
-/// `Loop::child`: the run returns once the child has exited with code 3.
+/// `Child::new`: the run returns once the child has exited with code 3.
 fn loop_child_example(w: &World) {
     let pid = child_process(w, "exit 3", ExitStatus::Exited(3));
     let mut lp: Loop<Vec<String>> = w.new_loop();
-    lp.child(pid, |_, log, ev| log.push(ev.status.unwrap().to_string()))
-        .unwrap();
+    Child::new(&mut lp, pid, |_, log, ev| {
+        log.push(ev.status.unwrap().to_string())
+    })
+    .unwrap();
     assert_eq!(lp.finish(vec![]), ["exited with code 3"]);
 }
 
@@ -181,7 +181,7 @@ fn exit_status_unknown_example(w: &World) {
         Some(sim) => {
             let pid = sim.spawn("job");
             sim.reap_elsewhere(Duration::ZERO, pid);
-            lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+            Child::new(&mut lp, pid, |_, got, ev| *got = ev.status).unwrap();
             None
         }
         None => {
@@ -190,7 +190,7 @@ fn exit_status_unknown_example(w: &World) {
                 .stdin(Stdio::piped())
                 .spawn()
                 .unwrap();
-            lp.child(job.id(), |_, got, ev| *got = ev.status).unwrap();
+            Child::new(&mut lp, job.id(), |_, got, ev| *got = ev.status).unwrap();
             drop(job.stdin.take());
             assert_eq!(job.wait().unwrap().code(), Some(3));
             Some(job)
@@ -200,20 +200,19 @@ fn exit_status_unknown_example(w: &World) {
     drop(job);
 }
 
-/// `Loop::async_watcher`: a worker thread hands three results over while
+/// `Async::new`: a worker thread hands three results over while
 /// the loop waits (on the simulator, which cannot wait for a thread, the
 /// worker is done before the run).
 fn loop_async_watcher_example(w: &World) {
     let (results, done) = mpsc::channel();
     let mut lp: Loop<Vec<u64>> = w.new_loop();
-    let (_, sender) = lp
-        .async_watcher(move |lp, got, me| {
-            got.extend(done.try_iter());
-            if got.len() == 3 {
-                lp.remove(me).unwrap();
-            }
-        })
-        .unwrap();
+    let (_, sender) = Async::new(&mut lp, move |lp, got, me| {
+        got.extend(done.try_iter());
+        if got.len() == 3 {
+            lp.remove(me).unwrap();
+        }
+    })
+    .unwrap();
     let worker = std::thread::spawn(move || {
         for n in 1..=3u64 {
             results.send(n * n).unwrap();
@@ -230,12 +229,11 @@ fn loop_async_watcher_example(w: &World) {
 /// call, which removes the watcher.
 fn async_sender_example(w: &World) {
     let mut lp: Loop<u32> = w.new_loop();
-    let (_, sender) = lp
-        .async_watcher(|lp, n, me| {
-            *n += 1;
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
+    let (_, sender) = Async::new(&mut lp, |lp, n, me| {
+        *n += 1;
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
     let other = sender.clone();
     std::thread::spawn(move || other.send().unwrap())
         .join()
@@ -245,34 +243,33 @@ fn async_sender_example(w: &World) {
     assert!(sender.send().is_err());
 }
 
-/// `Loop::async_pending`: pending from a send made by a joined thread,
+/// `Async::is_sent`: pending from a send made by a joined thread,
 /// taken (not pending) in the callback, which removes the watcher.
 fn loop_async_pending_example(w: &World) {
     let mut lp: Loop<Vec<(bool, bool)>> = w.new_loop();
-    let (a, sender) = lp
-        .async_watcher(|lp, seen, me| {
-            seen.push((lp.async_pending(me).unwrap(), lp.is_pending(me).unwrap()));
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
-    assert!(!lp.async_pending(a).unwrap());
+    let (a, sender) = Async::new(&mut lp, |lp, seen, me| {
+        seen.push((me.is_sent(lp).unwrap(), lp.is_pending(me).unwrap()));
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    assert!(!a.is_sent(&lp).unwrap());
     std::thread::spawn(move || sender.send().unwrap())
         .join()
         .unwrap();
-    assert!(lp.async_pending(a).unwrap() && lp.is_pending(a).unwrap());
+    assert!(a.is_sent(&lp).unwrap() && lp.is_pending(a).unwrap());
     assert_eq!(lp.finish(vec![]), [(false, false)]);
 }
 
-/// `Loop::fork`: after `reinit_after_fork` (in the same process here, as
+/// `Fork::new`: after `reinit_after_fork` (in the same process here, as
 /// in the example), the fork watcher runs before the prepare watcher.
 fn loop_fork_example(w: &World) {
     let mut lp: Loop<Vec<&str>> = w.new_loop();
-    lp.fork(|lp, log, me| {
+    Fork::new(&mut lp, |lp, log, me| {
         log.push("fork");
         lp.remove(me).unwrap();
     })
     .unwrap();
-    lp.prepare(|lp, log, me| {
+    Prepare::new(&mut lp, |lp, log, me| {
         log.push("prepare");
         lp.remove(me).unwrap();
     })
@@ -281,13 +278,13 @@ fn loop_fork_example(w: &World) {
     assert_eq!(lp.finish(vec![]), ["fork", "prepare"]);
 }
 
-/// `Loop::cleanup`: a cleanup watcher keeps no run going, and runs at the
+/// `Cleanup::new`: a cleanup watcher keeps no run going, and runs at the
 /// drop.
 fn loop_cleanup_example(w: &World) {
     let ran = Rc::new(Cell::new(false));
     let seen = ran.clone();
     let mut lp: Loop = w.new_loop();
-    lp.cleanup(move |_| seen.set(true)).unwrap();
+    Cleanup::new(&mut lp, move |_| seen.set(true)).unwrap();
     lp.run_to_end(&mut ());
     assert!(!ran.get());
     drop(lp);
@@ -313,12 +310,11 @@ fn sim_raise_example(w: &World) {
 /// loop only waits for the send, whenever it comes).
 fn sim_call_at_example(w: &World) {
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
-    let (_, sender) = lp
-        .async_watcher(|lp, log, me| {
-            log.push(lp.now());
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
+    let (_, sender) = Async::new(&mut lp, |lp, log, me| {
+        log.push(lp.now());
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
     let worker = match &w.sim {
         Some(sim) => {
             sim.call_at(ms(7), move || sender.send().unwrap());
@@ -337,7 +333,7 @@ fn sim_call_at_example(w: &World) {
     }
 }
 
-/// `Loop::child`'s second example: two loops, in two threads, watching
+/// `Child::new`'s second example: two loops, in two threads, watching
 /// one child both hear it. Kernels only: the simulator is one loop's
 /// world.
 #[allow(clippy::zombie_processes)] // the loops reap it
@@ -352,12 +348,12 @@ fn loop_child_two_loops_example(w: &World) {
     let (watching, started) = mpsc::channel();
     let other = std::thread::spawn(move || {
         let mut lp: Loop<Option<ExitStatus>> = World::new(name).new_loop();
-        lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+        Child::new(&mut lp, pid, |_, got, ev| *got = ev.status).unwrap();
         watching.send(()).unwrap();
         lp.finish(None)
     });
     let mut lp: Loop<Option<ExitStatus>> = w.new_loop();
-    lp.child(pid, |_, got, ev| *got = ev.status).unwrap();
+    Child::new(&mut lp, pid, |_, got, ev| *got = ev.status).unwrap();
     started.recv().unwrap();
     drop(job.stdin.take());
     assert_eq!(lp.finish(None), Some(ExitStatus::Exited(4)));

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use crate::common::{ms, RunTo, World};
-use evloop::{Interest, Loop, OnceEvent, Schedule, Sim};
+use evloop::{Interest, Loop, Once, OnceEvent, Periodic, Schedule, Sim, Stat};
 
 tests_on!(
     every_backend,
@@ -36,8 +36,8 @@ fn wall_ticks<'s>(
     schedule: Schedule,
     ticks: usize,
 ) -> Vec<Duration> {
-    lp.periodic(schedule, move |lp, log, me| {
-        log.push(since_epoch(lp.wall_now()));
+    Periodic::new(lp, schedule, move |lp, log, me| {
+        log.push(since_epoch(lp.read_wall_clock()));
         if log.len() == ticks {
             lp.stop(me).unwrap();
         }
@@ -58,14 +58,14 @@ fn assert_on_or_after_slots(log: &[Duration], first: u128, interval: u128) {
     }
 }
 
-/// `Loop::set_repeat`: a 10 ms repeating timer set to 50 ms at its second
+/// `Timer::set_repeat`: a 10 ms repeating timer set to 50 ms at its second
 /// tick; the tick after the change was already due 10 ms on.
 fn loop_set_repeat_example(w: &World) {
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
     lp.timer(ms(10), ms(10), |lp, log, me| {
         log.push(lp.now());
         if log.len() == 2 {
-            lp.set_repeat(me, ms(50)).unwrap();
+            me.set_repeat(lp, ms(50)).unwrap();
         }
         if log.len() == 4 {
             lp.stop(me).unwrap();
@@ -82,12 +82,13 @@ fn loop_set_repeat_example(w: &World) {
     }
 }
 
-/// `Loop::once`: a quiet socket (its peer stays open and silent) times
+/// `Once::new`: a quiet socket (its peer stays open and silent) times
 /// out at 20 ms; the source comes back and nothing is left behind.
 fn loop_once_example(w: &World) {
     let (quiet, _peer) = w.pair();
     let mut lp: Loop<Vec<String>> = w.new_loop();
-    lp.once(
+    Once::new(
+        &mut lp,
         Some((quiet, Interest::READABLE)),
         Some(ms(20)),
         |lp, log, what| match what {
@@ -108,15 +109,14 @@ fn loop_once_example(w: &World) {
 fn once_example(w: &World) {
     let (quiet, _peer) = w.pair();
     let mut lp: Loop<u32> = w.new_loop();
-    let once = lp
-        .once(
-            Some((quiet, Interest::READABLE)),
-            // An hour: a run that waited for it would be stopped by
-            // the watchdog, however fast or slow the machine is.
-            Some(Duration::from_secs(3600)),
-            |_, n, _| *n += 1,
-        )
-        .unwrap();
+    let once = Once::new(
+        &mut lp,
+        Some((quiet, Interest::READABLE)), // An hour: a run that waited for it would be stopped by
+        // the watchdog, however fast or slow the machine is.
+        Some(Duration::from_secs(3600)),
+        |_, n, _| *n += 1,
+    )
+    .unwrap();
     assert!(lp.is_active(once).unwrap());
     lp.remove(once).unwrap();
     let n = lp.finish(0);
@@ -124,7 +124,7 @@ fn once_example(w: &World) {
     assert!(lp.is_active(once).is_err());
 }
 
-/// `Loop::periodic`: `Schedule::every_from` (there every 10 minutes at 5
+/// `Periodic::new`: `Schedule::every_from` (there every 10 minutes at 5
 /// past, here every 20 ms at 5 ms past, on the real wall clock) fires
 /// three times, each at or after its slot: the first slot at or after the
 /// start, then one interval after the other (a late tick fires once, so
@@ -135,7 +135,7 @@ fn loop_periodic_example(w: &World) {
         sim.set_wall_clock(SystemTime::UNIX_EPOCH + Duration::from_secs(3600));
     }
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let (o, i) = (offset.as_nanos(), interval.as_nanos());
     let first = o + (start - o).div_ceil(i) * i;
     let log = wall_ticks(&mut lp, Schedule::every_from(offset, interval), 3);
@@ -160,7 +160,7 @@ fn schedule_every_example(w: &World) {
         sim.set_wall_clock(SystemTime::UNIX_EPOCH + start);
     }
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let i = interval.as_nanos();
     let first = start.div_ceil(i) * i;
     let log = wall_ticks(&mut lp, Schedule::every(interval), 2);
@@ -177,9 +177,9 @@ fn schedule_every_example(w: &World) {
 fn loop_now_wall_example(w: &World) {
     let mut lp: Loop<Vec<Duration>> = w.new_loop();
     let interval = ms(20);
-    let start = since_epoch(lp.wall_now()).as_nanos();
+    let start = since_epoch(lp.read_wall_clock()).as_nanos();
     let slot = start.div_ceil(interval.as_nanos()) * interval.as_nanos();
-    lp.periodic(Schedule::every(interval), |lp, log, me| {
+    Periodic::new(&mut lp, Schedule::every(interval), |lp, log, me| {
         log.push(since_epoch(lp.now_wall()));
         lp.stop(me).unwrap();
     })
@@ -245,7 +245,7 @@ impl Drop for Files {
     }
 }
 
-/// `Loop::stat`: a 10-byte file, watched from 1 ms on (1 s interval), grows
+/// `Stat::new`: a 10-byte file, watched from 1 ms on (1 s interval), grows
 /// to 20 bytes at 50 ms (500 ms there) and is removed at 90 ms (900 ms
 /// there) once the growth was seen, all from the loop's own timers; the
 /// watcher sees both changes, no earlier than they were made.
@@ -256,7 +256,7 @@ fn loop_stat_example(w: &World) {
     let f = files.clone();
     lp.timer(ms(1), Duration::ZERO, move |lp, _, _| {
         let g = f.clone();
-        lp.stat(&f.path, Duration::from_secs(1), move |lp, log, ev| {
+        Stat::new(lp, &f.path, Duration::from_secs(1), move |lp, log, ev| {
             let (from, to, at) = (ev.previous.size, ev.current.size, lp.now());
             log.push(format!("{from} -> {to}"));
             if ev.current.exists {
@@ -285,12 +285,17 @@ fn stat_event_example(w: &World) {
     let files = Rc::new(Files::new(w, "stat-event"));
     let mut lp: Loop<Vec<(bool, bool)>> = w.new_loop();
     let path = files.path.clone();
-    lp.stat(&files.path, Duration::from_secs(1), move |lp, log, ev| {
-        assert!(lp.now() >= ms(3), "seen at {:?}", lp.now());
-        assert_eq!(ev.path, path);
-        log.push((ev.previous.exists, ev.current.exists));
-        lp.stop(ev.watcher).unwrap();
-    })
+    Stat::new(
+        &mut lp,
+        &files.path,
+        Duration::from_secs(1),
+        move |lp, log, ev| {
+            assert!(lp.now() >= ms(3), "seen at {:?}", lp.now());
+            assert_eq!(ev.path, path);
+            log.push((ev.previous.exists, ev.current.exists));
+            lp.stop(ev.watcher).unwrap();
+        },
+    )
     .unwrap();
     let f = files.clone();
     lp.timer(ms(3), Duration::ZERO, move |_, _, _| f.grow(12))
