@@ -642,7 +642,7 @@ impl Sim {
     /// let sim = Sim::new();
     /// sim.raise(Duration::from_millis(1), libc::SIGHUP);
     /// let mut lp: Loop<u32> = Loop::with_backend(sim.backend());
-    /// lp.signal(libc::SIGHUP, |lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
+    /// evloop::Signal::new(&mut lp, libc::SIGHUP, |lp, n, me| { *n += 1; lp.remove(me).unwrap(); }).unwrap();
     /// let mut n = 0;
     /// lp.run(RunMode::Default, &mut n).unwrap();
     /// assert_eq!(n, 1);
@@ -865,7 +865,7 @@ impl Sim {
     /// use evloop::{Loop, Sim};
     /// let sim = Sim::new();
     /// let mut lp: Loop = Loop::with_backend(sim.backend());
-    /// let s = lp.signal(libc::SIGUSR1, |_, _, _| {}).unwrap();
+    /// let s = evloop::Signal::new(&mut lp, libc::SIGUSR1, |_, _, _| {}).unwrap();
     /// assert!(sim.watched_signals().contains(libc::SIGUSR1));
     /// lp.remove(s).unwrap();
     /// assert!(sim.watched_signals().is_empty());

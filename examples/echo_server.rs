@@ -106,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut server = Server::default();
     start(&mut lp, &mut server, listener, Some(IDLE_TIMEOUT))?;
     for signal in SHUTDOWN_SIGNALS {
-        match lp.signal(signal, |lp, server: &mut Server, _| {
+        match Signal::new(&mut lp, signal, |lp, server: &mut Server, _| {
             eprintln!("signal: shutting down");
             shutdown(lp, server);
         }) {

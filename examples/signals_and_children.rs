@@ -85,7 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut signals = Vec::new();
     for signal in [Signal::INT, Signal::TERM] {
-        signals.push(lp.signal(signal, shut_down)?);
+        signals.push(Signal::new(&mut lp, signal, shut_down)?);
     }
 
     let mut sup = Supervisor {

@@ -232,13 +232,12 @@ pub enum Error {
     /// no new loop can be made.
     LoopIdsExhausted,
     /// An executor operation made outside any task
-    /// ([`exec::spawn_local`](crate::exec::spawn_local),
-    /// [`Async::new`](crate::exec::AsyncFd::new)): there is no current
-    /// executor; use the loop's ([`exec::Executor::of`](crate::exec::Executor::of)).
+    /// (`exec::spawn_local`, `exec::AsyncFd::new`; feature `exec`): there
+    /// is no current executor; use the loop's (`exec::Executor::of`).
     NoExecutor,
     /// A spawn on the executor of a loop that was dropped.
     ExecutorGone,
-    /// [`exec::block_on`](crate::exec::block_on) (feature `exec`): the loop can never make
+    /// `exec::block_on` (feature `exec`): the loop can never make
     /// progress again (its backend said so: the simulator with nothing
     /// left to happen), and the future is still pending.
     Stalled,

@@ -278,7 +278,7 @@ fn set_callback_replaces_the_callback_of_every_kind() {
         let i = Idle::new(&mut lp, old("idle")).unwrap();
         let pr = Prepare::new(&mut lp, old("prepare")).unwrap();
         let c = Check::new(&mut lp, old("check")).unwrap();
-        let s = lp.signal(libc::SIGURG, old("signal")).unwrap();
+        let s = Signal::new(&mut lp, libc::SIGURG, old("signal")).unwrap();
         let (a, _sender) = Async::new(&mut lp, old("async")).unwrap();
         let f = Fork::new(&mut lp, old("fork")).unwrap();
         let st = Stat::new(
@@ -620,7 +620,7 @@ fn the_set_family_refuses_stale_and_foreign_handles() {
         let t = a
             .timer(Duration::from_secs(1), Duration::ZERO, |_, _, _| {})
             .unwrap();
-        let s = a.signal(libc::SIGURG, |_, _, _| {}).unwrap();
+        let s = Signal::new(&mut a, libc::SIGURG, |_, _, _| {}).unwrap();
         let later = a.read_wall_clock() + Duration::from_secs(3600);
         let p = Periodic::new(&mut a, Schedule::At(later), |_, _, _| {}).unwrap();
         let c = Cleanup::new(&mut a, |_| {}).unwrap();
@@ -708,12 +708,11 @@ fn raise_here(signal: i32) {
 fn a_stopped_signal_watcher_changes_its_signal_and_an_active_one_refuses() {
     on_every_world("set_signal", |w| {
         let mut lp: Loop<Vec<i32>> = w.new_loop();
-        let s = lp
-            .signal(libc::SIGUSR1, |lp, log, me| {
-                log.push(me.number(lp).unwrap());
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let s = Signal::new(&mut lp, libc::SIGUSR1, |lp, log, me| {
+            log.push(me.number(lp).unwrap());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         let active = s.set_number(&mut lp, libc::SIGUSR2).unwrap_err();
         assert!(
             matches!(

@@ -377,7 +377,7 @@ fn sigterm_stops_and_every_connection_closes_gracefully() {
     let a = w.conns.iter().next().unwrap().0;
     w.conns[a].write(&mut lp, b"in flight");
     sim.raise(ms(5), libc::SIGTERM);
-    lp.signal(libc::SIGTERM, |lp, w: &mut World, me| {
+    evloop::Signal::new(&mut lp, libc::SIGTERM, |lp, w: &mut World, me| {
         w.log.push(format!("t={:?} SIGTERM", lp.now()));
         w.conns.close_all(lp);
         lp.remove(me).unwrap();

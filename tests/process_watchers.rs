@@ -279,13 +279,12 @@ fn a_burst_of_arrivals_runs_each_watcher_once_lower_signals_first_then_in_start_
         let mut watchers = vec![];
         // The higher signal's watcher first: signals go by number.
         for (who, signal) in [("high", high), ("a", low), ("b", low)] {
-            let w = lp
-                .signal(signal, move |lp, log, me| {
-                    assert_eq!(thread::current().id(), here, "on the loop's thread");
-                    assert_eq!(me.number(lp).unwrap(), signal);
-                    log.push(who.to_string());
-                })
-                .unwrap();
+            let w = Signal::new(&mut lp, signal, move |lp, log, me| {
+                assert_eq!(thread::current().id(), here, "on the loop's thread");
+                assert_eq!(me.number(lp).unwrap(), signal);
+                log.push(who.to_string());
+            })
+            .unwrap();
             watchers.push(w);
         }
         for _ in 0..5 {
@@ -327,7 +326,7 @@ fn a_signal_sent_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_th
         // signal.
         let _blocked = BlockedHere::new(signal);
         let mut lp: Loop<Vec<ThreadId>> = World::new(name).new_loop();
-        lp.signal(signal, |lp, seen, me| {
+        Signal::new(&mut lp, signal, |lp, seen, me| {
             seen.push(thread::current().id());
             lp.remove(me).unwrap();
         })
@@ -346,7 +345,7 @@ fn a_signal_sent_from_another_thread_wakes_a_blocked_run_and_runs_on_the_loop_th
 
 /// evloop, unlike libev (where a signal may be watched by one loop only),
 /// lets any number of loops, in any threads, watch one signal: each hears
-/// every arrival (`Loop::signal`). The hub's handler stays while any loop
+/// every arrival (`Signal::new`). The hub's handler stays while any loop
 /// of the process watches the signal.
 #[test]
 fn every_loop_watching_a_signal_hears_each_arrival_until_the_last_one_stops() {
@@ -366,7 +365,7 @@ fn every_loop_watching_a_signal_hears_each_arrival_until_the_last_one_stops() {
             blocked.push(rx);
             threads.push(thread::spawn(move || {
                 let mut lp: Loop<u32> = World::new(name).new_loop();
-                lp.signal(signal, move |lp, calls, me| {
+                Signal::new(&mut lp, signal, move |lp, calls, me| {
                     *calls += 1;
                     heard_tx.send((i, *calls)).unwrap();
                     // The first loop leaves after one arrival, the others
@@ -425,8 +424,8 @@ fn the_last_stop_of_a_signal_restores_the_previous_disposition() {
         install_marker(signal);
         let marks = || MARKS.load(Ordering::SeqCst);
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
-        let w1 = lp.signal(signal, |_, log, _| log.push("w1")).unwrap();
-        let w2 = lp.signal(signal, |_, log, _| log.push("w2")).unwrap();
+        let w1 = Signal::new(&mut lp, signal, |_, log, _| log.push("w1")).unwrap();
+        let w2 = Signal::new(&mut lp, signal, |_, log, _| log.push("w2")).unwrap();
         assert!(!is_marker(&action(signal)), "{name}: the loop's is in");
         lp.stop(w1).unwrap();
         assert!(!is_marker(&action(signal)), "{name}: w2 still watches");
@@ -458,7 +457,7 @@ fn the_last_stop_of_a_signal_restores_the_previous_disposition() {
         // loops restores.
         lp.start(w2).unwrap();
         let mut other: Loop = World::new(name).new_loop();
-        other.signal(signal, |_, _, _| {}).unwrap();
+        Signal::new(&mut other, signal, |_, _, _| {}).unwrap();
         drop(lp);
         assert!(
             !is_marker(&action(signal)),
@@ -483,7 +482,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
             (i32::MAX, "numbered from 1"),
             (i32::MIN, "numbered from 1"),
         ] {
-            let err = lp.signal(signal, |_, _, _| {}).unwrap_err();
+            let err = Signal::new(&mut lp, signal, |_, _, _| {}).unwrap_err();
             assert!(
                 matches!(err, Error::InvalidSignal { signal: s, .. } if s == signal),
                 "{name}: {err}"
@@ -500,7 +499,7 @@ fn a_signal_that_cannot_be_caught_or_is_no_signal_is_refused_at_the_call() {
         lp.run_to_end(&mut 0);
         assert_eq!(lp.iteration(), 0, "{name}");
         // ...and a signal that can be watched still is.
-        lp.signal(fine, |lp, n, me| {
+        Signal::new(&mut lp, fine, |lp, n, me| {
             *n += 1;
             lp.remove(me).unwrap();
         })
@@ -522,14 +521,13 @@ fn a_signal_at_a_higher_priority_runs_before_io_and_at_the_default_after_io_befo
             lp.remove(ev.watcher).unwrap();
         })
         .unwrap();
-        let hi = lp
-            .signal(urgent, |lp, log, me| {
-                log.push("urgent signal");
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let hi = Signal::new(&mut lp, urgent, |lp, log, me| {
+            log.push("urgent signal");
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         lp.set_priority(hi, 1).unwrap();
-        lp.signal(plain, |lp, log, me| {
+        Signal::new(&mut lp, plain, |lp, log, me| {
             log.push("signal");
             lp.remove(me).unwrap();
         })
@@ -553,15 +551,14 @@ fn a_panicking_signal_callback_leaves_the_loop_usable() {
     on_each_kernel_with("panic in a signal callback", [8], |name, [signal]| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
         let mut first = true;
-        let a = lp
-            .signal(signal, move |_, log, _| {
-                log.push("a");
-                if std::mem::take(&mut first) {
-                    panic!("a's first call");
-                }
-            })
-            .unwrap();
-        let b = lp.signal(signal, |_, log, _| log.push("b")).unwrap();
+        let a = Signal::new(&mut lp, signal, move |_, log, _| {
+            log.push("a");
+            if std::mem::take(&mut first) {
+                panic!("a's first call");
+            }
+        })
+        .unwrap();
+        let b = Signal::new(&mut lp, signal, |_, log, _| log.push("b")).unwrap();
         raise_here(signal);
         let mut log = vec![];
         let caught = catch_unwind(AssertUnwindSafe(|| lp.run(RunMode::Once, &mut log)));
@@ -785,9 +782,7 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
             exits: Vec<ExitStatus>,
         }
         let mut lp: Loop<Seen> = kernel_loop(name);
-        let sigchld = lp
-            .signal(libc::SIGCHLD, |_, seen, _| seen.sigchld += 1)
-            .unwrap();
+        let sigchld = Signal::new(&mut lp, libc::SIGCHLD, |_, seen, _| seen.sigchld += 1).unwrap();
         let pid = spawn("exit 2");
         Child::new(&mut lp, pid, |_, seen, ev| {
             seen.exits.push(ev.status.unwrap())
@@ -809,9 +804,7 @@ fn a_sigchld_watcher_and_child_watchers_work_side_by_side() {
         lp.run_to_end(&mut seen);
         assert_eq!(seen.exits[1..], [ExitStatus::Exited(3)], "{name}");
         // ...and, the children gone, a SIGCHLD watcher still hears exits.
-        let sigchld = lp
-            .signal(libc::SIGCHLD, |_, seen, _| seen.sigchld += 1)
-            .unwrap();
+        let sigchld = Signal::new(&mut lp, libc::SIGCHLD, |_, seen, _| seen.sigchld += 1).unwrap();
         let mut mine = Command::new("true").spawn().unwrap();
         seen.sigchld = 0;
         while seen.sigchld == 0 {
@@ -1480,9 +1473,7 @@ fn fork_case(name: &'static str, signal: i32) {
             seen.read.extend(drain(ev.source))
         })
         .unwrap();
-    let sig = lp
-        .signal(signal, |_, seen, _| seen.log.push("signal"))
-        .unwrap();
+    let sig = Signal::new(&mut lp, signal, |_, seen, _| seen.log.push("signal")).unwrap();
     let (asy, sender) = Async::new(&mut lp, |_, seen, _| seen.log.push("async")).unwrap();
     let fork = Fork::new(&mut lp, |_, seen, _| seen.log.push("fork")).unwrap();
     let theirs = Child::new(&mut lp, parents_child.id(), |_, seen, ev| {
@@ -1587,7 +1578,7 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
         let log = Rc::new(RefCell::new(Vec::<String>::new()));
         let mut lp: Loop = World::new(name).new_loop();
         let io = lp.io(conn, Interest::READABLE, |_, _, _| {}).unwrap();
-        let sig = lp.signal(signal, |_, _, _| {}).unwrap();
+        let sig = Signal::new(&mut lp, signal, |_, _, _| {}).unwrap();
         let (_, sender) = Async::new(&mut lp, |_, _, _| {}).unwrap();
         let l = log.clone();
         // The orderly stop: the first removes what the loop owns.

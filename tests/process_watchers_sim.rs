@@ -33,18 +33,16 @@ fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let mut handles = vec![];
     for name in ["a", "b"] {
-        let h = lp
-            .signal(libc::SIGTERM, move |lp, log, _| {
-                log.push(format!("{name}: TERM at {:?}", lp.now()))
-            })
-            .unwrap();
-        handles.push(h);
-    }
-    let hup = lp
-        .signal(libc::SIGHUP, |lp, log, _| {
-            log.push(format!("HUP at {:?}", lp.now()))
+        let h = Signal::new(&mut lp, libc::SIGTERM, move |lp, log, _| {
+            log.push(format!("{name}: TERM at {:?}", lp.now()))
         })
         .unwrap();
+        handles.push(h);
+    }
+    let hup = Signal::new(&mut lp, libc::SIGHUP, |lp, log, _| {
+        log.push(format!("HUP at {:?}", lp.now()))
+    })
+    .unwrap();
     handles.push(hup);
     // Ends the test at 10ms.
     lp.timer(ms(10), Duration::ZERO, move |lp, _, _| {
@@ -80,7 +78,7 @@ fn signals_that_cannot_be_watched_are_refused() {
         (65, "numbered from 1"),
         (-1, "numbered from 1"),
     ] {
-        let err = lp.signal(signal, |_, _, _| {}).unwrap_err();
+        let err = Signal::new(&mut lp, signal, |_, _, _| {}).unwrap_err();
         assert!(
             matches!(err, Error::InvalidSignal { signal: s, .. } if s == signal),
             "{err}"
@@ -106,12 +104,11 @@ fn io_and_signal_at_once(
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    let watcher = lp
-        .signal(signal, move |lp, log, me| {
-            log.push(name);
-            lp.remove(me).unwrap();
-        })
-        .unwrap();
+    let watcher = Signal::new(&mut lp, signal, move |lp, log, me| {
+        log.push(name);
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
     (lp, watcher)
 }
 
@@ -151,7 +148,7 @@ fn in_one_iteration_signals_come_before_child_exits_async_sends_and_checks() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    lp.signal(libc::SIGUSR1, |lp, log, me| {
+    Signal::new(&mut lp, libc::SIGUSR1, |lp, log, me| {
         log.push("usr1");
         lp.remove(me).unwrap();
     })
@@ -381,7 +378,7 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
     let pid = sim.spawn("parent's child");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let child = Child::new(&mut lp, pid, |_, log, _| log.push("child".into())).unwrap();
-    lp.signal(libc::SIGTERM, |lp, log, me| {
+    Signal::new(&mut lp, libc::SIGTERM, |lp, log, me| {
         log.push("TERM".into());
         lp.remove(me).unwrap();
     })
@@ -587,7 +584,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
         .unwrap();
     // Pushed back to 100 ms, lazily: its heap node still says 10 ms.
     t.again(&mut lp).unwrap();
-    lp.signal(libc::SIGUSR1, |lp, log, _| {
+    Signal::new(&mut lp, libc::SIGUSR1, |lp, log, _| {
         log.push(format!("signal at {:?}", lp.now()));
         lp.break_loop(evloop::Break::All);
     })

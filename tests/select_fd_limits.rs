@@ -92,7 +92,7 @@ fn select_loop<S>() -> Loop<'static, S> {
 /// A signal watcher and an async watcher on `lp`, each of which removes
 /// itself: a run hears the signal (raised here) and the send, and ends.
 fn hears_a_signal_and_a_send(lp: &mut Loop<'static, Vec<&'static str>>, signal: i32) {
-    lp.signal(signal, |lp, log, me| {
+    evloop::Signal::new(lp, signal, |lp, log, me| {
         log.push("signal");
         lp.remove(me).unwrap();
     })
@@ -127,13 +127,13 @@ fn a_wake_fd_made_while_low_fds_were_taken_does_not_stay_with_the_slot() {
         let mut epolls: Vec<Loop<'static, ()>> = Vec::new();
         for _ in 0..4 {
             let mut lp: Loop<'static, ()> = Loop::builder().backend("epoll").build().unwrap();
-            lp.signal(libc::SIGUSR1, |_, _, _| {}).unwrap();
+            evloop::Signal::new(&mut lp, libc::SIGUSR1, |_, _, _| {}).unwrap();
             Async::new(&mut lp, |_, _, _| {}).unwrap();
             epolls.push(lp);
         }
         // A select loop cannot now: a clear error, and nothing kept.
         let mut early: Loop<'static, Vec<&str>> = select_loop();
-        let err = early.signal(libc::SIGUSR2, |_, _, _| {}).unwrap_err();
+        let err = evloop::Signal::new(&mut early, libc::SIGUSR2, |_, _, _| {}).unwrap_err();
         assert!(err.to_string().contains("FD_SETSIZE"), "{err}");
         assert!(Async::new(&mut early, |_, _, _| {}).is_err());
         drop(epolls);

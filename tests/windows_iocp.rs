@@ -672,7 +672,7 @@ fn ctrl_c_is_signal_int() {
     let _console = console_alone();
     watchdog(60, || {
         let mut lp: Loop<u32> = new_loop();
-        lp.signal(Signal::INT, |lp, n, ev| {
+        Signal::new(&mut lp, Signal::INT, |lp, n, ev| {
             *n += 1;
             lp.stop(ev).unwrap();
         })

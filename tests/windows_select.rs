@@ -517,12 +517,11 @@ fn console_ctrl_c_is_signal_int() {
     use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_C_EVENT};
     watchdog("ctrl-c", || {
         let mut lp: Loop<Vec<i32>> = select_loop();
-        let sig = lp
-            .signal(Signal::INT, |lp, got, me| {
-                got.push(me.number(lp).unwrap());
-                lp.remove(me).unwrap();
-            })
-            .unwrap();
+        let sig = Signal::new(&mut lp, Signal::INT, |lp, got, me| {
+            got.push(me.number(lp).unwrap());
+            lp.remove(me).unwrap();
+        })
+        .unwrap();
         // SAFETY: plain call; group 0 is this console's processes.
         let ok = unsafe { GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0) };
         if ok == 0 {

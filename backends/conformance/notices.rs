@@ -221,7 +221,7 @@ cfg_if::cfg_if! {
         /// if the backend does not watch signals.
         fn signal_loop(backend: &str, open: Factory) -> Option<(Loop<'static, Seen>, crate::Signal)> {
             let mut lp = new_loop(backend, open);
-            let r = lp.signal(SIGNAL, |lp, seen: &mut Seen, _| {
+            let r = crate::Signal::new(&mut lp, SIGNAL, |lp, seen: &mut Seen, _| {
                 seen.calls += 1;
                 lp.break_loop(Break::All);
             });
@@ -439,7 +439,7 @@ cfg_if::cfg_if! {
             }
             install_kit_handler();
             let mut lp: Loop<'static, ForkSeen> = new_loop(backend, open);
-            let r = lp.signal(SIGNAL, |lp, seen: &mut ForkSeen, _| {
+            let r = crate::Signal::new(&mut lp, SIGNAL, |lp, seen: &mut ForkSeen, _| {
                 seen.signal += 1;
                 lp.break_loop(Break::All);
             });

@@ -780,9 +780,10 @@ fn start_stream<S, O: Owner>(lp: &mut Loop<'_, S>, shared: &Rc<O>, slot: usize) 
         shared.kick(lp);
     };
     let made = match watched {
-        Watched::Signal(n) => lp
-            .signal(n, move |lp, _, _| deliver(lp, Item::Signal(n), false))
-            .map(StreamWatcher::Signal),
+        Watched::Signal(n) => {
+            Signal::new(lp, n, move |lp, _, _| deliver(lp, Item::Signal(n), false))
+                .map(StreamWatcher::Signal)
+        }
         Watched::Child(pid) => Child::new(lp, pid, move |lp, _, ev| {
             deliver(lp, Item::Exit(ev.pid, ev.status), true)
         })

@@ -124,12 +124,12 @@ impl Kind for Signals {
 }
 
 handle!(
-    /// Handle to a signal watcher, returned by [`Loop::signal`].
+    /// Handle to a signal watcher, returned by [`Signal::new`].
     ///
     /// ```
     /// use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
-    /// let s = lp.signal(Signal::TERM, |_, _, _| {})?;
+    /// let s = Signal::new(&mut lp, Signal::TERM, |_, _, _| {})?;
     /// assert_eq!(s.number(&lp)?, Signal::TERM);
     /// # Ok::<(), evloop::Error>(())
     /// ```
@@ -144,7 +144,7 @@ handle!(
 macro_rules! signal_numbers {
     ($($(#[$doc:meta])* $name:ident = $value:ident),* $(,)?) => {
         /// The platform's signal numbers, so that a program needs no direct
-        /// dependency on `libc` to name them: `lp.signal(Signal::TERM, ..)`,
+        /// dependency on `libc` to name them: `Signal::new(&mut lp, Signal::TERM, ..)`,
         /// `child.kill(&mut lp, Signal::KILL)`, `sim.raise(at, Signal::HUP)`.
         ///
         /// Signal numbers are plain `i32`s throughout evloop, as they are
@@ -338,7 +338,7 @@ fn check_signal(signal: i32) -> Result<()> {
     }
 }
 
-impl<'s, S> Loop<'s, S> {
+impl Signal {
     /// Creates and starts a signal watcher: its callback runs, in the
     /// loop's thread, after `signal` arrived (once per iteration however
     /// often it arrived in between, as libev coalesces). `signal` is the
@@ -359,7 +359,7 @@ impl<'s, S> Loop<'s, S> {
     /// use evloop::{Loop, RunMode, Signal};
     /// use std::process::Command;
     /// let mut lp: Loop<Vec<&str>> = Loop::new()?;
-    /// lp.signal(Signal::TERM, |lp, log, me| {
+    /// Signal::new(&mut lp, Signal::TERM, |lp, log, me| {
     ///     log.push("SIGTERM");
     ///     lp.remove(me).unwrap(); // shut down: the run has nothing left
     /// })?;
@@ -370,12 +370,12 @@ impl<'s, S> Loop<'s, S> {
     /// assert_eq!(log, ["SIGTERM"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn signal<F>(&mut self, signal: i32, callback: F) -> Result<Signal>
+    pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, signal: i32, callback: F) -> Result<Signal>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Signal) + 's,
     {
         check_signal(signal)?;
-        let key = self.create::<Signals>(
+        let key = lp.create::<Signals>(
             rank::SIGNAL,
             Plain::<Signal, F>::boxed(callback),
             |signals, key| {
@@ -392,13 +392,13 @@ impl Signal {
     ///
     /// Errors, the watcher unchanged: [`Error::WatcherActive`] if it is
     /// active (stop it first: the backend watches its signal meanwhile);
-    /// [`Error::InvalidSignal`] as for [`Loop::signal`]; a stale or
+    /// [`Error::InvalidSignal`] as for [`Signal::new`]; a stale or
     /// foreign handle.
     ///
     /// ```
     /// use evloop::{Error, Loop};
     /// let mut lp: Loop = Loop::new()?;
-    /// let s = lp.signal(libc::SIGUSR1, |_, _, _| {})?;
+    /// let s = evloop::Signal::new(&mut lp, libc::SIGUSR1, |_, _, _| {})?;
     /// assert!(matches!(s.set_number(&mut lp, libc::SIGUSR2), Err(Error::WatcherActive { .. })));
     /// lp.stop(s)?;
     /// s.set_number(&mut lp, libc::SIGUSR2)?;
@@ -424,7 +424,7 @@ impl Signal {
     /// ```
     /// # use evloop::{Loop, Signal};
     /// let mut lp: Loop = Loop::new()?;
-    /// let s = lp.signal(Signal::HUP, |_, _, _| {})?;
+    /// let s = Signal::new(&mut lp, Signal::HUP, |_, _, _| {})?;
     /// assert_eq!(s.number(&lp)?, Signal::HUP);
     /// # Ok::<(), evloop::Error>(())
     /// ```

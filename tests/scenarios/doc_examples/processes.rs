@@ -72,11 +72,11 @@ fn signal_from_outside(w: &World, at: Duration, signal: i32) {
     }
 }
 
-/// `Loop::signal`: a SIGTERM sent by another process (a shell, to its
+/// `Signal::new`: a SIGTERM sent by another process (a shell, to its
 /// parent) ends the run; on the simulator, raised at 5 ms.
 fn loop_signal_example(w: &World) {
     let mut lp: Loop<Vec<&str>> = w.new_loop();
-    lp.signal(libc::SIGTERM, |lp, log, me| {
+    evloop::Signal::new(&mut lp, libc::SIGTERM, |lp, log, me| {
         log.push("SIGTERM");
         lp.remove(me).unwrap();
     })
@@ -296,7 +296,7 @@ fn loop_cleanup_example(w: &World) {
 /// once, and the watcher removes itself.
 fn sim_raise_example(w: &World) {
     let mut lp: Loop<u32> = w.new_loop();
-    lp.signal(libc::SIGHUP, |lp, n, me| {
+    evloop::Signal::new(&mut lp, libc::SIGHUP, |lp, n, me| {
         *n += 1;
         lp.remove(me).unwrap();
     })

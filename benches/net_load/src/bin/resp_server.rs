@@ -153,7 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     server.acceptor = Some(acceptor);
     for signal in [Signal::TERM, Signal::INT] {
-        let w = lp.signal(signal, |lp, s: &mut Server, _| {
+        let w = Signal::new(&mut lp, signal, |lp, s: &mut Server, _| {
             if let Some(a) = s.acceptor.take() {
                 let _ = a.close(lp);
             }
