@@ -22,7 +22,7 @@ fn new_loop<S>() -> Loop<'static, S> {
 fn signals_children_and_wake_ups() {
     // A signal raised by another thread while the loop is blocked.
     let mut lp: Loop<u32> = new_loop();
-    Signal::new(&mut lp, libc::SIGUSR2, |lp, n, _| {
+    evloop::Signal::new(&mut lp, libc::SIGUSR2, |lp, n, _| {
         *n += 1;
         lp.break_loop(Break::All);
     })
