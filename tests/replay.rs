@@ -528,7 +528,7 @@ fn fd_io_on_a_real_fd_during_a_replay_is_reported() {
     });
     let replay = Replay::from_bytes(trace.bytes()).unwrap();
     let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-    let err = evloop::replay::fd_io::read(&a, &mut [0u8; 4]).unwrap_err();
+    let err = evloop::replay::fd_io::recorded_read(&a, &mut [0u8; 4]).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
     let d = replay.divergence().expect("reported");
     assert_eq!(d.fd, Some(a.as_raw_fd()));

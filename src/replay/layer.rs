@@ -148,8 +148,8 @@ impl<L: Listener> Listener for Recorded<L> {
 /// ```
 /// use evloop::replay::fd_io;
 /// let (a, b) = std::os::unix::net::UnixStream::pair()?;
-/// assert_eq!(fd_io::write(&a, b"hi")?, 2);
-/// assert_eq!(fd_io::read(&b, &mut [0u8; 4])?, 2);
+/// assert_eq!(fd_io::recorded_write(&a, b"hi")?, 2);
+/// assert_eq!(fd_io::recorded_read(&b, &mut [0u8; 4])?, 2);
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[cfg(unix)]
@@ -166,11 +166,11 @@ pub mod fd_io {
     /// ```
     /// let (a, b) = std::os::unix::net::UnixStream::pair()?;
     /// drop(a);
-    /// assert_eq!(evloop::replay::fd_io::read(&b, &mut [0u8; 4])?, 0);
+    /// assert_eq!(evloop::replay::fd_io::recorded_read(&b, &mut [0u8; 4])?, 0);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     #[inline]
-    pub fn read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
+    pub fn recorded_read(fd: impl AsFd, buf: &mut [u8]) -> io::Result<usize> {
         let fd = fd.as_fd();
         if !sink::active() {
             return raw::read(fd, buf);
@@ -187,11 +187,11 @@ pub mod fd_io {
     ///
     /// ```
     /// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
-    /// assert_eq!(evloop::replay::fd_io::write(&a, b"x")?, 1);
+    /// assert_eq!(evloop::replay::fd_io::recorded_write(&a, b"x")?, 1);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     #[inline]
-    pub fn write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
+    pub fn recorded_write(fd: impl AsFd, buf: &[u8]) -> io::Result<usize> {
         let fd = fd.as_fd();
         if !sink::active() {
             return raw::write(fd, buf);
