@@ -12,6 +12,7 @@
 #   benches/callgrind.sh epoll edge     # edge-triggered read watchers
 #   benches/callgrind.sh epoll oneshot  # one-shot, re-armed by Loop::start in each callback
 #   benches/callgrind.sh epoll record   # plain, with the loop recorded (evloop::replay)
+#   benches/callgrind.sh epoll async    # plain, on a loop with an async watcher (an internal fd)
 #   benches/callgrind.sh poll|select|sim [timers]
 #   benches/callgrind.sh io_uring [timers|edge|oneshot]   # builds with --features io-uring
 #   benches/callgrind.sh bare           # no loop: only the reads and writes

@@ -2,16 +2,18 @@
 //! callgrind (see `benches/callgrind.sh`, which runs it twice with different
 //! write counts and divides the difference).
 //!
-//! Usage: `callgrind_chain <backend> <writes> [timers|edge|oneshot|record]`
+//! Usage: `callgrind_chain <backend> <writes> [timers|edge|oneshot|record|async]`
 //! (`oneshot`: one-shot read watchers, re-armed by `Loop::start` in every
 //! callback; `record`: the plain workload with the loop recorded, as
 //! `Builder::record_to` does, to a file in the temporary directory that is
-//! removed after the run)
+//! removed after the run; `async`: the plain workload on a loop that also
+//! has an async watcher, which is never sent: the loop then has an
+//! internal fd, its wake fd, among the backend's)
 
 #[path = "../benches/chain_workload.rs"]
 mod chain_workload;
 
-use chain_workload::{on_builder, on_os, on_sim, raise_fd_limit, Shape};
+use chain_workload::{on_builder, on_loop, on_os, on_sim, raise_fd_limit, Shape};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -45,6 +47,21 @@ fn main() {
         };
         let _ = std::fs::remove_file(&path);
         outcome
+    } else if mode == "async" {
+        let made = evloop::Loop::builder()
+            .backend(backend)
+            .build()
+            .and_then(|mut lp| {
+                evloop::Async::new(&mut lp, |_, _, _| {})?;
+                on_loop(lp, shape)
+            });
+        match made {
+            Ok(mut b) => b.run(),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        }
     } else if backend == "sim" {
         on_sim(shape).run()
     } else {

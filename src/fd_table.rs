@@ -172,6 +172,10 @@ pub(crate) struct FdTable {
     /// How many fds are internal ([`FdState::internal`]): while none is,
     /// the loop does not look for them in the poll's results.
     internal: usize,
+    /// The lowest and highest fd made internal since `internal` was last
+    /// zero (it only widens): a poll's events outside it are not looked
+    /// up, so that a loop with a wake fd pays a compare per event.
+    internal_range: (RawFd, RawFd),
     /// The internal fds the last poll reported, for the service.
     routed: Vec<RawFd>,
 }
@@ -248,7 +252,15 @@ impl FdTable {
         };
         state.dirty();
         match (was, on) {
-            (false, true) => self.internal += 1,
+            (false, true) => {
+                let (lo, hi) = self.internal_range;
+                self.internal_range = if self.internal == 0 {
+                    (fd, fd)
+                } else {
+                    (lo.min(fd), hi.max(fd))
+                };
+                self.internal += 1;
+            }
             (true, false) => self.internal -= 1,
             _ => {}
         }
@@ -281,15 +293,29 @@ impl FdTable {
         self.collect_internal(events)
     }
 
-    #[cold]
-    #[inline(never)]
+    #[inline]
     fn collect_internal(&mut self, events: &[PollEvent]) -> Option<Vec<RawFd>> {
+        let (lo, hi) = self.internal_range;
+        // Without a branch per event (the compiler can vectorise it): the
+        // common poll reports none of them.
+        let near = events
+            .iter()
+            .fold(false, |near, ev| near | ((ev.fd >= lo) & (ev.fd <= hi)));
+        if !near {
+            return None;
+        }
         let mut routed = std::mem::take(&mut self.routed);
         routed.clear();
         for ev in events {
-            if self.fds.get(ev.fd as usize).is_some_and(|s| s.internal) {
+            if (lo..=hi).contains(&ev.fd)
+                && self.fds.get(ev.fd as usize).is_some_and(|s| s.internal)
+            {
                 routed.push(ev.fd);
             }
+        }
+        if routed.is_empty() {
+            self.routed = routed;
+            return None;
         }
         Some(routed)
     }
@@ -833,4 +859,45 @@ pub(crate) fn check_source(
         reason: err.to_string(),
     })?;
     Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(fds: &[RawFd]) -> Vec<PollEvent> {
+        let ready = Ready::READABLE;
+        fds.iter().map(|&fd| PollEvent { fd, ready }).collect()
+    }
+
+    fn routed(t: &mut FdTable, fds: &[RawFd]) -> Vec<RawFd> {
+        let list = t.internal_ready(&polled(fds)).unwrap_or_default();
+        let got = list.clone();
+        t.routed(list);
+        got
+    }
+
+    /// The range that spares a poll's other events a lookup: widened by
+    /// each internal fd, reset when none is left; an fd inside it that is
+    /// not internal (or no longer) is not routed.
+    #[test]
+    fn internal_fds_are_found_among_the_polled_ones_and_no_other() {
+        let mut t = FdTable::default();
+        assert!(
+            t.internal_ready(&polled(&[3, 5])).is_none(),
+            "none internal"
+        );
+        t.set_internal(5, true);
+        t.set_internal(9, true);
+        assert_eq!(routed(&mut t, &[3, 5, 7, 9, 11]), [5, 9]);
+        assert!(t.internal_ready(&polled(&[3, 7, 11])).is_none());
+        t.set_internal(5, false);
+        assert_eq!(routed(&mut t, &[9, 5, 6]), [9]);
+        t.set_internal(9, false);
+        assert!(t.internal_ready(&polled(&[5, 9])).is_none());
+        t.set_internal(20, true);
+        assert_eq!(routed(&mut t, &[2, 9, 20, 21]), [20]);
+        t.set_internal(2, true);
+        assert_eq!(routed(&mut t, &[2, 9, 20, 21]), [2, 20]);
+    }
 }
