@@ -285,6 +285,11 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
                     shift_ns: shift.clone(),
                 };
                 let mut lp: Loop<Vec<&str>> = Loop::with_backend(backend);
+                // The monotonic start is read before the wall clock that
+                // `due` counts from: a preemption between the two (under
+                // load) would otherwise shorten the span measured below.
+                lp.update_now();
+                let start = lp.now();
                 let due = lp.read_wall_clock() + Duration::from_millis(200);
                 Periodic::new(&mut lp, Schedule::At(due), move |lp, log, _| {
                     assert!(lp.read_wall_clock() >= due, "early");
@@ -303,8 +308,6 @@ fn on_every_kernel_an_absolute_periodic_is_not_fired_early_by_a_step_back() {
                     },
                 )
                 .unwrap();
-                lp.update_now();
-                let start = lp.now();
                 assert_eq!(lp.finish(vec![]), ["stepped back", "fired"], "{name}");
                 assert!(lp.now() - start >= Duration::from_millis(350), "{name}");
             },
