@@ -26,7 +26,7 @@ rows = list(csv.DictReader(open(f"{data}/peers_time.raw.csv")))
 peers = list(dict.fromkeys((r["impl"], r["backend"]) for r in rows))
 # Baseline first, then epoll peers, then poll, then select, as the
 # harness orders them within a backend.
-order = {"none": 0, "epoll": 1, "epoll-oneshot": 2, "iouring": 3, "poll": 4, "select": 5}
+order = {"none": 0, "epoll": 1, "epoll-oneshot": 2, "iouring": 3, "io_uring": 3, "poll": 4, "select": 5}
 peers.sort(key=lambda p: (order.get(p[1], 9), p[0] != "evloop", p[0]))
 configs = sorted(
     {(int(r["P"]), int(r["A"])) for r in rows},

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Setup per fd (issue 23, target 2): what creating and starting one io
-# watcher costs, evloop against libev, on the shared peer harness's own
-# binaries as they are (bench.c's workload; ../shared/peers/README.md).
+# watcher costs, evloop against libev, on the peer harness's own binaries
+# as they are (bench.c's workload; benches/peers, docs/benchmarks.md).
 #
 # Each binary runs twice with few events (-a 1 -w 1: one chain, one
 # forwarded write) and P socket pairs, P = P2 then P1; the difference
@@ -24,19 +24,18 @@
 #   benches/setup_per_fd.sh              # epoll and poll at P=2000/1000, select at P=400/200
 #   DETAIL=1 benches/setup_per_fd.sh     # also evloop epoll's instructions per fd by function
 # Knobs: P1, P2 (1000, 2000), SELECT_P1, SELECT_P2 (200, 400: select
-# stops at FD_SETSIZE), ONLY (a regex on the peer label), PEERS_DIR (the
-# harness, default ../shared/peers), PEERS_WORK (its work copy, default
-# the harness's). Builds the peers as the harness does (needs root the
-# first time, for its Debian packages, valgrind and strace).
+# stops at FD_SETSIZE), ONLY (a regex on the peer label). Builds the
+# peers as the harness does (benches/peers/common.sh: into
+# ${CARGO_TARGET_DIR:-target}/peers; needs root the first time, for its
+# Debian packages, valgrind and strace).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd -P)
-peers=$(cd "${PEERS_DIR:-$root/../shared/peers}" && pwd -P)
 P1=${P1:-1000} P2=${P2:-2000} SELECT_P1=${SELECT_P1:-200} SELECT_P2=${SELECT_P2:-400}
 cd "$root"
-# shellcheck source=/dev/null
-. "$peers/lib/prepare.sh"
-peers_prepare "$peers" libev-dev libevent-dev libuv1-dev valgrind strace
-cd "$PEERS_WORK"
+# shellcheck source=benches/peers/common.sh
+. benches/peers/common.sh
+peers_prepare libev-dev libevent-dev libuv1-dev valgrind strace
+cd "$PEERS_BUILD"
 
 PEERS=(
   "libev epoll|build/bench_libev -b epoll"
@@ -85,7 +84,7 @@ EOF
 
 # The syscalls of one run, "name count" per line.
 syscalls() {
-    strace -f -c -o "$tmp/strace" "$@" >/dev/null 2>&1 9>&-
+    strace -f -c -o "$tmp/strace" "$@" >/dev/null 2>&1
     awk '/^ *[0-9.]+ +[0-9.]+ / && $NF != "total" { print $NF, $4 }' "$tmp/strace" | sort
 }
 
@@ -99,7 +98,7 @@ for entry in "${PEERS[@]}"; do
     # shellcheck disable=SC2086
     for p in "$lo" "$hi"; do
         valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$p" $cmd -n "$p" -a 1 -w 1 -r 1 \
-            >/dev/null 2>"$tmp/vg.$p" 9>&- || { echo "$label: failed at P=$p" >&2; cat "$tmp/vg.$p" >&2; exit 1; }
+            >/dev/null 2>"$tmp/vg.$p" || { echo "$label: failed at P=$p" >&2; cat "$tmp/vg.$p" >&2; exit 1; }
         syscalls $cmd -n "$p" -a 1 -w 1 -r 1 >"$tmp/sc.$p"
     done
     out=$(per_fd "$tmp/cg.$lo" "$tmp/cg.$hi" $((hi - lo)) "${DETAIL:-0}")

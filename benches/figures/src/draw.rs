@@ -272,7 +272,7 @@ fn backend_rank(b: &str) -> (usize, String) {
 
 fn impl_rank(label: &str) -> (usize, String) {
     let known = [
-        "evloop", "libev", "libevent", "libuv", "mio", "polling", "baseline",
+        "evloop", "libev", "libevent", "libuv", "mio", "polling", "tokio", "baseline",
     ];
     let imp = label.split(' ').next().unwrap_or(label);
     (
@@ -297,6 +297,7 @@ fn style_of(label: &str) -> (RGBColor, u32) {
         ("mio", _) => RGBColor(148, 103, 189),
         ("polling", false) => RGBColor(140, 86, 75),
         ("polling", true) => RGBColor(227, 119, 194),
+        ("tokio", _) => RGBColor(23, 190, 207),
         ("baseline", _) => RGBColor(110, 110, 110),
         _ => {
             // Another library (EXTRA_PEERS): a colour fixed by its name.
