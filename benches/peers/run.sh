@@ -158,7 +158,12 @@ tail -n +2 "$raw" | awk -F, '
         split(k, c, "|"); split(c[1], f, ",")
         printf "%d %d %d %012.1f|P=%-6d A=%-5d timers=%d  %-22s %7.0f  (%.0f..%.0f)  setup %.3f\n", f[1], f[2], f[3], med, f[1], f[2], f[3], c[2], med, a[1], a[m], smed } }' |
     sort -t' ' -k1,1n -k2,2n -k3,3n -k4,4 | cut -d'|' -f2-
-echo "== load average: $(sed -n 's/^load before: //p' "$meta") before, $(peers_load) after"
+before=$(sed -n 's/^load before: //p' "$meta")
+echo "== load average: $before before, $(peers_load) after"
+# Busy before, or after beyond the sweep's own process: say so.
+if awk -v b="${before%% *}" -v a="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" 'BEGIN { exit !(b > n / 2 || a > n / 2 + 1) }'; then
+    echo "== warning: a load average that high on $(nproc) cores means other processes shared the CPUs: the wall times are noisy (compare min..max before ranking)"
+fi
 peers_say "results: $out (medians), $raw (every run), $meta ($((SECONDS - start)) s)"
 if ((failed)); then
     peers_say "$failed run(s) FAILED (above)"
