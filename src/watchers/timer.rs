@@ -79,7 +79,8 @@ impl<'s, S> Loop<'s, S> {
     }
 
     /// [`Timer::set`] under its old name, kept for code written against
-    /// it (the shared benchmark harness, `../shared/peers`); not listed.
+    /// it (copies of the peer harness made before benches/peers came into
+    /// the repository call it); not listed.
     #[doc(hidden)]
     #[deprecated(note = "use `Timer::set`")]
     #[inline(always)]
