@@ -83,7 +83,12 @@ fn on_idle(_: &mut Loop<'static, u64>, _: &mut u64, _: evloop::IoEvent<'_, impl 
     panic!("an idle fd became ready");
 }
 
-pub fn setup(builder: &Builder, backend: &str, idle: usize, active: usize) -> Result<Setup, String> {
+pub fn setup(
+    builder: &Builder,
+    backend: &str,
+    idle: usize,
+    active: usize,
+) -> Result<Setup, String> {
     let per_active = idle / active;
     if backend == "sim" {
         let sim = Sim::new();
@@ -167,4 +172,3 @@ pub fn does_not_fit(
         _ => None,
     }
 }
-

@@ -37,7 +37,8 @@ impl Chains {
             let mut b = on_sim(shape);
             return Ok(per_event(|| b.run()));
         }
-        let mut b = on_builder(&builder.clone().backend(backend), shape).map_err(|e| e.to_string())?;
+        let mut b =
+            on_builder(&builder.clone().backend(backend), shape).map_err(|e| e.to_string())?;
         Ok(per_event(|| b.run()))
     }
 }

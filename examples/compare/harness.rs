@@ -295,7 +295,11 @@ pub fn num(v: f64) -> String {
         }
         out.push(c);
     }
-    if v < 0.0 { format!("-{out}") } else { out }
+    if v < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
 }
 
 fn load_text(l: Option<[f64; 3]>) -> String {
@@ -347,8 +351,12 @@ impl Report {
             .filter_map(|(b, s)| Some((b.as_str(), s.stats()?)))
             .collect();
         ranked.sort_by(|a, b| {
-            let o = a.1.1.total_cmp(&b.1.1);
-            if metric.higher_is_better { o.reverse() } else { o }
+            let o = a.1 .1.total_cmp(&b.1 .1);
+            if metric.higher_is_better {
+                o.reverse()
+            } else {
+                o
+            }
         });
         let mut out = vec![];
         if self.rounds < 3 {

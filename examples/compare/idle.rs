@@ -31,7 +31,8 @@ impl Idle {
         // buffers.
         let mut fired = 0u64;
         for _ in 0..8 {
-            s.lp.run(RunMode::NoWait, &mut fired).map_err(|e| e.to_string())?;
+            s.lp.run(RunMode::NoWait, &mut fired)
+                .map_err(|e| e.to_string())?;
         }
         if let Some(sim) = &s.sim {
             sim.clear_trace();
@@ -39,7 +40,8 @@ impl Idle {
         fired = 0;
         let start = Instant::now();
         for _ in 0..self.iterations {
-            s.lp.run(RunMode::NoWait, &mut fired).map_err(|e| e.to_string())?;
+            s.lp.run(RunMode::NoWait, &mut fired)
+                .map_err(|e| e.to_string())?;
         }
         let elapsed = start.elapsed();
         let expected = (self.iterations * self.active) as u64;

@@ -200,7 +200,9 @@ fn workload(name: &str, a: &Args, fd_limit: u64) -> Result<Box<dyn Workload>, St
         #[cfg(not(unix))]
         "idle" => {
             let _ = fd_limit;
-            return Err("not on this platform: it needs Unix fds (eventfds or socket pairs)".into());
+            return Err(
+                "not on this platform: it needs Unix fds (eventfds or socket pairs)".into(),
+            );
         }
         "churn" => Box::new(net::Churn {
             connections: a.connections.unwrap_or(if q { 500 } else { 5_000 }),

@@ -104,7 +104,8 @@ fn one_connection(addr: SocketAddr) -> Result<(), String> {
     s.write_all(b"GET / HTTP/1.1\r\nHost: compare\r\nConnection: close\r\n\r\n")
         .map_err(|e| format!("write: {e}"))?;
     let mut reply = Vec::with_capacity(128);
-    s.read_to_end(&mut reply).map_err(|e| format!("read: {e}"))?;
+    s.read_to_end(&mut reply)
+        .map_err(|e| format!("read: {e}"))?;
     if !reply.starts_with(b"HTTP/1.1 200") {
         return Err(format!("reply {:?}", String::from_utf8_lossy(&reply)));
     }
@@ -178,10 +179,13 @@ pub enum Load {
 impl Load {
     /// wrk where it is on the PATH, else the built-in one.
     pub fn detect() -> Load {
-        let found = std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path).any(|dir| dir.join("wrk").is_file())
-        });
-        if found { Load::Wrk } else { Load::Builtin }
+        let found = std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("wrk").is_file()));
+        if found {
+            Load::Wrk
+        } else {
+            Load::Builtin
+        }
     }
 }
 
@@ -274,7 +278,8 @@ impl Http {
                 std::thread::spawn(move || {
                     let mut conns = (0..per)
                         .map(|_| {
-                            let s = TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
+                            let s =
+                                TcpStream::connect(addr).map_err(|e| format!("connect: {e}"))?;
                             s.set_nodelay(true).map_err(|e| e.to_string())?;
                             Ok(s)
                         })
@@ -308,7 +313,10 @@ impl Http {
             .collect();
         let mut all = vec![];
         for t in threads {
-            all.extend(t.join().map_err(|_| "a client thread panicked".to_string())??);
+            all.extend(
+                t.join()
+                    .map_err(|_| "a client thread panicked".to_string())??,
+            );
         }
         let seconds = start.elapsed().as_secs_f64();
         if all.is_empty() {

@@ -7,12 +7,43 @@ use std::fmt::Write as _;
 
 use crate::harness::{num, Machine, Report};
 
-const WIDTH: f64 = 760.0;
+const WIDTH: f64 = 900.0;
 /// Left of the bars (the backend names are before).
 const X0: f64 = 110.0;
 /// Right of the bars (the numbers are after).
-const X1: f64 = 560.0;
+const X1: f64 = 640.0;
 const ROW: f64 = 22.0;
+
+/// `text` in lines of at most `width` characters, broken at spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split(' ') {
+        let last = lines.last_mut().unwrap();
+        if !last.is_empty() && last.chars().count() + 1 + word.chars().count() > width {
+            lines.push(word.to_string());
+        } else {
+            if !last.is_empty() {
+                last.push(' ');
+            }
+            last.push_str(word);
+        }
+    }
+    lines
+}
+
+/// Lines of small text from `y` on, wrapped to the figure's width; the
+/// `y` after them.
+fn small(body: &mut String, mut y: f64, text: &str, fill: &str) -> f64 {
+    for line in wrap(text, 140) {
+        y += 14.0;
+        let _ = writeln!(
+            body,
+            r#"<text x="10" y="{y}" font-size="11" fill="{fill}">{}</text>"#,
+            esc(&line)
+        );
+    }
+    y
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -29,23 +60,24 @@ pub fn draw(r: &Report, machine: &Machine) -> String {
         r#"<text x="10" y="{y}" font-size="15" font-weight="bold">evloop backends: {}</text>"#,
         esc(r.workload)
     );
-    y += 18.0;
-    let _ = writeln!(
-        body,
-        r#"<text x="10" y="{y}" font-size="11">{}</text>"#,
-        esc(&r.description)
-    );
-    y += 15.0;
+    y += 4.0;
+    y = small(&mut body, y, &r.description, "black");
     let load = |l: Option<[f64; 3]>| l.map_or("n/a".into(), |l| format!("{:.2}", l[0]));
-    let _ = writeln!(
-        body,
-        r##"<text x="10" y="{y}" font-size="11" fill="#555">{}; {} rounds, interleaved; load {} before, {} after; bar: median, whisker: min..max</text>"##,
-        esc(&machine.line()),
+    let others = r.others.map_or(String::new(), |o| {
+        format!("; other processes' CPU during the run {o:.2} cores")
+    });
+    let machine_line = format!(
+        "{}; {} rounds, interleaved; load average {} before, {} after{others}; bar: median, \
+         whisker: min..max",
+        machine.line(),
         r.rounds,
         load(r.load_before),
         load(r.load_after)
     );
-    y += 12.0;
+    y = small(&mut body, y, &machine_line, "#555");
+    for w in r.load_warnings(machine) {
+        y = small(&mut body, y, &format!("! {w}"), "#a00");
+    }
     for (m, metric) in r.metrics.iter().enumerate() {
         y += 22.0;
         let better = if metric.higher_is_better {
@@ -64,7 +96,11 @@ pub fn draw(r: &Report, machine: &Machine) -> String {
             .iter()
             .filter_map(|s| s.stats().map(|(_, _, max)| max))
             .fold(0.0, f64::max);
-        let scale = if top > 0.0 { (X1 - X0) / (top * 1.05) } else { 0.0 };
+        let scale = if top > 0.0 {
+            (X1 - X0) / (top * 1.05)
+        } else {
+            0.0
+        };
         for (b, s) in r.backends.iter().zip(&r.series[m]) {
             let mid = y + ROW / 2.0;
             let _ = writeln!(
@@ -117,21 +153,8 @@ pub fn draw(r: &Report, machine: &Machine) -> String {
             y += ROW;
         }
         for w in r.warnings(m) {
-            y += 14.0;
-            let _ = writeln!(
-                body,
-                r##"<text x="10" y="{y}" font-size="11" fill="#a00">! {}</text>"##,
-                esc(&w)
-            );
+            y = small(&mut body, y, &format!("! {w}"), "#a00");
         }
-    }
-    for w in r.load_warnings(machine) {
-        y += 16.0;
-        let _ = writeln!(
-            body,
-            r##"<text x="10" y="{y}" font-size="11" fill="#a00">! {}</text>"##,
-            esc(&w)
-        );
     }
     let height = y + 16.0;
     format!(

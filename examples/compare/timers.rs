@@ -70,7 +70,8 @@ impl Timers {
         std::thread::sleep(Duration::from_millis(2));
         let mut fired = 0;
         let start = Instant::now();
-        lp.run(RunMode::NoWait, &mut fired).map_err(|e| e.to_string())?;
+        lp.run(RunMode::NoWait, &mut fired)
+            .map_err(|e| e.to_string())?;
         let expire = start.elapsed().as_nanos() as f64 / due.len() as f64;
         if fired != due.len() {
             return Err(format!("{fired} of {} due timers fired", due.len()));
