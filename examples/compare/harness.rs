@@ -365,24 +365,30 @@ impl Report {
                 self.rounds
             ));
         }
-        for pair in ranked.windows(2) {
-            let ((a, (amin, _, amax)), (b, (bmin, _, bmax))) = (pair[0], pair[1]);
-            if amin <= bmax && bmin <= amax {
-                out.push(format!(
-                    "{a} and {b}: their min..max ranges overlap: their order here may be noise"
-                ));
-            }
+        let overlaps: Vec<String> = ranked
+            .windows(2)
+            .filter_map(|p| {
+                let ((a, (amin, _, amax)), (b, (bmin, _, bmax))) = (p[0], p[1]);
+                (amin <= bmax && bmin <= amax).then(|| format!("{a} and {b}"))
+            })
+            .collect();
+        if !overlaps.is_empty() {
+            out.push(format!(
+                "min..max ranges overlap: {}: their order here may be noise",
+                overlaps.join(", ")
+            ));
         }
-        for (b, (min, med, max)) in &ranked {
-            if (max - min) > 0.5 * med {
-                out.push(format!(
-                    "{b}: its rounds range from {} to {} {} (more than half the median): \
-                     the machine was busy or the run too short",
-                    num(*min),
-                    num(*max),
-                    metric.unit
-                ));
-            }
+        let wide: Vec<String> = ranked
+            .iter()
+            .filter(|(_, (min, med, max))| max - min > 0.5 * med)
+            .map(|(b, (min, _, max))| format!("{b} ({}..{})", num(*min), num(*max)))
+            .collect();
+        if !wide.is_empty() {
+            out.push(format!(
+                "rounds differ by more than half the median on {}: the machine was busy or \
+                 the runs too short",
+                wide.join(", ")
+            ));
         }
         out
     }
