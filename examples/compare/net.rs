@@ -355,6 +355,7 @@ impl Workload for Http {
     fn describe(&self) -> String {
         let load = match self.load {
             Load::Wrk => "wrk",
+            Load::Builtin if Load::detect() == Load::Wrk => "the built-in load generator",
             Load::Builtin => "the built-in load generator (wrk is not on the PATH)",
         };
         format!(
