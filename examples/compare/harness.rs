@@ -470,6 +470,13 @@ impl Report {
                             num(med),
                             format!("{}..{}", num(min), num(max)),
                         );
+                        if let Some(why) = &s.refused {
+                            let _ = writeln!(
+                                t,
+                                "    ! {b}: {} round(s) only, then it failed: {why}",
+                                s.values.len()
+                            );
+                        }
                     }
                     (None, Some(why)) => {
                         let _ = writeln!(t, "    {b:<10} refused: {why}");
