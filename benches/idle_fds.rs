@@ -2,7 +2,7 @@
 //! active fds and 100 / 500 / 1,000 / 10,000 / 100,000 idle ones, per
 //! backend.
 //!
-//! - Idle fds: eventfds (on Linux; a pipe elsewhere) whose counter stays
+//! - Idle fds: eventfds (on Linux; a socket pair elsewhere) whose counter stays
 //!   zero, so they are never readable; each has a read watcher.
 //! - Active fds: eventfds whose counter is 1 and is never read, so they are
 //!   readable on every iteration (level-triggered); each has a read watcher
@@ -10,6 +10,9 @@
 //!   events, whatever the number of idle fds.
 //! - On the simulator, idle fds are sockets with nothing to read and active
 //!   ones are socket pairs holding one unread byte.
+//!
+//! The setup is benches/idle_workload.rs, shared with the comparison
+//! example's `idle` workload (examples/compare/).
 //!
 //! epoll's cost should stay flat as the idle fds grow: the kernel reports
 //! only the ready ones. poll's and select's grow: every call hands the
