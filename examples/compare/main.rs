@@ -59,6 +59,10 @@ workloads (default: all):
            the built-in load generator (requests/s, p99 latency)
   all      every one
 
+backends: every one a Builder opens here (io_uring with --features io-uring,
+where the kernel allows it), and the simulator (sim) for chains and idle;
+add yours with `.register(name, factory)` on the builder in main.rs
+
 options:
   --quick              small sizes: seconds per workload
   --rounds N           interleaved rounds per backend (default 5)
@@ -165,6 +169,15 @@ fn parse() -> Result<Args, String> {
         a.workloads.extend(WORKLOADS);
     }
     a.workloads.dedup();
+    if a.workloads.len() > 1
+        && a.svg
+            .as_ref()
+            .is_some_and(|p| p.extension().is_some_and(|e| e == "svg"))
+    {
+        return Err(
+            "--svg FILE.svg names one figure: run one workload, or give a directory".into(),
+        );
+    }
     Ok(a)
 }
 
@@ -229,6 +242,18 @@ fn main() {
     let fd_limit = chain_workload::raise_fd_limit();
     // The crate's backends; `.register("mine", my_crate::open)` adds yours.
     let builder = Loop::builder();
+    let known = builder.available();
+    if let Some(b) = args
+        .backends
+        .iter()
+        .find(|b| *b != "sim" && !known.contains(&b.as_str()))
+    {
+        eprintln!(
+            "--backends: no backend {b:?} here (here: {}, sim)",
+            known.join(", ")
+        );
+        std::process::exit(2);
+    }
     let machine = Machine::here();
     println!("evloop backends compared on {}", machine.line());
     println!(
@@ -237,13 +262,9 @@ fn main() {
         builder.backend_name(),
         args.workloads.join(", ")
     );
-    let svg = args.svg.clone().filter(|p| {
-        // A .svg file names one workload's figure; several go in a directory.
-        args.workloads.len() == 1 || p.extension().is_none_or(|e| e != "svg")
-    });
     let plan = Plan {
         rounds: args.rounds,
-        svg: svg.or_else(|| args.svg.as_ref().map(|_| harness::default_out_dir())),
+        svg: args.svg.clone(),
         csv: args.csv,
         only: args.backends.clone(),
     };
