@@ -118,7 +118,7 @@ pub fn load_average() -> Option<[f64; 3]> {
 pub struct CpuSample {
     /// Every CPU's ticks, busy or idle.
     total: u64,
-    /// Every CPU's busy ticks (not idle, not waiting for I/O).
+    /// Every CPU's busy ticks (not idle, waiting for I/O or in interrupts).
     busy: u64,
     /// This process's.
     own: u64,
@@ -134,8 +134,13 @@ impl CpuSample {
             .skip(1)
             .filter_map(|f| f.parse().ok())
             .collect();
-        let total: u64 = cpu.iter().take(8).sum(); // guest time is in user already
-        let busy = total - cpu.get(3)? - cpu.get(4)?;
+        // user, nice, system, idle, iowait, irq, softirq, steal (guest
+        // time is in user already).
+        let total: u64 = cpu.iter().take(8).sum();
+        // Interrupt time is left out: the kernel does not charge it to the
+        // process whose traffic caused it (loopback TCP's softirqs), so it
+        // would count as other processes' work.
+        let busy = total - cpu.get(3)? - cpu.get(4)? - cpu.get(5)? - cpu.get(6)?;
         let me = std::fs::read_to_string("/proc/self/stat").ok()?;
         // After the command's name (in parentheses, maybe with spaces): the
         // state is the first field, utime the 12th, then stime, cutime,
