@@ -13,11 +13,14 @@
 //!    workload (socket pairs, chains of callbacks that write to the next
 //!    pair) on every backend of this machine and on the simulator:
 //!    nanoseconds per event, with and without a timer restarted per
-//!    event. About a second.
-//! 3. **Where to go next.**
+//!    event, as the comparison example (examples/compare/) runs it in
+//!    quick mode: interleaved rounds, median and min..max, the machine's
+//!    load, and a warning where the spread or the load makes the ranking
+//!    meaningless. About a second.
+//! 3. **Where to go next**, the full comparison first.
 //!
 //! Run with: `cargo run --release --example demo` (pass `full` for the
-//! longer tables: `cargo run --release --example demo -- full`).
+//! comparison's default size: `cargo run --release --example demo -- full`).
 //!
 //! The backends of the table are those of a [`Builder`]: the crate's own,
 //! and any registered with it. A backend of another crate is measured the
@@ -26,12 +29,21 @@
 
 #[path = "../benches/chain_workload.rs"]
 mod chain_workload;
+// The comparison's method and its bench.c workload (examples/compare/).
+#[path = "compare/chains.rs"]
+mod chains;
+#[path = "compare/harness.rs"]
+mod harness;
+#[path = "compare/svg.rs"]
+mod svg;
 
 use std::io::{ErrorKind, Read, Write};
 use std::time::Duration;
 
-use chain_workload::{on_builder, on_sim, raise_fd_limit, Outcome, Shape};
-use evloop::{Builder, Interest, Io, Loop, RunMode, Sim, Timer};
+use chain_workload::raise_fd_limit;
+use chains::Chains;
+use evloop::{Interest, Io, Loop, RunMode, Sim, Timer};
+use harness::{Machine, Plan};
 
 const IDLE: Duration = Duration::from_millis(10);
 
@@ -146,123 +158,36 @@ fn simulated_server() -> evloop::Result<()> {
     Ok(())
 }
 
-/// Best (lowest) time per event over `runs` runs.
-fn best(mut run: impl FnMut() -> Outcome, runs: usize) -> (usize, f64) {
-    let mut best = f64::INFINITY;
-    let mut events = 0;
-    for _ in 0..runs {
-        let o = run();
-        events = o.events;
-        best = best.min(o.elapsed.as_nanos() as f64 / o.events as f64);
-    }
-    (events, best)
-}
-
-/// The backends of the table: those of the builder, and the simulator.
-enum Subject<'b> {
-    Os(&'b Builder, &'static str),
-    Sim,
-}
-
-impl Subject<'_> {
-    fn name(&self) -> &'static str {
-        match self {
-            Subject::Os(_, name) => name,
-            Subject::Sim => "sim",
-        }
-    }
-}
-
-fn measure(subject: &Subject<'_>, shape: Shape, runs: usize) -> Result<(usize, f64), String> {
-    match subject {
-        Subject::Sim => {
-            let mut b = on_sim(shape);
-            Ok(best(|| b.run(), runs))
-        }
-        Subject::Os(builder, name) => match on_builder(&(*builder).clone().backend(name), shape) {
-            Ok(mut b) => Ok(best(|| b.run(), runs)),
-            Err(e) => Err(e.to_string()),
-        },
-    }
-}
-
-fn table(builder: &Builder, shape: Shape, runs: usize) {
-    println!(
-        "\n  {} socket pairs, {} active chains, {} writes per run (best of {runs} runs):",
-        shape.pairs, shape.active, shape.writes
-    );
-    println!(
-        "    {:<8} {:>10} {:>16} {:>26}",
-        "backend", "events", "ns/event", "ns/event (+ timer again)"
-    );
-    let mut subjects: Vec<Subject<'_>> = builder
-        .available()
-        .into_iter()
-        .map(|name| Subject::Os(builder, name))
-        .collect();
-    subjects.push(Subject::Sim);
-    for subject in &subjects {
-        let name = subject.name();
-        let plain = measure(subject, shape, runs);
-        let timed = measure(
-            subject,
-            Shape {
-                timers: true,
-                trigger: evloop::Trigger::Level,
-                ..shape
-            },
-            runs,
-        );
-        match (plain, timed) {
-            (Ok((events, ns)), Ok((_, ns_t))) => {
-                println!("    {name:<8} {events:>10} {ns:>16.0} {ns_t:>26.0}")
-            }
-            (Err(e), _) | (_, Err(e)) => println!("    {name:<8} refused: {e}"),
-        }
-    }
-}
-
-/// Part 2: the bench.c workload on every backend; `full` adds the bench.c
-/// shape of the instruction counts and runs longer.
+/// Part 2: the comparison's `chains` workload (examples/compare/) in
+/// quick mode: bench.c on every backend of this machine and on the
+/// simulator, interleaved rounds, the spread and the load, and a warning
+/// where they make the ranking meaningless; `full` runs the comparison's
+/// default size.
 fn backends_side_by_side(full: bool) {
     let limit = raise_fd_limit();
     // The crate's backends; `.register(name, factory)` adds another.
     let builder = Loop::builder();
+    let machine = Machine::here();
     println!("\n2. The kernel's backends side by side: libevent's bench.c workload");
     println!(
-        "   (callbacks that read a byte and write one to the next socket pair);\n   \
-         default backend here: {} (EVLOOP_BACKEND overrides it); fd limit {limit}",
+        "   (callbacks that read a byte and write one to the next socket pair) on {};\n   \
+         default backend here: {} (EVLOOP_BACKEND overrides it); fd limit {limit}\n",
+        machine.line(),
         builder.backend_name()
     );
-    let (runs, writes) = if full { (5, 100_000) } else { (3, 20_000) };
-    // Small enough for select (fds below FD_SETSIZE).
-    table(
-        &builder,
-        Shape {
-            pairs: 200,
-            active: 20,
-            writes,
-            timers: false,
-            trigger: evloop::Trigger::Level,
-        },
-        runs,
-    );
-    if full {
-        // The bench.c shape used for the per-event instruction counts;
-        // select refuses it, and says why.
-        table(
-            &builder,
-            Shape {
-                pairs: 1000,
-                active: 100,
-                writes,
-                timers: false,
-                trigger: evloop::Trigger::Level,
-            },
-            runs,
-        );
-    }
-    println!("\n  (sim: the loop plus in-memory simulated sockets, no syscalls, virtual time)");
+    let mut chains = Chains {
+        pairs: if full { 400 } else { 200 },
+        active: if full { 40 } else { 20 },
+        writes: if full { 100_000 } else { 20_000 },
+    };
+    let plan = Plan {
+        rounds: if full { 5 } else { 3 },
+        svg: Some(harness::default_out_dir()),
+        csv: false,
+        only: vec![],
+    };
+    let report = harness::measure(&mut chains, &builder, &plan);
+    harness::publish(&report, &machine, &plan);
 }
 
 /// Part 3: what to run next, and where the comparison with the other
@@ -270,6 +195,7 @@ fn backends_side_by_side(full: bool) {
 fn next_steps() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     println!("\n3. Next:");
+    println!("   cargo run --release --example compare -- all   # every workload (chains, timers, idle, churn, http) on every backend, with figures");
     println!("   cargo run --example echo_server          # a TCP echo server (evloop::net); try: nc 127.0.0.1 7878");
     println!(
         "   cargo run --release --example http_server  # HTTP/1.1 keep-alive on 127.0.0.1:8080"

@@ -4,7 +4,8 @@
 //! backend through `EVLOOP_BACKEND`. (`echo_server` and `http_server` are
 //! driven in-process by tests/net_kernel.rs, `chat_server` by
 //! tests/net_*.rs.) `demo`, the README's first command, runs here too
-//! (about a second in a debug build), and by `.ci/run` in release mode.
+//! (about a second in a debug build), and by `.ci/run` in release mode;
+//! so does `compare`, at its smallest.
 
 mod common;
 
@@ -164,4 +165,95 @@ fn the_demo_tells_its_simulated_story_then_measures_every_backend() {
         );
     }
     assert!(out.contains("3. Next:"), "{out}");
+    // The comparison's load report, and the command of the full one.
+    assert!(out.contains("load average"), "{out}");
+    assert!(
+        out.contains("cargo run --release --example compare"),
+        "{out}"
+    );
+}
+
+/// The user-facing comparison (examples/compare/), at its smallest: every
+/// workload for one round on every backend, with a table per metric, the
+/// load, and the figures and CSVs written where asked.
+#[test]
+fn compare_runs_every_workload_on_every_backend_and_draws_them() {
+    let exe = example("compare");
+    let dir = std::env::temp_dir().join(format!("evloop-compare-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |args: &[&str]| {
+        let child = Command::new(&exe)
+            .args(args)
+            .args(["--quick", "--rounds", "1", "--csv", "--svg"])
+            .arg(&dir)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (status, out) = wait_with_watchdog(child, "compare");
+        assert!(status.success(), "{status}\n{out}");
+        out
+    };
+    let out = run(&[
+        "all",
+        "--pairs",
+        "20",
+        "--active",
+        "2",
+        "--writes",
+        "500",
+        "--idle",
+        "100",
+        "--timers",
+        "1000",
+        "--connections",
+        "20",
+        "--seconds",
+        "0.2",
+        "--load",
+        "builtin",
+    ]);
+    assert!(out.contains("load average"), "{out}");
+    // A round alone has no spread: the report says so.
+    assert!(out.contains("1 round(s) only"), "{out}");
+    for workload in ["chains", "timers", "idle", "churn", "http"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{workload}: "))),
+            "no {workload} report in:\n{out}"
+        );
+        let svg = std::fs::read_to_string(dir.join(format!("{workload}.svg")))
+            .unwrap_or_else(|e| panic!("{workload}.svg: {e}\n{out}"));
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        let csv = std::fs::read_to_string(dir.join(format!("{workload}.csv"))).unwrap();
+        // Every backend has a value for the workload's first metric.
+        for backend in backends() {
+            assert!(
+                csv.lines().any(|l| l.contains(&format!(",{backend},1,"))),
+                "{workload}: no value for {backend} in\n{csv}\n{out}"
+            );
+        }
+    }
+    // Under wrk too, where it is installed.
+    let wrk = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("wrk").is_file()));
+    if wrk {
+        let out = run(&[
+            "http",
+            "--load",
+            "wrk",
+            "--seconds",
+            "1",
+            "--connections",
+            "8",
+        ]);
+        assert!(out.contains("under wrk"), "{out}");
+        for backend in backends() {
+            assert!(
+                out.lines()
+                    .any(|l| l.trim_start().starts_with(&format!("{backend} "))
+                        && !l.contains("refused")),
+                "no http row for {backend} in:\n{out}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
