@@ -1,7 +1,9 @@
 //! Connection churn on evloop::net (`../../churn.sh`): an `Acceptor` on a
 //! `ListenOptions` listener, each connection opened in `Conns`; on its
-//! request the handler queues the reply and closes the connection (the
-//! graceful close: the reply is sent, then the socket closed).
+//! request the handler queues the reply and closes the connection. With a
+//! zero linger, as the other servers: the reply is sent, the writing side
+//! shut down and the socket closed at once, without waiting for the
+//! client's end of file (the default linger would wait up to 5 s for it).
 //!
 //!     churn_evloop_net PORT WARMUP COUNT
 
@@ -10,6 +12,7 @@ mod churn;
 
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Loop, RunMode};
+use std::time::Duration;
 
 struct Server {
     conns: Conns<()>,
@@ -26,7 +29,7 @@ fn main() {
     let args = churn::ServerArgs::parse("evloop_net");
     let listener = ListenOptions::new().backlog(churn::BACKLOG).bind(args.addr()).expect("bind");
     let mut lp: Loop<'static, Server> = Loop::new().expect("loop");
-    let opts = ConnOptions::new().read_buffer(churn::READ_BUF);
+    let opts = ConnOptions::new().read_buffer(churn::READ_BUF).linger(Duration::ZERO);
     Acceptor::start(&mut lp, listener, move |lp, server: &mut Server, accepted| {
         let Ok(stream) = accepted else { return };
         let opened = server.conns.open(lp, stream, opts, (), |lp, server: &mut Server, id, ev| match ev {
