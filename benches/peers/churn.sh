@@ -10,11 +10,19 @@
 # user + system: the kernel's TCP work included) over COUNT connections
 # after WARMUP, in µs per connection; also its wall time.
 #
-#   benches/peers/churn.sh                   # 7 rounds of 20000 connections
+#   benches/peers/churn.sh                   # 15 rounds of 10000 connections
 #   QUICK=1 benches/peers/churn.sh           # 1 round of 2000 (a smoke test)
 #   ROUNDS=9 COUNT=50000 ONLY='libev|evloop' benches/peers/churn.sh
+#   INSTR=1 benches/peers/churn.sh           # exact: instructions, syscalls
 #
-# Knobs: ROUNDS (7), COUNT (20000), WARMUP (2000), CONC (8), PORT (7411),
+# INSTR=1 measures instead, per connection and per peer, the server's
+# user-space instructions (callgrind) and its syscalls (strace -c -f),
+# each as the difference of a run of 2500 connections and one of 500, so
+# that the setup cancels (needs valgrind and strace). Instructions are
+# exact; so are the syscalls but epoll_wait, whose count depends on how
+# many events each wait finds.
+#
+# Knobs: ROUNDS (15), COUNT (10000), WARMUP (1000), CONC (8), PORT (7411),
 # ONLY (a regex on the peer names), QUICK, PEERS_RESULTS (the CSV's
 # directory, default target/peers-results in the repository),
 # CARGO_TARGET_DIR (the Rust peers' target dir, default
@@ -25,9 +33,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-rounds=${ROUNDS:-7}
-count=${COUNT:-20000}
-warmup=${WARMUP:-2000}
+rounds=${ROUNDS:-15}
+count=${COUNT:-10000}
+warmup=${WARMUP:-1000}
 conc=${CONC:-8}
 port=${PORT:-7411}
 only=${ONLY:-.}
@@ -71,6 +79,49 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset > /dev/null; then
 fi
 
 mkdir -p "$results"
+if [ -n "${INSTR:-}" ]; then
+    csv=$results/churn-instr-$(date -u +%Y%m%dT%H%M%SZ).csv
+    echo "impl,instructions,syscalls,per_syscall" > "$csv"
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    under() { # TOOL... -- SERVER COUNT: the server under a tool, and the client
+        local tool=()
+        while [ "$1" != -- ]; do tool+=("$1") && shift; done
+        "${tool[@]}" "$2" "$port" 0 "$3" > /dev/null 2> "$tmp/err" &
+        local server=$!
+        "$rbin/churn_client" "$port" "$3" "$conc" > /dev/null
+        wait "$server"
+    }
+    printf '%-12s %10s %8s  %s\n' peer instr/conn sys/conn "syscalls per connection"
+    for p in "${peers[@]}"; do
+        b=$(binary "$p")
+        for n in 500 2500; do
+            under valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$n" -- "$b" "$n"
+            under strace -c -f -o "$tmp/st.$n" -- "$b" "$n"
+        done
+        ir() { awk '/^(summary|totals):/ { print $2; exit }' "$tmp/cg.$1"; }
+        instr=$((($(ir 2500) - $(ir 500)) / 2000))
+        calls=$(python3 - "$tmp/st.500" "$tmp/st.2500" << 'PY'
+import sys
+def calls(path):
+    out = {}
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 5 and f[0][0].isdigit() and f[-1] != "total":
+            out[f[-1]] = int(f[3])
+    return out
+a, b = calls(sys.argv[1]), calls(sys.argv[2])
+per = {k: (b.get(k, 0) - a.get(k, 0)) / 2000 for k in set(a) | set(b)}
+per = {k: v for k, v in per.items() if v >= 0.05}
+print(f"{sum(per.values()):.2f}", " ".join(f"{k}={v:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])))
+PY
+)
+        printf '%-12s %10s %8s  %s\n' "$p" "$instr" "${calls%% *}" "${calls#* }"
+        echo "$p,$instr,${calls%% *},${calls#* }" >> "$csv"
+    done
+    echo "CSV: $csv"
+    exit 0
+fi
 csv=$results/churn-$(date -u +%Y%m%dT%H%M%SZ).csv
 echo "round,impl,conns,cpu_us,user_us,sys_us,wall_us" > "$csv"
 echo "evloop $(git -C "$root" describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs, $(uname -r)"
@@ -98,27 +149,41 @@ done
 echo
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 python3 - "$csv" "$load_before" "$load_after" << 'EOF'
-import csv, statistics, sys
+import csv, math, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-per = {}
+per, rounds = {}, {}
 for r in rows:
-    n = int(r["conns"])
-    per.setdefault(r["impl"], []).append((int(r["cpu_us"]) / n, int(r["wall_us"]) / n))
+    v = int(r["cpu_us"]) / int(r["conns"])
+    per.setdefault(r["impl"], []).append((v, int(r["wall_us"]) / int(r["conns"])))
+    rounds.setdefault(r["round"], {})[r["impl"]] = v
 med = {k: statistics.median(c for c, _ in v) for k, v in per.items()}
 best = min(med.values())
-print("CPU µs per connection (server, user + system), min / median / max over the rounds;")
-print("wall µs per connection, median; ratio: median / the best median")
-print(f"{'peer':<12} {'min':>7} {'median':>7} {'max':>7} {'wall':>7} {'ratio':>6}")
-for k in sorted(med, key=med.get):
+# Paired: each value over its round's geometric mean (a round's peers run
+# within seconds of each other, so the machine's drift between rounds
+# cancels), the median of that over the rounds, over the best such median.
+norm = {}
+for rd in rounds.values():
+    g = math.exp(statistics.fmean(math.log(v) for v in rd.values()))
+    for k, v in rd.items():
+        norm.setdefault(k, []).append(v / g)
+pmed = {k: statistics.median(v) for k, v in norm.items()}
+pbest = min(pmed.values())
+print("CPU µs per connection (server, user + system): min / median / max over the rounds;")
+print("wall µs per connection (median); ratio: median / the best median; paired: the")
+print("median over the rounds of each value / its round's mean, over the best one")
+print(f"{'peer':<12} {'min':>7} {'median':>7} {'max':>7} {'wall':>7} {'ratio':>6} {'paired':>6}")
+for k in sorted(pmed, key=pmed.get):
     cpu = [c for c, _ in per[k]]
     wall = statistics.median(w for _, w in per[k])
-    print(f"{k:<12} {min(cpu):7.2f} {med[k]:7.2f} {max(cpu):7.2f} {wall:7.2f} {med[k] / best:6.3f}")
-spreads = [max(c for c, _ in v) / min(c for c, _ in v) - 1 for v in per.values()]
+    print(f"{k:<12} {min(cpu):7.2f} {med[k]:7.2f} {max(cpu):7.2f} {wall:7.2f} "
+          f"{med[k] / best:6.3f} {pmed[k] / pbest:6.3f}")
+spread = max(max(c for c, _ in v) / min(c for c, _ in v) - 1 for v in per.values())
+pspread = max(max(v) / min(v) - 1 for v in norm.values())
 print(f"load average before {sys.argv[2]}, after {sys.argv[3]}")
-if len(rows) // max(len(per), 1) < 3:
+if len(rounds) < 3:
     print("note: fewer than 3 rounds: a smoke test, not a ranking")
-elif max(spreads) > 0.1:
-    print(f"note: a peer's max is {max(spreads):.0%} above its min: differences of medians "
-          "smaller than the spread are not a ranking")
+else:
+    print(f"spread: a peer's max is up to {spread:.0%} above its min ({pspread:.0%} paired); "
+          "differences of medians smaller than that are not a ranking")
 EOF
 echo "CSV: $csv"

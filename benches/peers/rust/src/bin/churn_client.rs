@@ -22,7 +22,10 @@ fn connect(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match TcpStream::connect(addr) {
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() < deadline =>
+            {
                 std::thread::sleep(Duration::from_millis(5))
             }
             r => return r,
@@ -36,13 +39,19 @@ fn one(addr: std::net::SocketAddr, reply: &mut Vec<u8>) -> std::io::Result<()> {
     reply.clear();
     s.read_to_end(reply)?;
     if reply.as_slice() != churn::REPLY {
-        return Err(std::io::Error::other(format!("bad reply {:?}", String::from_utf8_lossy(reply))));
+        return Err(std::io::Error::other(format!(
+            "bad reply {:?}",
+            String::from_utf8_lossy(reply)
+        )));
     }
     Ok(())
 }
 
 fn main() {
-    let a: Vec<u64> = std::env::args().skip(1).filter_map(|s| s.parse().ok()).collect();
+    let a: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|s| s.parse().ok())
+        .collect();
     let [port, total, conc] = a[..] else {
         eprintln!("usage: churn_client PORT TOTAL CONC");
         std::process::exit(2)
@@ -77,7 +86,10 @@ fn main() {
     }
     let secs = t0.elapsed().as_secs_f64();
     let failed = FAILED.load(Ordering::Relaxed);
-    println!("client: {total} connections, {conc} in flight, {secs:.3} s, {:.0} conn/s, {failed} failed", total as f64 / secs);
+    println!(
+        "client: {total} connections, {conc} in flight, {secs:.3} s, {:.0} conn/s, {failed} failed",
+        total as f64 / secs
+    );
     if failed > 0 {
         std::process::exit(1)
     }

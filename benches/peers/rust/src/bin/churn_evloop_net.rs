@@ -27,25 +27,43 @@ impl AsMut<Conns<()>> for Server {
 
 fn main() {
     let args = churn::ServerArgs::parse("evloop_net");
-    let listener = ListenOptions::new().backlog(churn::BACKLOG).bind(args.addr()).expect("bind");
+    let listener = ListenOptions::new()
+        .backlog(churn::BACKLOG)
+        .bind(args.addr())
+        .expect("bind");
     let mut lp: Loop<'static, Server> = Loop::new().expect("loop");
-    let opts = ConnOptions::new().read_buffer(churn::READ_BUF).linger(Duration::ZERO);
-    Acceptor::start(&mut lp, listener, move |lp, server: &mut Server, accepted| {
-        let Ok(stream) = accepted else { return };
-        let opened = server.conns.open(lp, stream, opts, (), |lp, server: &mut Server, id, ev| match ev {
-            ConnEvent::Data => {
-                let c = &mut server.conns[id];
-                c.consume(c.input().len());
-                c.write(lp, churn::REPLY);
-                c.close(lp);
-            }
-            ConnEvent::Eof => server.conns[id].close(lp),
-            ConnEvent::Closed(_) => server.meter.closed(),
-            _ => {}
-        });
-        opened.expect("open");
-    })
+    let opts = ConnOptions::new()
+        .read_buffer(churn::READ_BUF)
+        .linger(Duration::ZERO);
+    Acceptor::start(
+        &mut lp,
+        listener,
+        move |lp, server: &mut Server, accepted| {
+            let Ok(stream) = accepted else { return };
+            let opened = server.conns.open(
+                lp,
+                stream,
+                opts,
+                (),
+                |lp, server: &mut Server, id, ev| match ev {
+                    ConnEvent::Data => {
+                        let c = &mut server.conns[id];
+                        c.consume(c.input().len());
+                        c.write(lp, churn::REPLY);
+                        c.close(lp);
+                    }
+                    ConnEvent::Eof => server.conns[id].close(lp),
+                    ConnEvent::Closed(_) => server.meter.closed(),
+                    _ => {}
+                },
+            );
+            opened.expect("open");
+        },
+    )
     .expect("acceptor");
-    let mut server = Server { conns: Conns::new(), meter: churn::Meter::new("evloop-net", &args) };
+    let mut server = Server {
+        conns: Conns::new(),
+        meter: churn::Meter::new("evloop-net", &args),
+    };
     lp.run(RunMode::Default, &mut server).expect("run");
 }

@@ -24,7 +24,9 @@ fn main() {
     let mut listener = TcpListener::from_std(std_listener);
     let mut poll = Poll::new().expect("poll");
     let mut events = Events::with_capacity(1024);
-    poll.registry().register(&mut listener, LISTENER, Interest::READABLE).expect("register");
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)
+        .expect("register");
     let mut conns: Vec<Option<TcpStream>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut meter = churn::Meter::new("mio", &args);
@@ -39,7 +41,9 @@ fn main() {
                                 conns.push(None);
                                 conns.len() - 1
                             });
-                            poll.registry().register(&mut s, Token(i), Interest::READABLE).expect("register");
+                            poll.registry()
+                                .register(&mut s, Token(i), Interest::READABLE)
+                                .expect("register");
                             conns[i] = Some(s);
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,

@@ -23,7 +23,10 @@ fn main() {
         .backlog(churn::BACKLOG)
         .bind(args.addr())
         .expect("bind");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_io().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
         let listener = TcpListener::from_std(std_listener).expect("listener");
         loop {
