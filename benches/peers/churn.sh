@@ -23,7 +23,9 @@
 # many events each wait finds.
 #
 # Knobs: ROUNDS (15), COUNT (10000), WARMUP (1000), CONC (8), PORT (7411),
-# ONLY (a regex on the peer names), QUICK, PEERS_RESULTS (the CSV's
+# ONLY (a regex on the peer names), EXTRA_PEERS (more servers, taking
+# the same arguments and printing the same line: "name|binary", several
+# separated by ';': an evloop built from another commit, say), QUICK, PEERS_RESULTS (the CSV's
 # directory, default target/peers-results in the repository),
 # CARGO_TARGET_DIR (the Rust peers' target dir, default
 # benches/peers/rust/target; the C peers go to its churn-c/). With two or
@@ -67,10 +69,15 @@ peers=()
 for p in libev libuv mio tokio evloop-io evloop-net; do
     [[ $p =~ $only ]] && peers+=("$p")
 done
+declare -A extra=()
+IFS=';' read -ra extras <<< "${EXTRA_PEERS:-}"
+for e in "${extras[@]}"; do
+    [ -n "$e" ] && extra[${e%%|*}]=${e#*|} && peers+=("${e%%|*}")
+done
 binary() {
     case $1 in
         libev | libuv) echo "$cbin/churn_$1" ;;
-        *) echo "$rbin/churn_${1//-/_}" ;;
+        *) [ -n "${extra[$1]:-}" ] && echo "${extra[$1]}" || echo "$rbin/churn_${1//-/_}" ;;
     esac
 }
 server_cpu=() client_cpu=()
@@ -142,7 +149,7 @@ for ((r = 0; r < rounds; r++)); do
             exit 1
         fi
         wait "$server"
-        echo "$r,$(cat "$out")" >> "$csv"
+        echo "$r,$p,$(cut -d, -f2- "$out")" >> "$csv" # the name churn.sh knows it by
     done
     printf '.'
 done
