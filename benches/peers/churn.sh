@@ -99,7 +99,9 @@ if [ -n "${INSTR:-}" ]; then
         "$rbin/churn_client" "$port" "$3" "$conc" > /dev/null
         wait "$server"
     }
-    printf '%-12s %10s %8s  %s\n' peer instr/conn sys/conn "syscalls per connection"
+    w=12
+    for p in "${peers[@]}"; do [ ${#p} -ge $w ] && w=$((${#p} + 1)); done
+    printf '%-*s %10s %8s  %s\n' $w peer instr/conn sys/conn "syscalls per connection"
     for p in "${peers[@]}"; do
         b=$(binary "$p")
         for n in 500 2500; do
@@ -123,7 +125,7 @@ per = {k: v for k, v in per.items() if v >= 0.05}
 print(f"{sum(per.values()):.2f}", " ".join(f"{k}={v:.2f}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])))
 PY
 )
-        printf '%-12s %10s %8s  %s\n' "$p" "$instr" "${calls%% *}" "${calls#* }"
+        printf '%-*s %10s %8s  %s\n' $w "$p" "$instr" "${calls%% *}" "${calls#* }"
         echo "$p,$instr,${calls%% *},${calls#* }" >> "$csv"
     done
     echo "CSV: $csv"
@@ -178,11 +180,12 @@ pbest = min(pmed.values())
 print("CPU µs per connection (server, user + system): min / median / max over the rounds;")
 print("wall µs per connection (median); ratio: median / the best median; paired: the")
 print("median over the rounds of each value / its round's mean, over the best one")
-print(f"{'peer':<12} {'min':>7} {'median':>7} {'max':>7} {'wall':>7} {'ratio':>6} {'paired':>6}")
+w = max(len(k) for k in per) + 1
+print(f"{'peer':<{w}} {'min':>7} {'median':>7} {'max':>7} {'wall':>7} {'ratio':>6} {'paired':>6}")
 for k in sorted(pmed, key=pmed.get):
     cpu = [c for c, _ in per[k]]
     wall = statistics.median(w for _, w in per[k])
-    print(f"{k:<12} {min(cpu):7.2f} {med[k]:7.2f} {max(cpu):7.2f} {wall:7.2f} "
+    print(f"{k:<{w}} {min(cpu):7.2f} {med[k]:7.2f} {max(cpu):7.2f} {wall:7.2f} "
           f"{med[k] / best:6.3f} {pmed[k] / pbest:6.3f}")
 spread = max(max(c for c, _ in v) / min(c for c, _ in v) - 1 for v in per.values())
 pspread = max(max(v) / min(v) - 1 for v in norm.values())
