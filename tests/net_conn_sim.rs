@@ -849,7 +849,12 @@ fn a_zero_linger_closes_in_the_callback_that_closes() {
             common::Peer::Os(s) => {
                 s.set_nonblocking(true).unwrap();
                 let (got, eof) = common::drain_to_eof(s);
-                assert_eq!((got.as_slice(), eof), (&b"reply"[..], true), "{}", w.backend);
+                assert_eq!(
+                    (got.as_slice(), eof),
+                    (&b"reply"[..], true),
+                    "{}",
+                    w.backend
+                );
             }
         }
     });
