@@ -46,6 +46,7 @@ if [ -n "${QUICK:-}" ]; then
 fi
 results=${PEERS_RESULTS:-$root/target/peers-results}
 target=${CARGO_TARGET_DIR:-$here/rust/target}
+[[ $target == /* ]] || target=$PWD/$target # the builds run from other directories
 cbin=$target/churn-c
 
 missing=()
