@@ -797,3 +797,65 @@ fn a_shorter_linger_cuts_a_running_one() {
     lp.run_to_end(&mut conns);
     assert_eq!(lp.now(), ms(1500));
 }
+
+/// Issue 36 (connection churn): with `ConnOptions::linger(ZERO)`, a
+/// handler that replies and closes ends its connection in that same
+/// callback: the reply and the half-close go out, the handler gets
+/// `Closed(Graceful)`, and the watcher is removed, without a linger timer
+/// and without another iteration. On the simulator and each OS backend.
+#[test]
+fn a_zero_linger_closes_in_the_callback_that_closes() {
+    common::on_every_world("zero linger, reply and close", |w| {
+        let (conn, mut peer) = w.pair();
+        let mut lp: Loop<Conns<()>> = w.new_loop();
+        let mut conns = Conns::new();
+        let before = lp.watcher_count();
+        // Set by the handler: the request was read; the watchers at the
+        // `Closed` event (the connection's io watcher, and a linger timer
+        // if one was made).
+        let (replied, at_close) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(0)));
+        let (r, a) = (replied.clone(), at_close.clone());
+        let opts = ConnOptions::new().linger(Duration::ZERO);
+        conns
+            .open(&mut lp, conn, opts, (), move |lp, conns, id, ev| match ev {
+                ConnEvent::Data => {
+                    let c = &mut conns[id];
+                    c.consume(c.input().len());
+                    c.write(lp, b"reply");
+                    c.close(lp);
+                    r.set(true);
+                }
+                ConnEvent::Closed(reason) => {
+                    assert!(reason.is_clean(), "{reason:?}");
+                    a.set(lp.watcher_count());
+                }
+                _ => {}
+            })
+            .unwrap();
+        peer.send(b"request");
+        for _ in 0..10 {
+            if replied.get() {
+                break;
+            }
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        // Gone in the iteration that read the request, with no timer.
+        assert!(replied.get() && conns.is_empty(), "{}", w.backend);
+        assert_eq!(at_close.get(), before + 1, "{}", w.backend);
+        assert_eq!(lp.watcher_count(), before, "{}", w.backend);
+        match &mut peer {
+            // The simulator's sockets have no half-close (nor end of file).
+            common::Peer::Sim(_) => assert_eq!(peer.receive(), b"reply"),
+            common::Peer::Os(s) => {
+                s.set_nonblocking(true).unwrap();
+                let (got, eof) = common::drain_to_eof(s);
+                assert_eq!(
+                    (got.as_slice(), eof),
+                    (&b"reply"[..], true),
+                    "{}",
+                    w.backend
+                );
+            }
+        }
+    });
+}

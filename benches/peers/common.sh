@@ -1,8 +1,10 @@
-# Sourced by benches/peers/run.sh and instr.sh (and benches/setup_per_fd.sh),
+# Sourced by benches/peers/run.sh, instr.sh, churn.sh and benches/setup_per_fd.sh,
 # from the repository root:
 #
 #   peers_prepare DEBIAN_PACKAGE...   installs the missing packages (as root),
 #                                     builds every peer, lists them
+#   (benches/peers/churn.sh uses its parts: peers_paths,
+#   peers_install_packages, peers_build)
 #
 # Builds all of benches/peers/c (make) into $PEERS_BUILD/build and the Rust
 # crate benches/peers/rust (cargo build --release, every binary) with its
@@ -96,12 +98,17 @@ peers_select() {
     PEERS=("${kept[@]}")
 }
 
-peers_prepare() {
+# Sets PEERS_BUILD and PEERS_RESULTS (absolute) and creates them.
+peers_paths() {
     local target
     target=$(realpath -m -- "${CARGO_TARGET_DIR:-target}")
     PEERS_BUILD=$target/peers
     PEERS_RESULTS=$(realpath -m -- "${PEERS_RESULTS:-target/peers-results}")
     mkdir -p "$PEERS_BUILD" "$PEERS_RESULTS" || peers_die "cannot create $PEERS_BUILD or $PEERS_RESULTS"
+}
+
+peers_prepare() {
+    peers_paths
     peers_say "evloop: $PWD (git $(git describe --always --dirty 2>/dev/null || echo unknown))"
     peers_install_packages "$@"
     peers_build

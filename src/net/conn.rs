@@ -298,7 +298,10 @@ impl ConnOptions {
     /// How long a graceful close waits, after its half-close, for the peer
     /// to close its side (reading and discarding what it still sends, so
     /// that closing does not reset the connection and destroy the reply in
-    /// flight) before closing anyway (default 5 s).
+    /// flight) before closing anyway (default 5 s). `Duration::ZERO`: no
+    /// wait, the connection closes as soon as everything is sent and its
+    /// writing side is shut down (what a server that closes after its
+    /// reply, as an HTTP/1.0 one, wants: no timer, no further event).
     ///
     /// ```
     /// use std::time::Duration;
@@ -692,8 +695,8 @@ impl<C> Conn<C> {
     /// [`ConnOptions::linger`]: for a shutdown that must not wait for
     /// clients that keep their connections open (a pool). With
     /// `Duration::ZERO` the connection still sends everything queued and
-    /// shuts down its writing side, then closes in the next loop
-    /// iteration without waiting for the peer. On a connection closing
+    /// shuts down its writing side, then closes at once, without waiting
+    /// for the peer. On a connection closing
     /// already, it shortens the linger (a running one ends at the latest
     /// `linger` from now).
     ///
@@ -1527,7 +1530,8 @@ impl<C> Conn<C> {
         // connection is closed soon either way.
         let _ = stream.shutdown_write();
         self.state = State::Lingering;
-        if self.eof {
+        // A zero linger waits for nothing: no timer, no further event.
+        if self.eof || self.opts.linger.is_zero() {
             return Step::Finish(CloseReason::Graceful);
         }
         let linger = self.opts.linger;
