@@ -7,13 +7,17 @@
 //! timer's other state is (the registry entry of a timer watcher), and
 //! reached through [`TimerRecords`] by the slot each node carries. A
 //! 4-ary heap is shallower than a binary one and its four children sit
-//! next to each other in memory: fewer levels, one cache line per sift
-//! step. Nodes are 16 bytes, records 32.
+//! next to each other in memory: fewer levels, and a node's children are
+//! one 48-byte group (stored with libev's `HEAP0` offset), so a sift step
+//! reads one or two cache lines. Nodes are 12 bytes (a 64-bit expiry and
+//! a 32-bit slot), records 36.
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
-//! the order they were (re)started. It is 32 bits in the node; when it
-//! would wrap, the live sequences are renumbered in order (once per 2^32
-//! starts), so the order is kept exactly.
+//! the order they were (re)started. The node's sequence is kept in its
+//! timer's record (`node_seq`), read only when two expiries compare equal,
+//! which random deadlines almost never do; when it would wrap, the live
+//! sequences are renumbered in order (once per 2^31 starts), so the order
+//! is kept exactly.
 //!
 //! Two operations are lazy, which is what makes restarting cheap:
 //!
@@ -37,40 +41,41 @@ use crate::slot_list::Slot;
 
 const D: usize = 4;
 
-/// One timer in the heap: its expiry (for a lazily moved or stopped timer,
-/// no later than the true one), its start order (equal expiries fire
-/// FIFO) and its slot, packed as `at << 64 | seq << 32 | slot` so that the
-/// node *is* its key: one 128-bit compare orders two nodes, with no
-/// shifting. (Sequences are unique, so the slot never decides.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Node(u128);
+/// Where position 0 (the top) is stored: three places in, so that the
+/// children of the node at `p`, at `4p + 1 ..= 4p + 4`, are stored at
+/// `4(p + 1) ..`: one group, whose keys share a cache line (libev's
+/// `HEAP0`).
+const OFFSET: usize = D - 1;
 
-impl Node {
-    #[inline(always)]
-    fn new(at: u64, seq: u32, slot: usize) -> Node {
-        Node(((at as u128) << 64) | ((seq as u128) << 32) | slot as u128)
-    }
+/// Four sibling nodes, a node being an expiry (`u64`; for a lazily
+/// moved or stopped timer, no later than the true one) and a slot
+/// (`u32`): 48 bytes, the expiries first, so that a sift reads one group
+/// a level.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Group {
+    at: [u64; D],
+    slot: [u32; D],
+}
 
-    #[inline(always)]
-    fn at(self) -> u64 {
-        (self.0 >> 64) as u64
-    }
-
-    #[inline(always)]
-    fn seq(self) -> u32 {
-        (self.0 >> 32) as u32
-    }
-
-    /// The registry index of its timer.
-    #[inline(always)]
-    fn slot(self) -> usize {
-        self.0 as u32 as usize
-    }
-
-    /// The same timer with the key `(at, seq)`.
-    #[inline(always)]
-    fn rekeyed(self, at: u64, seq: u32) -> Node {
-        Node::new(at, seq, self.slot())
+impl Group {
+    /// The place of the first node among the first `n`, ties broken by
+    /// the records.
+    #[cold]
+    fn min_of<R: TimerRecords + ?Sized>(&self, recs: &R, n: usize) -> usize {
+        let mut m = 0;
+        for i in 1..n.min(D) {
+            if before(
+                recs,
+                self.at[i],
+                self.slot[i] as usize,
+                self.at[m],
+                self.slot[m] as usize,
+            ) {
+                m = i;
+            }
+        }
+        m
     }
 }
 
@@ -81,9 +86,9 @@ pub(crate) enum Step {
     /// Nothing: the node (if any) is where it may stay.
     Done,
     /// The node at `pos` may have to move up to the new key.
-    Earlier { pos: u32, seq: u32, at: u64 },
+    Earlier { pos: u32, at: u64 },
     /// The timer has no node: one is added with the new key.
-    Push { seq: u32, at: u64 },
+    Push { at: u64 },
     /// The sequences are about to wrap: renumbered, then armed at this
     /// expiry.
     Renumber(u64),
@@ -108,12 +113,15 @@ struct NodePos(Option<NonZeroU32>);
 /// Sequences themselves stay below it (renumbered before they reach it).
 const STOPPED: u32 = 1 << 31;
 
-/// What the heap keeps of one timer, outside its node: 32 bytes, held
+/// What the heap keeps of one timer, outside its node: 36 bytes, held
 /// where the timer's other state is (the loop's timers: in their registry
 /// entries, so that an operation touches two records, the entry and the
 /// node, as libev's touches its watcher and its node; the periodic and
-/// stat kinds: in a table by slot, [`OwnTimerHeap`]).
+/// stat kinds: in a table by slot, [`OwnTimerHeap`]). Packed to 4-byte
+/// alignment, so that it fits in a registry entry after the watcher's
+/// head (its fields are only ever copied, never borrowed).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub(crate) struct TimerRecord {
     /// The true expiry; the node's may be earlier (lazily moved).
     at: u64,
@@ -124,6 +132,9 @@ pub(crate) struct TimerRecord {
     /// The true sequence, and the [`STOPPED`] bit.
     seq: u32,
     node: NodePos,
+    /// The sequence of its node's key (the true one, or the one it had
+    /// when it was lazily moved): read only when two nodes' expiries tie.
+    node_seq: u32,
 }
 
 impl TimerRecord {
@@ -170,7 +181,8 @@ impl TimerRecord {
     /// The position of its node, whether it is armed or stopped.
     #[inline(always)]
     fn pos(&self) -> Option<usize> {
-        self.node.0.map(|n| (n.get() - 1) as usize)
+        let node = self.node;
+        node.0.map(|n| (n.get() - 1) as usize)
     }
 
     /// Whether it is stopped (meaningful while it has a node).
@@ -205,11 +217,31 @@ impl TimerRecords for Vec<TimerRecord> {
     }
 }
 
-/// The heap of nodes; each operation is given the records
-/// ([`TimerRecords`]), which it reads and whose positions it keeps.
+/// Whether the node `(a, slot a)` comes before `(b, slot b)`: the earlier
+/// expiry, or on a tie (rare: only then are the records read) the
+/// earlier node sequence.
+#[inline(always)]
+fn before<R: TimerRecords + ?Sized>(recs: &R, a: u64, sa: usize, b: u64, sb: usize) -> bool {
+    if a != b {
+        return a < b;
+    }
+    tie_before(recs, sa, sb)
+}
+
+#[inline(never)]
+fn tie_before<R: TimerRecords + ?Sized>(recs: &R, sa: usize, sb: usize) -> bool {
+    let (a, b) = (recs.record(sa).node_seq, recs.record(sb).node_seq);
+    a < b
+}
+
+/// The heap of nodes, 12 bytes each, in groups of four siblings
+/// ([`Group`]). Each operation is given the records ([`TimerRecords`]),
+/// which it reads and whose positions it keeps.
 #[derive(Default)]
 pub(crate) struct TimerHeap {
-    nodes: Vec<Node>,
+    groups: Vec<Group>,
+    /// Number of nodes (armed timers and stopped ones not yet dropped).
+    nodes: usize,
     /// The last sequence handed out.
     seq: u32,
     /// Armed (not stopped) timers.
@@ -225,7 +257,32 @@ impl TimerHeap {
 
     /// Room for `n` more nodes.
     pub fn reserve(&mut self, n: usize) {
-        self.nodes.reserve(n);
+        let groups = (self.nodes + n + OFFSET).div_ceil(D);
+        self.groups
+            .reserve(groups.saturating_sub(self.groups.len()));
+    }
+
+    /// The expiry of the node at `p`.
+    #[inline(always)]
+    fn at(&self, p: usize) -> u64 {
+        let i = p + OFFSET;
+        self.groups[i / D].at[i % D]
+    }
+
+    /// The slot of the node at `p`.
+    #[inline(always)]
+    fn slot(&self, p: usize) -> usize {
+        let i = p + OFFSET;
+        self.groups[i / D].slot[i % D] as usize
+    }
+
+    /// Puts the node `(at, slot)` at `p`, and its record's position.
+    #[inline(always)]
+    fn put<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize, at: u64, slot: usize) {
+        let i = p + OFFSET;
+        let g = &mut self.groups[i / D];
+        (g.at[i % D], g.slot[i % D]) = (at, slot as u32);
+        recs.record_mut(slot).move_to(p);
     }
 
     /// A lower bound of the earliest expiry: the top node's key, which a
@@ -234,7 +291,7 @@ impl TimerHeap {
     /// and free.
     #[inline]
     pub fn earliest_bound(&self) -> Option<u64> {
-        self.nodes.first().map(|n| n.at())
+        (self.nodes > 0).then(|| self.at(0))
     }
 
     /// The earliest armed timer, with its true key (lazily moved timers
@@ -243,20 +300,24 @@ impl TimerHeap {
     #[inline]
     pub fn peek<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) -> Option<Top> {
         loop {
-            let top = *self.nodes.first()?;
-            let place = *recs.record(top.slot());
+            if self.nodes == 0 {
+                return None;
+            }
+            let (at, slot) = (self.at(0), self.slot(0));
+            let place = *recs.record(slot);
             if place.is_stopped() {
                 self.drop_node(recs, 0);
                 continue;
             }
-            if (place.at, place.seq) == (top.at(), top.seq()) {
+            if (place.at, place.seq) == (at, place.node_seq) {
                 return Some(Top {
-                    at: place.at,
-                    slot: Slot::new(top.slot()),
+                    at,
+                    slot: Slot::new(slot),
                 });
             }
-            self.nodes[0] = top.rekeyed(place.at, place.seq);
-            self.sift_down(recs, 0);
+            let r = recs.record_mut(slot);
+            r.node_seq = place.seq;
+            self.sift_down(recs, 0, place.at, slot);
         }
     }
 
@@ -293,11 +354,11 @@ impl TimerHeap {
     /// leaf: the node keeps the earliest key it had, so that most later
     /// restarts stay O(1); rewriting it would make the next random restart
     /// an upward move half the time.)
-    #[inline(always)]
     ///
     /// `ARMED`: the caller knows the timer is armed (an active timer
     /// watcher: it has a node and is not stopped), so the stopped mark
     /// need not be tested.
+    #[inline(always)]
     pub fn rekey<const ARMED: bool>(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
         let seq = self.seq + 1;
         if seq & STOPPED != 0 {
@@ -308,7 +369,8 @@ impl TimerHeap {
         (rec.at, rec.seq) = (at, seq);
         let Some(n) = rec.node.0 else {
             self.armed += 1;
-            return Step::Push { seq, at };
+            rec.node_seq = seq;
+            return Step::Push { at };
         };
         if stopped {
             self.armed += 1;
@@ -316,7 +378,6 @@ impl TimerHeap {
         if at < before {
             Step::Earlier {
                 pos: n.get() - 1,
-                seq,
                 at,
             }
         } else {
@@ -336,34 +397,31 @@ impl TimerHeap {
             // case of a random restart, inline. (A true key has a larger
             // sequence than its node's, so it is earlier only if its
             // expiry is, and only then must the node move: up.)
-            Step::Earlier { pos, seq, at } => {
-                if self.nodes.get(pos as usize).is_some_and(|n| at < n.at()) {
-                    self.move_up(recs, slot, pos as usize, seq, at);
+            Step::Earlier { pos, at } => {
+                if (pos as usize) < self.nodes && at < self.at(pos as usize) {
+                    self.move_up(recs, slot, pos as usize, at);
                 }
             }
-            Step::Push { seq, at } => self.push(recs, slot, seq, at),
+            Step::Push { at } => self.push(recs, slot, at),
             Step::Renumber(at) => self.arm_renumbered(recs, slot, at),
         }
     }
 
     #[inline(never)]
-    fn move_up<R: TimerRecords + ?Sized>(
-        &mut self,
-        recs: &mut R,
-        slot: Slot,
-        p: usize,
-        seq: u32,
-        at: u64,
-    ) {
-        self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
+    fn move_up<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, p: usize, at: u64) {
+        let r = recs.record_mut(slot.index());
+        r.node_seq = r.seq;
+        self.sift_up(recs, p, at, slot.index());
     }
 
     #[inline(never)]
-    fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, seq: u32, at: u64) {
-        let node = Node::new(at, seq, slot.index());
-        let p = self.nodes.len();
-        self.nodes.push(node);
-        self.sift_up_from(recs, p, node);
+    fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+        let p = self.nodes;
+        if (p + OFFSET) % D == 0 || self.groups.is_empty() {
+            self.groups.push(Group::default());
+        }
+        self.nodes = p + 1;
+        self.sift_up(recs, p, at, slot.index());
     }
 
     #[cold]
@@ -412,14 +470,18 @@ impl TimerHeap {
 
     /// Takes the node at `p` out of the heap, and its timer's record off it.
     fn drop_node<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        let gone = self.nodes[p].slot();
-        recs.record_mut(gone).node = NodePos::default();
-        let last = self.nodes.pop().expect("a node to drop");
-        if p < self.nodes.len() {
+        recs.record_mut(self.slot(p)).node = NodePos::default();
+        let last = self.nodes - 1;
+        let (at, slot) = (self.at(last), self.slot(last));
+        self.nodes = last;
+        if (last + OFFSET) % D == 0 {
+            // Its group is empty now.
+            self.groups.pop();
+        }
+        if p < last {
             // Down to a leaf and back up as far as it must go (above `p`
             // too, if `last` is earlier than the parent there).
-            self.nodes[p] = last;
-            self.sift_down(recs, p);
+            self.sift_down(recs, p, at, slot);
         }
     }
 
@@ -430,64 +492,76 @@ impl TimerHeap {
         self.arm_with(recs, slot, |p| now.saturating_add(p.after));
     }
 
-    fn sift_up<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        self.sift_up_from(recs, p, self.nodes[p]);
-    }
-
-    /// Puts `node` in the hole at `p`, moving it up to its place.
+    /// Puts the node `(at, slot)`, whose record's `node_seq` is set, in
+    /// the hole at `p`, moving it up to its place.
     #[inline(always)]
-    fn sift_up_from<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, mut p: usize, node: Node) {
+    fn sift_up<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        mut p: usize,
+        at: u64,
+        slot: usize,
+    ) {
         while p > 0 {
             let parent = (p - 1) / D;
-            let up = self.nodes[parent];
-            if node.0 >= up.0 {
+            let (up, up_slot) = (self.at(parent), self.slot(parent));
+            if !before(recs, at, slot, up, up_slot) {
                 break;
             }
-            self.nodes[p] = up;
-            recs.record_mut(up.slot()).move_to(p);
+            self.put(recs, p, up, up_slot);
             p = parent;
         }
-        self.nodes[p] = node;
-        recs.record_mut(node.slot()).move_to(p);
+        self.put(recs, p, at, slot);
     }
 
-    /// Moves the node at `p` down to its place, bottom-up (Floyd): the
+    /// Puts the node `(at, slot)`, whose record's `node_seq` is set, in
+    /// the hole at `p`, moving it down to its place, bottom-up (Floyd): the
     /// hole walks down along the smallest children to a leaf, three
     /// compares a level and none against the node, which then climbs back
     /// from there (rarely far: a node moved down, a heap's last one or a
     /// lazily moved one settling, belongs near the bottom, as most do).
-    fn sift_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        let node = self.nodes[p];
-        // Positions fit in 31 bits (`NodePos`): computed from a `u32`,
-        // `4p + 1` cannot overflow, so the children's range needs one
-        // check, and the parent, below `4p + 1`, none.
-        let mut p = p as u32;
-        let nodes = &mut self.nodes[..];
+    fn sift_down<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        p: usize,
+        at: u64,
+        slot: usize,
+    ) {
+        let len = self.nodes;
+        let groups = &mut self.groups[..];
+        let mut p = p;
+        // Where the hole is stored: group and place in it.
+        let (mut hg, mut hl) = ((p + OFFSET) / D, (p + OFFSET) % D);
         loop {
-            let first = p as usize * D + 1;
-            if first >= nodes.len() {
+            // The children of `p` are the group `p + 1`.
+            let first = p * D + 1;
+            if first >= len {
                 break;
             }
-            let (parents, kids) = nodes.split_at_mut(first);
-            let (min, up) = if let Some(k) = kids.get(..D) {
-                // All four children: a tournament, without branches.
-                let a = (k[1].0 < k[0].0) as usize;
-                let b = 2 + (k[3].0 < k[2].0) as usize;
-                let m = if k[b].0 < k[a].0 { b } else { a };
-                (m, k[m])
+            let Some(kids) = groups.get(p + 1) else { break };
+            let k = kids.at;
+            let m = if first + D <= len {
+                // All four children: a tournament, without branches but
+                // for ties (rare: they read the records).
+                let a = (k[1] < k[0]) as usize;
+                let b = 2 + (k[3] < k[2]) as usize;
+                let m = if k[b] < k[a] { b } else { a };
+                if k[0] == k[1] || k[2] == k[3] || k[a] == k[b] {
+                    kids.min_of(recs, D)
+                } else {
+                    m
+                }
             } else {
-                let k0 = kids[0];
-                kids.iter()
-                    .enumerate()
-                    .skip(1)
-                    .fold((0, k0), |m, (i, &n)| if n.0 < m.1 .0 { (i, n) } else { m })
+                kids.min_of(recs, len - first)
             };
-            parents[p as usize] = up;
-            recs.record_mut(up.slot()).move_to(p as usize);
-            p = (first + min) as u32;
+            let up = kids.slot[m];
+            let hole = &mut groups[hg];
+            (hole.at[hl], hole.slot[hl]) = (k[m], up);
+            recs.record_mut(up as usize).move_to(p);
+            (hg, hl) = (p + 1, m);
+            p = first + m;
         }
-        self.nodes[p as usize] = node;
-        self.sift_up(recs, p as usize);
+        self.sift_up(recs, p, at, slot);
     }
 
     /// The sequences are about to reach [`STOPPED`]: renumbers every
@@ -496,17 +570,18 @@ impl TimerHeap {
     /// 2^31 starts.
     #[cold]
     fn renumber<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
-        let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq()).collect();
-        for n in &self.nodes {
-            used.push(recs.record(n.slot()).seq & !STOPPED);
+        let mut used: Vec<u32> = Vec::with_capacity(2 * self.nodes);
+        for p in 0..self.nodes {
+            let r = recs.record(self.slot(p));
+            used.push(r.node_seq);
+            used.push(r.seq & !STOPPED);
         }
         used.sort_unstable();
         used.dedup();
         let rank = |s: u32| used.binary_search(&s).map_or(0, |i| i as u32 + 1);
-        for i in 0..self.nodes.len() {
-            let n = self.nodes[i];
-            self.nodes[i] = n.rekeyed(n.at(), rank(n.seq()));
-            let place = recs.record_mut(n.slot());
+        for p in 0..self.nodes {
+            let place = recs.record_mut(self.slot(p));
+            place.node_seq = rank(place.node_seq);
             place.seq = rank(place.seq & !STOPPED) | (place.seq & STOPPED);
         }
         self.seq = used.len() as u32;
@@ -515,29 +590,26 @@ impl TimerHeap {
     /// Checks the heap property and the positions (tests only).
     #[cfg(test)]
     pub fn check<R: TimerRecords + ?Sized>(&self, recs: &R) {
-        for (i, n) in self.nodes.iter().enumerate() {
-            let place = recs.record(n.slot());
-            assert_eq!(
-                place.pos(),
-                Some(i),
-                "position of timer {} is stale",
-                n.slot()
-            );
+        for i in 0..self.nodes {
+            let (at, slot) = (self.at(i), self.slot(i));
+            let place = *recs.record(slot);
+            assert_eq!(place.pos(), Some(i), "position of timer {slot} is stale");
             if !place.is_stopped() {
                 assert!(
-                    (n.at(), n.seq()) <= (place.at, place.seq),
-                    "node of {} later than its true key",
-                    n.slot()
+                    (at, place.node_seq) <= (place.at, place.seq),
+                    "node of {slot} later than its true key",
                 );
             }
             if i > 0 {
-                assert!(*n >= self.nodes[(i - 1) / D], "heap order broken at {i}");
+                let parent = (i - 1) / D;
+                let up = (self.at(parent), recs.record(self.slot(parent)).node_seq);
+                assert!((at, place.node_seq) >= up, "heap order broken at {i}");
             }
         }
-        let armed = self
-            .nodes
-            .iter()
-            .filter(|n| !recs.record(n.slot()).is_stopped())
+        let groups = (self.nodes + OFFSET).div_ceil(D);
+        assert!(self.groups.len() == groups || self.nodes == 0 && self.groups.len() <= 1);
+        let armed = (0..self.nodes)
+            .filter(|&p| !recs.record(self.slot(p)).is_stopped())
             .count();
         assert_eq!(armed, self.armed);
     }
@@ -721,7 +793,8 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<Node>(), 16);
-        assert_eq!(std::mem::size_of::<TimerRecord>(), 32);
+        assert_eq!(std::mem::size_of::<Group>(), 12 * D);
+        assert_eq!(std::mem::size_of::<TimerRecord>(), 36);
+        assert_eq!(std::mem::align_of::<TimerRecord>(), 4);
     }
 }
