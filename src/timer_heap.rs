@@ -86,9 +86,9 @@ pub(crate) enum Step {
     /// Nothing: the node (if any) is where it may stay.
     Done,
     /// The node at `pos` may have to move up to the new key.
-    Earlier { pos: u32, at: u64 },
+    Earlier { pos: u32, seq: u32, at: u64 },
     /// The timer has no node: one is added with the new key.
-    Push { at: u64 },
+    Push { seq: u32, at: u64 },
     /// The sequences are about to wrap: renumbered, then armed at this
     /// expiry.
     Renumber(u64),
@@ -276,15 +276,6 @@ impl TimerHeap {
         self.groups[i / D].slot[i % D] as usize
     }
 
-    /// Puts the node `(at, slot)` at `p`, and its record's position.
-    #[inline(always)]
-    fn put<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize, at: u64, slot: usize) {
-        let i = p + OFFSET;
-        let g = &mut self.groups[i / D];
-        (g.at[i % D], g.slot[i % D]) = (at, slot as u32);
-        recs.record_mut(slot).move_to(p);
-    }
-
     /// A lower bound of the earliest expiry: the top node's key, which a
     /// lazy move or a stop may have left earlier than any armed timer's.
     /// Good enough for a wake-up time (waking early only costs a settle),
@@ -315,9 +306,7 @@ impl TimerHeap {
                     slot: Slot::new(slot),
                 });
             }
-            let r = recs.record_mut(slot);
-            r.node_seq = place.seq;
-            self.sift_down(recs, 0, place.at, slot);
+            self.sift_down(recs, 0, place.at, slot, place.seq);
         }
     }
 
@@ -369,8 +358,7 @@ impl TimerHeap {
         (rec.at, rec.seq) = (at, seq);
         let Some(n) = rec.node.0 else {
             self.armed += 1;
-            rec.node_seq = seq;
-            return Step::Push { at };
+            return Step::Push { seq, at };
         };
         if stopped {
             self.armed += 1;
@@ -378,6 +366,7 @@ impl TimerHeap {
         if at < before {
             Step::Earlier {
                 pos: n.get() - 1,
+                seq,
                 at,
             }
         } else {
@@ -397,31 +386,38 @@ impl TimerHeap {
             // case of a random restart, inline. (A true key has a larger
             // sequence than its node's, so it is earlier only if its
             // expiry is, and only then must the node move: up.)
-            Step::Earlier { pos, at } => {
-                if (pos as usize) < self.nodes && at < self.at(pos as usize) {
-                    self.move_up(recs, slot, pos as usize, at);
+            Step::Earlier { pos, seq, at } => {
+                let i = pos as usize + OFFSET;
+                // (A record's position names a node: its group is there.)
+                if self.groups.get(i / D).is_some_and(|g| at < g.at[i % D]) {
+                    self.move_up(recs, slot, pos as usize, seq, at);
                 }
             }
-            Step::Push { at } => self.push(recs, slot, at),
+            Step::Push { seq, at } => self.push(recs, slot, seq, at),
             Step::Renumber(at) => self.arm_renumbered(recs, slot, at),
         }
     }
 
     #[inline(never)]
-    fn move_up<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, p: usize, at: u64) {
-        let r = recs.record_mut(slot.index());
-        r.node_seq = r.seq;
-        self.sift_up(recs, p, at, slot.index());
+    fn move_up<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        slot: Slot,
+        p: usize,
+        seq: u32,
+        at: u64,
+    ) {
+        self.sift_up(recs, p, at, slot.index(), seq);
     }
 
     #[inline(never)]
-    fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+    fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, seq: u32, at: u64) {
         let p = self.nodes;
         if (p + OFFSET) % D == 0 || self.groups.is_empty() {
             self.groups.push(Group::default());
         }
         self.nodes = p + 1;
-        self.sift_up(recs, p, at, slot.index());
+        self.sift_up(recs, p, at, slot.index(), seq);
     }
 
     #[cold]
@@ -481,7 +477,8 @@ impl TimerHeap {
         if p < last {
             // Down to a leaf and back up as far as it must go (above `p`
             // too, if `last` is earlier than the parent there).
-            self.sift_down(recs, p, at, slot);
+            let seq = recs.record(slot).node_seq;
+            self.sift_down(recs, p, at, slot, seq);
         }
     }
 
@@ -492,30 +489,45 @@ impl TimerHeap {
         self.arm_with(recs, slot, |p| now.saturating_add(p.after));
     }
 
-    /// Puts the node `(at, slot)`, whose record's `node_seq` is set, in
-    /// the hole at `p`, moving it up to its place.
+    /// Puts the node `(at, slot)` with the sequence `seq` in the hole at
+    /// `p`, moving it up to its place.
     #[inline(always)]
     fn sift_up<R: TimerRecords + ?Sized>(
         &mut self,
         recs: &mut R,
-        mut p: usize,
+        p: usize,
         at: u64,
         slot: usize,
+        seq: u32,
     ) {
+        let groups = &mut self.groups[..];
+        let mut p = p;
         while p > 0 {
             let parent = (p - 1) / D;
-            let (up, up_slot) = (self.at(parent), self.slot(parent));
-            if !before(recs, at, slot, up, up_slot) {
+            let i = parent + OFFSET;
+            let g = &groups[i / D];
+            let (up, up_slot) = (g.at[i % D], g.slot[i % D]);
+            if at > up || at == up && seq > recs.record(up_slot as usize).node_seq {
                 break;
             }
-            self.put(recs, p, up, up_slot);
+            // The hole is the parent's child `(p - 1) % D`: group
+            // `parent + 1`.
+            let hole = &mut groups[parent + 1];
+            let l = (p - 1) % D;
+            (hole.at[l], hole.slot[l]) = (up, up_slot);
+            recs.record_mut(up_slot as usize).move_to(p);
             p = parent;
         }
-        self.put(recs, p, at, slot);
+        let i = p + OFFSET;
+        let hole = &mut groups[i / D];
+        (hole.at[i % D], hole.slot[i % D]) = (at, slot as u32);
+        let rec = recs.record_mut(slot);
+        rec.move_to(p);
+        rec.node_seq = seq;
     }
 
-    /// Puts the node `(at, slot)`, whose record's `node_seq` is set, in
-    /// the hole at `p`, moving it down to its place, bottom-up (Floyd): the
+    /// Puts the node `(at, slot)` with the sequence `seq` in the hole at
+    /// `p`, moving it down to its place, bottom-up (Floyd): the
     /// hole walks down along the smallest children to a leaf, three
     /// compares a level and none against the node, which then climbs back
     /// from there (rarely far: a node moved down, a heap's last one or a
@@ -526,6 +538,7 @@ impl TimerHeap {
         p: usize,
         at: u64,
         slot: usize,
+        seq: u32,
     ) {
         let len = self.nodes;
         let groups = &mut self.groups[..];
@@ -546,7 +559,9 @@ impl TimerHeap {
                 let a = (k[1] < k[0]) as usize;
                 let b = 2 + (k[3] < k[2]) as usize;
                 let m = if k[b] < k[a] { b } else { a };
-                if k[0] == k[1] || k[2] == k[3] || k[a] == k[b] {
+                // The choice is right unless the least expiry is also the
+                // other one of the winner's pair, or the final's loser.
+                if k[m] == k[m ^ 1] || k[a] == k[b] {
                     kids.min_of(recs, D)
                 } else {
                     m
@@ -561,7 +576,7 @@ impl TimerHeap {
             (hg, hl) = (p + 1, m);
             p = first + m;
         }
-        self.sift_up(recs, p, at, slot);
+        self.sift_up(recs, p, at, slot, seq);
     }
 
     /// The sequences are about to reach [`STOPPED`]: renumbers every
