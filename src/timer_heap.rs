@@ -85,8 +85,8 @@ impl Group {
 pub(crate) enum Step {
     /// Nothing: the node (if any) is where it may stay.
     Done,
-    /// The node at `pos` may have to move up to the new key.
-    Earlier { pos: u32, seq: u32, at: u64 },
+    /// The node stored at `index` may have to move up to the new key.
+    Earlier { index: u32, seq: u32, at: u64 },
     /// The timer has no node: one is added with the new key.
     Push { seq: u32, at: u64 },
     /// The sequences are about to wrap: renumbered, then armed at this
@@ -103,8 +103,9 @@ pub(crate) struct Top {
     pub slot: Slot,
 }
 
-/// Where a timer's node is: its position plus one (no node: `None`), so
-/// that a sift writes it with one plain store.
+/// Where a timer's node is: the index it is stored at, its position plus
+/// [`OFFSET`] (no node: `None`), so that a sift writes it with one plain
+/// store and a restart finds the node with no arithmetic.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct NodePos(Option<NonZeroU32>);
 
@@ -182,7 +183,7 @@ impl TimerRecord {
     #[inline(always)]
     fn pos(&self) -> Option<usize> {
         let node = self.node;
-        node.0.map(|n| (n.get() - 1) as usize)
+        node.0.map(|n| n.get() as usize - OFFSET)
     }
 
     /// Whether it is stopped (meaningful while it has a node).
@@ -191,10 +192,10 @@ impl TimerRecord {
         self.seq & STOPPED != 0
     }
 
-    /// Moves its node's position to `pos`.
+    /// Moves its node to the stored index `i` (position `i - OFFSET`).
     #[inline(always)]
-    fn move_to(&mut self, pos: usize) {
-        self.node = NodePos(NonZeroU32::new(pos as u32 + 1));
+    fn move_to(&mut self, i: usize) {
+        self.node = NodePos(NonZeroU32::new(i as u32));
     }
 }
 
@@ -365,7 +366,7 @@ impl TimerHeap {
         }
         if at < before {
             Step::Earlier {
-                pos: n.get() - 1,
+                index: n.get(),
                 seq,
                 at,
             }
@@ -386,11 +387,11 @@ impl TimerHeap {
             // case of a random restart, inline. (A true key has a larger
             // sequence than its node's, so it is earlier only if its
             // expiry is, and only then must the node move: up.)
-            Step::Earlier { pos, seq, at } => {
-                let i = pos as usize + OFFSET;
-                // (A record's position names a node: its group is there.)
+            Step::Earlier { index, seq, at } => {
+                let i = index as usize;
+                // (A record's index names a node: its group is there.)
                 if self.groups.get(i / D).is_some_and(|g| at < g.at[i % D]) {
-                    self.move_up(recs, slot, pos as usize, seq, at);
+                    self.move_up(recs, slot, i - OFFSET, seq, at);
                 }
             }
             Step::Push { seq, at } => self.push(recs, slot, seq, at),
@@ -412,6 +413,34 @@ impl TimerHeap {
 
     #[inline(never)]
     fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, seq: u32, at: u64) {
+        self.push_inline(recs, slot, seq, at);
+    }
+
+    /// Arms a new timer (its record fresh from [`TimerRecord::new`]) to
+    /// expire at `at`: what [`TimerHeap::arm`] does for it, without the
+    /// tests whose answers are known (no node, not stopped), inline.
+    #[inline(always)]
+    pub fn arm_new<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+        let seq = self.seq + 1;
+        if seq & STOPPED != 0 {
+            return self.arm_renumbered(recs, slot, at);
+        }
+        self.seq = seq;
+        self.armed += 1;
+        let rec = recs.record_mut(slot.index());
+        debug_assert!(rec.node.0.is_none());
+        (rec.at, rec.seq) = (at, seq);
+        self.push_inline(recs, slot, seq, at);
+    }
+
+    #[inline(always)]
+    fn push_inline<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        slot: Slot,
+        seq: u32,
+        at: u64,
+    ) {
         let p = self.nodes;
         if (p + OFFSET) % D == 0 || self.groups.is_empty() {
             self.groups.push(Group::default());
@@ -501,28 +530,25 @@ impl TimerHeap {
         seq: u32,
     ) {
         let groups = &mut self.groups[..];
-        let mut p = p;
-        while p > 0 {
-            let parent = (p - 1) / D;
-            let i = parent + OFFSET;
-            let g = &groups[i / D];
-            let (up, up_slot) = (g.at[i % D], g.slot[i % D]);
+        // Stored indices: the hole's, `i`, and its parent's, `i / 4 + 2`
+        // (the parent of position `p` is `(p - 1) / 4`).
+        let mut i = p + OFFSET;
+        while i > OFFSET {
+            let pi = i / D + OFFSET - 1;
+            let g = &groups[pi / D];
+            let (up, up_slot) = (g.at[pi % D], g.slot[pi % D]);
             if at > up || at == up && seq > recs.record(up_slot as usize).node_seq {
                 break;
             }
-            // The hole is the parent's child `(p - 1) % D`: group
-            // `parent + 1`.
-            let hole = &mut groups[parent + 1];
-            let l = (p - 1) % D;
-            (hole.at[l], hole.slot[l]) = (up, up_slot);
-            recs.record_mut(up_slot as usize).move_to(p);
-            p = parent;
+            let hole = &mut groups[i / D];
+            (hole.at[i % D], hole.slot[i % D]) = (up, up_slot);
+            recs.record_mut(up_slot as usize).move_to(i);
+            i = pi;
         }
-        let i = p + OFFSET;
         let hole = &mut groups[i / D];
         (hole.at[i % D], hole.slot[i % D]) = (at, slot as u32);
         let rec = recs.record_mut(slot);
-        rec.move_to(p);
+        rec.move_to(i);
         rec.node_seq = seq;
     }
 
@@ -572,7 +598,7 @@ impl TimerHeap {
             let up = kids.slot[m];
             let hole = &mut groups[hg];
             (hole.at[hl], hole.slot[hl]) = (k[m], up);
-            recs.record_mut(up as usize).move_to(p);
+            recs.record_mut(up as usize).move_to(p + OFFSET);
             (hg, hl) = (p + 1, m);
             p = first + m;
         }
