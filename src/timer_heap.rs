@@ -43,40 +43,34 @@ const D: usize = 4;
 
 /// Where position 0 (the top) is stored: three places in, so that the
 /// children of the node at `p`, at `4p + 1 ..= 4p + 4`, are stored at
-/// `4(p + 1) ..`: one group, whose keys share a cache line (libev's
-/// `HEAP0`).
+/// `4(p + 1) ..= 4(p + 1) + 3`: 48 bytes from a multiple of 48, so that
+/// (the array being 16-byte aligned, as the allocator gives it) they
+/// span one cache line for half the nodes and two for the others
+/// (libev's `HEAP0`, with 16-byte nodes: one line always).
 const OFFSET: usize = D - 1;
 
-/// Four sibling nodes, a node being an expiry (`u64`; for a lazily
-/// moved or stopped timer, no later than the true one) and a slot
-/// (`u32`): 48 bytes, the expiries first, so that a sift reads one group
-/// a level.
+/// One node: an expiry (for a lazily moved or stopped timer, no later
+/// than the true one) and a slot, 12 bytes (packed to 4-byte alignment:
+/// its fields are only ever copied).
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(16))]
-struct Group {
-    at: [u64; D],
-    slot: [u32; D],
+#[repr(C, packed(4))]
+struct Node {
+    at: u64,
+    slot: u32,
 }
 
-impl Group {
-    /// The place of the first node among the first `n`, ties broken by
-    /// the records.
-    #[cold]
-    fn min_of<R: TimerRecords + ?Sized>(&self, recs: &R, n: usize) -> usize {
-        let mut m = 0;
-        for i in 1..n.min(D) {
-            if before(
-                recs,
-                self.at[i],
-                self.slot[i] as usize,
-                self.at[m],
-                self.slot[m] as usize,
-            ) {
-                m = i;
-            }
+/// The place of the first node among `nodes` (a node's children), ties
+/// broken by the records.
+#[cold]
+fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
+    let mut m = 0;
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let (a, b) = (*n, nodes[m]);
+        if before(recs, a.at, a.slot as usize, b.at, b.slot as usize) {
+            m = i;
         }
-        m
     }
+    m
 }
 
 /// What [`TimerHeap::rekey`] left for the heap to do.
@@ -235,12 +229,13 @@ fn tie_before<R: TimerRecords + ?Sized>(recs: &R, sa: usize, sb: usize) -> bool 
     a < b
 }
 
-/// The heap of nodes, 12 bytes each, in groups of four siblings
-/// ([`Group`]). Each operation is given the records ([`TimerRecords`]),
-/// which it reads and whose positions it keeps.
+/// The heap of nodes, 12 bytes each ([`Node`]), stored from [`OFFSET`]
+/// on. Each operation is given the records ([`TimerRecords`]), which it
+/// reads and whose positions it keeps.
 #[derive(Default)]
 pub(crate) struct TimerHeap {
-    groups: Vec<Group>,
+    /// Empty, or `OFFSET` unused nodes and then the heap's.
+    store: Vec<Node>,
     /// Number of nodes (armed timers and stopped ones not yet dropped).
     nodes: usize,
     /// The last sequence handed out.
@@ -258,23 +253,20 @@ impl TimerHeap {
 
     /// Room for `n` more nodes.
     pub fn reserve(&mut self, n: usize) {
-        let groups = (self.nodes + n + OFFSET).div_ceil(D);
-        self.groups
-            .reserve(groups.saturating_sub(self.groups.len()));
+        let want = self.nodes + n + OFFSET;
+        self.store.reserve(want.saturating_sub(self.store.len()));
     }
 
     /// The expiry of the node at `p`.
     #[inline(always)]
     fn at(&self, p: usize) -> u64 {
-        let i = p + OFFSET;
-        self.groups[i / D].at[i % D]
+        self.store[p + OFFSET].at
     }
 
     /// The slot of the node at `p`.
     #[inline(always)]
     fn slot(&self, p: usize) -> usize {
-        let i = p + OFFSET;
-        self.groups[i / D].slot[i % D] as usize
+        self.store[p + OFFSET].slot as usize
     }
 
     /// A lower bound of the earliest expiry: the top node's key, which a
@@ -390,7 +382,7 @@ impl TimerHeap {
             Step::Earlier { index, seq, at } => {
                 let i = index as usize;
                 // (A record's index names a node: its group is there.)
-                if self.groups.get(i / D).is_some_and(|g| at < g.at[i % D]) {
+                if self.store.get(i).is_some_and(|n| at < n.at) {
                     self.move_up(recs, slot, i - OFFSET, seq, at);
                 }
             }
@@ -442,9 +434,10 @@ impl TimerHeap {
         at: u64,
     ) {
         let p = self.nodes;
-        if (p + OFFSET) % D == 0 || self.groups.is_empty() {
-            self.groups.push(Group::default());
+        if self.store.is_empty() {
+            self.store.extend([Node::default(); OFFSET]);
         }
+        self.store.push(Node::default());
         self.nodes = p + 1;
         self.sift_up(recs, p, at, slot.index(), seq);
     }
@@ -497,12 +490,9 @@ impl TimerHeap {
     fn drop_node<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
         recs.record_mut(self.slot(p)).node = NodePos::default();
         let last = self.nodes - 1;
-        let (at, slot) = (self.at(last), self.slot(last));
+        let Node { at, slot } = self.store.pop().expect("a node to drop");
+        let slot = slot as usize;
         self.nodes = last;
-        if (last + OFFSET) % D == 0 {
-            // Its group is empty now.
-            self.groups.pop();
-        }
         if p < last {
             // Down to a leaf and back up as far as it must go (above `p`
             // too, if `last` is earlier than the parent there).
@@ -529,24 +519,24 @@ impl TimerHeap {
         slot: usize,
         seq: u32,
     ) {
-        let groups = &mut self.groups[..];
+        let store = &mut self.store[..];
         // Stored indices: the hole's, `i`, and its parent's, `i / 4 + 2`
         // (the parent of position `p` is `(p - 1) / 4`).
         let mut i = p + OFFSET;
         while i > OFFSET {
             let pi = i / D + OFFSET - 1;
-            let g = &groups[pi / D];
-            let (up, up_slot) = (g.at[pi % D], g.slot[pi % D]);
-            if at > up || at == up && seq > recs.record(up_slot as usize).node_seq {
+            let up = store[pi];
+            if at > up.at || at == up.at && seq > recs.record(up.slot as usize).node_seq {
                 break;
             }
-            let hole = &mut groups[i / D];
-            (hole.at[i % D], hole.slot[i % D]) = (up, up_slot);
-            recs.record_mut(up_slot as usize).move_to(i);
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
             i = pi;
         }
-        let hole = &mut groups[i / D];
-        (hole.at[i % D], hole.slot[i % D]) = (at, slot as u32);
+        store[i] = Node {
+            at,
+            slot: slot as u32,
+        };
         let rec = recs.record_mut(slot);
         rec.move_to(i);
         rec.node_seq = seq;
@@ -567,39 +557,37 @@ impl TimerHeap {
         seq: u32,
     ) {
         let len = self.nodes;
-        let groups = &mut self.groups[..];
+        let store = &mut self.store[..];
         let mut p = p;
-        // Where the hole is stored: group and place in it.
-        let (mut hg, mut hl) = ((p + OFFSET) / D, (p + OFFSET) % D);
         loop {
-            // The children of `p` are the group `p + 1`.
+            // The children of `p`, stored from `4p + 4`.
             let first = p * D + 1;
             if first >= len {
                 break;
             }
-            let Some(kids) = groups.get(p + 1) else { break };
-            let k = kids.at;
-            let m = if first + D <= len {
-                // All four children: a tournament, without branches but
-                // for ties (rare: they read the records).
-                let a = (k[1] < k[0]) as usize;
-                let b = 2 + (k[3] < k[2]) as usize;
-                let m = if k[b] < k[a] { b } else { a };
-                // The choice is right unless the least expiry is also the
-                // other one of the winner's pair, or the final's loser.
-                if k[m] == k[m ^ 1] || k[a] == k[b] {
-                    kids.min_of(recs, D)
-                } else {
-                    m
+            let ci = first + OFFSET;
+            let m = match store.get(ci..ci + D) {
+                Some(k) => {
+                    // All four children: a tournament, without branches
+                    // but for ties (rare: they read the records).
+                    let k = [k[0].at, k[1].at, k[2].at, k[3].at];
+                    let a = (k[1] < k[0]) as usize;
+                    let b = 2 + (k[3] < k[2]) as usize;
+                    let m = if k[b] < k[a] { b } else { a };
+                    // The choice is right unless the least expiry is
+                    // also the other one of the winner's pair, or the
+                    // final's loser.
+                    if k[m] == k[m ^ 1] || k[a] == k[b] {
+                        min_of(recs, &store[ci..ci + D])
+                    } else {
+                        m
+                    }
                 }
-            } else {
-                kids.min_of(recs, len - first)
+                None => min_of(recs, &store[ci..]),
             };
-            let up = kids.slot[m];
-            let hole = &mut groups[hg];
-            (hole.at[hl], hole.slot[hl]) = (k[m], up);
-            recs.record_mut(up as usize).move_to(p + OFFSET);
-            (hg, hl) = (p + 1, m);
+            let up = store[ci + m];
+            store[p + OFFSET] = up;
+            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
             p = first + m;
         }
         self.sift_up(recs, p, at, slot, seq);
@@ -647,8 +635,8 @@ impl TimerHeap {
                 assert!((at, place.node_seq) >= up, "heap order broken at {i}");
             }
         }
-        let groups = (self.nodes + OFFSET).div_ceil(D);
-        assert!(self.groups.len() == groups || self.nodes == 0 && self.groups.len() <= 1);
+        let stored = self.store.len();
+        assert!(stored == self.nodes + OFFSET || self.nodes == 0 && stored == 0);
         let armed = (0..self.nodes)
             .filter(|&p| !recs.record(self.slot(p)).is_stopped())
             .count();
@@ -834,7 +822,7 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<Group>(), 12 * D);
+        assert_eq!(std::mem::size_of::<Node>(), 12);
         assert_eq!(std::mem::size_of::<TimerRecord>(), 36);
         assert_eq!(std::mem::align_of::<TimerRecord>(), 4);
     }
