@@ -7,10 +7,10 @@
 //! timer's other state is (the registry entry of a timer watcher), and
 //! reached through [`TimerRecords`] by the slot each node carries. A
 //! 4-ary heap is shallower than a binary one and its four children sit
-//! next to each other in memory: fewer levels, and a node's children are
-//! one 48-byte group (stored with libev's `HEAP0` offset), so a sift step
-//! reads one or two cache lines. Nodes are 12 bytes (a 64-bit expiry and
-//! a 32-bit slot), records 36.
+//! next to each other in memory: fewer levels, and a node's four
+//! children, 48 bytes stored from a multiple of 48 (libev's `HEAP0`
+//! offset), span one or two cache lines. Nodes are 12 bytes (a 64-bit
+//! expiry and a 32-bit slot), records 36.
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
 //! the order they were (re)started. The node's sequence is kept in its
