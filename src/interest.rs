@@ -246,8 +246,8 @@ impl Ready {
     }
 
     /// The readiness with these raw bits ([`Ready::bits`]): how a
-    /// recorded trace (`evloop::replay`) is read back.
-    #[cfg_attr(not(feature = "replay"), allow(dead_code))] // the trace decoder
+    /// recorded trace (`evloop::replay`) is read back, and how a
+    /// watcher's deferred events are kept (registry.rs).
     pub(crate) const fn from_bits(bits: u8) -> Ready {
         Ready(bits)
     }

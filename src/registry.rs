@@ -149,31 +149,80 @@ impl<C> CallbackState<C> {
     }
 }
 
-/// What every watcher has, whatever its kind: six bytes, kept in each
-/// variant of [`Body`] right after its tag (so in the same place in each).
+/// What every watcher has, whatever its kind: three bytes, kept in each
+/// variant of [`Body`] right after its tag (so in the same place in each,
+/// and a timer's 36-byte record fits after them in 40 bytes).
 #[derive(Clone, Copy)]
 struct Head {
     priority: Priority,
-    active: bool,
-    /// Whether, while active, it keeps `run` going (libuv's ref/unref).
-    referenced: bool,
     /// For a watcher of an fd, the readiness it receives
     /// ([`Ready::receive_mask`] of its interest); empty for other kinds.
     receives: Ready,
-    /// Events that arrived while its callback was running further up the
-    /// stack (a nested `run`); queued when the callback returns.
-    deferred: Option<Ready>,
+    /// [`ACTIVE`], [`REFERENCED`] (while active, it keeps `run` going:
+    /// libuv's ref/unref), and [`DEFERRED`] with the bits of the events
+    /// that arrived while its callback was running further up the stack
+    /// (a nested `run`; queued when the callback returns).
+    state: u8,
 }
+
+const ACTIVE: u8 = 0x80;
+const REFERENCED: u8 = 0x40;
+const DEFERRED: u8 = 0x20;
+/// The bits of a [`Ready`] (five of them) in `Head::state`.
+const READY_BITS: u8 = DEFERRED - 1;
+const _: () = assert!(Ready::INVALID.bits() * 2 == DEFERRED);
 
 impl Head {
     fn new(referenced: bool, receives: Ready) -> Head {
         Head {
             priority: Priority::DEFAULT,
-            active: false,
-            referenced,
             receives,
-            deferred: None,
+            state: if referenced { REFERENCED } else { 0 },
         }
+    }
+
+    #[inline(always)]
+    fn active(&self) -> bool {
+        self.state & ACTIVE != 0
+    }
+
+    #[inline(always)]
+    fn set_active(&mut self, active: bool) {
+        self.state = self.state & !ACTIVE | if active { ACTIVE } else { 0 };
+    }
+
+    #[inline(always)]
+    fn referenced(&self) -> bool {
+        self.state & REFERENCED != 0
+    }
+
+    #[inline(always)]
+    fn set_referenced(&mut self, referenced: bool) {
+        self.state = self.state & !REFERENCED | if referenced { REFERENCED } else { 0 };
+    }
+
+    #[inline(always)]
+    fn has_deferred(&self) -> bool {
+        self.state & DEFERRED != 0
+    }
+
+    #[inline(always)]
+    fn deferred(&self) -> Option<Ready> {
+        self.has_deferred()
+            .then(|| Ready::from_bits(self.state & READY_BITS))
+    }
+
+    #[inline(always)]
+    fn set_deferred(&mut self, deferred: Option<Ready>) {
+        let bits = deferred.map_or(0, |r| DEFERRED | r.bits());
+        self.state = self.state & !(DEFERRED | READY_BITS) | bits;
+    }
+
+    #[inline(always)]
+    fn take_deferred(&mut self) -> Option<Ready> {
+        let held = self.deferred();
+        self.set_deferred(None);
+        held
     }
 }
 
@@ -311,7 +360,7 @@ impl<C> Entry<C> {
 
     #[inline(always)]
     pub fn is_active(&self) -> bool {
-        self.body.head().active
+        self.body.head().active()
     }
 
     #[inline(always)]
@@ -328,7 +377,7 @@ impl<C> Entry<C> {
     /// Events held for it while its callback runs, if any.
     #[inline]
     pub fn deferred(&self) -> Option<Ready> {
-        self.body.head().deferred
+        self.body.head().deferred()
     }
 
     /// An io watcher's interest (`Interest::NONE` for other kinds).
@@ -567,7 +616,7 @@ impl<C> Registry<C> {
                     unreachable!("a timer handle names a timer");
                 };
                 Ok(TimerEntry {
-                    queued: entry.pending.is_some() || head.deferred.is_some(),
+                    queued: entry.pending.is_some() || head.has_deferred(),
                     head,
                     record: timer,
                     active_referenced,
@@ -588,9 +637,9 @@ impl<C> Registry<C> {
     ) -> Priority {
         let e = &mut self.entries[slot.index()];
         let head = e.body.head_mut();
-        if stop && head.active {
-            head.active = false;
-            self.active_referenced -= head.referenced as usize;
+        if stop && head.active() {
+            head.set_active(false);
+            self.active_referenced -= head.referenced() as usize;
         }
         let priority = head.priority;
         pending.queue(&mut e.pending, priority, slot, Ready::EMPTY);
@@ -603,7 +652,7 @@ impl<C> Registry<C> {
     pub fn insert_active_timer(&mut self, after: u64, repeat: u64, cb: C) -> Key {
         let body = Body::Timer {
             head: Head {
-                active: true,
+                state: ACTIVE | REFERENCED,
                 ..Head::new(true, Ready::EMPTY)
             },
             timer: TimerRecord::new(after, repeat),
@@ -640,7 +689,7 @@ impl<C> Registry<C> {
     #[inline]
     pub fn is_active_referenced(&self, slot: Slot) -> bool {
         let h = self.entries[slot.index()].body.head();
-        h.active && h.referenced
+        h.active() && h.referenced()
     }
 
     /// The watchers whose callbacks are out of their entries, running
@@ -659,8 +708,8 @@ impl<C> Registry<C> {
         if e.is_active() {
             return false;
         }
-        e.body.head_mut().active = true;
-        self.active_referenced += e.body.head().referenced as usize;
+        e.body.head_mut().set_active(true);
+        self.active_referenced += e.body.head().referenced() as usize;
         match e.body {
             Body::Timer { .. } => {}
             _ => {
@@ -679,8 +728,8 @@ impl<C> Registry<C> {
         if !e.is_active() {
             return false;
         }
-        e.body.head_mut().active = false;
-        self.active_referenced -= e.body.head().referenced as usize;
+        e.body.head_mut().set_active(false);
+        self.active_referenced -= e.body.head().referenced() as usize;
         match e.body {
             Body::Timer { .. } => {}
             _ => {
@@ -697,14 +746,14 @@ impl<C> Registry<C> {
         let e = &mut self.entries[slot.index()];
         let referenced = referenced && e.role().can_keep_alive();
         let h = e.body.head_mut();
-        if h.referenced != referenced && h.active {
+        if h.referenced() != referenced && h.active() {
             if referenced {
                 self.active_referenced += 1;
             } else {
                 self.active_referenced -= 1;
             }
         }
-        h.referenced = referenced;
+        h.set_referenced(referenced);
     }
 
     /// Changes a watcher's priority (the caller moves a queued entry).
@@ -791,10 +840,10 @@ impl<C> Registry<C> {
     /// the stack.
     pub fn defer(&mut self, slot: Slot, ready: Ready) {
         let h = self.entries[slot.index()].body.head_mut();
-        match &mut h.deferred {
-            Some(held) => *held |= ready,
+        match h.deferred() {
+            Some(held) => h.set_deferred(Some(held | ready)),
             None => {
-                h.deferred = Some(ready);
+                h.set_deferred(Some(ready));
                 self.deferred += 1;
             }
         }
@@ -802,7 +851,7 @@ impl<C> Registry<C> {
 
     /// Takes a watcher's deferred events.
     pub fn take_deferred(&mut self, slot: Slot) -> Option<Ready> {
-        let held = self.entries[slot.index()].body.head_mut().deferred.take();
+        let held = self.entries[slot.index()].body.head_mut().take_deferred();
         self.deferred -= held.is_some() as usize;
         held
     }
@@ -845,7 +894,7 @@ impl TimerEntry<'_> {
 
     #[inline(always)]
     pub fn is_active(&self) -> bool {
-        self.head.active
+        self.head.active()
     }
 
     /// Marks it active or not, keeping the count of active, referenced
@@ -853,9 +902,9 @@ impl TimerEntry<'_> {
     #[inline(always)]
     pub fn set_active(&mut self, active: bool) {
         let head = &mut *self.head;
-        if head.active != active {
-            head.active = active;
-            if head.referenced {
+        if head.active() != active {
+            head.set_active(active);
+            if head.referenced() {
                 if active {
                     *self.active_referenced += 1;
                 } else {

@@ -7,13 +7,17 @@
 //! timer's other state is (the registry entry of a timer watcher), and
 //! reached through [`TimerRecords`] by the slot each node carries. A
 //! 4-ary heap is shallower than a binary one and its four children sit
-//! next to each other in memory: fewer levels, one cache line per sift
-//! step. Nodes are 16 bytes, records 32.
+//! next to each other in memory: fewer levels, and a node's four
+//! children, 48 bytes stored from a multiple of 48 (libev's `HEAP0`
+//! offset), span one or two cache lines. Nodes are 12 bytes (a 64-bit
+//! expiry and a 32-bit slot), records 36.
 //!
 //! The sequence number breaks ties: timers due at the same instant fire in
-//! the order they were (re)started. It is 32 bits in the node; when it
-//! would wrap, the live sequences are renumbered in order (once per 2^32
-//! starts), so the order is kept exactly.
+//! the order they were (re)started. The node's sequence is kept in its
+//! timer's record (`node_seq`), read only when two expiries compare equal,
+//! which random deadlines almost never do; when it would wrap, the live
+//! sequences are renumbered in order (once per 2^31 starts), so the order
+//! is kept exactly.
 //!
 //! Two operations are lazy, which is what makes restarting cheap:
 //!
@@ -37,41 +41,36 @@ use crate::slot_list::Slot;
 
 const D: usize = 4;
 
-/// One timer in the heap: its expiry (for a lazily moved or stopped timer,
-/// no later than the true one), its start order (equal expiries fire
-/// FIFO) and its slot, packed as `at << 64 | seq << 32 | slot` so that the
-/// node *is* its key: one 128-bit compare orders two nodes, with no
-/// shifting. (Sequences are unique, so the slot never decides.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Node(u128);
+/// Where position 0 (the top) is stored: three places in, so that the
+/// children of the node at `p`, at `4p + 1 ..= 4p + 4`, are stored at
+/// `4(p + 1) ..= 4(p + 1) + 3`: 48 bytes from a multiple of 48, so that
+/// (the array being 16-byte aligned, as the allocator gives it) they
+/// span one cache line for half the nodes and two for the others
+/// (libev's `HEAP0`, with 16-byte nodes: one line always).
+const OFFSET: usize = D - 1;
 
-impl Node {
-    #[inline(always)]
-    fn new(at: u64, seq: u32, slot: usize) -> Node {
-        Node(((at as u128) << 64) | ((seq as u128) << 32) | slot as u128)
-    }
+/// One node: an expiry (for a lazily moved or stopped timer, no later
+/// than the true one) and a slot, 12 bytes (packed to 4-byte alignment:
+/// its fields are only ever copied).
+#[derive(Clone, Copy, Default)]
+#[repr(C, packed(4))]
+struct Node {
+    at: u64,
+    slot: u32,
+}
 
-    #[inline(always)]
-    fn at(self) -> u64 {
-        (self.0 >> 64) as u64
+/// The place of the first node among `nodes` (a node's children), ties
+/// broken by the records.
+#[cold]
+fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
+    let mut m = 0;
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let (a, b) = (*n, nodes[m]);
+        if before(recs, a.at, a.slot as usize, b.at, b.slot as usize) {
+            m = i;
+        }
     }
-
-    #[inline(always)]
-    fn seq(self) -> u32 {
-        (self.0 >> 32) as u32
-    }
-
-    /// The registry index of its timer.
-    #[inline(always)]
-    fn slot(self) -> usize {
-        self.0 as u32 as usize
-    }
-
-    /// The same timer with the key `(at, seq)`.
-    #[inline(always)]
-    fn rekeyed(self, at: u64, seq: u32) -> Node {
-        Node::new(at, seq, self.slot())
-    }
+    m
 }
 
 /// What [`TimerHeap::rekey`] left for the heap to do.
@@ -80,8 +79,8 @@ impl Node {
 pub(crate) enum Step {
     /// Nothing: the node (if any) is where it may stay.
     Done,
-    /// The node at `pos` may have to move up to the new key.
-    Earlier { pos: u32, seq: u32, at: u64 },
+    /// The node stored at `index` may have to move up to the new key.
+    Earlier { index: u32, seq: u32, at: u64 },
     /// The timer has no node: one is added with the new key.
     Push { seq: u32, at: u64 },
     /// The sequences are about to wrap: renumbered, then armed at this
@@ -98,8 +97,9 @@ pub(crate) struct Top {
     pub slot: Slot,
 }
 
-/// Where a timer's node is: its position plus one (no node: `None`), so
-/// that a sift writes it with one plain store.
+/// Where a timer's node is: the index it is stored at, its position plus
+/// [`OFFSET`] (no node: `None`), so that a sift writes it with one plain
+/// store and a restart finds the node with no arithmetic.
 #[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
 struct NodePos(Option<NonZeroU32>);
 
@@ -108,12 +108,15 @@ struct NodePos(Option<NonZeroU32>);
 /// Sequences themselves stay below it (renumbered before they reach it).
 const STOPPED: u32 = 1 << 31;
 
-/// What the heap keeps of one timer, outside its node: 32 bytes, held
+/// What the heap keeps of one timer, outside its node: 36 bytes, held
 /// where the timer's other state is (the loop's timers: in their registry
 /// entries, so that an operation touches two records, the entry and the
 /// node, as libev's touches its watcher and its node; the periodic and
-/// stat kinds: in a table by slot, [`OwnTimerHeap`]).
+/// stat kinds: in a table by slot, [`OwnTimerHeap`]). Packed to 4-byte
+/// alignment, so that it fits in a registry entry after the watcher's
+/// head (its fields are only ever copied, never borrowed).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub(crate) struct TimerRecord {
     /// The true expiry; the node's may be earlier (lazily moved).
     at: u64,
@@ -124,6 +127,9 @@ pub(crate) struct TimerRecord {
     /// The true sequence, and the [`STOPPED`] bit.
     seq: u32,
     node: NodePos,
+    /// The sequence of its node's key (the true one, or the one it had
+    /// when it was lazily moved): read only when two nodes' expiries tie.
+    node_seq: u32,
 }
 
 impl TimerRecord {
@@ -170,7 +176,8 @@ impl TimerRecord {
     /// The position of its node, whether it is armed or stopped.
     #[inline(always)]
     fn pos(&self) -> Option<usize> {
-        self.node.0.map(|n| (n.get() - 1) as usize)
+        let node = self.node;
+        node.0.map(|n| n.get() as usize - OFFSET)
     }
 
     /// Whether it is stopped (meaningful while it has a node).
@@ -179,10 +186,10 @@ impl TimerRecord {
         self.seq & STOPPED != 0
     }
 
-    /// Moves its node's position to `pos`.
+    /// Moves its node to the stored index `i` (position `i - OFFSET`).
     #[inline(always)]
-    fn move_to(&mut self, pos: usize) {
-        self.node = NodePos(NonZeroU32::new(pos as u32 + 1));
+    fn move_to(&mut self, i: usize) {
+        self.node = NodePos(NonZeroU32::new(i as u32));
     }
 }
 
@@ -205,11 +212,32 @@ impl TimerRecords for Vec<TimerRecord> {
     }
 }
 
-/// The heap of nodes; each operation is given the records
-/// ([`TimerRecords`]), which it reads and whose positions it keeps.
+/// Whether the node `(a, slot a)` comes before `(b, slot b)`: the earlier
+/// expiry, or on a tie (rare: only then are the records read) the
+/// earlier node sequence.
+#[inline(always)]
+fn before<R: TimerRecords + ?Sized>(recs: &R, a: u64, sa: usize, b: u64, sb: usize) -> bool {
+    if a != b {
+        return a < b;
+    }
+    tie_before(recs, sa, sb)
+}
+
+#[inline(never)]
+fn tie_before<R: TimerRecords + ?Sized>(recs: &R, sa: usize, sb: usize) -> bool {
+    let (a, b) = (recs.record(sa).node_seq, recs.record(sb).node_seq);
+    a < b
+}
+
+/// The heap of nodes, 12 bytes each ([`Node`]), stored from [`OFFSET`]
+/// on. Each operation is given the records ([`TimerRecords`]), which it
+/// reads and whose positions it keeps.
 #[derive(Default)]
 pub(crate) struct TimerHeap {
-    nodes: Vec<Node>,
+    /// Empty, or `OFFSET` unused nodes and then the heap's.
+    store: Vec<Node>,
+    /// Number of nodes (armed timers and stopped ones not yet dropped).
+    nodes: usize,
     /// The last sequence handed out.
     seq: u32,
     /// Armed (not stopped) timers.
@@ -225,7 +253,20 @@ impl TimerHeap {
 
     /// Room for `n` more nodes.
     pub fn reserve(&mut self, n: usize) {
-        self.nodes.reserve(n);
+        let want = self.nodes + n + OFFSET;
+        self.store.reserve(want.saturating_sub(self.store.len()));
+    }
+
+    /// The expiry of the node at `p`.
+    #[inline(always)]
+    fn at(&self, p: usize) -> u64 {
+        self.store[p + OFFSET].at
+    }
+
+    /// The slot of the node at `p`.
+    #[inline(always)]
+    fn slot(&self, p: usize) -> usize {
+        self.store[p + OFFSET].slot as usize
     }
 
     /// A lower bound of the earliest expiry: the top node's key, which a
@@ -234,7 +275,7 @@ impl TimerHeap {
     /// and free.
     #[inline]
     pub fn earliest_bound(&self) -> Option<u64> {
-        self.nodes.first().map(|n| n.at())
+        (self.nodes > 0).then(|| self.at(0))
     }
 
     /// The earliest armed timer, with its true key (lazily moved timers
@@ -243,20 +284,22 @@ impl TimerHeap {
     #[inline]
     pub fn peek<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) -> Option<Top> {
         loop {
-            let top = *self.nodes.first()?;
-            let place = *recs.record(top.slot());
+            if self.nodes == 0 {
+                return None;
+            }
+            let (at, slot) = (self.at(0), self.slot(0));
+            let place = *recs.record(slot);
             if place.is_stopped() {
                 self.drop_node(recs, 0);
                 continue;
             }
-            if (place.at, place.seq) == (top.at(), top.seq()) {
+            if (place.at, place.seq) == (at, place.node_seq) {
                 return Some(Top {
-                    at: place.at,
-                    slot: Slot::new(top.slot()),
+                    at,
+                    slot: Slot::new(slot),
                 });
             }
-            self.nodes[0] = top.rekeyed(place.at, place.seq);
-            self.sift_down(recs, 0);
+            self.sift_down(recs, 0, place.at, slot, place.seq);
         }
     }
 
@@ -293,11 +336,11 @@ impl TimerHeap {
     /// leaf: the node keeps the earliest key it had, so that most later
     /// restarts stay O(1); rewriting it would make the next random restart
     /// an upward move half the time.)
-    #[inline(always)]
     ///
     /// `ARMED`: the caller knows the timer is armed (an active timer
     /// watcher: it has a node and is not stopped), so the stopped mark
     /// need not be tested.
+    #[inline(always)]
     pub fn rekey<const ARMED: bool>(&mut self, rec: &mut TimerRecord, at: u64) -> Step {
         let seq = self.seq + 1;
         if seq & STOPPED != 0 {
@@ -315,7 +358,7 @@ impl TimerHeap {
         }
         if at < before {
             Step::Earlier {
-                pos: n.get() - 1,
+                index: n.get(),
                 seq,
                 at,
             }
@@ -336,9 +379,11 @@ impl TimerHeap {
             // case of a random restart, inline. (A true key has a larger
             // sequence than its node's, so it is earlier only if its
             // expiry is, and only then must the node move: up.)
-            Step::Earlier { pos, seq, at } => {
-                if self.nodes.get(pos as usize).is_some_and(|n| at < n.at()) {
-                    self.move_up(recs, slot, pos as usize, seq, at);
+            Step::Earlier { index, seq, at } => {
+                let i = index as usize;
+                // (A record's index names a node: its group is there.)
+                if self.store.get(i).is_some_and(|n| at < n.at) {
+                    self.move_up(recs, slot, i - OFFSET, seq, at);
                 }
             }
             Step::Push { seq, at } => self.push(recs, slot, seq, at),
@@ -355,15 +400,46 @@ impl TimerHeap {
         seq: u32,
         at: u64,
     ) {
-        self.sift_up_from(recs, p, Node::new(at, seq, slot.index()));
+        self.sift_up(recs, p, at, slot.index(), seq);
     }
 
     #[inline(never)]
     fn push<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, seq: u32, at: u64) {
-        let node = Node::new(at, seq, slot.index());
-        let p = self.nodes.len();
-        self.nodes.push(node);
-        self.sift_up_from(recs, p, node);
+        self.push_inline(recs, slot, seq, at);
+    }
+
+    /// Arms a new timer (its record fresh from [`TimerRecord::new`]) to
+    /// expire at `at`: what [`TimerHeap::arm`] does for it, without the
+    /// tests whose answers are known (no node, not stopped), inline.
+    #[inline(always)]
+    pub fn arm_new<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, slot: Slot, at: u64) {
+        let seq = self.seq + 1;
+        if seq & STOPPED != 0 {
+            return self.arm_renumbered(recs, slot, at);
+        }
+        self.seq = seq;
+        self.armed += 1;
+        let rec = recs.record_mut(slot.index());
+        debug_assert!(rec.node.0.is_none());
+        (rec.at, rec.seq) = (at, seq);
+        self.push_inline(recs, slot, seq, at);
+    }
+
+    #[inline(always)]
+    fn push_inline<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        slot: Slot,
+        seq: u32,
+        at: u64,
+    ) {
+        let p = self.nodes;
+        if self.store.is_empty() {
+            self.store.extend([Node::default(); OFFSET]);
+        }
+        self.store.push(Node::default());
+        self.nodes = p + 1;
+        self.sift_up(recs, p, at, slot.index(), seq);
     }
 
     #[cold]
@@ -412,14 +488,16 @@ impl TimerHeap {
 
     /// Takes the node at `p` out of the heap, and its timer's record off it.
     fn drop_node<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        let gone = self.nodes[p].slot();
-        recs.record_mut(gone).node = NodePos::default();
-        let last = self.nodes.pop().expect("a node to drop");
-        if p < self.nodes.len() {
+        recs.record_mut(self.slot(p)).node = NodePos::default();
+        let last = self.nodes - 1;
+        let Node { at, slot } = self.store.pop().expect("a node to drop");
+        let slot = slot as usize;
+        self.nodes = last;
+        if p < last {
             // Down to a leaf and back up as far as it must go (above `p`
             // too, if `last` is earlier than the parent there).
-            self.nodes[p] = last;
-            self.sift_down(recs, p);
+            let seq = recs.record(slot).node_seq;
+            self.sift_down(recs, p, at, slot, seq);
         }
     }
 
@@ -430,64 +508,89 @@ impl TimerHeap {
         self.arm_with(recs, slot, |p| now.saturating_add(p.after));
     }
 
-    fn sift_up<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        self.sift_up_from(recs, p, self.nodes[p]);
-    }
-
-    /// Puts `node` in the hole at `p`, moving it up to its place.
+    /// Puts the node `(at, slot)` with the sequence `seq` in the hole at
+    /// `p`, moving it up to its place.
     #[inline(always)]
-    fn sift_up_from<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, mut p: usize, node: Node) {
-        while p > 0 {
-            let parent = (p - 1) / D;
-            let up = self.nodes[parent];
-            if node.0 >= up.0 {
+    fn sift_up<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        p: usize,
+        at: u64,
+        slot: usize,
+        seq: u32,
+    ) {
+        let store = &mut self.store[..];
+        // Stored indices: the hole's, `i`, and its parent's, `i / 4 + 2`
+        // (the parent of position `p` is `(p - 1) / 4`).
+        let mut i = p + OFFSET;
+        while i > OFFSET {
+            let pi = i / D + OFFSET - 1;
+            let up = store[pi];
+            if at > up.at || at == up.at && seq > recs.record(up.slot as usize).node_seq {
                 break;
             }
-            self.nodes[p] = up;
-            recs.record_mut(up.slot()).move_to(p);
-            p = parent;
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
+            i = pi;
         }
-        self.nodes[p] = node;
-        recs.record_mut(node.slot()).move_to(p);
+        store[i] = Node {
+            at,
+            slot: slot as u32,
+        };
+        let rec = recs.record_mut(slot);
+        rec.move_to(i);
+        rec.node_seq = seq;
     }
 
-    /// Moves the node at `p` down to its place, bottom-up (Floyd): the
+    /// Puts the node `(at, slot)` with the sequence `seq` in the hole at
+    /// `p`, moving it down to its place, bottom-up (Floyd): the
     /// hole walks down along the smallest children to a leaf, three
     /// compares a level and none against the node, which then climbs back
     /// from there (rarely far: a node moved down, a heap's last one or a
     /// lazily moved one settling, belongs near the bottom, as most do).
-    fn sift_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        let node = self.nodes[p];
-        // Positions fit in 31 bits (`NodePos`): computed from a `u32`,
-        // `4p + 1` cannot overflow, so the children's range needs one
-        // check, and the parent, below `4p + 1`, none.
-        let mut p = p as u32;
-        let nodes = &mut self.nodes[..];
+    fn sift_down<R: TimerRecords + ?Sized>(
+        &mut self,
+        recs: &mut R,
+        p: usize,
+        at: u64,
+        slot: usize,
+        seq: u32,
+    ) {
+        let len = self.nodes;
+        let store = &mut self.store[..];
+        let mut p = p;
         loop {
-            let first = p as usize * D + 1;
-            if first >= nodes.len() {
+            // The children of `p`, stored from `4p + 4`.
+            let first = p * D + 1;
+            if first >= len {
                 break;
             }
-            let (parents, kids) = nodes.split_at_mut(first);
-            let (min, up) = if let Some(k) = kids.get(..D) {
-                // All four children: a tournament, without branches.
-                let a = (k[1].0 < k[0].0) as usize;
-                let b = 2 + (k[3].0 < k[2].0) as usize;
-                let m = if k[b].0 < k[a].0 { b } else { a };
-                (m, k[m])
-            } else {
-                let k0 = kids[0];
-                kids.iter()
-                    .enumerate()
-                    .skip(1)
-                    .fold((0, k0), |m, (i, &n)| if n.0 < m.1 .0 { (i, n) } else { m })
+            let ci = first + OFFSET;
+            let m = match store.get(ci..ci + D) {
+                Some(k) => {
+                    // All four children: a tournament, without branches
+                    // but for ties (rare: they read the records).
+                    let k = [k[0].at, k[1].at, k[2].at, k[3].at];
+                    let a = (k[1] < k[0]) as usize;
+                    let b = 2 + (k[3] < k[2]) as usize;
+                    let m = if k[b] < k[a] { b } else { a };
+                    // The choice is right unless the least expiry is
+                    // also the other one of the winner's pair, or the
+                    // final's loser.
+                    if k[m] == k[m ^ 1] || k[a] == k[b] {
+                        min_of(recs, &store[ci..ci + D])
+                    } else {
+                        m
+                    }
+                }
+                None => min_of(recs, &store[ci..]),
             };
-            parents[p as usize] = up;
-            recs.record_mut(up.slot()).move_to(p as usize);
-            p = (first + min) as u32;
+            let up = store[ci + m];
+            store[p + OFFSET] = up;
+            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
+            p = first + m;
         }
-        self.nodes[p as usize] = node;
-        self.sift_up(recs, p as usize);
+        self.sift_up(recs, p, at, slot, seq);
     }
 
     /// The sequences are about to reach [`STOPPED`]: renumbers every
@@ -496,17 +599,18 @@ impl TimerHeap {
     /// 2^31 starts.
     #[cold]
     fn renumber<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
-        let mut used: Vec<u32> = self.nodes.iter().map(|n| n.seq()).collect();
-        for n in &self.nodes {
-            used.push(recs.record(n.slot()).seq & !STOPPED);
+        let mut used: Vec<u32> = Vec::with_capacity(2 * self.nodes);
+        for p in 0..self.nodes {
+            let r = recs.record(self.slot(p));
+            used.push(r.node_seq);
+            used.push(r.seq & !STOPPED);
         }
         used.sort_unstable();
         used.dedup();
         let rank = |s: u32| used.binary_search(&s).map_or(0, |i| i as u32 + 1);
-        for i in 0..self.nodes.len() {
-            let n = self.nodes[i];
-            self.nodes[i] = n.rekeyed(n.at(), rank(n.seq()));
-            let place = recs.record_mut(n.slot());
+        for p in 0..self.nodes {
+            let place = recs.record_mut(self.slot(p));
+            place.node_seq = rank(place.node_seq);
             place.seq = rank(place.seq & !STOPPED) | (place.seq & STOPPED);
         }
         self.seq = used.len() as u32;
@@ -515,29 +619,26 @@ impl TimerHeap {
     /// Checks the heap property and the positions (tests only).
     #[cfg(test)]
     pub fn check<R: TimerRecords + ?Sized>(&self, recs: &R) {
-        for (i, n) in self.nodes.iter().enumerate() {
-            let place = recs.record(n.slot());
-            assert_eq!(
-                place.pos(),
-                Some(i),
-                "position of timer {} is stale",
-                n.slot()
-            );
+        for i in 0..self.nodes {
+            let (at, slot) = (self.at(i), self.slot(i));
+            let place = *recs.record(slot);
+            assert_eq!(place.pos(), Some(i), "position of timer {slot} is stale");
             if !place.is_stopped() {
                 assert!(
-                    (n.at(), n.seq()) <= (place.at, place.seq),
-                    "node of {} later than its true key",
-                    n.slot()
+                    (at, place.node_seq) <= (place.at, place.seq),
+                    "node of {slot} later than its true key",
                 );
             }
             if i > 0 {
-                assert!(*n >= self.nodes[(i - 1) / D], "heap order broken at {i}");
+                let parent = (i - 1) / D;
+                let up = (self.at(parent), recs.record(self.slot(parent)).node_seq);
+                assert!((at, place.node_seq) >= up, "heap order broken at {i}");
             }
         }
-        let armed = self
-            .nodes
-            .iter()
-            .filter(|n| !recs.record(n.slot()).is_stopped())
+        let stored = self.store.len();
+        assert!(stored == self.nodes + OFFSET || self.nodes == 0 && stored == 0);
+        let armed = (0..self.nodes)
+            .filter(|&p| !recs.record(self.slot(p)).is_stopped())
             .count();
         assert_eq!(armed, self.armed);
     }
@@ -721,7 +822,8 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(std::mem::size_of::<Node>(), 16);
-        assert_eq!(std::mem::size_of::<TimerRecord>(), 32);
+        assert_eq!(std::mem::size_of::<Node>(), 12);
+        assert_eq!(std::mem::size_of::<TimerRecord>(), 36);
+        assert_eq!(std::mem::align_of::<TimerRecord>(), 4);
     }
 }

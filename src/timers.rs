@@ -112,6 +112,15 @@ impl Timers {
         self.heap.rekey::<false>(record, at)
     }
 
+    /// Arms a timer watcher just inserted with the delay `after`
+    /// (`Loop::timer`): [`Timers::start`], without the tests a new timer
+    /// does not need.
+    #[inline(always)]
+    pub fn start_new<C>(&mut self, registry: &mut Registry<C>, slot: Slot, after: u64) {
+        let at = self.now.saturating_add(after);
+        self.heap.arm_new(registry, slot, at);
+    }
+
     /// [`Timers::start_record`] of an active (armed) timer with a new
     /// delay and period (`Timer::set`: moved in place, a new start order,
     /// as a stop and start would give).

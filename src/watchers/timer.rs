@@ -8,7 +8,6 @@ use crate::handle::handle;
 use crate::handle::Key;
 use crate::settled::Settled;
 use crate::slot_list::Slot;
-use crate::timer_heap::TimerRecords;
 use crate::timers::to_ns;
 use crate::watchers::plain::Plain;
 use crate::{Loop, Ready, Result};
@@ -68,13 +67,9 @@ impl<'s, S> Loop<'s, S> {
         F: FnMut(&mut Loop<'s, S>, &mut S, Timer) + 's,
     {
         let cb = Plain::<Timer, F>::boxed(callback);
-        let key = self
-            .registry
-            .insert_active_timer(to_ns(after), to_ns(repeat), cb);
-        let step = self
-            .timers
-            .start_record(self.registry.record_mut(key.slot.index()));
-        self.timers.finish(&mut self.registry, key.slot, step);
+        let after = to_ns(after);
+        let key = self.registry.insert_active_timer(after, to_ns(repeat), cb);
+        self.timers.start_new(&mut self.registry, key.slot, after);
         Ok(Timer(key))
     }
 
@@ -172,11 +167,9 @@ impl Timer {
         F: FnOnce(&mut Loop<'s, S>, &mut S) + 's,
     {
         let cb = Box::new(TimerOnce(Some(callback)));
-        let key = lp.registry.insert_active_timer(to_ns(after), 0, cb);
-        let step = lp
-            .timers
-            .start_record(lp.registry.record_mut(key.slot.index()));
-        lp.timers.finish(&mut lp.registry, key.slot, step);
+        let after = to_ns(after);
+        let key = lp.registry.insert_active_timer(after, 0, cb);
+        lp.timers.start_new(&mut lp.registry, key.slot, after);
         Ok(Timer(key))
     }
 
