@@ -99,9 +99,26 @@ impl<'s, S> Loop<'s, S> {
         if H::TIMER {
             return self.start_timer(h.key());
         }
-        if H::IO && self.rearm(h.key()) {
-            return Ok(());
+        if H::IO {
+            if self.rearm(h.key()) {
+                return Ok(());
+            }
+            return self.start_io(h);
         }
+        self.start_listed(h)
+    }
+
+    /// [`Loop::start`] of an io watcher that is not the re-arm of the
+    /// one-shot watcher whose callback runs: out of line, so that the
+    /// re-arm, inlined into that callback, is a compare and a store.
+    #[inline(never)]
+    fn start_io<H: Handle>(&mut self, h: H) -> Result<()> {
+        self.start_listed(h)
+    }
+
+    /// [`Loop::start`] past the timer and re-arm fast paths.
+    #[inline]
+    fn start_listed<H: Handle>(&mut self, h: H) -> Result<()> {
         if self.entry_to_start(&h)?.is_active() {
             return Ok(());
         }
