@@ -238,6 +238,43 @@ impl Epoll {
         true
     }
 
+    /// A one-shot re-arm, if this is one (`None` otherwise): `modify_fast`'s
+    /// change to the very mask the table holds (one-shot: the kernel
+    /// disarmed the fd and keeps its mask), so that the table stays as it
+    /// is and nothing but the loop lives across the call. Whether the
+    /// kernel took it. Only while nothing is to be fixed (the caller
+    /// checks).
+    #[inline(always)]
+    fn rearm(&mut self, fd: RawFd, new: Interest) -> Option<bool> {
+        let events = EVENTS[(new.bits() & 0x3f) as usize];
+        if events & IN_OUT == 0 || self.masks.get(fd as u32 as usize) != Some(&events) {
+            return None;
+        }
+        let mut ev = libc::epoll_event {
+            events,
+            u64: fd as u64,
+        };
+        // SAFETY: as in `modify_fast`.
+        Some(
+            unsafe { libc::epoll_ctl(self.epfd.as_raw_fd(), libc::EPOLL_CTL_MOD, fd, &mut ev) }
+                == 0,
+        )
+    }
+
+    /// `modify` while nothing is to be fixed, out of line: `modify_all`'s
+    /// changes other than a re-arm.
+    #[inline(never)]
+    fn modify_other(&mut self, c: &Change) -> io::Result<()> {
+        if self.modify_fast(c.fd, c.new) {
+            return Ok(());
+        }
+        if let Some(added) = self.add_fast(c.fd, c.new) {
+            // A first registration (setup: one per new fd).
+            return added;
+        }
+        self.modify_slow(c.fd, c.old, c.new)
+    }
+
     /// The ADD path, inline: the first registration of an fd the table has
     /// room for (`modify_slow`'s ADD, without its other cases); `None`
     /// for any other change. Only while nothing is to be fixed (the
@@ -651,26 +688,26 @@ impl Backend for Epoll {
     }
 
     /// The loop's flush: a one-shot re-arm makes one change per event, and
-    /// this loop makes each with `modify`'s fast path inline.
+    /// this loop makes it inline (`rearm`); every other change goes out of
+    /// line, through `modify`'s paths.
     fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
         // `fixed` only shrinks here (`modify_slow`): tested once.
         let fast = self.fixed.is_empty();
-        let mut rest = changes;
-        while let [c, tail @ ..] = rest {
+        for (i, c) in changes.iter().enumerate() {
             let made = if !fast {
                 self.modify_slow(c.fd, c.old, c.new)
-            } else if self.modify_fast(c.fd, c.new) {
-                Ok(())
-            } else if let Some(added) = self.add_fast(c.fd, c.new) {
-                // A first registration (setup: one per new fd).
-                added
             } else {
-                self.modify_slow(c.fd, c.old, c.new)
+                match self.rearm(c.fd, c.new) {
+                    Some(true) => continue,
+                    // Refused: so would `modify_fast` be; `modify_slow`
+                    // answers.
+                    Some(false) => self.modify_slow(c.fd, c.old, c.new),
+                    None => self.modify_other(c),
+                }
             };
             if let Err(e) = made {
-                return Err((changes.len() - rest.len(), e));
+                return Err((i, e));
             }
-            rest = tail;
         }
         Ok(())
     }
