@@ -262,15 +262,18 @@ impl Epoll {
     }
 
     /// `modify` while nothing is to be fixed, out of line: `modify_all`'s
-    /// changes other than a re-arm.
+    /// changes other than a re-arm, a first registration (setup's `ADD`,
+    /// the most frequent of them) tested first. The call costs setup
+    /// about 27 instructions per new fd, which the re-arm's inline `MOD`
+    /// (16 fewer per one-shot event) pays for.
     #[inline(never)]
     fn modify_other(&mut self, c: &Change) -> io::Result<()> {
-        if self.modify_fast(c.fd, c.new) {
-            return Ok(());
-        }
         if let Some(added) = self.add_fast(c.fd, c.new) {
             // A first registration (setup: one per new fd).
             return added;
+        }
+        if self.modify_fast(c.fd, c.new) {
+            return Ok(());
         }
         self.modify_slow(c.fd, c.old, c.new)
     }
