@@ -73,6 +73,30 @@ fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
     m
 }
 
+/// The place of the first of the children stored from `ci` (one to four:
+/// `store` ends after the heap's last node).
+#[inline(always)]
+fn min_child<R: TimerRecords + ?Sized>(recs: &R, store: &[Node], ci: usize) -> usize {
+    match store.get(ci..ci + D) {
+        Some(k) => {
+            // All four children: a tournament, without branches but for
+            // ties (rare: they read the records).
+            let k = [k[0].at, k[1].at, k[2].at, k[3].at];
+            let a = (k[1] < k[0]) as usize;
+            let b = 2 + (k[3] < k[2]) as usize;
+            let m = if k[b] < k[a] { b } else { a };
+            // The choice is right unless the least expiry is also the
+            // other one of the winner's pair, or the final's loser.
+            if k[m] == k[m ^ 1] || k[a] == k[b] {
+                min_of(recs, &store[ci..ci + D])
+            } else {
+                m
+            }
+        }
+        None => min_of(recs, &store[ci..]),
+    }
+}
+
 /// What [`TimerHeap::rekey`] left for the heap to do.
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,7 +266,22 @@ pub(crate) struct TimerHeap {
     seq: u32,
     /// Armed (not stopped) timers.
     armed: usize,
+    /// The window over which [`TimerHeap::peek`] decides whether to
+    /// rebuild: stale tops settled and tops popped since it began, and
+    /// the sequence then (what was started since).
+    settled: usize,
+    popped: usize,
+    mark: u32,
 }
+
+/// A window of [`TimerHeap::peek`]'s decision is this fraction of the
+/// heap's nodes (but at least [`MIN_WINDOW`] tops).
+const WINDOW: usize = 64;
+#[cfg(not(test))]
+const MIN_WINDOW: usize = 64;
+/// Small in the unit tests, whose heaps are, so that rebuilds happen.
+#[cfg(test)]
+const MIN_WINDOW: usize = 4;
 
 impl TimerHeap {
     /// Number of armed timers.
@@ -298,6 +337,10 @@ impl TimerHeap {
                     at,
                     slot: Slot::new(slot),
                 });
+            }
+            if self.settle_counted() {
+                self.rebuild(recs);
+                continue;
             }
             self.sift_down(recs, 0, place.at, slot, place.seq);
         }
@@ -471,6 +514,7 @@ impl TimerHeap {
     #[inline]
     pub fn pop<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
         self.armed -= 1;
+        self.popped += 1;
         self.drop_node(recs, 0);
     }
 
@@ -566,31 +610,95 @@ impl TimerHeap {
                 break;
             }
             let ci = first + OFFSET;
-            let m = match store.get(ci..ci + D) {
-                Some(k) => {
-                    // All four children: a tournament, without branches
-                    // but for ties (rare: they read the records).
-                    let k = [k[0].at, k[1].at, k[2].at, k[3].at];
-                    let a = (k[1] < k[0]) as usize;
-                    let b = 2 + (k[3] < k[2]) as usize;
-                    let m = if k[b] < k[a] { b } else { a };
-                    // The choice is right unless the least expiry is
-                    // also the other one of the winner's pair, or the
-                    // final's loser.
-                    if k[m] == k[m ^ 1] || k[a] == k[b] {
-                        min_of(recs, &store[ci..ci + D])
-                    } else {
-                        m
-                    }
-                }
-                None => min_of(recs, &store[ci..]),
-            };
+            let m = min_child(recs, store, ci);
             let up = store[ci + m];
             store[p + OFFSET] = up;
             recs.record_mut(up.slot as usize).move_to(p + OFFSET);
             p = first + m;
         }
         self.sift_up(recs, p, at, slot, seq);
+    }
+
+    /// Counts a stale top about to be settled, and says whether to rebuild
+    /// the heap instead ([`TimerHeap::rebuild`]). Over a window of tops
+    /// (a fraction of the heap), it pays when many of the tops were stale
+    /// (so, likely, are many of the nodes due next) and few timers were
+    /// started meanwhile: a mass expiry after lazy restarts, where every
+    /// stale timer would cost two full sifts, a settle and a pop. Not
+    /// when timers are restarted faster than they come up (a server's
+    /// inactivity timeouts: each would be stale again before it is due)
+    /// or few tops are stale; then the cost is this count.
+    #[inline]
+    fn settle_counted(&mut self) -> bool {
+        self.settled += 1;
+        let seen = self.settled + self.popped;
+        if seen < (self.nodes / WINDOW).max(MIN_WINDOW) {
+            return false;
+        }
+        let started = self.seq.wrapping_sub(self.mark) as usize;
+        let mass = self.settled * 4 >= seen && started * 4 <= self.settled;
+        (self.settled, self.popped, self.mark) = (0, 0, self.seq);
+        mass
+    }
+
+    /// Rekeys every node from its record (dropping the stopped ones) and
+    /// restores heap order bottom-up (Floyd's heap construction, O(n)),
+    /// with the same (expiry, sequence) order; in place, no allocation.
+    #[cold]
+    #[inline(never)]
+    fn rebuild<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
+        let mut i = OFFSET;
+        while i < self.nodes + OFFSET {
+            let rec = recs.record_mut(self.store[i].slot as usize);
+            if rec.is_stopped() {
+                rec.node = NodePos::default();
+                let last = self.store.pop().expect("a node to drop");
+                self.nodes -= 1;
+                if let Some(n) = self.store.get_mut(i) {
+                    *n = last;
+                }
+                continue;
+            }
+            (rec.node_seq, self.store[i].at) = (rec.seq, rec.at);
+            rec.move_to(i);
+            i += 1;
+        }
+        if self.nodes > 1 {
+            for p in (0..=(self.nodes - 2) / D).rev() {
+                self.heapify_down(recs, p);
+            }
+        }
+    }
+
+    /// Moves the node at `p` down to its place (top-down: in a heap being
+    /// built, most nodes are leaves, and most of the others move little),
+    /// writing the positions of the nodes it moves.
+    fn heapify_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
+        let len = self.nodes;
+        let store = &mut self.store[..];
+        let node = store[p + OFFSET];
+        let slot = node.slot as usize;
+        let seq = recs.record(slot).node_seq;
+        let (start, mut p) = (p, p);
+        loop {
+            let first = p * D + 1;
+            if first >= len {
+                break;
+            }
+            let ci = first + OFFSET;
+            let m = min_child(recs, store, ci);
+            let up = store[ci + m];
+            if up.at > node.at || up.at == node.at && recs.record(up.slot as usize).node_seq > seq {
+                break;
+            }
+            store[p + OFFSET] = up;
+            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
+            p = first + m;
+        }
+        if p != start {
+            store[p + OFFSET] = node;
+            recs.record_mut(slot).move_to(p + OFFSET);
+        }
     }
 
     /// The sequences are about to reach [`STOPPED`]: renumbers every
@@ -730,6 +838,7 @@ mod tests {
         Again(u32, u16),
         Discard(u32),
         PopDue(u16),
+        Rebuild,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -739,6 +848,16 @@ mod tests {
             (0u32..64, 0u16..50).prop_map(|(t, a)| Op::Again(t, a)),
             (0u32..64).prop_map(Op::Discard),
             (0u16..10).prop_map(Op::PopDue),
+        ]
+    }
+
+    /// The same, with rebuilds at random points, and long waits so that
+    /// many timers come due at once (so that `peek` rebuilds by itself).
+    fn op_with_rebuilds() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => op(),
+            1 => Just(Op::Rebuild),
+            1 => (0u16..60).prop_map(Op::PopDue),
         ]
     }
 
@@ -777,6 +896,11 @@ mod tests {
                         _ => {}
                     }
                 }
+                Op::Rebuild => {
+                    if heap.nodes > 0 {
+                        heap.rebuild(&mut recs);
+                    }
+                }
                 Op::PopDue(dt) => {
                     now += dt as u64;
                     while let Some(top) = heap.peek(&mut recs) {
@@ -810,6 +934,12 @@ mod tests {
         /// 100 cases of 1,000 operations: 100k operations against the model.
         #[test]
         fn heap_matches_model(ops in proptest::collection::vec(op(), 1000)) {
+            run_ops(&ops, 0);
+        }
+
+        /// With rebuilds: each keeps the order, same-instant timers too.
+        #[test]
+        fn heap_matches_model_with_rebuilds(ops in proptest::collection::vec(op_with_rebuilds(), 1000)) {
             run_ops(&ops, 0);
         }
 
