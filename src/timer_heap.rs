@@ -73,28 +73,40 @@ fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
     m
 }
 
-/// The place of the first of the children stored from `ci` (one to four:
-/// `store` ends after the heap's last node).
+/// The first of the children stored from `ci` (one to four: `store`
+/// ends after the heap's last node), and its offset from `ci`; `None`:
+/// no children.
 #[inline(always)]
-fn min_child<R: TimerRecords + ?Sized>(recs: &R, store: &[Node], ci: usize) -> usize {
-    match store.get(ci..ci + D) {
-        Some(k) => {
-            // All four children: a tournament, without branches but for
-            // ties (rare: they read the records).
-            let k = [k[0].at, k[1].at, k[2].at, k[3].at];
-            let a = (k[1] < k[0]) as usize;
-            let b = 2 + (k[3] < k[2]) as usize;
-            let m = if k[b] < k[a] { b } else { a };
+fn min_child<R: TimerRecords + ?Sized>(
+    recs: &R,
+    store: &[Node],
+    ci: usize,
+) -> Option<(usize, Node)> {
+    let rest = store.get(ci..)?;
+    let m = match rest.first_chunk::<D>() {
+        // All four: a tournament, without branches but for ties (rare:
+        // they read the records).
+        Some(g) => {
+            let [k0, k1, k2, k3] = [g[0].at, g[1].at, g[2].at, g[3].at];
+            let (ka, kb) = (k0.min(k1), k2.min(k3));
+            let a = (k1 < k0) as usize;
+            let b = 2 + (k3 < k2) as usize;
             // The choice is right unless the least expiry is also the
             // other one of the winner's pair, or the final's loser.
-            if k[m] == k[m ^ 1] || k[a] == k[b] {
-                min_of(recs, &store[ci..ci + D])
+            let (m, pair_tie) = if kb < ka {
+                (b, k2 == k3)
             } else {
-                m
+                (a, k0 == k1)
+            };
+            if !(pair_tie | (ka == kb)) {
+                return Some((m, g[m]));
             }
+            min_of(recs, g)
         }
-        None => min_of(recs, &store[ci..]),
-    }
+        None if rest.is_empty() => return None,
+        None => min_of(recs, rest),
+    };
+    Some((m, rest[m]))
 }
 
 /// What [`TimerHeap::rekey`] left for the heap to do.
@@ -600,23 +612,16 @@ impl TimerHeap {
         slot: usize,
         seq: u32,
     ) {
-        let len = self.nodes;
         let store = &mut self.store[..];
-        let mut p = p;
-        loop {
-            // The children of `p`, stored from `4p + 4`.
-            let first = p * D + 1;
-            if first >= len {
-                break;
-            }
-            let ci = first + OFFSET;
-            let m = min_child(recs, store, ci);
-            let up = store[ci + m];
-            store[p + OFFSET] = up;
-            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
-            p = first + m;
+        // Stored indices: the hole's, `i`, and its first child's, `4i - 8`
+        // (the children of position `p` are at `4p + 1 ..= 4p + 4`).
+        let mut i = p + OFFSET;
+        while let Some((m, up)) = min_child(recs, store, D * i - 2 * D) {
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
+            i = D * i - 2 * D + m;
         }
-        self.sift_up(recs, p, at, slot, seq);
+        self.sift_up(recs, i - OFFSET, at, slot, seq);
     }
 
     /// Counts a stale top about to be settled, and says whether to rebuild
@@ -674,30 +679,23 @@ impl TimerHeap {
     /// built, most nodes are leaves, and most of the others move little),
     /// writing the positions of the nodes it moves.
     fn heapify_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
-        let len = self.nodes;
         let store = &mut self.store[..];
-        let node = store[p + OFFSET];
+        let start = p + OFFSET;
+        let node = store[start];
         let slot = node.slot as usize;
         let seq = recs.record(slot).node_seq;
-        let (start, mut p) = (p, p);
-        loop {
-            let first = p * D + 1;
-            if first >= len {
-                break;
-            }
-            let ci = first + OFFSET;
-            let m = min_child(recs, store, ci);
-            let up = store[ci + m];
+        let mut i = start;
+        while let Some((m, up)) = min_child(recs, store, D * i - 2 * D) {
             if up.at > node.at || up.at == node.at && recs.record(up.slot as usize).node_seq > seq {
                 break;
             }
-            store[p + OFFSET] = up;
-            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
-            p = first + m;
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
+            i = D * i - 2 * D + m;
         }
-        if p != start {
-            store[p + OFFSET] = node;
-            recs.record_mut(slot).move_to(p + OFFSET);
+        if i != start {
+            store[i] = node;
+            recs.record_mut(slot).move_to(i);
         }
     }
 
