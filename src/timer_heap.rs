@@ -279,8 +279,8 @@ pub(crate) struct TimerHeap {
     /// Armed (not stopped) timers.
     armed: usize,
     /// The window over which [`TimerHeap::peek`] decides whether to
-    /// rebuild: stale tops settled and tops popped since it began, and
-    /// the sequence then (what was started since).
+    /// rebuild: stale tops settled and tops popped since it began (at a
+    /// settle), and the sequence then (what was started since).
     settled: usize,
     popped: usize,
     mark: u32,
@@ -288,7 +288,7 @@ pub(crate) struct TimerHeap {
 
 /// A window of [`TimerHeap::peek`]'s decision is this fraction of the
 /// heap's nodes (but at least [`MIN_WINDOW`] tops).
-const WINDOW: usize = 64;
+const WINDOW: usize = 128;
 #[cfg(not(test))]
 const MIN_WINDOW: usize = 64;
 /// Small in the unit tests, whose heaps are, so that rebuilds happen.
@@ -635,6 +635,11 @@ impl TimerHeap {
     /// or few tops are stale; then the cost is this count.
     #[inline]
     fn settle_counted(&mut self) -> bool {
+        if self.settled == 0 {
+            // A window begins at its first settle: what was started or
+            // popped before does not count.
+            (self.popped, self.mark) = (0, self.seq);
+        }
         self.settled += 1;
         let seen = self.settled + self.popped;
         if seen < (self.nodes / WINDOW).max(MIN_WINDOW) {
@@ -642,7 +647,7 @@ impl TimerHeap {
         }
         let started = self.seq.wrapping_sub(self.mark) as usize;
         let mass = self.settled * 4 >= seen && started * 4 <= self.settled;
-        (self.settled, self.popped, self.mark) = (0, 0, self.seq);
+        self.settled = 0;
         mass
     }
 
