@@ -235,6 +235,12 @@ impl TimerRecord {
 pub(crate) trait TimerRecords {
     fn record(&self, slot: usize) -> &TimerRecord;
     fn record_mut(&mut self, slot: usize) -> &mut TimerRecord;
+    /// How many places [`TimerRecords::each`] goes through (records and
+    /// whatever else their storage holds).
+    fn count(&self) -> usize;
+    /// Calls `f` with every record, in the order they are stored (a
+    /// sequential pass over memory).
+    fn each(&mut self, f: impl FnMut(&mut TimerRecord));
 }
 
 impl TimerRecords for Vec<TimerRecord> {
@@ -245,6 +251,12 @@ impl TimerRecords for Vec<TimerRecord> {
     #[inline(always)]
     fn record_mut(&mut self, slot: usize) -> &mut TimerRecord {
         &mut self[slot]
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn each(&mut self, f: impl FnMut(&mut TimerRecord)) {
+        self.iter_mut().for_each(f);
     }
 }
 
@@ -651,27 +663,29 @@ impl TimerHeap {
         mass
     }
 
-    /// Rekeys every node from its record (dropping the stopped ones) and
+    /// Rekeys every node from its record (but the stopped ones) and
     /// restores heap order bottom-up (Floyd's heap construction, O(n)),
     /// with the same (expiry, sequence) order; in place, no allocation.
     #[cold]
     #[inline(never)]
     fn rebuild<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
-        let mut i = OFFSET;
-        while i < self.nodes + OFFSET {
-            let rec = recs.record_mut(self.store[i].slot as usize);
-            if rec.is_stopped() {
-                rec.node = NodePos::default();
-                let last = self.store.pop().expect("a node to drop");
-                self.nodes -= 1;
-                if let Some(n) = self.store.get_mut(i) {
-                    *n = last;
-                }
-                continue;
+        // A stopped timer's node keeps its key: it goes when it reaches
+        // the top, as before.
+        fn rekey(store: &mut [Node], rec: &mut TimerRecord) {
+            if let (Some(i), false) = (rec.node.0, rec.is_stopped()) {
+                store[i.get() as usize].at = rec.at;
+                rec.node_seq = rec.seq;
             }
-            (rec.node_seq, self.store[i].at) = (rec.seq, rec.at);
-            rec.move_to(i);
-            i += 1;
+        }
+        let store = &mut self.store[..];
+        if recs.count() <= 2 * self.nodes {
+            // In the records' order: a sequential pass over memory.
+            recs.each(|rec| rekey(store, rec));
+        } else {
+            for i in OFFSET..store.len() {
+                let slot = store[i].slot as usize;
+                rekey(store, recs.record_mut(slot));
+            }
         }
         if self.nodes > 1 {
             for p in (0..=(self.nodes - 2) / D).rev() {
