@@ -73,40 +73,44 @@ fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
     m
 }
 
-/// The first of the children stored from `ci` (one to four: `store`
-/// ends after the heap's last node), and its offset from `ci`; `None`:
-/// no children.
+/// The least of four whole children stored from `ci`, and its offset
+/// from `ci`, by expiry alone: `None` if there are not four, or if the
+/// least expiry is tied (rare: then the records decide, [`min_child`]).
+/// A tournament without branches.
 #[inline(always)]
+fn least_of_four(store: &[Node], ci: usize) -> Option<(usize, Node)> {
+    let g = store.get(ci..)?.first_chunk::<D>()?;
+    let [k0, k1, k2, k3] = [g[0].at, g[1].at, g[2].at, g[3].at];
+    let (ka, kb) = (k0.min(k1), k2.min(k3));
+    let a = (k1 < k0) as usize;
+    let b = 2 + (k3 < k2) as usize;
+    // The choice is right unless the least expiry is also the other one
+    // of the winner's pair, or the final's loser.
+    let (m, pair_tie) = if kb < ka {
+        (b, k2 == k3)
+    } else {
+        (a, k0 == k1)
+    };
+    (!(pair_tie | (ka == kb))).then(|| (m, g[m]))
+}
+
+/// The first of the children stored from `ci` (one to four: `store`
+/// ends after the heap's last node), ties broken by the records, and its
+/// offset from `ci`; `None`: no children.
+#[cold]
+#[inline(never)]
 fn min_child<R: TimerRecords + ?Sized>(
     recs: &R,
     store: &[Node],
     ci: usize,
 ) -> Option<(usize, Node)> {
     let rest = store.get(ci..)?;
-    let m = match rest.first_chunk::<D>() {
-        // All four: a tournament, without branches but for ties (rare:
-        // they read the records).
-        Some(g) => {
-            let [k0, k1, k2, k3] = [g[0].at, g[1].at, g[2].at, g[3].at];
-            let (ka, kb) = (k0.min(k1), k2.min(k3));
-            let a = (k1 < k0) as usize;
-            let b = 2 + (k3 < k2) as usize;
-            // The choice is right unless the least expiry is also the
-            // other one of the winner's pair, or the final's loser.
-            let (m, pair_tie) = if kb < ka {
-                (b, k2 == k3)
-            } else {
-                (a, k0 == k1)
-            };
-            if !(pair_tie | (ka == kb)) {
-                return Some((m, g[m]));
-            }
-            min_of(recs, g)
-        }
-        None if rest.is_empty() => return None,
-        None => min_of(recs, rest),
-    };
-    Some((m, rest[m]))
+    let group = rest.get(..D).unwrap_or(rest);
+    if group.is_empty() {
+        return None;
+    }
+    let m = min_of(recs, group);
+    Some((m, group[m]))
 }
 
 /// What [`TimerHeap::rekey`] left for the heap to do.
@@ -627,8 +631,18 @@ impl TimerHeap {
         let store = &mut self.store[..];
         // Stored indices: the hole's, `i`, and its first child's, `4i - 8`
         // (the children of position `p` are at `4p + 1 ..= 4p + 4`).
+        // The common case (four children, no tie) in a loop of its own,
+        // with no call: nothing to keep across one.
         let mut i = p + OFFSET;
-        while let Some((m, up)) = min_child(recs, store, D * i - 2 * D) {
+        loop {
+            while let Some((m, up)) = least_of_four(store, D * i - 2 * D) {
+                store[i] = up;
+                recs.record_mut(up.slot as usize).move_to(i);
+                i = D * i - 2 * D + m;
+            }
+            let Some((m, up)) = min_child(recs, store, D * i - 2 * D) else {
+                break;
+            };
             store[i] = up;
             recs.record_mut(up.slot as usize).move_to(i);
             i = D * i - 2 * D + m;
@@ -704,7 +718,9 @@ impl TimerHeap {
         let slot = node.slot as usize;
         let seq = recs.record(slot).node_seq;
         let mut i = start;
-        while let Some((m, up)) = min_child(recs, store, D * i - 2 * D) {
+        while let Some((m, up)) =
+            least_of_four(store, D * i - 2 * D).or_else(|| min_child(recs, store, D * i - 2 * D))
+        {
             if up.at > node.at || up.at == node.at && recs.record(up.slot as usize).node_seq > seq {
                 break;
             }
