@@ -28,7 +28,10 @@
 //!   (whose key is no later than that): one record touched, no node. When such a
 //!   node reaches the top, [`TimerHeap::peek`] moves it down to its true
 //!   place first (libev's documentation calls this being smart about
-//!   timeouts). Moving it *earlier* sifts the node up at once.
+//!   timeouts). Moving it *earlier* sifts the node up at once. When many
+//!   such nodes come due together (a mass expiry after lazy restarts),
+//!   `peek` rebuilds the heap instead, in O(n), so that each costs one
+//!   sift, not two ([`TimerHeap::rebuild`]).
 //! - Stopping a timer only marks it; its node stays until it reaches the top
 //!   (then it is dropped) or the timer starts again (then the node is
 //!   reused, moved like a restart). So stop-then-start with a new timeout
