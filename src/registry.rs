@@ -947,6 +947,16 @@ impl<C> TimerRecords for Registry<C> {
     fn record_mut(&mut self, slot: usize) -> &mut TimerRecord {
         self.entries[slot].timer_mut()
     }
+    fn count(&self) -> usize {
+        self.entries.len()
+    }
+    fn each(&mut self, mut f: impl FnMut(&mut TimerRecord)) {
+        for e in &mut self.entries {
+            if let Body::Timer { timer, .. } = &mut e.body {
+                f(timer);
+            }
+        }
+    }
 }
 
 impl<C> LinkStore for Registry<C> {

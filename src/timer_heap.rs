@@ -28,7 +28,10 @@
 //!   (whose key is no later than that): one record touched, no node. When such a
 //!   node reaches the top, [`TimerHeap::peek`] moves it down to its true
 //!   place first (libev's documentation calls this being smart about
-//!   timeouts). Moving it *earlier* sifts the node up at once.
+//!   timeouts). Moving it *earlier* sifts the node up at once. When many
+//!   such nodes come due together (a mass expiry after lazy restarts),
+//!   `peek` rebuilds the heap instead, in O(n), so that each costs one
+//!   sift, not two ([`TimerHeap::rebuild`]).
 //! - Stopping a timer only marks it; its node stays until it reaches the top
 //!   (then it is dropped) or the timer starts again (then the node is
 //!   reused, moved like a restart). So stop-then-start with a new timeout
@@ -71,6 +74,46 @@ fn min_of<R: TimerRecords + ?Sized>(recs: &R, nodes: &[Node]) -> usize {
         }
     }
     m
+}
+
+/// The least of four whole children stored from `ci`, and its offset
+/// from `ci`, by expiry alone: `None` if there are not four, or if the
+/// least expiry is tied (rare: then the records decide, [`min_child`]).
+/// A tournament without branches.
+#[inline(always)]
+fn least_of_four(store: &[Node], ci: usize) -> Option<(usize, Node)> {
+    let g = store.get(ci..)?.first_chunk::<D>()?;
+    let [k0, k1, k2, k3] = [g[0].at, g[1].at, g[2].at, g[3].at];
+    let (ka, kb) = (k0.min(k1), k2.min(k3));
+    let a = (k1 < k0) as usize;
+    let b = 2 + (k3 < k2) as usize;
+    // The choice is right unless the least expiry is also the other one
+    // of the winner's pair, or the final's loser.
+    let (m, pair_tie) = if kb < ka {
+        (b, k2 == k3)
+    } else {
+        (a, k0 == k1)
+    };
+    (!(pair_tie | (ka == kb))).then(|| (m, g[m]))
+}
+
+/// The first of the children stored from `ci` (one to four: `store`
+/// ends after the heap's last node), ties broken by the records, and its
+/// offset from `ci`; `None`: no children.
+#[cold]
+#[inline(never)]
+fn min_child<R: TimerRecords + ?Sized>(
+    recs: &R,
+    store: &[Node],
+    ci: usize,
+) -> Option<(usize, Node)> {
+    let rest = store.get(ci..)?;
+    let group = rest.get(..D).unwrap_or(rest);
+    if group.is_empty() {
+        return None;
+    }
+    let m = min_of(recs, group);
+    Some((m, group[m]))
 }
 
 /// What [`TimerHeap::rekey`] left for the heap to do.
@@ -199,6 +242,12 @@ impl TimerRecord {
 pub(crate) trait TimerRecords {
     fn record(&self, slot: usize) -> &TimerRecord;
     fn record_mut(&mut self, slot: usize) -> &mut TimerRecord;
+    /// How many places [`TimerRecords::each`] goes through (records and
+    /// whatever else their storage holds).
+    fn count(&self) -> usize;
+    /// Calls `f` with every record, in the order they are stored (a
+    /// sequential pass over memory).
+    fn each(&mut self, f: impl FnMut(&mut TimerRecord));
 }
 
 impl TimerRecords for Vec<TimerRecord> {
@@ -209,6 +258,12 @@ impl TimerRecords for Vec<TimerRecord> {
     #[inline(always)]
     fn record_mut(&mut self, slot: usize) -> &mut TimerRecord {
         &mut self[slot]
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn each(&mut self, f: impl FnMut(&mut TimerRecord)) {
+        self.iter_mut().for_each(f);
     }
 }
 
@@ -242,7 +297,22 @@ pub(crate) struct TimerHeap {
     seq: u32,
     /// Armed (not stopped) timers.
     armed: usize,
+    /// The window over which [`TimerHeap::peek`] decides whether to
+    /// rebuild: stale tops settled and tops popped since it began (at a
+    /// settle), and the sequence then (what was started since).
+    settled: usize,
+    popped: usize,
+    mark: u32,
 }
+
+/// A window of [`TimerHeap::peek`]'s decision is this fraction of the
+/// heap's nodes (but at least [`MIN_WINDOW`] tops).
+const WINDOW: usize = 128;
+#[cfg(not(test))]
+const MIN_WINDOW: usize = 64;
+/// Small in the unit tests, whose heaps are, so that rebuilds happen.
+#[cfg(test)]
+const MIN_WINDOW: usize = 4;
 
 impl TimerHeap {
     /// Number of armed timers.
@@ -298,6 +368,10 @@ impl TimerHeap {
                     at,
                     slot: Slot::new(slot),
                 });
+            }
+            if self.settle_counted() {
+                self.rebuild(recs);
+                continue;
             }
             self.sift_down(recs, 0, place.at, slot, place.seq);
         }
@@ -471,6 +545,7 @@ impl TimerHeap {
     #[inline]
     pub fn pop<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
         self.armed -= 1;
+        self.popped += 1;
         self.drop_node(recs, 0);
     }
 
@@ -556,41 +631,110 @@ impl TimerHeap {
         slot: usize,
         seq: u32,
     ) {
-        let len = self.nodes;
         let store = &mut self.store[..];
-        let mut p = p;
+        // Stored indices: the hole's, `i`, and its first child's, `4i - 8`
+        // (the children of position `p` are at `4p + 1 ..= 4p + 4`).
+        // The common case (four children, no tie) in a loop of its own,
+        // with no call: nothing to keep across one.
+        let mut i = p + OFFSET;
         loop {
-            // The children of `p`, stored from `4p + 4`.
-            let first = p * D + 1;
-            if first >= len {
+            while let Some((m, up)) = least_of_four(store, D * i - 2 * D) {
+                store[i] = up;
+                recs.record_mut(up.slot as usize).move_to(i);
+                i = D * i - 2 * D + m;
+            }
+            let Some((m, up)) = min_child(recs, store, D * i - 2 * D) else {
+                break;
+            };
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
+            i = D * i - 2 * D + m;
+        }
+        self.sift_up(recs, i - OFFSET, at, slot, seq);
+    }
+
+    /// Counts a stale top about to be settled, and says whether to rebuild
+    /// the heap instead ([`TimerHeap::rebuild`]). Over a window of tops
+    /// (a fraction of the heap), it pays when many of the tops were stale
+    /// (so, likely, are many of the nodes due next) and few timers were
+    /// started meanwhile: a mass expiry after lazy restarts, where every
+    /// stale timer would cost two full sifts, a settle and a pop. Not
+    /// when timers are restarted faster than they come up (a server's
+    /// inactivity timeouts: each would be stale again before it is due)
+    /// or few tops are stale; then the cost is this count.
+    #[inline]
+    fn settle_counted(&mut self) -> bool {
+        if self.settled == 0 {
+            // A window begins at its first settle: what was started or
+            // popped before does not count.
+            (self.popped, self.mark) = (0, self.seq);
+        }
+        self.settled += 1;
+        let seen = self.settled + self.popped;
+        if seen < (self.nodes / WINDOW).max(MIN_WINDOW) {
+            return false;
+        }
+        let started = self.seq.wrapping_sub(self.mark) as usize;
+        let mass = self.settled * 4 >= seen && started * 4 <= self.settled;
+        self.settled = 0;
+        mass
+    }
+
+    /// Rekeys every node from its record (but the stopped ones) and
+    /// restores heap order bottom-up (Floyd's heap construction, O(n)),
+    /// with the same (expiry, sequence) order; in place, no allocation.
+    #[cold]
+    #[inline(never)]
+    fn rebuild<R: TimerRecords + ?Sized>(&mut self, recs: &mut R) {
+        // A stopped timer's node keeps its key: it goes when it reaches
+        // the top, as before.
+        fn rekey(store: &mut [Node], rec: &mut TimerRecord) {
+            if let (Some(i), false) = (rec.node.0, rec.is_stopped()) {
+                store[i.get() as usize].at = rec.at;
+                rec.node_seq = rec.seq;
+            }
+        }
+        let store = &mut self.store[..];
+        if recs.count() <= 2 * self.nodes {
+            // In the records' order: a sequential pass over memory.
+            recs.each(|rec| rekey(store, rec));
+        } else {
+            for i in OFFSET..store.len() {
+                let slot = store[i].slot as usize;
+                rekey(store, recs.record_mut(slot));
+            }
+        }
+        if self.nodes > 1 {
+            for p in (0..=(self.nodes - 2) / D).rev() {
+                self.heapify_down(recs, p);
+            }
+        }
+    }
+
+    /// Moves the node at `p` down to its place (top-down: in a heap being
+    /// built, most nodes are leaves, and most of the others move little),
+    /// writing the positions of the nodes it moves.
+    fn heapify_down<R: TimerRecords + ?Sized>(&mut self, recs: &mut R, p: usize) {
+        let store = &mut self.store[..];
+        let start = p + OFFSET;
+        let node = store[start];
+        let slot = node.slot as usize;
+        let seq = recs.record(slot).node_seq;
+        let mut i = start;
+        while let Some((m, up)) =
+            least_of_four(store, D * i - 2 * D).or_else(|| min_child(recs, store, D * i - 2 * D))
+        {
+            if up.at > node.at || up.at == node.at && recs.record(up.slot as usize).node_seq > seq {
                 break;
             }
-            let ci = first + OFFSET;
-            let m = match store.get(ci..ci + D) {
-                Some(k) => {
-                    // All four children: a tournament, without branches
-                    // but for ties (rare: they read the records).
-                    let k = [k[0].at, k[1].at, k[2].at, k[3].at];
-                    let a = (k[1] < k[0]) as usize;
-                    let b = 2 + (k[3] < k[2]) as usize;
-                    let m = if k[b] < k[a] { b } else { a };
-                    // The choice is right unless the least expiry is
-                    // also the other one of the winner's pair, or the
-                    // final's loser.
-                    if k[m] == k[m ^ 1] || k[a] == k[b] {
-                        min_of(recs, &store[ci..ci + D])
-                    } else {
-                        m
-                    }
-                }
-                None => min_of(recs, &store[ci..]),
-            };
-            let up = store[ci + m];
-            store[p + OFFSET] = up;
-            recs.record_mut(up.slot as usize).move_to(p + OFFSET);
-            p = first + m;
+            store[i] = up;
+            recs.record_mut(up.slot as usize).move_to(i);
+            i = D * i - 2 * D + m;
         }
-        self.sift_up(recs, p, at, slot, seq);
+        if i != start {
+            store[i] = node;
+            recs.record_mut(slot).move_to(i);
+        }
     }
 
     /// The sequences are about to reach [`STOPPED`]: renumbers every
@@ -730,6 +874,7 @@ mod tests {
         Again(u32, u16),
         Discard(u32),
         PopDue(u16),
+        Rebuild,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -739,6 +884,16 @@ mod tests {
             (0u32..64, 0u16..50).prop_map(|(t, a)| Op::Again(t, a)),
             (0u32..64).prop_map(Op::Discard),
             (0u16..10).prop_map(Op::PopDue),
+        ]
+    }
+
+    /// The same, with rebuilds at random points, and long waits so that
+    /// many timers come due at once (so that `peek` rebuilds by itself).
+    fn op_with_rebuilds() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => op(),
+            1 => Just(Op::Rebuild),
+            1 => (0u16..60).prop_map(Op::PopDue),
         ]
     }
 
@@ -777,6 +932,11 @@ mod tests {
                         _ => {}
                     }
                 }
+                Op::Rebuild => {
+                    if heap.nodes > 0 {
+                        heap.rebuild(&mut recs);
+                    }
+                }
                 Op::PopDue(dt) => {
                     now += dt as u64;
                     while let Some(top) = heap.peek(&mut recs) {
@@ -810,6 +970,12 @@ mod tests {
         /// 100 cases of 1,000 operations: 100k operations against the model.
         #[test]
         fn heap_matches_model(ops in proptest::collection::vec(op(), 1000)) {
+            run_ops(&ops, 0);
+        }
+
+        /// With rebuilds: each keeps the order, same-instant timers too.
+        #[test]
+        fn heap_matches_model_with_rebuilds(ops in proptest::collection::vec(op_with_rebuilds(), 1000)) {
             run_ops(&ops, 0);
         }
 

@@ -178,3 +178,43 @@ proptest! {
         check(&ops);
     }
 }
+
+/// A mass expiry after lazy restarts: every node is stale, so the heap
+/// rebuilds itself (in the registry's order) part way; every timer still
+/// fires once, in (expiry, restart) order, ties (common here) included.
+#[test]
+fn mass_expiry_after_lazy_restarts_keeps_the_order() {
+    const N: usize = 5000;
+    let ms = Duration::from_millis;
+    let sim = Sim::new();
+    let mut lp: Loop<Vec<usize>> = Loop::with_backend(sim.backend());
+    let mut x = 12u64;
+    let mut draw = |range: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % range
+    };
+    let handles: Vec<Timer> = (0..N)
+        .map(|i| {
+            lp.timer(ms(1000 + draw(100)), Duration::ZERO, move |_, log, _| {
+                log.push(i)
+            })
+            .unwrap()
+        })
+        .collect();
+    // Each moved later, in index order: its node keeps the earlier key.
+    let mut want: Vec<(u64, usize)> = Vec::with_capacity(N);
+    for (i, h) in handles.iter().enumerate() {
+        let after = 1100 + draw(50);
+        h.set(&mut lp, ms(after), Duration::ZERO).unwrap();
+        want.push((after, i));
+    }
+    want.sort();
+    let mut log = Vec::new();
+    assert_eq!(
+        lp.run(RunMode::Default, &mut log).unwrap(),
+        RunOutcome::NoActiveWatchers
+    );
+    assert_eq!(log, want.iter().map(|&(_, i)| i).collect::<Vec<_>>());
+}
