@@ -675,6 +675,7 @@ impl Backend for Epoll {
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::ModifyFails,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

@@ -116,9 +116,12 @@ use ::io_uring::{
     Submitter,
 };
 
+mod completion;
+
 use super::{Clock, Deadline};
-use crate::backend::{Backend, Capabilities, PollEvent, PollStatus};
+use crate::backend::{Backend, Capabilities, CompletionIo, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
+use completion::Completions;
 
 /// Submission queue entries: how many requests can wait for the next
 /// `io_uring_enter` (more are submitted early, without waiting).
@@ -225,6 +228,8 @@ struct Tables {
     /// Multishot polls work (probed at start-up): edge triggering, and
     /// parking.
     multishot: bool,
+    /// Completion I/O: the adopted sockets (completion.rs).
+    comp: Completions,
 }
 
 /// One fd of the loop.
@@ -404,7 +409,7 @@ fn setup_refused(err: io::Error) -> io::Error {
 
 /// A ring with everything the backend needs, and whether multishot polls
 /// work on it.
-fn create(defer: bool) -> io::Result<(Ring, bool)> {
+fn create(defer: bool) -> io::Result<(Ring, bool, bool)> {
     let mut builder = Ring::builder();
     builder.setup_cqsize(CQ_ENTRIES).setup_clamp();
     let mut ring = None;
@@ -457,7 +462,8 @@ fn create(defer: bool) -> io::Result<(Ring, bool)> {
     }
     let mut ring = ring;
     let multishot = probe_multishot(&mut ring)?;
-    Ok((ring, multishot))
+    let completion = multishot && completion::supported(&probe);
+    Ok((ring, multishot, completion))
 }
 
 /// Whether the kernel accepts multishot polls (Linux 5.13): a multishot
@@ -753,6 +759,65 @@ impl Set {
         result
     }
 
+    /// Queues the requests the completion state asked for (settling the
+    /// fds it changed), and submits at once if one must be (a
+    /// cancellation before a close).
+    fn flush_completions(&mut self) -> io::Result<()> {
+        let c = &mut self.t.comp;
+        if c.dirty_any() {
+            c.settle();
+        }
+        if !c.sqes.is_empty() {
+            let sqes = std::mem::take(&mut c.sqes);
+            let (submitter, mut sq, mut cq) = self.ring.split();
+            let mut result = Ok(());
+            for e in &sqes {
+                if let Err(err) = push(&submitter, &mut sq, &mut cq, &mut self.t.backlog, e) {
+                    result = Err(err);
+                }
+            }
+            drop((sq, cq));
+            let mut sqes = sqes;
+            sqes.clear();
+            self.t.comp.sqes = sqes;
+            result?;
+        }
+        if std::mem::take(&mut self.t.comp.urgent) {
+            self.submit()?;
+        }
+        Ok(())
+    }
+
+    /// Cancels the completion requests and waits (a second at most) for
+    /// their last completions: until then the kernel may use their
+    /// buffers. Those still out after it keep their memory (leaked).
+    fn drain_completions(&mut self) {
+        if !self.t.comp.busy() {
+            return;
+        }
+        self.t.comp.cancel_all();
+        let _ = self.flush_completions();
+        let deadline = Deadline::new(Some(Duration::from_secs(1)));
+        while self.t.comp.busy() {
+            let Some(left) = deadline.remaining().filter(|d| !d.is_zero()) else {
+                break;
+            };
+            if self
+                .wait(Some(left.min(Duration::from_millis(10))))
+                .is_err()
+            {
+                break;
+            }
+            for cqe in self.ring.completion() {
+                let (ud, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
+                if ud as u32 == completion::OPS {
+                    self.t.comp.complete((ud >> 32) as usize, res, flags);
+                }
+            }
+            let _ = self.flush_completions();
+        }
+    }
+
     /// Cancels every request in the kernel, and waits until the kernel has
     /// let go of their files (when the backend is dropped).
     fn cancel_all(&mut self) {
@@ -768,6 +833,9 @@ impl Tables {
     #[inline(always)]
     fn complete(&mut self, ud: u64, res: i32, flags: u32, events: &mut Vec<PollEvent>) {
         let fd = ud as u32;
+        if fd == completion::OPS {
+            return self.comp.complete((ud >> 32) as usize, res, flags);
+        }
         // Removals and the probe carry a value beyond any fd in the fd
         // half: no table entry matches.
         let Some(slot) = self.fds.get_mut(fd as usize) else {
@@ -872,6 +940,7 @@ impl Tables {
         self.cancel.clear();
         self.removing.clear();
         self.backlog.clear();
+        self.comp.clear();
     }
 }
 
@@ -943,15 +1012,17 @@ impl IoUring {
     }
 
     fn create(defer: bool) -> io::Result<IoUring> {
-        let (ring, multishot) = create(defer)?;
+        let (ring, multishot, completion) = create(defer)?;
+        let mut t = Tables {
+            multishot,
+            ..Tables::default()
+        };
+        t.comp.on = completion;
         Ok(IoUring {
             set: Set {
                 defer,
                 ring,
-                t: Tables {
-                    multishot,
-                    ..Tables::default()
-                },
+                t,
                 // SAFETY: plain system call without arguments.
                 owner: unsafe { libc::getpid() },
                 waits: 0,
@@ -1002,6 +1073,7 @@ impl Backend for IoUring {
             // the change's new poll fails (`EBADF`) in the next wait.
             closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
             level: crate::backend::Level::Native,
+            completion: self.set.t.comp.on,
         }
     }
 
@@ -1010,6 +1082,9 @@ impl Backend for IoUring {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         };
         let set = &mut self.set;
+        if set.t.comp.owns(fd) && set.t.comp.modify(fd, new)? {
+            return set.flush_completions();
+        }
         if new.is_empty() {
             if idx >= set.t.fds.len() {
                 return Ok(()); // never added
@@ -1100,10 +1175,22 @@ impl Backend for IoUring {
         let from = events.len();
         let deadline = Deadline::new(timeout);
         loop {
-            let left = deadline.remaining();
+            // What completions changed (a receive to arm again, the next
+            // send) goes with this wait.
+            set.flush_completions()?;
+            // Adopted fds with something to report: do not wait.
+            let ready_now = set.t.comp.has_ready();
+            let left = if ready_now {
+                Some(Duration::ZERO)
+            } else {
+                deadline.remaining()
+            };
             set.wait(left)?;
             set.reap(events)?;
-            if events.len() > from {
+            if set.t.comp.has_ready() {
+                set.t.comp.report(events);
+            }
+            if events.len() > from || ready_now {
                 break;
             }
             if left.is_some_and(|d| d.is_zero()) || deadline.remaining() == Some(Duration::ZERO) {
@@ -1119,13 +1206,23 @@ impl Backend for IoUring {
         self.clock.now()
     }
 
+    /// The ring's completion I/O (completion.rs), where the kernel has it.
+    fn completion_io(&mut self) -> Option<&mut dyn CompletionIo> {
+        if self.set.t.comp.on {
+            Some(&mut self.set)
+        } else {
+            None
+        }
+    }
+
     fn reinit(&mut self) -> io::Result<()> {
         // The old ring is the parent's too: unmapped and closed here when
         // replaced, nothing cancelled through it.
-        let (ring, multishot) = create(self.set.defer)?;
+        let (ring, multishot, completion) = create(self.set.defer)?;
         self.set.ring = ring;
         self.set.t.clear();
         self.set.t.multishot &= multishot;
+        self.set.t.comp.on &= completion;
         // SAFETY: plain system call without arguments.
         self.set.owner = unsafe { libc::getpid() };
         Ok(())
@@ -1137,6 +1234,7 @@ impl Drop for IoUring {
         // SAFETY: plain system call without arguments.
         if unsafe { libc::getpid() } == self.set.owner {
             self.set.cancel_all();
+            self.set.drain_completions();
         }
     }
 }

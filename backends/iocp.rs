@@ -611,6 +611,7 @@ impl Backend for Iocp {
             hangup: Hangup::AsOfWakeup,
             closed_fd: ClosedFd::AtNextWait,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

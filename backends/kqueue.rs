@@ -696,6 +696,7 @@ impl Backend for Kqueue {
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

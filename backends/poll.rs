@@ -170,6 +170,7 @@ impl Backend for Poll {
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

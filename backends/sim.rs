@@ -1390,6 +1390,7 @@ impl Backend for SimBackend {
             hangup: crate::backend::Hangup::Always,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

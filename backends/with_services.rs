@@ -189,6 +189,10 @@ impl Backend for WithServices<'_> {
     fn notices(&mut self) -> Option<&mut dyn NoticeService> {
         Some(self)
     }
+
+    fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+        self.backend.completion_io()
+    }
 }
 
 impl NoticeService for WithServices<'_> {

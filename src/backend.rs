@@ -132,6 +132,12 @@ pub struct Capabilities {
     /// re-arming an edge-only one. Either way level watchers behave alike;
     /// this says what it costs.
     pub level: Level,
+    /// The backend offers completion I/O ([`Backend::completion_io`]):
+    /// `evloop::net`'s sockets are then read, written and accepted by the
+    /// kernel ahead of the loop (the io_uring backend, where the kernel
+    /// has what it needs: Linux 6.0). A replay reports `false`: it replays
+    /// what the sockets did, whichever path they took.
+    pub completion: bool,
 }
 
 /// How a backend provides level-triggered interest ([`Capabilities::level`]).
@@ -869,6 +875,112 @@ pub trait Backend {
     fn notices(&mut self) -> Option<&mut dyn NoticeService> {
         None
     }
+
+    /// The backend's completion I/O, if it offers one and it works on this
+    /// kernel (the io_uring backend's, checked once when it starts):
+    /// `evloop::net`'s connections and acceptors then read, write and
+    /// accept through it instead of a syscall per readiness event. `None`
+    /// (the default): everything goes through readiness.
+    ///
+    /// ```
+    /// use evloop::backend::Backend;
+    /// use evloop::Sim;
+    /// assert!(Sim::new().backend().completion_io().is_none());
+    /// ```
+    fn completion_io(&mut self) -> Option<&mut dyn CompletionIo> {
+        None
+    }
+}
+
+/// What an adopted descriptor is to [`CompletionIo::adopt`].
+///
+/// ```
+/// use evloop::backend::Adopt;
+/// assert_ne!(Adopt::Stream, Adopt::Listener);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adopt {
+    /// A connected stream socket: received into the backend's buffers,
+    /// sent from its copies of what was written.
+    Stream,
+    /// A listening TCP socket: connections accepted ahead by the kernel.
+    Listener,
+}
+
+/// Completion I/O beside readiness (a backend offers it through
+/// [`Backend::completion_io`]): a socket *adopted* by its owner is read by
+/// the kernel into buffers the backend lends it, written from copies the
+/// backend keeps until the kernel is done with them, and a listener's
+/// connections are accepted ahead. The loop's readiness reports stay the
+/// interface: an adopted fd is reported readable while received bytes,
+/// its end of file, an error or an accepted connection wait, and writable
+/// while the backend takes more bytes. Owners read with
+/// [`recv`](CompletionIo::recv) and [`accept`](CompletionIo::accept),
+/// write with [`send`](CompletionIo::send), which behave as the
+/// non-blocking syscalls do (`WouldBlock` when there is nothing, or no
+/// room), and make no syscall. On an fd that is not adopted they are the
+/// plain syscalls.
+///
+/// Rules for the owner:
+/// - adopt a socket before its first registration with the loop, and
+///   [`release`](CompletionIo::release) it before it is closed (a
+///   connection's removal);
+/// - bytes [`send`](CompletionIo::send) took are sent, in order, even if
+///   the fd is released and closed meanwhile (as a socket's send buffer
+///   is), and [`shutdown_write`](CompletionIo::shutdown_write) takes
+///   effect after them.
+///
+/// ```
+/// use evloop::backend::CompletionIo;
+/// use std::io;
+///
+/// /// Echoes what has arrived on an adopted socket.
+/// fn echo(io: &mut dyn CompletionIo, fd: evloop::RawFd) -> io::Result<usize> {
+///     let mut buf = [0u8; 512];
+///     match io.recv(fd, &mut buf) {
+///         Ok(n) => io.send(fd, &buf[..n]),
+///         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+///         Err(e) => Err(e),
+///     }
+/// }
+/// # let _ = echo;
+/// ```
+pub trait CompletionIo {
+    /// Takes `fd` (a socket, not yet registered with the loop) into
+    /// completion I/O. An `Err` leaves it to readiness: the owner goes
+    /// on with plain syscalls (the backend ran out of buffers to lend, or
+    /// found the fd is not a socket).
+    fn adopt(&mut self, fd: RawFd, role: Adopt) -> io::Result<()>;
+
+    /// Gives `fd` back before it is closed: what was received and not
+    /// read is dropped, accepted connections not taken are closed, bytes
+    /// taken by [`send`](CompletionIo::send) still go out. Nothing for an
+    /// fd that is not adopted.
+    fn release(&mut self, fd: RawFd);
+
+    /// Copies received bytes into `buf`: `Ok(0)` at the peer's end of
+    /// file, the socket's error once everything before it was read,
+    /// `WouldBlock` when nothing waits.
+    fn recv(&mut self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize>;
+
+    /// Takes up to `bytes.len()` bytes to send, as many as the backend has
+    /// room for; `WouldBlock` when it has none (the fd is reported
+    /// writable again when it has), the socket's error once a send failed.
+    fn send(&mut self, fd: RawFd, bytes: &[u8]) -> io::Result<usize>;
+
+    /// Shuts down the writing side once everything taken was sent.
+    fn shutdown_write(&mut self, fd: RawFd) -> io::Result<()>;
+
+    /// Bytes [`send`](CompletionIo::send) took for `fd` that the kernel has
+    /// not sent yet. After [`shutdown_write`](CompletionIo::shutdown_write)
+    /// the fd is reported writable only once this is 0 (a graceful close
+    /// waits for it).
+    fn unsent(&mut self, fd: RawFd) -> usize;
+
+    /// A connection accepted on the listener `fd`, non-blocking and
+    /// close-on-exec; `WouldBlock` when none waits, the accept's error
+    /// (out of descriptors: `EMFILE`) once.
+    fn accept(&mut self, fd: RawFd) -> io::Result<std::net::TcpStream>;
 }
 
 /// Where an OS-notice service keeps its internal fds: the loop's fd

@@ -240,6 +240,14 @@ impl<'s, S> Loop<'s, S> {
         self.block_time_given(phase.mode, pending).0
     }
 
+    /// The backend's completion I/O, if it offers one
+    /// ([`Backend::completion_io`](crate::backend::Backend::completion_io)):
+    /// for the server helpers that adopt their sockets (`net`).
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    pub(crate) fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+        self.backend.completion_io()
+    }
+
     /// The backend's own descriptor, for another loop (a GUI toolkit's,
     /// glib's, mio's, another evloop's: [`Embed::new`](crate::Embed::new)) to watch for
     /// readability in place of this loop's wait: the epoll fd, the

@@ -329,6 +329,7 @@ impl Backend for Select {
             hangup: crate::backend::Hangup::Never,
             closed_fd: crate::backend::ClosedFd::AtNextWait,
             level: crate::backend::Level::Native,
+            completion: false,
         }
     }
 

@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::backend::{Adopt, CompletionIo};
 use crate::backends::net_sys;
 use crate::{Interest, Io, Loop, Result, Source, Timer};
 
@@ -35,6 +36,43 @@ pub trait Listener: Source + 'static {
     /// Accepts one pending connection, non-blocking and close-on-exec;
     /// `WouldBlock` when none is pending.
     fn accept_stream(&self) -> io::Result<Self::Stream>;
+
+    /// The listening socket the loop's completion I/O may accept on
+    /// directly ([`Capabilities::completion`](crate::Capabilities::completion)):
+    /// `Some` for std's `TcpListener` (and wrappers that only observe
+    /// it), `None`, the default, otherwise.
+    ///
+    /// ```
+    /// use evloop::net::Listener;
+    /// let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    /// assert_eq!(l.completion_fd().is_some(), cfg!(unix));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        None
+    }
+
+    /// Takes a connection the loop's completion I/O accepted ahead (for a
+    /// listener with a [`completion_fd`](Listener::completion_fd)); the
+    /// default accepts with [`accept_stream`](Listener::accept_stream).
+    ///
+    /// ```
+    /// use evloop::net::Listener;
+    /// # #[cfg(all(target_os = "linux", feature = "io-uring"))] {
+    /// use evloop::backend::Backend;
+    /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
+    /// let Some(io) = ring.completion_io() else { return };
+    /// let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    /// l.prepare().unwrap();
+    /// // Not adopted: a plain accept.
+    /// let err = l.accept_completed(io).unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    /// # }
+    /// ```
+    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<Self::Stream> {
+        let _ = io;
+        self.accept_stream()
+    }
 }
 
 impl Listener for TcpListener {
@@ -47,6 +85,16 @@ impl Listener for TcpListener {
 
     fn accept_stream(&self) -> io::Result<TcpStream> {
         net_sys::accept(self)
+    }
+
+    #[cfg(unix)]
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
+    }
+
+    #[cfg(unix)]
+    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<TcpStream> {
+        io.accept(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
 
@@ -121,6 +169,21 @@ struct Shared {
     accepted: Cell<u64>,
     errors_reported: Cell<u64>,
     failed_attempts: Cell<u64>,
+    /// The listener is adopted by the loop's completion I/O, as `fd`.
+    adopted: Cell<bool>,
+    fd: Cell<Option<crate::RawFd>>,
+}
+
+impl Shared {
+    /// Gives the listener back to the completion I/O before it is closed.
+    fn release<S>(&self, lp: &mut Loop<'_, S>) {
+        if let (true, Some(fd), Some(ring)) =
+            (self.adopted.get(), self.fd.get(), lp.completion_io())
+        {
+            ring.release(fd);
+            self.adopted.set(false);
+        }
+    }
 }
 
 /// A listening socket on the loop: accepts every pending connection when it
@@ -262,10 +325,15 @@ impl Acceptor {
         let addr = listener.prepare().map_err(io_err)?;
         let shared = Rc::new(Shared::default());
         let mine = shared.clone();
+        let completion_fd = listener.completion_fd();
         let io = lp.io(listener, Interest::READABLE, move |lp, state, ev| {
             let sh = &*mine;
             loop {
-                match ev.source.accept_stream() {
+                let accepted = match lp.completion_io().filter(|_| mine.adopted.get()) {
+                    Some(ring) => ev.source.accept_completed(ring),
+                    None => ev.source.accept_stream(),
+                };
+                match accepted {
                     Ok(stream) => {
                         sh.exhausted.set(false);
                         sh.accepted.set(sh.accepted.get() + 1);
@@ -299,6 +367,12 @@ impl Acceptor {
                 }
             }
         })?;
+        // Adopted before the loop registers the listener: the backend then
+        // accepts ahead instead of polling it.
+        if let (Some(fd), Some(ring)) = (completion_fd, lp.completion_io()) {
+            shared.adopted.set(ring.adopt(fd, Adopt::Listener).is_ok());
+        }
+        shared.fd.set(completion_fd);
         let mine = shared.clone();
         let timer = lp.timer(options.backoff, Duration::ZERO, move |lp, _, _| {
             mine.backing_off.set(false);
@@ -309,6 +383,7 @@ impl Acceptor {
         let timer = match timer {
             Ok(t) => t,
             Err(e) => {
+                shared.release(lp);
                 let _ = lp.remove(io);
                 return Err(e);
             }
@@ -465,6 +540,7 @@ impl Acceptor {
         if let Some(t) = self.shared.timer.take() {
             lp.remove(t)?;
         }
+        self.shared.release(lp);
         lp.remove(self.io)
     }
 }

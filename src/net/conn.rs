@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use slab::Slab;
 
+use crate::backend::{Adopt, CompletionIo};
 use crate::{Interest, Io, IoEvent, Loop, Ready, Result, SimSocket, Source, Timer, Trigger};
 
 /// A byte stream a [`Conn`] can drive: readable, writable, watchable, and
@@ -34,11 +35,103 @@ pub trait Stream: Read + Write + Source + 'static {
     /// Shuts down the writing side: the peer reads end of file once it has
     /// read everything sent before.
     fn shutdown_write(&mut self) -> io::Result<()>;
+
+    /// The socket the loop's completion I/O may read and write directly
+    /// ([`Capabilities::completion`](crate::Capabilities::completion)):
+    /// `Some` for a plain socket (std's TCP and Unix streams, and
+    /// wrappers that only observe them), `None`, the default, for a stream
+    /// whose bytes pass through a layer of its own (TLS, a simulator's
+    /// socket): it is read and written through `Read` and `Write`.
+    ///
+    /// ```
+    /// use evloop::net::Stream;
+    /// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+    /// assert!(a.completion_fd().is_some());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        None
+    }
+
+    /// Reads through the loop's completion I/O (for a stream with a
+    /// [`completion_fd`](Stream::completion_fd)). A wrapper that observes
+    /// its stream's reads (replay's `Recorded`) observes these too.
+    ///
+    /// ```
+    /// use evloop::net::Stream;
+    /// # #[cfg(all(target_os = "linux", feature = "io-uring"))] {
+    /// use evloop::backend::{Adopt, Backend};
+    /// use std::io::Write;
+    /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
+    /// let Some(io) = ring.completion_io() else { return };
+    /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// b.write_all(b"hi").unwrap();
+    /// // Not adopted: a plain recv.
+    /// assert_eq!(a.read_completed(io, &mut [0; 8]).unwrap(), 2);
+    /// # }
+    /// ```
+    fn read_completed(&mut self, io: &mut dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
+        match self.completion_fd() {
+            Some(fd) => io.recv(fd, buf),
+            None => self.read(buf),
+        }
+    }
+
+    /// Writes through the loop's completion I/O (see
+    /// [`read_completed`](Stream::read_completed)).
+    ///
+    /// ```
+    /// use evloop::net::Stream;
+    /// # #[cfg(all(target_os = "linux", feature = "io-uring"))] {
+    /// use evloop::backend::Backend;
+    /// use std::io::Read;
+    /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
+    /// let Some(io) = ring.completion_io() else { return };
+    /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// assert_eq!(a.write_completed(io, b"hi").unwrap(), 2); // a plain send
+    /// let mut got = [0; 2];
+    /// b.read_exact(&mut got).unwrap();
+    /// # }
+    /// ```
+    fn write_completed(&mut self, io: &mut dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
+        match self.completion_fd() {
+            Some(fd) => io.send(fd, bytes),
+            None => self.write(bytes),
+        }
+    }
+
+    /// Shuts down the writing side through the loop's completion I/O,
+    /// after what it took to send (see
+    /// [`read_completed`](Stream::read_completed)).
+    ///
+    /// ```
+    /// use evloop::net::Stream;
+    /// # #[cfg(all(target_os = "linux", feature = "io-uring"))] {
+    /// use evloop::backend::Backend;
+    /// use std::io::Read;
+    /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
+    /// let Some(io) = ring.completion_io() else { return };
+    /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    /// a.shutdown_completed(io).unwrap();
+    /// assert_eq!(b.read(&mut [0; 4]).unwrap(), 0); // end of file
+    /// # }
+    /// ```
+    fn shutdown_completed(&mut self, io: &mut dyn CompletionIo) -> io::Result<()> {
+        match self.completion_fd() {
+            Some(fd) => io.shutdown_write(fd),
+            None => self.shutdown_write(),
+        }
+    }
 }
 
 impl Stream for TcpStream {
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.shutdown(std::net::Shutdown::Write)
+    }
+
+    #[cfg(unix)]
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
 
@@ -46,6 +139,10 @@ impl Stream for TcpStream {
 impl Stream for UnixStream {
     fn shutdown_write(&mut self) -> io::Result<()> {
         self.shutdown(std::net::Shutdown::Write)
+    }
+
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        Some(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
 
@@ -383,6 +480,13 @@ pub struct Conn<C> {
     congested: bool,
     /// Tells this connection from the ones that held its slot before.
     generation: u32,
+    /// Its socket is adopted by the loop's completion I/O: reads, writes
+    /// and the half-close go through it ([`Port`]).
+    adopted: bool,
+    /// Flushing, half-closed through the completion I/O, which has not
+    /// sent everything yet: the close waits for it (it is reported
+    /// writable when it has).
+    draining: bool,
 }
 
 /// Where a connection is in its life. What the read side knows (the
@@ -905,7 +1009,7 @@ impl<C> Conn<C> {
     }
 
     fn wanted(&self) -> Interest {
-        match (self.can_read(), self.queued() > 0) {
+        match (self.can_read(), self.queued() > 0 || self.draining) {
             (true, true) => Interest::BOTH,
             (true, false) => Interest::READABLE,
             (false, true) => Interest::WRITABLE,
@@ -915,7 +1019,7 @@ impl<C> Conn<C> {
 
     /// Writes what is queued until done or `WouldBlock`; whether any byte
     /// went out. Keeps the queue's allocation.
-    fn flush(&mut self, stream: &mut (impl Write + Source)) -> io::Result<bool> {
+    fn flush(&mut self, stream: &mut impl Write) -> io::Result<bool> {
         let mut progress = false;
         while self.sent < self.out.len() {
             let offered = &self.out[self.sent..];
@@ -1275,6 +1379,7 @@ impl<C> Conns<C> {
             generation,
         };
         let mut handler = handler;
+        let completion_fd = stream.completion_fd();
         let io = lp.io(stream, Interest::READABLE, move |lp, state, ev| {
             let driven = panic::catch_unwind(AssertUnwindSafe(|| {
                 drive::<S, C, T, F>(lp, state, ev, id, &mut handler)
@@ -1290,11 +1395,18 @@ impl<C> Conns<C> {
             }
         });
         let io = io?;
+        // Adopted before the loop registers the fd (its next flush): the
+        // backend then receives for it instead of polling it.
+        let adopted = match (completion_fd, lp.completion_io()) {
+            (Some(fd), Some(ring)) => ring.adopt(fd, Adopt::Stream).is_ok(),
+            _ => false,
+        };
         let timer = match options.idle {
             None => None,
             Some(idle) => match new_timer::<S, C>(lp, id, idle, idle) {
                 Ok(t) => Some(t),
                 Err(e) => {
+                    release(lp, completion_fd, adopted);
                     let _ = lp.remove(io);
                     return Err(e);
                 }
@@ -1318,6 +1430,8 @@ impl<C> Conns<C> {
             read_paused: false,
             congested: false,
             generation,
+            adopted,
+            draining: false,
         };
         slot.insert(conn);
         self.generation = generation.wrapping_add(1);
@@ -1458,6 +1572,7 @@ fn drive<'s, S, C, T, F>(
     let mut step = Step::Start;
     loop {
         let Some(c) = state.as_mut().get_mut(id) else {
+            release(lp, stream.completion_fd(), true);
             let _ = lp.remove(me);
             return;
         };
@@ -1469,10 +1584,16 @@ fn drive<'s, S, C, T, F>(
                 handler(lp, state, id, ConnEvent::Drained);
                 Step::Write
             }
-            Step::Read => c.read_in(stream, &mut pass),
+            Step::Read => {
+                let adopted = c.adopted;
+                c.read_in(&mut Port::new(lp, stream, adopted), &mut pass)
+            }
             Step::Deliver(found) => deliver(lp, state, id, handler, found, &mut pass),
             Step::Settle => return c.settle(lp, me, &pass),
-            Step::Finish(reason) => return finish(lp, state, id, me, handler, reason),
+            Step::Finish(reason) => {
+                let adopted = stream.completion_fd().filter(|_| c.adopted);
+                return finish(lp, state, id, (me, adopted), handler, reason);
+            }
         };
     }
 }
@@ -1503,7 +1624,7 @@ impl<C> Conn<C> {
         if let Some(reason) = self.take_ending() {
             return Step::Finish(reason);
         }
-        match self.flush(stream) {
+        match self.flush(&mut Port::new(lp, stream, self.adopted)) {
             Ok(p) => pass.progress |= p,
             Err(e) => return Step::Finish(CloseReason::Error(e)),
         }
@@ -1526,9 +1647,18 @@ impl<C> Conn<C> {
         S: AsMut<Conns<C>>,
         C: 's,
     {
-        // Errors (the peer is gone already) change nothing: the
-        // connection is closed soon either way.
-        let _ = stream.shutdown_write();
+        let mut port = Port::new(lp, stream, self.adopted);
+        if !self.draining {
+            // Errors (the peer is gone already) change nothing: the
+            // connection is closed soon either way.
+            let _ = port.shutdown();
+        }
+        // Through the completion I/O, the shutdown waits for what it took
+        // to send; so does the close (it would be lost with the loop).
+        self.draining = port.unsent() > 0;
+        if self.draining {
+            return Step::Settle;
+        }
         self.state = State::Lingering;
         // A zero linger waits for nothing: no timer, no further event.
         if self.eof || self.opts.linger.is_zero() {
@@ -1563,7 +1693,7 @@ impl<C> Conn<C> {
     }
 
     /// Step `Read`.
-    fn read_in(&mut self, stream: &mut (impl Read + Source), pass: &mut Pass) -> Step {
+    fn read_in(&mut self, stream: &mut impl Read, pass: &mut Pass) -> Step {
         if !(pass.read_more && self.can_read()) {
             if self.peer_gone(pass) {
                 // A level-triggered HUP would come back forever.
@@ -1615,7 +1745,7 @@ impl<C> Conn<C> {
     /// what comes next: reading on would cost a `recvfrom` that fails with
     /// `EAGAIN` per event (tokio's rule, and `exec::AsyncFd`'s). A buffer
     /// found full before any read is one the handler left full: it grows.
-    fn read_some(&mut self, stream: &mut (impl Read + Source), edge: bool) -> io::Result<Found> {
+    fn read_some(&mut self, stream: &mut impl Read, edge: bool) -> io::Result<Found> {
         let dropping = !matches!(self.state, State::Open);
         let (mut data, mut eof, mut full) = (false, false, false);
         let mut first = true;
@@ -1749,7 +1879,7 @@ fn finish<'s, S, C, F>(
     lp: &mut Loop<'s, S>,
     state: &mut S,
     id: ConnId,
-    me: Io,
+    (me, adopted): (Io, Option<crate::RawFd>),
     handler: &mut F,
     reason: CloseReason,
 ) where
@@ -1769,8 +1899,69 @@ fn finish<'s, S, C, F>(
             let _ = lp.remove(t);
         }
     }
+    // Given back before the close: what it took to send still goes out.
+    release(lp, adopted, true);
     let _ = lp.remove(me);
     if let Err(payload) = told {
         panic::resume_unwind(payload);
+    }
+}
+
+/// A connection's stream for one step: through the loop's completion I/O
+/// when the connection's socket is adopted, else the stream itself.
+struct Port<'a, T> {
+    stream: &'a mut T,
+    ring: Option<&'a mut dyn CompletionIo>,
+}
+
+impl<'a, T: Stream> Port<'a, T> {
+    fn new<S>(lp: &'a mut Loop<'_, S>, stream: &'a mut T, adopted: bool) -> Port<'a, T> {
+        let ring = if adopted { lp.completion_io() } else { None };
+        Port { stream, ring }
+    }
+
+    fn shutdown(&mut self) -> io::Result<()> {
+        match self.ring.as_deref_mut() {
+            Some(ring) => self.stream.shutdown_completed(ring),
+            None => self.stream.shutdown_write(),
+        }
+    }
+
+    /// Bytes the completion I/O took and has not sent.
+    fn unsent(&mut self) -> usize {
+        match (self.ring.as_deref_mut(), self.stream.completion_fd()) {
+            (Some(ring), Some(fd)) => ring.unsent(fd),
+            _ => 0,
+        }
+    }
+}
+
+impl<T: Stream> Read for Port<'_, T> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.ring.as_deref_mut() {
+            Some(ring) => self.stream.read_completed(ring, buf),
+            None => self.stream.read(buf),
+        }
+    }
+}
+
+impl<T: Stream> Write for Port<'_, T> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self.ring.as_deref_mut() {
+            Some(ring) => self.stream.write_completed(ring, bytes),
+            None => self.stream.write(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Gives an adopted socket back to the loop's completion I/O before its
+/// watcher is removed (and the socket closed).
+fn release<S>(lp: &mut Loop<'_, S>, fd: Option<crate::RawFd>, adopted: bool) {
+    if let (true, Some(fd), Some(ring)) = (adopted, fd, lp.completion_io()) {
+        ring.release(fd);
     }
 }

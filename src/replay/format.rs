@@ -1180,6 +1180,7 @@ impl Cursor<'_> {
             hangup,
             closed_fd,
             level,
+            completion: false,
         })
     }
 

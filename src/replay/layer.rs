@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use super::sink;
 use super::Recorder;
+use crate::backend::CompletionIo;
 use crate::net::{Listener, Stream};
 use crate::{Builder, Source, SourceFd};
 
@@ -121,6 +122,30 @@ impl<T: Stream> Stream for Recorded<T> {
         sink::shut_down(self.0.source_fd(), &r);
         r
     }
+
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        self.0.completion_fd()
+    }
+
+    fn read_completed(&mut self, io: &mut dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
+        let r = self.0.read_completed(io, buf);
+        let got = r.as_ref().map_or(0, |&n| n.min(buf.len()));
+        sink::read(self.0.source_fd(), buf.len(), &r, &buf[..got]);
+        r
+    }
+
+    fn write_completed(&mut self, io: &mut dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
+        let r = self.0.write_completed(io, bytes);
+        let taken = r.as_ref().map_or(0, |&n| n.min(bytes.len()));
+        sink::wrote(self.0.source_fd(), bytes.len(), &r, &bytes[..taken]);
+        r
+    }
+
+    fn shutdown_completed(&mut self, io: &mut dyn CompletionIo) -> io::Result<()> {
+        let r = self.0.shutdown_completed(io);
+        sink::shut_down(self.0.source_fd(), &r);
+        r
+    }
 }
 
 impl<L: Listener> Listener for Recorded<L> {
@@ -132,6 +157,16 @@ impl<L: Listener> Listener for Recorded<L> {
 
     fn accept_stream(&self) -> io::Result<Recorded<L::Stream>> {
         let r = self.0.accept_stream();
+        sink::accepted(self.0.source_fd(), r.as_ref().map(Source::source_fd));
+        r.map(Recorded)
+    }
+
+    fn completion_fd(&self) -> Option<crate::RawFd> {
+        self.0.completion_fd()
+    }
+
+    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<Recorded<L::Stream>> {
+        let r = self.0.accept_completed(io);
         sink::accepted(self.0.source_fd(), r.as_ref().map(Source::source_fd));
         r.map(Recorded)
     }

@@ -257,6 +257,13 @@ impl Backend for Recorder {
         Some(self)
     }
 
+    /// The recorded backend's: what adopted sockets read, write and accept
+    /// is recorded at the net layer ([`Recorded`](super::Recorded)), and
+    /// their reports as any poll's.
+    fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+        self.inner.completion_io()
+    }
+
     fn reinit(&mut self) -> io::Result<()> {
         let r = Backend::reinit(&mut self.inner);
         sink::with_encoder(|e| e.call(tag::REINIT, &[], &r));
