@@ -633,6 +633,12 @@ impl Completions {
         !self.ready.is_empty()
     }
 
+    /// How many fds wait for a buffer (for the tests).
+    #[cfg(test)]
+    pub(super) fn starved_count(&self) -> usize {
+        self.starved.len()
+    }
+
     /// Whether `settle` has fds to look at.
     pub(super) fn dirty_any(&self) -> bool {
         !self.dirty.is_empty()

@@ -1,0 +1,246 @@
+//! evloop::net on io_uring's completion path (backends/io_uring/completion.rs),
+//! where the ring's buffers, sends and accepts are the backend's: reading
+//! paused while clients send, a peer that resets in the middle of a
+//! send, and ten thousand connections opened and closed. Every other net
+//! test runs on this path too (they run on every backend); these are the
+//! cases only it has. Skipped, loudly, where io_uring or its completion
+//! I/O is not available.
+#![cfg(all(target_os = "linux", feature = "io-uring"))]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::time::Duration;
+
+use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions};
+use evloop::{Loop, RunMode};
+
+/// A loop on io_uring with completion I/O, or `None` (said why).
+fn completion_loop<'s, S>() -> Option<Loop<'s, S>> {
+    let lp: Loop<'s, S> = match Loop::builder().backend("io_uring").build() {
+        Ok(lp) => lp,
+        Err(e) => {
+            eprintln!("SKIPPED: the io_uring backend does not start here: {e}");
+            return None;
+        }
+    };
+    if !lp.capabilities().completion {
+        eprintln!("SKIPPED: io_uring has no completion I/O here (Linux 6.0 needed)");
+        return None;
+    }
+    Some(lp)
+}
+
+fn listener() -> TcpListener {
+    ListenOptions::new()
+        .backlog(4096)
+        .bind("127.0.0.1:0".parse().unwrap())
+        .unwrap()
+}
+
+fn pattern(client: usize, offset: usize) -> u8 {
+    (client.wrapping_mul(131) ^ offset.wrapping_mul(7) ^ (offset >> 8)) as u8
+}
+
+/// 96 clients send 96 KiB each while the server has paused reading on
+/// every connection (its receives cancelled: the data waits in the
+/// sockets, not in the ring's buffers); then the server echoes
+/// everything: every byte comes back, in order. (The ring itself running
+/// dry, `ENOBUFS`, is the backend's unit test
+/// `completion_io_loses_nothing_when_the_buffer_ring_runs_out`.)
+#[test]
+fn paused_connections_lose_nothing() {
+    common::watchdog("paused while clients send", Duration::from_secs(60), || {
+        let Some(mut lp) = completion_loop::<Conns<()>>() else {
+            return;
+        };
+        const CLIENTS: usize = 96;
+        const EACH: usize = 96 * 1024;
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let acceptor = Acceptor::start(&mut lp, l, |lp, conns, s| {
+            let id = conns
+                .open(
+                    lp,
+                    s.unwrap(),
+                    ConnOptions::new(),
+                    (),
+                    |lp, conns, id, ev| match ev {
+                        ConnEvent::Data => {
+                            let n = conns[id].input().len();
+                            conns[id].write_from_input(lp, n);
+                        }
+                        ConnEvent::Eof => conns[id].close(lp),
+                        _ => {}
+                    },
+                )
+                .unwrap();
+            conns[id].pause_reading(lp); // until every client has sent
+        })
+        .unwrap();
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                std::thread::spawn(move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    let data: Vec<u8> = (0..EACH).map(|i| pattern(c, i)).collect();
+                    let mut w = s.try_clone().unwrap();
+                    let writer = std::thread::spawn(move || {
+                        w.write_all(&data).unwrap();
+                        w.shutdown(Shutdown::Write).unwrap();
+                    });
+                    let mut got = Vec::with_capacity(EACH);
+                    s.read_to_end(&mut got).unwrap();
+                    writer.join().unwrap();
+                    assert_eq!(got.len(), EACH, "client {c}");
+                    assert!(got.iter().enumerate().all(|(i, &b)| b == pattern(c, i)));
+                })
+            })
+            .collect();
+        let mut conns = Conns::new();
+        while acceptor.accepted() < CLIENTS as u64 {
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        // Let the kernel fill the ring while nobody reads.
+        for _ in 0..20 {
+            lp.run(RunMode::NoWait, &mut conns).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let ids: Vec<_> = conns.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            conns[id].resume_reading(&mut lp);
+        }
+        while !conns.is_empty() {
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        for c in clients {
+            c.join().unwrap();
+        }
+        acceptor.close(&mut lp).unwrap();
+    });
+}
+
+/// A client reads a little of a large reply and resets the connection:
+/// the server's connection ends with an error, and the loop goes on
+/// serving the next client.
+#[test]
+fn a_peer_that_resets_in_the_middle_of_a_send() {
+    common::watchdog("reset mid-send", Duration::from_secs(60), || {
+        let Some(mut lp) = completion_loop::<Server>() else {
+            return;
+        };
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let big = vec![7u8; 8 << 20];
+        let acceptor = Acceptor::start(&mut lp, l, move |lp, state: &mut Server, s| {
+            let big = big.clone();
+            state
+                .0
+                .open(
+                    lp,
+                    s.unwrap(),
+                    ConnOptions::new(),
+                    (),
+                    move |lp, st, id, ev| match ev {
+                        ConnEvent::Data => {
+                            let c = &mut st.0[id];
+                            let n = c.input().len();
+                            c.consume(n);
+                            c.write(lp, &big);
+                        }
+                        ConnEvent::Closed(reason) => st.1.push(reason.is_clean()),
+                        _ => {}
+                    },
+                )
+                .unwrap();
+        })
+        .unwrap();
+        let mut state = Server(Conns::new(), Vec::new());
+        for round in 0..3 {
+            let client = std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(b"go").unwrap();
+                let mut buf = vec![0u8; 256 * 1024];
+                s.read_exact(&mut buf).unwrap();
+                // SO_LINGER 0: the close resets the connection.
+                socket2::SockRef::from(&s)
+                    .set_linger(Some(Duration::ZERO))
+                    .unwrap();
+                drop(s);
+            });
+            while state.1.len() <= round {
+                lp.run(RunMode::Once, &mut state).unwrap();
+            }
+            client.join().unwrap();
+            assert!(
+                !state.1[round],
+                "round {round}: the reset ends it with an error"
+            );
+        }
+        assert!(state.0.is_empty());
+        acceptor.close(&mut lp).unwrap();
+    });
+}
+
+/// Connections, and whether each one closed cleanly.
+struct Server(Conns<()>, Vec<bool>);
+
+impl AsMut<Conns<()>> for Server {
+    fn as_mut(&mut self) -> &mut Conns<()> {
+        &mut self.0
+    }
+}
+
+/// Ten thousand connections, one after another, each sending a line and
+/// closing: every one is accepted, echoed and closed, nothing is left.
+#[test]
+fn ten_thousand_connects_and_closes() {
+    common::watchdog("10,000 connections", Duration::from_secs(120), || {
+        let Some(mut lp) = completion_loop::<Conns<()>>() else {
+            return;
+        };
+        const N: usize = 10_000;
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let acceptor = Acceptor::start(&mut lp, l, |lp, conns, s| {
+            conns
+                .open(
+                    lp,
+                    s.unwrap(),
+                    ConnOptions::new(),
+                    (),
+                    |lp, conns, id, ev| match ev {
+                        ConnEvent::Data => {
+                            let n = conns[id].input().len();
+                            conns[id].write_from_input(lp, n);
+                        }
+                        ConnEvent::Eof => conns[id].close(lp),
+                        ConnEvent::Closed(CloseReason::Error(e)) => {
+                            panic!("connection {id:?}: {e}")
+                        }
+                        _ => {}
+                    },
+                )
+                .unwrap();
+        })
+        .unwrap();
+        let client = std::thread::spawn(move || {
+            for i in 0..N {
+                let mut s = TcpStream::connect(addr).unwrap();
+                let line = format!("hello {i}\n");
+                s.write_all(line.as_bytes()).unwrap();
+                s.shutdown(Shutdown::Write).unwrap();
+                let mut back = String::new();
+                s.read_to_string(&mut back).unwrap();
+                assert_eq!(back, line);
+            }
+        });
+        let mut conns = Conns::new();
+        while acceptor.accepted() < N as u64 || !conns.is_empty() {
+            lp.run(RunMode::Once, &mut conns).unwrap();
+        }
+        client.join().unwrap();
+        assert_eq!(acceptor.accepted(), N as u64);
+        acceptor.close(&mut lp).unwrap();
+    });
+}
