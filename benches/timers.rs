@@ -28,6 +28,11 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use evloop::{Loop, Timer};
 
+// splitmix64 and the timeouts and picks, as benches/timers_1m.rs draws them.
+#[path = "timer_workload.rs"]
+mod timer_workload;
+use timer_workload::{Rng, NANOS};
+
 /// Armed timers.
 const N: usize = 1_000_000;
 /// Entries of the random stream (a power of two).
@@ -37,26 +42,6 @@ const STREAM: usize = 1 << 20;
 const REFRESH_MASK: usize = 1023;
 /// The largest chunk of `arm`.
 const ARM_CHUNK: u64 = 4096;
-
-const SECOND_NS: u64 = 1_000_000_000;
-
-/// splitmix64 (as in benches/timers_1m.rs).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// 1000 s plus up to 1000 s.
-    fn timeout(&mut self) -> Duration {
-        Duration::from_nanos(1000 * SECOND_NS + self.next_u64() % (1000 * SECOND_NS))
-    }
-}
 
 struct Fixture {
     lp: Loop<'static, ()>,
@@ -74,13 +59,11 @@ impl Fixture {
         let mut lp = Loop::new().expect("a loop on the default backend");
         let timers = (0..N)
             .map(|_| {
-                let d = rng.timeout();
+                let d = rng.timeout(NANOS);
                 lp.timer(d, d, |_, _, _| {}).unwrap()
             })
             .collect();
-        let stream = (0..STREAM)
-            .map(|_| ((rng.next_u64() % N as u64) as u32, rng.timeout()))
-            .collect();
+        let stream = (0..STREAM).map(|_| rng.pick(N, NANOS)).collect();
         Fixture {
             lp,
             timers,

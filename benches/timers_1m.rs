@@ -38,41 +38,15 @@ use std::time::{Duration, Instant};
 use evloop::backend::{Backend, Capabilities, PollEvent, PollStatus};
 use evloop::{Idle, Interest, Loop, RunMode, Timer};
 
+#[path = "timer_workload.rs"]
+mod timer_workload;
+use timer_workload::{Rng, NANOS};
+
 // ---- the shared workload (identical in timers_1m.c) ----
 
-/// splitmix64, seeded with the number.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
-const SECOND_NS: u64 = 1_000_000_000;
 const PARKED_MAX: usize = 1024;
 const REFRESH_MASK: usize = 1023;
 const NONE: u32 = u32::MAX;
-
-struct Workload {
-    n: u32,
-    rng: Rng,
-}
-
-impl Workload {
-    /// A timeout: 1000 s plus up to 1000 s, in nanoseconds.
-    fn timeout(&mut self) -> Duration {
-        Duration::from_nanos(1000 * SECOND_NS + self.rng.next_u64() % (1000 * SECOND_NS))
-    }
-
-    fn index(&mut self) -> u32 {
-        (self.rng.next_u64() % self.n as u64) as u32
-    }
-}
 
 /// Every random number, drawn up front in the C program's order; the
 /// timeouts already converted to what the API takes (`Duration`; the C
@@ -91,28 +65,20 @@ struct Plan {
 }
 
 fn plan(n: u32, ops: usize) -> Plan {
-    let mut w = Workload { n, rng: Rng(12) };
-    let arm_d = (0..n).map(|_| w.timeout()).collect();
-    let restart: Vec<_> = (0..ops)
-        .map(|_| {
-            let i = w.index();
-            (i, w.timeout())
-        })
-        .collect();
-    let again: Vec<_> = (0..ops).map(|_| w.index()).collect();
-    let stop_start: Vec<_> = (0..ops)
-        .map(|_| {
-            let i = w.index();
-            (i, w.timeout())
-        })
-        .collect();
+    // splitmix64, seeded with the number.
+    let mut rng = Rng(12);
+    let all = n as usize;
+    let arm_d = (0..n).map(|_| rng.timeout(NANOS)).collect();
+    let restart: Vec<_> = (0..ops).map(|_| rng.pick(all, NANOS)).collect();
+    let again: Vec<_> = (0..ops).map(|_| rng.index(all)).collect();
+    let stop_start: Vec<_> = (0..ops).map(|_| rng.pick(all, NANOS)).collect();
     let mut parked = vec![false; n as usize];
     let mut fifo = std::collections::VecDeque::with_capacity(PARKED_MAX + 1);
     let mut mixed = Vec::with_capacity(ops);
     for _ in 0..ops {
-        let kind = (w.rng.next_u64() % 4) as u8;
-        let mut i = w.index();
-        let d = w.timeout();
+        let kind = (rng.next_u64() % 4) as u8;
+        let mut i = rng.index(all);
+        let d = rng.timeout(NANOS);
         while parked[i as usize] {
             i = if i + 1 == n { 0 } else { i + 1 };
         }
@@ -127,11 +93,11 @@ fn plan(n: u32, ops: usize) -> Plan {
         }
         mixed.push((kind, i, other, d));
     }
-    let unpark: Vec<_> = fifo.into_iter().map(|i| (i, w.timeout())).collect();
-    let rearm_d = (0..n).map(|_| w.timeout()).collect();
+    let unpark: Vec<_> = fifo.into_iter().map(|i| (i, rng.timeout(NANOS))).collect();
+    let rearm_d = (0..n).map(|_| rng.timeout(NANOS)).collect();
     let mut perm: Vec<u32> = (0..n).collect();
     for i in (1..n as usize).rev() {
-        let j = (w.rng.next_u64() % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         perm.swap(i, j);
     }
     // A checksum of the plan (every index drawn, then the generator's final
@@ -149,7 +115,7 @@ fn plan(n: u32, ops: usize) -> Plan {
     }
     unpark.iter().for_each(|&(i, _)| mix(i as u64));
     perm.iter().for_each(|&i| mix(i as u64));
-    mix(w.rng.0);
+    mix(rng.0);
     Plan {
         checksum: sum,
         arm_d,

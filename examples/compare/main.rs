@@ -28,6 +28,8 @@ mod http_server;
 #[cfg(unix)]
 #[path = "../../benches/idle_workload.rs"]
 mod idle_workload;
+#[path = "../../benches/timer_workload.rs"]
+mod timer_workload;
 
 mod chains;
 mod harness;

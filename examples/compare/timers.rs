@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use evloop::{Builder, Loop, RunMode, Timer};
 
 use crate::harness::{Metric, Workload};
+use crate::timer_workload::{Rng, MILLIS};
 
 pub struct Timers {
     /// Timers armed throughout.
@@ -17,24 +18,6 @@ pub struct Timers {
     pub expire: usize,
 }
 
-/// splitmix64: the same timeouts on every backend.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// 1000 s plus up to 1000 s: never due during the run.
-    fn far(&mut self) -> Duration {
-        Duration::from_millis(1_000_000 + self.next() % 1_000_000)
-    }
-}
-
 impl Timers {
     fn measure(&self, builder: &Builder, backend: &str) -> Result<(f64, f64), String> {
         let mut lp: Loop<'static, usize> = builder
@@ -42,19 +25,20 @@ impl Timers {
             .backend(backend)
             .build()
             .map_err(|e| e.to_string())?;
+        // The same timeouts on every backend.
         let mut rng = Rng(36);
         let timers: Vec<Timer> = (0..self.armed)
             .map(|_| {
-                let d = rng.far();
+                let d = rng.timeout(MILLIS);
                 lp.timer(d, Duration::ZERO, |_, _, _| {}).unwrap()
             })
             .collect();
-        let picks: Vec<(usize, Duration)> = (0..self.restarts)
-            .map(|_| (rng.next() as usize % timers.len(), rng.far()))
+        let picks: Vec<(u32, Duration)> = (0..self.restarts)
+            .map(|_| rng.pick(timers.len(), MILLIS))
             .collect();
         let start = Instant::now();
         for &(i, d) in &picks {
-            timers[i].set(&mut lp, d, Duration::ZERO).unwrap();
+            timers[i as usize].set(&mut lp, d, Duration::ZERO).unwrap();
         }
         let restart = start.elapsed().as_nanos() as f64 / picks.len() as f64;
 
@@ -62,7 +46,7 @@ impl Timers {
         // it is due (the loop's sleep is not timed).
         let due: Vec<Timer> = (0..self.expire)
             .map(|_| {
-                let d = Duration::from_micros(rng.next() % 1000);
+                let d = Duration::from_micros(rng.next_u64() % 1000);
                 lp.timer(d, Duration::ZERO, |_, fired, _| *fired += 1)
                     .unwrap()
             })
