@@ -21,7 +21,8 @@
 #                                     then each ratio A/B of the CPU medians (against
 #                                     a target T if given), warning when A's and B's
 #                                     ranges overlap. RESULTS has a line per run:
-#                                     "GROUP VARIANT ROUND REQ/S CPU_US CLIENT_US"
+#                                     "GROUP VARIANT ROUND REQ/S CPU_US CLIENT_US";
+#                                     LOAD_VARIANTS (names) orders the variants
 #   load_strace PID OUT CMD...        CMD's status, while `strace -c -f -p PID -o OUT`
 #                                     counts the server's syscalls
 #   load_strace_top OUT N [TOP]       the total per request (N requests) and the TOP
@@ -52,6 +53,7 @@ load_start() {
     local name=$1 pattern=$2 out
     shift 2
     out=$LOAD_TMP/$name.out
+    : >"$out" # there before the server writes to it
     "$@" >"$out" 2>"$LOAD_TMP/$name.err" &
     LOAD_PID[$name]=$!
     LOAD_PIDS+=("$!")
@@ -124,10 +126,13 @@ load_redis() {
 
 load_summary() {
     python3 - "$@" <<'PY'
-import statistics, sys
+import os, statistics, sys
 from collections import OrderedDict
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 groups = OrderedDict()
+# Variants in LOAD_VARIANTS's order (the runs' order rotates), then the others.
+order = os.environ.get("LOAD_VARIANTS", "").split()
+rows.sort(key=lambda r: order.index(r[1]) if r[1] in order else len(order))
 for g, v, _round, rps, cpu, client in rows:
     groups.setdefault(g, OrderedDict()).setdefault(v, []).append((float(rps), float(cpu), float(client)))
 def stats(xs):
