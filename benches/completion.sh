@@ -34,7 +34,10 @@
 # P1_REQUESTS (500000), VARIANTS ("epoll io_uring io_uring-ready tokio"),
 # WORKLOADS ("http resp-P16 resp-P1"), STRACE (1), STRACE_DURATION (3s:
 # wrk's -d when traced), STRACE_SHARE (10: a traced redis-benchmark run
-# makes 1/10 of the requests), HYPER (1), HYPER_ROUNDS (ROUNDS).
+# makes 1/10 of the requests), HYPER (1), HYPER_ROUNDS (ROUNDS), PIN ("1 0":
+# the servers on CPU 1, wrk and redis-benchmark on CPU 0, with taskset, so
+# that every run has the same placement; "0 0" for one core; empty for
+# none; benches/load_lib.sh says why).
 # Installs the missing Debian packages wrk, redis-tools and strace as root
 # (benches/peers/common.sh); release builds into ${CARGO_TARGET_DIR:-target}
 # (the example with the io-uring feature, benches/net_load, the tokio twins
@@ -76,6 +79,8 @@ http_evloop=$target/release/examples/http_server
 resp_evloop=$target/release/resp_server
 twins=$PEERS_BUILD/rust/target/release
 
+LOAD_PIN=${PIN-1 0}
+[ "$(nproc)" -ge 2 ] || LOAD_PIN=${PIN-}
 load_init
 # The environment of a variant's server: an inherited EVLOOP_ variable
 # must not pick another path.
@@ -154,7 +159,8 @@ server_pid() { # WORKLOAD VARIANT
 }
 
 echo "== (a) CPU per request: ${workloads[*]} on ${variants[*]}"
-echo "machine: $(nproc) cores, $(uname -r), commit $(git describe --always --dirty 2>/dev/null || echo unknown)"
+echo "machine: $(nproc) cores, $(uname -r), commit $(git describe --always --dirty 2>/dev/null || echo unknown)," \
+    "pinned (server CPU, client CPU): ${LOAD_PIN:-no}"
 echo "wrk -t1 -c50 -d$duration; redis-benchmark -t get -c 50 -P 16 -n $p16, -P 1 -n $p1;" \
     "$rounds rounds$([ "$warmup" = 1 ] && echo " after a warm-up round")"
 echo "load before: $(load_avg)"
@@ -207,7 +213,7 @@ fi
 
 if [ "$hyper_on" = 1 ]; then
     echo "== (c) hyper on evloop's executor over io_uring against hyper on tokio (benches/hyper_wrk.sh)"
-    env -u EVLOOP_IO_URING_COMPLETION BACKEND=io_uring TARGET=0.9 \
+    env -u EVLOOP_IO_URING_COMPLETION BACKEND=io_uring TARGET=0.9 PIN="$LOAD_PIN" \
         benches/hyper_wrk.sh "${HYPER_ROUNDS:-$rounds}" -t1 -c50 -d"$duration" | tee "$LOAD_TMP/hyper"
     grep '^ratio' "$LOAD_TMP/hyper" >>"$LOAD_TMP/done" || true
 fi

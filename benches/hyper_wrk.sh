@@ -17,7 +17,9 @@
 #
 # Usage: benches/hyper_wrk.sh [ROUNDS] [WRK-ARGS...]
 #   (default: 7 rounds of wrk -t1 -c50 -d5s; BACKEND=epoll by default for
-#   evloop: BACKEND=io_uring to measure another)
+#   evloop: BACKEND=io_uring to measure another; PIN="S C" pins the servers
+#   to CPU S and wrk to CPU C, as benches/completion.sh does; unpinned by
+#   default)
 # docs/benchmarks.md, "async: hyper on the executor", has the numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,13 +37,14 @@ CARGO_TARGET_DIR="$target" cargo build -q --release --manifest-path tests/hyper_
 command -v wrk >/dev/null || { echo "wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
 
 . benches/load_lib.sh
+LOAD_PIN=${PIN-}
 load_init
 load_start evloop "http on" "$target/release/examples/hyper_server" 0 "$backend"
 load_start tokio "http on" "$target/release/examples/hyper_tokio" 0
 for name in evloop tokio; do echo "$name: $(cat "$LOAD_TMP/$name.out")"; done
 
 echo "machine: $(nproc) cores, $(uname -r), load before: $(load_avg)"
-echo "wrk $* http://ADDR/, $rounds rounds (plus a warm-up), evloop on $backend"
+echo "wrk $* http://ADDR/, $rounds rounds (plus a warm-up), evloop on $backend, pinned (server CPU, wrk CPU): ${LOAD_PIN:-no}"
 : >"$LOAD_TMP/results"
 for round in $(seq 0 "$rounds"); do
     for name in evloop tokio; do

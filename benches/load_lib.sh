@@ -28,8 +28,22 @@
 #   load_strace_top OUT N [TOP]       the total per request (N requests) and the TOP
 #                                     (8) syscalls per request, errors included
 #   load_avg                          the load average (1, 5, 15 minutes)
+#
+# LOAD_PIN="S C" (set by the caller before load_start) pins the servers to
+# CPU S and the load generators to CPU C with taskset; empty: no pinning.
+# Unpinned, the scheduler puts the two on one core in some runs (less CPU
+# per request on both sides: no wake-up crosses cores) and on two in
+# others, and the CPU per request of one server moved by 1.7x between
+# rounds on the 2-core VM.
 
 load_avg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# The taskset prefix for a server (0) or a load generator (1), if pinned.
+load_pinned() {
+    local cpus
+    read -r -a cpus <<<"${LOAD_PIN:-}"
+    [ "${#cpus[@]}" = 0 ] || echo "taskset -c ${cpus[$1]}"
+}
 
 declare -A LOAD_PID LOAD_ADDR
 LOAD_PIDS=()
@@ -54,7 +68,8 @@ load_start() {
     shift 2
     out=$LOAD_TMP/$name.out
     : >"$out" # there before the server writes to it
-    "$@" >"$out" 2>"$LOAD_TMP/$name.err" &
+    # shellcheck disable=SC2046
+    $(load_pinned 0) "$@" >"$out" 2>"$LOAD_TMP/$name.err" &
     LOAD_PID[$name]=$!
     LOAD_PIDS+=("$!")
     for _ in $(seq 300); do
@@ -100,7 +115,8 @@ load_end() {
 load_wrk() {
     local out=$1
     shift
-    wrk "$@" >"$out" || { cat "$out" >&2; echo "wrk $* failed" >&2; return 1; }
+    # shellcheck disable=SC2046
+    $(load_pinned 1) wrk "$@" >"$out" || { cat "$out" >&2; echo "wrk $* failed" >&2; return 1; }
     if grep -q 'Socket errors\|Non-2xx' "$out"; then
         cat "$out" >&2
         echo "wrk $*: errors (above)" >&2
@@ -113,7 +129,8 @@ load_wrk() {
 load_redis() {
     local out=$1 status=0
     shift
-    redis-benchmark --csv "$@" >"$out" 2>"$out.err" || status=$?
+    # shellcheck disable=SC2046
+    $(load_pinned 1) redis-benchmark --csv "$@" >"$out" 2>"$out.err" || status=$?
     # The servers measured here answer CONFIG GET with +OK: that warning is expected.
     if [ "$status" != 0 ] || grep -v 'Could not fetch server CONFIG' "$out.err" | grep -q . ||
         grep -qi 'error' "$out"; then
