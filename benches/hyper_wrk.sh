@@ -10,11 +10,16 @@
 # server's utime + stime from /proc/PID/stat, before and after the wrk
 # run, over the requests wrk made). Prints every round, then the median
 # and the spread (min-max) per server, and the machine's load before and
-# after. Fails on any socket error or non-2xx answer.
+# after, and the ratio of the CPU medians (evloop/tokio; against TARGET
+# if set, e.g. TARGET=0.9), warning when their ranges overlap. Fails on
+# any socket error or non-2xx answer. Shares benches/load_lib.sh with
+# benches/completion.sh, which runs it for issue 37's hyper ratio.
 #
 # Usage: benches/hyper_wrk.sh [ROUNDS] [WRK-ARGS...]
 #   (default: 7 rounds of wrk -t1 -c50 -d5s; BACKEND=epoll by default for
-#   evloop: BACKEND=io_uring to measure another)
+#   evloop: BACKEND=io_uring to measure another; PIN="S C" pins the servers
+#   to CPU S and wrk to CPU C, as benches/completion.sh does; unpinned by
+#   default)
 # docs/benchmarks.md, "async: hyper on the executor", has the numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,77 +36,28 @@ CARGO_TARGET_DIR="$target" cargo build -q --release --manifest-path tests/hyper_
     --features "$features" --example hyper_server --example hyper_tokio
 command -v wrk >/dev/null || { echo "wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. benches/load_lib.sh
+LOAD_PIN=${PIN-}
+load_init
+load_start evloop "http on" "$target/release/examples/hyper_server" 0 "$backend"
+load_start tokio "http on" "$target/release/examples/hyper_tokio" 0
+for name in evloop tokio; do echo "$name: $(cat "$LOAD_TMP/$name.out")"; done
 
-# start NAME COMMAND...: runs a server on a free port; sets its pid and address.
-declare -A pid addr
-start() {
-    local name=$1
-    shift
-    : >"$tmp/$name.out"
-    "$@" >"$tmp/$name.out" &
-    pid[$name]=$!
-    pids+=("$!")
-    for _ in $(seq 300); do
-        grep -q '^http on ' "$tmp/$name.out" && break
-        sleep 0.1
-    done
-    addr[$name]=$(sed -n 's/^http on \([^ ]*\) .*/\1/p' "$tmp/$name.out")
-    [ -n "${addr[$name]}" ] || { echo "$name did not listen" >&2; exit 1; }
-    echo "$name: $(cat "$tmp/$name.out")"
-}
-start evloop "$target/release/examples/hyper_server" 0 "$backend"
-start tokio "$target/release/examples/hyper_tokio" 0
-
-ticks=$(getconf CLK_TCK)
-# cpu_ticks PID: utime + stime (fields 14 and 15; the command name, field
-# 2, is in parentheses and has no spaces here).
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
-echo "machine: $(nproc) cores, $(uname -r), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "wrk $* http://ADDR/, $rounds rounds (plus a warm-up), evloop on $backend"
-echo "round server req/s cpu_us_per_req" >"$tmp/results"
+echo "machine: $(nproc) cores, $(uname -r), load before: $(load_avg)"
+echo "wrk $* http://ADDR/, $rounds rounds (plus a warm-up), evloop on $backend, pinned (server CPU, wrk CPU): ${LOAD_PIN:-no}"
+: >"$LOAD_TMP/results"
 for round in $(seq 0 "$rounds"); do
     for name in evloop tokio; do
-        before=$(cpu_ticks "${pid[$name]}")
-        wrk "$@" "http://${addr[$name]}/" >"$tmp/wrk"
-        after=$(cpu_ticks "${pid[$name]}")
-        if grep -q 'Socket errors\|Non-2xx' "$tmp/wrk"; then
-            cat "$tmp/wrk"
-            echo "$name: wrk saw errors (above)" >&2
-            exit 1
-        fi
-        rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\)/\1/p' "$tmp/wrk")
-        requests=$(sed -n 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' "$tmp/wrk")
-        cpu_us=$(awk -v t="$((after - before))" -v hz="$ticks" -v n="$requests" \
-            'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
+        load_begin "${LOAD_PID[$name]}"
+        load_wrk "$LOAD_TMP/wrk" "$@" "http://${LOAD_ADDR[$name]}/"
+        load_end "${LOAD_PID[$name]}" "$LOAD_REQUESTS"
         if [ "$round" = 0 ]; then
-            echo "warm-up  $name: $rps req/s, $cpu_us us CPU/request"
+            echo "warm-up  $name: $LOAD_RPS req/s, $LOAD_CPU_US us CPU/request"
         else
-            echo "round $round  $name: $rps req/s, $cpu_us us CPU/request"
-            echo "$round $name $rps $cpu_us" >>"$tmp/results"
+            echo "round $round  $name: $LOAD_RPS req/s, $LOAD_CPU_US us CPU/request"
+            echo "hyper $name $round $LOAD_RPS $LOAD_CPU_US $LOAD_CLIENT_US" >>"$LOAD_TMP/results"
         fi
     done
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp/results" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]).read().splitlines()[1:]]
-print(f"{'server':8} {'req/s median':>13} {'min-max':>17} {'CPU us/req median':>18} {'min-max':>15}")
-for name in ("evloop", "tokio"):
-    rps = [float(r[2]) for r in rows if r[1] == name]
-    cpu = [float(r[3]) for r in rows if r[1] == name]
-    print(f"{name:8} {statistics.median(rps):13,.0f} {min(rps):8,.0f}-{max(rps):<8,.0f} "
-          f"{statistics.median(cpu):18.2f} {min(cpu):7.2f}-{max(cpu):<7.2f}")
-e = statistics.median(float(r[2]) for r in rows if r[1] == "evloop")
-t = statistics.median(float(r[2]) for r in rows if r[1] == "tokio")
-ec = statistics.median(float(r[3]) for r in rows if r[1] == "evloop")
-tc = statistics.median(float(r[3]) for r in rows if r[1] == "tokio")
-print(f"evloop/tokio: requests/s x{e / t:.3f}, CPU per request x{ec / tc:.3f}")
-PY
+echo "load after: $(load_avg)"
+load_summary "$LOAD_TMP/results" "evloop/tokio${TARGET:+<=$TARGET}"

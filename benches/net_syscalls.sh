@@ -10,8 +10,10 @@
 # Needs strace and redis-benchmark (apt-get install strace redis-tools).
 # The server is built with `cargo build --release` in benches/net_load
 # unless a binary is given (a build of an older evloop, say).
+# benches/completion.sh counts the same way on every backend and tokio.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/load_lib.sh" # load_strace
 target=${CARGO_TARGET_DIR:-$here/net_load/target}
 if [ $# -ge 1 ]; then
     server=$1
@@ -30,12 +32,7 @@ redis-benchmark -p "$port" -t set -n 1000 -c 1 -q > /dev/null # the key GET read
 measure() { # name, round trips (requests / pipeline depth), redis-benchmark arguments...
     local name=$1 trips=$2
     shift 2
-    strace -c -f -p "$pid" -o "$out/$name.strace" 2> "$out/$name.attach" &
-    local st=$!
-    until grep -q "attached" "$out/$name.attach" 2>/dev/null; do sleep 0.1; done
-    timeout 300 redis-benchmark -p "$port" "$@" -q > /dev/null
-    kill -INT $st
-    wait $st || true
+    load_strace "$pid" "$out/$name.strace" timeout 300 redis-benchmark -p "$port" "$@" -q > /dev/null
     echo "== $name: $trips round trips (redis-benchmark $*)"
     cat "$out/$name.strace"
     awk -v trips="$trips" '

@@ -19,7 +19,10 @@ const OK: &[u8] =
 const OK_CLOSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: close\r\n\r\nHello, world!\n";
 const NOT_FOUND: &[u8] =
     b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-const BAD: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+/// The answer to a head this server does not take (also to one larger
+/// than its read buffer).
+pub const BAD: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 /// Starts serving HTTP on `listener`; the loop's state is the connections.
 pub fn serve(lp: &mut Loop<Conns<()>>, listener: TcpListener) -> evloop::Result<Acceptor> {
@@ -63,7 +66,7 @@ fn on_event(lp: &mut Loop<Conns<()>>, conns: &mut Conns<()>, id: ConnId, ev: Con
 }
 
 /// The reply to one request head, and whether to close after it.
-fn answer(head: &[u8]) -> (&'static [u8], bool) {
+pub fn answer(head: &[u8]) -> (&'static [u8], bool) {
     let mut lines = head.split(|&b| b == b'\n');
     let request = lines.next().unwrap_or_default();
     let mut parts = trim(request).split(|&b| b == b' ');
@@ -117,7 +120,8 @@ fn trim(mut s: &[u8]) -> &[u8] {
     s
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+/// Where `needle` first occurs in `haystack`.
+pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 

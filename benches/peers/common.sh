@@ -1,10 +1,12 @@
-# Sourced by benches/peers/run.sh, instr.sh, churn.sh and benches/setup_per_fd.sh,
+# Sourced by benches/peers/run.sh, instr.sh, churn.sh, benches/setup_per_fd.sh
+# and benches/completion.sh,
 # from the repository root:
 #
 #   peers_prepare DEBIAN_PACKAGE...   installs the missing packages (as root),
 #                                     builds every peer, lists them
 #   (benches/peers/churn.sh uses its parts: peers_paths,
-#   peers_install_packages, peers_build)
+#   peers_install_packages, peers_build; benches/completion.sh
+#   peers_paths, peers_install_packages, peers_build_rust)
 #
 # Builds all of benches/peers/c (make) into $PEERS_BUILD/build and the Rust
 # crate benches/peers/rust (cargo build --release, every binary) with its
@@ -47,9 +49,15 @@ peers_build() {
     ((${#missing[@]} == 0)) || peers_die "not on PATH: ${missing[*]} (the peers need a C compiler, make and a Rust toolchain)"
     peers_say "build: make -C benches/peers/c, cargo build --release in benches/peers/rust (into $PEERS_BUILD)"
     make -s -C benches/peers/c BINDIR="$PEERS_BUILD/build" >&2 || peers_die "building the C peers failed"
+    peers_build_rust
+}
+
+# The Rust peers (cargo build --release ARGS..., every binary without
+# ARGS) into $PEERS_BUILD/rust/target; benches/completion.sh builds two.
+peers_build_rust() {
     (unset CARGO_BUILD_TARGET
         CARGO_TARGET_DIR="$PEERS_BUILD/rust/target" cargo build --release --quiet \
-            --manifest-path benches/peers/rust/Cargo.toml) || peers_die "building the Rust peers failed"
+            --manifest-path benches/peers/rust/Cargo.toml "$@") || peers_die "building the Rust peers failed"
 }
 
 # Every peer, in the order of the tables.

@@ -1,20 +1,26 @@
 //! A small RESP server on `evloop::net` (PING, SET, GET; anything else
 //! `+OK`), enough for redis-benchmark's `-t ping,set,get`.
 //!
-//! `resp_server [ADDR]` (default 127.0.0.1:6390); `BACKLOG=n` for another
-//! listen backlog than `ListenOptions`'s default; exits 0 on SIGTERM.
+//! `resp_server [ADDR]` (default 127.0.0.1:6390; port 0 takes a free one,
+//! the line it prints once it listens says which); `BACKLOG=n` for another
+//! listen backlog than `ListenOptions`'s default; `EVLOOP_BACKEND` for
+//! another backend (io_uring included); exits 0 on SIGTERM. The protocol
+//! side is `../resp.rs`, shared with the tokio twin in benches/peers/rust.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use evloop::net::{Acceptor, ConnEvent, ConnId, ConnOptions, Conns, ListenOptions};
 use evloop::{Loop, RunMode, Signal};
 
+// Parsing and answering, shared with the tokio twin (benches/peers/rust).
+#[path = "../resp.rs"]
+mod resp;
+
 #[derive(Default)]
 struct Server {
     conns: Conns<()>,
-    db: HashMap<Vec<u8>, Vec<u8>>,
+    db: resp::Db,
     acceptor: Option<Acceptor>,
     signals: Vec<Signal>,
     out: Vec<u8>,
@@ -26,92 +32,21 @@ impl AsMut<Conns<()>> for Server {
     }
 }
 
-/// A line ending in CRLF at `at`: its text and where the next begins.
-fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let rest = input.get(at..)?;
-    let n = rest.windows(2).position(|w| w == b"\r\n")?;
-    Some((&rest[..n], at + n + 2))
-}
-
-fn number(text: &[u8]) -> Option<usize> {
-    std::str::from_utf8(text).ok()?.parse().ok()
-}
-
-/// A command's arguments, and its length in bytes.
-type Command<'a> = (Vec<&'a [u8]>, usize);
-
-/// One command (`*N` of `$len` bulk strings, or an inline line);
-/// `Ok(None)` if incomplete.
-fn parse(input: &[u8]) -> Result<Option<Command<'_>>, &'static str> {
-    let Some((head, mut at)) = line(input, 0) else {
-        return Ok(None);
-    };
-    if head.first() != Some(&b'*') {
-        let args = head
-            .split(|&b| b == b' ')
-            .filter(|a| !a.is_empty())
-            .collect();
-        return Ok(Some((args, at)));
-    }
-    let count = number(&head[1..]).ok_or("bad array length")?;
-    let mut args = Vec::with_capacity(count);
-    for _ in 0..count {
-        let Some((len, next)) = line(input, at) else {
-            return Ok(None);
-        };
-        if len.first() != Some(&b'$') {
-            return Err("expected a bulk string");
-        }
-        let len = number(&len[1..]).ok_or("bad bulk length")?;
-        if input.len() < next + len + 2 {
-            return Ok(None);
-        }
-        args.push(&input[next..next + len]);
-        at = next + len + 2;
-    }
-    Ok(Some((args, at)))
-}
-
 fn on_event(lp: &mut Loop<Server>, s: &mut Server, id: ConnId, ev: ConnEvent) {
     match ev {
         ConnEvent::Data => {
             let c = &mut s.conns[id];
-            let input = c.input();
-            let mut used = 0;
             s.out.clear();
-            loop {
-                match parse(&input[used..]) {
-                    Ok(Some((args, n))) => {
-                        used += n;
-                        let cmd = args.first().map(|a| a.to_ascii_uppercase());
-                        match (cmd.as_deref(), args.len()) {
-                            (Some(b"PING"), _) => s.out.extend_from_slice(b"+PONG\r\n"),
-                            (Some(b"SET"), 3..) => {
-                                s.db.insert(args[1].to_vec(), args[2].to_vec());
-                                s.out.extend_from_slice(b"+OK\r\n");
-                            }
-                            (Some(b"GET"), 2) => match s.db.get(args[1]) {
-                                Some(v) => {
-                                    s.out
-                                        .extend_from_slice(format!("${}\r\n", v.len()).as_bytes());
-                                    s.out.extend_from_slice(v);
-                                    s.out.extend_from_slice(b"\r\n");
-                                }
-                                None => s.out.extend_from_slice(b"$-1\r\n"),
-                            },
-                            _ => s.out.extend_from_slice(b"+OK\r\n"),
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        s.out.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
-                        c.write(lp, &s.out);
-                        return c.close(lp);
-                    }
+            match resp::answer(&mut s.db, c.input(), &mut s.out) {
+                Ok(used) => {
+                    c.consume(used);
+                    c.write(lp, &s.out);
+                }
+                Err(()) => {
+                    c.write(lp, &s.out);
+                    c.close(lp);
                 }
             }
-            c.consume(used);
-            c.write(lp, &s.out);
         }
         ConnEvent::Eof => s.conns[id].close(lp),
         _ => {}
