@@ -121,7 +121,7 @@ mod completion;
 use super::{Clock, Deadline};
 use crate::backend::{Backend, Capabilities, CompletionIo, PollEvent, PollStatus};
 use crate::{Interest, Ready, Trigger};
-use completion::Completions;
+use std::rc::Rc;
 
 /// Submission queue entries: how many requests can wait for the next
 /// `io_uring_enter` (more are submitted early, without waiting).
@@ -228,8 +228,9 @@ struct Tables {
     /// Multishot polls work (probed at start-up): edge triggering, and
     /// parking.
     multishot: bool,
-    /// Completion I/O: the adopted sockets (completion.rs).
-    comp: Completions,
+    /// Completion I/O: the adopted sockets (completion.rs), shared with
+    /// their owners.
+    comp: Rc<completion::Shared>,
 }
 
 /// One fd of the loop.
@@ -763,12 +764,14 @@ impl Set {
     /// fds it changed), and submits at once if one must be (a
     /// cancellation before a close).
     fn flush_completions(&mut self) -> io::Result<()> {
-        let c = &mut self.t.comp;
+        let mut c = self.t.comp.get();
         if c.dirty_any() {
             c.settle();
         }
+        let urgent = std::mem::take(&mut c.urgent);
         if !c.sqes.is_empty() {
             let sqes = std::mem::take(&mut c.sqes);
+            drop(c);
             let (submitter, mut sq, mut cq) = self.ring.split();
             let mut result = Ok(());
             for e in &sqes {
@@ -779,10 +782,12 @@ impl Set {
             drop((sq, cq));
             let mut sqes = sqes;
             sqes.clear();
-            self.t.comp.sqes = sqes;
+            self.t.comp.get().sqes = sqes;
             result?;
+        } else {
+            drop(c);
         }
-        if std::mem::take(&mut self.t.comp.urgent) {
+        if urgent {
             self.submit()?;
         }
         Ok(())
@@ -792,13 +797,13 @@ impl Set {
     /// their last completions: until then the kernel may use their
     /// buffers. Those still out after it keep their memory (leaked).
     fn drain_completions(&mut self) {
-        if !self.t.comp.busy() {
+        if !self.t.comp.get().busy() {
             return;
         }
-        self.t.comp.cancel_all();
+        self.t.comp.get().cancel_all();
         let _ = self.flush_completions();
         let deadline = Deadline::new(Some(Duration::from_secs(1)));
-        while self.t.comp.busy() {
+        while self.t.comp.get().busy() {
             let Some(left) = deadline.remaining().filter(|d| !d.is_zero()) else {
                 break;
             };
@@ -811,7 +816,7 @@ impl Set {
             for cqe in self.ring.completion() {
                 let (ud, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
                 if ud as u32 == completion::OPS {
-                    self.t.comp.complete((ud >> 32) as usize, res, flags);
+                    self.t.comp.get().complete((ud >> 32) as usize, res, flags);
                 }
             }
             let _ = self.flush_completions();
@@ -834,7 +839,7 @@ impl Tables {
     fn complete(&mut self, ud: u64, res: i32, flags: u32, events: &mut Vec<PollEvent>) {
         let fd = ud as u32;
         if fd == completion::OPS {
-            return self.comp.complete((ud >> 32) as usize, res, flags);
+            return self.comp.get().complete((ud >> 32) as usize, res, flags);
         }
         // Removals and the probe carry a value beyond any fd in the fd
         // half: no table entry matches.
@@ -940,7 +945,7 @@ impl Tables {
         self.cancel.clear();
         self.removing.clear();
         self.backlog.clear();
-        self.comp.clear();
+        self.comp.get().clear();
     }
 }
 
@@ -1013,11 +1018,11 @@ impl IoUring {
 
     fn create(defer: bool) -> io::Result<IoUring> {
         let (ring, multishot, completion) = create(defer)?;
-        let mut t = Tables {
+        let t = Tables {
             multishot,
             ..Tables::default()
         };
-        t.comp.on = completion;
+        t.comp.get().start(&ring.submitter(), completion);
         Ok(IoUring {
             set: Set {
                 defer,
@@ -1073,7 +1078,7 @@ impl Backend for IoUring {
             // the change's new poll fails (`EBADF`) in the next wait.
             closed_fd: crate::backend::ClosedFd::InvalidAfterChange,
             level: crate::backend::Level::Native,
-            completion: self.set.t.comp.on,
+            completion: self.set.t.comp.get().on,
         }
     }
 
@@ -1082,8 +1087,19 @@ impl Backend for IoUring {
             return Err(io::Error::from_raw_os_error(libc::EBADF));
         };
         let set = &mut self.set;
-        if set.t.comp.owns(fd) && set.t.comp.modify(fd, new)? {
+        let owned = set.t.comp.get().owns(fd);
+        if owned && set.t.comp.get().modify(fd, new)? {
+            // Adopted while registered for readiness: that poll goes.
+            if set.t.fds.get(idx).is_some_and(|s| s.state != State::Off) {
+                set.disarm(fd)?;
+                set.t.fds[idx].state = State::Off;
+                set.t.fds[idx].want = 0;
+            }
             return set.flush_completions();
+        }
+        if new.is_empty() {
+            // A release's cancellations, before the close that follows.
+            set.flush_completions()?;
         }
         if new.is_empty() {
             if idx >= set.t.fds.len() {
@@ -1179,7 +1195,7 @@ impl Backend for IoUring {
             // send) goes with this wait.
             set.flush_completions()?;
             // Adopted fds with something to report: do not wait.
-            let ready_now = set.t.comp.has_ready();
+            let ready_now = set.t.comp.get().has_ready();
             let left = if ready_now {
                 Some(Duration::ZERO)
             } else {
@@ -1187,8 +1203,11 @@ impl Backend for IoUring {
             };
             set.wait(left)?;
             set.reap(events)?;
-            if set.t.comp.has_ready() {
-                set.t.comp.report(events);
+            {
+                let mut c = set.t.comp.get();
+                if c.has_ready() {
+                    c.report(events);
+                }
             }
             if events.len() > from || ready_now {
                 break;
@@ -1207,9 +1226,9 @@ impl Backend for IoUring {
     }
 
     /// The ring's completion I/O (completion.rs), where the kernel has it.
-    fn completion_io(&mut self) -> Option<&mut dyn CompletionIo> {
-        if self.set.t.comp.on {
-            Some(&mut self.set)
+    fn completion_io(&mut self) -> Option<Rc<dyn CompletionIo>> {
+        if self.set.t.comp.get().on {
+            Some(self.set.t.comp.clone())
         } else {
             None
         }
@@ -1222,7 +1241,9 @@ impl Backend for IoUring {
         self.set.ring = ring;
         self.set.t.clear();
         self.set.t.multishot &= multishot;
-        self.set.t.comp.on &= completion;
+        let on = self.set.t.comp.get().on;
+        let submitter = self.set.ring.submitter();
+        self.set.t.comp.get().start(&submitter, on && completion);
         // SAFETY: plain system call without arguments.
         self.set.owner = unsafe { libc::getpid() };
         Ok(())
@@ -1934,7 +1955,7 @@ mod tests {
                 .collect();
             // Polls without reading until the ring has run dry.
             let t = Instant::now();
-            while r.set.t.comp.starved_count() == 0 {
+            while r.set.t.comp.get().starved_count() == 0 {
                 assert!(t.elapsed() < LONG, "the ring never ran out");
                 poll(&mut r, Duration::from_millis(10));
             }

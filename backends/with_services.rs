@@ -190,7 +190,7 @@ impl Backend for WithServices<'_> {
         Some(self)
     }
 
-    fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+    fn completion_io(&mut self) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {
         self.backend.completion_io()
     }
 }

@@ -29,6 +29,7 @@ use crate::RawFd;
 use std::io;
 use std::path::Path;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -882,12 +883,14 @@ pub trait Backend {
     /// accept through it instead of a syscall per readiness event. `None`
     /// (the default): everything goes through readiness.
     ///
+    /// The handle is shared: an executor keeps one for its futures.
+    ///
     /// ```
     /// use evloop::backend::Backend;
     /// use evloop::Sim;
     /// assert!(Sim::new().backend().completion_io().is_none());
     /// ```
-    fn completion_io(&mut self) -> Option<&mut dyn CompletionIo> {
+    fn completion_io(&mut self) -> Option<Rc<dyn CompletionIo>> {
         None
     }
 }
@@ -935,7 +938,7 @@ pub enum Adopt {
 /// use std::io;
 ///
 /// /// Echoes what has arrived on an adopted socket.
-/// fn echo(io: &mut dyn CompletionIo, fd: evloop::RawFd) -> io::Result<usize> {
+/// fn echo(io: &dyn CompletionIo, fd: evloop::RawFd) -> io::Result<usize> {
 ///     let mut buf = [0u8; 512];
 ///     match io.recv(fd, &mut buf) {
 ///         Ok(n) => io.send(fd, &buf[..n]),
@@ -950,37 +953,37 @@ pub trait CompletionIo {
     /// completion I/O. An `Err` leaves it to readiness: the owner goes
     /// on with plain syscalls (the backend ran out of buffers to lend, or
     /// found the fd is not a socket).
-    fn adopt(&mut self, fd: RawFd, role: Adopt) -> io::Result<()>;
+    fn adopt(&self, fd: RawFd, role: Adopt) -> io::Result<()>;
 
     /// Gives `fd` back before it is closed: what was received and not
     /// read is dropped, accepted connections not taken are closed, bytes
     /// taken by [`send`](CompletionIo::send) still go out. Nothing for an
     /// fd that is not adopted.
-    fn release(&mut self, fd: RawFd);
+    fn release(&self, fd: RawFd);
 
     /// Copies received bytes into `buf`: `Ok(0)` at the peer's end of
     /// file, the socket's error once everything before it was read,
     /// `WouldBlock` when nothing waits.
-    fn recv(&mut self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize>;
+    fn recv(&self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize>;
 
     /// Takes up to `bytes.len()` bytes to send, as many as the backend has
     /// room for; `WouldBlock` when it has none (the fd is reported
     /// writable again when it has), the socket's error once a send failed.
-    fn send(&mut self, fd: RawFd, bytes: &[u8]) -> io::Result<usize>;
+    fn send(&self, fd: RawFd, bytes: &[u8]) -> io::Result<usize>;
 
     /// Shuts down the writing side once everything taken was sent.
-    fn shutdown_write(&mut self, fd: RawFd) -> io::Result<()>;
+    fn shutdown_write(&self, fd: RawFd) -> io::Result<()>;
 
     /// Bytes [`send`](CompletionIo::send) took for `fd` that the kernel has
     /// not sent yet. After [`shutdown_write`](CompletionIo::shutdown_write)
     /// the fd is reported writable only once this is 0 (a graceful close
     /// waits for it).
-    fn unsent(&mut self, fd: RawFd) -> usize;
+    fn unsent(&self, fd: RawFd) -> usize;
 
     /// A connection accepted on the listener `fd`, non-blocking and
     /// close-on-exec; `WouldBlock` when none waits, the accept's error
     /// (out of descriptors: `EMFILE`) once.
-    fn accept(&mut self, fd: RawFd) -> io::Result<std::net::TcpStream>;
+    fn accept(&self, fd: RawFd) -> io::Result<std::net::TcpStream>;
 }
 
 /// Where an OS-notice service keeps its internal fds: the loop's fd

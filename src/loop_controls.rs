@@ -244,7 +244,9 @@ impl<'s, S> Loop<'s, S> {
     /// ([`Backend::completion_io`](crate::backend::Backend::completion_io)):
     /// for the server helpers that adopt their sockets (`net`).
     #[cfg_attr(not(feature = "net"), allow(dead_code))]
-    pub(crate) fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+    pub(crate) fn completion_io(
+        &mut self,
+    ) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {
         self.backend.completion_io()
     }
 

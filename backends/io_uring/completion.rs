@@ -42,6 +42,7 @@
 //! [`send`]: CompletionIo::send
 //! [`accept`]: CompletionIo::accept
 
+use std::cell::{RefCell, RefMut};
 use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
@@ -309,10 +310,9 @@ struct Drain {
 /// The completion state of a ring (part of the backend's `Tables`).
 #[derive(Default)]
 pub(super) struct Completions {
-    /// Offered (the kernel has it, see [`supported`]).
+    /// Offered (the kernel has it, see [`supported`], and the buffer ring
+    /// is set up).
     pub(super) on: bool,
-    /// The buffer ring could not be set up: no more adoptions.
-    failed: bool,
     bufs: Option<BufRing>,
     fds: Vec<Adopted>,
     /// Generation per fd number, advanced by every adoption and release:
@@ -412,27 +412,12 @@ impl Completions {
     }
 
     /// Adopts `fd` (the buffer ring is set up at the first adoption).
-    pub(super) fn adopt(
-        &mut self,
-        submitter: &Submitter<'_>,
-        fd: RawFd,
-        role: Adopt,
-    ) -> io::Result<()> {
-        if !self.on || self.failed {
+    pub(super) fn adopt(&mut self, fd: RawFd, role: Adopt) -> io::Result<()> {
+        if !self.on || self.bufs.is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "io_uring completion I/O is not available on this ring",
             ));
-        }
-        if self.bufs.is_none() {
-            match BufRing::new(submitter) {
-                Ok(b) => self.bufs = Some(b),
-                Err(e) => {
-                    self.failed = true;
-                    tracing::trace!(%e, "io_uring: the provided buffer ring was refused");
-                    return Err(e);
-                }
-            }
         }
         let Ok(i) = usize::try_from(fd) else {
             return Err(errno(libc::EBADF));
@@ -909,14 +894,28 @@ impl Completions {
         tracing::trace!(fd, "io_uring: released");
     }
 
+    /// Sets up the buffer ring on a new ring (at start-up, after a fork),
+    /// if completion I/O is offered; without it, it is not.
+    pub(super) fn start(&mut self, submitter: &Submitter<'_>, supported: bool) {
+        self.on = false;
+        if !supported {
+            return;
+        }
+        match BufRing::new(submitter) {
+            Ok(b) => {
+                self.bufs = Some(b);
+                self.on = true;
+            }
+            Err(e) => tracing::trace!(%e, "io_uring: the provided buffer ring was refused"),
+        }
+    }
+
     /// Forgets everything after a fork (the requests are the parent's
-    /// ring's); the memory is the child's copy, freed.
+    /// ring's); the memory is the child's copy, freed. `start` sets it up
+    /// again on the new ring.
     pub(super) fn clear(&mut self) {
-        let on = self.on;
         self.ops.clear();
-        let mut fresh = Completions::default();
-        fresh.on = on;
-        *self = fresh;
+        *self = Completions::default();
     }
 
     /// Whether requests are in the kernel.
@@ -994,23 +993,34 @@ fn accept_raw(fd: RawFd) -> io::Result<TcpStream> {
     Ok(TcpStream::from(unsafe { OwnedFd::from_raw_fd(s) }))
 }
 
-/// The backend's [`CompletionIo`]: requests are queued for the next wait
-/// (a release's cancellations are submitted at once, before the close).
-impl CompletionIo for super::Set {
-    fn adopt(&mut self, fd: RawFd, role: Adopt) -> io::Result<()> {
-        let submitter = self.ring.submitter();
-        self.t.comp.adopt(&submitter, fd, role)
+/// The completion state, shared: the backend's (it reaps and submits)
+/// and its owners' (net's connections, exec's sockets: they read, write
+/// and accept through [`CompletionIo`]). Requests are queued for the
+/// backend's next enter; a release's cancellations go with the removal's
+/// `modify` that follows it (before the close).
+#[derive(Default)]
+pub(super) struct Shared(RefCell<Completions>);
+
+impl Shared {
+    /// The state. Never held across a call out: the backend borrows it
+    /// only inside its own calls, the owners only inside theirs.
+    pub(super) fn get(&self) -> RefMut<'_, Completions> {
+        self.0.borrow_mut()
+    }
+}
+
+impl CompletionIo for Shared {
+    fn adopt(&self, fd: RawFd, role: Adopt) -> io::Result<()> {
+        self.get().adopt(fd, role)
     }
 
-    fn release(&mut self, fd: RawFd) {
-        self.t.comp.release(fd);
-        if let Err(e) = self.flush_completions() {
-            tracing::trace!(fd, %e, "io_uring: a release's cancellation failed");
-        }
+    fn release(&self, fd: RawFd) {
+        let mut c = self.get();
+        c.release(fd);
     }
 
-    fn recv(&mut self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-        let c = &mut self.t.comp;
+    fn recv(&self, fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+        let c = &mut *self.get();
         let Some(a) = c.fds.get_mut(fd as usize).filter(|a| a.role.is_some()) else {
             return recv_raw(fd, buf);
         };
@@ -1063,8 +1073,8 @@ impl CompletionIo for super::Set {
         }
     }
 
-    fn send(&mut self, fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
-        let c = &mut self.t.comp;
+    fn send(&self, fd: RawFd, bytes: &[u8]) -> io::Result<usize> {
+        let c = &mut *self.get();
         let Some(a) = c.fds.get_mut(fd as usize).filter(|a| a.role.is_some()) else {
             return send_raw(fd, bytes);
         };
@@ -1092,8 +1102,8 @@ impl CompletionIo for super::Set {
         Ok(n)
     }
 
-    fn shutdown_write(&mut self, fd: RawFd) -> io::Result<()> {
-        let c = &mut self.t.comp;
+    fn shutdown_write(&self, fd: RawFd) -> io::Result<()> {
+        let c = &mut *self.get();
         let Some(a) = c.fds.get_mut(fd as usize).filter(|a| a.role.is_some()) else {
             // SAFETY: plain system call on the caller's fd.
             return match unsafe { libc::shutdown(fd, libc::SHUT_WR) } {
@@ -1106,15 +1116,14 @@ impl CompletionIo for super::Set {
         Ok(())
     }
 
-    fn unsent(&mut self, fd: RawFd) -> usize {
-        self.t
-            .comp
+    fn unsent(&self, fd: RawFd) -> usize {
+        self.get()
             .adopted(fd)
             .map_or(0, |a| a.in_flight + a.next.len())
     }
 
-    fn accept(&mut self, fd: RawFd) -> io::Result<TcpStream> {
-        let c = &mut self.t.comp;
+    fn accept(&self, fd: RawFd) -> io::Result<TcpStream> {
+        let c = &mut *self.get();
         let Some(a) = c.fds.get_mut(fd as usize).filter(|a| a.role.is_some()) else {
             return accept_raw(fd);
         };

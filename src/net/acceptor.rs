@@ -65,11 +65,11 @@ pub trait Listener: Source + 'static {
     /// let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     /// l.prepare().unwrap();
     /// // Not adopted: a plain accept.
-    /// let err = l.accept_completed(io).unwrap_err();
+    /// let err = l.accept_completed(&*io).unwrap_err();
     /// assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
     /// # }
     /// ```
-    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<Self::Stream> {
+    fn accept_completed(&self, io: &dyn CompletionIo) -> io::Result<Self::Stream> {
         let _ = io;
         self.accept_stream()
     }
@@ -93,7 +93,7 @@ impl Listener for TcpListener {
     }
 
     #[cfg(unix)]
-    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<TcpStream> {
+    fn accept_completed(&self, io: &dyn CompletionIo) -> io::Result<TcpStream> {
         io.accept(std::os::fd::AsRawFd::as_raw_fd(self))
     }
 }
@@ -330,7 +330,7 @@ impl Acceptor {
             let sh = &*mine;
             loop {
                 let accepted = match lp.completion_io().filter(|_| mine.adopted.get()) {
-                    Some(ring) => ev.source.accept_completed(ring),
+                    Some(ring) => ev.source.accept_completed(&*ring),
                     None => ev.source.accept_stream(),
                 };
                 match accepted {

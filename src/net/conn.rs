@@ -67,10 +67,10 @@ pub trait Stream: Read + Write + Source + 'static {
     /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
     /// b.write_all(b"hi").unwrap();
     /// // Not adopted: a plain recv.
-    /// assert_eq!(a.read_completed(io, &mut [0; 8]).unwrap(), 2);
+    /// assert_eq!(a.read_completed(&*io, &mut [0; 8]).unwrap(), 2);
     /// # }
     /// ```
-    fn read_completed(&mut self, io: &mut dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_completed(&mut self, io: &dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
         match self.completion_fd() {
             Some(fd) => io.recv(fd, buf),
             None => self.read(buf),
@@ -88,12 +88,12 @@ pub trait Stream: Read + Write + Source + 'static {
     /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
     /// let Some(io) = ring.completion_io() else { return };
     /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-    /// assert_eq!(a.write_completed(io, b"hi").unwrap(), 2); // a plain send
+    /// assert_eq!(a.write_completed(&*io, b"hi").unwrap(), 2); // a plain send
     /// let mut got = [0; 2];
     /// b.read_exact(&mut got).unwrap();
     /// # }
     /// ```
-    fn write_completed(&mut self, io: &mut dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
+    fn write_completed(&mut self, io: &dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
         match self.completion_fd() {
             Some(fd) => io.send(fd, bytes),
             None => self.write(bytes),
@@ -112,11 +112,11 @@ pub trait Stream: Read + Write + Source + 'static {
     /// let Ok(mut ring) = evloop::backends::io_uring::IoUring::new() else { return };
     /// let Some(io) = ring.completion_io() else { return };
     /// let (mut a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-    /// a.shutdown_completed(io).unwrap();
+    /// a.shutdown_completed(&*io).unwrap();
     /// assert_eq!(b.read(&mut [0; 4]).unwrap(), 0); // end of file
     /// # }
     /// ```
-    fn shutdown_completed(&mut self, io: &mut dyn CompletionIo) -> io::Result<()> {
+    fn shutdown_completed(&mut self, io: &dyn CompletionIo) -> io::Result<()> {
         match self.completion_fd() {
             Some(fd) => io.shutdown_write(fd),
             None => self.shutdown_write(),
@@ -1911,17 +1911,17 @@ fn finish<'s, S, C, F>(
 /// when the connection's socket is adopted, else the stream itself.
 struct Port<'a, T> {
     stream: &'a mut T,
-    ring: Option<&'a mut dyn CompletionIo>,
+    ring: Option<std::rc::Rc<dyn CompletionIo>>,
 }
 
 impl<'a, T: Stream> Port<'a, T> {
-    fn new<S>(lp: &'a mut Loop<'_, S>, stream: &'a mut T, adopted: bool) -> Port<'a, T> {
+    fn new<S>(lp: &mut Loop<'_, S>, stream: &'a mut T, adopted: bool) -> Port<'a, T> {
         let ring = if adopted { lp.completion_io() } else { None };
         Port { stream, ring }
     }
 
     fn shutdown(&mut self) -> io::Result<()> {
-        match self.ring.as_deref_mut() {
+        match self.ring.as_deref() {
             Some(ring) => self.stream.shutdown_completed(ring),
             None => self.stream.shutdown_write(),
         }
@@ -1929,7 +1929,7 @@ impl<'a, T: Stream> Port<'a, T> {
 
     /// Bytes the completion I/O took and has not sent.
     fn unsent(&mut self) -> usize {
-        match (self.ring.as_deref_mut(), self.stream.completion_fd()) {
+        match (self.ring.as_deref(), self.stream.completion_fd()) {
             (Some(ring), Some(fd)) => ring.unsent(fd),
             _ => 0,
         }
@@ -1938,7 +1938,7 @@ impl<'a, T: Stream> Port<'a, T> {
 
 impl<T: Stream> Read for Port<'_, T> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self.ring.as_deref_mut() {
+        match self.ring.as_deref() {
             Some(ring) => self.stream.read_completed(ring, buf),
             None => self.stream.read(buf),
         }
@@ -1947,7 +1947,7 @@ impl<T: Stream> Read for Port<'_, T> {
 
 impl<T: Stream> Write for Port<'_, T> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        match self.ring.as_deref_mut() {
+        match self.ring.as_deref() {
             Some(ring) => self.stream.write_completed(ring, bytes),
             None => self.stream.write(bytes),
         }

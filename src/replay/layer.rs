@@ -127,21 +127,21 @@ impl<T: Stream> Stream for Recorded<T> {
         self.0.completion_fd()
     }
 
-    fn read_completed(&mut self, io: &mut dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_completed(&mut self, io: &dyn CompletionIo, buf: &mut [u8]) -> io::Result<usize> {
         let r = self.0.read_completed(io, buf);
         let got = r.as_ref().map_or(0, |&n| n.min(buf.len()));
         sink::read(self.0.source_fd(), buf.len(), &r, &buf[..got]);
         r
     }
 
-    fn write_completed(&mut self, io: &mut dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
+    fn write_completed(&mut self, io: &dyn CompletionIo, bytes: &[u8]) -> io::Result<usize> {
         let r = self.0.write_completed(io, bytes);
         let taken = r.as_ref().map_or(0, |&n| n.min(bytes.len()));
         sink::wrote(self.0.source_fd(), bytes.len(), &r, &bytes[..taken]);
         r
     }
 
-    fn shutdown_completed(&mut self, io: &mut dyn CompletionIo) -> io::Result<()> {
+    fn shutdown_completed(&mut self, io: &dyn CompletionIo) -> io::Result<()> {
         let r = self.0.shutdown_completed(io);
         sink::shut_down(self.0.source_fd(), &r);
         r
@@ -165,7 +165,7 @@ impl<L: Listener> Listener for Recorded<L> {
         self.0.completion_fd()
     }
 
-    fn accept_completed(&self, io: &mut dyn CompletionIo) -> io::Result<Recorded<L::Stream>> {
+    fn accept_completed(&self, io: &dyn CompletionIo) -> io::Result<Recorded<L::Stream>> {
         let r = self.0.accept_completed(io);
         sink::accepted(self.0.source_fd(), r.as_ref().map(Source::source_fd));
         r.map(Recorded)

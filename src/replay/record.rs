@@ -260,7 +260,7 @@ impl Backend for Recorder {
     /// The recorded backend's: what adopted sockets read, write and accept
     /// is recorded at the net layer ([`Recorded`](super::Recorded)), and
     /// their reports as any poll's.
-    fn completion_io(&mut self) -> Option<&mut dyn crate::backend::CompletionIo> {
+    fn completion_io(&mut self) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {
         self.inner.completion_io()
     }
 
