@@ -243,7 +243,7 @@ impl<'s, S> Loop<'s, S> {
     /// The backend's completion I/O, if it offers one
     /// ([`Backend::completion_io`](crate::backend::Backend::completion_io)):
     /// for the server helpers that adopt their sockets (`net`).
-    #[cfg_attr(not(feature = "net"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "net", feature = "exec")), allow(dead_code))]
     pub(crate) fn completion_io(
         &mut self,
     ) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {

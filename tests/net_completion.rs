@@ -244,3 +244,66 @@ fn ten_thousand_connects_and_closes() {
         acceptor.close(&mut lp).unwrap();
     });
 }
+
+/// The executor's sockets on the completion path: a stream that hyper's
+/// `HyperIo` adopted is read, written and shut down through the loop's
+/// completion I/O (an echo, then the half-close, every byte checked),
+/// and reading it behind the completion I/O's back (`read_with`) is an
+/// error that says so, not lost data.
+#[cfg(feature = "hyper")]
+#[test]
+fn an_executor_socket_adopted_by_hyper_io() {
+    use evloop::exec::hyper::HyperIo;
+    use evloop::exec::{block_on, AsyncFd};
+    common::watchdog("exec on completion I/O", Duration::from_secs(60), || {
+        let Some(mut lp) = completion_loop::<()>() else {
+            return;
+        };
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            let data: Vec<u8> = (0..300_000).map(|i| pattern(3, i)).collect();
+            let mut w = s.try_clone().unwrap();
+            let writer = std::thread::spawn(move || {
+                w.write_all(&data).unwrap();
+                w.shutdown(Shutdown::Write).unwrap();
+            });
+            let mut back = Vec::new();
+            s.read_to_end(&mut back).unwrap();
+            writer.join().unwrap();
+            back
+        });
+        let echoed = block_on(&mut lp, &mut (), async move {
+            let l = AsyncFd::new(l)?;
+            let (stream, _) = l.accept().await?;
+            let io = HyperIo::new(stream);
+            let s = io.inner();
+            let refused = s.read_with(|_| Ok(())).await.unwrap_err();
+            assert_eq!(refused.kind(), std::io::ErrorKind::Unsupported, "{refused}");
+            assert!(refused.to_string().contains("completion I/O"), "{refused}");
+            let mut buf = vec![0u8; 10_000];
+            let mut total = 0;
+            loop {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).await?;
+                total += n;
+            }
+            let mut io = io;
+            std::future::poll_fn(|cx| {
+                hyper::rt::Write::poll_shutdown(std::pin::Pin::new(&mut io), cx)
+            })
+            .await?;
+            Ok::<_, std::io::Error>(total)
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(echoed, 300_000);
+        let back = client.join().unwrap();
+        assert_eq!(back.len(), 300_000);
+        assert!(back.iter().enumerate().all(|(i, &b)| b == pattern(3, i)));
+    });
+}

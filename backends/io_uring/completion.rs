@@ -273,6 +273,9 @@ struct Adopted {
     shut: bool,
     /// In `Completions::ready`.
     listed: bool,
+    /// Edge-triggered: reported once per event (a completion, an interest
+    /// change), not while the condition holds.
+    edge: bool,
 }
 
 /// A request in the kernel.
@@ -436,6 +439,7 @@ impl Completions {
             identity,
             held: std::mem::take(&mut a.held),
             next: std::mem::take(&mut a.next),
+            listed: a.listed, // an entry of the list may be left
             ..Adopted::default()
         };
         tracing::trace!(fd, ?role, "io_uring: adopted");
@@ -464,6 +468,7 @@ impl Completions {
         }
         let a = self.adopted(fd).expect("adopted");
         a.registered = true;
+        a.edge = new.trigger() == crate::Trigger::Edge;
         a.interest = Interest::NONE
             | if new.is_readable() {
                 Interest::READABLE
@@ -583,17 +588,27 @@ impl Completions {
         let mut i = 0;
         while i < self.ready.len() {
             let fd = self.ready[i];
-            let Some(a) = self.fds.get_mut(fd as usize).filter(|a| a.role.is_some()) else {
+            let Some(a) = self.fds.get_mut(fd as usize) else {
                 self.ready.swap_remove(i);
                 continue;
             };
-            let ready = reportable(a);
+            let ready = if a.role.is_some() {
+                reportable(a)
+            } else {
+                Ready::EMPTY // released
+            };
             if ready.is_empty() {
                 a.listed = false;
                 self.ready.swap_remove(i);
                 continue;
             }
             events.push(PollEvent { fd, ready });
+            if a.edge {
+                // Once: the next completion lists it again.
+                a.listed = false;
+                self.ready.swap_remove(i);
+                continue;
+            }
             i += 1;
         }
     }
@@ -606,6 +621,7 @@ impl Completions {
             let fd = self.ready[i];
             match self.fds.get_mut(fd as usize) {
                 Some(a) if a.role.is_some() && !reportable(a).is_empty() => i += 1,
+                // Released, or nothing to report: off the list.
                 Some(a) => {
                     a.listed = false;
                     self.ready.swap_remove(i);

@@ -247,6 +247,9 @@ pub(crate) struct Shared {
     in_pass: Cell<bool>,
     /// Set when the loop drops its executor: spawns are refused.
     closed: Cell<bool>,
+    /// The loop's completion I/O, if its backend has one (io_uring):
+    /// sockets adopted by `HyperIo` read and write through it.
+    pub(crate) completion: Option<Rc<dyn crate::backend::CompletionIo>>,
 }
 
 static EXECUTOR_IDS: AtomicU64 = AtomicU64::new(1);
@@ -1031,6 +1034,7 @@ impl Executor {
             holds: Cell::new(0),
             in_pass: Cell::new(false),
             closed: Cell::new(false),
+            completion: lp.completion_io(),
         });
         lp.install(Tasks {
             shared: shared.clone(),

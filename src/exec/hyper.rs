@@ -134,8 +134,10 @@ pub struct HyperIo<T> {
     inner: AsyncFd<T>,
 }
 
-impl<T> HyperIo<T> {
-    /// Wraps an [`AsyncFd<T>`] for hyper.
+impl<T: Source + 'static> HyperIo<T> {
+    /// Wraps an [`AsyncFd<T>`] for hyper. A connected `TcpStream` not yet
+    /// watched is adopted by the loop's completion I/O where it has one
+    /// (io_uring): hyper's reads and writes then make no syscall.
     ///
     /// ```
     /// use evloop::exec::hyper::HyperIo;
@@ -148,9 +150,14 @@ impl<T> HyperIo<T> {
     /// assert_eq!(io.get_ref().fd(), 3);
     /// ```
     pub fn new(inner: AsyncFd<T>) -> HyperIo<T> {
+        // hyper reads and writes only through the AsyncFd's own methods:
+        // on io_uring a server's socket then takes the completion path.
+        inner.adopt_completion();
         HyperIo { inner }
     }
+}
 
+impl<T> HyperIo<T> {
     /// The source.
     ///
     /// ```
@@ -202,7 +209,7 @@ impl<T> HyperIo<T> {
     }
 }
 
-impl<T> From<AsyncFd<T>> for HyperIo<T> {
+impl<T: Source + 'static> From<AsyncFd<T>> for HyperIo<T> {
     /// [`HyperIo::new`].
     ///
     /// ```
@@ -274,8 +281,7 @@ where
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.inner
-            .poll_write_with(cx, |mut io| io.write_vectored(bufs))
+        self.inner.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -283,13 +289,16 @@ where
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.inner.poll_write_with(cx, |mut io| io.flush())
+        self.inner.poll_flush_io(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.inner.poll_write_with(cx, |mut io| io.flush()) {
+        match self.inner.poll_flush_io(cx) {
             Poll::Ready(Ok(())) => {}
             other => return other,
+        }
+        if let Some(done) = self.inner.poll_shutdown_adopted(cx) {
+            return done; // after what the completion I/O took was sent
         }
         Poll::Ready(shutdown_write(self.inner.get_ref()))
     }

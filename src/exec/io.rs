@@ -1,5 +1,7 @@
 //! `AsyncFd<T>`: an io source whose readiness futures wait on the loop.
 
+use std::any::Any;
+use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
 use std::io::{self, Read, Write};
@@ -10,6 +12,7 @@ use std::task::{Context, Poll};
 
 use super::executor::{Executor, Shared};
 use super::reactor::{Direction, Waiter};
+use crate::backend::{Adopt, CompletionIo};
 use crate::{Error, Source, SourceFd};
 
 /// An io source (a socket, a pipe; any [`Source`]) whose reads and writes
@@ -49,6 +52,12 @@ pub struct AsyncFd<T> {
     io: Rc<T>,
     shared: Rc<Shared>,
     slot: usize,
+    /// The socket, if the loop's completion I/O reads and writes it
+    /// (adopted by [`HyperIo`](crate::exec::hyper::HyperIo) on io_uring).
+    adopted: Cell<Option<crate::RawFd>>,
+    /// Its write side was shut through the completion I/O.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    shut: Cell<bool>,
 }
 
 fn no_executor() -> io::Error {
@@ -95,7 +104,13 @@ impl<T: Source + 'static> AsyncFd<T> {
         }
         let io = Rc::new(io);
         let slot = shared.reactor.borrow_mut().add_io(io.clone());
-        Ok(AsyncFd { io, shared, slot })
+        Ok(AsyncFd {
+            io,
+            shared,
+            slot,
+            adopted: Cell::new(None),
+            shut: Cell::new(false),
+        })
     }
 }
 
@@ -284,6 +299,9 @@ impl<T> AsyncFd<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        if let Some(e) = self.refused("poll_read_with") {
+            return Poll::Ready(Err(e));
+        }
         self.poll_with(Direction::Read, None, cx, op)
     }
 
@@ -308,6 +326,9 @@ impl<T> AsyncFd<T> {
         cx: &mut Context<'_>,
         op: impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        if let Some(e) = self.refused("poll_write_with") {
+            return Poll::Ready(Err(e));
+        }
         self.poll_with(Direction::Write, None, cx, op)
     }
 
@@ -331,6 +352,9 @@ impl<T> AsyncFd<T> {
     /// assert_eq!(n, 3);
     /// ```
     pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        if let Some(e) = self.refused("read_with") {
+            return Err(e);
+        }
         let mut wait = self.waiting(Direction::Read);
         std::future::poll_fn(|cx| wait.poll_with(cx, &mut op)).await
     }
@@ -350,6 +374,9 @@ impl<T> AsyncFd<T> {
     /// assert_eq!(n, 2);
     /// ```
     pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        if let Some(e) = self.refused("write_with") {
+            return Err(e);
+        }
         let mut wait = self.waiting(Direction::Write);
         std::future::poll_fn(|cx| wait.poll_with(cx, &mut op)).await
     }
@@ -418,9 +445,13 @@ where
     /// ```
     pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         let mut wait = self.waiting(Direction::Read);
+        let ring = self.ring();
         std::future::poll_fn(|cx| {
             let asked = buf.len();
-            let r = wait.poll_with(cx, |mut io| io.read(buf));
+            let r = match &ring {
+                Some((ring, fd)) => wait.poll_with(cx, |_| ring.recv(*fd, buf)),
+                None => wait.poll_with(cx, |mut io| io.read(buf)),
+            };
             self.after_read(&r, asked);
             r
         })
@@ -446,7 +477,10 @@ where
     /// ```
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let asked = buf.len();
-        let r = self.poll_read_with(cx, |mut io| io.read(buf));
+        let r = match self.ring() {
+            Some((ring, fd)) => self.poll_with(Direction::Read, None, cx, |_| ring.recv(fd, buf)),
+            None => self.poll_read_with(cx, |mut io| io.read(buf)),
+        };
         self.after_read(&r, asked);
         r
     }
@@ -477,7 +511,13 @@ where
     /// assert_eq!(sim.sent(fd), b"abc");
     /// ```
     pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.write_with(|mut io| io.write(buf)).await
+        match self.ring() {
+            Some((ring, fd)) => {
+                let mut wait = self.waiting(Direction::Write);
+                std::future::poll_fn(|cx| wait.poll_with(cx, |_| ring.send(fd, buf))).await
+            }
+            None => self.write_with(|mut io| io.write(buf)).await,
+        }
     }
 
     /// Writes all of `buf`, waiting whenever the source is full.
@@ -517,7 +557,122 @@ where
     /// assert_eq!(n, 2);
     /// ```
     pub fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.poll_write_with(cx, |mut io| io.write(buf))
+        match self.ring() {
+            Some((ring, fd)) => self.poll_with(Direction::Write, None, cx, |_| ring.send(fd, buf)),
+            None => self.poll_write_with(cx, |mut io| io.write(buf)),
+        }
+    }
+
+    /// [`AsyncFd::poll_write`] of several slices (hyper's vectored
+    /// writes): one `writev`, or, through the completion I/O, as many
+    /// slices as it takes.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    pub(crate) fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let Some((ring, fd)) = self.ring() else {
+            return self.poll_write_with(cx, |mut io| io.write_vectored(bufs));
+        };
+        self.poll_with(Direction::Write, None, cx, |_| {
+            let mut taken = 0;
+            for b in bufs.iter().filter(|b| !b.is_empty()) {
+                match ring.send(fd, b) {
+                    Ok(n) => {
+                        taken += n;
+                        if n < b.len() {
+                            break;
+                        }
+                    }
+                    Err(e) if taken == 0 => return Err(e),
+                    Err(_) => break,
+                }
+            }
+            Ok(taken)
+        })
+    }
+
+    /// Flushes what the source buffers (nothing for a socket; through the
+    /// completion I/O, what was taken goes with the loop's next wait).
+    #[cfg_attr(not(any(feature = "hyper", feature = "futures")), allow(dead_code))]
+    pub(crate) fn poll_flush_io(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.adopted.get().is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        self.poll_write_with(cx, |mut io| io.flush())
+    }
+}
+
+impl<T> AsyncFd<T> {
+    /// The loop's completion I/O and the fd, if this source is adopted.
+    fn ring(&self) -> Option<(Rc<dyn CompletionIo>, crate::RawFd)> {
+        let fd = self.adopted.get()?;
+        Some((self.shared.completion.clone()?, fd))
+    }
+
+    /// The error of an operation on the source itself (`*_with`) when
+    /// its bytes go through the loop's completion I/O instead.
+    fn refused(&self, what: &str) -> Option<io::Error> {
+        self.adopted.get()?;
+        Some(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "AsyncFd::{what} on a socket the loop reads and writes by completion I/O \
+                 (io_uring; adopted by HyperIo): its bytes are in the loop's buffers, not the \
+                 socket's; use read, write and their poll forms (EVLOOP_IO_URING_COMPLETION=0 \
+                 turns completion I/O off)"
+            ),
+        ))
+    }
+
+    /// Shuts down the write side through the completion I/O, once what it
+    /// took was sent (pending until then); `None` if not adopted.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    pub(crate) fn poll_shutdown_adopted(
+        &self,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<io::Result<()>>> {
+        let (ring, fd) = self.ring()?;
+        if !self.shut.replace(true) {
+            if let Err(e) = ring.shutdown_write(fd) {
+                return Some(Poll::Ready(Err(e)));
+            }
+        }
+        // Writable again once everything is sent (the backend's rule after
+        // a shutdown).
+        Some(
+            self.poll_with(Direction::Write, None, cx, |_| match ring.unsent(fd) {
+                0 => Ok(()),
+                _ => Err(io::ErrorKind::WouldBlock.into()),
+            }),
+        )
+    }
+}
+
+impl<T: Source + 'static> AsyncFd<T> {
+    /// Hands a connected `TcpStream` to the loop's completion I/O, if the
+    /// loop has one (io_uring) and the stream is not watched yet; whether
+    /// it did. Its reads and writes then go through
+    /// [`AsyncFd::read`], [`AsyncFd::write`] and their poll forms only.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    pub(crate) fn adopt_completion(&self) -> bool {
+        let Some(ring) = self.shared.completion.clone() else {
+            return false;
+        };
+        let any: &dyn Any = &*self.io;
+        let Some(stream) = any.downcast_ref::<TcpStream>() else {
+            return false;
+        };
+        if self.shared.reactor.borrow().watched(self.slot) || stream.peer_addr().is_err() {
+            return false;
+        }
+        let fd = crate::source::number(stream.source_fd());
+        if ring.adopt(fd, Adopt::Stream).is_err() {
+            return false;
+        }
+        self.adopted.set(Some(fd));
+        true
     }
 }
 
@@ -616,6 +771,10 @@ fn in_progress(e: &io::Error) -> bool {
 
 impl<T> Drop for AsyncFd<T> {
     fn drop(&mut self) {
+        // Given back before the watcher goes (and the socket closes).
+        if let Some((ring, fd)) = self.ring() {
+            ring.release(fd);
+        }
         if let Ok(mut reactor) = self.shared.reactor.try_borrow_mut() {
             reactor.close_io(self.slot);
         }
@@ -708,7 +867,7 @@ mod futures_impls {
                     self: Pin<&mut Self>,
                     cx: &mut Context<'_>,
                 ) -> Poll<io::Result<()>> {
-                    self.poll_write_with(cx, |mut io| io.flush())
+                    self.poll_flush_io(cx)
                 }
 
                 fn poll_close(

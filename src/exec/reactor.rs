@@ -356,6 +356,12 @@ impl Reactor {
     /// Whether the loop is known to have reported no readiness for `dir`
     /// since the last `WouldBlock` (edge-registered, so every new
     /// readiness is reported): an operation would only say `WouldBlock`.
+    /// Whether the source has its watcher (registered with the loop).
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    pub(crate) fn watched(&self, slot: usize) -> bool {
+        self.io.get(slot).is_some_and(|s| s.watcher.is_some())
+    }
+
     pub(crate) fn known_unready(&self, slot: usize, dir: Direction) -> bool {
         let Some(s) = self.io.get(slot) else {
             return false;
