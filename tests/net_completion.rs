@@ -191,6 +191,74 @@ impl AsMut<Conns<()>> for Server {
     }
 }
 
+/// A client that sends requests and never reads the replies: the
+/// server's queue stops growing at its high watermark (the connection is
+/// congested and stays so; what the backend took beyond it is bounded by
+/// its own limit, 256 KiB, or the queue would drain), and the client's
+/// close ends the connection.
+#[test]
+fn a_peer_that_never_reads_holds_a_bounded_queue() {
+    common::watchdog("a peer that never reads", Duration::from_secs(60), || {
+        let Some(mut lp) = completion_loop::<Server>() else {
+            return;
+        };
+        const HIGH: usize = 256 * 1024;
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let opts = ConnOptions::new().watermarks(64 * 1024, HIGH);
+        let acceptor = Acceptor::start(&mut lp, l, move |lp, st: &mut Server, s| {
+            st.0.open(lp, s.unwrap(), opts, (), |lp, st, id, ev| match ev {
+                ConnEvent::Data => {
+                    let c = &mut st.0[id];
+                    let n = c.input().len();
+                    c.consume(n);
+                    // 64 KiB per request, while not congested.
+                    if !c.is_congested() {
+                        c.write(lp, &[9u8; 64 * 1024]);
+                    }
+                    assert!(c.queued() <= HIGH + 64 * 1024, "queued {}", c.queued());
+                    if c.is_congested() {
+                        st.1.push(true);
+                    }
+                }
+                ConnEvent::Closed(_) => st.1.push(false),
+                _ => {}
+            })
+            .unwrap();
+        })
+        .unwrap();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_nonblocking(true).unwrap();
+            // Requests until told to stop; never a read.
+            while stopped.try_recv().is_err() {
+                let _ = s.write(b"GET\r\n");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(s);
+        });
+        let mut state = Server(Conns::new(), Vec::new());
+        while !state.1.contains(&true) {
+            lp.run(RunMode::Once, &mut state).unwrap();
+        }
+        // Congested: more requests make no more replies.
+        for _ in 0..50 {
+            lp.run(RunMode::NoWait, &mut state).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (_, c) = state.0.iter().next().expect("the connection");
+        assert!(c.is_congested());
+        assert!(c.queued() <= HIGH + 64 * 1024);
+        stop.send(()).unwrap();
+        client.join().unwrap();
+        while !state.0.is_empty() {
+            lp.run(RunMode::Once, &mut state).unwrap();
+        }
+        acceptor.close(&mut lp).unwrap();
+    });
+}
+
 /// Ten thousand connections, one after another, each sending a line and
 /// closing: every one is accepted, echoed and closed, nothing is left.
 #[test]
