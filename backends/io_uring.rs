@@ -196,6 +196,8 @@ struct Set {
     /// completion (`min_complete` 1). A poll with a zero timeout never
     /// does (the unit tests count them).
     waits: u64,
+    /// Completion requests are in the submission queue, not submitted.
+    comp_queued: bool,
 }
 
 /// The per-fd state, apart from the ring so that completions can be
@@ -603,6 +605,7 @@ impl Set {
 
     /// Submits what is queued, without waiting.
     fn submit(&mut self) -> io::Result<()> {
+        self.comp_queued = false;
         let (submitter, mut sq, mut cq) = self.ring.split();
         submit(&submitter, &mut sq, &mut cq, &mut self.t.backlog)
     }
@@ -673,6 +676,7 @@ impl Set {
         if left == Some(Duration::ZERO) {
             return self.submit();
         }
+        self.comp_queued = false;
         self.waits += 1;
         let r = match left {
             None => self.ring.submit_and_wait(1),
@@ -780,6 +784,7 @@ impl Set {
                 }
             }
             drop((sq, cq));
+            self.comp_queued = true;
             let mut sqes = sqes;
             sqes.clear();
             self.t.comp.get().sqes = sqes;
@@ -793,16 +798,30 @@ impl Set {
         Ok(())
     }
 
-    /// Cancels the completion requests and waits (a second at most) for
-    /// their last completions: until then the kernel may use their
-    /// buffers. Those still out after it keep their memory (leaked).
+    /// Lets the sends finish (a quarter of a second at most: what `send`
+    /// took goes out, as a closed socket's send buffer does), cancels the
+    /// rest and waits (a second at most) for their last completions:
+    /// until then the kernel may use their buffers. Those still out after
+    /// it keep their memory (leaked).
     fn drain_completions(&mut self) {
         if !self.t.comp.get().busy() {
             return;
         }
-        self.t.comp.get().cancel_all();
+        self.t.comp.get().cancel_all(false);
         let _ = self.flush_completions();
-        let deadline = Deadline::new(Some(Duration::from_secs(1)));
+        self.reap_completions_for(Duration::from_millis(250));
+        if self.t.comp.get().busy() {
+            self.t.comp.get().cancel_all(true);
+            let _ = self.flush_completions();
+            self.reap_completions_for(Duration::from_secs(1));
+        }
+    }
+
+    /// Waits for completion requests' completions until none is left or
+    /// `limit` has passed (the backend is being dropped: other
+    /// completions are ignored).
+    fn reap_completions_for(&mut self, limit: Duration) {
+        let deadline = Deadline::new(Some(limit));
         while self.t.comp.get().busy() {
             let Some(left) = deadline.remaining().filter(|d| !d.is_zero()) else {
                 break;
@@ -1031,6 +1050,7 @@ impl IoUring {
                 // SAFETY: plain system call without arguments.
                 owner: unsafe { libc::getpid() },
                 waits: 0,
+                comp_queued: false,
             },
             clock: Clock::new(),
             _thread: PhantomData,
@@ -1223,6 +1243,18 @@ impl Backend for IoUring {
 
     fn now(&mut self) -> Duration {
         self.clock.now()
+    }
+
+    /// The sends completion I/O queued (and what else waits in the
+    /// submission queue), submitted without waiting; nothing when no
+    /// completion request waits.
+    fn submit_pending(&mut self) -> io::Result<()> {
+        let set = &mut self.set;
+        if !set.t.comp.get().pending() && !set.comp_queued {
+            return Ok(());
+        }
+        set.flush_completions()?;
+        set.submit()
     }
 
     /// The ring's completion I/O (completion.rs), where the kernel has it.

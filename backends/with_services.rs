@@ -190,6 +190,10 @@ impl Backend for WithServices<'_> {
         Some(self)
     }
 
+    fn submit_pending(&mut self) -> io::Result<()> {
+        self.backend.submit_pending()
+    }
+
     fn completion_io(&mut self) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {
         self.backend.completion_io()
     }

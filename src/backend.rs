@@ -877,6 +877,23 @@ pub trait Backend {
         None
     }
 
+    /// Hands the kernel what the backend queued for it since its last
+    /// wait: [`Loop::run`](crate::Loop::run) calls it before it returns.
+    /// A backend with completion I/O submits the sends its callbacks
+    /// queued, so that a reply written in a callback is on its way when
+    /// `run` returns, as a `write(2)` would have made it (a program that
+    /// runs once and then waits for the peer's answer relies on it). Within
+    /// `run`, the next wait submits them. The default: nothing.
+    ///
+    /// ```
+    /// use evloop::backend::Backend;
+    /// use evloop::Sim;
+    /// assert!(Sim::new().backend().submit_pending().is_ok());
+    /// ```
+    fn submit_pending(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
     /// The backend's completion I/O, if it offers one and it works on this
     /// kernel (the io_uring backend's, checked once when it starts):
     /// `evloop::net`'s connections and acceptors then read, write and

@@ -276,11 +276,20 @@ impl<'s, S> Loop<'s, S> {
         // Callbacks fed before `run` (or left by a nested run) go first.
         self.invoke_pending(state);
         loop {
-            match self.iterate(mode, state) {
-                Ok(()) => {}
-                Err(Exit::Returns(outcome)) => return Ok(outcome),
-                Err(Exit::Fails(e)) => return Err(e),
+            let exit = match self.iterate(mode, state) {
+                Ok(()) => continue,
+                Err(exit) => exit,
+            };
+            // What the callbacks queued for the kernel goes before `run`
+            // returns (completion I/O's sends); a failure leaves it for
+            // the next wait.
+            if let Err(e) = self.backend.submit_pending() {
+                tracing::trace!(%e, "submitting before run returns failed");
             }
+            return match exit {
+                Exit::Returns(outcome) => Ok(outcome),
+                Exit::Fails(e) => Err(e),
+            };
         }
     }
 

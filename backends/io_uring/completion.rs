@@ -640,6 +640,11 @@ impl Completions {
         self.starved.len()
     }
 
+    /// Whether requests wait to be queued or submitted.
+    pub(super) fn pending(&self) -> bool {
+        !self.dirty.is_empty() || !self.sqes.is_empty()
+    }
+
     /// Whether `settle` has fds to look at.
     pub(super) fn dirty_any(&self) -> bool {
         !self.dirty.is_empty()
@@ -939,12 +944,17 @@ impl Completions {
         !self.ops.is_empty()
     }
 
-    /// Cancels every request (the backend is dropped).
-    pub(super) fn cancel_all(&mut self) {
+    /// Cancels the receives and accepts, and the sends if `sends` (the
+    /// backend is dropped).
+    pub(super) fn cancel_all(&mut self, sends: bool) {
         let indexes: Vec<usize> = self
             .ops
             .iter()
-            .filter(|(_, op)| !matches!(op, Op::Cancel { .. } | Op::Arm { ended: true, .. }))
+            .filter(|(_, op)| match op {
+                Op::Cancel { .. } | Op::Arm { ended: true, .. } => false,
+                Op::Arm { .. } => true,
+                Op::Send { .. } => sends,
+            })
             .map(|(i, _)| i)
             .collect();
         for i in indexes {

@@ -260,6 +260,10 @@ impl Backend for Recorder {
     /// The recorded backend's: what adopted sockets read, write and accept
     /// is recorded at the net layer ([`Recorded`](super::Recorded)), and
     /// their reports as any poll's.
+    fn submit_pending(&mut self) -> io::Result<()> {
+        self.inner.submit_pending()
+    }
+
     fn completion_io(&mut self) -> Option<std::rc::Rc<dyn crate::backend::CompletionIo>> {
         self.inner.completion_io()
     }
