@@ -134,8 +134,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let listener = ListenOptions::new().backlog(4096).bind(addr)?;
     let mut lp: Loop<Conns<()>> = Loop::new()?;
     let acceptor = serve(&mut lp, listener)?;
+    // io_uring's completion path, where the kernel has it: no syscall per
+    // request (docs/backends.md).
+    let completion = if lp.capabilities().completion {
+        ", completion I/O"
+    } else {
+        ""
+    };
     println!(
-        "http on {} (backend {})",
+        "http on {} (backend {}{completion})",
         acceptor.local_addr(),
         lp.backend_name()
     );

@@ -79,8 +79,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(e) => eprintln!("accept: {e} (backing off)"),
         },
     )?;
+    let completion = if lp.capabilities().completion {
+        ", completion I/O"
+    } else {
+        ""
+    };
     println!(
-        "resp_server on {} (backend {}, backlog {}) pid {}",
+        "resp_server on {} (backend {}{completion}, backlog {}) pid {}",
         acceptor.local_addr(),
         lp.backend_name(),
         listen.backlog_len(),
