@@ -1,3 +1,5 @@
+# shellcheck shell=bash disable=SC2034
+# (SC2034: the LOAD_* results are read by the scripts that source this.)
 # Sourced by benches/hyper_wrk.sh, benches/completion.sh and
 # benches/net_syscalls.sh: servers under a load generator (wrk,
 # redis-benchmark), measured from outside. Needs bash 4, python3, and wrk,
