@@ -1,3 +1,5 @@
+# shellcheck shell=bash disable=SC2034
+# (SC2034: the LOAD_* results are read by the scripts that source this.)
 # Sourced by benches/hyper_wrk.sh, benches/completion.sh and
 # benches/net_syscalls.sh: servers under a load generator (wrk,
 # redis-benchmark), measured from outside. Needs bash 4, python3, and wrk,
@@ -19,8 +21,9 @@
 #   load_summary RESULTS [A/B[<=T]...]  per group, each variant's median and min..max
 #                                     of req/s and CPU per request (server, client);
 #                                     then each ratio A/B of the CPU medians (against
-#                                     a target T if given), warning when A's and B's
-#                                     ranges overlap. RESULTS has a line per run:
+#                                     a target T if given) and the median and min..max
+#                                     of the rounds' own ratios (A/B in each round),
+#                                     warning when A's and B's ranges overlap. RESULTS has a line per run:
 #                                     "GROUP VARIANT ROUND REQ/S CPU_US CLIENT_US";
 #                                     LOAD_VARIANTS (names) orders the variants
 #   load_strace PID OUT CMD...        CMD's status, while `strace -c -f -p PID -o OUT`
@@ -150,8 +153,8 @@ groups = OrderedDict()
 # Variants in LOAD_VARIANTS's order (the runs' order rotates), then the others.
 order = os.environ.get("LOAD_VARIANTS", "").split()
 rows.sort(key=lambda r: order.index(r[1]) if r[1] in order else len(order))
-for g, v, _round, rps, cpu, client in rows:
-    groups.setdefault(g, OrderedDict()).setdefault(v, []).append((float(rps), float(cpu), float(client)))
+for g, v, rnd, rps, cpu, client in rows:
+    groups.setdefault(g, OrderedDict()).setdefault(v, []).append((float(rps), float(cpu), float(client), rnd))
 def stats(xs):
     return statistics.median(xs), min(xs), max(xs)
 for g, variants in groups.items():
@@ -170,6 +173,13 @@ for g, variants in groups.items():
         line = f"ratio {g}: CPU per request {a}/{b} x{ratio:.3f}"
         if target:
             line += f" (target <= {target}: {'met' if ratio <= float(target) else 'MISSED'})"
+        # Paired within each round (measured minutes apart at most), which
+        # cancels the machine's slower drifts that the medians keep.
+        pa, pb = ({x[3]: x[1] for x in variants[v]} for v in (a, b))
+        paired = sorted(pa[r] / pb[r] for r in pa if r in pb and pb[r] > 0)
+        if len(paired) > 1:
+            line += (f"; per round x{statistics.median(paired):.3f}"
+                     f" ({paired[0]:.3f}..{paired[-1]:.3f})")
         if min(ca) <= max(cb) and min(cb) <= max(ca):
             line += "; WARNING: the ranges overlap (within this run's noise)"
         print(line)

@@ -13,6 +13,7 @@
 # benches/completion.sh counts the same way on every backend and tokio.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/load_lib.sh
 . "$here/load_lib.sh" # load_strace
 target=${CARGO_TARGET_DIR:-$here/net_load/target}
 if [ $# -ge 1 ]; then

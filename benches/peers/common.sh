@@ -49,11 +49,11 @@ peers_build() {
     ((${#missing[@]} == 0)) || peers_die "not on PATH: ${missing[*]} (the peers need a C compiler, make and a Rust toolchain)"
     peers_say "build: make -C benches/peers/c, cargo build --release in benches/peers/rust (into $PEERS_BUILD)"
     make -s -C benches/peers/c BINDIR="$PEERS_BUILD/build" >&2 || peers_die "building the C peers failed"
-    peers_build_rust
+    peers_build_rust --bins
 }
 
-# The Rust peers (cargo build --release ARGS..., every binary without
-# ARGS) into $PEERS_BUILD/rust/target; benches/completion.sh builds two.
+# The Rust peers (cargo build --release ARGS...: --bins for every binary)
+# into $PEERS_BUILD/rust/target; benches/completion.sh builds two.
 peers_build_rust() {
     (unset CARGO_BUILD_TARGET
         CARGO_TARGET_DIR="$PEERS_BUILD/rust/target" cargo build --release --quiet \
