@@ -43,6 +43,32 @@ fn pattern(client: usize, offset: usize) -> u8 {
     (client.wrapping_mul(131) ^ offset.wrapping_mul(7) ^ (offset >> 8)) as u8
 }
 
+/// Client `c` of an echo server: sends `len` bytes of its pattern (from a
+/// thread of its own, then shuts down its write side) while it reads
+/// everything back until the server's end of file.
+fn echo_client(addr: std::net::SocketAddr, c: usize, len: usize) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let data: Vec<u8> = (0..len).map(|i| pattern(c, i)).collect();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&data).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let mut back = Vec::with_capacity(len);
+    s.read_to_end(&mut back).unwrap();
+    writer.join().unwrap();
+    back
+}
+
+/// Every byte of client `c`'s `len` came back, in order.
+fn check_echo(c: usize, len: usize, back: Vec<u8>) {
+    assert_eq!(back.len(), len, "client {c}");
+    assert!(
+        back.iter().enumerate().all(|(i, &b)| b == pattern(c, i)),
+        "client {c}"
+    );
+}
+
 /// 96 clients send 96 KiB each while the server has paused reading on
 /// every connection (its receives cancelled: the data waits in the
 /// sockets, not in the ring's buffers); then the server echoes
@@ -80,22 +106,7 @@ fn paused_connections_lose_nothing() {
         })
         .unwrap();
         let clients: Vec<_> = (0..CLIENTS)
-            .map(|c| {
-                std::thread::spawn(move || {
-                    let mut s = TcpStream::connect(addr).unwrap();
-                    let data: Vec<u8> = (0..EACH).map(|i| pattern(c, i)).collect();
-                    let mut w = s.try_clone().unwrap();
-                    let writer = std::thread::spawn(move || {
-                        w.write_all(&data).unwrap();
-                        w.shutdown(Shutdown::Write).unwrap();
-                    });
-                    let mut got = Vec::with_capacity(EACH);
-                    s.read_to_end(&mut got).unwrap();
-                    writer.join().unwrap();
-                    assert_eq!(got.len(), EACH, "client {c}");
-                    assert!(got.iter().enumerate().all(|(i, &b)| b == pattern(c, i)));
-                })
-            })
+            .map(|c| std::thread::spawn(move || check_echo(c, EACH, echo_client(addr, c, EACH))))
             .collect();
         let mut conns = Conns::new();
         while acceptor.accepted() < CLIENTS as u64 {
@@ -329,19 +340,7 @@ fn an_executor_socket_adopted_by_hyper_io() {
         };
         let l = listener();
         let addr = l.local_addr().unwrap();
-        let client = std::thread::spawn(move || {
-            let mut s = TcpStream::connect(addr).unwrap();
-            let data: Vec<u8> = (0..300_000).map(|i| pattern(3, i)).collect();
-            let mut w = s.try_clone().unwrap();
-            let writer = std::thread::spawn(move || {
-                w.write_all(&data).unwrap();
-                w.shutdown(Shutdown::Write).unwrap();
-            });
-            let mut back = Vec::new();
-            s.read_to_end(&mut back).unwrap();
-            writer.join().unwrap();
-            back
-        });
+        let client = std::thread::spawn(move || echo_client(addr, 3, 300_000));
         let echoed = block_on(&mut lp, &mut (), async move {
             let l = AsyncFd::new(l)?;
             let (stream, _) = l.accept().await?;
@@ -370,8 +369,6 @@ fn an_executor_socket_adopted_by_hyper_io() {
         .unwrap()
         .unwrap();
         assert_eq!(echoed, 300_000);
-        let back = client.join().unwrap();
-        assert_eq!(back.len(), 300_000);
-        assert!(back.iter().enumerate().all(|(i, &b)| b == pattern(3, i)));
+        check_echo(3, 300_000, client.join().unwrap());
     });
 }

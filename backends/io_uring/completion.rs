@@ -170,9 +170,10 @@ impl BufRing {
         for bid in 0..BUFFERS {
             ring.lend(bid);
         }
-        // SAFETY: the entries' mapping is page-aligned, BUFFERS entries
-        // long, and stays mapped until the group is unregistered (Drop) or
-        // is leaked with the ring.
+        // SAFETY: the entries' mapping is page-aligned and BUFFERS entries
+        // long; it is unmapped only once no request that could pick a
+        // buffer is left (the backend's Drop waits for them; else it is
+        // leaked), or after a fork, where the kernel uses the parent's.
         let r =
             unsafe { submitter.register_buf_ring_with_flags(entries as u64, BUFFERS, GROUP, 0) };
         if let Err(e) = r {
