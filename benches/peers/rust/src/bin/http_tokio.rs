@@ -10,12 +10,11 @@
 //! Prints `http on ADDR (tokio current_thread)` once it listens, and
 //! serves until killed.
 
-use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::io;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 // The example, for its request parsing and answers; its own `main` and
 // evloop server are not used here.
@@ -70,36 +69,9 @@ async fn serve_conn(mut stream: TcpStream) -> io::Result<()> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: SocketAddr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8080".into())
-        .parse()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = TcpListener::bind(addr).await?;
-        println!("http on {} (tokio current_thread)", listener.local_addr()?);
-        io::stdout().flush()?;
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    tokio::task::spawn_local(async move {
-                        if let Err(e) = serve_conn(stream).await {
-                            if e.kind() != io::ErrorKind::ConnectionReset {
-                                eprintln!("connection: {e}");
-                            }
-                        }
-                    });
-                }
-                Err(e) => {
-                    // Out of fds, say: back off instead of spinning.
-                    eprintln!("accept: {e} (backing off)");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
-    })
+    peers_bench::serve_local(
+        "127.0.0.1:8080",
+        |addr| format!("http on {addr} (tokio current_thread)"),
+        serve_conn,
+    )
 }

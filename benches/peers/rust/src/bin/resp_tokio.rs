@@ -12,13 +12,11 @@
 //! listens, and serves until killed.
 
 use std::cell::RefCell;
-use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::io;
 use std::rc::Rc;
-use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 #[path = "../../../../net_load/src/resp.rs"]
 mod resp;
@@ -50,41 +48,15 @@ async fn serve_conn(mut stream: TcpStream, db: Rc<RefCell<resp::Db>>) -> io::Res
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: SocketAddr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:6390".into())
-        .parse()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let listener = TcpListener::bind(addr).await?;
-        println!(
-            "resp_server on {} (tokio current_thread) pid {}",
-            listener.local_addr()?,
-            std::process::id()
-        );
-        io::stdout().flush()?;
-        let db = Rc::new(RefCell::new(resp::Db::new()));
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let db = db.clone();
-                    tokio::task::spawn_local(async move {
-                        if let Err(e) = serve_conn(stream, db).await {
-                            if e.kind() != io::ErrorKind::ConnectionReset {
-                                eprintln!("connection: {e}");
-                            }
-                        }
-                    });
-                }
-                Err(e) => {
-                    eprintln!("accept: {e} (backing off)");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
-    })
+    let db = Rc::new(RefCell::new(resp::Db::new()));
+    peers_bench::serve_local(
+        "127.0.0.1:6390",
+        |addr| {
+            format!(
+                "resp_server on {addr} (tokio current_thread) pid {}",
+                std::process::id()
+            )
+        },
+        move |stream| serve_conn(stream, db.clone()),
+    )
 }
