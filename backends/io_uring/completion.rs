@@ -841,12 +841,15 @@ impl Completions {
         if let Some(b) = self.bufs.as_mut() {
             b.lend(bid);
         }
-        if !self.starved.is_empty() {
-            for fd in std::mem::take(&mut self.starved) {
-                if let Some(a) = self.adopted(fd) {
-                    a.starved = false;
-                    self.dirty.push(fd);
-                }
+        self.wake_starved();
+    }
+
+    /// Buffers came back: the fds that ran out may arm again.
+    fn wake_starved(&mut self) {
+        for fd in std::mem::take(&mut self.starved) {
+            if let Some(a) = self.adopted(fd) {
+                a.starved = false;
+                self.dirty.push(fd);
             }
         }
     }
@@ -1073,25 +1076,15 @@ impl CompletionIo for Shared {
                 given += 1;
             }
         }
-        let end = a.end;
-        let rearm = given > 0 && a.arm.is_none();
-        if given > 0 && !c.starved.is_empty() {
-            for fd in std::mem::take(&mut c.starved) {
-                if let Some(s) = c.fds.get_mut(fd as usize) {
-                    s.starved = false;
-                }
-                c.dirty.push(fd);
+        let (end, drained) = (a.end, a.held.is_empty());
+        if given > 0 {
+            if a.arm.is_none() {
+                c.dirty.push(fd); // room to receive again
             }
+            c.wake_starved();
         }
-        if rearm {
-            c.dirty.push(fd);
-        }
-        if n > 0 {
-            return Ok(n);
-        }
-        let a = &mut c.fds[fd as usize];
-        if !a.held.is_empty() {
-            return Ok(0); // an empty buffer (cannot happen: res > 0)
+        if n > 0 || !drained {
+            return Ok(n); // (0 only for an empty `buf`)
         }
         match end {
             Some(End::Eof) => Ok(0),
