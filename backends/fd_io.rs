@@ -35,7 +35,11 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
 /// Reads at most `buf.len()` bytes from `fd` with one `read(2)`; `Ok(0)`
-/// is end of file.
+/// is end of file. Not recorded: in a recorded loop, what it reads cannot
+/// be replayed (the recording notes an io watcher on an fd that is not a
+/// `replay::Recorded` socket's when it starts, and the replay names it
+/// where it diverges); `evloop::replay::fd_io::recorded_read` is this
+/// call recorded.
 ///
 /// ```
 /// # use evloop::backends::fd_io;

@@ -506,8 +506,12 @@ fn a_read_behind_the_loops_back_is_reported_on_replay() {
     let d = replay.divergence().expect("a divergence");
     assert_eq!((d.fd, d.callback_fd, d.iteration), (Some(fd), Some(fd), 1));
     assert!(d.actual.starts_with("a read of up to 16 bytes"), "{d}");
+    // The socket was watched unwrapped: the recording noted it, and the
+    // hint says so.
     assert!(
-        d.hint.unwrap().contains("outside evloop's recorded paths"),
+        d.hint
+            .unwrap()
+            .contains("watched without the recording layer"),
         "{d}"
     );
     // `run` ended by running out of watchers here (the callback removed
@@ -515,6 +519,115 @@ fn a_read_behind_the_loops_back_is_reported_on_replay() {
     assert!(ran.is_ok());
     drop(lp);
     assert_eq!(replay.finish().unwrap_err(), d);
+}
+
+#[test]
+fn an_unwrapped_kernel_socket_read_with_fd_io_is_noted_when_watched_and_named_on_replay() {
+    // `backends::fd_io::read` on a bare TcpStream, recorded on epoll: the
+    // recording notes the fd when its watcher starts (its reads are not
+    // recorded); a replay that needs no read completes and lists it; one
+    // that reads diverges there, saying why.
+    watchdog("fd_io unwrapped", WATCHDOG, unwrapped_fd_io);
+}
+
+fn unwrapped_fd_io() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (server, _) = listener.accept().unwrap();
+    server.set_nonblocking(true).unwrap();
+    let fd = server.as_raw_fd();
+    client.write_all(b"ping").unwrap();
+    let trace = MemoryTrace::new();
+    let mut log: Vec<String> = Vec::new();
+    {
+        let mut lp: Loop<'static, Vec<String>> = Loop::builder()
+            .backend("epoll")
+            .record(trace.clone())
+            .build()
+            .unwrap();
+        lp.io(server, evloop::Interest::READABLE, |lp, log, ev| {
+            let mut buf = [0u8; 16];
+            let n = evloop::backends::fd_io::read(&*ev.source, &mut buf).unwrap();
+            log.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        lp.run(RunMode::Default, &mut log).unwrap();
+    }
+    assert_eq!(log, ["ping"]);
+
+    // Replayed without reading: complete, the fd listed.
+    let replay = Replay::from_bytes(trace.bytes()).unwrap();
+    {
+        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
+        lp.io(
+            replay.socket(fd),
+            evloop::Interest::READABLE,
+            |lp, _, ev| {
+                lp.remove(ev.watcher).unwrap();
+            },
+        )
+        .unwrap();
+        lp.run(RunMode::Default, &mut Vec::new()).unwrap();
+    }
+    let summary = replay.finish().unwrap();
+    assert!(summary.complete);
+    assert_eq!(summary.unrecorded_fds, [fd]);
+    drop(replay);
+
+    // Replayed reading: the read has no record, and the hint names why.
+    let replay = Replay::from_bytes(trace.bytes()).unwrap();
+    {
+        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
+        lp.io(
+            replay.socket(fd),
+            evloop::Interest::READABLE,
+            |lp, _, ev| {
+                let _ = ev.source.read(&mut [0u8; 16]);
+                lp.remove(ev.watcher).unwrap();
+            },
+        )
+        .unwrap();
+        let _ = lp.run(RunMode::Default, &mut Vec::new());
+    }
+    let d = replay.finish().unwrap_err();
+    assert_eq!((d.fd, d.callback_fd), (Some(fd), Some(fd)));
+    assert!(d.actual.starts_with("a read of up to 16 bytes"), "{d}");
+    let hint = d.hint.expect("a hint");
+    assert!(hint.contains("watched without the recording layer"), "{d}");
+    assert!(hint.contains("backends::fd_io::read"), "{d}");
+}
+
+#[test]
+fn a_recorded_socket_is_not_noted() {
+    // The same socket wrapped in Recorded: its watcher is not noted.
+    let (trace, fd, _) = record_on_sim(|lp, sock| {
+        lp.io(
+            Recorded::new(sock),
+            evloop::Interest::READABLE,
+            |lp, _, ev| {
+                let _ = ev.source.read(&mut [0u8; 16]);
+                lp.remove(ev.watcher).unwrap();
+            },
+        )
+        .unwrap();
+    });
+    let replay = Replay::from_bytes(trace.bytes()).unwrap();
+    {
+        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
+        lp.io(
+            replay.socket(fd),
+            evloop::Interest::READABLE,
+            |lp, _, ev| {
+                let _ = ev.source.read(&mut [0u8; 16]);
+                lp.remove(ev.watcher).unwrap();
+            },
+        )
+        .unwrap();
+        lp.run(RunMode::Default, &mut Vec::new()).unwrap();
+    }
+    let summary = replay.finish().unwrap();
+    assert_eq!((summary.reads, summary.unrecorded_fds.len()), (1, 0));
 }
 
 #[test]

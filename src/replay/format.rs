@@ -37,6 +37,7 @@ pub(crate) mod tag {
     pub const STAT: u8 = 16;
     pub const WATCH_PATH: u8 = 17;
     pub const REINIT: u8 = 18;
+    pub const UNRECORDED: u8 = 20;
     pub const READ: u8 = 32;
     pub const WRITE: u8 = 33;
     pub const ACCEPT: u8 = 34;
@@ -486,6 +487,14 @@ impl Encoder {
         self.close(at);
     }
 
+    /// A note: `fd` is watched without the recording layer, so what is
+    /// read from it is not in the trace.
+    pub(crate) fn unrecorded(&mut self, fd: RawFd) {
+        let at = self.open(tag::UNRECORDED);
+        self.fd(fd);
+        self.close(at);
+    }
+
     pub(crate) fn notices(&mut self, n: &Notices) {
         let at = self.open(tag::NOTICES);
         self.u(n.signals.bits());
@@ -712,6 +721,9 @@ pub(crate) enum Record {
         fd: RawFd,
         result: Result<RawFd, IoErr>,
     },
+    /// A note, not a call: the fd was watched without the recording
+    /// layer (its reads are not recorded).
+    Unrecorded(RawFd),
     End,
 }
 
@@ -879,6 +891,10 @@ impl fmt::Display for Record {
                 write!(f, "an accept on fd{fd} -> ")?;
                 show_result(f, result, |f, new| write!(f, "fd{new}"))
             }
+            Record::Unrecorded(fd) => write!(
+                f,
+                "a note that fd{fd} was watched without the recording layer"
+            ),
             Record::End => f.write_str("the end of the recording"),
         }
     }
@@ -1324,6 +1340,7 @@ impl Cursor<'_> {
                 let result = self.result(Self::fd)?;
                 Record::Accept { fd, result }
             }
+            tag::UNRECORDED => Record::Unrecorded(self.fd()?),
             tag::END => Record::End,
             t => match call_args(t) {
                 Some(n) => {
@@ -1418,6 +1435,7 @@ mod tests {
             mode: 0o644,
         };
         e.stat("/etc/x", &st);
+        e.unrecorded(11);
         e.finish().unwrap();
         let bytes = out.0.borrow().clone();
         let (mut d, name, got_caps) = Decoder::new(Box::new(io::Cursor::new(bytes))).unwrap();
@@ -1426,7 +1444,7 @@ mod tests {
         while let Some(r) = d.next().unwrap() {
             all.push(r);
         }
-        assert_eq!(all.len(), 12);
+        assert_eq!(all.len(), 13);
         assert_eq!(
             all[0],
             Record::Poll {
@@ -1475,7 +1493,8 @@ mod tests {
                 stat: st
             }
         );
-        assert_eq!(all[11], Record::End);
+        assert_eq!(all[11], Record::Unrecorded(11));
+        assert_eq!(all[12], Record::End);
     }
 
     #[test]

@@ -89,8 +89,13 @@ impl<T> Recorded<T> {
 }
 
 impl<T: Source> Source for Recorded<T> {
+    /// The wrapped socket's; while a loop of the thread records, the fd is
+    /// noted as recorded (an io watcher started on any other fd is said to
+    /// be unrecorded).
     fn source_fd(&self) -> SourceFd<'_> {
-        self.0.source_fd()
+        let src = self.0.source_fd();
+        sink::wrapped(src);
+        src
     }
 }
 

@@ -98,8 +98,12 @@
 //!   call, a file read, a DNS lookup, are not recorded. On replay the
 //!   program's sockets are the replay's, so such a read on one of them
 //!   finds no record: a divergence, with a hint saying so (never data
-//!   made up). A read through a [`Recorded`] socket (or [`fd_io`]) on a
-//!   real descriptor during a replay is a divergence too.
+//!   made up). The recording says so where it starts: an io watcher
+//!   on an fd that is not a [`Recorded`] socket's is noted in the trace
+//!   (and a `tracing` warning names it), the replay's divergence on that
+//!   fd says it was unrecorded, and [`ReplaySummary::unrecorded_fds`]
+//!   lists such fds. A read through a [`Recorded`] socket (or [`fd_io`])
+//!   on a real descriptor during a replay is a divergence too.
 //! - **Other threads**: what they do is not in the trace. A wake-up is
 //!   (the poll it ended, and the `woken` notice), but which async watcher
 //!   was sent to is the sender's own state: a replay diverges where the
@@ -149,6 +153,8 @@
 //!                    mtime (dur), inode, device, links, mode
 //!  17  WatchPath     path (bytes), token, result
 //!  18  Reinit        result
+//!  20  Unrecorded    fd (a note, not a call: an io watcher started on
+//!                    an fd that was not a `Recorded` socket's)
 //!  32  Read          fd, length asked for, 0 the bytes read | 1 error
 //!  33  Write         fd, length offered, 0 the bytes taken | 1 error
 //!  34  Accept        listening fd, 0 new fd | 1 error

@@ -3,6 +3,7 @@
 //! program does against it.
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -138,6 +139,13 @@ pub struct ReplaySummary {
     /// Whether the trace ended as a complete recording does (the
     /// recording loop was dropped), rather than cut off.
     pub complete: bool,
+    /// The fds the recording watched without the recording layer, in the
+    /// order it noted them: io watchers on fds that were not
+    /// [`Recorded`](super::Recorded) sockets', whose reads (through
+    /// `backends::fd_io`, or a `Read` on the bare socket) are not in the
+    /// trace. A replay that reached them without diverging did not need
+    /// those reads.
+    pub unrecorded_fds: Vec<RawFd>,
 }
 
 /// How the trace ended, once it has.
@@ -159,6 +167,9 @@ pub(crate) struct Player {
     wall: Duration,
     diverged: Option<Divergence>,
     summary: ReplaySummary,
+    /// The fds noted as watched without the recording layer (as
+    /// `summary.unrecorded_fds`, for lookups).
+    unrecorded: HashSet<RawFd>,
     /// The thread's replay is this one (to be released when it goes).
     claimed: bool,
 }
@@ -180,12 +191,19 @@ pub(crate) const FD_FLOOR: i64 = 1 << 16;
 const FD_HINT: &str = "the trace's fd number is beyond what a replay of its size accepts (65,536 plus its length in bytes: \
      the loop's fd table is sized by the highest fd): the trace is corrupt, or its program held that many fds before it was recorded";
 
+/// Why the program's call on an fd the recording noted as unrecorded may
+/// have no record.
+const UNRECORDED_HINT: &str = "at recording time this fd was watched without the recording layer (it was not a \
+     replay::Recorded socket): what the program read from it there (backends::fd_io::read, a Read on the bare socket) \
+     is not in the trace; wrap the socket in replay::Recorded, or read through replay::fd_io";
+
 /// Why a poll's timeout may differ.
 const TIMEOUT_HINT: &str = "the loop computed another wait: its timers differ (the program changed), or at recording time \
      another thread sent to an async watcher, which a replay cannot repeat";
 
 impl Player {
-    /// The next record (the trace's end is noted, not returned).
+    /// The next record (the trace's end is noted, not returned; notes
+    /// are taken in passing).
     fn next(&mut self) -> Option<Record> {
         if let Some(r) = self.peeked.take() {
             return Some(r);
@@ -193,7 +211,22 @@ impl Player {
         if self.end.is_some() {
             return None;
         }
-        match self.dec.next() {
+        loop {
+            match self.dec.next() {
+                // Kept once per fd: each note took bytes of the trace.
+                Ok(Some(Record::Unrecorded(fd))) => {
+                    if self.unrecorded.insert(fd) {
+                        self.summary.unrecorded_fds.push(fd);
+                    }
+                }
+                r => return self.end_or(r),
+            }
+        }
+    }
+
+    /// A decoded record, or the end it says the trace has.
+    fn end_or(&mut self, r: io::Result<Option<Record>>) -> Option<Record> {
+        match r {
             Ok(Some(Record::End)) => {
                 self.end = Some(TraceEnd::Clean);
                 None
@@ -270,6 +303,12 @@ impl Player {
         actual: String,
         hint: Option<&'static str>,
     ) {
+        let hint = match fd {
+            Some(fd) if self.unrecorded.contains(&fd) && matches!(hint, None | Some(READ_HINT)) => {
+                Some(UNRECORDED_HINT)
+            }
+            _ => hint,
+        };
         if self.diverged.is_none() {
             self.diverged = Some(Divergence {
                 iteration: self.summary.polls,
@@ -717,6 +756,7 @@ impl Replay {
             wall: Duration::ZERO,
             diverged: None,
             summary: ReplaySummary::default(),
+            unrecorded: HashSet::new(),
             claimed: false,
         }));
         sink::start_replay(player.clone())?;

@@ -279,9 +279,29 @@ impl Backend for Recorder {
 /// (its internal fds in the inner backend, never recorded), each call's
 /// answer recorded.
 impl NoticeService for Recorder {
+    /// Recorded; an io watcher starting on an fd that is not a
+    /// `Recorded` socket's is said to be unrecorded, here (a warning) and
+    /// in the trace (a note the replay names when it diverges there):
+    /// what the program reads from it outside the recording layer
+    /// (`backends::fd_io::read`, a `Read` on the bare socket) cannot be
+    /// replayed.
     fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
         let r = self.service(|s, _| s.check_fd(fd));
-        sink::with_encoder(|e| e.call(tag::CHECK_FD, &[fd as i64], &r));
+        let unrecorded = r.is_ok() && !sink::is_wrapped(fd);
+        sink::with_encoder(|e| {
+            e.call(tag::CHECK_FD, &[fd as i64], &r);
+            if unrecorded {
+                e.unrecorded(fd);
+            }
+        });
+        if unrecorded {
+            tracing::warn!(
+                fd,
+                "recording: an io watcher on fd {fd}, which is not an evloop::replay::Recorded socket: \
+                 what is read from it is not recorded (unless through evloop::replay::fd_io), so a replay \
+                 cannot give it back"
+            );
+        }
         r
     }
 

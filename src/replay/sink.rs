@@ -8,6 +8,7 @@
 //! thread-local load and a branch.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::io;
 use std::rc::{Rc, Weak};
 
@@ -34,6 +35,10 @@ thread_local! {
     static MODE: Cell<u8> = const { Cell::new(OFF) };
     static ENCODER: RefCell<Option<Encoder>> = const { RefCell::new(None) };
     static PLAYER: RefCell<Option<Weak<RefCell<dyn Outside>>>> = const { RefCell::new(None) };
+    /// While recording: the fds of the `Recorded` sockets handed to the
+    /// loop, so that an io watcher on any other fd is said to be
+    /// unrecorded when it starts.
+    static WRAPPED: RefCell<HashSet<RawFd>> = RefCell::new(HashSet::new());
 }
 
 /// What this thread does.
@@ -59,6 +64,7 @@ pub(crate) fn start_recording(enc: Encoder) -> io::Result<()> {
 /// Ends the thread's recording: its encoder, to be finished.
 pub(crate) fn stop_recording() -> Option<Encoder> {
     MODE.with(|m| m.set(OFF));
+    WRAPPED.with(|w| std::mem::take(&mut *w.borrow_mut()));
     ENCODER.with(|e| e.borrow_mut().take())
 }
 
@@ -103,6 +109,20 @@ pub(crate) fn with_encoder(f: impl FnOnce(&mut Encoder)) {
             }
         }
     });
+}
+
+/// A `Recorded` socket's fd was asked for (as the loop does when an io
+/// watcher starts on it): while recording, it is known as recorded.
+#[inline]
+pub(crate) fn wrapped(src: SourceFd<'_>) {
+    if mode() == RECORDING {
+        WRAPPED.with(|w| w.borrow_mut().insert(number(src)));
+    }
+}
+
+/// Whether `fd` is a `Recorded` socket's (see [`wrapped`]).
+pub(crate) fn is_wrapped(fd: RawFd) -> bool {
+    WRAPPED.with(|w| w.borrow().contains(&fd))
 }
 
 /// Runs `f` on the thread's replay, if one runs.
