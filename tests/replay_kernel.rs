@@ -1,6 +1,6 @@
 //! evloop::replay, each input kind recorded on a kernel and replayed: a
 //! real signal (`raise`, `kill`), real children exiting (with a code, and
-//! killed by a signal), a real file changed under a stat watcher, a
+//! killed by a signal; through pidfds and through `SIGCHLD`), a real file changed under a stat watcher, a
 //! periodic watcher (with a real step of the wall clock, where the test
 //! may set it), and real TCP connections: accepted, half-closed by the
 //! peer, reset by the peer (`SO_LINGER` 0, then close: `ECONNRESET` on the
@@ -41,8 +41,9 @@ use std::time::{Duration, SystemTime};
 use evloop::backend::{
     Backend, Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
 };
+use evloop::backends::WithServices;
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
-use evloop::replay::{MemoryTrace, Recorded, Replay, ReplayBackend};
+use evloop::replay::{MemoryTrace, Recorded, Recorder, Replay, ReplayBackend};
 use evloop::{Child, FileStat, Loop, Periodic, RunMode, Schedule, Signal, Stat};
 
 use common::{alone, fd_of, may_set_clock, ms, on_each_kernel, step_clock, watchdog, TempDir};
@@ -123,11 +124,7 @@ fn round_trip(
     wrap: impl FnOnce(ReplayBackend) -> Box<dyn Backend>,
 ) -> evloop::Result<Option<St>> {
     let trace = MemoryTrace::new();
-    let mut lp: Loop<'static, St> = match Loop::builder()
-        .backend(backend)
-        .record(trace.clone())
-        .build()
-    {
+    let mut lp = match recording_loop(backend, &trace) {
         Ok(lp) => lp,
         Err(e) => {
             eprintln!("!!! SKIP: the {backend} backend cannot be made here: {e}");
@@ -144,7 +141,7 @@ fn round_trip(
     rec.world = None; // what the world holds goes (a clock step is undone)
 
     let r = Replay::from_bytes(trace.bytes()).unwrap();
-    assert_eq!(r.recorded_backend(), backend);
+    assert_eq!(r.recorded_backend(), backend.split('+').next().unwrap());
     let mut rep = St::default();
     let mut lp: Loop<'static, St> = Loop::from(wrap(r.backend()));
     replay(&mut lp, &mut rep, &r).expect("the program starts on the replay");
@@ -176,6 +173,24 @@ fn round_trip(
         rec.log.join("\n  ")
     );
     Ok(Some(rec))
+}
+
+/// A loop on `backend` recording to `trace`: one of
+/// `evloop::backends::AVAILABLE`, or one of those with `+sigchld`, its
+/// child exits taken through `SIGCHLD` (as on a kernel without pidfds;
+/// `common::child_kernels`).
+fn recording_loop(backend: &'static str, trace: &MemoryTrace) -> Result<Loop<'static, St>, String> {
+    let Some(base) = backend.strip_suffix("+sigchld") else {
+        return Loop::builder()
+            .backend(backend)
+            .record(trace.clone())
+            .build()
+            .map_err(|e| e.to_string());
+    };
+    let mut services = WithServices::new(evloop::backends::open(base).map_err(|e| e.to_string())?);
+    services.force_sigchld_fallback();
+    let recorder = Recorder::new(Box::new(services), trace.clone()).map_err(|e| e.to_string())?;
+    Ok(Loop::with_backend(recorder))
 }
 
 /// [`round_trip`] for a program of `kind` with nothing of its own to be
@@ -284,9 +299,12 @@ fn children(lp: &mut Loop<'static, St>, given: u32) -> evloop::Result<()> {
     Ok(())
 }
 
+/// On every kernel backend, and on each with child exits through
+/// `SIGCHLD` (`common::child_kernels`).
 #[test]
 fn children_recorded_on_each_kernel_replay() {
-    on_each_kernel("children", |backend| {
+    let _shared = common::shared();
+    common::on_backends("children", &common::child_kernels(), |backend| {
         // Started with std and never waited for: the loop reaps it. Its pid
         // is the program's input, the recorded one on replay.
         let given = Command::new("sh")
