@@ -1,9 +1,9 @@
 //! evloop::replay, each input kind recorded on a kernel and replayed: a
 //! real signal (`raise`, `kill`), real children exiting (with a code, and
-//! killed by a signal; through pidfds and through `SIGCHLD`), a real file changed under a stat watcher, a
-//! periodic watcher (with a real step of the wall clock, where the test
-//! may set it), and real TCP connections: accepted, half-closed by the
-//! peer, reset by the peer (`SO_LINGER` 0, then close: `ECONNRESET` on the
+//! killed by a signal; through pidfds and through `SIGCHLD`), a real file
+//! changed under a stat watcher, a periodic watcher (with a real step of
+//! the wall clock, where the test may set it), and real TCP connections:
+//! accepted, half-closed by the peer, reset by the peer (`SO_LINGER` 0, then close: `ECONNRESET` on the
 //! server's read, or on the reply it sends).
 //!
 //! Each scenario is one program, written once: recorded on every kernel
