@@ -23,7 +23,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{alone, gather, on_each_kernel, open, watchdog, Served, TempDir};
+use common::{
+    alone, gather, may_set_clock, on_each_kernel, open, set_clock_to_now, watchdog, Served, TempDir,
+};
 use evloop::backends;
 
 /// How long a scenario may take.
@@ -110,24 +112,6 @@ fn clock_steps_are_watched_where_the_kernel_reports_them_and_stay_quiet() {
     });
 }
 
-/// Sets `CLOCK_REALTIME` to what it reads: a step of microseconds, which
-/// the kernel treats as any other set (it cancels the timers that asked).
-fn set_clock_to_now() -> std::io::Result<()> {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `now` is a writable timespec; then the same value is set.
-    unsafe {
-        if libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) < 0
-            || libc::clock_settime(libc::CLOCK_REALTIME, &now) < 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// The real thing, when asked for: `EVLOOP_TEST_SET_CLOCK=1` (it sets the
 /// machine's clock, to the time it reads). Every backend that watches
 /// steps reports the set once, re-arms and reports the next one; in a
@@ -135,20 +119,8 @@ fn set_clock_to_now() -> std::io::Result<()> {
 /// it (a timer shared with the parent would tell only one of them).
 #[test]
 fn a_set_of_the_clock_is_reported() {
-    let Some(mode) = std::env::var_os("EVLOOP_TEST_SET_CLOCK") else {
-        eprintln!("not setting the clock: EVLOOP_TEST_SET_CLOCK=1 (or =try) runs this test");
+    if !may_set_clock("clock steps") {
         return;
-    };
-    // `try` (what .ci/run sets): run where the process may set the clock,
-    // say loudly that it did not where it may not.
-    if mode == "try" {
-        if let Err(e) = set_clock_to_now() {
-            if e.raw_os_error() == Some(libc::EPERM) {
-                eprintln!("!!! SKIP: the clock cannot be set here ({e}): clock steps NOT tested");
-                return;
-            }
-            panic!("clock_settime: {e}");
-        }
     }
     let _alone = alone();
     for &name in backends::AVAILABLE {

@@ -1,7 +1,8 @@
 //! evloop::net on io_uring's completion path (backends/io_uring/completion.rs),
 //! where the ring's buffers, sends and accepts are the backend's: reading
 //! paused while clients send, a peer that resets in the middle of a
-//! send, and ten thousand connections opened and closed. Every other net
+//! send, a reply to a peer that reset right after its request, and ten
+//! thousand connections opened and closed. Every other net
 //! test runs on this path too (they run on every backend); these are the
 //! cases only it has. Skipped, loudly, where io_uring or its completion
 //! I/O is not available.
@@ -189,6 +190,64 @@ fn a_peer_that_resets_in_the_middle_of_a_send() {
             );
         }
         assert!(state.0.is_empty());
+        acceptor.close(&mut lp).unwrap();
+    });
+}
+
+/// A client resets its connection right after its request, while the
+/// server reads it: the reply the server then sends fails, and the
+/// connection ends with that error, not in a graceful close (the
+/// receive's end of input, completed after the failed send, used to
+/// cover the send's error).
+#[test]
+fn a_reply_to_a_peer_that_reset_ends_in_an_error() {
+    common::watchdog("reply to a reset peer", Duration::from_secs(30), || {
+        let Some(mut lp) = completion_loop::<Server>() else {
+            return;
+        };
+        let l = listener();
+        let addr = l.local_addr().unwrap();
+        let client = std::rc::Rc::new(std::cell::RefCell::new(None::<TcpStream>));
+        let held = client.clone();
+        let acceptor = Acceptor::start(&mut lp, l, move |lp, state: &mut Server, s| {
+            let held = held.clone();
+            state
+                .0
+                .open(
+                    lp,
+                    s.unwrap(),
+                    ConnOptions::new(),
+                    (),
+                    move |lp, st, id, ev| match ev {
+                        ConnEvent::Data => {
+                            // The client resets now (SO_LINGER 0, close):
+                            // on loopback the reset is here before the
+                            // reply is sent.
+                            let c = held.borrow_mut().take().unwrap();
+                            socket2::SockRef::from(&c)
+                                .set_linger(Some(Duration::ZERO))
+                                .unwrap();
+                            drop(c);
+                            let c = &mut st.0[id];
+                            c.consume(c.input().len());
+                            c.write(lp, b"reply\n");
+                        }
+                        ConnEvent::Eof => st.0[id].close(lp),
+                        ConnEvent::Closed(reason) => st.1.push(reason.is_clean()),
+                        _ => {}
+                    },
+                )
+                .unwrap();
+        })
+        .unwrap();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"request\n").unwrap();
+        *client.borrow_mut() = Some(c);
+        let mut state = Server(Conns::new(), Vec::new());
+        while state.1.is_empty() {
+            lp.run(RunMode::Once, &mut state).unwrap();
+        }
+        assert_eq!(state.1, [false], "the reply was lost: not a clean close");
         acceptor.close(&mut lp).unwrap();
     });
 }

@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
 use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
-use evloop::{Break, Loop, RunMode, Sim, Source, SourceFd};
+use evloop::{Break, Loop, RunMode, Sim, Source};
 
-use common::{watchdog, WATCHDOG};
+use common::{fd_of, watchdog, WATCHDOG};
 
 /// The server's state: its connections, what it did, what went wrong.
 #[derive(Default)]
@@ -52,13 +52,6 @@ struct Server {
 impl AsMut<Conns<()>> for Server {
     fn as_mut(&mut self) -> &mut Conns<()> {
         &mut self.conns
-    }
-}
-
-fn fd_of(s: &impl Source) -> i32 {
-    match s.source_fd() {
-        SourceFd::Os(fd) => fd.as_raw_fd(),
-        SourceFd::Virtual(v) => v.get(),
     }
 }
 

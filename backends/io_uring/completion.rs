@@ -737,7 +737,9 @@ impl Completions {
                         self.cancel(index);
                     }
                 } else if res == 0 {
-                    a.end = Some(End::Eof);
+                    // An error noted first (a failed send's) stays: it
+                    // comes before the end of file, as a socket's does.
+                    a.end.get_or_insert(End::Eof);
                 } else if res == -libc::ENOBUFS {
                     a.starved = true;
                     self.starved.push(fd);
@@ -827,8 +829,10 @@ impl Completions {
             a.send_error = Some(-res);
             a.next.clear();
             // The read side reports it too (as a socket's error is), after
-            // what was received.
-            if a.end.is_none() {
+            // what was received; over an end of input too, as a socket's
+            // pending error comes before its end of file (else a reply
+            // lost to a peer's reset would end in a graceful close).
+            if !matches!(a.end, Some(End::Error(_))) {
                 a.end = Some(End::Error(-res));
             }
         }

@@ -286,6 +286,16 @@ impl Peer {
     }
 }
 
+/// The fd number of `s`: an OS fd's, or a virtual one's (a simulator's or
+/// a replay's socket), so that a log line reads the same either way.
+pub fn fd_of(s: &impl Source) -> i32 {
+    use std::os::fd::AsRawFd;
+    match s.source_fd() {
+        SourceFd::Os(fd) => fd.as_raw_fd(),
+        SourceFd::Virtual(v) => v.get(),
+    }
+}
+
 /// Reads what is there without blocking.
 pub fn drain(conn: &mut impl Read) -> Vec<u8> {
     drain_to_eof(conn).0
@@ -542,6 +552,59 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Steps `CLOCK_REALTIME` by `by_ns` nanoseconds (negative: back) from
+/// what it reads; 0 sets it to what it reads, a step of microseconds,
+/// which the kernel treats as any other set (it cancels the timers that
+/// asked). Needs `CAP_SYS_TIME`: see [`may_set_clock`].
+pub fn step_clock(by_ns: i64) -> io::Result<()> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a writable timespec, read, moved, then set.
+    unsafe {
+        if libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let ns = now.tv_sec as i128 * 1_000_000_000 + now.tv_nsec as i128 + by_ns as i128;
+        now.tv_sec = (ns.div_euclid(1_000_000_000)) as libc::time_t;
+        now.tv_nsec = (ns.rem_euclid(1_000_000_000)) as libc::c_long;
+        if libc::clock_settime(libc::CLOCK_REALTIME, &now) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// [`step_clock`] by nothing: sets `CLOCK_REALTIME` to what it reads.
+pub fn set_clock_to_now() -> io::Result<()> {
+    step_clock(0)
+}
+
+/// Whether a test may set the machine's clock, which it must not do
+/// unasked: `EVLOOP_TEST_SET_CLOCK=1` (with the privilege,
+/// `CAP_SYS_TIME`), or `=try` (what `.ci/run` sets: where the process may
+/// set the clock; where `clock_settime` says `EPERM`, a loud skip). Else
+/// it says that `what` is not tested, and the test skips it.
+pub fn may_set_clock(what: &str) -> bool {
+    let Some(mode) = std::env::var_os("EVLOOP_TEST_SET_CLOCK") else {
+        eprintln!(
+            "!!! SKIP: not setting the clock: {what} NOT tested (EVLOOP_TEST_SET_CLOCK=1, or =try, runs it)"
+        );
+        return false;
+    };
+    if mode == "try" {
+        if let Err(e) = set_clock_to_now() {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                eprintln!("!!! SKIP: the clock cannot be set here ({e}): {what} NOT tested");
+                return false;
+            }
+            panic!("clock_settime: {e}");
+        }
+    }
+    true
 }
 
 /// Held for writing by a test that forks (or sets the clock), through
