@@ -159,6 +159,33 @@ fn a_record_claiming_a_gigabyte_costs_only_the_bytes_there_are() {
 }
 
 #[test]
+fn async_sends_claiming_2_to_the_62_watchers_cost_only_the_bytes_there_are() {
+    // An `Async` record (sends taken) whose count is 2^62, in 11 bytes.
+    let trace = Craft::new()
+        .now0()
+        .record(19, |p| {
+            p.push(1);
+            varint(p, 1 << 62);
+            p.push(0);
+        })
+        .end();
+    let ((made, d), peak) = measured("2^62 async sends claimed", move || {
+        let replay = Replay::from_bytes(trace).unwrap();
+        let made = {
+            let mut lp: Loop = Loop::with_backend(replay.backend());
+            Async::new(&mut lp, |_, _, _| {}).is_ok()
+        };
+        (made, replay.finish().unwrap_err())
+    });
+    assert!(peak < SLACK, "{peak} bytes held");
+    assert!(
+        !made,
+        "the async watcher's waker was answered from a corrupt trace"
+    );
+    assert!(d.expected.contains("unreadable record"), "{d}");
+}
+
+#[test]
 fn an_accepted_fd_of_thirty_million_is_refused_before_it_sizes_anything() {
     const FD: i64 = 30_000_000;
     let trace = Craft::new().now0().accept(5, FD).check_fd(FD).end();
