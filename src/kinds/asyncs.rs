@@ -11,6 +11,13 @@
 //! kind goes after the last cleanup callback, and its senders report the
 //! loop gone from then on (`Drop for Asyncs`).
 //!
+//! Its two decisions go through the backend's services, so that a
+//! recording has them and a replay makes them: whether something was
+//! sent before a poll (`NoticeService::async_sent`) and which watchers'
+//! sends a phase takes (`NoticeService::async_taken`), each watcher named
+//! by its number (the order of first starts). The defaults pass the
+//! answers through: one call each, no allocation (the list is kept).
+//!
 //! The protocol. Each async watcher has a flag its senders set; the loop
 //! has one `any` flag that says some watcher's flag may be set, and a
 //! `sleeping` flag that says it is in, or about to enter, a poll that may
@@ -396,7 +403,9 @@ impl AsyncSender {
     /// Asks the loop to invoke the watcher's callback. Sends made before
     /// the callback runs coalesce into that one call (libev's semantics);
     /// a send made once the callback has started is followed by another
-    /// call. While the watcher is stopped, sends are dropped. The loop's
+    /// call. While the watcher is stopped, sends are dropped; during a
+    /// replay too (the loop acts on the recording's sends:
+    /// `docs/replay.md`, "Other threads: async sends"). The loop's
     /// wait is interrupted only if it is waiting (or about to).
     ///
     /// Errors: [`Error::WatcherGone`] if the watcher was removed or its
