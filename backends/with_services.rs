@@ -296,4 +296,12 @@ impl NoticeService for WithServices<'_> {
     fn dispatched(&mut self, fd: RawFd, ready: crate::Ready) {
         self.service(|s, _| s.dispatched(fd, ready));
     }
+
+    fn async_sent(&mut self, sent: bool) -> bool {
+        self.service(|s, _| s.async_sent(sent))
+    }
+
+    fn async_taken(&mut self, taken: &mut Vec<u32>, active: &dyn Fn(u32) -> bool) {
+        self.service(|s, _| s.async_taken(taken, active));
+    }
 }

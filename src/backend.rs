@@ -1294,6 +1294,42 @@ pub trait NoticeService {
         Ok(())
     }
 
+    /// The loop, about to block in a poll while an async watcher is
+    /// active: `sent` says whether another thread sent to one of its
+    /// async watchers already (then the poll does not block). What it
+    /// returns is what the loop acts on: the default returns `sent`; the
+    /// replay recorder records a `true`, and a replay answers from its
+    /// trace instead (the replayed program's own sends are ignored).
+    ///
+    /// ```
+    /// use evloop::backend::{NoNotices, NoticeService};
+    /// assert!(NoNotices.async_sent(true));
+    /// assert!(!NoNotices.async_sent(false));
+    /// ```
+    fn async_sent(&mut self, sent: bool) -> bool {
+        sent
+    }
+
+    /// The loop, after a poll, with the async watchers whose sends it
+    /// has taken (each named by its number in the loop: the order in
+    /// which the loop first started them), in the order it is about to
+    /// queue them; `active` says whether a number is one of its active
+    /// async watchers. The loop queues what `taken` holds on return: the
+    /// default leaves it; the replay recorder records it (when not
+    /// empty), and a replay replaces it with the trace's (a number that
+    /// is not `active` is a divergence). Called after every poll while an
+    /// async watcher is active.
+    ///
+    /// ```
+    /// use evloop::backend::{NoNotices, NoticeService};
+    /// let mut taken = vec![0, 2];
+    /// NoNotices.async_taken(&mut taken, &|n| n < 3);
+    /// assert_eq!(taken, [0, 2]);
+    /// ```
+    fn async_taken(&mut self, taken: &mut Vec<u32>, active: &dyn Fn(u32) -> bool) {
+        let _ = (taken, active);
+    }
+
     /// Whether the loop should call [`NoticeService::dispatched`] for
     /// every io callback it invokes (a simulator records them in its
     /// trace). Asked once, when the loop is created; the default

@@ -163,8 +163,11 @@ pub trait Kind: Any {
     }
 
     /// The loop is about to block: `true` if something arrived already
-    /// (the poll then does not block). For kinds woken from other threads.
-    fn sleep(&mut self) -> bool {
+    /// (the poll then does not block). For kinds woken from other threads
+    /// (`cx` reaches the backend's services: the async watchers ask them
+    /// whether to act on a send, so that a replay can answer).
+    fn sleep(&mut self, cx: &mut Context<'_>) -> bool {
+        let _ = cx;
         false
     }
 
@@ -685,7 +688,7 @@ pub(crate) trait Erased: Any {
     fn has_deadline(&self) -> bool;
     fn wants_notices(&self) -> bool;
     fn keeps_alive(&self) -> bool;
-    fn sleep(&mut self) -> bool;
+    fn sleep(&mut self, cx: &mut Context<'_>) -> bool;
     fn wake(&mut self);
     fn due(&self, each: &mut dyn FnMut(Key));
     fn is_due(&self, key: Key) -> bool;
@@ -725,8 +728,8 @@ impl<K: Kind> Erased for K {
     fn keeps_alive(&self) -> bool {
         Kind::keeps_alive(self)
     }
-    fn sleep(&mut self) -> bool {
-        Kind::sleep(self)
+    fn sleep(&mut self, cx: &mut Context<'_>) -> bool {
+        Kind::sleep(self, cx)
     }
     fn wake(&mut self) {
         Kind::wake(self)

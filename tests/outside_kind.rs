@@ -229,7 +229,7 @@ impl<T: Send + 'static> Kind for Channels<T> {
     /// Dekker's pattern with the sender: store, fence, load here; push,
     /// fence, load there. Either the loop sees the message or the sender
     /// sees the loop asleep and wakes it.
-    fn sleep(&mut self) -> bool {
+    fn sleep(&mut self, _: &mut Context<'_>) -> bool {
         let mut ready = false;
         for shared in self.watchers.values() {
             shared.sleeping.store(true, Ordering::SeqCst);

@@ -758,7 +758,7 @@ impl Kind for Tasks {
         self.shared.alive()
     }
 
-    fn sleep(&mut self) -> bool {
+    fn sleep(&mut self, _: &mut Context<'_>) -> bool {
         self.shared.run.sleep() || self.shared.due()
     }
 

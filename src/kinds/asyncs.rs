@@ -11,6 +11,13 @@
 //! kind goes after the last cleanup callback, and its senders report the
 //! loop gone from then on (`Drop for Asyncs`).
 //!
+//! Its two decisions go through the backend's services, so that a
+//! recording has them and a replay makes them: whether something was
+//! sent before a poll (`NoticeService::async_sent`) and which watchers'
+//! sends a phase takes (`NoticeService::async_taken`), each watcher named
+//! by its number (the order of first starts). The defaults pass the
+//! answers through: one call each, no allocation (the list is kept).
+//!
 //! The protocol. Each async watcher has a flag its senders set; the loop
 //! has one `any` flag that says some watcher's flag may be set, and a
 //! `sleeping` flag that says it is in, or about to enter, a poll that may
@@ -159,6 +166,8 @@ struct Watched {
     key: Key,
     flag: Arc<AsyncFlag>,
     active: bool,
+    /// Its number in the loop (see [`Asyncs::numbers`]).
+    number: u32,
 }
 
 /// The async watchers of one loop: the wake state they share with their
@@ -171,6 +180,15 @@ pub(crate) struct Asyncs {
     list: SlotList,
     /// Every async watcher.
     watched: HashMap<Slot, Watched>,
+    /// Every async watcher by its number: the order of first starts,
+    /// the same in a replay of the same program. What a recording names
+    /// a watcher by (`NoticeService::async_taken`).
+    numbers: HashMap<u32, Slot>,
+    /// The number the next new watcher gets.
+    next_number: u32,
+    /// The numbers of the watchers whose sends a phase takes (kept, so
+    /// that the steady state allocates nothing).
+    taken: Vec<u32>,
 }
 
 impl Asyncs {
@@ -212,14 +230,19 @@ impl Kind for Asyncs {
         let watched = match self.watched.get_mut(&w.slot()) {
             Some(watched) if watched.key == w.key() => watched,
             _ => {
+                let number = self.next_number;
+                self.next_number = number.wrapping_add(1);
                 let watched = Watched {
                     key: w.key(),
                     flag: Arc::new(AsyncFlag::new(wake)),
                     active: false,
+                    number,
                 };
+                self.numbers.insert(number, w.slot());
                 if let Some(stale) = self.watched.insert(w.slot(), watched) {
                     // (Not reached: a removed watcher is forgotten.)
                     stale.flag.alive.store(false, Ordering::Release);
+                    self.numbers.remove(&stale.number);
                 }
                 self.watched.get_mut(&w.slot()).expect("inserted")
             }
@@ -241,21 +264,44 @@ impl Kind for Asyncs {
     fn remove(&mut self, _: &mut Context<'_>, w: Watcher<Self>) {
         if let Some(watched) = self.watched.remove(&w.slot()) {
             watched.flag.alive.store(false, Ordering::Release);
+            self.numbers.remove(&watched.number);
         }
     }
 
     /// Queues every active async watcher sent to since it was last
-    /// queued, in start order.
+    /// queued, in start order: the sends taken, as the backend's service
+    /// passes them on (a recorder records them, a replay replaces them
+    /// with the recorded ones: `NoticeService::async_taken`).
     fn phase(&mut self, cx: &mut Context<'_>, _: Phase) {
         let Some(wake) = &self.wake else { return };
-        if self.list.is_empty() || !wake.take_any() {
+        if self.list.is_empty() {
             return;
         }
-        let mut cur = self.list.first();
-        while let Some(slot) = cur {
-            cur = cx.links().link(slot).next;
-            if self.watched.get(&slot).is_some_and(|w| w.flag.take()) {
-                cx.queue_slot(slot, Ready::EMPTY);
+        self.taken.clear();
+        if wake.take_any() {
+            let mut cur = self.list.first();
+            while let Some(slot) = cur {
+                cur = cx.links().link(slot).next;
+                if let Some(w) = self.watched.get(&slot) {
+                    if w.flag.take() {
+                        self.taken.push(w.number);
+                    }
+                }
+            }
+        }
+        let (numbers, watched, taken) = (&self.numbers, &self.watched, &mut self.taken);
+        let active = |n: u32| {
+            numbers
+                .get(&n)
+                .and_then(|slot| watched.get(slot))
+                .is_some_and(|w| w.active)
+        };
+        cx.services(|s, _| s.async_taken(taken, &active));
+        for &n in taken.iter() {
+            if let Some(&slot) = numbers.get(&n) {
+                if watched.get(&slot).is_some_and(|w| w.active) {
+                    cx.queue_slot(slot, Ready::EMPTY);
+                }
             }
         }
     }
@@ -267,10 +313,15 @@ impl Kind for Asyncs {
     }
 
     /// From now on a send wakes the backend. True if something was sent
-    /// already (then the poll must not block).
-    fn sleep(&mut self) -> bool {
+    /// already (then the poll must not block), as the backend's service
+    /// passes it on (`NoticeService::async_sent`: a replay answers from
+    /// its trace).
+    fn sleep(&mut self, cx: &mut Context<'_>) -> bool {
         match &self.wake {
-            Some(w) if !self.list.is_empty() => w.sleep(),
+            Some(w) if !self.list.is_empty() => {
+                let sent = w.sleep();
+                cx.services(|s, _| s.async_sent(sent))
+            }
             _ => false,
         }
     }
@@ -352,7 +403,9 @@ impl AsyncSender {
     /// Asks the loop to invoke the watcher's callback. Sends made before
     /// the callback runs coalesce into that one call (libev's semantics);
     /// a send made once the callback has started is followed by another
-    /// call. While the watcher is stopped, sends are dropped. The loop's
+    /// call. While the watcher is stopped, sends are dropped; during a
+    /// replay too (the loop acts on the recording's sends:
+    /// `docs/replay.md`, "Other threads: async sends"). The loop's
     /// wait is interrupted only if it is waiting (or about to).
     ///
     /// Errors: [`Error::WatcherGone`] if the watcher was removed or its

@@ -232,9 +232,13 @@ impl<'s, S> Loop<'s, S> {
     /// The loop is about to block: whether a kind says it must not.
     #[inline]
     pub(crate) fn kinds_sleep(&mut self) -> bool {
+        if self.kinds.is_empty() {
+            return false;
+        }
+        let (kinds, mut cx) = split_core!(self);
         let mut awake = false;
-        for i in 0..self.kinds.len() {
-            awake |= self.kinds.at(i as u16).sleep();
+        for i in 0..kinds.len() {
+            awake |= kinds.at(i as u16).sleep(&mut cx);
         }
         awake
     }

@@ -37,6 +37,7 @@ pub(crate) mod tag {
     pub const STAT: u8 = 16;
     pub const WATCH_PATH: u8 = 17;
     pub const REINIT: u8 = 18;
+    pub const ASYNC: u8 = 19;
     pub const UNRECORDED: u8 = 20;
     pub const READ: u8 = 32;
     pub const WRITE: u8 = 33;
@@ -525,6 +526,24 @@ impl Encoder {
         self.close(at);
     }
 
+    /// Async sends the loop acted on: seen before a poll (`None`: the
+    /// poll does not block), or taken after it (the watchers' numbers, in
+    /// the order they are queued).
+    pub(crate) fn async_sends(&mut self, taken: Option<&[u32]>) {
+        let at = self.open(tag::ASYNC);
+        match taken {
+            None => self.buf.push(0),
+            Some(list) => {
+                self.buf.push(1);
+                self.u(list.len() as u64);
+                for &n in list {
+                    self.u(u64::from(n));
+                }
+            }
+        }
+        self.close(at);
+    }
+
     pub(crate) fn spawn(&mut self, program: &str, r: &io::Result<u32>) {
         let at = self.open(tag::SPAWN);
         self.str(program);
@@ -698,6 +717,11 @@ pub(crate) enum Record {
         result: Result<u32, IoErr>,
     },
     ClockSteps(bool),
+    /// Async sends seen before a poll: it did not block.
+    SentBeforePoll,
+    /// Async sends taken after a poll: the watchers' numbers, in the
+    /// order they were queued.
+    SendsTaken(Vec<u32>),
     Stat {
         path: String,
         stat: FileStat,
@@ -866,6 +890,19 @@ impl fmt::Display for Record {
                 show_result(f, result, |f, pid| write!(f, "pid {pid}"))
             }
             Record::ClockSteps(on) => write!(f, "watch_clock_steps() -> {on}"),
+            Record::SentBeforePoll => {
+                f.write_str("an async send seen before the poll (which then does not block)")
+            }
+            Record::SendsTaken(list) => {
+                f.write_str("async sends taken for the watchers numbered [")?;
+                for (i, n) in list.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "#{n}")?;
+                }
+                f.write_str("]")
+            }
             Record::Stat { path, .. } => write!(f, "stat({path})"),
             Record::WatchPath {
                 path,
@@ -1301,6 +1338,18 @@ impl Cursor<'_> {
                 Record::Spawn { program, result }
             }
             tag::WATCH_CLOCK_STEPS => Record::ClockSteps(self.byte()? != 0),
+            tag::ASYNC => match self.byte()? {
+                0 => Record::SentBeforePoll,
+                1 => {
+                    let n = self.u()?;
+                    let mut list = Vec::with_capacity(self.room_for(n, 1));
+                    for _ in 0..n {
+                        list.push(self.u32()?);
+                    }
+                    Record::SendsTaken(list)
+                }
+                b => return Err(corrupt(format!("async sends form {b}"))),
+            },
             tag::STAT => {
                 let path = self.str()?;
                 let exists = self.byte()? != 0;
@@ -1435,6 +1484,8 @@ mod tests {
             mode: 0o644,
         };
         e.stat("/etc/x", &st);
+        e.async_sends(None);
+        e.async_sends(Some(&[2, 0, 300]));
         e.unrecorded(11);
         e.finish().unwrap();
         let bytes = out.0.borrow().clone();
@@ -1444,7 +1495,7 @@ mod tests {
         while let Some(r) = d.next().unwrap() {
             all.push(r);
         }
-        assert_eq!(all.len(), 13);
+        assert_eq!(all.len(), 15);
         assert_eq!(
             all[0],
             Record::Poll {
@@ -1493,8 +1544,10 @@ mod tests {
                 stat: st
             }
         );
-        assert_eq!(all[11], Record::Unrecorded(11));
-        assert_eq!(all[12], Record::End);
+        assert_eq!(all[11], Record::SentBeforePoll);
+        assert_eq!(all[12], Record::SendsTaken(vec![2, 0, 300]));
+        assert_eq!(all[13], Record::Unrecorded(11));
+        assert_eq!(all[14], Record::End);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! that enters the loop from outside: each poll's timeout and results,
 //! every clock reading (`now`, `wall_now`), signal and child notices,
 //! wake-ups, wall-clock steps, file attributes and path hints, the
-//! registrations the loop asks for and their results. What the program
+//! registrations the loop asks for and their results, and the async
+//! sends the loop acts on (below). What the program
 //! reads, writes, accepts and half-closes is recorded by a layer over
 //! its sockets: [`Recorded`] wraps any [`net::Stream`](crate::net::Stream)
 //! or [`net::Listener`](crate::net::Listener) (a `Recorded` listener's
@@ -104,11 +105,12 @@
 //!   fd says it was unrecorded, and [`ReplaySummary::unrecorded_fds`]
 //!   lists such fds. A read through a [`Recorded`] socket (or [`fd_io`])
 //!   on a real descriptor during a replay is a divergence too.
-//! - **Other threads**: what they do is not in the trace. A wake-up is
-//!   (the poll it ended, and the `woken` notice), but which async watcher
-//!   was sent to is the sender's own state: a replay diverges where the
-//!   recording's loop saw a send (the poll's timeout differs), and says
-//!   that this may be why.
+//! - **Other threads, beyond their async sends**: the data they hand
+//!   over (a channel, shared memory), a task they wake through the
+//!   executor (`exec`'s wake-ups are its own queue's, not recorded), a
+//!   decision by [`Async::is_sent`](crate::Async::is_sent) or
+//!   [`Loop::pending_count`](crate::Loop::pending_count) (they read the
+//!   senders' flags as they are). See below for what is recorded.
 //! - **Randomness and the environment**: a program that decides by
 //!   anything else (random numbers, `SystemTime::now()` read directly,
 //!   environment variables) decides differently on replay, and is caught
@@ -116,6 +118,23 @@
 //! - **Children's pipes**: a spawned child's pid is replayed, its pipes
 //!   are not (the replay starts no process; `Spawned` has no pipes).
 //! - **Errno values** are the recording OS's: replay on the same OS.
+//!
+//! # Other threads: async sends
+//!
+//! The loop acts on other threads' sends to its async watchers at two
+//! points, and both are recorded: before a poll, whether something was
+//! sent already (the poll then does not block), and after it, which
+//! watchers' sends it took, in the order it queues them (each watcher
+//! named by its number in the loop: the order in which the loop first
+//! started it). A replay answers both from the trace at the same
+//! iterations and ignores the senders' flags: the replayed program may
+//! leave its threads out, or keep threads that send otherwise; their
+//! sends are dropped during a replay (they succeed, and nothing comes of
+//! them). The program must create and start its async watchers in the
+//! recorded order (a recorded send to a number it has no active async
+//! watcher of is a divergence), and its callbacks must not decide by what
+//! the threads handed over outside the recording (the trace says *that*
+//! a watcher was sent to, not what is in the channel).
 //!
 //! # The format (version 1)
 //!
@@ -153,6 +172,9 @@
 //!                    mtime (dur), inode, device, links, mode
 //!  17  WatchPath     path (bytes), token, result
 //!  18  Reinit        result
+//!  19  Async         0 (a send seen before the poll: it does not block)
+//!                    | 1, count, watcher number* (the sends taken after
+//!                    the poll, in queue order)
 //!  20  Unrecorded    fd (a note, not a call: an io watcher started on
 //!                    an fd that was not a `Recorded` socket's)
 //!  32  Read          fd, length asked for, 0 the bytes read | 1 error

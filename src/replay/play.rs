@@ -198,8 +198,13 @@ const UNRECORDED_HINT: &str = "at recording time this fd was watched without the
      is not in the trace; wrap the socket in replay::Recorded, or read through replay::fd_io";
 
 /// Why a poll's timeout may differ.
-const TIMEOUT_HINT: &str = "the loop computed another wait: its timers differ (the program changed), or at recording time \
-     another thread sent to an async watcher, which a replay cannot repeat";
+const TIMEOUT_HINT: &str =
+    "the loop computed another wait: its timers or watchers differ (the program changed), \
+     or it decided by something outside the loop (its own clock reading, another thread's state)";
+
+/// Why a recorded async send may name no watcher.
+const ASYNC_HINT: &str = "async watchers are numbered in the order the loop first started them: the replayed program \
+     must create and start its async watchers as the recorded one did (it may leave out the threads that send)";
 
 impl Player {
     /// The next record (the trace's end is noted, not returned; notes
@@ -486,6 +491,51 @@ impl Player {
                 notices.paths.extend_from_slice(&n.paths);
             }
             rec => self.mismatch(None, rec, "take_notices()".to_string(), None),
+        }
+    }
+
+    /// Whether the recording saw an async send before this poll: its
+    /// record, if it is next (the replayed program's own sends are not
+    /// looked at).
+    fn async_sent(&mut self) -> bool {
+        if self.diverged.is_some() {
+            return false;
+        }
+        match self.next() {
+            Some(Record::SentBeforePoll) => {
+                self.summary.records += 1;
+                true
+            }
+            Some(rec) => {
+                self.peeked = Some(rec);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The async sends the recording took after this poll, if its record
+    /// is next, in `taken` (whatever the replayed program's threads sent
+    /// is dropped); each must name an active watcher of the program.
+    fn async_taken(&mut self, taken: &mut Vec<u32>, active: &dyn Fn(u32) -> bool) {
+        taken.clear();
+        if self.diverged.is_some() {
+            return;
+        }
+        match self.next() {
+            Some(Record::SendsTaken(list)) => {
+                self.summary.records += 1;
+                if let Some(n) = list.iter().copied().find(|&n| !active(n)) {
+                    let actual = format!(
+                        "no active async watcher numbered #{n} (an async send the recording took for it)"
+                    );
+                    self.mismatch(None, Record::SendsTaken(list), actual, Some(ASYNC_HINT));
+                    return;
+                }
+                taken.extend_from_slice(&list);
+            }
+            Some(rec) => self.peeked = Some(rec),
+            None => {}
         }
     }
 
@@ -1059,6 +1109,16 @@ impl NoticeService for ReplayBackend {
         self.player.borrow_mut().take_notices(notices);
     }
 
+    /// The recording's answer, not the replayed program's threads'.
+    fn async_sent(&mut self, _sent: bool) -> bool {
+        self.player.borrow_mut().async_sent()
+    }
+
+    /// The recording's sends, not the replayed program's threads'.
+    fn async_taken(&mut self, taken: &mut Vec<u32>, active: &dyn Fn(u32) -> bool) {
+        self.player.borrow_mut().async_taken(taken, active);
+    }
+
     fn wall_now(&mut self) -> Duration {
         self.player.borrow_mut().clock(true)
     }
@@ -1216,5 +1276,209 @@ impl crate::net::Listener for ReplayListener {
             player: self.player.clone(),
             fd,
         })
+    }
+}
+
+/// Async sends on the simulator: what the trace holds, exactly, and a
+/// replay whose program sends nothing (or sends otherwise) that runs the
+/// same callbacks at the same iterations and times.
+#[cfg(test)]
+mod tests {
+    use super::super::format::{Decoder, Record};
+    use super::super::{MemoryTrace, Recorder};
+    use super::*;
+    use crate::{Async, AsyncSender, Loop, Prepare, RunMode, Sim};
+
+    /// How the program sends.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Sends {
+        /// As recorded.
+        Recorded,
+        /// Never (a replay without its threads).
+        None,
+        /// To every watcher in every callback.
+        Other,
+    }
+
+    #[derive(Default)]
+    struct St {
+        log: Vec<String>,
+        senders: Vec<AsyncSender>,
+        a_calls: usize,
+        armed: bool,
+    }
+
+    fn log(lp: &Loop<St>, st: &mut St, what: &str) {
+        st.log
+            .push(format!("{what} it{} {:?}", lp.iteration(), lp.now()));
+    }
+
+    fn other(st: &St, sends: Sends) {
+        if sends == Sends::Other {
+            for s in &st.senders {
+                s.send().unwrap();
+            }
+        }
+    }
+
+    /// Three async watchers (#0 a, #1 b, #2 c). At 5 ms a timer sends to
+    /// a twice and b once (a's coalesce); a's first call sends to c and to
+    /// a itself (a second call); at 10 ms a thread sends to c (joined);
+    /// at 15 ms a timer arms the prepare watcher, which sends to b before
+    /// the poll; at 20 ms everything is removed. `watchers` below 3
+    /// leaves the last out.
+    fn program(lp: &mut Loop<'static, St>, st: &mut St, sends: Sends, watchers: usize) {
+        let ms = Duration::from_millis;
+        let mut handles = Vec::new();
+        for name in ["a", "b", "c"].into_iter().take(watchers) {
+            let (w, s) = Async::new(lp, move |lp, st: &mut St, _| {
+                log(lp, st, name);
+                other(st, sends);
+                if name == "a" {
+                    st.a_calls += 1;
+                    if st.a_calls == 1 && sends == Sends::Recorded {
+                        st.senders[2].send().unwrap();
+                        st.senders[0].send().unwrap();
+                    }
+                }
+            })
+            .unwrap();
+            handles.push(w);
+            st.senders.push(s);
+        }
+        lp.timer(ms(5), Duration::ZERO, move |lp, st, _| {
+            log(lp, st, "t5");
+            other(st, sends);
+            if sends == Sends::Recorded {
+                st.senders[0].send().unwrap();
+                st.senders[0].send().unwrap();
+                st.senders[1].send().unwrap();
+            }
+        })
+        .unwrap();
+        lp.timer(ms(10), Duration::ZERO, move |lp, st, _| {
+            log(lp, st, "t10");
+            if sends == Sends::Recorded {
+                let c = st.senders[2].clone();
+                std::thread::spawn(move || c.send().unwrap())
+                    .join()
+                    .unwrap();
+            }
+        })
+        .unwrap();
+        lp.timer(ms(15), Duration::ZERO, |lp, st, _| {
+            log(lp, st, "t15");
+            st.armed = true;
+        })
+        .unwrap();
+        let prepare = Prepare::new(lp, move |_, st, _| {
+            if st.armed {
+                st.armed = false;
+                if sends == Sends::Recorded {
+                    st.senders[1].send().unwrap();
+                }
+            }
+            other(st, sends);
+        })
+        .unwrap();
+        lp.timer(ms(20), Duration::ZERO, move |lp, st, _| {
+            log(lp, st, "t20");
+            for &w in &handles {
+                lp.remove(w).unwrap();
+            }
+            lp.remove(prepare).unwrap();
+        })
+        .unwrap();
+    }
+
+    fn record() -> (MemoryTrace, Vec<String>) {
+        let trace = MemoryTrace::new();
+        let mut st = St::default();
+        {
+            let rec = Recorder::new(Box::new(Sim::new().backend()), trace.clone()).unwrap();
+            let mut lp = Loop::with_backend(rec);
+            program(&mut lp, &mut st, Sends::Recorded, 3);
+            lp.run(RunMode::Default, &mut st).unwrap();
+        }
+        (trace, st.log)
+    }
+
+    fn replay(trace: &MemoryTrace, sends: Sends, watchers: usize) -> (Vec<String>, Replay) {
+        let replay = Replay::from_bytes(trace.bytes()).unwrap();
+        let mut st = St::default();
+        {
+            let mut lp = Loop::with_backend(replay.backend());
+            program(&mut lp, &mut st, sends, watchers);
+            let _ = lp.run(RunMode::Default, &mut st);
+        }
+        (st.log, replay)
+    }
+
+    #[test]
+    fn async_sends_are_recorded_in_order_and_replayed_without_the_senders() {
+        let (trace, recorded) = record();
+        assert_eq!(
+            recorded,
+            [
+                "t5 it1 5ms",
+                "a it2 5ms", // a's two sends coalesced; then b, in start order
+                "b it2 5ms",
+                "a it3 5ms", // a's send to itself during its call, and c's
+                "c it3 5ms",
+                "t10 it4 10ms",
+                "c it5 10ms",
+                "t15 it6 15ms",
+                "b it7 15ms", // the prepare watcher's send, before the poll
+                "t20 it8 20ms",
+            ]
+        );
+        // The trace's async records: a send seen before each poll that
+        // then did not block, and the watchers taken after it.
+        let (mut dec, _, _) = Decoder::new(Box::new(io::Cursor::new(trace.bytes()))).unwrap();
+        let mut sends = Vec::new();
+        while let Some(r) = dec.next().unwrap() {
+            if matches!(r, Record::SentBeforePoll | Record::SendsTaken(_)) {
+                sends.push(r);
+            }
+        }
+        let taken = |l: &[u32]| Record::SendsTaken(l.to_vec());
+        assert_eq!(
+            sends,
+            [
+                Record::SentBeforePoll,
+                taken(&[0, 1]),
+                Record::SentBeforePoll,
+                taken(&[0, 2]),
+                Record::SentBeforePoll,
+                taken(&[2]),
+                Record::SentBeforePoll,
+                taken(&[1]),
+            ]
+        );
+        for sends in [Sends::None, Sends::Other, Sends::Recorded] {
+            let (log, replay) = replay(&trace, sends, 3);
+            assert_eq!(log, recorded);
+            let summary = replay.finish().unwrap();
+            assert!(summary.complete, "{summary:?}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_send_to_a_watcher_the_program_lacks_is_a_divergence() {
+        let (trace, _) = record();
+        let (_, replay) = replay(&trace, Sends::None, 2);
+        let d = replay.finish().unwrap_err();
+        assert_eq!(d.iteration, 3, "{d}");
+        assert!(d.expected.contains("[#0, #2]"), "{d}");
+        assert!(
+            d.actual.contains("no active async watcher numbered #2"),
+            "{d}"
+        );
+        assert!(
+            d.hint
+                .unwrap()
+                .contains("in the order the loop first started them"),
+            "{d}"
+        );
     }
 }

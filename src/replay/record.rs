@@ -425,6 +425,24 @@ impl NoticeService for Recorder {
         self.service(|s, fds| s.ready(fd, fds));
     }
 
+    /// A send seen before the poll is recorded (nothing otherwise: the
+    /// common answer costs no record).
+    fn async_sent(&mut self, sent: bool) -> bool {
+        let sent = self.service(|s, _| s.async_sent(sent));
+        if sent {
+            sink::with_encoder(|e| e.async_sends(None));
+        }
+        sent
+    }
+
+    /// The sends taken, recorded unless there are none.
+    fn async_taken(&mut self, taken: &mut Vec<u32>, active: &dyn Fn(u32) -> bool) {
+        self.service(|s, _| s.async_taken(taken, active));
+        if !taken.is_empty() {
+            sink::with_encoder(|e| e.async_sends(Some(taken)));
+        }
+    }
+
     fn reinit(&mut self, _: &mut dyn InternalFds) -> io::Result<()> {
         self.service(|s, fds| s.reinit(fds))
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use evloop::conformance::CountingAllocator;
 use evloop::net::{ConnEvent, ConnOptions, Conns, Listener, Stream};
 use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
-use evloop::{Interest, Loop, Periodic, RunMode, Schedule, Sim, Stat};
+use evloop::{Async, Interest, Loop, Periodic, RunMode, Schedule, Sim, Stat};
 use proptest::prelude::*;
 
 use crate::common::{watchdog, WATCHDOG};
@@ -156,6 +156,33 @@ fn a_record_claiming_a_gigabyte_costs_only_the_bytes_there_are() {
     assert!(err.contains("ends after its header"), "{err}");
     // The record claimed is not there: the trace is cut off before it.
     assert!(!d.complete && d.records == 1, "{d:?}");
+}
+
+#[test]
+fn async_sends_claiming_2_to_the_62_watchers_cost_only_the_bytes_there_are() {
+    // An `Async` record (sends taken) whose count is 2^62, in 11 bytes.
+    let trace = Craft::new()
+        .now0()
+        .record(19, |p| {
+            p.push(1);
+            varint(p, 1 << 62);
+            p.push(0);
+        })
+        .end();
+    let ((made, d), peak) = measured("2^62 async sends claimed", move || {
+        let replay = Replay::from_bytes(trace).unwrap();
+        let made = {
+            let mut lp: Loop = Loop::with_backend(replay.backend());
+            Async::new(&mut lp, |_, _, _| {}).is_ok()
+        };
+        (made, replay.finish().unwrap_err())
+    });
+    assert!(peak < SLACK, "{peak} bytes held");
+    assert!(
+        !made,
+        "the async watcher's waker was answered from a corrupt trace"
+    );
+    assert!(d.expected.contains("unreadable record"), "{d}");
 }
 
 #[test]
@@ -311,7 +338,8 @@ fn a_hundred_thousand_interrupted_reads_in_a_row_are_retried_without_recursion()
 // --- the property ---
 
 /// The program the property replays: an echo over `net::Conns` on one
-/// socket, a repeating timer, a periodic and a stat watcher (which ends at
+/// socket, a repeating timer that sends to an async watcher (the timer
+/// removes both at its end), a periodic and a stat watcher (which ends at
 /// its first change), each ending by itself. Every call that may fail on a bad trace is allowed to.
 fn program<T: Stream + 'static>(lp: &mut Loop<'static, Conns<()>>, conns: &mut Conns<()>, sock: T) {
     let _ = conns.open(lp, sock, ConnOptions::new(), (), |lp, conns, id, ev| {
@@ -325,10 +353,17 @@ fn program<T: Stream + 'static>(lp: &mut Loop<'static, Conns<()>>, conns: &mut C
             _ => {}
         }
     });
+    let sent = Async::new(lp, |_, _, _| {}).ok();
     let _ = lp.timer(
         Duration::from_millis(3),
         Duration::from_millis(3),
-        |lp, _, me| {
+        move |lp, _, me| {
+            if let Some((a, sender)) = &sent {
+                let _ = sender.send();
+                if lp.now() >= Duration::from_millis(15) {
+                    let _ = lp.remove(*a);
+                }
+            }
             if lp.now() >= Duration::from_millis(15) {
                 let _ = lp.remove(me);
             }
@@ -448,8 +483,8 @@ enum Mutation {
 }
 
 /// The tags of the format's records.
-const TAGS: [u8; 23] = [
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 32, 33, 34, 35, 255,
+const TAGS: [u8; 25] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 32, 33, 34, 35, 255,
 ];
 
 /// Where the records of `trace` start (after the header), and its end.
