@@ -30,15 +30,26 @@ pub struct Lost {
     pub iteration: u64,
     /// The connection: the n-th accepted (from 1).
     pub accept: u64,
+    /// The iteration that accepted it.
+    pub accepted_at: u64,
     /// The connection's fd.
     pub fd: i32,
+}
+
+/// What [`Server::on_lost`] calls.
+pub type OnLost = Box<dyn FnMut(&Lost)>;
+
+/// A connection's origin: which accept, at which iteration.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    nth: u64,
+    iteration: u64,
 }
 
 /// The server's state.
 #[derive(Default)]
 pub struct Server {
-    /// The connections, each with its accept number (from 1).
-    conns: Conns<u64>,
+    conns: Conns<Origin>,
     acceptor: Option<Acceptor>,
     signals: Vec<Signal>,
     out: Vec<u8>,
@@ -52,10 +63,12 @@ pub struct Server {
     pub requests: u64,
     /// The replies the planted bug lost, in order.
     pub lost: Vec<Lost>,
+    /// Told of each lost reply as it is lost (a test waits for them).
+    pub on_lost: Option<OnLost>,
 }
 
-impl AsMut<Conns<u64>> for Server {
-    fn as_mut(&mut self) -> &mut Conns<u64> {
+impl AsMut<Conns<Origin>> for Server {
+    fn as_mut(&mut self) -> &mut Conns<Origin> {
         &mut self.conns
     }
 }
@@ -80,8 +93,12 @@ where
             Ok(stream) => {
                 prepare(&stream);
                 s.accepted += 1;
+                let origin = Origin {
+                    nth: s.accepted,
+                    iteration: lp.iteration(),
+                };
                 let options = ConnOptions::new().read_buffer(READ_BUFFER);
-                if let Err(e) = s.conns.open(lp, stream, options, s.accepted, on_event) {
+                if let Err(e) = s.conns.open(lp, stream, options, origin, on_event) {
                     eprintln!("connection refused by the loop: {e}");
                 }
             }
@@ -145,12 +162,16 @@ fn on_event(lp: &mut Loop<'static, Server>, s: &mut Server, id: ConnId, ev: Conn
             {
                 // The planted bug: the batch ended at the buffer's end.
                 s.out.truncate(last_reply);
-                let fd = c.watcher().fd(lp).unwrap_or(-1);
-                s.lost.push(Lost {
+                let lost = Lost {
                     iteration: lp.iteration(),
-                    accept: c.data,
-                    fd,
-                });
+                    accept: c.data.nth,
+                    accepted_at: c.data.iteration,
+                    fd: c.watcher().fd(lp).unwrap_or(-1),
+                };
+                if let Some(tell) = &mut s.on_lost {
+                    tell(&lost);
+                }
+                s.lost.push(lost);
             }
             c.consume(used);
             if !s.out.is_empty() {
