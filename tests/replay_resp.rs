@@ -37,7 +37,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use evloop::net::ListenOptions;
-use evloop::replay::{Accepted, Divergence, Recorded, Replay};
+use evloop::replay::{Accepted, Divergence, Recorded, Replay, ReplaySummary};
 use evloop::{Loop, RunMode};
 
 use common::watchdog;
@@ -106,14 +106,20 @@ fn redis_benchmark(addr: SocketAddr, args: &[&str]) -> Command {
     cmd
 }
 
-/// Records the server (the planted bug on if `buggy`) on a thread of its
-/// own while `client` loads it, then stops it with SHUTDOWN.
-fn record(name: &str, buggy: bool, client: impl FnOnce(SocketAddr, &Receiver<Lost>)) -> Recording {
+/// Records the server on `backend` (the planted bug on if `buggy`) on a
+/// thread of its own while `client` loads it, then stops it with
+/// SHUTDOWN. `None` (a loud skip) if the backend cannot be made here.
+fn record(
+    name: &str,
+    backend: &'static str,
+    buggy: bool,
+    client: impl FnOnce(SocketAddr, &Receiver<Lost>),
+) -> Option<Recording> {
     let path = std::env::temp_dir().join(format!(
-        "evloop-replay-resp-{name}-{}.trace",
+        "evloop-replay-resp-{name}-{backend}-{}.trace",
         std::process::id()
     ));
-    let (listening, addr) = mpsc::channel();
+    let (listening, started) = mpsc::channel();
     let (lost_tx, lost_rx) = mpsc::channel();
     let trace = path.clone();
     let thread = std::thread::spawn(move || {
@@ -121,7 +127,14 @@ fn record(name: &str, buggy: bool, client: impl FnOnce(SocketAddr, &Receiver<Los
             .bind("127.0.0.1:0".parse().unwrap())
             .unwrap();
         let fd = listener.as_raw_fd();
-        let mut lp: Loop<Server> = Loop::builder().record_to(&trace).build().unwrap();
+        let built = Loop::builder().backend(backend).record_to(&trace).build();
+        let mut lp: Loop<Server> = match built {
+            Ok(lp) => lp,
+            Err(e) => {
+                listening.send(Err(e.to_string())).unwrap();
+                return None;
+            }
+        };
         let mut s = Server::default();
         s.lose_reply_at_buffer_end = buggy;
         s.on_lost = Some(Box::new(move |l: &Lost| {
@@ -131,32 +144,39 @@ fn record(name: &str, buggy: bool, client: impl FnOnce(SocketAddr, &Receiver<Los
             let _ = st.get_ref().set_nodelay(true);
         })
         .unwrap();
-        listening.send((local, fd, lp.backend_name())).unwrap();
+        let completion = lp.capabilities().completion;
+        listening.send(Ok((local, fd, completion))).unwrap();
         lp.run(RunMode::Default, &mut s).unwrap();
         drop(lp); // completes the trace
-        Outcome::of(&s)
+        Some(Outcome::of(&s))
     });
-    let (addr, listener, backend) = addr.recv().expect("the server listens");
-    eprintln!("{name}: recording on {backend} to {}", path.display());
+    let (addr, listener, completion) = match started.recv().expect("the server starts") {
+        Ok(listening) => listening,
+        Err(e) => {
+            eprintln!("!!! SKIPPED: {name} on {backend}: the backend cannot be made here: {e}");
+            let _ = thread.join();
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+    };
+    let io = if completion { " (completion I/O)" } else { "" };
+    eprintln!("{name}: recording on {backend}{io} to {}", path.display());
     client(addr, &lost_rx);
     // SHUTDOWN: the server closes everything, its run returns.
     let mut stop = TcpStream::connect(addr).unwrap();
     stop.write_all(b"SHUTDOWN\r\n").unwrap();
     let _ = stop.read_to_end(&mut Vec::new());
-    let outcome = thread.join().expect("the recorded server");
-    Recording {
+    let outcome = thread.join().expect("the recorded server")?;
+    Some(Recording {
         path,
         listener,
         outcome,
-    }
+    })
 }
 
 /// Replays `rec` through the server (the planted bug on if `buggy`): what
 /// the server did, and how the replay ended.
-fn replay(
-    rec: &Recording,
-    buggy: bool,
-) -> (Outcome, Result<evloop::replay::ReplaySummary, Divergence>) {
+fn replay(rec: &Recording, buggy: bool) -> (Outcome, Result<ReplaySummary, Divergence>) {
     let replay = Replay::open(&rec.path).unwrap();
     let mut s = Server::default();
     s.lose_reply_at_buffer_end = buggy;
@@ -177,150 +197,186 @@ fn replay(
     (Outcome::of(&s), finish)
 }
 
-#[test]
-fn redis_benchmark_200k_pipelined_requests_replay_clean() {
-    const TEST: &str = "redis_benchmark_200k_pipelined_requests_replay_clean";
-    if !redis_benchmark_present(TEST) {
+/// Runs `scenario` on `backend` under the watchdog, one at a time, where
+/// redis-benchmark is.
+fn on(backend: &'static str, test: &str, scenario: fn(&'static str)) {
+    let test = format!("{test} on {backend}");
+    if !redis_benchmark_present(&test) {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    watchdog(TEST, Duration::from_secs(240), || {
-        let started = Instant::now();
-        let rec = record("clean", false, |addr, _| {
-            let args = [
-                "-n", "100000", "-c", "50", "-P", "16", "-t", "set,get", "-r", "10000",
-            ];
-            let out = redis_benchmark(addr, &args).output().unwrap();
-            let (stdout, stderr) = (
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr),
-            );
-            // The server answers CONFIG GET with +OK: that warning is expected.
-            let errors = stderr
-                .lines()
-                .any(|l| !l.trim().is_empty() && !l.contains("Could not fetch server CONFIG"));
-            assert!(
-                out.status.success() && !errors && !stdout.to_lowercase().contains("error"),
-                "redis-benchmark failed: {}\n{stdout}\n{stderr}",
-                out.status
-            );
-            for test in ["\"SET\"", "\"GET\""] {
-                assert!(stdout.contains(test), "no {test} row: {stdout}");
-            }
-            eprintln!("redis-benchmark:\n{stdout}");
-        });
-        let recorded = &rec.outcome;
-        eprintln!(
-            "recorded: {} connections, {} requests, {} keys, {} bytes of trace, {:?}",
-            recorded.accepted,
-            recorded.requests,
-            recorded.db.len(),
-            std::fs::metadata(&rec.path).unwrap().len(),
-            started.elapsed()
-        );
-        assert!(recorded.requests >= 200_000, "{}", recorded.requests);
-        assert!(recorded.accepted >= 100, "{}", recorded.accepted); // 50 per test, and SHUTDOWN's
-        assert!(recorded.lost.is_empty());
+    watchdog(&test, Duration::from_secs(120), move || scenario(backend));
+}
 
-        let replayed_at = Instant::now();
-        let (replayed, finish) = replay(&rec, false);
-        let summary = finish.unwrap_or_else(|d| panic!("{d}"));
-        eprintln!("replayed: {summary:?} in {:?}", replayed_at.elapsed());
-        assert!(summary.complete, "{summary:?}");
-        assert_eq!(&replayed, recorded, "the replay's state differs");
-    });
+/// 200,000 pipelined requests replay with no divergence, to the same state.
+fn clean(backend: &'static str) {
+    let started = Instant::now();
+    let Some(rec) = record("clean", backend, false, |addr, _| {
+        let args = [
+            "-n", "100000", "-c", "50", "-P", "16", "-t", "set,get", "-r", "10000",
+        ];
+        let out = redis_benchmark(addr, &args).output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        // The server answers CONFIG GET with +OK: that warning is expected.
+        let errors = stderr
+            .lines()
+            .any(|l| !l.trim().is_empty() && !l.contains("Could not fetch server CONFIG"));
+        assert!(
+            out.status.success() && !errors && !stdout.to_lowercase().contains("error"),
+            "redis-benchmark failed: {}\n{stdout}\n{stderr}",
+            out.status
+        );
+        for test in ["\"SET\"", "\"GET\""] {
+            assert!(stdout.contains(test), "no {test} row: {stdout}");
+        }
+        eprintln!("redis-benchmark:\n{stdout}");
+    }) else {
+        return;
+    };
+    let recorded = &rec.outcome;
+    eprintln!(
+        "recorded: {} connections, {} requests, {} keys, {} bytes of trace, {:?}",
+        recorded.accepted,
+        recorded.requests,
+        recorded.db.len(),
+        std::fs::metadata(&rec.path).unwrap().len(),
+        started.elapsed()
+    );
+    assert!(recorded.requests >= 200_000, "{}", recorded.requests);
+    // 50 connections per test, and SHUTDOWN's.
+    assert!(recorded.accepted > 100, "{}", recorded.accepted);
+    assert!(recorded.lost.is_empty());
+
+    let replayed_at = Instant::now();
+    let (replayed, finish) = replay(&rec, false);
+    let summary = finish.unwrap_or_else(|d| panic!("{d}"));
+    eprintln!("replayed: {summary:?} in {:?}", replayed_at.elapsed());
+    assert!(summary.complete, "{summary:?}");
+    assert_eq!(&replayed, recorded, "the replay's state differs");
+}
+
+/// The planted bug: recorded, replayed to the same losses; the fix
+/// replayed from its trace diverges at the first, naming its connection.
+fn lost_reply(backend: &'static str) {
+    const CLIENTS: usize = 50;
+    // A SET of a 980-byte value under redis-benchmark's 16-byte key is
+    // 1,024 bytes: 16 of them fill the 16 KiB buffer to its last byte.
+    assert_eq!(server::READ_BUFFER, 16 * 1024);
+    let Some(rec) = record("lost", backend, true, |addr, lost| {
+        let clients = CLIENTS.to_string();
+        let args = [
+            "-n", "10000000", "-c", &clients, "-P", "16", "-t", "set", "-d", "980",
+        ];
+        let mut bench = redis_benchmark(addr, &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for n in 0..CLIENTS {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if lost.recv_timeout(left).is_err() {
+                let _ = bench.kill();
+                panic!("{n} of {CLIENTS} replies lost within 60 s");
+            }
+        }
+        assert!(
+            bench.try_wait().unwrap().is_none(),
+            "redis-benchmark waits for the lost replies"
+        );
+        bench.kill().unwrap();
+        bench.wait().unwrap();
+    }) else {
+        return;
+    };
+    let lost = &rec.outcome.lost;
+    eprintln!(
+        "recorded: {} replies lost, the first {:?}",
+        lost.len(),
+        lost[0]
+    );
+    // One per connection, at its first batch: it waits for it since.
+    assert_eq!(lost.len(), CLIENTS, "{lost:?}");
+    let mut conns: Vec<u64> = lost.iter().map(|l| l.accept).collect();
+    conns.sort_unstable();
+    conns.dedup();
+    assert_eq!(conns.len(), CLIENTS, "one loss per connection: {lost:?}");
+    // 16 SETs a connection (and redis-benchmark's CONFIG GETs).
+    let sets = 16 * CLIENTS as u64;
+    let requests = rec.outcome.requests;
+    assert!((sets..sets + 4).contains(&requests), "{requests}");
+
+    // The buggy server, replayed: the same losses, where they were.
+    let (replayed, finish) = replay(&rec, true);
+    let summary = finish.unwrap_or_else(|d| panic!("{d}"));
+    assert!(summary.complete, "{summary:?}");
+    assert_eq!(replayed, rec.outcome);
+
+    // The fix, replayed from the buggy trace: it writes the reply the
+    // recording lost, at the first loss, on its connection.
+    let (fixed, finish) = replay(&rec, false);
+    let d = finish.expect_err("the fixed server diverges");
+    eprintln!("{d}");
+    let first = lost[0];
+    assert_eq!(d.iteration, first.iteration, "{d}");
+    assert_eq!(d.fd, Some(first.fd), "{d}");
+    assert_eq!(
+        d.connection.as_deref(),
+        Some(&Accepted {
+            fd: first.fd,
+            listener: rec.listener,
+            nth: first.accept,
+            iteration: first.accepted_at,
+        }),
+        "{d}"
+    );
+    // 16 +OK replies, where the recording has 15.
+    assert!(d.actual.starts_with("a write of 80 bytes"), "{d}");
+    assert!(d.expected.starts_with("a write of 75 bytes"), "{d}");
+    let named = format!(
+        "(the connection of accept #{} on fd{}",
+        first.accept, rec.listener
+    );
+    assert!(d.to_string().contains(&named), "{d}");
+    assert!(fixed.lost.is_empty());
+}
+
+const CLEAN: &str = "redis-benchmark's 200,000 pipelined requests replay clean";
+const LOST: &str = "a reply lost at the buffer's end replays; the fix diverges at its connection";
+
+#[cfg(target_os = "linux")]
+#[test]
+fn redis_benchmark_200k_pipelined_requests_replay_clean_on_epoll() {
+    on("epoll", CLEAN, clean);
 }
 
 #[test]
-fn a_reply_lost_at_the_buffers_end_replays_and_the_fix_diverges_at_its_connection() {
-    const TEST: &str =
-        "a_reply_lost_at_the_buffers_end_replays_and_the_fix_diverges_at_its_connection";
-    const CLIENTS: usize = 50;
-    if !redis_benchmark_present(TEST) {
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    watchdog(TEST, Duration::from_secs(120), || {
-        // A SET of a 980-byte value under redis-benchmark's 16-byte key is
-        // 1,024 bytes: 16 of them fill the 16 KiB buffer to its last byte.
-        assert_eq!(server::READ_BUFFER, 16 * 1024);
-        let rec = record("lost", true, |addr, lost| {
-            let clients = CLIENTS.to_string();
-            let args = [
-                "-n", "10000000", "-c", &clients, "-P", "16", "-t", "set", "-d", "980",
-            ];
-            let mut bench = redis_benchmark(addr, &args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            for n in 0..CLIENTS {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if lost.recv_timeout(left).is_err() {
-                    let _ = bench.kill();
-                    panic!("{n} of {CLIENTS} replies lost within 60 s");
-                }
-            }
-            assert!(
-                bench.try_wait().unwrap().is_none(),
-                "redis-benchmark waits for the lost replies"
-            );
-            bench.kill().unwrap();
-            bench.wait().unwrap();
-        });
-        let lost = &rec.outcome.lost;
-        eprintln!(
-            "recorded: {} replies lost, the first {:?}",
-            lost.len(),
-            lost[0]
-        );
-        // One per connection, at its first batch: every reply but that one.
-        assert_eq!(lost.len(), CLIENTS, "{lost:?}");
-        let mut conns: Vec<u64> = lost.iter().map(|l| l.accept).collect();
-        conns.sort_unstable();
-        conns.dedup();
-        assert_eq!(conns.len(), CLIENTS, "one loss per connection: {lost:?}");
-        // 16 SETs a connection (and redis-benchmark's CONFIG GETs).
-        let sets = 16 * CLIENTS as u64;
-        assert!(
-            (sets..sets + 4).contains(&rec.outcome.requests),
-            "{}",
-            rec.outcome.requests
-        );
+fn redis_benchmark_200k_pipelined_requests_replay_clean_on_poll() {
+    on("poll", CLEAN, clean);
+}
 
-        // The buggy server, replayed: the same losses, where they were.
-        let (replayed, finish) = replay(&rec, true);
-        let summary = finish.unwrap_or_else(|d| panic!("{d}"));
-        assert!(summary.complete, "{summary:?}");
-        assert_eq!(replayed, rec.outcome);
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+#[test]
+fn redis_benchmark_200k_pipelined_requests_replay_clean_on_io_uring() {
+    on("io_uring", CLEAN, clean);
+}
 
-        // The fix, replayed from the buggy trace: it writes the reply the
-        // recording lost, at the first loss, on its connection.
-        let (fixed, finish) = replay(&rec, false);
-        let d = finish.expect_err("the fixed server diverges");
-        eprintln!("{d}");
-        let first = lost[0];
-        assert_eq!(d.iteration, first.iteration, "{d}");
-        assert_eq!(d.fd, Some(first.fd), "{d}");
-        assert_eq!(
-            d.connection.as_deref(),
-            Some(&Accepted {
-                fd: first.fd,
-                listener: rec.listener,
-                nth: first.accept,
-                iteration: first.accepted_at,
-            }),
-            "{d}"
-        );
-        // 16 +OK replies, where the recording has 15.
-        assert!(d.actual.starts_with("a write of 80 bytes"), "{d}");
-        assert!(d.expected.starts_with("a write of 75 bytes"), "{d}");
-        let named = format!(
-            "(the connection of accept #{} on fd{}",
-            first.accept, rec.listener
-        );
-        assert!(d.to_string().contains(&named), "{d}");
-        assert!(fixed.lost.is_empty());
-    });
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reply_lost_at_the_buffers_end_replays_and_the_fix_diverges_on_epoll() {
+    on("epoll", LOST, lost_reply);
+}
+
+#[test]
+fn a_reply_lost_at_the_buffers_end_replays_and_the_fix_diverges_on_poll() {
+    on("poll", LOST, lost_reply);
+}
+
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+#[test]
+fn a_reply_lost_at_the_buffers_end_replays_and_the_fix_diverges_on_io_uring() {
+    on("io_uring", LOST, lost_reply);
 }
