@@ -94,7 +94,11 @@ fn redis_benchmark_present(test: &str) -> bool {
             "{test}: redis-benchmark is missing, and EVLOOP_REQUIRE_REDIS_BENCHMARK=1 \
              (install Debian's redis-tools)"
         );
-        eprintln!("!!! SKIP {test}: redis-benchmark is missing (install Debian's redis-tools)");
+        // Straight to stderr: the test harness captures eprintln!.
+        let _ = writeln!(
+            std::io::stderr(),
+            "!!! SKIP {test}: redis-benchmark is missing (install Debian's redis-tools)"
+        );
     }
     ok
 }
@@ -153,7 +157,10 @@ fn record(
     let (addr, listener, completion) = match started.recv().expect("the server starts") {
         Ok(listening) => listening,
         Err(e) => {
-            eprintln!("!!! SKIPPED: {name} on {backend}: the backend cannot be made here: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "!!! SKIPPED: {name} on {backend}: the backend cannot be made here: {e}"
+            );
             let _ = thread.join();
             let _ = std::fs::remove_file(&path);
             return None;
