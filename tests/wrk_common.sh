@@ -4,19 +4,11 @@
 # check its backend, load it with wrk, and fail on any socket error, any
 # non-2xx answer, a server that died, or no request served.
 
+. "$(dirname "${BASH_SOURCE[0]}")/install_missing.sh"
+
 # Installs wrk with apt-get where it is missing (as root, or with sudo).
 wrk_install() {
-    command -v wrk >/dev/null 2>&1 && return
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "wrk is missing, and there is no apt-get here: install wrk by hand" >&2
-        exit 1
-    fi
-    local sudo=()
-    [ "$(id -u)" = 0 ] || sudo=(sudo)
-    echo "installing wrk" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" apt-get install -y -qq wrk >&2
+    install_missing wrk wrk
 }
 
 # The server's output, wrk's output, and the server's pid while it runs;

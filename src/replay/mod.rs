@@ -197,5 +197,7 @@ pub(crate) mod sink;
 #[cfg(unix)]
 pub use layer::fd_io;
 pub use layer::Recorded;
-pub use play::{Divergence, Replay, ReplayBackend, ReplayListener, ReplaySocket, ReplaySummary};
+pub use play::{
+    Accepted, Divergence, Replay, ReplayBackend, ReplayListener, ReplaySocket, ReplaySummary,
+};
 pub use record::{flush_recording, MemoryTrace, Recorder};

@@ -63,6 +63,11 @@ pub struct Divergence {
     pub fd: Option<RawFd>,
     /// The fd of the io watcher whose callback was running, if one was.
     pub callback_fd: Option<RawFd>,
+    /// The connection that `fd` (or, without one, `callback_fd`) was, if
+    /// the replay accepted it from a [`ReplayListener`]: an fd number is
+    /// reused as connections close, the n-th accept on a listener is not.
+    /// (Boxed: a `Divergence` is an error, kept small.)
+    pub connection: Option<Box<Accepted>>,
     /// What the trace has next.
     pub expected: String,
     /// What the program did instead.
@@ -96,11 +101,20 @@ impl fmt::Display for Divergence {
             "the replay diverged at iteration {} (after {} records of the trace)",
             self.iteration, self.record
         )?;
+        // The connection is named after the fd it is (`fd`, else the
+        // callback's).
+        let conn = |fd: RawFd| self.connection.as_ref().filter(|c| c.fd == fd);
         if let Some(fd) = self.fd {
             write!(f, ", on fd{fd}")?;
+            if let Some(c) = conn(fd) {
+                write!(f, " ({c})")?;
+            }
         }
         if let Some(fd) = self.callback_fd {
             write!(f, ", in the callback of fd{fd}'s watcher")?;
+            if let (None, Some(c)) = (self.fd, conn(fd)) {
+                write!(f, " ({c})")?;
+            }
         }
         write!(
             f,
@@ -115,6 +129,38 @@ impl fmt::Display for Divergence {
 }
 
 impl std::error::Error for Divergence {}
+
+/// Which connection a [`Divergence`]'s fd was: the n-th accepted on a
+/// listener, at which iteration ([`Divergence::connection`]).
+///
+/// ```
+/// use evloop::replay::Accepted;
+/// let c = Accepted { fd: 9, listener: 5, nth: 12, iteration: 40 };
+/// assert_eq!(c.to_string(), "the connection of accept #12 on fd5, at iteration 40");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accepted {
+    /// The connection's fd.
+    pub fd: RawFd,
+    /// The listening fd that accepted it.
+    pub listener: RawFd,
+    /// Which accept on that listener it was, from 1 (failed accepts not
+    /// counted): the same connection however its fd number was reused.
+    pub nth: u64,
+    /// The iteration ([`Loop::iteration`](crate::Loop::iteration)) whose
+    /// accept returned it.
+    pub iteration: u64,
+}
+
+impl fmt::Display for Accepted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the connection of accept #{} on fd{}, at iteration {}",
+            self.nth, self.listener, self.iteration
+        )
+    }
+}
 
 /// What a replay that followed its trace to the end did.
 ///
@@ -170,6 +216,10 @@ pub(crate) struct Player {
     /// The fds noted as watched without the recording layer (as
     /// `summary.unrecorded_fds`, for lookups).
     unrecorded: HashSet<RawFd>,
+    /// Each accept that gave a connection: its fd, the listener, the
+    /// iteration (16 bytes per accept record of at least 5: within the
+    /// bound on what a replay holds).
+    accepts: Vec<(RawFd, RawFd, u64)>,
     /// The thread's replay is this one (to be released when it goes).
     claimed: bool,
 }
@@ -177,6 +227,11 @@ pub(crate) struct Player {
 /// Why the program's read on a replayed fd may have no record.
 const READ_HINT: &str = "a read or write the recording lacks: at recording time it went outside evloop's recorded paths \
      (a Read or Write on a socket not wrapped in replay::Recorded, or backends::fd_io rather than replay::fd_io), or the program changed";
+
+/// Why a write may differ from the recorded one on the same fd.
+const WRITE_HINT: &str = "the program writes other bytes on this fd than the recording has next: its logic changed \
+     (a fix, or a bug), it decided by something the trace lacks, or at recording time a write went outside evloop's \
+     recorded paths";
 
 /// Why a read's record may hold more than the read asked for.
 const OVERLONG_READ: &str =
@@ -320,6 +375,10 @@ impl Player {
                 record: self.summary.records,
                 fd,
                 callback_fd: self.callback_fd,
+                connection: fd
+                    .or(self.callback_fd)
+                    .and_then(|fd| self.accepted(fd))
+                    .map(Box::new),
                 expected,
                 actual,
                 hint,
@@ -332,6 +391,19 @@ impl Player {
             Some(d) => io::Error::other(d.clone()),
             None => io::Error::other("the replay diverged"),
         }
+    }
+
+    /// The connection `fd` was last accepted as, if it was.
+    fn accepted(&self, fd: RawFd) -> Option<Accepted> {
+        let at = self.accepts.iter().rposition(|a| a.0 == fd)?;
+        let (_, listener, iteration) = self.accepts[at];
+        let earlier = self.accepts[..at].iter().filter(|a| a.1 == listener);
+        Some(Accepted {
+            fd,
+            listener,
+            nth: earlier.count() as u64 + 1,
+            iteration,
+        })
     }
 
     /// Whether a trace's fd number may size the loop's fd table (see
@@ -665,8 +737,11 @@ impl Player {
                 Err(e) => Err(e.to_io()),
             },
             rec => {
-                let hint =
-                    matches!(rec, Record::Read { .. } | Record::Write { .. }).then_some(READ_HINT);
+                let hint = match rec {
+                    Record::Write { fd: rf, .. } if rf == fd => Some(WRITE_HINT),
+                    Record::Read { .. } | Record::Write { .. } => Some(READ_HINT),
+                    _ => None,
+                };
                 self.mismatch(Some(fd), rec, actual(), hint);
                 Err(io::ErrorKind::WouldBlock.into())
             }
@@ -690,7 +765,11 @@ impl Player {
                 self.mismatch(Some(fd), rec, actual(), Some(FD_HINT));
                 Err(io::ErrorKind::WouldBlock.into())
             }
-            Record::Accept { fd: rf, result } if rf == fd => result.map_err(|e| e.to_io()),
+            Record::Accept { fd: rf, result } if rf == fd => {
+                let new = result.map_err(|e| e.to_io())?;
+                self.accepts.push((new, fd, self.summary.polls));
+                Ok(new)
+            }
             rec => {
                 self.mismatch(Some(fd), rec, actual(), None);
                 Err(io::ErrorKind::WouldBlock.into())
@@ -807,6 +886,7 @@ impl Replay {
             diverged: None,
             summary: ReplaySummary::default(),
             unrecorded: HashSet::new(),
+            accepts: Vec::new(),
             claimed: false,
         }));
         sink::start_replay(player.clone())?;
