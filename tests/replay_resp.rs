@@ -1,5 +1,5 @@
 //! evloop::replay on a real server under a real client: benches/net_load's
-//! RESP server (its serving code, `benches/net_load/src/server.rs`, is
+//! RESP server (its serving code, `benches/resp/server.rs`, is
 //! included here) recorded on a kernel backend while redis-benchmark loads
 //! it, then replayed from the trace.
 //!
@@ -24,7 +24,7 @@ mod common;
 // The server: `stop_on_signals` is the binary's (a test does not take
 // signals).
 #[allow(dead_code)]
-#[path = "../benches/net_load/src/server.rs"]
+#[path = "../benches/resp/server.rs"]
 mod server;
 
 use std::io::{Read, Write};

@@ -29,7 +29,7 @@ use evloop::net::ListenOptions;
 use evloop::replay::{Divergence, Recorded, Replay};
 use evloop::{Loop, RunMode};
 
-#[path = "../server.rs"]
+#[path = "../../../resp/server.rs"]
 mod server;
 
 use server::Server;

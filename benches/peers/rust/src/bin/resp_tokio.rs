@@ -1,7 +1,7 @@
 //! benches/net_load's `resp_server` on tokio's `current_thread` runtime:
 //! the same RESP server (PING, SET, GET; anything else `+OK`; pipelined
 //! commands answered in one write), its protocol side the very same file
-//! (`benches/net_load/src/resp.rs`, included by path), a 16 KiB read
+//! (`benches/resp/resp.rs`, included by path), a 16 KiB read
 //! buffer to start with as `ConnOptions`'s default, a task per connection
 //! on a `LocalSet` sharing the keys through an `Rc<RefCell<..>>`.
 //! `benches/completion.sh` measures it against `resp_server` on evloop's
@@ -18,7 +18,7 @@ use std::rc::Rc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-#[path = "../../../../net_load/src/resp.rs"]
+#[path = "../../../../resp/resp.rs"]
 mod resp;
 
 /// The read buffer's first size (`ConnOptions`'s default); it grows when
