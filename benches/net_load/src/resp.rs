@@ -1,5 +1,5 @@
-//! The protocol side of `resp_server` (PING, SET, GET; anything else
-//! `+OK`): parsing and answering, with no I/O. Shared by path with its
+//! The protocol side of `resp_server` (PING, SET, GET, SHUTDOWN; anything
+//! else `+OK`): parsing and answering, with no I/O. Shared by path with its
 //! tokio twin (`benches/peers/rust/src/bin/resp_tokio.rs`), so that the
 //! two servers do the same work per request and differ only in the I/O
 //! under it (benches/completion.sh compares them).
@@ -55,39 +55,72 @@ fn parse(input: &[u8]) -> Result<Option<Command<'_>>, &'static str> {
     Ok(Some((args, at)))
 }
 
+/// What [`step`] found at the start of its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A command, answered (its reply appended); its length in bytes.
+    Answered(usize),
+    /// SHUTDOWN, not answered (as Redis, whose server exits without a
+    /// reply); its length in bytes. The evloop server stops on it.
+    Shutdown(usize),
+    /// No complete command: the rest waits for the next read.
+    Incomplete,
+    /// A protocol error, whose `-ERR` reply was appended (the caller
+    /// sends it and closes).
+    Error,
+}
+
+/// Answers the one command at the start of `input`, if it is complete,
+/// appending its reply to `out`.
+pub fn step(db: &mut Db, input: &[u8], out: &mut Vec<u8>) -> Step {
+    match parse(input) {
+        Ok(Some((args, n))) => {
+            let cmd = args.first().map(|a| a.to_ascii_uppercase());
+            match (cmd.as_deref(), args.len()) {
+                (Some(b"PING"), _) => out.extend_from_slice(b"+PONG\r\n"),
+                (Some(b"SET"), 3..) => {
+                    db.insert(args[1].to_vec(), args[2].to_vec());
+                    out.extend_from_slice(b"+OK\r\n");
+                }
+                (Some(b"GET"), 2) => match db.get(args[1]) {
+                    Some(v) => {
+                        out.extend_from_slice(format!("${}\r\n", v.len()).as_bytes());
+                        out.extend_from_slice(v);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                    None => out.extend_from_slice(b"$-1\r\n"),
+                },
+                (Some(b"SHUTDOWN"), _) => return Step::Shutdown(n),
+                _ => out.extend_from_slice(b"+OK\r\n"),
+            }
+            Step::Answered(n)
+        }
+        Ok(None) => Step::Incomplete,
+        Err(e) => {
+            out.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
+            Step::Error
+        }
+    }
+}
+
 /// Answers every complete command at the start of `input`, appending the
 /// replies to `out`: `Ok` with the bytes used (an incomplete command
 /// stays for the next read), or `Err` after a protocol error, whose
-/// `-ERR` reply ends `out` (the caller sends `out` and closes).
+/// `-ERR` reply ends `out` (the caller sends `out` and closes). SHUTDOWN
+/// is answered `+OK` here, as any other command (the tokio twin's way;
+/// the evloop server steps itself and stops).
+#[allow(dead_code)] // the tokio twin's: the evloop server calls `step`
 pub fn answer(db: &mut Db, input: &[u8], out: &mut Vec<u8>) -> Result<usize, ()> {
     let mut used = 0;
     loop {
-        match parse(&input[used..]) {
-            Ok(Some((args, n))) => {
+        match step(db, &input[used..], out) {
+            Step::Answered(n) => used += n,
+            Step::Shutdown(n) => {
                 used += n;
-                let cmd = args.first().map(|a| a.to_ascii_uppercase());
-                match (cmd.as_deref(), args.len()) {
-                    (Some(b"PING"), _) => out.extend_from_slice(b"+PONG\r\n"),
-                    (Some(b"SET"), 3..) => {
-                        db.insert(args[1].to_vec(), args[2].to_vec());
-                        out.extend_from_slice(b"+OK\r\n");
-                    }
-                    (Some(b"GET"), 2) => match db.get(args[1]) {
-                        Some(v) => {
-                            out.extend_from_slice(format!("${}\r\n", v.len()).as_bytes());
-                            out.extend_from_slice(v);
-                            out.extend_from_slice(b"\r\n");
-                        }
-                        None => out.extend_from_slice(b"$-1\r\n"),
-                    },
-                    _ => out.extend_from_slice(b"+OK\r\n"),
-                }
+                out.extend_from_slice(b"+OK\r\n");
             }
-            Ok(None) => return Ok(used),
-            Err(e) => {
-                out.extend_from_slice(format!("-ERR {e}\r\n").as_bytes());
-                return Err(());
-            }
+            Step::Incomplete => return Ok(used),
+            Step::Error => return Err(()),
         }
     }
 }
