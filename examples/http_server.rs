@@ -179,9 +179,11 @@ pub fn run(
 ) -> evloop::Result<()> {
     let mut signals = Vec::new();
     for signal in SHUTDOWN_SIGNALS {
-        signals.push(Signal::new(lp, signal, |lp, _, _| {
-            lp.break_loop(Break::All)
-        })?);
+        // A backend without signals still serves (until it is killed).
+        match Signal::new(lp, signal, |lp, _, _| lp.break_loop(Break::All)) {
+            Ok(s) => signals.push(s),
+            Err(e) => eprintln!("no shutdown on signal {signal}: {e}"),
+        }
     }
     lp.run(RunMode::Default, conns)?;
     acceptor.close(lp)?;
