@@ -11,9 +11,10 @@
 //! (default `127.0.0.1:8080`; `EVLOOP_BACKEND=poll` for another backend),
 //! then `wrk -t2 -c1000 -d10s http://127.0.0.1:8080/`. With `--record
 //! PATH` the run is recorded to PATH (`evloop::replay`: the loop's inputs
-//! and every byte read and written), complete at the clean exit, and
-//! `Replay::open(PATH)` with [`run`] on `replay.listener(FD)` replays it
-//! (FD: the listener's number, printed on the second line);
+//! and every byte read and written), complete at the clean exit; a
+//! loop on `Replay::open(PATH)?.backend()`, [`serve`] on
+//! `replay.listener(FD)` (FD: the listener's number, printed on the second
+//! line) and [`run`] replay it (tests/examples_run.rs does);
 //! benches/replay_overhead.sh measures what recording costs.
 
 use std::net::{SocketAddr, TcpStream};
