@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034
 # (SC2034: the LOAD_* results are read by the scripts that source this.)
-# Sourced by benches/hyper_wrk.sh, benches/completion.sh and
-# benches/net_syscalls.sh: servers under a load generator (wrk,
+# Sourced by benches/hyper_wrk.sh, benches/completion.sh,
+# benches/net_syscalls.sh and benches/replay_overhead.sh: servers under a load generator (wrk,
 # redis-benchmark), measured from outside. Needs bash 4, python3, and wrk,
 # redis-benchmark or strace for the functions that run them.
 #

@@ -4,15 +4,27 @@
 //! requests answered in order), an idle timeout, a graceful close for
 //! `Connection: close` and HTTP/1.0.
 //!
-//! Run with: `cargo run --release --example http_server [ADDR]`
+//! SIGTERM or SIGINT (Ctrl-C or Ctrl-Break on Windows) ends it cleanly:
+//! it stops accepting, drops its connections and exits 0.
+//!
+//! Run with: `cargo run --release --example http_server [--record PATH] [ADDR]`
 //! (default `127.0.0.1:8080`; `EVLOOP_BACKEND=poll` for another backend),
-//! then `wrk -t2 -c1000 -d10s http://127.0.0.1:8080/`.
+//! then `wrk -t2 -c1000 -d10s http://127.0.0.1:8080/`. With `--record
+//! PATH` the run is recorded to PATH (`evloop::replay`: the loop's inputs
+//! and every byte read and written), complete at the clean exit; a
+//! loop on `Replay::open(PATH)?.backend()`, [`serve`] on
+//! `replay.listener(FD)` (FD: the listener's number, printed on the second
+//! line) and [`run`] replay it (tests/examples_run.rs does);
+//! benches/replay_overhead.sh measures what recording costs.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use evloop::net::{Acceptor, ConnEvent, ConnId, ConnOptions, Conns, ListenOptions};
-use evloop::{Loop, RunMode};
+use evloop::net::{
+    Acceptor, ConnEvent, ConnId, ConnOptions, Conns, ListenOptions, Listener, Stream,
+};
+use evloop::replay::{Recorded, ReplaySocket};
+use evloop::{Break, Loop, RunMode, Signal};
 
 const OK: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\r\nHello, world!\n";
@@ -24,15 +36,41 @@ const NOT_FOUND: &[u8] =
 pub const BAD: &[u8] =
     b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
-/// Starts serving HTTP on `listener`; the loop's state is the connections.
-pub fn serve(lp: &mut Loop<Conns<()>>, listener: TcpListener) -> evloop::Result<Acceptor> {
+/// A connection's socket as this server sets it up: TCP_NODELAY on a
+/// TCP one (replies go out at once); a replay's socket has no options.
+pub trait NoDelay {
+    /// Sets TCP_NODELAY where there is one to set.
+    fn no_delay(&self) {}
+}
+
+impl NoDelay for TcpStream {
+    fn no_delay(&self) {
+        let _ = self.set_nodelay(true);
+    }
+}
+
+impl<T: NoDelay> NoDelay for Recorded<T> {
+    fn no_delay(&self) {
+        self.get_ref().no_delay();
+    }
+}
+
+impl NoDelay for ReplaySocket {}
+
+/// Starts serving HTTP on `listener` (a `TcpListener`, a `Recorded` one,
+/// a replay's); the loop's state is the connections.
+pub fn serve<L>(lp: &mut Loop<Conns<()>>, listener: L) -> evloop::Result<Acceptor>
+where
+    L: Listener,
+    L::Stream: Stream + NoDelay,
+{
     let opts = ConnOptions::new()
         .read_buffer(8192)
         .max_read_buffer(8192) // the largest request head we take
         .idle_timeout(Some(Duration::from_secs(30)));
     Acceptor::start(lp, listener, move |lp, conns, accepted| match accepted {
         Ok(stream) => {
-            let _ = stream.set_nodelay(true);
+            stream.no_delay();
             if let Err(e) = conns.open(lp, stream, opts, (), on_event) {
                 eprintln!("connection refused by the loop: {e}");
             }
@@ -125,15 +163,70 @@ pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The signals that end the server.
+#[cfg(unix)]
+const SHUTDOWN_SIGNALS: [i32; 2] = [Signal::TERM, Signal::INT];
+/// The console events that end the server.
+#[cfg(windows)]
+const SHUTDOWN_SIGNALS: [i32; 2] = [Signal::INT, Signal::BREAK];
+
+/// Runs the loop until a shutdown signal, then stops accepting, drops the
+/// connections (no linger) and runs until they are gone: `main`'s run,
+/// and what a replay of its recording runs.
+pub fn run(
+    lp: &mut Loop<Conns<()>>,
+    acceptor: Acceptor,
+    conns: &mut Conns<()>,
+) -> evloop::Result<()> {
+    let mut signals = Vec::new();
+    for signal in SHUTDOWN_SIGNALS {
+        // A backend without signals still serves (until it is killed).
+        match Signal::new(lp, signal, |lp, _, _| lp.break_loop(Break::All)) {
+            Ok(s) => signals.push(s),
+            Err(e) => eprintln!("no shutdown on signal {signal}: {e}"),
+        }
+    }
+    lp.run(RunMode::Default, conns)?;
+    acceptor.close(lp)?;
+    conns.close_all_with_linger(lp, Duration::ZERO);
+    for s in signals {
+        lp.remove(s)?;
+    }
+    lp.run(RunMode::Default, conns)?;
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: SocketAddr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8080".into())
-        .parse()?;
+    let mut addr: SocketAddr = "127.0.0.1:8080".parse()?;
+    let mut record = None;
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--record" {
+            record = Some(std::path::PathBuf::from(
+                args.next().ok_or("--record takes a path")?,
+            ));
+        } else {
+            addr = arg.to_str().ok_or("not an address")?.parse()?;
+        }
+    }
     evloop::net::raise_fd_limit()?;
     let listener = ListenOptions::new().backlog(4096).bind(addr)?;
-    let mut lp: Loop<Conns<()>> = Loop::new()?;
-    let acceptor = serve(&mut lp, listener)?;
+    #[cfg(unix)]
+    let listener_fd = std::os::fd::AsRawFd::as_raw_fd(&listener);
+    #[cfg(windows)]
+    let listener_fd = std::os::windows::io::AsRawSocket::as_raw_socket(&listener);
+    let (mut lp, acceptor): (Loop<Conns<()>>, _) = match &record {
+        Some(path) => {
+            let mut lp = Loop::builder().record_to(path).build()?;
+            let acceptor = serve(&mut lp, Recorded::new(listener))?;
+            (lp, acceptor)
+        }
+        None => {
+            let mut lp = Loop::new()?;
+            let acceptor = serve(&mut lp, listener)?;
+            (lp, acceptor)
+        }
+    };
     // io_uring's completion path, where the kernel has it: no syscall per
     // request (docs/backends.md).
     let completion = if lp.capabilities().completion {
@@ -146,6 +239,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         acceptor.local_addr(),
         lp.backend_name()
     );
-    lp.run(RunMode::Default, &mut Conns::new())?;
+    if let Some(path) = &record {
+        println!(
+            "recording to {} (listener fd {listener_fd})",
+            path.display()
+        );
+    }
+    run(&mut lp, acceptor, &mut Conns::new())?;
+    drop(lp); // completes the recording
     Ok(())
 }

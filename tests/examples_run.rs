@@ -5,9 +5,14 @@
 //! driven in-process by tests/net_kernel.rs, `chat_server` by
 //! tests/net_*.rs.) `demo`, the README's first command, runs here too
 //! (about a second in a debug build), and by `.ci/run` in release mode;
-//! so does `compare`, at its smallest.
+//! so does `compare`, at its smallest. `http_server --record` runs here
+//! too, and its recording is replayed in-process (the example included).
 
 mod common;
+
+#[allow(dead_code)] // its `main` is the example's
+#[path = "../examples/http_server.rs"]
+mod http_server;
 
 use common::example;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -118,6 +123,82 @@ fn http_per_core_serves_from_every_loop() {
         }
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+}
+
+#[test]
+fn http_server_records_its_run_to_a_trace_that_replays_clean() {
+    let exe = example("http_server");
+    for backend in backends() {
+        let trace = std::env::temp_dir().join(format!(
+            "evloop-http-record-{}-{backend}",
+            std::process::id()
+        ));
+        let mut child = Command::new(&exe)
+            .arg("--record")
+            .arg(&trace)
+            .arg("127.0.0.1:0")
+            .env("EVLOOP_BACKEND", backend)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut line = || lines.next().expect("a line").unwrap();
+        // "http on ADDR (backend NAME)", "recording to PATH (listener fd N)"
+        let (first, second) = (line(), line());
+        let addr = first
+            .strip_prefix("http on ")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{backend}: {first}"))
+            .to_string();
+        let listener_fd: evloop::RawFd = second
+            .rsplit_once("listener fd ")
+            .and_then(|(_, n)| n.trim_end_matches(')').parse().ok())
+            .unwrap_or_else(|| panic!("{backend}: {second}"));
+        // Keep-alive, pipelined, then a closing request, on two connections.
+        let mut received = 0;
+        for _ in 0..2 {
+            let mut conn = TcpStream::connect(&addr).unwrap();
+            conn.set_read_timeout(Some(WATCHDOG)).unwrap();
+            conn.write_all(b"GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n")
+                .unwrap();
+            conn.write_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut reply = String::new();
+            conn.read_to_string(&mut reply).unwrap();
+            assert_eq!(reply.matches("200 OK").count(), 3, "{backend}: {reply:?}");
+            received += reply.len() as u64;
+        }
+        // A clean exit on SIGTERM completes the trace.
+        let killed = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let deadline = std::time::Instant::now() + WATCHDOG;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{backend}: http_server did not exit on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(status.success(), "{backend}: {status}");
+
+        let replay = evloop::replay::Replay::open(&trace).unwrap();
+        assert_eq!(replay.recorded_backend(), backend);
+        let mut lp = evloop::Loop::with_backend(replay.backend());
+        let acceptor = http_server::serve(&mut lp, replay.listener(listener_fd)).unwrap();
+        let mut conns = evloop::net::Conns::new();
+        http_server::run(&mut lp, acceptor, &mut conns).unwrap();
+        drop(lp);
+        let summary = replay.finish().unwrap_or_else(|d| panic!("{backend}: {d}"));
+        assert!(summary.complete, "{backend}: {summary:?}");
+        assert_eq!(summary.bytes_written, received, "{backend}: {summary:?}");
+        std::fs::remove_file(&trace).unwrap();
     }
 }
 
