@@ -159,13 +159,8 @@ server_pid() { # WORKLOAD VARIANT
 }
 
 echo "== (a) CPU per request: ${workloads[*]} on ${variants[*]}"
-echo "machine: $(nproc) cores, $(uname -r), commit $(git describe --always --dirty 2>/dev/null || echo unknown)," \
-    "pinned (server CPU, client CPU): ${LOAD_PIN:-no}"
-echo "wrk -t1 -c50 -d$duration; redis-benchmark -t get -c 50 -P 16 -n $p16, -P 1 -n $p1;" \
-    "$rounds rounds$([ "$warmup" = 1 ] && echo " after a warm-up round")"
-echo "load before: $(load_avg)"
-[ "${QUICK:-0}" != 1 ] ||
-    echo "QUICK: a smoke test; at 10 ms ticks over runs this short, the ratios below mean nothing"
+load_header "wrk -t1 -c50 -d$duration; redis-benchmark -t get -c 50 -P 16 -n $p16, -P 1 -n $p1;\
+ $rounds rounds$([ "$warmup" = 1 ] && echo " after a warm-up round")"
 : >"$LOAD_TMP/results"
 n=${#variants[@]}
 for round in $(seq $((1 - warmup)) "$rounds"); do

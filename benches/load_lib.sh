@@ -41,6 +41,17 @@
 
 load_avg() { cut -d' ' -f1-3 /proc/loadavg; }
 
+# A run's header: the machine, the commit and the pinning, then $1 (what
+# loads it, how many rounds), the load before, and QUICK's warning.
+load_header() {
+    echo "machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)), $(uname -r)," \
+        "commit $(git describe --always --dirty 2>/dev/null || echo unknown), pinned (server CPU, client CPU): ${LOAD_PIN:-no}"
+    echo "$1"
+    echo "load before: $(load_avg)"
+    [ "${QUICK:-0}" != 1 ] ||
+        echo "QUICK: a smoke test; at 10 ms ticks over runs this short, the ratios below mean nothing"
+}
+
 # The taskset prefix for a server (0) or a load generator (1), if pinned.
 load_pinned() {
     local cpus

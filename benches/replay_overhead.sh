@@ -96,14 +96,8 @@ run() {
 }
 
 echo "== record/plain: server CPU per request, ${workloads[*]}"
-echo "machine: $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)), $(uname -r)," \
-    "backend $backend, commit $(git describe --always --dirty 2>/dev/null || echo unknown)," \
-    "pinned (server CPU, client CPU): ${LOAD_PIN:-no}"
-echo "wrk -t1 -c50 -d$duration; redis-benchmark -t set,get -c 50 -P 16 -n $resp_n;" \
-    "$rounds rounds$([ "$warmup" = 1 ] && echo " after a warm-up round")"
-echo "load before: $(load_avg)"
-[ "${QUICK:-0}" != 1 ] ||
-    echo "QUICK: a smoke test; at 10 ms ticks over runs this short, the ratios below mean nothing"
+load_header "backend $backend; wrk -t1 -c50 -d$duration; redis-benchmark -t set,get -c 50 -P 16 -n $resp_n;\
+ $rounds rounds$([ "$warmup" = 1 ] && echo " after a warm-up round")"
 : >"$LOAD_TMP/results"
 : >"$LOAD_TMP/bytes"
 for round in $(seq $((1 - warmup)) "$rounds"); do

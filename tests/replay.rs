@@ -155,17 +155,7 @@ fn record_lines(backend: &str, buggy: bool, trace: &MemoryTrace) -> Option<Outco
         .unwrap();
     let addr = listener.local_addr().unwrap();
     let listener_fd = listener.as_raw_fd();
-    let mut lp: Loop<'static, Server> = match Loop::builder()
-        .backend(backend)
-        .record(trace.clone())
-        .build()
-    {
-        Ok(lp) => lp,
-        Err(e) => {
-            eprintln!("SKIPPED: the {backend} backend cannot be made here: {e}");
-            return None;
-        }
-    };
+    let mut lp: Loop<'static, Server> = common::recording_loop(backend, trace)?;
     let clients: Vec<TcpStream> = (0..CLIENTS)
         .map(|i| {
             let mut c = TcpStream::connect(addr).unwrap();
@@ -569,20 +559,7 @@ fn unwrapped_fd_io() {
     drop(replay);
 
     // Replayed reading: the read has no record, and the hint names why.
-    let replay = Replay::from_bytes(trace.bytes()).unwrap();
-    {
-        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
-        lp.io(
-            replay.socket(fd),
-            evloop::Interest::READABLE,
-            |lp, _, ev| {
-                let _ = ev.source.read(&mut [0u8; 16]);
-                lp.remove(ev.watcher).unwrap();
-            },
-        )
-        .unwrap();
-        let _ = lp.run(RunMode::Default, &mut Vec::new());
-    }
+    let (replay, _) = replay_one_read(&trace, fd);
     let d = replay.finish().unwrap_err();
     assert_eq!((d.fd, d.callback_fd), (Some(fd), Some(fd)));
     assert!(d.actual.starts_with("a read of up to 16 bytes"), "{d}");
@@ -591,34 +568,34 @@ fn unwrapped_fd_io() {
     assert!(hint.contains("backends::fd_io::read"), "{d}");
 }
 
+/// A program that reads `sock` once (up to 16 bytes) when it is
+/// readable, then removes its watcher.
+fn read_once<T: Read + Source + 'static>(lp: &mut Loop<'static, Vec<String>>, sock: T) {
+    lp.io(sock, evloop::Interest::READABLE, |lp, _, ev| {
+        let _ = ev.source.read(&mut [0u8; 16]);
+        lp.remove(ev.watcher).unwrap();
+    })
+    .unwrap();
+}
+
+/// Replays `trace` through [`read_once`] on the replay's socket `fd`: the
+/// replay, and how `run` ended.
+fn replay_one_read(trace: &MemoryTrace, fd: i32) -> (Replay, evloop::Result<evloop::RunOutcome>) {
+    let replay = Replay::from_bytes(trace.bytes()).unwrap();
+    let ran = {
+        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
+        read_once(&mut lp, replay.socket(fd));
+        lp.run(RunMode::Default, &mut Vec::new())
+    };
+    (replay, ran)
+}
+
 #[test]
 fn a_recorded_socket_is_not_noted() {
     // The same socket wrapped in Recorded: its watcher is not noted.
-    let (trace, fd, _) = record_on_sim(|lp, sock| {
-        lp.io(
-            Recorded::new(sock),
-            evloop::Interest::READABLE,
-            |lp, _, ev| {
-                let _ = ev.source.read(&mut [0u8; 16]);
-                lp.remove(ev.watcher).unwrap();
-            },
-        )
-        .unwrap();
-    });
-    let replay = Replay::from_bytes(trace.bytes()).unwrap();
-    {
-        let mut lp: Loop<'static, Vec<String>> = Loop::with_backend(replay.backend());
-        lp.io(
-            replay.socket(fd),
-            evloop::Interest::READABLE,
-            |lp, _, ev| {
-                let _ = ev.source.read(&mut [0u8; 16]);
-                lp.remove(ev.watcher).unwrap();
-            },
-        )
-        .unwrap();
-        lp.run(RunMode::Default, &mut Vec::new()).unwrap();
-    }
+    let (trace, fd, _) = record_on_sim(|lp, sock| read_once(lp, Recorded::new(sock)));
+    let (replay, ran) = replay_one_read(&trace, fd);
+    ran.unwrap();
     let summary = replay.finish().unwrap();
     assert_eq!((summary.reads, summary.unrecorded_fds.len()), (1, 0));
 }

@@ -90,16 +90,8 @@ fn round_trip(backend: &'static str) {
     let trace = MemoryTrace::new();
     let mut recorded = St::default();
     {
-        let mut lp: Loop<'static, St> = match Loop::builder()
-            .backend(backend)
-            .record(trace.clone())
-            .build()
-        {
-            Ok(lp) => lp,
-            Err(e) => {
-                eprintln!("SKIPPED: the {backend} backend cannot be made here: {e}");
-                return;
-            }
+        let Some(mut lp) = common::recording_loop::<St>(backend, &trace) else {
+            return;
         };
         let s = program(&mut lp);
         // a from one worker, b from two, c from one that also sends to b.

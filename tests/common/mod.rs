@@ -864,3 +864,22 @@ pub fn gather(
         }
     }
 }
+
+/// A loop on `backend` recording to `trace`, or `None`, said loudly,
+/// where the backend cannot be made here (io_uring refused by the kernel).
+pub fn recording_loop<'s, S>(
+    backend: &str,
+    trace: &evloop::replay::MemoryTrace,
+) -> Option<Loop<'s, S>> {
+    match Loop::builder()
+        .backend(backend)
+        .record(trace.clone())
+        .build()
+    {
+        Ok(lp) => Some(lp),
+        Err(e) => {
+            eprintln!("!!! SKIP: the {backend} backend cannot be made here: {e}");
+            None
+        }
+    }
+}
