@@ -43,25 +43,23 @@ use std::time::{Duration, SystemTime};
 use evloop::backend::Backend;
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
 use evloop::replay::{MemoryTrace, Recorded, Replay, ReplayBackend};
-use evloop::{Child, Loop, Periodic, RawFd, RunMode, Schedule, Signal};
+use evloop::{Child, FileStat, Loop, Periodic, RawFd, RunMode, Schedule, Signal, Stat};
 
-use common::{alone, fd_of, ms, on_each_kernel};
+use common::{alone, fd_of, ms, on_each_kernel, TempDir};
 
 #[cfg(unix)]
-use common::{may_set_clock, step_clock, watchdog, TempDir};
+use common::{may_set_clock, step_clock, watchdog};
 #[cfg(unix)]
 use evloop::backend::{
     Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
 };
 #[cfg(unix)]
-use evloop::{backends::WithServices, replay::Recorder, FileStat, Stat};
+use evloop::{backends::WithServices, replay::Recorder};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[cfg(unix)]
-use std::{
-    io,
-    path::{Path, PathBuf},
-};
+use std::io;
 
 /// The world's hand: does to the real world what the program's line names.
 type World = Box<dyn FnMut(&str)>;
@@ -105,8 +103,7 @@ impl St {
     }
 }
 
-/// The input kinds (no stat changes here on Windows).
-#[cfg_attr(windows, allow(dead_code))]
+/// The input kinds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
     Signal,
@@ -508,8 +505,8 @@ fn children_recorded_on_each_kernel_replay() {
 
 // ---- a file under a stat watcher ----------------------------------------------
 
-/// A file's attributes, as the log shows them.
-#[cfg(unix)]
+/// A file's attributes, as the log shows them (on Windows `mode` is the
+/// file's attributes, and inode and device are 0).
 fn attrs(s: &FileStat) -> String {
     if !s.exists {
         return "missing".into();
@@ -523,8 +520,8 @@ fn attrs(s: &FileStat) -> String {
 
 /// A stat watcher on `path` (missing at first): a timer asks for it to be
 /// written; each change is logged with the attributes before and after,
-/// and asks for the next one: made private (mode 600), then removed.
-#[cfg(unix)]
+/// and asks for the next one: made private (mode 600; on Windows,
+/// read-only), then removed.
 fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
     Stat::new(lp, path, ms(100), |lp, st, ev| {
         let line = format!(
@@ -536,10 +533,10 @@ fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
         st.note(lp, line);
         if !ev.current.exists {
             lp.remove(ev.watcher).unwrap();
-        } else if ev.current.mode & 0o777 == 0o600 {
+        } else if private(ev.current.mode) {
             st.world("remove");
         } else if ev.current.size == 5 {
-            st.world("chmod 600");
+            st.world("private");
         }
     })?;
     lp.timer(ms(1), Duration::ZERO, |lp, st, _| {
@@ -549,27 +546,52 @@ fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
     Ok(())
 }
 
-#[cfg(unix)]
+/// Whether `mode` is a private file's: mode 600 (on Windows, the
+/// attribute `FILE_ATTRIBUTE_READONLY`, 1).
+fn private(mode: u32) -> bool {
+    if cfg!(windows) {
+        mode & 1 != 0
+    } else {
+        mode & 0o777 == 0o600
+    }
+}
+
 #[test]
 fn a_file_changed_under_a_stat_watcher_recorded_on_each_kernel_replays() {
     on_each_kernel("stat", |backend| {
         let dir = TempDir::new("replay-stat", backend);
         let path = dir.join("watched");
         let real = path.clone();
-        let world = Box::new(move |what: &str| {
-            use std::os::unix::fs::PermissionsExt;
-            match what {
-                "write" => std::fs::write(&real, b"hello").unwrap(),
-                "chmod 600" => {
-                    let mode = std::fs::Permissions::from_mode(0o600);
-                    std::fs::set_permissions(&real, mode).unwrap();
-                }
-                // Asked again if a hint of the chmod comes late: done once.
-                "remove" => {
-                    let _ = std::fs::remove_file(&real);
-                }
-                _ => unreachable!("{what}"),
+        let world = Box::new(move |what: &str| match what {
+            "write" => std::fs::write(&real, b"hello").unwrap(),
+            "private" => {
+                #[cfg(unix)]
+                let private = {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::Permissions::from_mode(0o600)
+                };
+                #[cfg(windows)]
+                let private = {
+                    let mut read_only = std::fs::metadata(&real).unwrap().permissions();
+                    read_only.set_readonly(true);
+                    read_only
+                };
+                std::fs::set_permissions(&real, private).unwrap();
             }
+            // Asked again if a hint of the change comes late: done once.
+            // (Windows removes no read-only file: writable first.)
+            "remove" => {
+                #[cfg(windows)]
+                if let Ok(m) = std::fs::metadata(&real) {
+                    let mut writable = m.permissions();
+                    #[allow(clippy::permissions_set_readonly_false)]
+                    // the file's own, to remove it
+                    writable.set_readonly(false);
+                    let _ = std::fs::set_permissions(&real, writable);
+                }
+                let _ = std::fs::remove_file(&real);
+            }
+            _ => unreachable!("{what}"),
         });
         let given: PathBuf = path.clone();
         let Some(rec) = round_trip_of(Kind::Stat, backend, world, move |lp| {
@@ -582,10 +604,14 @@ fn a_file_changed_under_a_stat_watcher_recorded_on_each_kernel_replays() {
             changes.first().unwrap().contains(": missing -> size"),
             "{backend}: {changes:#?}"
         );
-        assert!(
-            changes.iter().any(|l| l.contains("-> size 5 mode 100600")),
-            "{backend}: {changes:#?}"
-        );
+        // Made private: mode 100600 (Windows: an attribute word with
+        // read-only, as the log writes it, in octal).
+        let made_private = |l: &&String| {
+            let after = l.rsplit_once("-> size 5 mode ").map(|(_, a)| a);
+            let mode = after.and_then(|a| u32::from_str_radix(a.split(' ').next()?, 8).ok());
+            mode.is_some_and(|m| private(m) && (cfg!(windows) || m == 0o100600))
+        };
+        assert!(changes.iter().any(made_private), "{backend}: {changes:#?}");
         assert!(
             changes.last().unwrap().ends_with("-> missing"),
             "{backend}: {changes:#?}"
