@@ -27,10 +27,14 @@
 //! recorded and replayed without a step, and the step is a loud skip.
 //!
 //! On Windows (run under Wine, tests/wine/) the same programs run on iocp
-//! and select where Windows has their input: the periodic, the TCP
-//! connections, and, for signals, a console Ctrl-C (`Signal::INT`), which
-//! Wine delivers only to a program whose console is a terminal
+//! and select: the children (`cmd`: an exit code, one terminated through
+//! `Child::kill`, one watched by pid), the file (made read-only), the
+//! periodic (no step: the clock is not set there) and the TCP
+//! connections; for signals, a console Ctrl-C (`Signal::INT`), which Wine
+//! delivers only to a program whose console is a terminal
 //! (`EVLOOP_WINE_PTY=1`, as `.ci/run` sets; without one, a loud skip).
+//! Under Wine a read after a reset returns 0 (its `recv` does, with no
+//! loop involved), so a reset before any reply may end as an end of input.
 
 mod common;
 
