@@ -41,6 +41,8 @@ mod common;
 use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
@@ -49,19 +51,17 @@ use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listen
 use evloop::replay::{MemoryTrace, Recorded, Replay, ReplayBackend};
 use evloop::{Child, FileStat, Loop, Periodic, RawFd, RunMode, Schedule, Signal, Stat};
 
-use common::{alone, fd_of, ms, on_each_kernel, TempDir};
+use common::{alone, fd_of, ms, on_each_kernel, watchdog, TempDir};
 
+// The `SIGCHLD` fallback and the clock's step: Unix only.
 #[cfg(unix)]
-use common::{may_set_clock, step_clock, watchdog};
+use common::{may_set_clock, step_clock};
 #[cfg(unix)]
 use evloop::backend::{
     Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
 };
 #[cfg(unix)]
 use evloop::{backends::WithServices, replay::Recorder};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 #[cfg(unix)]
 use std::io;
 
@@ -362,7 +362,7 @@ fn a_console_ctrl_c_recorded_on_each_kernel_replays() {
     }
     let _alone = alone();
     for &backend in evloop::backends::AVAILABLE {
-        common::watchdog(
+        watchdog(
             &format!("console Ctrl-C on {backend}"),
             common::WATCHDOG,
             move || {
