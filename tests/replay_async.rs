@@ -1,7 +1,8 @@
 //! evloop::replay: async sends from worker threads, recorded on each
 //! kernel backend of the build (epoll, poll, select; io_uring with its
 //! feature, skipped loudly where the kernel refuses; kqueue with
-//! `emulated-kqueue`), then replayed without the workers, and with
+//! `emulated-kqueue`; on Windows, iocp and select, under Wine in
+//! `.ci/run`), then replayed without the workers, and with
 //! workers that send otherwise: the same callbacks at the same iterations
 //! and loop times, and the trace followed to its end.
 //!

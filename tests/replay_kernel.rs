@@ -25,28 +25,45 @@
 //! The clock is set only under `EVLOOP_TEST_SET_CLOCK` (`.ci/run` sets
 //! `try`), as `tests/backend_hints.rs` does; without it the periodic is
 //! recorded and replayed without a step, and the step is a loud skip.
-#![cfg(unix)]
+//!
+//! On Windows (run under Wine, tests/wine/) the same programs run on iocp
+//! and select: the children (`cmd`: an exit code, one terminated through
+//! `Child::kill`, one watched by pid), the file (made read-only), the
+//! periodic (no step: the clock is not set there) and the TCP
+//! connections; for signals, a console Ctrl-C (`Signal::INT`), which Wine
+//! delivers only to a program whose console is a terminal
+//! (`EVLOOP_WINE_PTY=1`, as `.ci/run` sets; without one, a loud skip).
+//! Under Wine a read after a reset returns 0 (its `recv` does, with no
+//! loop involved), so a reset before any reply may end as an end of input.
 
 mod common;
 
 use std::cell::RefCell;
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
-use evloop::backend::{
-    Backend, Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
-};
-use evloop::backends::WithServices;
+use evloop::backend::Backend;
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
-use evloop::replay::{MemoryTrace, Recorded, Recorder, Replay, ReplayBackend};
-use evloop::{Child, FileStat, Loop, Periodic, RunMode, Schedule, Signal, Stat};
+use evloop::replay::{MemoryTrace, Recorded, Replay, ReplayBackend};
+use evloop::{Child, FileStat, Loop, Periodic, RawFd, RunMode, Schedule, Signal, Stat};
 
-use common::{alone, fd_of, may_set_clock, ms, on_each_kernel, step_clock, watchdog, TempDir};
+use common::{alone, fd_of, ms, on_each_kernel, watchdog, TempDir};
+
+// The `SIGCHLD` fallback and the clock's step: Unix only.
+#[cfg(unix)]
+use common::{may_set_clock, step_clock};
+#[cfg(unix)]
+use evloop::backend::{
+    Capabilities, Change, InternalFds, NoticeService, Notices, PollEvent, PollStatus,
+};
+#[cfg(unix)]
+use evloop::{backends::WithServices, replay::Recorder};
+#[cfg(unix)]
+use std::io;
 
 /// The world's hand: does to the real world what the program's line names.
 type World = Box<dyn FnMut(&str)>;
@@ -61,7 +78,7 @@ struct St {
     /// names (the replay has none: nothing real is touched).
     world: Option<World>,
     /// Each connection keeps its fd (the world's name for its client).
-    conns: Conns<i32>,
+    conns: Conns<RawFd>,
     acceptor: Option<Acceptor>,
     /// Connections closed, and how many end the server.
     closed: usize,
@@ -70,8 +87,8 @@ struct St {
     ticks: Vec<(Duration, Duration)>,
 }
 
-impl AsMut<Conns<i32>> for St {
-    fn as_mut(&mut self) -> &mut Conns<i32> {
+impl AsMut<Conns<RawFd>> for St {
+    fn as_mut(&mut self) -> &mut Conns<RawFd> {
         &mut self.conns
     }
 }
@@ -180,17 +197,20 @@ fn round_trip(
 /// child exits taken through `SIGCHLD` (as on a kernel without pidfds;
 /// `common::child_kernels`).
 fn recording_loop(backend: &'static str, trace: &MemoryTrace) -> Result<Loop<'static, St>, String> {
-    let Some(base) = backend.strip_suffix("+sigchld") else {
-        return Loop::builder()
-            .backend(backend)
-            .record(trace.clone())
-            .build()
-            .map_err(|e| e.to_string());
-    };
-    let mut services = WithServices::new(evloop::backends::open(base).map_err(|e| e.to_string())?);
-    services.force_sigchld_fallback();
-    let recorder = Recorder::new(Box::new(services), trace.clone()).map_err(|e| e.to_string())?;
-    Ok(Loop::with_backend(recorder))
+    #[cfg(unix)]
+    if let Some(base) = backend.strip_suffix("+sigchld") {
+        let mut services =
+            WithServices::new(evloop::backends::open(base).map_err(|e| e.to_string())?);
+        services.force_sigchld_fallback();
+        let recorder =
+            Recorder::new(Box::new(services), trace.clone()).map_err(|e| e.to_string())?;
+        return Ok(Loop::with_backend(recorder));
+    }
+    Loop::builder()
+        .backend(backend)
+        .record(trace.clone())
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// [`round_trip`] for a program of `kind` with nothing of its own to be
@@ -232,6 +252,7 @@ fn checked(kind: Kind, backend: &str, got: evloop::Result<Option<St>>) -> Option
 /// A timer asks for `SIGUSR1` to be raised twice (one callback: signals
 /// coalesce within an iteration); its callback asks for `SIGUSR2` to be
 /// sent to the process (`kill`), whose callback ends the program.
+#[cfg(unix)]
 fn signals(lp: &mut Loop<'static, St>) -> evloop::Result<()> {
     let usr1 = Signal::new(lp, libc::SIGUSR1, |lp, st, me| {
         let n = me.number(lp).unwrap();
@@ -251,6 +272,7 @@ fn signals(lp: &mut Loop<'static, St>) -> evloop::Result<()> {
     Ok(())
 }
 
+#[cfg(unix)]
 #[test]
 fn signals_recorded_on_each_kernel_replay() {
     on_each_kernel("signals", |backend| {
@@ -282,16 +304,97 @@ fn signals_recorded_on_each_kernel_replay() {
     });
 }
 
+/// Windows: a timer asks for a console Ctrl-C, which the loop sees as
+/// `Signal::INT`; its callback ends the program.
+#[cfg(windows)]
+fn console_event(lp: &mut Loop<'static, St>) -> evloop::Result<()> {
+    Signal::new(lp, Signal::INT, |lp, st, me| {
+        let n = me.number(lp).unwrap();
+        st.note(lp, format!("signal {n}"));
+        lp.remove(me).unwrap();
+    })?;
+    lp.timer(ms(1), Duration::ZERO, |lp, st, _| {
+        st.note(lp, "timer: Ctrl-C");
+        st.world("ctrl-c");
+    })?;
+    Ok(())
+}
+
+/// `GenerateConsoleCtrlEvent(CTRL_C_EVENT)` to this console's processes.
+#[cfg(windows)]
+fn ctrl_c() -> std::io::Result<()> {
+    use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_C_EVENT};
+    // SAFETY: plain call; group 0 is this console's processes.
+    if unsafe { GenerateConsoleCtrlEvent(CTRL_C_EVENT, 0) } == 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the test may send a console Ctrl-C: only under Wine's runner
+/// with a terminal (`EVLOOP_WINE_PTY=1`, tests/wine/run.sh), where the
+/// event reaches this program alone. Without a terminal Wine delivers
+/// none (`GenerateConsoleCtrlEvent` fails with error 12); on a real
+/// Windows console it would reach every process of the console, cargo
+/// included. Else a loud skip.
+#[cfg(windows)]
+fn may_send_ctrl_c() -> bool {
+    if std::env::var_os("EVLOOP_WINE_PTY").is_some_and(|v| v == "1") {
+        return true;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "!!! SKIP: no console Ctrl-C is recorded and replayed: it is sent only under Wine's \
+         runner with a terminal (EVLOOP_WINE_PTY=1, as .ci/run sets)"
+    );
+    false
+}
+
+/// The console's Ctrl-C, the signal Windows has (`Signal::INT`), recorded
+/// on iocp and select and replayed. No other test of the binary runs
+/// meanwhile (`common::alone`): the event reaches the whole console, the
+/// children of another test too.
+#[cfg(windows)]
+#[test]
+fn a_console_ctrl_c_recorded_on_each_kernel_replays() {
+    if !may_send_ctrl_c() {
+        return;
+    }
+    let _alone = alone();
+    for &backend in evloop::backends::AVAILABLE {
+        watchdog(
+            &format!("console Ctrl-C on {backend}"),
+            common::WATCHDOG,
+            move || {
+                let world = Box::new(|what: &str| match what {
+                    "ctrl-c" => ctrl_c().expect("GenerateConsoleCtrlEvent"),
+                    _ => unreachable!("{what}"),
+                });
+                let rec = round_trip_of(Kind::Signal, backend, world, console_event).unwrap();
+                let seen: Vec<&str> = rec
+                    .log
+                    .iter()
+                    .filter_map(|l| l.split_once(" signal ").map(|(_, n)| n))
+                    .collect();
+                assert_eq!(seen, [Signal::INT.to_string()], "{backend}: {:#?}", rec.log);
+            },
+        );
+    }
+}
+
 // ---- children ------------------------------------------------------------
+
+/// Logs a child's exit with its status, and ends its watcher.
+fn exited(lp: &mut Loop<'static, St>, st: &mut St, ev: evloop::ChildEvent) {
+    st.note(lp, format!("child {} {:?}", ev.pid, ev.status));
+    lp.remove(ev.watcher).unwrap();
+}
 
 /// Three children: one spawned that exits with 3, one spawned and sent
 /// `SIGTERM` (`Child::kill`), and `given`, started elsewhere, which
 /// kills itself with `SIGKILL`. Each exit is logged with its status.
+#[cfg(unix)]
 fn children(lp: &mut Loop<'static, St>, given: u32) -> evloop::Result<()> {
-    fn exited(lp: &mut Loop<'static, St>, st: &mut St, ev: evloop::ChildEvent) {
-        st.note(lp, format!("child {} {:?}", ev.pid, ev.status));
-        lp.remove(ev.watcher).unwrap();
-    }
     Child::spawn(lp, Command::new("sh").args(["-c", "exit 3"]), exited)?;
     let (sleeper, _) = Child::spawn(lp, Command::new("sleep").arg("60"), exited)?;
     sleeper.kill(lp, Signal::TERM)?;
@@ -299,27 +402,91 @@ fn children(lp: &mut Loop<'static, St>, given: u32) -> evloop::Result<()> {
     Ok(())
 }
 
-/// On every kernel backend, and on each with child exits through
-/// `SIGCHLD` (`common::child_kernels`).
-#[test]
-fn children_recorded_on_each_kernel_replay() {
-    let _shared = common::shared();
-    common::on_backends("children", &common::child_kernels(), |backend| {
-        // Started with std and never waited for: the loop reaps it. Its pid
-        // is the program's input, the recorded one on replay.
-        let given = Command::new("sh")
+/// Windows: three children: one spawned that exits with 3, one spawned
+/// that waits on its stdin and is terminated (`Child::kill`:
+/// `TerminateProcess`, exit code 1), and `given`, started elsewhere,
+/// which exits with 7.
+#[cfg(windows)]
+fn children(lp: &mut Loop<'static, St>, given: u32) -> evloop::Result<()> {
+    Child::spawn(lp, Command::new("cmd").args(["/c", "exit 3"]), exited)?;
+    let mut waits = Command::new("cmd");
+    waits
+        .args(["/c", "set /p x="])
+        .stdin(std::process::Stdio::piped());
+    // Its stdin (none on replay) closes after the kill, on return.
+    let (waiting, _spawned) = Child::spawn(lp, &mut waits, exited)?;
+    waiting.kill(lp, Signal::TERM)?;
+    Child::new(lp, given, exited)?;
+    Ok(())
+}
+
+/// The child [`children`] is given, started with std: its pid (the
+/// program's input, the recorded one on replay), and on Windows its
+/// handle, kept until the end (it keeps the pid). On Unix it kills itself
+/// and is never waited for: the loop reaps it. On Windows it exits with 7.
+fn given_child() -> (u32, Option<std::process::Child>) {
+    #[cfg(unix)]
+    let given = {
+        let pid = Command::new("sh")
             .args(["-c", "kill -KILL $$"])
             .spawn()
             .unwrap()
             .id();
+        (pid, None)
+    };
+    #[cfg(windows)]
+    let given = {
+        let child = Command::new("cmd").args(["/c", "exit 7"]).spawn().unwrap();
+        (child.id(), Some(child))
+    };
+    given
+}
+
+/// The exit statuses [`children`] sees, sorted.
+fn children_statuses() -> Vec<String> {
+    #[cfg(unix)]
+    let mut want = vec![
+        "Some(Exited(3))".to_string(),
+        format!(
+            "Some(Signaled {{ signal: {}, core_dumped: false }})",
+            libc::SIGKILL
+        ),
+        format!(
+            "Some(Signaled {{ signal: {}, core_dumped: false }})",
+            libc::SIGTERM
+        ),
+    ];
+    #[cfg(windows)]
+    let mut want: Vec<String> = [3, 1, 7]
+        .iter()
+        .map(|code| format!("Some(Exited({code}))"))
+        .collect();
+    want.sort();
+    want
+}
+
+/// On every kernel backend, and (Unix) on each with child exits through
+/// `SIGCHLD` (`common::child_kernels`).
+#[test]
+fn children_recorded_on_each_kernel_replay() {
+    let _shared = common::shared();
+    #[cfg(unix)]
+    let kernels = common::child_kernels();
+    #[cfg(windows)]
+    let kernels = evloop::backends::AVAILABLE.to_vec();
+    common::on_backends("children", &kernels, |backend| {
+        let (pid, handle) = given_child();
         let Some(rec) = round_trip_of(
             Kind::Child,
             backend,
             Box::new(|_| {}),
-            move |lp: &mut Loop<'static, St>| children(lp, given),
+            move |lp: &mut Loop<'static, St>| children(lp, pid),
         ) else {
             return;
         };
+        if let Some(mut handle) = handle {
+            assert_eq!(handle.wait().unwrap().code(), Some(7), "std has it too");
+        }
         let mut statuses: Vec<String> = rec
             .log
             .iter()
@@ -327,29 +494,15 @@ fn children_recorded_on_each_kernel_replay() {
             .map(|l| l.split_once(' ').unwrap().1.to_string())
             .collect();
         statuses.sort();
-        let mut want = [
-            "Some(Exited(3))".to_string(),
-            format!(
-                "Some(Signaled {{ signal: {}, core_dumped: false }})",
-                libc::SIGKILL
-            ),
-            format!(
-                "Some(Signaled {{ signal: {}, core_dumped: false }})",
-                libc::SIGTERM
-            ),
-        ];
-        want.sort();
-        assert_eq!(statuses, want, "{backend}: {:#?}", rec.log);
-        assert!(rec
-            .log
-            .iter()
-            .any(|l| l.contains(&format!("child {given} "))));
+        assert_eq!(statuses, children_statuses(), "{backend}: {:#?}", rec.log);
+        assert!(rec.log.iter().any(|l| l.contains(&format!("child {pid} "))));
     });
 }
 
 // ---- a file under a stat watcher ----------------------------------------------
 
-/// A file's attributes, as the log shows them.
+/// A file's attributes, as the log shows them (on Windows `mode` is the
+/// file's attributes, and inode and device are 0).
 fn attrs(s: &FileStat) -> String {
     if !s.exists {
         return "missing".into();
@@ -363,7 +516,8 @@ fn attrs(s: &FileStat) -> String {
 
 /// A stat watcher on `path` (missing at first): a timer asks for it to be
 /// written; each change is logged with the attributes before and after,
-/// and asks for the next one: made private (mode 600), then removed.
+/// and asks for the next one: made private (mode 600; on Windows,
+/// read-only), then removed.
 fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
     Stat::new(lp, path, ms(100), |lp, st, ev| {
         let line = format!(
@@ -375,10 +529,10 @@ fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
         st.note(lp, line);
         if !ev.current.exists {
             lp.remove(ev.watcher).unwrap();
-        } else if ev.current.mode & 0o777 == 0o600 {
+        } else if private(ev.current.mode) {
             st.world("remove");
         } else if ev.current.size == 5 {
-            st.world("chmod 600");
+            st.world("private");
         }
     })?;
     lp.timer(ms(1), Duration::ZERO, |lp, st, _| {
@@ -388,26 +542,52 @@ fn stat_program(lp: &mut Loop<'static, St>, path: &Path) -> evloop::Result<()> {
     Ok(())
 }
 
+/// Whether `mode` is a private file's: mode 600 (on Windows, the
+/// attribute `FILE_ATTRIBUTE_READONLY`, 1).
+fn private(mode: u32) -> bool {
+    if cfg!(windows) {
+        mode & 1 != 0
+    } else {
+        mode & 0o777 == 0o600
+    }
+}
+
 #[test]
 fn a_file_changed_under_a_stat_watcher_recorded_on_each_kernel_replays() {
     on_each_kernel("stat", |backend| {
         let dir = TempDir::new("replay-stat", backend);
         let path = dir.join("watched");
         let real = path.clone();
-        let world = Box::new(move |what: &str| {
-            use std::os::unix::fs::PermissionsExt;
-            match what {
-                "write" => std::fs::write(&real, b"hello").unwrap(),
-                "chmod 600" => {
-                    let mode = std::fs::Permissions::from_mode(0o600);
-                    std::fs::set_permissions(&real, mode).unwrap();
-                }
-                // Asked again if a hint of the chmod comes late: done once.
-                "remove" => {
-                    let _ = std::fs::remove_file(&real);
-                }
-                _ => unreachable!("{what}"),
+        let world = Box::new(move |what: &str| match what {
+            "write" => std::fs::write(&real, b"hello").unwrap(),
+            "private" => {
+                #[cfg(unix)]
+                let private = {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::Permissions::from_mode(0o600)
+                };
+                #[cfg(windows)]
+                let private = {
+                    let mut read_only = std::fs::metadata(&real).unwrap().permissions();
+                    read_only.set_readonly(true);
+                    read_only
+                };
+                std::fs::set_permissions(&real, private).unwrap();
             }
+            // Asked again if a hint of the change comes late: done once.
+            // (Windows removes no read-only file: writable first.)
+            "remove" => {
+                #[cfg(windows)]
+                if let Ok(m) = std::fs::metadata(&real) {
+                    let mut writable = m.permissions();
+                    #[allow(clippy::permissions_set_readonly_false)]
+                    // the file's own, to remove it
+                    writable.set_readonly(false);
+                    let _ = std::fs::set_permissions(&real, writable);
+                }
+                let _ = std::fs::remove_file(&real);
+            }
+            _ => unreachable!("{what}"),
         });
         let given: PathBuf = path.clone();
         let Some(rec) = round_trip_of(Kind::Stat, backend, world, move |lp| {
@@ -420,10 +600,14 @@ fn a_file_changed_under_a_stat_watcher_recorded_on_each_kernel_replays() {
             changes.first().unwrap().contains(": missing -> size"),
             "{backend}: {changes:#?}"
         );
-        assert!(
-            changes.iter().any(|l| l.contains("-> size 5 mode 100600")),
-            "{backend}: {changes:#?}"
-        );
+        // Made private: mode 100600 (Windows: an attribute word with
+        // read-only, as the log writes it, in octal).
+        let made_private = |l: &&String| {
+            let after = l.rsplit_once("-> size 5 mode ").map(|(_, a)| a);
+            let mode = after.and_then(|a| u32::from_str_radix(a.split(' ').next()?, 8).ok());
+            mode.is_some_and(|m| private(m) && (cfg!(windows) || m == 0o100600))
+        };
+        assert!(changes.iter().any(made_private), "{backend}: {changes:#?}");
         assert!(
             changes.last().unwrap().ends_with("-> missing"),
             "{backend}: {changes:#?}"
@@ -438,6 +622,7 @@ const TICKS: usize = 5;
 const EVERY: Duration = Duration::from_millis(20);
 /// The step of the wall clock, forward after the first tick and back
 /// after the third: small, and undone.
+#[cfg(unix)]
 const STEP: Duration = Duration::from_millis(100);
 
 /// A periodic watcher every [`EVERY`] on the wall clock: each tick logs the
@@ -461,8 +646,10 @@ fn periodic(lp: &mut Loop<'static, St>) -> evloop::Result<()> {
 
 /// The clock's step still to undo: undone when dropped (with the world's
 /// hand), however the scenario ends.
+#[cfg(unix)]
 struct Stepped(i64);
 
+#[cfg(unix)]
 impl Stepped {
     /// Steps the clock by `ns`, to be undone.
     fn by(&mut self, ns: i64) {
@@ -471,6 +658,7 @@ impl Stepped {
     }
 }
 
+#[cfg(unix)]
 impl Drop for Stepped {
     fn drop(&mut self) {
         if self.0 != 0 {
@@ -481,6 +669,7 @@ impl Drop for Stepped {
 
 /// What a replay of the periodic tells the loop about steps: whether they
 /// are watched, and the steps noticed (the trace's, as recorded).
+#[cfg(unix)]
 #[derive(Default)]
 struct Steps {
     watched: Option<bool>,
@@ -489,11 +678,13 @@ struct Steps {
 
 /// The replay's backend, counting [`Steps`]; everything else passes
 /// through (what the periodic program asks of a backend).
+#[cfg(unix)]
 struct CountSteps {
     inner: ReplayBackend,
     steps: Rc<RefCell<Steps>>,
 }
 
+#[cfg(unix)]
 impl Backend for CountSteps {
     fn name(&self) -> &'static str {
         self.inner.name()
@@ -501,7 +692,12 @@ impl Backend for CountSteps {
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }
-    fn modify(&mut self, fd: i32, old: evloop::Interest, new: evloop::Interest) -> io::Result<()> {
+    fn modify(
+        &mut self,
+        fd: RawFd,
+        old: evloop::Interest,
+        new: evloop::Interest,
+    ) -> io::Result<()> {
         self.inner.modify(fd, old, new)
     }
     fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, io::Error)> {
@@ -518,8 +714,9 @@ impl Backend for CountSteps {
     }
 }
 
+#[cfg(unix)]
 impl NoticeService for CountSteps {
-    fn check_fd(&mut self, fd: i32) -> io::Result<()> {
+    fn check_fd(&mut self, fd: RawFd) -> io::Result<()> {
         self.inner.check_fd(fd)
     }
     fn take_notices(&mut self, n: &mut Notices, fds: &mut dyn InternalFds) {
@@ -546,7 +743,7 @@ impl NoticeService for CountSteps {
     fn wants_dispatch(&mut self) -> bool {
         self.inner.wants_dispatch()
     }
-    fn dispatched(&mut self, fd: i32, ready: evloop::Ready) {
+    fn dispatched(&mut self, fd: RawFd, ready: evloop::Ready) {
         self.inner.dispatched(fd, ready)
     }
 }
@@ -555,12 +752,14 @@ impl NoticeService for CountSteps {
 /// the backends of the shared notifier; kqueue has no such filter): where
 /// it has none, the loop notices a step only by comparing its clocks at
 /// its next wake-up, and the trace has the wall-clock readings alone.
+#[cfg(unix)]
 fn notices_steps(backend: &str) -> bool {
     cfg!(any(target_os = "linux", target_os = "android")) && backend != "kqueue"
 }
 
 /// How much further the wall clock went than the loop's between ticks
 /// (negative: it went back), in milliseconds.
+#[cfg(unix)]
 fn wall_jumps(ticks: &[(Duration, Duration)]) -> Vec<i128> {
     ticks
         .windows(2)
@@ -586,6 +785,7 @@ fn a_periodic_recorded_on_each_kernel_replays() {
 /// first tick and back after the third, only where the test may set it
 /// (`EVLOOP_TEST_SET_CLOCK`; see `common::may_set_clock`). No other test
 /// of this binary runs meanwhile (`common::alone`).
+#[cfg(unix)]
 #[test]
 fn a_periodic_across_a_step_of_the_wall_clock_recorded_on_each_kernel_replays() {
     if !may_set_clock("a periodic across a step of the wall clock, recorded and replayed") {
@@ -725,7 +925,7 @@ fn net_round_trip(
         .bind("127.0.0.1:0".parse().unwrap())
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let listener_fd = listener.as_raw_fd();
+    let listener_fd = fd_of(&listener);
     let conns: Vec<Option<TcpStream>> = (0..clients)
         .map(|_| Some(TcpStream::connect(addr).unwrap()))
         .collect();
@@ -833,14 +1033,20 @@ fn a_reset_recorded_on_each_kernel_replays() {
             .filter(|l| l.contains(" closed Error(") && l.contains("ConnectionReset"))
             .count();
         assert!(resets >= 1, "{backend}: {:#?}", rec.log);
-        assert_eq!(
-            rec.log
-                .iter()
-                .filter(|l| l.contains(" closed Error("))
-                .count(),
-            2,
-            "{backend}: {:#?}",
-            rec.log
-        );
+        let errors = rec
+            .log
+            .iter()
+            .filter(|l| l.contains(" closed Error("))
+            .count();
+        // Under Wine a read after a reset returns 0 (Wine's recv does, with
+        // no loop at all; iocp does report the reset, `Ready::ERROR`): the
+        // first connection ends in its end of input and a graceful close.
+        if cfg!(windows) && errors == 1 {
+            let graceful = rec.log.iter().filter(|l| l.contains(" closed Graceful"));
+            assert_eq!(graceful.count(), 1, "{backend}: {:#?}", rec.log);
+            eprintln!("NOTE: {backend}: the reset at accept read as an end of input (Wine)");
+        } else {
+            assert_eq!(errors, 2, "{backend}: {:#?}", rec.log);
+        }
     });
 }

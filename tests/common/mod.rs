@@ -9,15 +9,21 @@
 //! backend's notices, the simulator's trace, the `net` echo handler, a
 //! task serving one loopback connection ([`serve_one`]), and the
 //! direct-dispatch programs ([`settle_points`]).
+//!
+//! On Windows (tests/replay_kernel.rs and replay_async.rs run there) the
+//! parts built on Unix sockets, signals, `waitid` or the clock's setting
+//! are left out (`cfg(unix)`).
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::io::{self, Read, Write};
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
 
+#[cfg(unix)]
 pub mod pollable;
 pub mod settle_points;
 
@@ -81,6 +87,7 @@ pub fn on_backends(what: &str, names: &[&'static str], scenario: fn(&'static str
 
 /// Runs `scenario` in a [`World`] of each of `names`, each under the
 /// [`watchdog`] (the world is made on the watched thread).
+#[cfg(unix)]
 pub fn in_worlds(what: &str, names: &[&'static str], scenario: fn(&World)) {
     for &name in names {
         watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
@@ -129,11 +136,13 @@ impl<'s, S> RunTo<S> for Loop<'s, S> {
 /// A world for one scenario: a loop on `backend`, and connections that
 /// work on it (simulated sockets on the simulator, socket pairs on a
 /// kernel).
+#[cfg(unix)]
 pub struct World {
     pub backend: &'static str,
     pub sim: Option<Sim>,
 }
 
+#[cfg(unix)]
 impl World {
     pub fn new(backend: &'static str) -> World {
         World {
@@ -182,12 +191,14 @@ impl World {
 }
 
 /// The watched end of a connection, on either kind of backend.
+#[cfg(unix)]
 #[derive(Debug)]
 pub enum Conn {
     Sim(SimSocket),
     Os(UnixStream),
 }
 
+#[cfg(unix)]
 impl Source for Conn {
     fn source_fd(&self) -> SourceFd<'_> {
         match self {
@@ -197,6 +208,7 @@ impl Source for Conn {
     }
 }
 
+#[cfg(unix)]
 impl Read for Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -208,6 +220,7 @@ impl Read for Conn {
 
 /// For `evloop::net::Conns`: the half-close of a graceful close (none on
 /// the simulator, whose sockets have none).
+#[cfg(unix)]
 impl evloop::net::Stream for Conn {
     fn shutdown_write(&mut self) -> io::Result<()> {
         match self {
@@ -219,6 +232,7 @@ impl evloop::net::Stream for Conn {
 
 /// For watchers on a borrowed connection (`Io::borrowed`), whose
 /// callbacks get `&Conn`.
+#[cfg(unix)]
 impl Read for &Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
@@ -229,6 +243,7 @@ impl Read for &Conn {
 }
 
 /// For futures (`evloop::exec::AsyncFd<Conn>`), which write through `&Conn`.
+#[cfg(unix)]
 impl Write for &Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
@@ -241,6 +256,7 @@ impl Write for &Conn {
     }
 }
 
+#[cfg(unix)]
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
@@ -256,12 +272,14 @@ impl Write for Conn {
 /// The other end of a [`Conn`]: the test writes to it to make the watched
 /// end readable. On the simulator the bytes arrive at once (virtual time
 /// does not move while the loop is not blocked).
+#[cfg(unix)]
 #[derive(Debug)]
 pub enum Peer {
     Sim(SimSocket),
     Os(UnixStream),
 }
 
+#[cfg(unix)]
 impl Peer {
     /// Sends `bytes` to the watched end.
     pub fn send(&mut self, bytes: &[u8]) {
@@ -288,10 +306,12 @@ impl Peer {
 
 /// The fd number of `s`: an OS fd's, or a virtual one's (a simulator's or
 /// a replay's socket), so that a log line reads the same either way.
-pub fn fd_of(s: &impl Source) -> i32 {
-    use std::os::fd::AsRawFd;
+pub fn fd_of(s: &impl Source) -> evloop::RawFd {
     match s.source_fd() {
-        SourceFd::Os(fd) => fd.as_raw_fd(),
+        #[cfg(unix)]
+        SourceFd::Os(fd) => std::os::fd::AsRawFd::as_raw_fd(&fd),
+        #[cfg(windows)]
+        SourceFd::Os(fd) => std::os::windows::io::AsRawSocket::as_raw_socket(&fd),
         SourceFd::Virtual(v) => v.get(),
     }
 }
@@ -347,6 +367,7 @@ pub fn spawn(script: &str) -> u32 {
 }
 
 /// Waits (without reaping: `WNOWAIT`) until `pid` has exited.
+#[cfg(unix)]
 pub fn wait_exited(pid: u32) {
     // SAFETY: `info` is written by waitid; the child is left unreaped.
     unsafe {
@@ -400,6 +421,7 @@ pub fn example(name: &str) -> std::path::PathBuf {
 /// The backends a scenario with real children runs on: every OS backend,
 /// then those with a `SIGCHLD` fallback forced onto them (what they do on
 /// a kernel without pidfds; elsewhere than Linux they use it anyway).
+#[cfg(unix)]
 pub fn child_kernels() -> Vec<&'static str> {
     let mut all = evloop::backends::AVAILABLE.to_vec();
     #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -411,6 +433,7 @@ pub fn child_kernels() -> Vec<&'static str> {
 }
 
 /// A loop on one of [`child_kernels`].
+#[cfg(unix)]
 pub fn kernel_loop<'s, S>(name: &'static str) -> Loop<'s, S> {
     use evloop::backends;
     match name {
@@ -487,7 +510,7 @@ impl evloop::backend::NoticeService for Shifted {
             s.take_notices(n, fds)
         }
     }
-    fn dispatched(&mut self, fd: std::os::fd::RawFd, ready: evloop::Ready) {
+    fn dispatched(&mut self, fd: evloop::RawFd, ready: evloop::Ready) {
         if let Some(s) = self.inner.notices() {
             s.dispatched(fd, ready)
         }
@@ -503,7 +526,7 @@ impl evloop::backend::Backend for Shifted {
     }
     fn modify(
         &mut self,
-        fd: std::os::fd::RawFd,
+        fd: evloop::RawFd,
         old: evloop::Interest,
         new: evloop::Interest,
     ) -> io::Result<()> {
@@ -558,6 +581,7 @@ impl Drop for TempDir {
 /// what it reads; 0 sets it to what it reads, a step of microseconds,
 /// which the kernel treats as any other set (it cancels the timers that
 /// asked). Needs `CAP_SYS_TIME`: see [`may_set_clock`].
+#[cfg(unix)]
 pub fn step_clock(by_ns: i64) -> io::Result<()> {
     let mut now = libc::timespec {
         tv_sec: 0,
@@ -579,6 +603,7 @@ pub fn step_clock(by_ns: i64) -> io::Result<()> {
 }
 
 /// [`step_clock`] by nothing: sets `CLOCK_REALTIME` to what it reads.
+#[cfg(unix)]
 pub fn set_clock_to_now() -> io::Result<()> {
     step_clock(0)
 }
@@ -588,6 +613,7 @@ pub fn set_clock_to_now() -> io::Result<()> {
 /// `CAP_SYS_TIME`), or `=try` (what `.ci/run` sets: where the process may
 /// set the clock; where `clock_settime` says `EPERM`, a loud skip). Else
 /// it says that `what` is not tested, and the test skips it.
+#[cfg(unix)]
 pub fn may_set_clock(what: &str) -> bool {
     let Some(mode) = std::env::var_os("EVLOOP_TEST_SET_CLOCK") else {
         eprintln!(
@@ -640,15 +666,18 @@ pub fn held(code: i32) -> std::process::Child {
 }
 
 /// How many times [`marker`] ran.
+#[cfg(unix)]
 pub static MARKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A signal handler of the test's own, which only counts: installed
 /// before a watcher, it shows whether the watcher's end restores it.
+#[cfg(unix)]
 extern "C" fn marker(_: libc::c_int) {
     MARKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// The current action of `signal`.
+#[cfg(unix)]
 pub fn action(signal: i32) -> libc::sigaction {
     // SAFETY: sigaction writes the current action to `now`.
     unsafe {
@@ -659,6 +688,7 @@ pub fn action(signal: i32) -> libc::sigaction {
 }
 
 /// Installs [`marker`] for `signal`, with `SA_NODEFER` to recognise it.
+#[cfg(unix)]
 pub fn install_marker(signal: i32) {
     // SAFETY: a valid action whose handler only counts.
     unsafe {
@@ -670,6 +700,7 @@ pub fn install_marker(signal: i32) {
 }
 
 /// Whether `a` is the action [`install_marker`] installs.
+#[cfg(unix)]
 pub fn is_marker(a: &libc::sigaction) -> bool {
     a.sa_sigaction == marker as extern "C" fn(libc::c_int) as libc::sighandler_t
         && a.sa_flags & libc::SA_NODEFER != 0
@@ -719,12 +750,14 @@ pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
 
 /// Runs `scenario` in a [`World`] of each backend of [`backends`], each
 /// under the [`watchdog`].
+#[cfg(unix)]
 pub fn on_every_world(what: &str, scenario: fn(&World)) {
     in_worlds(what, &backends(), scenario);
 }
 
 /// The OS backend `name`, opened directly (no loop), with the OS
 /// services a loop would compose with it.
+#[cfg(unix)]
 pub fn open(name: &str) -> Served {
     Served::new(evloop::backends::open(name).unwrap_or_else(|e| panic!("cannot open {name}: {e}")))
 }
@@ -733,11 +766,13 @@ pub fn open(name: &str) -> Served {
 /// it ([`evloop::backends::WithServices`]), and the service's methods
 /// without their `fds` argument (the composition keeps its fds itself).
 /// The tests of the services at the backend level use it.
+#[cfg(unix)]
 pub struct Served {
     /// The backend and its services.
     pub backend: evloop::backends::WithServices<'static>,
 }
 
+#[cfg(unix)]
 #[allow(dead_code)] // (each test binary uses some)
 impl Served {
     /// `backend`, with the services.
@@ -845,6 +880,7 @@ impl Served {
 /// `take_notices`), until `done` holds or `limit` has passed. No poll may
 /// report an fd: none is registered, and the backends' internal fds are
 /// never reported.
+#[cfg(unix)]
 pub fn gather(
     b: &mut Served,
     limit: Duration,
