@@ -122,6 +122,25 @@ pub trait Stream: Read + Write + Source + 'static {
             None => self.shutdown_write(),
         }
     }
+
+    /// The bytes the loop's completion I/O (`io`, where the connection's
+    /// socket is adopted) took from this stream and has not sent yet: a
+    /// graceful close waits for them. 0 without `io`. A wrapper that
+    /// observes its stream (replay's `Recorded`) observes this answer
+    /// too: a replay gives it back, as it gives back reads.
+    ///
+    /// ```
+    /// use evloop::net::Stream;
+    /// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+    /// assert_eq!(a.unsent_completed(None), 0); // not adopted
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    fn unsent_completed(&self, io: Option<&dyn CompletionIo>) -> usize {
+        match (io, self.completion_fd()) {
+            (Some(io), Some(fd)) => io.unsent(fd),
+            _ => 0,
+        }
+    }
 }
 
 impl Stream for TcpStream {
@@ -1927,12 +1946,10 @@ impl<'a, T: Stream> Port<'a, T> {
         }
     }
 
-    /// Bytes the completion I/O took and has not sent.
+    /// Bytes the completion I/O took and has not sent (asked of the
+    /// stream, so that a recording has the answer).
     fn unsent(&mut self) -> usize {
-        match (self.ring.as_deref(), self.stream.completion_fd()) {
-            (Some(ring), Some(fd)) => ring.unsent(fd),
-            _ => 0,
-        }
+        self.stream.unsent_completed(self.ring.as_deref())
     }
 }
 

@@ -39,6 +39,7 @@ pub(crate) mod tag {
     pub const REINIT: u8 = 18;
     pub const ASYNC: u8 = 19;
     pub const UNRECORDED: u8 = 20;
+    pub const UNSENT: u8 = 21;
     pub const READ: u8 = 32;
     pub const WRITE: u8 = 33;
     pub const ACCEPT: u8 = 34;
@@ -488,6 +489,15 @@ impl Encoder {
         self.close(at);
     }
 
+    /// The completion I/O's unsent bytes on `fd`, as a connection's
+    /// close asked.
+    pub(crate) fn unsent(&mut self, fd: RawFd, n: u64) {
+        let at = self.open(tag::UNSENT);
+        self.fd(fd);
+        self.u(n);
+        self.close(at);
+    }
+
     /// A note: `fd` is watched without the recording layer, so what is
     /// read from it is not in the trace.
     pub(crate) fn unrecorded(&mut self, fd: RawFd) {
@@ -748,6 +758,12 @@ pub(crate) enum Record {
     /// A note, not a call: the fd was watched without the recording
     /// layer (its reads are not recorded).
     Unrecorded(RawFd),
+    /// The completion I/O's unsent bytes on an adopted stream, as a
+    /// connection's close asked.
+    Unsent {
+        fd: RawFd,
+        n: u64,
+    },
     End,
 }
 
@@ -932,6 +948,9 @@ impl fmt::Display for Record {
                 f,
                 "a note that fd{fd} was watched without the recording layer"
             ),
+            Record::Unsent { fd, n } => {
+                write!(f, "the completion I/O's unsent bytes on fd{fd} -> {n}")
+            }
             Record::End => f.write_str("the end of the recording"),
         }
     }
@@ -1390,6 +1409,10 @@ impl Cursor<'_> {
                 Record::Accept { fd, result }
             }
             tag::UNRECORDED => Record::Unrecorded(self.fd()?),
+            tag::UNSENT => Record::Unsent {
+                fd: self.fd()?,
+                n: self.u()?,
+            },
             tag::END => Record::End,
             t => match call_args(t) {
                 Some(n) => {
@@ -1487,6 +1510,7 @@ mod tests {
         e.async_sends(None);
         e.async_sends(Some(&[2, 0, 300]));
         e.unrecorded(11);
+        e.unsent(7, 4096);
         e.finish().unwrap();
         let bytes = out.0.borrow().clone();
         let (mut d, name, got_caps) = Decoder::new(Box::new(io::Cursor::new(bytes))).unwrap();
@@ -1495,7 +1519,7 @@ mod tests {
         while let Some(r) = d.next().unwrap() {
             all.push(r);
         }
-        assert_eq!(all.len(), 15);
+        assert_eq!(all.len(), 16);
         assert_eq!(
             all[0],
             Record::Poll {
@@ -1547,7 +1571,8 @@ mod tests {
         assert_eq!(all[11], Record::SentBeforePoll);
         assert_eq!(all[12], Record::SendsTaken(vec![2, 0, 300]));
         assert_eq!(all[13], Record::Unrecorded(11));
-        assert_eq!(all[14], Record::End);
+        assert_eq!(all[14], Record::Unsent { fd: 7, n: 4096 });
+        assert_eq!(all[15], Record::End);
     }
 
     #[test]

@@ -151,6 +151,16 @@ impl<T: Stream> Stream for Recorded<T> {
         sink::shut_down(self.0.source_fd(), &r);
         r
     }
+
+    /// Recorded where the completion I/O answers it: a connection's
+    /// graceful close waits on it, so its replay needs the same answer.
+    fn unsent_completed(&self, io: Option<&dyn CompletionIo>) -> usize {
+        let n = self.0.unsent_completed(io);
+        if io.is_some() && self.0.completion_fd().is_some() {
+            sink::unsent(self.0.source_fd(), n);
+        }
+        n
+    }
 }
 
 impl<L: Listener> Listener for Recorded<L> {

@@ -177,6 +177,8 @@
 //!                    the poll, in queue order)
 //!  20  Unrecorded    fd (a note, not a call: an io watcher started on
 //!                    an fd that was not a `Recorded` socket's)
+//!  21  Unsent        fd, bytes (the completion I/O's unsent bytes of an
+//!                    adopted stream, as its connection's close asked)
 //!  32  Read          fd, length asked for, 0 the bytes read | 1 error
 //!  33  Write         fd, length offered, 0 the bytes taken | 1 error
 //!  34  Accept        listening fd, 0 new fd | 1 error

@@ -748,6 +748,26 @@ impl Player {
         }
     }
 
+    /// The completion I/O's unsent bytes on `fd`: the recorded answer if
+    /// the trace has one next (the recording's connection was adopted),
+    /// else 0 (it was not, or the replay diverged).
+    fn unsent(&mut self, fd: RawFd) -> usize {
+        if self.diverged.is_some() {
+            return 0;
+        }
+        match self.next() {
+            Some(Record::Unsent { fd: rf, n }) if rf == fd => {
+                self.summary.records += 1;
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }
+            Some(r) => {
+                self.peeked = Some(r);
+                0
+            }
+            None => 0,
+        }
+    }
+
     fn accept(&mut self, fd: RawFd) -> io::Result<RawFd> {
         let actual = || format!("an accept on fd{fd}");
         let Some(rec) = self.take(Some(fd), actual) else {
@@ -1295,6 +1315,12 @@ impl crate::net::Stream for ReplaySocket {
         self.player
             .borrow_mut()
             .call(tag::SHUTDOWN, &[self.fd as i64])
+    }
+
+    /// The recording's answer (its connection's socket was adopted by
+    /// io_uring's completion I/O), else 0.
+    fn unsent_completed(&self, _: Option<&dyn crate::backend::CompletionIo>) -> usize {
+        self.player.borrow_mut().unsent(self.fd)
     }
 }
 

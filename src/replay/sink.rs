@@ -211,6 +211,15 @@ pub(crate) fn shut_down(src: SourceFd<'_>, r: &io::Result<()>) {
     }
 }
 
+/// The completion I/O's unsent bytes of a `Recorded` stream, as a
+/// connection's close asked: recorded (a replay gives the answer back).
+#[inline]
+pub(crate) fn unsent(src: SourceFd<'_>, n: usize) {
+    if mode() == RECORDING {
+        with_encoder(|e| e.unsent(number(src), n as u64));
+    }
+}
+
 /// During a replay: `what` was done on the OS fd `fd` through `path`,
 /// which no replay can answer (the replay's sockets are virtual): the
 /// replay diverges here.

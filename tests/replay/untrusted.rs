@@ -483,8 +483,8 @@ enum Mutation {
 }
 
 /// The tags of the format's records.
-const TAGS: [u8; 25] = [
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 32, 33, 34, 35, 255,
+const TAGS: [u8; 26] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 32, 33, 34, 35, 255,
 ];
 
 /// Where the records of `trace` start (after the header), and its end.
