@@ -4,10 +4,12 @@
 #
 #   tests/fuzz/run.sh [SECONDS]          # default 120
 #
-# Builds the target with nightly and the sanitizer-coverage flags that
-# cargo-fuzz 0.13 passes (without its AddressSanitizer: the decoder and
-# the replay are safe Rust), so that no cargo-fuzz install is needed, then
-# runs libFuzzer on one job for SECONDS, from the committed seeds
+# Builds the target with the sanitizer-coverage flags that cargo-fuzz 0.13
+# passes, so that no cargo-fuzz install is needed; they are stable codegen
+# options (`-C`), so the toolchain at hand builds it (cargo-fuzz's
+# AddressSanitizer, the one flag that needs nightly, is left out: the
+# decoder and the replay are safe Rust). Then runs libFuzzer on one job
+# for SECONDS, from the committed seeds
 # (tests/fuzz/seeds/) and the corpus of earlier runs, with the format's
 # dictionary (tests/fuzz/trace.dict). Fails, printing the input's path, on
 # any crash: a panic (overflow checks are on), an input that runs longer
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-120}
 timeout=${FUZZ_TIMEOUT:-10}
 out="${CARGO_TARGET_DIR:-target}/fuzz"
-triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+triple=$(rustc -vV | sed -n 's/^host: //p')
 
 # --target: the flags reach the target's crates, not build scripts.
 RUSTFLAGS="-Cpasses=sancov-module \
@@ -38,7 +40,7 @@ RUSTFLAGS="-Cpasses=sancov-module \
  -Cllvm-args=-simplifycfg-branch-fold-threshold=0 \
  -Ccodegen-units=1 --cfg fuzzing" \
     CARGO_TARGET_DIR="$out" \
-    cargo +nightly build --release --manifest-path tests/fuzz/Cargo.toml --target "$triple" --bin trace
+    cargo build --release --manifest-path tests/fuzz/Cargo.toml --target "$triple" --bin trace
 
 mkdir -p "$out/corpus" "$out/artifacts"
 log="$out/trace.log"
