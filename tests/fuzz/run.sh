@@ -9,9 +9,10 @@
 # options (`-C`), so the toolchain at hand builds it (cargo-fuzz's
 # AddressSanitizer, the one flag that needs nightly, is left out: the
 # decoder and the replay are safe Rust). Then runs libFuzzer on one job
-# for SECONDS, from the committed seeds
-# (tests/fuzz/seeds/) and the corpus of earlier runs, with the format's
-# dictionary (tests/fuzz/trace.dict). Fails, printing the input's path, on
+# for SECONDS, from the committed seeds (tests/fuzz/seeds/), the inputs
+# that once failed (tests/fuzz/regressions/, run first as any corpus file
+# is) and the corpus of earlier runs, with the format's dictionary
+# (tests/fuzz/trace.dict). Fails, printing the input's path, on
 # any crash: a panic (overflow checks are on), an input that runs longer
 # than FUZZ_TIMEOUT seconds, or a replay holding more than the bound of
 # tests/replay/program.rs (an assertion in the target). Prints libFuzzer's
@@ -53,7 +54,7 @@ nice -n "${FUZZ_NICE:-0}" "$out/$triple/release/trace" \
     -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=1024 \
     -dict=tests/fuzz/trace.dict -artifact_prefix="$out/artifacts/" \
     -print_final_stats=1 ${FUZZ_ARGS:-} \
-    "$out/corpus" tests/fuzz/seeds >"$log" 2>&1 || status=$?
+    "$out/corpus" tests/fuzz/seeds tests/fuzz/regressions >"$log" 2>&1 || status=$?
 grep -E '^#[0-9]+.*(DONE|pulse|NEW)' "$log" | tail -1 || true
 grep -E '^stat::' "$log" || true
 if [ "$status" != 0 ]; then
