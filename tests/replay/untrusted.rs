@@ -9,21 +9,22 @@
 
 use std::io::{self, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::time::Duration;
 
 use evloop::conformance::CountingAllocator;
-use evloop::net::{ConnEvent, ConnOptions, Conns, Listener, Stream};
-use evloop::replay::{Divergence, MemoryTrace, Recorded, Recorder, Replay};
-use evloop::{Async, Interest, Loop, Periodic, RunMode, Schedule, Sim, Stat};
+use evloop::net::{Conns, Listener};
+use evloop::replay::{Divergence, Replay};
+use evloop::{Async, Interest, Loop, RunMode, Sim};
 use proptest::prelude::*;
 
 use crate::common::{watchdog, WATCHDOG};
 
-/// The most a replay here may hold beyond a multiple of its trace's size:
-/// the decoder's read buffer (64 KiB), the loop, the connections'
-/// buffers (about 150 KiB in all, measured). (An fd table for fd numbers
-/// up to the replay's floor, 65,536, would add 1.5 MiB: none here.)
-const SLACK: u64 = 512 << 10;
+/// The program a trace is replayed through, its recording, the bound
+/// (shared with the fuzz target, tests/fuzz).
+#[path = "program.rs"]
+mod program;
+use program::{bound, program, recording, seeds, SLACK};
 
 /// Runs `f` on a thread of its own under the watchdog (a hang or a spin
 /// fails the test), with the most memory it held at once.
@@ -337,92 +338,11 @@ fn a_hundred_thousand_interrupted_reads_in_a_row_are_retried_without_recursion()
 
 // --- the property ---
 
-/// The program the property replays: an echo over `net::Conns` on one
-/// socket, a repeating timer that sends to an async watcher (the timer
-/// removes both at its end), a periodic and a stat watcher (which ends at
-/// its first change), each ending by itself. Every call that may fail on a bad trace is allowed to.
-fn program<T: Stream + 'static>(lp: &mut Loop<'static, Conns<()>>, conns: &mut Conns<()>, sock: T) {
-    let _ = conns.open(lp, sock, ConnOptions::new(), (), |lp, conns, id, ev| {
-        let c = &mut conns[id];
-        match ev {
-            ConnEvent::Data => {
-                let n = c.input().len();
-                c.write_from_input(lp, n);
-            }
-            ConnEvent::Eof => c.close(lp),
-            _ => {}
-        }
-    });
-    let sent = Async::new(lp, |_, _, _| {}).ok();
-    let _ = lp.timer(
-        Duration::from_millis(3),
-        Duration::from_millis(3),
-        move |lp, _, me| {
-            if let Some((a, sender)) = &sent {
-                let _ = sender.send();
-                if lp.now() >= Duration::from_millis(15) {
-                    let _ = lp.remove(*a);
-                }
-            }
-            if lp.now() >= Duration::from_millis(15) {
-                let _ = lp.remove(me);
-            }
-        },
-    );
-    let _ = Periodic::new(
-        lp,
-        Schedule::every(Duration::from_millis(4)),
-        |lp, _, me| {
-            if lp.now() >= Duration::from_millis(12) {
-                let _ = lp.remove(me);
-            }
-        },
-    );
-    let _ = Stat::new(lp, "/data", Duration::from_millis(5), |lp, _, ev| {
-        let _ = lp.remove(ev.watcher);
-    });
-}
-
-/// The program recorded on the simulator: a peer that sends three
-/// messages and closes, a file written meanwhile. The trace, and the
-/// socket's fd.
-fn recording() -> (Vec<u8>, i32) {
-    let sim = Sim::new();
-    let sock = sim.socket("peer", 64);
-    let fd = sock.fd();
-    for (ms, msg) in [(1, &b"one"[..]), (4, b"two"), (9, b"three")] {
-        sim.deliver(Duration::from_millis(ms), &sock, msg);
-    }
-    sim.close_peer(Duration::from_millis(11), &sock);
-    sim.write_file(Duration::from_millis(6), "/data", 100);
-    let trace = MemoryTrace::new();
-    {
-        let rec = Recorder::new(Box::new(sim.backend()), trace.clone()).unwrap();
-        let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(rec);
-        let mut conns = Conns::new();
-        program(&mut lp, &mut conns, Recorded::new(sock));
-        lp.run(RunMode::Default, &mut conns).unwrap();
-    }
-    (trace.bytes(), fd)
-}
-
 /// Replays `trace` through the program, on a thread of its own under the
 /// watchdog: whether it panicked (and where), and the most it held.
 fn replay_untrusted(trace: Vec<u8>, fd: i32) -> (Result<(), String>, u64) {
     measured("a replay of an untrusted trace", move || {
-        catch_unwind(AssertUnwindSafe(|| {
-            let Ok(replay) = Replay::from_bytes(trace) else {
-                return;
-            };
-            {
-                let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(replay.backend());
-                let mut conns = Conns::new();
-                program(&mut lp, &mut conns, replay.socket(fd));
-                let _ = lp.run(RunMode::Default, &mut conns);
-            }
-            let _ = replay.finish();
-        }))
-        .map_err(|panic| {
+        catch_unwind(AssertUnwindSafe(|| program::replay(trace, fd))).map_err(|panic| {
             panic
                 .downcast_ref::<String>()
                 .cloned()
@@ -433,11 +353,11 @@ fn replay_untrusted(trace: Vec<u8>, fd: i32) -> (Result<(), String>, u64) {
 }
 
 fn assert_contained(trace: Vec<u8>, fd: i32) -> Result<(), TestCaseError> {
-    let len = trace.len() as u64;
+    let len = trace.len();
     let (outcome, peak) = replay_untrusted(trace, fd);
     prop_assert!(outcome.is_ok(), "the replay panicked: {:?}", outcome);
     prop_assert!(
-        peak <= 16 * len + SLACK,
+        peak <= bound(len),
         "{} bytes held for a trace of {} bytes",
         peak,
         len
@@ -452,7 +372,7 @@ thread_local! {
 #[test]
 fn the_recording_replays_clean_within_the_bound() {
     let (trace, fd) = RECORDING.with(Clone::clone);
-    let len = trace.len() as u64;
+    let len = trace.len();
     let (outcome, peak) = measured("the recording replayed", move || {
         let replay = Replay::from_bytes(trace).unwrap();
         {
@@ -468,7 +388,63 @@ fn the_recording_replays_clean_within_the_bound() {
         summary.complete && summary.bytes_read == 11 && summary.polls > 5,
         "{summary:?}"
     );
-    assert!(peak <= 16 * len + SLACK, "{peak} bytes for {len}");
+    assert!(peak <= bound(len), "{peak} bytes for {len}");
+}
+
+/// The fuzz target's seed corpus, tests/fuzz/seeds/: the program's runs
+/// on the simulator ([`seeds`]), each replaying clean within the bound.
+/// The committed files are today's recordings; rewrite them with
+/// `EVLOOP_WRITE_FUZZ_SEEDS=1 cargo test --test replay fuzz_seeds`.
+#[test]
+fn the_fuzz_seeds_are_todays_recordings_and_replay_clean() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/seeds");
+    let write = std::env::var_os("EVLOOP_WRITE_FUZZ_SEEDS").is_some();
+    for (name, trace, fd) in seeds() {
+        let path = dir.join(name);
+        if write {
+            std::fs::write(&path, &trace).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            committed == trace,
+            "{} is not today's recording: rewrite the seeds with \
+             EVLOOP_WRITE_FUZZ_SEEDS=1 cargo test --test replay fuzz_seeds",
+            path.display()
+        );
+        let len = trace.len();
+        let (summary, peak) = measured("a seed replayed", move || {
+            let replay = Replay::from_bytes(trace).unwrap();
+            {
+                let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(replay.backend());
+                let mut conns = Conns::new();
+                program(&mut lp, &mut conns, replay.socket(fd));
+                lp.run(RunMode::Default, &mut conns).unwrap();
+            }
+            replay.finish()
+        });
+        let summary = summary.unwrap_or_else(|d| panic!("{name}: {d}"));
+        assert!(summary.complete && summary.polls > 3, "{name}: {summary:?}");
+        assert!(peak <= bound(len), "{name}: {peak} bytes for {len}");
+    }
+}
+
+/// The inputs that made a replay panic, hang or hold too much, found by
+/// the property or the fuzz target (tests/fuzz/regressions/, each named
+/// after how it was found), replayed through the program: none may again.
+#[test]
+fn the_fuzz_regressions_stay_contained() {
+    let fd = RECORDING.with(|r| r.1);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/regressions");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let trace = std::fs::read(&path).unwrap();
+        if let Err(e) = assert_contained(trace, fd) {
+            panic!("{}: {e}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 2, "{n} regressions in {}", dir.display());
 }
 
 /// A change to a trace: flip a byte's bits, insert a byte, delete one;
