@@ -14,7 +14,7 @@ use std::net::{Shutdown, TcpStream};
 
 use evloop::net::{Acceptor, ConnEvent, ConnOptions, Conns, ListenOptions, Listener, Stream};
 use evloop::replay::{Divergence, Recorded, Replay, ReplaySummary};
-use evloop::{Break, Loop, RawFd, RunMode, Source, SourceFd};
+use evloop::{Break, Loop, RawFd, RunMode, Source};
 
 /// The server's state: its connections, and what its handlers saw.
 #[derive(Default)]
@@ -85,21 +85,10 @@ where
 
 const CLIENTS: usize = 3;
 
-/// The number of a source's descriptor (a socket's on Windows).
-fn fd_number(s: &impl Source) -> RawFd {
-    match s.source_fd() {
-        #[cfg(unix)]
-        SourceFd::Os(fd) => std::os::fd::AsRawFd::as_raw_fd(&fd),
-        #[cfg(windows)]
-        SourceFd::Os(fd) => std::os::windows::io::AsRawSocket::as_raw_socket(&fd),
-        SourceFd::Virtual(v) => v.get(),
-    }
-}
-
 /// Recorded: the server on a real listener, with clients in a thread.
 fn record(trace: &std::path::Path) -> Result<(RawFd, Vec<String>), Box<dyn std::error::Error>> {
     let listener = ListenOptions::new().bind("127.0.0.1:0".parse()?)?;
-    let (addr, listener_fd) = (listener.local_addr()?, fd_number(&listener));
+    let (addr, listener_fd) = (listener.local_addr()?, listener.source_fd().number());
     let mut lp: Loop<'static, Server> = Loop::builder().record_to(trace).build()?;
     let clients = std::thread::spawn(move || -> std::io::Result<Vec<String>> {
         let mut got = Vec::new();

@@ -55,10 +55,7 @@ pub(crate) const NO_FD: RawFd = !0;
 /// The number of the descriptor behind a source, OS or virtual.
 #[cfg_attr(not(feature = "net"), allow(dead_code))] // net and replay
 pub(crate) fn number(fd: SourceFd<'_>) -> RawFd {
-    match fd {
-        SourceFd::Os(fd) => raw(fd),
-        SourceFd::Virtual(v) => v.get(),
-    }
+    fd.number()
 }
 
 /// The descriptor behind a [`Source`].
@@ -81,6 +78,28 @@ pub enum SourceFd<'a> {
     /// A virtual descriptor number understood only by backends whose
     /// [`Capabilities::virtual_fds`](crate::backend::Capabilities::virtual_fds) is set.
     Virtual(VirtualFd),
+}
+
+impl SourceFd<'_> {
+    /// The descriptor's number, OS or virtual (a socket's on Windows): the
+    /// number a trace names it by, and a replay's sockets are asked for.
+    ///
+    /// ```
+    /// use evloop::{Sim, Source};
+    /// let sock = Sim::new().socket("s", 0);
+    /// assert_eq!(sock.source_fd().number(), 3);
+    /// # #[cfg(unix)] {
+    /// let (a, _b) = std::os::unix::net::UnixStream::pair()?;
+    /// assert_eq!(a.source_fd().number(), std::os::fd::AsRawFd::as_raw_fd(&a));
+    /// # }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn number(self) -> RawFd {
+        match self {
+            SourceFd::Os(fd) => raw(fd),
+            SourceFd::Virtual(v) => v.get(),
+        }
+    }
 }
 
 /// A virtual descriptor number, as handed out by a simulated backend.

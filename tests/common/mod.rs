@@ -21,7 +21,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source, SourceFd};
+use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source};
 
 #[cfg(unix)]
 pub mod pollable;
@@ -200,7 +200,7 @@ pub enum Conn {
 
 #[cfg(unix)]
 impl Source for Conn {
-    fn source_fd(&self) -> SourceFd<'_> {
+    fn source_fd(&self) -> evloop::SourceFd<'_> {
         match self {
             Conn::Sim(s) => s.source_fd(),
             Conn::Os(s) => s.source_fd(),
@@ -307,13 +307,7 @@ impl Peer {
 /// The fd number of `s`: an OS fd's, or a virtual one's (a simulator's or
 /// a replay's socket), so that a log line reads the same either way.
 pub fn fd_of(s: &impl Source) -> evloop::RawFd {
-    match s.source_fd() {
-        #[cfg(unix)]
-        SourceFd::Os(fd) => std::os::fd::AsRawFd::as_raw_fd(&fd),
-        #[cfg(windows)]
-        SourceFd::Os(fd) => std::os::windows::io::AsRawSocket::as_raw_socket(&fd),
-        SourceFd::Virtual(v) => v.get(),
-    }
+    s.source_fd().number()
 }
 
 /// Reads what is there without blocking.
