@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use evloop::net::{ConnEvent, ConnOptions, Conns, Stream};
-use evloop::replay::{MemoryTrace, Recorded, Recorder, Replay};
+use evloop::replay::{MemoryTrace, Recorded, Recorder, Replay, ReplaySummary};
 use evloop::{Async, Loop, Periodic, RunMode, Schedule, Sim, Stat};
 
 /// The most a replay here may hold beyond a multiple of its trace's size:
@@ -127,14 +127,20 @@ fn record(script: impl FnOnce(&Sim, i32)) -> (Vec<u8>, i32) {
 /// are all fine here; a panic, a hang or a held allocation beyond
 /// [`bound`] is what the callers look for.
 pub fn replay(trace: Vec<u8>, fd: i32) {
-    let Ok(replay) = Replay::from_bytes(trace) else {
-        return;
-    };
+    let _ = replay_checked(trace, fd);
+}
+
+/// Replays `trace` through the program on the socket `fd`: the summary,
+/// or what stopped it first (the decoder's refusal, a failed run, the
+/// divergence `finish` reports).
+pub fn replay_checked(trace: Vec<u8>, fd: i32) -> Result<ReplaySummary, String> {
+    let replay = Replay::from_bytes(trace).map_err(|e| e.to_string())?;
     {
         let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(replay.backend());
         let mut conns = Conns::new();
         program(&mut lp, &mut conns, replay.socket(fd));
-        let _ = lp.run(RunMode::Default, &mut conns);
+        lp.run(RunMode::Default, &mut conns)
+            .map_err(|e| e.to_string())?;
     }
-    let _ = replay.finish();
+    replay.finish().map_err(|d| d.to_string())
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use evloop::conformance::CountingAllocator;
-use evloop::net::{Conns, Listener};
+use evloop::net::Listener;
 use evloop::replay::{Divergence, Replay};
 use evloop::{Async, Interest, Loop, RunMode, Sim};
 use proptest::prelude::*;
@@ -24,7 +24,7 @@ use crate::common::{watchdog, WATCHDOG};
 /// (shared with the fuzz target, tests/fuzz).
 #[path = "program.rs"]
 mod program;
-use program::{bound, program, recording, seeds, SLACK};
+use program::{bound, recording, replay_checked, seeds, SLACK};
 
 /// Runs `f` on a thread of its own under the watchdog (a hang or a spin
 /// fails the test), with the most memory it held at once.
@@ -373,16 +373,7 @@ thread_local! {
 fn the_recording_replays_clean_within_the_bound() {
     let (trace, fd) = RECORDING.with(Clone::clone);
     let len = trace.len();
-    let (outcome, peak) = measured("the recording replayed", move || {
-        let replay = Replay::from_bytes(trace).unwrap();
-        {
-            let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(replay.backend());
-            let mut conns = Conns::new();
-            program(&mut lp, &mut conns, replay.socket(fd));
-            lp.run(RunMode::Default, &mut conns).unwrap();
-        }
-        replay.finish()
-    });
+    let (outcome, peak) = measured("the recording replayed", move || replay_checked(trace, fd));
     let summary = outcome.unwrap();
     assert!(
         summary.complete && summary.bytes_read == 11 && summary.polls > 5,
@@ -412,16 +403,7 @@ fn the_fuzz_seeds_are_todays_recordings_and_replay_clean() {
             path.display()
         );
         let len = trace.len();
-        let (summary, peak) = measured("a seed replayed", move || {
-            let replay = Replay::from_bytes(trace).unwrap();
-            {
-                let mut lp: Loop<'static, Conns<()>> = Loop::with_backend(replay.backend());
-                let mut conns = Conns::new();
-                program(&mut lp, &mut conns, replay.socket(fd));
-                lp.run(RunMode::Default, &mut conns).unwrap();
-            }
-            replay.finish()
-        });
+        let (summary, peak) = measured("a seed replayed", move || replay_checked(trace, fd));
         let summary = summary.unwrap_or_else(|d| panic!("{name}: {d}"));
         assert!(summary.complete && summary.polls > 3, "{name}: {summary:?}");
         assert!(peak <= bound(len), "{name}: {peak} bytes for {len}");
