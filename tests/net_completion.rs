@@ -11,10 +11,10 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use evloop::net::{Acceptor, CloseReason, ConnEvent, ConnOptions, Conns, ListenOptions};
+use evloop::net::{Acceptor, CloseReason, Conn, ConnEvent, ConnOptions, Conns, ListenOptions};
 use evloop::{Loop, RunMode};
 
 /// A loop on io_uring with completion I/O, or `None` (said why).
@@ -141,32 +141,11 @@ fn a_peer_that_resets_in_the_middle_of_a_send() {
         let Some(mut lp) = completion_loop::<Server>() else {
             return;
         };
-        let l = listener();
-        let addr = l.local_addr().unwrap();
         let big = vec![7u8; 8 << 20];
-        let acceptor = Acceptor::start(&mut lp, l, move |lp, state: &mut Server, s| {
-            let big = big.clone();
-            state
-                .0
-                .open(
-                    lp,
-                    s.unwrap(),
-                    ConnOptions::new(),
-                    (),
-                    move |lp, st, id, ev| match ev {
-                        ConnEvent::Data => {
-                            let c = &mut st.0[id];
-                            let n = c.input().len();
-                            c.consume(n);
-                            c.write(lp, &big);
-                        }
-                        ConnEvent::Closed(reason) => st.1.push(reason.is_clean()),
-                        _ => {}
-                    },
-                )
-                .unwrap();
-        })
-        .unwrap();
+        let (acceptor, addr) = serve(&mut lp, move |lp, c| {
+            c.consume(c.input().len());
+            c.write(lp, &big);
+        });
         let mut state = Server(Conns::new(), Vec::new());
         for round in 0..3 {
             let client = std::thread::spawn(move || {
@@ -205,41 +184,19 @@ fn a_reply_to_a_peer_that_reset_ends_in_an_error() {
         let Some(mut lp) = completion_loop::<Server>() else {
             return;
         };
-        let l = listener();
-        let addr = l.local_addr().unwrap();
         let client = std::rc::Rc::new(std::cell::RefCell::new(None::<TcpStream>));
         let held = client.clone();
-        let acceptor = Acceptor::start(&mut lp, l, move |lp, state: &mut Server, s| {
-            let held = held.clone();
-            state
-                .0
-                .open(
-                    lp,
-                    s.unwrap(),
-                    ConnOptions::new(),
-                    (),
-                    move |lp, st, id, ev| match ev {
-                        ConnEvent::Data => {
-                            // The client resets now (SO_LINGER 0, close):
-                            // on loopback the reset is here before the
-                            // reply is sent.
-                            let c = held.borrow_mut().take().unwrap();
-                            socket2::SockRef::from(&c)
-                                .set_linger(Some(Duration::ZERO))
-                                .unwrap();
-                            drop(c);
-                            let c = &mut st.0[id];
-                            c.consume(c.input().len());
-                            c.write(lp, b"reply\n");
-                        }
-                        ConnEvent::Eof => st.0[id].close(lp),
-                        ConnEvent::Closed(reason) => st.1.push(reason.is_clean()),
-                        _ => {}
-                    },
-                )
+        let (acceptor, addr) = serve(&mut lp, move |lp, c| {
+            // The client resets now (SO_LINGER 0, close): on loopback the
+            // reset is here before the reply is sent.
+            let peer = held.borrow_mut().take().unwrap();
+            socket2::SockRef::from(&peer)
+                .set_linger(Some(Duration::ZERO))
                 .unwrap();
-        })
-        .unwrap();
+            drop(peer);
+            c.consume(c.input().len());
+            c.write(lp, b"reply\n");
+        });
         let mut c = TcpStream::connect(addr).unwrap();
         c.write_all(b"request\n").unwrap();
         *client.borrow_mut() = Some(c);
@@ -254,6 +211,37 @@ fn a_reply_to_a_peer_that_reset_ends_in_an_error() {
 
 /// Connections, and whether each one closed cleanly.
 struct Server(Conns<()>, Vec<bool>);
+
+/// A server on a new listener: each read calls `on_data`, the peer's end
+/// of input closes, and each close pushes whether it was clean. Its
+/// acceptor and address.
+fn serve<F>(lp: &mut Loop<'static, Server>, on_data: F) -> (Acceptor, SocketAddr)
+where
+    F: Fn(&mut Loop<'static, Server>, &mut Conn<()>) + Clone + 'static,
+{
+    let l = listener();
+    let addr = l.local_addr().unwrap();
+    let acceptor = Acceptor::start(lp, l, move |lp, state: &mut Server, s| {
+        let on_data = on_data.clone();
+        state
+            .0
+            .open(
+                lp,
+                s.unwrap(),
+                ConnOptions::new(),
+                (),
+                move |lp, st, id, ev| match ev {
+                    ConnEvent::Data => on_data(lp, &mut st.0[id]),
+                    ConnEvent::Eof => st.0[id].close(lp),
+                    ConnEvent::Closed(reason) => st.1.push(reason.is_clean()),
+                    _ => {}
+                },
+            )
+            .unwrap();
+    })
+    .unwrap();
+    (acceptor, addr)
+}
 
 impl AsMut<Conns<()>> for Server {
     fn as_mut(&mut self) -> &mut Conns<()> {
