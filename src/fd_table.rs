@@ -562,7 +562,22 @@ impl FdTable {
                 backend.modify_all(rest)
             };
             let Err((i, err)) = sent else { break };
-            let refused = rest[i];
+            let Some(&refused) = rest.get(i) else {
+                // Not one of the batch: the backend broke `modify_all`'s
+                // contract, and which fds it registered is unknown. Each
+                // one's watchers are told (evicted, as a refused fd's),
+                // rather than left waiting on a registration that may
+                // not exist.
+                let n = rest.len();
+                tracing::error!(index = i, n, %err, "backend refused a change not in its batch");
+                for c in rest {
+                    self.fds[c.fd as usize].registered = c.old;
+                    self.evict(c.fd, registry, pending, backend);
+                    let why = format!("the backend refused change {i} of a batch of {n} ({err})");
+                    self.refused = Some((c.fd, std::io::Error::new(err.kind(), why)));
+                }
+                break;
+            };
             self.fds[refused.fd as usize].registered = refused.old;
             tracing::debug!(fd = refused.fd, %err, "backend refused the fd; stopping its watchers");
             self.evict(refused.fd, registry, pending, backend);

@@ -464,3 +464,60 @@ fn an_async_watcher_on_a_backend_without_a_waker_is_refused_and_leaves_nothing()
     );
     assert_eq!(n, 1);
 }
+
+// ---- a backend that breaks its contract ------------------------------------
+
+#[test]
+fn a_backend_refusing_a_change_outside_its_batch_tells_the_watchers_and_does_not_panic() {
+    use evloop::backend::{Backend, Capabilities, Change, NoticeService, PollEvent, PollStatus};
+    use evloop::RawFd;
+
+    // `modify_all` names a failed change beyond the batch (a trace once
+    // did, through the replay's backend): which fds it registered is
+    // unknown, so each one's watchers get ERROR, as a refused fd's do.
+    struct Broken<B>(B);
+    impl<B: Backend> Backend for Broken<B> {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn capabilities(&self) -> Capabilities {
+            self.0.capabilities()
+        }
+        fn modify(&mut self, fd: RawFd, old: Interest, new: Interest) -> std::io::Result<()> {
+            self.0.modify(fd, old, new)
+        }
+        fn modify_all(&mut self, changes: &[Change]) -> Result<(), (usize, std::io::Error)> {
+            if changes.iter().any(|c| c.new != Interest::NONE) {
+                return Err((changes.len() + 49, std::io::Error::other("refused")));
+            }
+            self.0.modify_all(changes)
+        }
+        fn poll(
+            &mut self,
+            timeout: Option<Duration>,
+            events: &mut Vec<PollEvent>,
+        ) -> std::io::Result<PollStatus> {
+            self.0.poll(timeout, events)
+        }
+        fn now(&mut self) -> Duration {
+            self.0.now()
+        }
+        fn notices(&mut self) -> Option<&mut dyn NoticeService> {
+            self.0.notices()
+        }
+    }
+    watchdog("change outside its batch", WATCHDOG, || {
+        let sim = Sim::new();
+        let sock = sim.socket("s", 0);
+        let mut lp: Loop<Vec<Ready>> = Loop::with_backend(Broken(sim.backend()));
+        lp.io(sock, Interest::READABLE, |lp, got, ev| {
+            got.push(ev.ready);
+            lp.remove(ev.watcher).unwrap();
+        })
+        .unwrap();
+        let mut got = vec![];
+        lp.run(RunMode::Default, &mut got).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].contains(Ready::ERROR), "{:?}", got[0]);
+    });
+}

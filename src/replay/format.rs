@@ -1312,8 +1312,12 @@ impl Cursor<'_> {
                 let result = match self.byte()? {
                     0 => Ok(()),
                     1 => {
+                        // The failed change is one of the record's: the
+                        // loop indexes its batch by it.
                         let i = usize::try_from(self.u()?)
-                            .map_err(|_| corrupt("a change index out of range"))?;
+                            .ok()
+                            .filter(|&i| i < changes.len())
+                            .ok_or_else(|| corrupt("a failed change index beyond its changes"))?;
                         Err((i, self.err()?))
                     }
                     b => return Err(corrupt(format!("result form {b}"))),
