@@ -1621,9 +1621,17 @@ fn cleanup_watchers_run_once_at_drop_in_start_order_with_the_loop_at_hand() {
         assert!(matches!(sender.send(), Err(Error::WatcherGone { .. })));
         // (A blocking read: a child another test is spawning may hold a
         // copy of the fd until its exec closes it.)
+        // Retried when a signal interrupts it (other tests' children
+        // exit, their SIGCHLD lands in any thread).
         let mut buf = [0u8; 1];
         peer.set_read_timeout(Some(WATCHDOG)).unwrap();
-        assert_eq!(peer.read(&mut buf).unwrap(), 0, "{name}: EOF");
+        let read = loop {
+            match peer.read(&mut buf) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        assert_eq!(read.unwrap(), 0, "{name}: EOF");
         assert!(matches!(
             peer.write(b"x").map_err(|e| e.kind()),
             Err(ErrorKind::BrokenPipe)
