@@ -619,6 +619,21 @@ impl FileStat {
                 mode: m.file_attributes(),
             }
         }
+        // WASI: std's inode and device numbers there are unstable, so a
+        // file is seen by its size and time (as on Windows); WASI has no
+        // permission bits (`mode` 0).
+        #[cfg(target_os = "wasi")]
+        {
+            FileStat {
+                exists: true,
+                size: m.len(),
+                modified,
+                inode: 0,
+                device: 0,
+                links: 1,
+                mode: 0,
+            }
+        }
     }
 }
 

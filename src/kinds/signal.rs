@@ -138,9 +138,49 @@ handle!(
     false
 );
 
+/// Where the numbers come from: the platform's `libc`, or on WASI
+/// wasi-libc's `<signal.h>` (Linux's numbering), which the `libc` crate
+/// does not carry: no WASI runtime delivers a signal, but the simulator
+/// raises them by number there too.
+#[cfg(unix)]
+use libc as sig;
+#[cfg(target_os = "wasi")]
+#[allow(missing_docs)]
+mod sig {
+    pub const SIGHUP: i32 = 1;
+    pub const SIGINT: i32 = 2;
+    pub const SIGQUIT: i32 = 3;
+    pub const SIGILL: i32 = 4;
+    pub const SIGTRAP: i32 = 5;
+    pub const SIGABRT: i32 = 6;
+    pub const SIGBUS: i32 = 7;
+    pub const SIGFPE: i32 = 8;
+    pub const SIGKILL: i32 = 9;
+    pub const SIGUSR1: i32 = 10;
+    pub const SIGSEGV: i32 = 11;
+    pub const SIGUSR2: i32 = 12;
+    pub const SIGPIPE: i32 = 13;
+    pub const SIGALRM: i32 = 14;
+    pub const SIGTERM: i32 = 15;
+    pub const SIGCHLD: i32 = 17;
+    pub const SIGCONT: i32 = 18;
+    pub const SIGSTOP: i32 = 19;
+    pub const SIGTSTP: i32 = 20;
+    pub const SIGTTIN: i32 = 21;
+    pub const SIGTTOU: i32 = 22;
+    pub const SIGURG: i32 = 23;
+    pub const SIGXCPU: i32 = 24;
+    pub const SIGXFSZ: i32 = 25;
+    pub const SIGVTALRM: i32 = 26;
+    pub const SIGPROF: i32 = 27;
+    pub const SIGWINCH: i32 = 28;
+    pub const SIGIO: i32 = 29;
+    pub const SIGSYS: i32 = 31;
+}
+
 /// Defines the signal-number constants on [`Signal`] and [`Signal::name`]
 /// from one list: `NAME = libc::SIGNAME`.
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 macro_rules! signal_numbers {
     ($($(#[$doc:meta])* $name:ident = $value:ident),* $(,)?) => {
         /// The platform's signal numbers, so that a program needs no direct
@@ -168,7 +208,7 @@ macro_rules! signal_numbers {
         impl Signal {
             $(
                 $(#[$doc])*
-                pub const $name: i32 = libc::$value;
+                pub const $name: i32 = sig::$value;
             )*
 
             /// The name of signal `signal` (`"SIGTERM"`), if it is one of
@@ -181,7 +221,7 @@ macro_rules! signal_numbers {
             /// ```
             pub fn name(signal: i32) -> Option<&'static str> {
                 match signal {
-                    $(libc::$value => Some(stringify!($value)),)*
+                    $(sig::$value => Some(stringify!($value)),)*
                     _ => None,
                 }
             }
@@ -189,7 +229,7 @@ macro_rules! signal_numbers {
     };
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 signal_numbers! {
     /// `SIGHUP`: hangup (of the controlling terminal; by convention,
     /// "reload your configuration").
@@ -313,11 +353,11 @@ pub(crate) const LAST_SIGNAL: i32 = 31;
 pub(crate) const LAST_SIGNAL: i32 = 64;
 
 /// Refuses what no signal watcher can watch.
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 fn check_signal(signal: i32) -> Result<()> {
     let reason = if !(1..=LAST_SIGNAL).contains(&signal) {
         "signals are numbered from 1 to the platform's last"
-    } else if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+    } else if signal == sig::SIGKILL || signal == sig::SIGSTOP {
         "SIGKILL and SIGSTOP cannot be caught"
     } else {
         return Ok(());
