@@ -94,7 +94,7 @@ pub mod backends;
 // The conformance kit: test code for backend authors, published behind a
 // feature. In `backends/` because its fixture needs unsafe code (pipes,
 // fds closed behind the loop's back, signals, fork).
-#[cfg(all(any(unix, windows), feature = "conformance"))]
+#[cfg(all(any(unix, windows, target_os = "wasi"), feature = "conformance"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 #[path = "../backends/conformance/mod.rs"]
 pub mod conformance;

@@ -467,6 +467,12 @@ cfg_if::cfg_if! {
         // not sockets), handles closed with `closesocket`; no signals.
         #[path = "fixture_windows.rs"]
         mod os;
+    } else if #[cfg(target_os = "wasi")] {
+        // Connections accepted on the preopened listener, relayed to each
+        // other by a host program (a WASI guest makes no socket of its
+        // own); no signals.
+        #[path = "fixture_wasi.rs"]
+        mod os;
     } else {
         // Unix-domain socketpairs, pipes, fds closed at high numbers,
         // SIGUSR1.

@@ -129,7 +129,7 @@ struct Seen {
     /// The watchdog fired.
     timed_out: bool,
     /// The child's exit status, for the child check (Unix only).
-    #[cfg_attr(windows, allow(dead_code))]
+    #[cfg_attr(not(unix), allow(dead_code))]
     status: Option<crate::ExitStatus>,
 }
 
@@ -538,6 +538,25 @@ cfg_if::cfg_if! {
             lp.remove(wake).unwrap();
             Ok(())
         }
+    } else if #[cfg(target_os = "wasi")] {
+        const NOT_ON_WASI_SIGNALS: Skip =
+            "not applicable on WASI: there are no signals (a guest gets none)";
+
+        fn signal_delivery(_: &'static str, _: Factory) -> Result<(), Skip> {
+            Err(NOT_ON_WASI_SIGNALS)
+        }
+
+        fn signal_disposition_restored(_: &'static str, _: Factory) -> Result<(), Skip> {
+            Err(NOT_ON_WASI_SIGNALS)
+        }
+
+        fn child_two_loops_one_child(_: &'static str, _: Factory) -> Result<(), Skip> {
+            Err("not applicable on WASI: a guest starts no processes")
+        }
+
+        fn fork_reinit(_: &'static str, _: Factory) -> Result<(), Skip> {
+            Err("not applicable on WASI: there is no fork")
+        }
     } else {
         const NOT_ON_WINDOWS_SIGNALS: Skip =
             "not applicable on Windows: no POSIX signals (console events come instead, through \
@@ -566,6 +585,10 @@ const NO_WAKER: Skip =
     "the backend has no waker (its waker returns backend::unsupported): async watchers are refused";
 
 fn wake_from_another_thread(backend: &'static str, open: Factory) -> Result<(), Skip> {
+    if cfg!(target_os = "wasi") {
+        // wasm32-wasip1 is single-threaded: std::thread::spawn fails.
+        return Err("not applicable on WASI: there are no threads to wake a loop from");
+    }
     // A send that lands before the loop blocks needs no wake-up (the loop
     // sees it and does not block): on a loaded machine the sender can win
     // that race, and a backend whose waker does nothing would pass. Five

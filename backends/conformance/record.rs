@@ -450,7 +450,7 @@ pub fn fill(src: &(impl SharedStream + ?Sized)) -> usize {
 /// One write, described: `wrote 5`, `write would-block`, `write error
 /// BrokenPipe`.
 ///
-/// On Windows the streams are TCP connections, which say that the reader
+/// On Windows and WASI the streams are TCP connections, which say that the reader
 /// has gone with a reset (`WSAECONNRESET`, or `WSAECONNABORTED`) where a
 /// socketpair or a pipe says `EPIPE`: the same event, written
 /// `BrokenPipe` there so that the records compare with the simulator's.
@@ -459,7 +459,9 @@ pub fn try_write(src: &(impl SharedStream + ?Sized), bytes: &[u8]) -> String {
     match src.write_some(bytes) {
         Ok(n) => format!("wrote {n}"),
         Err(e) if e.kind() == ErrorKind::WouldBlock => "write would-block".into(),
-        Err(e) if cfg!(windows) && peer_gone(e.kind()) => "write error BrokenPipe".into(),
+        Err(e) if cfg!(any(windows, target_os = "wasi")) && peer_gone(e.kind()) => {
+            "write error BrokenPipe".into()
+        }
         Err(e) => format!("write error {:?}", e.kind()),
     }
 }

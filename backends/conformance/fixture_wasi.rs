@@ -1,0 +1,484 @@
+//! The WASI part of [`OsFixture`](super::OsFixture): pairs of TCP
+//! connections accepted on the preopened listener and relayed to each
+//! other by a host program.
+//!
+//! A WASI guest cannot create a socketpair, a pipe or a socket of its own:
+//! it can only accept connections on a listener the runtime preopened
+//! (`wasmtime run -S preview2=n -S tcplisten=127.0.0.1:PORT`). So the kit
+//! needs a *relay* on the host (the crate's `tests/wasi_kit.rs` is one):
+//!
+//! 1. the first connection the guest accepts is the relay's *control*
+//!    connection;
+//! 2. for each pair, the guest writes [`PAIR_REQUEST`] on it; the relay
+//!    connects twice to the listener and copies what either connection
+//!    brings to the other (with backpressure: it reads only what it can
+//!    write), an EOF as a `shutdown(SHUT_WR)`, a reset as a reset
+//!    (`SO_LINGER` 0); the guest accepts the two and makes them the pair's
+//!    ends (the relay is symmetric: which is which does not matter);
+//! 3. a "pipe" is such a pair, of which one end is only read and the other
+//!    only written (as on Windows).
+//!
+//! The scenarios step the loop with `RunMode::NoWait` right after a peer
+//! action and expect its effect at once, as a socketpair gives it. Through
+//! a relay it comes a moment later, so the ends make the effects of what
+//! they do synchronous (each bounded by [`SETTLE_LIMIT`], reached only when
+//! the effect never comes): they count the bytes written into each
+//! direction and read out of it, and
+//!
+//! - a write that leaves a few bytes in flight (a peer's action: the
+//!   scenarios' fills write 16 KiB chunks into a chain that backpressure
+//!   keeps full) waits until the other end has them all (`FIONREAD`);
+//! - a read while bytes are still in flight toward this end, or after the
+//!   other end closed, first waits until it is readable; a read that finds
+//!   nothing (every byte in, would block) waits until the other end is
+//!   writable (the room a drain gives);
+//! - a drop waits until the other end is readable (the EOF or the reset
+//!   is in), unless that end has unread data anyway.
+//!
+//! `FIONREAD` and `poll` are wasi-libc's, both on `poll_oneoff`.
+
+use std::cell::{Cell, RefCell};
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::SharedStream;
+use crate::RawFd;
+
+/// What [`Fixture::pair`](super::Fixture::pair) gives on WASI: one end of
+/// two relayed connections.
+pub type OsSock = WasiSock;
+/// The read end of [`Fixture::pipe`](super::Fixture::pipe) on WASI: one
+/// end of a relayed pair, only read.
+pub type OsPipeR = WasiSock;
+/// The write end of [`Fixture::pipe`](super::Fixture::pipe) on WASI: the
+/// other end, only written.
+pub type OsPipeW = WasiSock;
+
+/// The byte the guest writes on the control connection to ask the relay
+/// for a pair.
+pub const PAIR_REQUEST: u8 = b'P';
+
+/// The environment variable that names the listener's fd (by default the
+/// first socket from fd 3 on: 3 when no directory is preopened).
+pub const LISTEN_FD_VAR: &str = "EVLOOP_WASI_LISTEN_FD";
+
+/// How long an end waits for the effect of an action to reach the other
+/// end (only reached when it never comes: the scenario then fails on what
+/// it expected).
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A write that leaves at most this many bytes in flight waits for them
+/// (see the module documentation).
+const SMALL_WRITE: u64 = 4096;
+
+/// The number of a borrowed fd.
+pub(crate) fn raw(fd: BorrowedFd<'_>) -> RawFd {
+    fd.as_raw_fd()
+}
+
+/// Nothing to hold while a loop or a pair is made: the guest is one
+/// thread, and the kit runs one scenario at a time.
+pub(crate) fn creating() -> Option<()> {
+    None
+}
+
+/// Nothing to hold for a scenario either (see [`creating`]).
+pub(crate) fn scenario_lock(_exclusive: bool) -> Option<()> {
+    None
+}
+
+/// The listener and the control connection, made at the first pair.
+struct Relay {
+    listener: TcpListener,
+    control: TcpStream,
+}
+
+thread_local! {
+    static RELAY: RefCell<Option<Relay>> = const { RefCell::new(None) };
+}
+
+/// The preopened listener: the fd [`LISTEN_FD_VAR`] names, or the first
+/// socket from fd 3 on.
+fn listener_fd() -> RawFd {
+    if let Some(fd) = std::env::var(LISTEN_FD_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return fd;
+    }
+    (3..64)
+        .find(|&fd| {
+            // SAFETY: `st` is a plain struct for fstat to fill in; an fd
+            // that is not open gives EBADF.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            let r = unsafe { libc::fstat(fd, &mut st) };
+            r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "no preopened socket among fds 3 to 63: run the guest with wasmtime's \
+                 `-S preview2=n -S tcplisten=127.0.0.1:PORT` and a relay on the host (the kit's \
+                 WASI fixture, backends/conformance/fixture_wasi.rs)"
+            )
+        })
+}
+
+/// A connection accepted on the listener, blocking (with the relay's
+/// connect under way, it comes at once).
+fn accept(listener: &TcpListener) -> TcpStream {
+    let (s, _) = listener
+        .accept()
+        .unwrap_or_else(|e| panic!("accept on the preopened listener: {e}"));
+    s
+}
+
+/// Runs `f` with the relay, connected at the first call.
+fn with_relay<R>(f: impl FnOnce(&mut Relay) -> R) -> R {
+    RELAY.with(|r| {
+        let mut r = r.borrow_mut();
+        let relay = r.get_or_insert_with(|| {
+            // SAFETY: the fd is the preopened listener, owned by nobody
+            // else in the guest (kept in this thread-local for the rest of
+            // the program).
+            let listener = unsafe { TcpListener::from_raw_fd(listener_fd()) };
+            let control = accept(&listener);
+            Relay { listener, control }
+        });
+        f(relay)
+    })
+}
+
+/// What the two ends of a pair share: the bytes written into each
+/// direction, the bytes read out of it, which end is closed.
+struct Link {
+    fds: [RawFd; 2],
+    /// `sent[i]`: bytes end `i` has written (toward end `1 - i`).
+    sent: [Cell<u64>; 2],
+    /// `got[i]`: bytes end `i` has read.
+    got: [Cell<u64>; 2],
+    closed: [Cell<bool>; 2],
+    /// End `i` has read an EOF or an error.
+    ended: [Cell<bool>; 2],
+}
+
+impl Link {
+    /// Bytes written toward end `i` that it has not read.
+    fn in_flight_to(&self, i: usize) -> u64 {
+        self.sent[1 - i].get() - self.got[i].get()
+    }
+}
+
+/// One end of a relayed pair (see the module documentation): a
+/// non-blocking TCP connection that makes its actions' effects on the
+/// other end synchronous.
+pub struct WasiSock {
+    stream: Option<TcpStream>,
+    link: Rc<Link>,
+    end: usize,
+}
+
+impl WasiSock {
+    fn stream(&self) -> &TcpStream {
+        self.stream.as_ref().expect("an open end")
+    }
+
+    fn other_open(&self) -> bool {
+        !self.link.closed[1 - self.end].get()
+    }
+
+    fn other_fd(&self) -> RawFd {
+        self.link.fds[1 - self.end]
+    }
+
+    /// One read, with the waits of the module documentation.
+    fn read_counted(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let link = &self.link;
+        let i = self.end;
+        let peer_gone = !self.other_open() && !link.ended[i].get();
+        if link.in_flight_to(i) > 0 || peer_gone {
+            wait_for(self.stream().as_raw_fd(), libc::POLLRDNORM);
+        }
+        let r = (&mut self.stream()).read(buf);
+        match &r {
+            Ok(0) => link.ended[i].set(true),
+            Ok(n) => link.got[i].set(link.got[i].get() + *n as u64),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if self.other_open() && link.in_flight_to(i) == 0 {
+                    // Drained: the other end's room comes back.
+                    wait_for(self.other_fd(), libc::POLLWRNORM);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => link.ended[i].set(true),
+        }
+        r
+    }
+
+    /// One write, with the wait of the module documentation.
+    fn write_counted(&self, buf: &[u8]) -> io::Result<usize> {
+        let link = &self.link;
+        let i = self.end;
+        let n = (&mut self.stream()).write(buf)?;
+        link.sent[i].set(link.sent[i].get() + n as u64);
+        let to = 1 - i;
+        let in_flight = link.in_flight_to(to);
+        if self.other_open() && in_flight <= SMALL_WRITE {
+            let deadline = Instant::now() + SETTLE_LIMIT;
+            while fionread(self.other_fd()).is_ok_and(|k| (k as u64) < in_flight)
+                && Instant::now() < deadline
+            {
+                wait_for_ms(self.other_fd(), libc::POLLRDNORM, 1);
+            }
+        }
+        Ok(n)
+    }
+}
+
+impl Drop for WasiSock {
+    fn drop(&mut self) {
+        self.link.closed[self.end].set(true);
+        drop(self.stream.take());
+        // The other end sees the EOF (or the reset) before this returns,
+        // as a socketpair's does; with data unread it is readable anyway.
+        let other = 1 - self.end;
+        if !self.link.closed[other].get() && self.link.in_flight_to(other) == 0 {
+            wait_for(self.link.fds[other], libc::POLLRDNORM);
+        }
+    }
+}
+
+impl AsFd for WasiSock {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream().as_fd()
+    }
+}
+
+impl SharedStream for WasiSock {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_counted(buf)
+    }
+    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+        self.write_counted(buf)
+    }
+    /// Bytes move on along the relay's chain (this connection, the relay,
+    /// the other connection) after a write would block: 50 ms of no room
+    /// is taken as full, as on Windows.
+    fn room_comes_soon(&self) -> bool {
+        poll1(self.stream().as_raw_fd(), libc::POLLWRNORM, 50) & libc::POLLWRNORM != 0
+    }
+}
+
+impl Read for WasiSock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_counted(buf)
+    }
+}
+
+impl Read for &WasiSock {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.read_counted(buf)
+    }
+}
+
+impl Write for WasiSock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_counted(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Write for &WasiSock {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_counted(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One `poll` of `fd` for `events`, at most `ms` milliseconds; the
+/// `revents` (0 on a timeout or a failed poll).
+fn poll1(fd: RawFd, events: libc::c_short, ms: i32) -> libc::c_short {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    // SAFETY: one initialised pollfd, valid for the call.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    if n > 0 {
+        p.revents
+    } else {
+        0
+    }
+}
+
+/// Waits (at most `ms`) until `fd` has `events`, an error or a hang-up.
+fn wait_for_ms(fd: RawFd, events: libc::c_short, ms: i32) -> bool {
+    poll1(fd, events, ms) != 0
+}
+
+/// Waits until `fd` has `events`, an error or a hang-up, at most
+/// [`SETTLE_LIMIT`].
+fn wait_for(fd: RawFd, events: libc::c_short) {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    while Instant::now() < deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if wait_for_ms(fd, events, left.as_millis().clamp(1, 100) as i32) {
+            return;
+        }
+    }
+}
+
+/// The bytes readable on `fd` now (wasmtime says at least 1 at an EOF).
+fn fionread(fd: RawFd) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n.max(0) as usize)
+    }
+}
+
+/// A relayed pair (see the module documentation): both ends non-blocking.
+pub fn socketpair() -> (WasiSock, WasiSock) {
+    let (a, b) = with_relay(|relay| {
+        relay
+            .control
+            .write_all(&[PAIR_REQUEST])
+            .unwrap_or_else(|e| panic!("asking the relay for a pair: {e}"));
+        (accept(&relay.listener), accept(&relay.listener))
+    });
+    for s in [&a, &b] {
+        s.set_nonblocking(true).unwrap();
+    }
+    let link = Rc::new(Link {
+        fds: [a.as_raw_fd(), b.as_raw_fd()],
+        sent: Default::default(),
+        got: Default::default(),
+        closed: Default::default(),
+        ended: Default::default(),
+    });
+    let end = |stream, end| WasiSock {
+        stream: Some(stream),
+        link: link.clone(),
+        end,
+    };
+    (end(a, 0), end(b, 1))
+}
+
+/// A "pipe": a relayed pair, (the end that is only read, the end that is
+/// only written).
+pub fn pipe() -> (WasiSock, WasiSock) {
+    socketpair()
+}
+
+/// A socket registered by number only: it owns nothing and closes nothing
+/// when dropped, so that a scenario can close it behind the loop's back.
+pub struct RawSock {
+    fd: RawFd,
+}
+
+impl AsFd for RawSock {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: deliberately weaker than `borrow_raw` asks: the fd is open
+        // when the watcher is registered, and the scenario closes it while
+        // the watcher is active to check what the loop does then. The loop
+        // only passes the number to the backend, for which poll_oneoff
+        // reports EBADF.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+}
+
+impl SharedStream for RawSock {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
+        // EBADF.
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
+        // EBADF.
+        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+/// The doomed fd of an [`OsFixture`](super::OsFixture), and its pair's
+/// link (the close marks the end closed there).
+pub struct OsDoom {
+    fd: RawFd,
+    link: Rc<Link>,
+}
+
+/// A relayed pair whose first end can be closed behind the loop's back:
+/// its stream is taken out of the end (which then closes nothing), the
+/// number kept.
+pub(crate) fn doomed_pair() -> (RawSock, WasiSock, OsDoom) {
+    let (mut a, b) = socketpair();
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(a.stream.take().unwrap());
+    let link = a.link.clone();
+    // Not dropped: its drop would mark the end closed and wait.
+    std::mem::forget(a);
+    (RawSock { fd }, b, OsDoom { fd, link })
+}
+
+/// `close` on the doomed fd.
+pub(crate) fn close_behind_back(doom: &OsDoom) {
+    // SAFETY: `doom.fd` was taken out of its stream by `doomed_pair` and is
+    // owned by nobody (the watcher holds a `RawSock`, which never closes).
+    let r = unsafe { libc::close(doom.fd) };
+    assert_eq!(r, 0, "close: {}", io::Error::last_os_error());
+    doom.link.closed[0].set(true);
+}
+
+/// Through the relay, a TCP end whose peer closed gets only an EOF (a
+/// FIN); it learns that nobody reads when it writes and the peer's stack
+/// answers with a reset, which the relay carries back: one byte, then the
+/// wait for that reset (an error or a hang-up on the end).
+pub(crate) fn settle_peer_close(end: &WasiSock) {
+    let fd = end.stream().as_raw_fd();
+    let _ = (&mut end.stream()).write(b"\0");
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    while Instant::now() < deadline {
+        let got = poll1(fd, libc::POLLRDNORM, 20);
+        if got & (libc::POLLERR | libc::POLLHUP) != 0 {
+            return;
+        }
+    }
+}
+
+/// Never called: nothing interrupts a wait on WASI
+/// ([`Scenario::not_applicable`](super::super::Scenario::not_applicable)
+/// says so for `wait_interrupted`).
+pub(crate) fn interrupt_waits<R>(_span: Duration, _f: impl FnOnce() -> R) -> (R, usize) {
+    panic!("no signal interrupts a wait on WASI: wait_interrupted does not apply there")
+}
+
+/// A read after the reset returns the reset (wasmtime passes the host's
+/// `ECONNRESET` on).
+pub(crate) fn reset_reads_as_eof() -> bool {
+    false
+}
+
+/// A FIN behind unread data: what a poll says of it is checked as
+/// declared.
+pub(crate) fn fin_hidden_by_data() -> bool {
+    false
+}
