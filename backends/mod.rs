@@ -66,8 +66,12 @@ pub(crate) mod windows;
 
 #[cfg(unix)]
 pub mod fd_io;
-// accept4 and the fd limit, for `evloop::net` only.
-#[cfg(all(any(unix, windows), feature = "net"))]
+// accept4 and the fd limit, for `evloop::net` only; on WASI also the
+// non-blocking flag of a borrowed fd, for `evloop::exec`.
+#[cfg(any(
+    all(any(unix, windows), feature = "net"),
+    all(target_os = "wasi", any(feature = "net", feature = "exec"))
+))]
 pub(crate) mod net_sys;
 #[cfg(unix)]
 pub mod poll;
