@@ -3,12 +3,18 @@
 //! where `std` makes two), and the descriptor limit (`RLIMIT_NOFILE`). On
 //! Windows both are `std` (sockets there have no per-process limit).
 //!
-//! Everything here is reached through `evloop::net`; nothing is public from
-//! this module itself.
+//! On WASI (wasm32-wasip1), where socket2 does not build: accept is std's
+//! (`sock_accept`), there is no descriptor limit to read or raise, and
+//! `exec::AsyncFd` makes a borrowed fd non-blocking with `fcntl` here
+//! (and `exec::hyper` shuts its write side with `shutdown`).
+//!
+//! Everything here is reached through `evloop::net` (and, on WASI,
+//! `evloop::exec`); nothing is public from this module itself.
 
 #![allow(unsafe_code)]
 
 use std::io;
+#[cfg(feature = "net")]
 use std::net::{TcpListener, TcpStream};
 
 /// Accepts one connection: the new socket is non-blocking and
@@ -47,6 +53,7 @@ pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 /// accept (close-on-exec set by `std`), then non-blocking.
 #[cfg(not(any(
     windows,
+    target_os = "wasi",
     target_os = "linux",
     target_os = "android",
     target_os = "freebsd",
@@ -108,6 +115,74 @@ pub(crate) fn set_fd_soft_limit(soft: u64) -> io::Result<()> {
     };
     // SAFETY: `lim` is a live rlimit, only read by the call.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Accepts one connection on WASI: `std`'s accept (`sock_accept`, on a
+/// listener the runtime preopened), then non-blocking. WASI has no exec,
+/// so no close-on-exec either.
+#[cfg(all(target_os = "wasi", feature = "net"))]
+pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
+    let (stream, _) = listener.accept()?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
+/// WASI (wasm32-wasip1) has no `getrlimit`: the runtime's descriptor
+/// table has no limit a guest can read.
+#[cfg(all(target_os = "wasi", feature = "net"))]
+pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "WASI (wasm32-wasip1) cannot read the descriptor limit: it has no getrlimit",
+    ))
+}
+
+/// WASI (wasm32-wasip1) has no `setrlimit` (nor a limit to raise).
+#[cfg(all(target_os = "wasi", feature = "net"))]
+pub(crate) fn set_fd_soft_limit(_soft: u64) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "WASI (wasm32-wasip1) cannot raise the descriptor limit: it has no setrlimit",
+    ))
+}
+
+/// Makes a borrowed descriptor non-blocking on WASI, where socket2 (which
+/// does it elsewhere) does not build: `fcntl(F_SETFL)` adds `O_NONBLOCK`
+/// (wasi-libc's `fd_fdstat_set_flags`).
+#[cfg(all(target_os = "wasi", feature = "exec"))]
+pub(crate) fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_raw_fd();
+    // SAFETY: the fd is borrowed, so it stays open for both calls; F_GETFL
+    // and F_SETFL take and return plain ints, no memory.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::O_NONBLOCK != 0 {
+        return Ok(());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Shuts a borrowed socket's write side on WASI (`sock_shutdown`), where
+/// socket2 (which does it elsewhere) does not build.
+#[cfg(all(target_os = "wasi", feature = "hyper"))]
+pub(crate) fn shutdown_write(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // wasi-libc's SHUT_WR (__WASI_SDFLAGS_WR); the libc crate names it
+    // for wasip2 only.
+    const SHUT_WR: libc::c_int = 2;
+    // SAFETY: the fd is borrowed, so it stays open for the call, which
+    // takes no memory.
+    if unsafe { libc::shutdown(fd.as_raw_fd(), SHUT_WR) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())

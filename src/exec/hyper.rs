@@ -311,7 +311,11 @@ fn shutdown_write<T: Source>(io: &T) -> io::Result<()> {
     let SourceFd::Os(fd) = io.source_fd() else {
         return Ok(());
     };
-    match socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Write) {
+    #[cfg(any(unix, windows))]
+    let shut = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Write);
+    #[cfg(target_os = "wasi")]
+    let shut = crate::backends::net_sys::shutdown_write(fd);
+    match shut {
         Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
         #[cfg(unix)]
         Err(e) if e.raw_os_error() == Some(libc::ENOTSOCK) => Ok(()),

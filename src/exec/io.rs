@@ -100,7 +100,7 @@ impl<T: Source + 'static> AsyncFd<T> {
 
     fn make(shared: Rc<Shared>, io: T) -> io::Result<AsyncFd<T>> {
         if let SourceFd::Os(fd) = io.source_fd() {
-            socket2::SockRef::from(&fd).set_nonblocking(true)?;
+            set_nonblocking(&fd)?;
         }
         let io = Rc::new(io);
         let slot = shared.reactor.borrow_mut().add_io(io.clone());
@@ -680,6 +680,11 @@ impl AsyncFd<TcpListener> {
     /// A non-blocking listener bound to `addr`, watched by the current
     /// task's executor.
     ///
+    /// On WASI (wasm32-wasip1) it returns an `Err` of kind
+    /// [`io::ErrorKind::Unsupported`] that names WASI: a guest cannot
+    /// bind a socket; wrap its preopened listener with [`AsyncFd::new`]
+    /// instead (`TcpListener::from_raw_fd(3)`).
+    ///
     /// ```
     /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
@@ -692,6 +697,12 @@ impl AsyncFd<TcpListener> {
     /// assert!(port > 0);
     /// ```
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<AsyncFd<TcpListener>> {
+        if cfg!(target_os = "wasi") {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "WASI (wasm32-wasip1) cannot bind a socket: a guest gets listeners preopened by the runtime",
+            ));
+        }
         AsyncFd::new(TcpListener::bind(addr)?)
     }
 
@@ -724,6 +735,10 @@ impl AsyncFd<TcpStream> {
     /// started, then its writability awaited, then its error (if any)
     /// taken.
     ///
+    /// On WASI (wasm32-wasip1) it returns an `Err` of kind
+    /// [`io::ErrorKind::Unsupported`] that names WASI: a guest cannot
+    /// create or connect a socket.
+    ///
     /// ```
     /// use evloop::exec::{block_on, AsyncFd};
     /// use evloop::Loop;
@@ -735,26 +750,57 @@ impl AsyncFd<TcpStream> {
     /// assert_eq!(s.get_ref().peer_addr().unwrap(), addr);
     /// ```
     pub async fn connect(addr: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
-        use socket2::{Domain, Protocol, Socket, Type};
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_nonblocking(true)?;
-        match socket.connect(&addr.into()) {
-            Ok(()) => {}
-            Err(e) if in_progress(&e) => {}
-            Err(e) => return Err(e),
-        }
-        let stream = AsyncFd::new(TcpStream::from(socket))?;
-        stream.writable().await?;
-        if let Some(e) = stream.get_ref().take_error()? {
-            return Err(e);
-        }
-        // Connected (a refused connection reports its error above, or on
-        // peer_addr).
-        stream.get_ref().peer_addr()?;
-        Ok(stream)
+        connect(addr).await
     }
 }
 
+/// The fd non-blocking, with socket2 (which does not build for WASI).
+#[cfg(any(unix, windows))]
+fn set_nonblocking<'a, F>(fd: &'a F) -> io::Result<()>
+where
+    socket2::SockRef<'a>: From<&'a F>,
+{
+    socket2::SockRef::from(fd).set_nonblocking(true)
+}
+
+/// The fd non-blocking, on WASI.
+#[cfg(target_os = "wasi")]
+fn set_nonblocking(fd: &std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    crate::backends::net_sys::set_nonblocking(*fd)
+}
+
+/// The connect of [`AsyncFd::connect`] on WASI: refused.
+#[cfg(target_os = "wasi")]
+async fn connect(_: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "WASI (wasm32-wasip1) cannot connect a socket: a guest has only the sockets the runtime preopens and those accepted from them",
+    ))
+}
+
+/// The connect of [`AsyncFd::connect`] on Unix and Windows.
+#[cfg(any(unix, windows))]
+async fn connect(addr: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_nonblocking(true)?;
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if in_progress(&e) => {}
+        Err(e) => return Err(e),
+    }
+    let stream = AsyncFd::new(TcpStream::from(socket))?;
+    stream.writable().await?;
+    if let Some(e) = stream.get_ref().take_error()? {
+        return Err(e);
+    }
+    // Connected (a refused connection reports its error above, or on
+    // peer_addr).
+    stream.get_ref().peer_addr()?;
+    Ok(stream)
+}
+
+#[cfg(any(unix, windows))]
 fn in_progress(e: &io::Error) -> bool {
     if e.kind() == io::ErrorKind::WouldBlock {
         return true;

@@ -30,7 +30,9 @@ pub trait Listener: Source + 'static {
     /// What an accept gives.
     type Stream: Source;
 
-    /// Makes the listener non-blocking, and says its address.
+    /// Makes the listener non-blocking, and says its address (for a
+    /// `TcpListener` on WASI, whose runtime does not tell a guest the
+    /// address of a preopened listener, `0.0.0.0:0`).
     fn prepare(&self) -> io::Result<SocketAddr>;
 
     /// Accepts one pending connection, non-blocking and close-on-exec;
@@ -80,7 +82,7 @@ impl Listener for TcpListener {
 
     fn prepare(&self) -> io::Result<SocketAddr> {
         self.set_nonblocking(true)?;
-        self.local_addr()
+        local_addr(self)
     }
 
     fn accept_stream(&self) -> io::Result<TcpStream> {
@@ -95,6 +97,23 @@ impl Listener for TcpListener {
     #[cfg(unix)]
     fn accept_completed(&self, io: &dyn CompletionIo) -> io::Result<TcpStream> {
         io.accept(std::os::fd::AsRawFd::as_raw_fd(self))
+    }
+}
+
+/// The listener's address; on WASI, which cannot tell a guest the address
+/// of its preopened listener, `0.0.0.0:0`.
+#[cfg(not(target_os = "wasi"))]
+fn local_addr(l: &TcpListener) -> io::Result<SocketAddr> {
+    l.local_addr()
+}
+
+/// The listener's address; on WASI, which cannot tell a guest the address
+/// of its preopened listener, `0.0.0.0:0`.
+#[cfg(target_os = "wasi")]
+fn local_addr(l: &TcpListener) -> io::Result<SocketAddr> {
+    match l.local_addr() {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(SocketAddr::from(([0, 0, 0, 0], 0))),
+        other => other,
     }
 }
 
@@ -393,7 +412,8 @@ impl Acceptor {
         Ok(Acceptor { io, addr, shared })
     }
 
-    /// The address the listener is bound to.
+    /// The address the listener is bound to (`0.0.0.0:0` for a
+    /// preopened listener on WASI: see [`Listener::prepare`]).
     ///
     /// ```
     /// # use evloop::net::{Acceptor, ListenOptions};

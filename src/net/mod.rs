@@ -70,6 +70,7 @@ pub use conn::{CloseReason, Conn, ConnEvent, ConnId, ConnOptions, Conns, Stream}
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 
+#[cfg(any(unix, windows))]
 use socket2::{Domain, Protocol, Socket, Type};
 
 /// How to open a listening socket: backlog, `SO_REUSEADDR`,
@@ -174,6 +175,11 @@ impl ListenOptions {
     /// Creates, configures, binds and listens. The listener is
     /// non-blocking and close-on-exec.
     ///
+    /// On WASI (wasm32-wasip1) it returns an `Err` of kind
+    /// [`io::ErrorKind::Unsupported`]: a guest cannot create or bind a
+    /// socket; the runtime preopens its listeners (take one with
+    /// `TcpListener::from_raw_fd(3)` and give it to an [`Acceptor`]).
+    ///
     /// ```
     /// use evloop::net::ListenOptions;
     /// let l = ListenOptions::new().bind("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -181,25 +187,40 @@ impl ListenOptions {
     /// std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
     /// ```
     pub fn bind(&self, addr: SocketAddr) -> io::Result<TcpListener> {
-        // socket2 creates the socket close-on-exec (SOCK_CLOEXEC where the
-        // platform has it).
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        // On Windows SO_REUSEADDR lets another socket take over a port in
-        // use; a listener there may rebind a port in TIME_WAIT without it.
-        #[cfg(not(windows))]
-        socket.set_reuse_address(self.reuse_address)?;
-        if self.reuse_port {
-            set_reuse_port(&socket)?;
-        }
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(self.backlog)?;
-        Ok(socket.into())
+        listen(self, addr)
     }
 }
 
+/// [`ListenOptions::bind`] on WASI: refused.
+#[cfg(target_os = "wasi")]
+fn listen(_: &ListenOptions, _: SocketAddr) -> io::Result<TcpListener> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "WASI (wasm32-wasip1) cannot bind a socket: a guest gets listeners preopened by the runtime",
+    ))
+}
+
+/// [`ListenOptions::bind`] on Unix and Windows.
+#[cfg(any(unix, windows))]
+fn listen(opts: &ListenOptions, addr: SocketAddr) -> io::Result<TcpListener> {
+    // socket2 creates the socket close-on-exec (SOCK_CLOEXEC where the
+    // platform has it).
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    // On Windows SO_REUSEADDR lets another socket take over a port in
+    // use; a listener there may rebind a port in TIME_WAIT without it.
+    #[cfg(not(windows))]
+    socket.set_reuse_address(opts.reuse_address)?;
+    if opts.reuse_port {
+        set_reuse_port(&socket)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(opts.backlog)?;
+    Ok(socket.into())
+}
+
 /// `SO_REUSEPORT` on, where the platform has it.
-#[cfg(not(any(windows, target_os = "illumos", target_os = "solaris")))]
+#[cfg(all(unix, not(any(target_os = "illumos", target_os = "solaris"))))]
 fn set_reuse_port(socket: &Socket) -> io::Result<()> {
     socket.set_reuse_port(true)
 }
@@ -217,6 +238,8 @@ fn set_reuse_port(_: &Socket) -> io::Result<()> {
 
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`; on
 /// Windows, which limits sockets by memory only, both are `u64::MAX`).
+/// On WASI (wasm32-wasip1), which has no `getrlimit`, an `Err` of kind
+/// [`io::ErrorKind::Unsupported`] that names WASI.
 ///
 /// ```
 /// let (soft, hard) = evloop::net::fd_limits().unwrap();
@@ -228,7 +251,8 @@ pub fn fd_limits() -> io::Result<(u64, u64)> {
 
 /// Raises the soft limit on open descriptors to the hard limit and returns
 /// it: what a server that expects thousands of connections does first (the
-/// soft limit is often 1024).
+/// soft limit is often 1024). On WASI (wasm32-wasip1) an `Err` of kind
+/// [`io::ErrorKind::Unsupported`], as [`fd_limits`].
 ///
 /// ```
 /// let now = evloop::net::raise_fd_limit().unwrap();
