@@ -26,7 +26,8 @@
 //!   only what is ready rarely reports them all, and then pays one call
 //!   per fd.
 //! - An fd that is not open is reported as [`Ready::INVALID`] (the event's
-//!   `EBADF`); another per-fd error as `ERROR | READABLE | WRITABLE`; the
+//!   `EBADF`); another per-fd error (a reset) as `ERROR | HUP | READABLE |
+//!   WRITABLE`; the
 //!   event's hang-up flag as `HUP | READABLE`. Regular files and
 //!   directories are refused, as on every backend.
 //! - What WASI does not have, the backend's notice service refuses with
@@ -325,7 +326,10 @@ fn ready_of(event: &sys::Event) -> Ready {
         return Ready::INVALID;
     }
     if event.error != 0 {
-        return Ready::ERROR | Ready::READABLE | Ready::WRITABLE;
+        // The connection is dead (wasmtime reports POLLERR so, before the
+        // POLLHUP that a reset brings with it, which is lost): a hang-up
+        // too, as poll(2) reports a reset (POLLERR | POLLHUP).
+        return Ready::ERROR | Ready::HUP | Ready::READABLE | Ready::WRITABLE;
     }
     let mut r = if event.kind == sys::EVENTTYPE_FD_READ {
         Ready::READABLE
@@ -651,4 +655,34 @@ pub fn preopened_listeners() -> io::Result<Vec<TcpListener>> {
         }
     }
     Ok(listeners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: u8, error: u16, flags: u16) -> sys::Event {
+        sys::Event {
+            userdata: 0,
+            error,
+            kind,
+            nbytes: 0,
+            flags,
+        }
+    }
+
+    /// A per-fd error is a reset: a hang-up too (the conformance kit's
+    /// reset_by_peer, with Hangup::Always declared).
+    #[test]
+    fn an_error_is_a_hangup() {
+        let reset = event(sys::EVENTTYPE_FD_READ, 54, 0); // ECONNRESET's errno
+        assert_eq!(
+            ready_of(&reset),
+            Ready::ERROR | Ready::HUP | Ready::READABLE | Ready::WRITABLE
+        );
+        let bad = event(sys::EVENTTYPE_FD_READ, sys::ERRNO_BADF, 0);
+        assert_eq!(ready_of(&bad), Ready::INVALID);
+        let hup = event(sys::EVENTTYPE_FD_READ, 0, sys::EVENTRWFLAGS_HANGUP);
+        assert_eq!(ready_of(&hup), Ready::HUP | Ready::READABLE);
+    }
 }
