@@ -251,6 +251,29 @@ impl Wasi {
         }
     }
 
+    /// After a `poll_oneoff` that failed with `EBADF` (`err`): each
+    /// registered fd that is not open reported as [`Ready::INVALID`]; the
+    /// error if every one is.
+    fn report_closed(
+        &mut self,
+        events: &mut Vec<PollEvent>,
+        err: io::Error,
+    ) -> io::Result<PollStatus> {
+        let before = events.len();
+        for &(fd, _) in &self.entries {
+            if filetype(fd).is_err_and(|e| e.raw_os_error() == err.raw_os_error()) {
+                events.push(PollEvent {
+                    fd,
+                    ready: Ready::INVALID,
+                });
+            }
+        }
+        if events.len() == before {
+            return Err(err);
+        }
+        Ok(PollStatus::Done)
+    }
+
     /// One `poll_oneoff` of the subscriptions written; the events it
     /// wrote are `self.events[..n]`.
     fn wait_once(&mut self) -> io::Result<usize> {
@@ -448,7 +471,16 @@ impl Backend for Wasi {
         let deadline = Deadline::new(timeout);
         let n = loop {
             self.subscribe(deadline.remaining());
-            let n = self.wait_once()?;
+            let n = match self.wait_once() {
+                Ok(n) => n,
+                // wasmtime fails the whole call for an fd that is not open
+                // (closed behind the loop's back), where the ABI has a
+                // per-event EBADF: those fds are reported invalid.
+                Err(e) if e.raw_os_error() == Some(i32::from(sys::ERRNO_BADF)) => {
+                    return self.report_closed(events, e);
+                }
+                Err(e) => return Err(e),
+            };
             let fds = self.events[..n].iter().any(|e| e.userdata != CLOCK);
             // The clock alone, before the deadline (a runtime that rounds
             // down): wait again for the time left, so timers are never early.
