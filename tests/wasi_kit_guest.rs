@@ -43,7 +43,10 @@ fn kit_on_wasi() {
     let mut failed = 0;
     let mut check = |name: &str, f: &mut dyn FnMut() -> Outcome| {
         say(&format!("BEGIN {name}"));
-        if show(name, &f()) {
+        let t = std::time::Instant::now();
+        let outcome = f();
+        say(&format!("TOOK {name}: {:?}", t.elapsed()));
+        if show(name, &outcome) {
             failed += 1;
         }
     };

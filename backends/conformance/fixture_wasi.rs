@@ -265,12 +265,16 @@ impl Drop for WasiSock {
         // comes with the FIN. Waited for, as a socketpair's is there when
         // the close returns.
         let fd = self.link.fds[other];
+        // A FIN behind bytes the relay still holds (the other end full,
+        // never read) comes only when they are read: nothing to wait for.
+        let in_flight = self.link.in_flight_to(other);
+        let delivered = fionread(fd).is_ok_and(|n| n as u64 >= in_flight);
         // SAFETY: the other end's fd, open (not closed: see above) and
         // owned by that end: borrowed for one shutdown, never closed here.
         let other_stream = std::mem::ManuallyDrop::new(unsafe { TcpStream::from_raw_fd(fd) });
         let _ = other_stream.shutdown(std::net::Shutdown::Write);
         let deadline = Instant::now() + SETTLE_LIMIT;
-        while Instant::now() < deadline {
+        while delivered && Instant::now() < deadline {
             if poll1(fd, libc::POLLRDNORM, 20) & (libc::POLLHUP | libc::POLLERR) != 0 {
                 return;
             }
