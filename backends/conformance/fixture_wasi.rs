@@ -418,6 +418,14 @@ pub struct RawSock {
     fd: RawFd,
 }
 
+impl RawSock {
+    /// The fd `fd`, registered by number only: the caller closes it (or
+    /// not), never the `RawSock`.
+    pub(crate) fn owning_nothing(fd: RawFd) -> RawSock {
+        RawSock { fd }
+    }
+}
+
 impl AsFd for RawSock {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: deliberately weaker than `borrow_raw` asks: the fd is open

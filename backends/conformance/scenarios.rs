@@ -26,7 +26,6 @@ use RunMode::{NoWait, Once};
 /// and a pipe next to `file_again` (the file once more) still works.
 /// Returns the loop with the record, for the caller to drop in the order
 /// its handles need.
-#[cfg_attr(target_os = "wasi", allow(dead_code))] // regular_file is not run there
 pub fn refused_beside_a_pipe<'s, T, P, W>(
     f: &P,
     (file, dir, file_again): (T, T, T),

@@ -64,10 +64,18 @@ fn free_port() -> u16 {
 impl Guest {
     /// Starts `wasm` under `wasmtime` with `args`.
     pub fn start(wasmtime: &Path, wasm: &Path, args: &[&str]) -> Guest {
+        Guest::start_with(wasmtime, wasm, &[], args)
+    }
+
+    /// [`Guest::start`], with `runtime` options for wasmtime's `run`
+    /// (`--dir HOST::GUEST`, `--env NAME=VALUE`): a preopened directory
+    /// comes before the listener, whose fd is then no longer 3.
+    pub fn start_with(wasmtime: &Path, wasm: &Path, runtime: &[&str], args: &[&str]) -> Guest {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let mut child = Command::new(wasmtime)
             .args(["run", "-S", "preview2=n", "-S"])
             .arg(format!("tcplisten={addr}"))
+            .args(runtime)
             .arg(wasm)
             .args(args)
             .stdin(Stdio::null())
