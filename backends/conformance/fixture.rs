@@ -441,6 +441,13 @@ pub trait Fixture {
 /// pipes are not sockets, which is all a Windows backend watches); a
 /// source closed behind the loop's back with `closesocket`. Waits are not
 /// interrupted there ([`Scenario::not_applicable`](super::Scenario::not_applicable)).
+///
+/// On WASI: pairs of connections accepted on the preopened listener,
+/// relayed to each other by a host program (a guest makes no socket of its
+/// own; `fixture_wasi.rs` has the protocol), for both the pairs and the
+/// pipes; peer actions made synchronous by waits on the other end; a
+/// source closed behind the loop's back with `close`. Waits are not
+/// interrupted there either.
 pub struct OsFixture {
     name: &'static str,
     open: Factory,

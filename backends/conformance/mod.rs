@@ -62,6 +62,23 @@
 //! [`Scenario::ClosedFdReuse`] (not written for Windows yet; see
 //! [`Scenario::not_applicable`]).
 //!
+//! On WASI (`wasm32-wasip1`, the `wasi` backend under wasmtime) a guest
+//! cannot create a socket, a pipe or a socketpair: it only accepts
+//! connections on a listener the runtime preopened. The kit's pairs there
+//! are two accepted connections that a host program relays to each other
+//! (the fixture asks for each on a control connection: `fixture_wasi.rs`
+//! has the protocol; the crate's `tests/wasi_kit.rs` is such a relay, and
+//! `tests/wasi_kit_guest.rs` the guest), and the kit does not run what
+//! cannot apply there: the `fork` check, the signal, child and
+//! cross-thread wake-up notice checks (no processes, no signals, no
+//! threads), [`Scenario::WaitInterrupted`] (no signals), and
+//! [`Scenario::FdReuse`] and [`Scenario::ClosedFdReuse`] (the runtime never
+//! reuses a closed number at once, and there is no dup). Every other
+//! scenario runs, the differential and no-allocation checks too;
+//! [`Scenario::RegularFile`] runs where the runtime preopened a directory
+//! (`wasmtime run --dir`). wasm32-wasip1 aborts at a panic, so a failed
+//! check ends the guest there (`catch_unwind` catches nothing).
+//!
 //! The kit is tested itself: the crate's `tests/kit_mutants.rs` runs it on
 //! twelve deliberately broken backends, each of which must fail it by the
 //! checks of its flaw, and on the same backends unbroken, which must pass.
@@ -268,13 +285,16 @@ impl Scenario {
     /// (`None` where it runs): on Windows, [`WaitInterrupted`](Scenario::WaitInterrupted),
     /// since nothing there interrupts a wait as a signal does on Unix, and
     /// [`ClosedFdReuse`](Scenario::ClosedFdReuse), whose Windows
-    /// counterpart is not written. The simulator runs every scenario
-    /// everywhere.
+    /// counterpart is not written; on WASI, `WaitInterrupted` (no
+    /// signals), [`FdReuse`](Scenario::FdReuse) and `ClosedFdReuse` (no
+    /// number reused at once, no dup), and
+    /// [`RegularFile`](Scenario::RegularFile) when the runtime preopened
+    /// no directory. The simulator runs every scenario everywhere.
     ///
     /// ```
     /// use evloop::conformance::Scenario;
     /// assert_eq!(Scenario::Readable.not_applicable(), None);
-    /// if cfg!(windows) {
+    /// if cfg!(any(windows, target_os = "wasi")) {
     ///     assert!(Scenario::WaitInterrupted.not_applicable().is_some());
     /// }
     /// ```
@@ -325,7 +345,8 @@ impl Scenario {
     }
 
     /// Runs the scenario on the backend `open` creates (an OS backend:
-    /// real socketpairs and pipes, TCP pairs on Windows), caught: the
+    /// real socketpairs and pipes, TCP pairs on Windows, relayed TCP pairs
+    /// on WASI), caught: the
     /// outcome says how it went; skipped where it
     /// [does not apply](Scenario::not_applicable).
     pub fn check(self, backend: &'static str, open: Factory) -> Outcome {
@@ -685,7 +706,7 @@ fn compare(backend: &str, os: &Record, sim: &Record) -> Outcome {
 }
 
 /// The fork check (see the module documentation), caught; skipped on
-/// Windows, which has no `fork`.
+/// Windows and WASI, which have no `fork`.
 pub fn fork(backend: &'static str, open: Factory) -> Outcome {
     cfg_if::cfg_if! {
         if #[cfg(unix)] {
