@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use evloop::backend::Backend;
 use evloop::backends::{self, wasi::Wasi};
 use evloop::{
-    Async, Child, Embed, Error, Interest, Loop, RunMode, RunOutcome, Signal, Stat, Trigger,
+    Async, Child, Embed, Error, Interest, Loop, PollableLoop, RunMode, RunOutcome, Signal, Stat,
+    Trigger,
 };
 
 /// A loop on the `wasi` backend.
@@ -211,6 +212,10 @@ fn the_pollable_fd_is_refused() {
         "{err:?}"
     );
     names_wasi(&err);
+    let Err(not) = PollableLoop::new(lp) else {
+        panic!("a wasi loop is not pollable")
+    };
+    names_wasi(not.error());
 }
 
 #[test]
