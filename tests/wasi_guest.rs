@@ -291,3 +291,31 @@ fn the_preopened_listeners_are_handed_out_once() {
     let err = backends::wasi::preopened_listeners().unwrap_err();
     assert!(err.to_string().contains("handed out already"), "{err}");
 }
+
+/// The executor, single-threaded: tasks spawned and joined, sleeps that
+/// never end early, a waker used in the loop's own thread.
+#[test]
+fn the_executor_runs_tasks_and_sleeps() {
+    use evloop::exec;
+    let t0 = Instant::now();
+    let mut lp: Loop = wasi_loop();
+    let a = exec::spawn_on(&mut lp, async move {
+        exec::sleep(Duration::from_millis(7)).await;
+        t0.elapsed()
+    })
+    .unwrap();
+    let b = exec::spawn_on(&mut lp, async move {
+        exec::sleep(Duration::from_millis(3)).await;
+        t0.elapsed()
+    })
+    .unwrap();
+    let (ta, tb) = exec::block_on(&mut lp, &mut (), async move {
+        let tb = b.await.unwrap();
+        let ta = a.await.unwrap();
+        (ta, tb)
+    })
+    .unwrap();
+    assert!(ta >= Duration::from_millis(7), "{ta:?}");
+    assert!(tb >= Duration::from_millis(3), "{tb:?}");
+    assert!(tb <= ta);
+}
