@@ -10,7 +10,9 @@
 //! twice more and copies what either connection brings to the other, with
 //! backpressure (a connection is read only when what it brought before
 //! has been written), an EOF as `shutdown(SHUT_WR)` and a reset as a reset
-//! (`SO_LINGER` 0, then close).
+//! (`SO_LINGER` 0, then close); for each `S`, it answers `S` once it has
+//! had nothing to move for [`QUIET`] (how the fixture knows that a full
+//! stream stays full).
 //!
 //! Skips loudly without wasmtime or the built guest, unless
 //! `EVLOOP_REQUIRE_WASMTIME=1` (see tests/common/wasmtime.rs).
@@ -32,12 +34,8 @@ use evloop::conformance::Scenario;
 const WATCHDOG: Duration = Duration::from_secs(300);
 
 /// The scenarios that do not apply on WASI (`Scenario::not_applicable`
-/// there: no signals, no dup, no fd number reused).
-const NOT_ON_WASI: [Scenario; 3] = [
-    Scenario::WaitInterrupted,
-    Scenario::FdReuse,
-    Scenario::ClosedFdReuse,
-];
+/// there: no signals, no dup).
+const NOT_ON_WASI: [Scenario; 2] = [Scenario::WaitInterrupted, Scenario::ClosedFdReuse];
 
 /// What the relay reads from a connection at a time.
 const CHUNK: usize = 16 * 1024;
@@ -112,6 +110,11 @@ fn connect(addr: SocketAddr) -> Conn {
     Conn::new(s)
 }
 
+/// How long the relay must have had nothing to move before it answers a
+/// sync request (`S`): bytes it moved may bring more (a window opened, a
+/// buffer drained) a moment later.
+const QUIET: Duration = Duration::from_millis(20);
+
 /// The relay, until the control connection ends or `stop` is set; the
 /// number of pairs made.
 fn relay(mut control: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> usize {
@@ -119,6 +122,10 @@ fn relay(mut control: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> usize {
     // Connections 2k and 2k+1 are pair k's.
     let mut conns: Vec<Conn> = Vec::new();
     let mut buf = vec![0u8; CHUNK];
+    // Sync requests waiting for the relay to be quiet, and when it last
+    // moved anything.
+    let mut syncs = 0;
+    let mut last_progress = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let mut fds = vec![libc::pollfd {
             fd: control.as_raw_fd(),
@@ -145,38 +152,55 @@ fn relay(mut control: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> usize {
             });
             which.push(i);
         }
+        let wait = if syncs > 0 { 5 } else { 100 };
         // SAFETY: `fds` is a valid array of initialised pollfds.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
-        if n <= 0 {
-            continue;
-        }
-        if fds[0].revents != 0 {
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+        let mut progress = false;
+        if n > 0 && fds[0].revents != 0 {
             match control.read(&mut buf) {
                 Ok(0) => return conns.len() / 2,
                 Ok(k) => {
                     for &b in &buf[..k] {
-                        assert_eq!(b, b'P', "unknown request on the control connection");
-                        conns.push(connect(addr));
-                        conns.push(connect(addr));
+                        match b {
+                            b'P' => {
+                                conns.push(connect(addr));
+                                conns.push(connect(addr));
+                            }
+                            b'S' => syncs += 1,
+                            _ => panic!("unknown request {b} on the control connection"),
+                        }
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                 Err(_) => return conns.len() / 2,
             }
         }
-        for (p, &i) in fds[1..].iter().zip(&which) {
-            if p.revents == 0 || conns[i].stream.is_none() {
-                continue;
+        if n > 0 {
+            for (p, &i) in fds[1..].iter().zip(&which) {
+                if p.revents != 0 && conns[i].stream.is_some() {
+                    progress |= step(&mut conns, i, p.revents, &mut buf);
+                }
             }
-            step(&mut conns, i, p.revents, &mut buf);
+        }
+        if progress {
+            last_progress = Instant::now();
+        } else if syncs > 0 && last_progress.elapsed() >= QUIET {
+            // Nothing moved for a while: all that could arrive has.
+            control.set_nonblocking(false).unwrap();
+            control
+                .write_all(&vec![b'S'; syncs])
+                .expect("answer the guest's sync");
+            control.set_nonblocking(true).unwrap();
+            syncs = 0;
         }
     }
     conns.len() / 2
 }
 
 /// What a poll reported of connection `i`: its bytes read, its partner's
-/// written, an EOF passed on, a reset passed on as a reset.
-fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) {
+/// written, an EOF passed on, a reset passed on as a reset; whether
+/// anything moved.
+fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) -> bool {
     let j = i ^ 1;
     let reset = |conns: &mut [Conn]| {
         // This connection was reset: so is its partner.
@@ -184,7 +208,9 @@ fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) {
         if let Some(s) = conns[j].stream.take() {
             abort(s);
         }
+        true
     };
+    let mut progress = false;
     let s = conns[i].stream.as_ref().unwrap();
     if revents & libc::POLLERR != 0 || matches!(s.take_error(), Ok(Some(_))) {
         return reset(conns);
@@ -193,14 +219,16 @@ fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) {
         match (&mut conns[i].stream.as_ref().unwrap()).read(buf) {
             Ok(0) => conns[i].eof = true,
             Ok(k) => conns[i].pending.extend_from_slice(&buf[..k]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
             Err(_) => return reset(conns),
         }
+        progress = true;
     }
     if revents & libc::POLLOUT != 0 && !conns[j].pending.is_empty() {
         match (&mut conns[i].stream.as_ref().unwrap()).write(&conns[j].pending) {
             Ok(k) => {
                 conns[j].pending.drain(..k);
+                progress = true;
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(_) => return reset(conns),
@@ -212,14 +240,21 @@ fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) {
             if let Some(s) = &conns[to].stream {
                 let _ = s.shutdown(Shutdown::Write);
                 conns[to].shut = true;
+                progress = true;
             }
         }
     }
-    // Both ways ended: the pair is done.
-    if conns[i].eof && conns[j].eof && conns[i].shut && conns[j].shut {
-        drop(conns[i].stream.take());
-        drop(conns[j].stream.take());
+    // A connection done both ways (its EOF passed on, its partner's EOF
+    // given to it) is closed: polled on, it would report its hang-up at
+    // every turn.
+    for k in [i, j] {
+        let c = &mut conns[k];
+        if c.eof && c.shut && c.pending.is_empty() && c.stream.is_some() {
+            drop(c.stream.take());
+            progress = true;
+        }
     }
+    progress
 }
 
 /// The outcome lines of the guest (`RESULT name: ...`), by name.

@@ -16,7 +16,10 @@
 //!    (`SO_LINGER` 0); the guest accepts the two and makes them the pair's
 //!    ends (the relay is symmetric: which is which does not matter);
 //! 3. a "pipe" is such a pair, of which one end is only read and the other
-//!    only written (as on Windows).
+//!    only written (as on Windows);
+//! 4. for each [`SYNC_REQUEST`] the guest writes, the relay answers with
+//!    the same byte once it has had nothing to move for a while (a fill's
+//!    check that no more room comes).
 //!
 //! The scenarios step the loop with `RunMode::NoWait` right after a peer
 //! action and expect its effect at once, as a socketpair gives it. Through
@@ -62,6 +65,10 @@ pub type OsPipeW = WasiSock;
 /// The byte the guest writes on the control connection to ask the relay
 /// for a pair.
 pub const PAIR_REQUEST: u8 = b'P';
+
+/// The byte the guest writes on the control connection to ask the relay
+/// to answer (the same byte) once it has had nothing to move for a while.
+pub const SYNC_REQUEST: u8 = b'S';
 
 /// The environment variable that names the listener's fd (by default the
 /// first socket from fd 3 on: 3 when no directory is preopened).
@@ -163,10 +170,35 @@ fn with_relay<R>(f: impl FnOnce(&mut Relay) -> R) -> R {
     })
 }
 
+/// Asks the relay to answer once it has nothing left to move, and waits
+/// for the answer (at most [`SETTLE_LIMIT`]).
+fn relay_sync() {
+    with_relay(|relay| {
+        relay
+            .control
+            .write_all(&[SYNC_REQUEST])
+            .unwrap_or_else(|e| panic!("asking the relay for a sync: {e}"));
+        let fd = relay.control.as_raw_fd();
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        let mut answer = [0u8; 1];
+        loop {
+            match (&relay.control).read(&mut answer) {
+                Ok(1) => return,
+                Ok(_) => panic!("the relay closed the control connection"),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    wait_for_ms(fd, libc::POLLRDNORM, 100);
+                }
+                Err(e) => panic!("waiting for the relay's sync: {e}"),
+            }
+        }
+    })
+}
+
 /// What the two ends of a pair share: the bytes written into each
 /// direction, the bytes read out of it, which end is closed.
 struct Link {
-    fds: [RawFd; 2],
+    /// Each end's fd (changed by [`renumber`]).
+    fds: [Cell<RawFd>; 2],
     /// `sent[i]`: bytes end `i` has written (toward end `1 - i`).
     sent: [Cell<u64>; 2],
     /// `got[i]`: bytes end `i` has read.
@@ -202,7 +234,7 @@ impl WasiSock {
     }
 
     fn other_fd(&self) -> RawFd {
-        self.link.fds[1 - self.end]
+        self.link.fds[1 - self.end].get()
     }
 
     /// One read, with the waits of the module documentation.
@@ -264,7 +296,7 @@ impl Drop for WasiSock {
         // side is shut down here, so that it writes no more, and its HUP
         // comes with the FIN. Waited for, as a socketpair's is there when
         // the close returns.
-        let fd = self.link.fds[other];
+        let fd = self.link.fds[other].get();
         // A FIN behind bytes the relay still holds (the other end full,
         // never read) comes only when they are read: nothing to wait for.
         let in_flight = self.link.in_flight_to(other);
@@ -296,9 +328,13 @@ impl SharedStream for WasiSock {
         self.write_counted(buf)
     }
     /// Bytes move on along the relay's chain (this connection, the relay,
-    /// the other connection) after a write would block: 50 ms of no room
-    /// is taken as full, as on Windows.
+    /// the other connection) after a write would block: the relay is asked
+    /// to answer once it has nothing left to move ([`SYNC_REQUEST`]), then
+    /// 50 ms of no room is taken as full, as on Windows. (A relay starved
+    /// of the CPU for longer than a fixed wait would otherwise make room
+    /// after the stream was taken as full.)
     fn room_comes_soon(&self) -> bool {
+        relay_sync();
         poll1(self.stream().as_raw_fd(), libc::POLLWRNORM, 50) & libc::POLLWRNORM != 0
     }
 }
@@ -392,7 +428,7 @@ pub fn socketpair() -> (WasiSock, WasiSock) {
         s.set_nonblocking(true).unwrap();
     }
     let link = Rc::new(Link {
-        fds: [a.as_raw_fd(), b.as_raw_fd()],
+        fds: [Cell::new(a.as_raw_fd()), Cell::new(b.as_raw_fd())],
         sent: Default::default(),
         got: Default::default(),
         closed: Default::default(),
@@ -404,6 +440,36 @@ pub fn socketpair() -> (WasiSock, WasiSock) {
         end,
     };
     (end(a, 0), end(b, 1))
+}
+
+/// Moves `end`'s connection to the fd number `to` (`fd_renumber`), which
+/// must be open: its file is closed, as `dup2` closes it. WASI has no dup,
+/// and wasmtime never hands out a closed number again: this is the one way
+/// to reuse a number at once.
+pub fn renumber(end: &mut WasiSock, to: RawFd) {
+    let from = std::os::fd::IntoRawFd::into_raw_fd(end.stream.take().expect("an open end"));
+    // SAFETY: `from` was just taken out of its stream and is owned by
+    // nobody; `to` is the caller's to close.
+    let r = unsafe { libc::__wasilibc_fd_renumber(from, to) };
+    assert_eq!(
+        r,
+        0,
+        "fd_renumber({from}, {to}): {}",
+        io::Error::last_os_error()
+    );
+    // SAFETY: `to` now holds `from`'s connection, owned by this end.
+    end.stream = Some(unsafe { TcpStream::from_raw_fd(to) });
+    end.link.fds[end.end].set(to);
+}
+
+/// Takes `end`'s fd out of it, for the caller to close or reuse (it is
+/// marked closed: the other end's actions no longer wait on it).
+pub fn take_fd(mut end: WasiSock) -> RawFd {
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(end.stream.take().expect("an open end"));
+    end.link.closed[end.end].set(true);
+    // Not dropped: its drop would shut the other end down and wait.
+    std::mem::forget(end);
+    fd
 }
 
 /// A "pipe": a relayed pair, (the end that is only read, the end that is

@@ -322,11 +322,6 @@ impl Scenario {
                         "not applicable on WASI: there are no signals, so nothing interrupts a \
                          wait (poll_oneoff ends by its clock subscription or an fd event)",
                     ),
-                    Scenario::FdReuse => Some(
-                        "not applicable on WASI: the runtime does not reuse a closed fd's \
-                         number at once, and without dup no second number keeps the old file \
-                         open beside it",
-                    ),
                     Scenario::ClosedFdReuse => Some(
                         "not applicable on WASI: there is no dup, so no file outlives the \
                          number closed behind the loop's back",

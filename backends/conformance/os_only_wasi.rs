@@ -1,19 +1,22 @@
-//! The kernel-only scenarios on WASI: regular files and directories
-//! refused, in a directory the runtime preopened (`wasmtime run --dir`).
-//! The fd reuse scenarios do not run there
+//! The kernel-only scenarios on WASI: a number reused at once (by
+//! `fd_renumber`), and regular files and directories refused, in a
+//! directory the runtime preopened (`wasmtime run --dir`).
+//! `closed_fd_reuse` does not run there
 //! ([`Scenario::not_applicable`](super::Scenario::not_applicable) gives
-//! the reasons, and [`Scenario::check`](super::Scenario::check) skips them
-//! before they get here).
+//! the reason, and [`Scenario::check`](super::Scenario::check) skips it
+//! before it gets here).
 
 use std::fs::File;
 use std::io;
 use std::os::fd::FromRawFd;
 
-use super::fixture::{Fixture, OsFixture, RawSock};
-use super::record::Record;
-use super::scenarios::refused_beside_a_pipe;
+use super::fixture::{renumber, socketpair, take_fd, Fixture, OsFixture, RawSock};
+use super::record::{write_all, Record};
+use super::scenarios::{reader, refused_beside_a_pipe, sleeper, start};
 use super::Scenario;
-use crate::RawFd;
+use crate::{Interest, RawFd, RunMode, RunOutcome};
+
+use RunMode::NoWait;
 
 /// The first directory the runtime preopened, if any (found by `fstat`:
 /// wasmtime puts a preopened listener before the directories, where
@@ -51,9 +54,51 @@ fn not_here(f: &OsFixture, s: Scenario) -> Record {
     )
 }
 
-/// Not applicable on WASI (see [`Scenario::not_applicable`]).
+/// fd number reuse, as WASI allows it: a watcher removed (deregistered;
+/// its source, borrowed by number, left open, ready with unread data) and
+/// its number taken at once by a new connection (`fd_renumber` onto it,
+/// which closes the old one: WASI has no dup to keep it open elsewhere,
+/// and wasmtime never hands out a closed number again). The new watcher
+/// starts clean: nothing of the old connection's readiness reaches it,
+/// then its own data does.
 pub fn fd_reuse(f: &OsFixture) -> Record {
-    not_here(f, Scenario::FdReuse)
+    let backend = f.backend();
+    let (old, old_peer) = socketpair();
+    let (mut lp, mut log) = start(f);
+    let n = super::fixture::fd_of(&old);
+    let by_number = RawSock::owning_nothing(n);
+    log.name_fd(&by_number, "old");
+    let io = lp
+        .io(by_number, Interest::READABLE, sleeper("old"))
+        .unwrap();
+    write_all(&old_peer, b"stale"); // never read through `n`
+    log.step(&mut lp, NoWait);
+    log.expect(&["old:r"], &[]);
+
+    // Deregistered; `n` stays open (the source owns nothing), still
+    // readable.
+    lp.remove(io).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect_outcome(RunOutcome::NoActiveWatchers);
+    log.expect_modifies(&["old: r => -"]);
+
+    // The number taken at once by a new connection.
+    let (mut new, new_peer) = socketpair();
+    let n_again = take_fd(old);
+    renumber(&mut new, n_again);
+    assert_eq!(super::fixture::fd_of(&new), n, "{backend}");
+    log.name_fd(&new, "new");
+    lp.io(new, Interest::READABLE, reader("new")).unwrap();
+    log.step(&mut lp, NoWait);
+    log.expect(&[], &[]);
+    log.expect_modifies(&["new: - => r"]);
+
+    write_all(&new_peer, b"fresh");
+    log.step(&mut lp, NoWait);
+    log.expect(&["new:r"], &["new read \"fresh\" then would-block"]);
+    drop(lp);
+    drop((old_peer, new_peer));
+    log.into_record()
 }
 
 /// Not applicable on WASI (see [`Scenario::not_applicable`]).
