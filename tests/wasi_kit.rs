@@ -99,6 +99,11 @@ fn abort(stream: TcpStream) {
     drop(stream);
 }
 
+/// `TCP_QUICKACK` on `s`: no delayed ACK until Linux turns it off again.
+fn quickack(s: &TcpStream) {
+    set_int(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+}
+
 /// A connection to the guest's listener, for a pair.
 fn connect(addr: SocketAddr) -> Conn {
     let s = TcpStream::connect(addr).expect("connect to the guest for a pair");
@@ -106,14 +111,17 @@ fn connect(addr: SocketAddr) -> Conn {
     let fd = s.as_raw_fd();
     set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, BUFFER);
     set_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, BUFFER);
+    quickack(&s);
     s.set_nonblocking(true).unwrap();
     Conn::new(s)
 }
 
 /// How long the relay must have had nothing to move before it answers a
-/// sync request (`S`): bytes it moved may bring more (a window opened, a
-/// buffer drained) a moment later.
-const QUIET: Duration = Duration::from_millis(20);
+/// sync request (`S`): bytes it moved may bring more a while later (an ACK
+/// the guest's side delayed, up to Linux's 200 ms, frees room in a send
+/// buffer; a zero window is probed after 200 ms). Shorter, a stream the
+/// fixture filled found room again steps later under load.
+const QUIET: Duration = Duration::from_millis(250);
 
 /// The relay, until the control connection ends or `stop` is set; the
 /// number of pairs made.
@@ -222,6 +230,10 @@ fn step(conns: &mut [Conn], i: usize, revents: libc::c_short, buf: &mut [u8]) ->
             Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
             Err(_) => return reset(conns),
         }
+        // What the guest sent is acknowledged at once (Linux turns quick
+        // ACKs off again by itself), so that its send buffer never frees
+        // room late.
+        quickack(conns[i].stream.as_ref().unwrap());
         progress = true;
     }
     if revents & libc::POLLOUT != 0 && !conns[j].pending.is_empty() {
