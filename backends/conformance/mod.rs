@@ -71,10 +71,11 @@
 //! `tests/wasi_kit_guest.rs` the guest), and the kit does not run what
 //! cannot apply there: the `fork` check, the signal, child and
 //! cross-thread wake-up notice checks (no processes, no signals, no
-//! threads), [`Scenario::WaitInterrupted`] (no signals), and
-//! [`Scenario::FdReuse`] and [`Scenario::ClosedFdReuse`] (the runtime never
-//! reuses a closed number at once, and there is no dup). Every other
-//! scenario runs, the differential and no-allocation checks too;
+//! threads), [`Scenario::WaitInterrupted`] (no signals) and
+//! [`Scenario::ClosedFdReuse`] (no dup: no file outlives its closed
+//! number). Every other scenario runs, the differential and no-allocation
+//! checks too; [`Scenario::FdReuse`] reuses the number with `fd_renumber`
+//! (wasmtime never hands a closed number out again), and
 //! [`Scenario::RegularFile`] runs where the runtime preopened a directory
 //! (`wasmtime run --dir`). wasm32-wasip1 aborts at a panic, so a failed
 //! check ends the guest there (`catch_unwind` catches nothing).
@@ -286,8 +287,7 @@ impl Scenario {
     /// since nothing there interrupts a wait as a signal does on Unix, and
     /// [`ClosedFdReuse`](Scenario::ClosedFdReuse), whose Windows
     /// counterpart is not written; on WASI, `WaitInterrupted` (no
-    /// signals), [`FdReuse`](Scenario::FdReuse) and `ClosedFdReuse` (no
-    /// number reused at once, no dup), and
+    /// signals), `ClosedFdReuse` (no dup), and
     /// [`RegularFile`](Scenario::RegularFile) when the runtime preopened
     /// no directory. The simulator runs every scenario everywhere.
     ///
