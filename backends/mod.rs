@@ -10,6 +10,7 @@
 //! | `select`   | every Unix                      | no          | emulated | `FD_SETSIZE - 1` | never         | next wait         |
 //! | `iocp`     | Windows (the default)           | no          | native   | none             | as of wake-up | next wait         |
 //! | `select`   | Windows (Winsock)               | no          | emulated | none             | never         | next wait         |
+//! | `wasi`     | WASI preview 1 (`wasm32-wasip1`)| no          | emulated | none             | always        | next wait         |
 //! | `sim`      | everywhere                      | no          | emulated | virtual fds only | always        | next wait         |
 //!
 //! kqueue, poll and select are built for FreeBSD, macOS and NetBSD;
@@ -53,9 +54,9 @@ pub use with_services::WithServices;
 // the check that an fd can be watched at all).
 #[cfg(unix)]
 pub mod unix;
-#[cfg(any(unix, windows))]
+#[cfg(any(unix, windows, target_os = "wasi"))]
 pub mod util;
-#[cfg(any(unix, windows))]
+#[cfg(any(unix, windows, target_os = "wasi"))]
 pub(crate) use util::{Clock, Deadline};
 
 // What the Windows backends share: Winsock, console events, children,
@@ -154,6 +155,10 @@ cfg_if::cfg_if! {
         #[path = "windows/select.rs"]
         pub mod select;
         const PLATFORM: [Offered; 2] = [iocp::OFFERED, select::OFFERED];
+    } else if #[cfg(target_os = "wasi")] {
+        // WASI preview 1 (wasm32-wasip1): poll_oneoff.
+        pub mod wasi;
+        const PLATFORM: [Offered; 1] = [wasi::OFFERED];
     } else {
         // No OS backend: only the simulator (and custom backends) remain.
         const PLATFORM: [Offered; 0] = [];
@@ -176,7 +181,7 @@ const PLATFORM_NAMES: [&str; PLATFORM.len()] = names_of(&PLATFORM);
 /// The OS backends [`open`] can create on this platform, best first:
 /// `["epoll", "poll", "select"]` on Linux, `["kqueue", "poll", "select"]` on
 /// macOS and the BSDs, `["iocp", "select"]` on Windows, `["poll",
-/// "select"]` on other Unix systems. With the
+/// "select"]` on other Unix systems, `["wasi"]` on WASI. With the
 /// `io-uring` feature, Linux lists `"io_uring"` right after `"epoll"` (it
 /// is never the default; [`open`] fails with the kernel's reason where
 /// io_uring is refused). (The simulator is not listed: create it with
@@ -198,7 +203,7 @@ pub const AVAILABLE: &[&str] = &PLATFORM_NAMES;
 
 /// The backend a loop uses when nothing else is asked for: `epoll` on Linux,
 /// `kqueue` on macOS and the BSDs, `iocp` on Windows, `poll` on other Unix
-/// systems (and
+/// systems, `wasi` on WASI (and
 /// `"none"`, which [`open`] refuses, where there is no OS backend).
 ///
 /// ```
@@ -257,7 +262,7 @@ pub fn open(name: &str) -> Result<Box<dyn Backend>, Error> {
 /// assert!(backends::register("iocp", backends::factory("select").unwrap()).is_err());
 /// ```
 pub const RESERVED: &[&str] = &[
-    "epoll", "io_uring", "kqueue", "poll", "select", "iocp", "sim",
+    "epoll", "io_uring", "kqueue", "poll", "select", "iocp", "wasi", "sim",
 ];
 
 /// The backends registered for the whole process, in order.

@@ -835,7 +835,7 @@ pub trait Backend {
     /// let err = Poll::new().pollable_fd().unwrap_err();
     /// assert!(err.to_string().contains("poll(2) is handed the watched fds"), "{err}");
     /// ```
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     fn pollable_fd(&self) -> io::Result<std::os::fd::BorrowedFd<'_>> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,

@@ -269,7 +269,7 @@ impl FdTable {
 
     /// After the backend was re-created (fork): the service re-creates
     /// its internal fds, so none is registered any more.
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub fn forget_internal(&mut self) {
         if self.internal == 0 {
             return;
@@ -646,7 +646,7 @@ impl FdTable {
 
     /// After the backend was re-created (fork): every fd it knew is new to
     /// it, and is registered again at the next flush.
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub fn reregister_all(&mut self) {
         for fd in 0..self.fds.len() {
             if self.fds[fd].registered != Interest::NONE {

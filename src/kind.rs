@@ -694,7 +694,7 @@ pub(crate) trait Erased: Any {
     fn is_due(&self, key: Key) -> bool;
     fn clear_due(&mut self, key: Key);
     fn dropping(&mut self, cx: &mut Context<'_>, run: &mut Vec<Key>);
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
@@ -748,7 +748,7 @@ impl<K: Kind> Erased for K {
         Kind::dropping(self, cx, &mut mine);
         run.extend(mine.into_iter().map(Watcher::key));
     }
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     fn after_fork(&mut self, cx: &mut Context<'_>) -> Result<()> {
         Kind::after_fork(self, cx)
     }

@@ -110,7 +110,7 @@ pub use kind::{Context, Kind, Phase, Phases, Watcher};
 pub use kinds::asyncs::{Async, AsyncSender};
 pub use kinds::child::{Child, ChildEvent};
 pub use kinds::cleanup::Cleanup;
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub use kinds::embed::Embed;
 pub use kinds::once::{Once, OnceEvent};
 pub use kinds::periodic::{Periodic, Schedule};

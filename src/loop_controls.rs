@@ -321,7 +321,7 @@ impl<'s, S> Loop<'s, S> {
     /// assert!(matches!(err, Error::NoPollableFd { backend: "sim", .. }));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub fn pollable_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
         self.backend.pollable_fd().map_err(|e| Error::NoPollableFd {
             backend: self.backend.name(),
@@ -539,7 +539,7 @@ impl<'s, S> Loop<'s, S> {
     /// let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     /// lp.reinit_after_fork().unwrap();
     /// ```
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub fn reinit_after_fork(&mut self) -> Result<()> {
         self.materialise_batch();
         let name = self.backend.name();

@@ -6,7 +6,7 @@
 pub(crate) mod asyncs;
 pub(crate) mod child;
 pub(crate) mod cleanup;
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub(crate) mod embed;
 pub(crate) mod once;
 pub(crate) mod periodic;
@@ -283,7 +283,7 @@ impl<'s, S> Loop<'s, S> {
 
     /// Each kind after `fork()`, by rank (signals are watched again
     /// before fork watchers are queued, whichever the loop used first).
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub(crate) fn kinds_after_fork(&mut self) -> Result<()> {
         let (kinds, mut cx) = split_core!(self);
         for index in kinds.by_rank() {

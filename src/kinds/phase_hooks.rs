@@ -337,7 +337,7 @@ impl Fork {
     /// lp.run(RunMode::Default, &mut log).unwrap();
     /// assert_eq!(log, ["fork", "prepare"]);
     /// ```
-    #[cfg(unix)]
+    #[cfg(any(unix, target_os = "wasi"))]
     pub fn new<'s, S, F>(lp: &mut Loop<'s, S>, callback: F) -> Result<Fork>
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,

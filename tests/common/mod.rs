@@ -26,6 +26,8 @@ use evloop::{Loop, RunMode, RunOutcome, Sim, SimSocket, Source};
 #[cfg(unix)]
 pub mod pollable;
 pub mod settle_points;
+#[cfg(target_os = "linux")]
+pub mod wasmtime;
 
 /// How long a scenario may take before the watchdog fails it. Generous:
 /// a scenario takes milliseconds; a hang never ends.
