@@ -2,10 +2,12 @@
 //! a preopened listener, served from Linux: 100 connections, 10 at a
 //! time, payloads from empty to 256 KiB (some written in pieces), each
 //! half-closed at its end and every byte of its echo checked; then the
-//! guest, started with `--connections 100`, must exit 0.
+//! guest, started with `--connections 100`, must exit 0. The same clients
+//! for the async echo server of tests/wasi_net_guest.rs (`exec::AsyncFd`
+//! on the preopened listener and its accepted sockets).
 //!
-//! Build the guest and run (tests/common/wasmtime.rs documents the
-//! environment):
+//! tests/wasi/run.sh builds the guests into one directory and runs this;
+//! by hand (tests/common/wasmtime.rs documents the environment):
 //!
 //! ```sh
 //! cargo build --target wasm32-wasip1 --example echo_server
@@ -13,6 +15,9 @@
 //!     EVLOOP_WASI_DIR="${CARGO_TARGET_DIR:-target}/wasm32-wasip1/debug/examples" \
 //!     cargo test --test wasi_echo -- --nocapture
 //! ```
+//!
+//! (the async server's guest, `wasi_net_guest.wasm`, is the test binary
+//! of tests/wasi_net_guest.rs, copied there by run.sh.)
 //!
 //! Without wasmtime or the guest it says "SKIPPED: ..." and passes,
 //! unless `EVLOOP_REQUIRE_WASMTIME=1`.
@@ -84,10 +89,10 @@ fn client(c: TcpStream, i: usize) -> (Vec<u8>, Vec<u8>) {
     (data, got.join().unwrap())
 }
 
-/// Clients `from..from + AT_ONCE` at once (the first on `first`, if
-/// given); every echo checked.
-fn batch(addr: SocketAddr, from: usize, mut first: Option<TcpStream>) {
-    let clients: Vec<_> = (from..(from + AT_ONCE).min(CLIENTS))
+/// Clients `from..from + AT_ONCE` (and below `total`) at once (the first
+/// on `first`, if given); every echo checked.
+fn batch(addr: SocketAddr, from: usize, total: usize, mut first: Option<TcpStream>) {
+    let clients: Vec<_> = (from..(from + AT_ONCE).min(total))
         .map(|i| {
             let c = first.take().unwrap_or_else(|| {
                 TcpStream::connect(addr).unwrap_or_else(|e| panic!("client {i}: connect: {e}"))
@@ -107,23 +112,29 @@ fn batch(addr: SocketAddr, from: usize, mut first: Option<TcpStream>) {
     }
 }
 
+/// `total` clients of the guest, [`AT_ONCE`] at a time, under a watchdog;
+/// then the guest's exit status and output.
+fn serve(mut guest: Guest, total: usize) -> (std::process::ExitStatus, String, String) {
+    // The first connection waits for the runtime to listen.
+    let first = guest.connect(Duration::from_secs(30));
+    let addr = guest.addr;
+    watchdog("wasi echo clients", Duration::from_secs(180), move || {
+        let mut first = Some(first);
+        for from in (0..total).step_by(AT_ONCE) {
+            batch(addr, from, total, first.take());
+        }
+    });
+    guest.wait(Duration::from_secs(30))
+}
+
 #[test]
 fn the_wasi_echo_server_answers_100_linux_clients_byte_for_byte_then_exits_0() {
     let Some((wasmtime, wasm)) = wasmtime_and_guest("echo_server") else {
         return;
     };
     let total = CLIENTS.to_string();
-    let mut guest = Guest::start(&wasmtime, &wasm, &["--connections", &total]);
-    // The first connection waits for the runtime to listen.
-    let first = guest.connect(Duration::from_secs(30));
-    let addr = guest.addr;
-    watchdog("wasi echo clients", Duration::from_secs(180), move || {
-        let mut first = Some(first);
-        for from in (0..CLIENTS).step_by(AT_ONCE) {
-            batch(addr, from, first.take());
-        }
-    });
-    let (status, out, err) = guest.wait(Duration::from_secs(30));
+    let guest = Guest::start(&wasmtime, &wasm, &["--connections", &total]);
+    let (status, out, err) = serve(guest, CLIENTS);
     assert!(
         status.success(),
         "the guest exited {status}\nstdout:\n{out}\nstderr:\n{err}"
@@ -135,5 +146,26 @@ fn the_wasi_echo_server_answers_100_linux_clients_byte_for_byte_then_exits_0() {
     assert!(
         err.contains(&format!("served {CLIENTS} connections")),
         "stderr: {err}"
+    );
+}
+
+/// The async echo server of tests/wasi_net_guest.rs (its ignored test,
+/// which serves 30 connections and returns).
+#[test]
+fn the_wasi_async_echo_server_answers_30_linux_clients_byte_for_byte() {
+    const CONNECTIONS: usize = 30;
+    let Some((wasmtime, wasm)) = wasmtime_and_guest("wasi_net_guest") else {
+        return;
+    };
+    let test = "exec_echo_on_the_preopened_listener";
+    let guest = Guest::start(&wasmtime, &wasm, &["--ignored", "--exact", test]);
+    let (status, out, err) = serve(guest, CONNECTIONS);
+    assert!(
+        status.success(),
+        "the guest exited {status}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(
+        out.contains(&format!("test {test} ... ok")) && out.contains("1 passed"),
+        "stdout: {out}"
     );
 }

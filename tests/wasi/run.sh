@@ -13,10 +13,11 @@
 # 3. the guests built (the test targets tests/wasi_*_guest.rs and
 #    tests/wasi_guest.rs, and examples/echo_server.rs) and copied to
 #    $CARGO_TARGET_DIR/wasi-guests/NAME.wasm;
-# 4. the portable test set run inside wasmtime (tests/wasi_guest.rs), and
-#    the Linux tests that serve guests from outside (tests/wasi_echo.rs:
-#    the echo server answering 100 Linux clients; tests/wasi_kit.rs: the
-#    conformance kit on the wasi backend), required to run, not skip.
+# 4. the portable test sets run inside wasmtime (tests/wasi_guest.rs;
+#    net's and exec's, tests/wasi_net_guest.rs), and the Linux tests that
+#    serve guests from outside (tests/wasi_echo.rs: the echo server
+#    answering 100 Linux clients, and exec's async echo; tests/wasi_kit.rs:
+#    the conformance kit on the wasi backend), required to run, not skip.
 #
 # Environment: CARGO_TARGET_DIR (default target); EVLOOP_WASMTIME (a
 # wasmtime to use instead of installing one; it must accept
@@ -83,8 +84,11 @@ cargo clippy "${wasi[@]}" "${tests[@]}" --example echo_server -- -D warnings
 cp "$target/wasm32-wasip1/debug/examples/echo_server.wasm" "$guests/"
 ls -l "$guests"
 
-echo "--- the portable test set, inside wasmtime"
-"$wasmtime" run -S preview2=n "$guests/wasi_guest.wasm"
+echo "--- the portable test sets (tests/wasi_*guest.rs), inside wasmtime"
+for guest in "$guests"/wasi_*guest.wasm; do
+    echo "--- $(basename "$guest")"
+    "$wasmtime" run -S preview2=n "$guest"
+done
 
 echo "--- guests served from Linux: the echo server, the conformance kit"
 EVLOOP_WASMTIME="$wasmtime" EVLOOP_WASI_DIR="$(realpath "$guests")" EVLOOP_REQUIRE_WASMTIME=1 \
