@@ -217,22 +217,12 @@ impl Wasi {
     fn subscribe(&mut self, timeout: Option<Duration>) {
         self.subscriptions.clear();
         for &(fd, interest) in &self.entries {
-            for (wanted, tag, dir) in [
-                (interest.is_readable(), sys::EVENTTYPE_FD_READ, 0),
-                (interest.is_writable(), sys::EVENTTYPE_FD_WRITE, 1),
-            ] {
-                if wanted {
-                    self.subscriptions.push(sys::Subscription {
-                        userdata: (fd as u64) << 1 | dir,
-                        tag,
-                        u: sys::SubscriptionU {
-                            id_or_fd: fd as u32,
-                            timeout: 0,
-                            precision: 0,
-                            flags: 0,
-                        },
-                    });
-                }
+            let fd = fd as u64;
+            if interest.is_readable() {
+                self.subscriptions.push(fd_subscription(fd << 1));
+            }
+            if interest.is_writable() {
+                self.subscriptions.push(fd_subscription(fd << 1 | 1));
             }
         }
         if let Some(t) = timeout {
@@ -284,10 +274,29 @@ impl Wasi {
     }
 }
 
-/// The event of one fd subscription if it is ready now: a
+/// The subscription of one direction of an fd (`userdata`: `fd << 1 | dir`,
+/// 0 reading, 1 writing).
+fn fd_subscription(userdata: u64) -> sys::Subscription {
+    sys::Subscription {
+        userdata,
+        tag: if userdata & 1 == 0 {
+            sys::EVENTTYPE_FD_READ
+        } else {
+            sys::EVENTTYPE_FD_WRITE
+        },
+        u: sys::SubscriptionU {
+            id_or_fd: (userdata >> 1) as u32,
+            timeout: 0,
+            precision: 0,
+            flags: 0,
+        },
+    }
+}
+
+/// The event of the fd subscription `userdata` if it is ready now: a
 /// `poll_oneoff` of it and a clock that has expired already, which does
 /// not wait.
-fn probe(sub: &sys::Subscription) -> io::Result<Option<sys::Event>> {
+fn probe(userdata: u64) -> io::Result<Option<sys::Event>> {
     let now = sys::Subscription {
         userdata: CLOCK,
         tag: sys::EVENTTYPE_CLOCK,
@@ -298,7 +307,7 @@ fn probe(sub: &sys::Subscription) -> io::Result<Option<sys::Event>> {
             flags: 0,
         },
     };
-    let subscriptions = [*sub, now];
+    let subscriptions = [fd_subscription(userdata), now];
     let mut events = [sys::Event {
         userdata: 0,
         error: 0,
@@ -315,7 +324,7 @@ fn probe(sub: &sys::Subscription) -> io::Result<Option<sys::Event>> {
     }
     Ok(events[..n.min(2)]
         .iter()
-        .find(|e| e.userdata == sub.userdata)
+        .find(|e| e.userdata == userdata)
         .copied())
 }
 
@@ -471,10 +480,9 @@ impl Backend for Wasi {
                 continue;
             }
             if all {
-                let sub = self.subscriptions.iter().find(|s| s.userdata == e.userdata);
-                match sub.map(probe).transpose()? {
-                    Some(Some(confirmed)) => e = confirmed,
-                    _ => continue,
+                match probe(e.userdata)? {
+                    Some(confirmed) => e = confirmed,
+                    None => continue,
                 }
             }
             let fd = (e.userdata >> 1) as RawFd;
