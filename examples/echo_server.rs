@@ -12,7 +12,7 @@
 //! serve them to their end, exit 0.
 //!
 //! On WASI (wasm32-wasip1) a guest cannot bind: the server takes the
-//! listener the runtime preopened as fd 3 (`--fd N` for another), and has
+//! listener the runtime preopened (`--fd N`: the one that is fd N), and has
 //! no signals to stop on (WASI has none; `--connections N` ends it):
 //!
 //! ```text
@@ -173,23 +173,23 @@ fn listener(args: &Args) -> Result<(TcpListener, String), Box<dyn std::error::Er
     Ok((listener, addr.to_string()))
 }
 
-/// The listener the runtime preopened as fd 3 (or `--fd N`): a WASI guest
-/// cannot bind one.
+/// The listener the runtime preopened (the first; `--fd N`: the one that
+/// is fd N): a WASI guest cannot bind one.
 #[cfg(target_os = "wasi")]
 fn listener(args: &Args) -> Result<(TcpListener, String), Box<dyn std::error::Error>> {
-    use std::os::fd::FromRawFd;
+    use std::os::fd::AsRawFd;
     if let Some(addr) = &args.addr {
         return Err(format!(
-            "{addr}: WASI cannot bind; the runtime preopens the listener (--fd N, default 3)"
+            "{addr}: WASI cannot bind; the runtime preopens the listener (--fd N for another than the first)"
         )
         .into());
     }
-    let fd = args.fd.unwrap_or(3);
-    // SAFETY: the runtime gave this program fd `fd` (its preopened
-    // listener, `wasmtime run -S tcplisten=ADDR`), and nothing else in the
-    // program owns it.
-    let listener = unsafe { TcpListener::from_raw_fd(fd) };
-    Ok((listener, format!("fd {fd}")))
+    let listener = evloop::backends::wasi::preopened_listeners()?
+        .into_iter()
+        .find(|l| args.fd.is_none_or(|fd| l.as_raw_fd() == fd))
+        .ok_or("no such preopened listener (wasmtime run -S preview2=n -S tcplisten=ADDR)")?;
+    let name = format!("fd {}", listener.as_raw_fd());
+    Ok((listener, name))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -4,8 +4,8 @@
 //! per call), and the executor runs single-threaded: tasks, sleeps, and
 //! wakes from the loop's own thread, with no backend waker.
 //!
-//! The ignored test, an async echo server on the preopened listener
-//! (fd 3), is run by tests/wasi_echo.rs, which starts this guest with a
+//! The ignored test, an async echo server on the preopened listener, is
+//! run by tests/wasi_echo.rs, which starts this guest with a
 //! listener and serves it from Linux: `wasi_net_guest.wasm --ignored
 //! --exact exec_echo_on_the_preopened_listener`.
 #![cfg(target_os = "wasi")]
@@ -173,17 +173,18 @@ async fn echo(conn: AsyncFd<TcpStream>) -> io::Result<usize> {
     Ok(total)
 }
 
-/// An async echo server on the listener the runtime preopened as fd 3
+/// An async echo server on the listener the runtime preopened
 /// (`wasmtime run -S tcplisten=ADDR`): `AsyncFd` over the listener and
 /// the sockets accepted from it, one task each; it returns after
 /// [`EXEC_ECHO_CONNECTIONS`] connections. Run by tests/wasi_echo.rs.
 #[test]
 #[ignore = "needs a preopened listener: tests/wasi_echo.rs runs it"]
 fn exec_echo_on_the_preopened_listener() {
-    use std::os::fd::FromRawFd;
-    // SAFETY: tests/wasi_echo.rs starts this guest with a listener
-    // preopened as fd 3, which nothing else in the program owns.
-    let listener = unsafe { TcpListener::from_raw_fd(3) };
+    let listener = evloop::backends::wasi::preopened_listeners()
+        .unwrap()
+        .into_iter()
+        .next()
+        .expect("a preopened listener (tests/wasi_echo.rs gives one)");
     let mut lp: Loop = Loop::new().unwrap();
     let echoed = block_on(&mut lp, &mut (), async move {
         let listener = AsyncFd::new(listener)?;
