@@ -51,7 +51,7 @@
 //! [`Backend::now`]: crate::backend::Backend::now
 #![allow(unsafe_code)]
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 use std::io;
 #[cfg(unix)]
 use std::os::fd::RawFd;
@@ -216,7 +216,7 @@ impl Deadline {
     }
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 /// Whether `fd` is readable (or hung up, or in error) right now: one
 /// `poll(2)` with a zero timeout, resumed after `EINTR`. For the holder
 /// of a loop's pollable fd whose own wait is edge-triggered (tokio's
@@ -238,7 +238,7 @@ pub fn readable_now(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
     readable_within(fd, Duration::ZERO)
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 /// Whether `fd` becomes readable (or hung up, or in error) within
 /// `timeout`: `poll(2)`, resumed after `EINTR` for the time left.
 ///

@@ -72,7 +72,7 @@ mod loop_controls;
 #[cfg_attr(docsrs, doc(cfg(feature = "net")))]
 pub mod net;
 mod pending;
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 mod pollable;
 mod registry;
 #[cfg(feature = "replay")]
@@ -118,7 +118,7 @@ pub use kinds::phase_hooks::{Check, Fork, Idle, Prepare};
 pub use kinds::signal::Signal;
 pub use kinds::stat::{Stat, StatEvent};
 pub use pending::{MAX_PRIORITY, MIN_PRIORITY};
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub use pollable::{NotPollable, PollableLoop};
 pub use run_state::{Break, RunMode, RunOutcome};
 pub use source::{RawFd, Source, SourceFd, VirtualFd};

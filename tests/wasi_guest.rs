@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use evloop::backend::Backend;
 use evloop::backends::{self, wasi::Wasi};
 use evloop::{
-    Async, Child, Embed, Error, Interest, Loop, RunMode, RunOutcome, Signal, Stat, Trigger,
+    Async, Child, Embed, Error, Interest, Loop, PollableLoop, RunMode, RunOutcome, Signal, Stat,
+    Trigger,
 };
 
 /// A loop on the `wasi` backend.
@@ -211,6 +212,10 @@ fn the_pollable_fd_is_refused() {
         "{err:?}"
     );
     names_wasi(&err);
+    let Err(not) = PollableLoop::new(lp) else {
+        panic!("a wasi loop is not pollable")
+    };
+    names_wasi(not.error());
 }
 
 #[test]
@@ -285,4 +290,32 @@ fn the_preopened_listeners_are_handed_out_once() {
     assert!(backends::wasi::preopened_listeners().unwrap().is_empty());
     let err = backends::wasi::preopened_listeners().unwrap_err();
     assert!(err.to_string().contains("handed out already"), "{err}");
+}
+
+/// The executor, single-threaded: tasks spawned and joined, sleeps that
+/// never end early, a waker used in the loop's own thread.
+#[test]
+fn the_executor_runs_tasks_and_sleeps() {
+    use evloop::exec;
+    let t0 = Instant::now();
+    let mut lp: Loop = wasi_loop();
+    let a = exec::spawn_on(&mut lp, async move {
+        exec::sleep(Duration::from_millis(7)).await;
+        t0.elapsed()
+    })
+    .unwrap();
+    let b = exec::spawn_on(&mut lp, async move {
+        exec::sleep(Duration::from_millis(3)).await;
+        t0.elapsed()
+    })
+    .unwrap();
+    let (ta, tb) = exec::block_on(&mut lp, &mut (), async move {
+        let tb = b.await.unwrap();
+        let ta = a.await.unwrap();
+        (ta, tb)
+    })
+    .unwrap();
+    assert!(ta >= Duration::from_millis(7), "{ta:?}");
+    assert!(tb >= Duration::from_millis(3), "{tb:?}");
+    assert!(tb <= ta);
 }

@@ -35,6 +35,7 @@ rustup target add wasm32-wasip1
 echo "--- the core alone (default features), built and linted for wasm32-wasip1"
 cargo build "${wasi[@]}"
 cargo clippy "${wasi[@]}" -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${wasi[@]}"
 echo "--- with exec, net, replay and the conformance kit"
 cargo clippy "${wasi[@]}" --features exec,net,replay,conformance -- -D warnings
 
