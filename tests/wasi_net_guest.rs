@@ -1,7 +1,8 @@
 //! `net` and `exec` on WASI, built for `wasm32-wasip1` and run under
 //! wasmtime (`tests/wasi/run.sh`): what a guest cannot do with sockets is
 //! an `Err` of kind `Unsupported` that names WASI and says why (one test
-//! per call), and the executor runs single-threaded: tasks, sleeps, and
+//! per call; the signal and child streams' first items name WASI too),
+//! and the executor runs single-threaded: tasks, sleeps, and
 //! wakes from the loop's own thread, with no backend waker.
 //!
 //! The ignored test, an async echo server on the preopened listener, is
@@ -19,7 +20,9 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use evloop::exec::{block_on, sleep, spawn_local, yield_now, AsyncFd, JoinSet};
+use evloop::exec::{
+    block_on, child_exit, child_exits, signals, sleep, spawn_local, yield_now, AsyncFd, JoinSet,
+};
 use evloop::net::ListenOptions;
 use evloop::{Loop, RunMode, RunOutcome};
 
@@ -79,6 +82,33 @@ fn async_connect_is_refused() {
         .unwrap()
         .unwrap_err();
     refused(err);
+}
+
+/// The signal stream's first item is an error naming WASI (which has no
+/// signals), and then it ends.
+#[test]
+fn the_signal_stream_is_refused() {
+    let mut lp: Loop = Loop::new().unwrap();
+    let (first, then) = block_on(&mut lp, &mut (), async {
+        let mut term = signals(evloop::Signal::TERM);
+        (term.recv().await, term.recv().await)
+    })
+    .unwrap();
+    names_wasi(first.expect("a first item").unwrap_err());
+    assert!(then.is_none());
+}
+
+/// The child streams' first item is an error naming WASI (which has no
+/// processes to wait for).
+#[test]
+fn the_child_streams_are_refused() {
+    let mut lp: Loop = Loop::new().unwrap();
+    let (one, any) = block_on(&mut lp, &mut (), async {
+        (child_exit(1).await, child_exits().recv().await)
+    })
+    .unwrap();
+    names_wasi(one.unwrap_err());
+    names_wasi(any.expect("a first item").unwrap_err());
 }
 
 /// Tasks, sleeps (never early), yields and a join set on the one thread:
