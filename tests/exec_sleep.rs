@@ -83,6 +83,7 @@ fn a_reset_to_a_passed_deadline_completes_at_the_next_poll_on_every_backend() {
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "a WASI guest has one thread")]
 fn a_reset_from_another_thread_takes_effect_on_every_backend() {
     on_backends("reset from a thread", &every_backend(), |backend| {
         for absolute in [true, false] {

@@ -111,6 +111,10 @@ fn every_task_reading_one_socket_gets_its_byte_on_every_backend() {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "a WASI guest cannot bind or connect a socket"
+)]
 fn every_task_accepting_on_one_listener_gets_a_connection_on_every_kernel() {
     on_backends("shared accept", evloop::backends::AVAILABLE, |backend| {
         for n in WAITERS {

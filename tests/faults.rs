@@ -17,6 +17,10 @@ use evloop::{Async, Error, Handle, Idle, Interest, Loop, Ready, RunMode, RunOutc
 // ---- a panic in a callback -------------------------------------------------
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
     on_every_world("panic in io callback", |w| {
         let mut lp: Loop<Vec<u8>> = w.new_loop();
@@ -50,6 +54,10 @@ fn a_panicking_io_callback_leaves_the_watcher_and_its_source_in_place() {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn after_a_panic_the_rest_of_the_iteration_runs_in_the_next_run() {
     on_every_backend("panic leaves the others pending", |name| {
         let mut lp: Loop<Vec<&str>> = World::new(name).new_loop();
@@ -76,6 +84,10 @@ fn after_a_panic_the_rest_of_the_iteration_runs_in_the_next_run() {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn a_panic_in_a_nested_run_restores_every_depth() {
     on_every_backend("panic in nested run", |name| {
         let mut lp: Loop<u32> = World::new(name).new_loop();
@@ -104,6 +116,10 @@ fn a_panic_in_a_nested_run_restores_every_depth() {
 /// them): the results after it are not lost, and the next run delivers
 /// them; the watcher that panicked still works.
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
     on_every_world("panic amid a batch", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();
@@ -149,6 +165,10 @@ fn a_panic_amid_one_polls_results_loses_none_of_the_rest() {
 /// without (the direct path defers the disarm while the callback runs):
 /// a start re-arms it, and it hears from its fd again.
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn a_panicking_oneshot_callback_leaves_its_watcher_disarmed() {
     on_every_world("panic in a one-shot callback", |w| {
         for direct in [true, false] {
@@ -190,6 +210,10 @@ fn a_panicking_oneshot_callback_leaves_its_watcher_disarmed() {
 /// held back for it (they arrived while its callback ran): the events are
 /// delivered once the loop runs again.
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "wasm32-wasip1 aborts on a panic (no unwinding)"
+)]
 fn events_held_back_for_an_outer_callback_survive_a_panic_in_the_nested_run() {
     on_every_world("held back across a nested panic", |w| {
         let mut lp: Loop<Vec<String>> = w.new_loop();

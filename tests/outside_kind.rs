@@ -139,6 +139,10 @@ fn a_counter_on_the_simulator_runs_at_the_exact_times() {
 }
 
 #[test]
+#[cfg_attr(
+    target_os = "wasi",
+    ignore = "a WASI guest has no filesystem without a preopened directory"
+)]
 fn a_counter_refuses_a_source_the_backend_cannot_watch_and_leaves_nothing() {
     // A regular file is never pollable: the error comes from `start`, as
     // `Loop::io`'s does, and the watcher is gone.
@@ -305,6 +309,7 @@ where
 }
 
 #[test]
+#[cfg_attr(target_os = "wasi", ignore = "a WASI guest has one thread")]
 fn a_channel_on_every_backend_gets_every_message_from_other_threads_in_order() {
     on_every_backend("channel", |backend| {
         let world = World::new(backend);

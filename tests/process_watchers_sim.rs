@@ -26,20 +26,20 @@ fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
     let sim = Sim::new();
     // Three arrivals of SIGTERM at 1ms coalesce; the one at 4ms is another.
     for _ in 0..3 {
-        sim.raise(ms(1), libc::SIGTERM);
+        sim.raise(ms(1), evloop::Signal::TERM);
     }
-    sim.raise(ms(1), libc::SIGHUP);
-    sim.raise(ms(4), libc::SIGTERM);
+    sim.raise(ms(1), evloop::Signal::HUP);
+    sim.raise(ms(4), evloop::Signal::TERM);
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let mut handles = vec![];
     for name in ["a", "b"] {
-        let h = Signal::new(&mut lp, libc::SIGTERM, move |lp, log, _| {
+        let h = Signal::new(&mut lp, evloop::Signal::TERM, move |lp, log, _| {
             log.push(format!("{name}: TERM at {:?}", lp.now()))
         })
         .unwrap();
         handles.push(h);
     }
-    let hup = Signal::new(&mut lp, libc::SIGHUP, |lp, log, _| {
+    let hup = Signal::new(&mut lp, evloop::Signal::HUP, |lp, log, _| {
         log.push(format!("HUP at {:?}", lp.now()))
     })
     .unwrap();
@@ -72,8 +72,8 @@ fn every_watcher_of_a_signal_runs_once_per_iteration_in_which_it_arrived() {
 fn signals_that_cannot_be_watched_are_refused() {
     let mut lp: Loop = Loop::with_backend(Sim::new().backend());
     for (signal, why) in [
-        (libc::SIGKILL, "cannot be caught"),
-        (libc::SIGSTOP, "cannot be caught"),
+        (evloop::Signal::KILL, "cannot be caught"),
+        (evloop::Signal::STOP, "cannot be caught"),
         (0, "numbered from 1"),
         (65, "numbered from 1"),
         (-1, "numbered from 1"),
@@ -114,14 +114,14 @@ fn io_and_signal_at_once(
 
 #[test]
 fn a_signal_watcher_at_a_higher_priority_runs_before_io() {
-    let (mut lp, usr1) = io_and_signal_at_once(libc::SIGUSR1, "usr1");
+    let (mut lp, usr1) = io_and_signal_at_once(evloop::Signal::USR1, "usr1");
     lp.set_priority(usr1, 1).unwrap();
     assert_eq!(lp.finish(vec![]), ["usr1", "io"]);
 }
 
 #[test]
 fn at_the_default_priority_signals_come_after_io_and_before_checks() {
-    let (mut lp, _) = io_and_signal_at_once(libc::SIGUSR2, "usr2");
+    let (mut lp, _) = io_and_signal_at_once(evloop::Signal::USR2, "usr2");
     let check = Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
     lp.set_ref(check, false).unwrap();
     assert_eq!(lp.finish(vec![]), ["io", "usr2", "check"]);
@@ -133,7 +133,7 @@ fn in_one_iteration_signals_come_before_child_exits_async_sends_and_checks() {
     // is io, signals, child exits, async sends, check watchers.
     let sim = Sim::new();
     let job = sim.spawn("job");
-    sim.raise(Duration::ZERO, libc::SIGUSR1);
+    sim.raise(Duration::ZERO, evloop::Signal::USR1);
     sim.exit(Duration::ZERO, job, ExitStatus::Exited(0));
     let mut lp: Loop<Vec<&str>> = Loop::with_backend(sim.backend());
     let check = Check::new(&mut lp, |_, log, _| log.push("check")).unwrap();
@@ -148,7 +148,7 @@ fn in_one_iteration_signals_come_before_child_exits_async_sends_and_checks() {
         lp.remove(ev.watcher).unwrap();
     })
     .unwrap();
-    Signal::new(&mut lp, libc::SIGUSR1, |lp, log, me| {
+    Signal::new(&mut lp, evloop::Signal::USR1, |lp, log, me| {
         log.push("usr1");
         lp.remove(me).unwrap();
     })
@@ -173,7 +173,7 @@ fn a_child_is_reported_once_with_how_it_ended_even_if_it_exited_before() {
         ms(6),
         killed,
         ExitStatus::Signaled {
-            signal: libc::SIGKILL,
+            signal: evloop::Signal::KILL,
             core_dumped: false,
         },
     );
@@ -378,7 +378,7 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
     let pid = sim.spawn("parent's child");
     let mut lp: Loop<Vec<String>> = Loop::with_backend(sim.backend());
     let child = Child::new(&mut lp, pid, |_, log, _| log.push("child".into())).unwrap();
-    Signal::new(&mut lp, libc::SIGTERM, |lp, log, me| {
+    Signal::new(&mut lp, evloop::Signal::TERM, |lp, log, me| {
         log.push("TERM".into());
         lp.remove(me).unwrap();
     })
@@ -399,10 +399,10 @@ fn after_reinit_fork_watchers_run_first_signals_keep_working_children_stop() {
         "the parent's child is not ours"
     );
     assert!(
-        sim.watched_signals().contains(libc::SIGTERM),
+        sim.watched_signals().contains(evloop::Signal::TERM),
         "watched again"
     );
-    sim.raise(ms(1), libc::SIGTERM);
+    sim.raise(ms(1), evloop::Signal::TERM);
     assert_eq!(lp.finish(vec![]), ["fork", "prepare", "TERM"]);
 }
 
@@ -571,7 +571,7 @@ impl NoticeService for Draining {
 #[test]
 fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
     let sim = Sim::new();
-    sim.raise(ms(10), libc::SIGUSR1);
+    sim.raise(ms(10), evloop::Signal::USR1);
     let backend = Draining {
         inner: sim.backend(),
         held: evloop::backend::Notices::default(),
@@ -584,7 +584,7 @@ fn a_signal_at_a_lazily_restarted_timers_old_deadline_is_not_delayed() {
         .unwrap();
     // Pushed back to 100 ms, lazily: its heap node still says 10 ms.
     t.again(&mut lp).unwrap();
-    Signal::new(&mut lp, libc::SIGUSR1, |lp, log, _| {
+    Signal::new(&mut lp, evloop::Signal::USR1, |lp, log, _| {
         log.push(format!("signal at {:?}", lp.now()));
         lp.break_loop(evloop::Break::All);
     })

@@ -64,6 +64,7 @@ fn a_prepare_watcher_that_unrefs_itself_ends_the_run_even_in_once_mode() {
 /// since the test only waits on it).
 fn conn_clone(w: &World, conn: &common::Conn) -> common::Conn {
     match conn {
+        #[cfg(unix)]
         common::Conn::Os(s) => common::Conn::Os(s.try_clone().unwrap()),
         common::Conn::Sim(_) => w.pair().0,
     }

@@ -41,6 +41,12 @@ pub fn watchdog<T: Send + 'static>(
     limit: Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> T {
+    // A WASI guest has one thread: `f` runs on it, and tests/wasi/run.sh
+    // bounds the whole guest's run instead.
+    if cfg!(target_os = "wasi") {
+        let _ = (what, limit);
+        return f();
+    }
     let (done, finished) = mpsc::channel();
     let thread = std::thread::Builder::new()
         .name(what.to_string())
@@ -66,7 +72,12 @@ pub fn watchdog<T: Send + 'static>(
 /// kqueue with `--features emulated-kqueue`).
 pub fn backends() -> Vec<&'static str> {
     let mut all = vec!["sim"];
-    all.extend_from_slice(evloop::backends::AVAILABLE);
+    // In a WASI guest the simulator alone: a kernel world needs socket
+    // pairs, which a guest cannot make (its sockets are tested with a
+    // peer outside: tests/wasi_echo.rs, tests/wasi_kit.rs).
+    if cfg!(not(target_os = "wasi")) {
+        all.extend_from_slice(evloop::backends::AVAILABLE);
+    }
     all
 }
 
@@ -89,7 +100,7 @@ pub fn on_backends(what: &str, names: &[&'static str], scenario: fn(&'static str
 
 /// Runs `scenario` in a [`World`] of each of `names`, each under the
 /// [`watchdog`] (the world is made on the watched thread).
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub fn in_worlds(what: &str, names: &[&'static str], scenario: fn(&World)) {
     for &name in names {
         watchdog(&format!("{what} on {name}"), WATCHDOG, move || {
@@ -138,13 +149,13 @@ impl<'s, S> RunTo<S> for Loop<'s, S> {
 /// A world for one scenario: a loop on `backend`, and connections that
 /// work on it (simulated sockets on the simulator, socket pairs on a
 /// kernel).
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub struct World {
     pub backend: &'static str,
     pub sim: Option<Sim>,
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl World {
     pub fn new(backend: &'static str) -> World {
         World {
@@ -183,38 +194,46 @@ impl World {
                 let (a, b) = sim.pair("conn", buffer);
                 (Conn::Sim(a), Peer::Sim(b))
             }
+            #[cfg(unix)]
             None => {
                 let (a, b) = UnixStream::pair().unwrap();
                 a.set_nonblocking(true).unwrap();
                 (Conn::Os(a), Peer::Os(b))
             }
+            // A WASI guest cannot make a pair (`backends` lists only the
+            // simulator there).
+            #[cfg(target_os = "wasi")]
+            None => panic!("{}: no socket pairs in a WASI guest", self.backend),
         }
     }
 }
 
 /// The watched end of a connection, on either kind of backend.
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 #[derive(Debug)]
 pub enum Conn {
     Sim(SimSocket),
+    #[cfg(unix)]
     Os(UnixStream),
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Source for Conn {
     fn source_fd(&self) -> evloop::SourceFd<'_> {
         match self {
             Conn::Sim(s) => s.source_fd(),
+            #[cfg(unix)]
             Conn::Os(s) => s.source_fd(),
         }
     }
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Read for Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Conn::Sim(s) => s.read(buf),
+            #[cfg(unix)]
             Conn::Os(s) => s.read(buf),
         }
     }
@@ -222,11 +241,12 @@ impl Read for Conn {
 
 /// For `evloop::net::Conns`: the half-close of a graceful close (none on
 /// the simulator, whose sockets have none).
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl evloop::net::Stream for Conn {
     fn shutdown_write(&mut self) -> io::Result<()> {
         match self {
             Conn::Sim(s) => s.shutdown_write(),
+            #[cfg(unix)]
             Conn::Os(s) => s.shutdown(std::net::Shutdown::Write),
         }
     }
@@ -234,22 +254,24 @@ impl evloop::net::Stream for Conn {
 
 /// For watchers on a borrowed connection (`Io::borrowed`), whose
 /// callbacks get `&Conn`.
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Read for &Conn {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Conn::Sim(s) => (&*s).read(buf),
+            #[cfg(unix)]
             Conn::Os(s) => (&*s).read(buf),
         }
     }
 }
 
 /// For futures (`evloop::exec::AsyncFd<Conn>`), which write through `&Conn`.
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Write for &Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Conn::Sim(s) => (&*s).write(buf),
+            #[cfg(unix)]
             Conn::Os(s) => (&*s).write(buf),
         }
     }
@@ -258,11 +280,12 @@ impl Write for &Conn {
     }
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Write for Conn {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Conn::Sim(s) => s.write(buf),
+            #[cfg(unix)]
             Conn::Os(s) => s.write(buf),
         }
     }
@@ -274,19 +297,21 @@ impl Write for Conn {
 /// The other end of a [`Conn`]: the test writes to it to make the watched
 /// end readable. On the simulator the bytes arrive at once (virtual time
 /// does not move while the loop is not blocked).
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 #[derive(Debug)]
 pub enum Peer {
     Sim(SimSocket),
+    #[cfg(unix)]
     Os(UnixStream),
 }
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 impl Peer {
     /// Sends `bytes` to the watched end.
     pub fn send(&mut self, bytes: &[u8]) {
         match self {
             Peer::Sim(s) => s.write_all(bytes).unwrap(),
+            #[cfg(unix)]
             Peer::Os(s) => s.write_all(bytes).unwrap(),
         }
     }
@@ -296,6 +321,7 @@ impl Peer {
     pub fn receive(&mut self) -> Vec<u8> {
         match self {
             Peer::Sim(s) => drain(s),
+            #[cfg(unix)]
             Peer::Os(s) => {
                 s.set_nonblocking(true).unwrap();
                 let got = drain(s);
@@ -746,7 +772,7 @@ pub fn trace_with(sim: &Sim, what: &str) -> Vec<String> {
 
 /// Runs `scenario` in a [`World`] of each backend of [`backends`], each
 /// under the [`watchdog`].
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub fn on_every_world(what: &str, scenario: fn(&World)) {
     in_worlds(what, &backends(), scenario);
 }

