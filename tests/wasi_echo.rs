@@ -118,12 +118,21 @@ fn serve(mut guest: Guest, total: usize) -> (std::process::ExitStatus, String, S
     // The first connection waits for the runtime to listen.
     let first = guest.connect(Duration::from_secs(30));
     let addr = guest.addr;
-    watchdog("wasi echo clients", Duration::from_secs(180), move || {
-        let mut first = Some(first);
-        for from in (0..total).step_by(AT_ONCE) {
-            batch(addr, from, total, first.take());
-        }
+    let clients = std::panic::catch_unwind(|| {
+        watchdog("wasi echo clients", Duration::from_secs(180), move || {
+            let mut first = Some(first);
+            for from in (0..total).step_by(AT_ONCE) {
+                batch(addr, from, total, first.take());
+            }
+        })
     });
+    if let Err(panic) = clients {
+        // What the guest said tells why (it panics with it if the guest
+        // is still running).
+        let (status, out, err) = guest.wait(Duration::from_secs(5));
+        eprintln!("the guest exited {status}\nstdout:\n{out}\nstderr:\n{err}");
+        std::panic::resume_unwind(panic);
+    }
     guest.wait(Duration::from_secs(30))
 }
 

@@ -64,6 +64,13 @@ fn free_port() -> u16 {
 impl Guest {
     /// Starts `wasm` under `wasmtime` with `args`.
     pub fn start(wasmtime: &Path, wasm: &Path, args: &[&str]) -> Guest {
+        // One start at a time in this process: a guest forked while
+        // another test's `free_port` listener is open holds a copy of it
+        // until its exec, and that test's first connect then lands in it
+        // and is reset when the exec closes it (seen 1 run in 60 with two
+        // tests at once).
+        static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let mut child = Command::new(wasmtime)
             .args(["run", "-S", "preview2=n", "-S"])
