@@ -13,8 +13,8 @@
 //! as an [`AsyncSender`](crate::AsyncSender) does.
 //!
 //! On WASI (wasm32-wasip1) the executor is single-threaded: the loop's
-//! thread is the only one, so it asks the backend for no waker (every
-//! wake is made before the loop's next wait). [`AsyncFd`] works on a
+//! thread is the only one, so every wake is made before the loop's next
+//! wait (the wasi backend's waker has nothing to do). [`AsyncFd`] works on a
 //! listener the runtime preopened and the sockets accepted from it;
 //! [`AsyncFd::bind`] and [`AsyncFd::connect`] return an `Err` of kind
 //! `Unsupported` that names WASI (a guest cannot create sockets), as do
