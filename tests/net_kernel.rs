@@ -336,6 +336,57 @@ fn shutdown_on(signal: &'static str) {
     assert!(errors.contains("served 1 connections"), "{errors}");
 }
 
+/// The echo example with `--connections 3`: it serves three connections
+/// (two at once) to their end, then exits 0 by itself, as it does on WASI,
+/// where no signal can stop it.
+#[test]
+fn the_echo_example_exits_0_after_serving_its_connections_limit() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(example("echo_server"))
+        .args(["127.0.0.1:0", "--connections", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line
+        .split_whitespace()
+        .nth(2)
+        .expect("echo on ADDR")
+        .parse()
+        .unwrap();
+    let (exit, errors) = watchdog(
+        "echo example, --connections 3",
+        common::WATCHDOG,
+        move || {
+            let echo = |c: &mut TcpStream, msg: &[u8]| {
+                c.write_all(msg).unwrap();
+                c.shutdown(Shutdown::Write).unwrap();
+                let mut back = Vec::new();
+                c.read_to_end(&mut back).unwrap();
+                assert_eq!(back, msg);
+            };
+            let mut a = TcpStream::connect(addr).unwrap();
+            let mut b = TcpStream::connect(addr).unwrap();
+            echo(&mut b, b"second");
+            echo(&mut a, b"first");
+            echo(&mut TcpStream::connect(addr).unwrap(), b"third");
+            let exit = child.wait().unwrap();
+            let mut errors = String::new();
+            std::io::BufReader::new(stderr)
+                .read_to_string(&mut errors)
+                .unwrap();
+            (exit, errors)
+        },
+    );
+    assert!(exit.success(), "{exit:?}; stderr: {errors}");
+    assert!(errors.contains("served 3 connections"), "{errors}");
+}
+
 /// The chat example: each line goes to every other client, in the order
 /// the server read them, and not back to its sender.
 #[test]

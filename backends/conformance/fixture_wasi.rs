@@ -71,7 +71,8 @@ pub const PAIR_REQUEST: u8 = b'P';
 pub const SYNC_REQUEST: u8 = b'S';
 
 /// The environment variable that names the listener's fd (by default the
-/// first socket from fd 3 on: 3 when no directory is preopened).
+/// first socket from fd 3 on: 3 under wasmtime 36, which preopens
+/// directories after it).
 pub const LISTEN_FD_VAR: &str = "EVLOOP_WASI_LISTEN_FD";
 
 /// How long an end waits for the effect of an action to reach the other

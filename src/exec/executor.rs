@@ -731,10 +731,9 @@ impl Kind for Tasks {
     const PHASES: Phases = Phases::POLLED;
 
     fn start(&mut self, cx: &mut Context<'_>, _: Watcher<Self>) -> Result<bool> {
-        // WASI (wasm32-wasip1) has one thread: every wake is the loop's
-        // own, seen before it blocks, so no backend waker is asked for
-        // (the wasi backend has none to give).
-        if cfg!(not(target_os = "wasi")) && self.shared.run.waker.get().is_none() {
+        // (On WASI the backend's waker does nothing: with one thread,
+        // every wake is the loop's own, seen before it blocks.)
+        if self.shared.run.waker.get().is_none() {
             let backend = cx.backend().name();
             let waker = cx
                 .services(|s, fds| s.waker(fds))

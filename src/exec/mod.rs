@@ -12,6 +12,14 @@
 //! wake from another thread wakes the loop through the backend's waker,
 //! as an [`AsyncSender`](crate::AsyncSender) does.
 //!
+//! On WASI (wasm32-wasip1) the executor is single-threaded: the loop's
+//! thread is the only one, so every wake is made before the loop's next
+//! wait (the wasi backend's waker has nothing to do). [`AsyncFd`] works on a
+//! listener the runtime preopened and the sockets accepted from it;
+//! [`AsyncFd::bind`] and [`AsyncFd::connect`] return an `Err` of kind
+//! `Unsupported` that names WASI (a guest cannot create sockets), as do
+//! the signal and child streams (WASI has neither).
+//!
 //! The futures for the watchers ([`AsyncFd`], [`sleep`], [`timeout`],
 //! [`signals`], [`child_exit`], [`child_exits`]) use ordinary watchers,
 //! made, re-armed and removed by the executor after each task's poll: a

@@ -18,6 +18,12 @@
 //! `docs/servers.md` is the guide: accepting, backpressure, half-close,
 //! timeouts, fd exhaustion, signals and shutdown, one loop per core.
 //!
+//! On WASI (wasm32-wasip1) the acceptor and the connections work on a
+//! listener the runtime preopened
+//! (`backends::wasi::preopened_listeners`); what a guest cannot do
+//! ([`ListenOptions::bind`], [`fd_limits`], [`raise_fd_limit`]) returns
+//! an `Err` of kind [`io::ErrorKind::Unsupported`] that names WASI.
+//!
 //! A complete TCP echo server and client on loopback:
 //!
 //! ```

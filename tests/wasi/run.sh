@@ -69,8 +69,10 @@ wasmtime=$(realpath "$wasmtime")
 # (the simulator's scenarios and models, timers, periodic, the executor,
 # net's connections on simulated sockets), their tests that need threads,
 # sockets made by the guest, files or unwinding marked ignored on WASI
-# with the reason; and tests/wasi_guest.rs, WASI's own.
-portable=(wasi_guest timer_model pending_model direct_dispatch periodic watcher_scale once
+# with the reason; and tests/wasi_guest.rs, WASI's own, and
+# tests/wasi_net_guest.rs's tests (net's and exec's refusals; its ignored
+# echo is served from Linux below).
+portable=(wasi_guest wasi_net_guest timer_model pending_model direct_dispatch periodic watcher_scale once
     run_semantics process_watchers_sim net_conn_sim portable_watchers exec_sleep exec_waiters
     outside_kind faults)
 portable_args=()
