@@ -282,8 +282,8 @@ fn kit_on_wasi_under_wasmtime() {
     let Some((wasmtime, wasm)) = wasmtime_and_guest("wasi_kit_guest") else {
         return;
     };
-    // The kit's directory (regular_file makes a file there): preopened,
-    // so the listener is not fd 3 (the fixture finds it).
+    // The kit's directory (regular_file makes a file there), preopened
+    // after the listener (the fixture finds both by fstat).
     let dir = std::env::temp_dir().join(format!("evloop-wasi-kit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let preopen = format!("{}::/kit", dir.display());
