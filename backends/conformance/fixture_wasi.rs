@@ -329,14 +329,18 @@ impl SharedStream for WasiSock {
         self.write_counted(buf)
     }
     /// Bytes move on along the relay's chain (this connection, the relay,
-    /// the other connection) after a write would block: the relay is asked
-    /// to answer once it has nothing left to move ([`SYNC_REQUEST`]), then
-    /// 50 ms of no room is taken as full, as on Windows. (A relay starved
-    /// of the CPU for longer than a fixed wait would otherwise make room
-    /// after the stream was taken as full.)
+    /// the other connection) after a write would block: room within 50 ms
+    /// says so at once; otherwise the relay is asked to answer once it has
+    /// nothing left to move ([`SYNC_REQUEST`]), and 50 ms more of no room
+    /// is taken as full. (A relay starved of the CPU, or an ACK delayed,
+    /// would otherwise make room after the stream was taken as full.)
     fn room_comes_soon(&self) -> bool {
+        let fd = self.stream().as_raw_fd();
+        if poll1(fd, libc::POLLWRNORM, 50) & libc::POLLWRNORM != 0 {
+            return true;
+        }
         relay_sync();
-        poll1(self.stream().as_raw_fd(), libc::POLLWRNORM, 50) & libc::POLLWRNORM != 0
+        poll1(fd, libc::POLLWRNORM, 50) & libc::POLLWRNORM != 0
     }
 }
 

@@ -267,7 +267,12 @@ mod imp {
     use super::Skip;
     use crate::conformance::Factory;
 
-    const NOT_HERE: Skip = "no pollable fds on this platform (Backend::pollable_fd is Unix only)";
+    const NOT_HERE: Skip = if cfg!(target_os = "wasi") {
+        "not applicable on WASI: no pollable fd (poll_oneoff is handed its subscriptions at \
+         each call; no descriptor holds them)"
+    } else {
+        "no pollable fds on this platform (Backend::pollable_fd is Unix only)"
+    };
 
     pub(super) fn readable_when_ready(_: &'static str, _: Factory) -> Result<(), Skip> {
         Err(NOT_HERE)
