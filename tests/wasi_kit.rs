@@ -307,7 +307,13 @@ fn kit_on_wasi_under_wasmtime() {
     print!("{out}");
     let all = results(&out);
     let shown = format!("exit {status}\nstdout:\n{out}\nstderr:\n{err}");
-    let last = out.rsplit("BEGIN ").next().and_then(|l| l.lines().next());
+    // The guest names each check before it runs it (`BEGIN name` for the
+    // simulator's, `running  name` in the kit's `run`).
+    let last = out
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once("BEGIN ").or_else(|| l.split_once("running  ")))
+        .map(|(_, name)| name);
     assert!(
         status.success() && out.contains("DONE 0 failed"),
         "the guest failed (last check begun: {last:?}): {shown}"

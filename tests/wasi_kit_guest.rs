@@ -1,14 +1,16 @@
 //! The conformance kit on the `wasi` backend, inside a `wasm32-wasip1`
-//! guest: every scenario (those that apply pass; the others are skipped
-//! with their reason), the differential check, the simulator's scenarios,
-//! the notice and pollable checks and the no-allocation check.
+//! guest: the simulator's scenarios, then `evloop::conformance::run` (every
+//! scenario, those that do not apply skipped with their reason; the
+//! differential, fork, notice, pollable and no-allocation checks), as a
+//! backend author's test would call it.
 //!
 //! Not run by itself: `tests/wasi_kit.rs` (Linux) starts it under
 //! wasmtime with a preopened listener and is the relay its fixture needs
-//! (backends/conformance/fixture_wasi.rs). Each check prints `BEGIN name`
-//! when it starts and `RESULT name: ...` when it ends, straight to stdout
-//! (not captured): wasm32-wasip1 aborts at a panic, so a failing check
-//! ends the guest, and the last `BEGIN` names it.
+//! (backends/conformance/fixture_wasi.rs). It reads the outcomes from the
+//! `RESULT name: ...` lines printed here, straight to stdout (not
+//! captured). wasm32-wasip1 aborts at a panic, so a failing check ends the
+//! guest in it: the last `BEGIN name` (the simulator's) or `running  name`
+//! (`run`'s) line names it.
 #![cfg(target_os = "wasi")]
 
 use std::io::Write;
@@ -39,42 +41,21 @@ fn show(name: &str, outcome: &Outcome) -> bool {
 
 #[test]
 fn kit_on_wasi() {
-    let open = evloop::backends::factory("wasi").expect("the wasi backend is offered");
     let mut failed = 0;
-    let mut check = |name: &str, f: &mut dyn FnMut() -> Outcome| {
+    for &s in Scenario::ALL {
+        let name = format!("sim/{s}");
         say(&format!("BEGIN {name}"));
-        let t = std::time::Instant::now();
-        let outcome = f();
-        say(&format!("TOOK {name}: {:?}", t.elapsed()));
-        if show(name, &outcome) {
+        if show(&name, &s.check_sim()) {
             failed += 1;
         }
-    };
-    for &s in Scenario::ALL {
-        check(s.name(), &mut || s.check("wasi", open));
     }
-    for &s in Scenario::ALL {
-        check(&format!("sim/{s}"), &mut || s.check_sim());
-    }
-    check("fork", &mut || conformance::fork("wasi", open));
-    check("no_allocation", &mut || {
-        conformance::no_allocation("wasi", open)
-    });
-    let mut results = Vec::new();
-    say("BEGIN differential");
-    for (s, outcome) in conformance::differential("wasi", open) {
-        results.push((format!("differential/{s}"), outcome));
-    }
-    say("BEGIN notices");
-    for r in conformance::notices::check_all_notices("wasi", open) {
-        results.push((r.name, r.outcome));
-    }
-    say("BEGIN pollable");
-    for r in conformance::pollable::check_all_pollable_loop("wasi", open) {
-        results.push((r.name, r.outcome));
-    }
-    for (name, outcome) in &results {
-        if show(name, outcome) {
+    let open = evloop::backends::factory("wasi").expect("the wasi backend is offered");
+    let started = std::time::Instant::now();
+    // Panics (here: aborts) if a check fails.
+    let report = conformance::run("wasi", open);
+    say(&format!("TOOK run: {:?}", started.elapsed()));
+    for r in &report.results {
+        if show(&r.name, &r.outcome) {
             failed += 1;
         }
     }

@@ -555,6 +555,10 @@ impl fmt::Display for Report {
 /// failed, with every failure and its message; returns the report
 /// otherwise.
 ///
+/// Where a panic aborts the program (`wasm32-wasip1`), nothing catches a
+/// failed check: the program ends in it, and `run` prints each check's
+/// name (`running  NAME`) before it runs, so that the output says which.
+///
 /// Give it a test binary of its own (a file under `tests/` with this one
 /// test): it forks, and installs a `SIGUSR1` handler. Several backends are
 /// checked one after the other in that one test (two tests would run in
@@ -567,7 +571,11 @@ pub fn run(backend: &'static str, open: Factory) -> Report {
     if let Ok(b) = open() {
         println!("  declared: {}", declarations(&b.capabilities()));
     }
+    // Where a panic aborts, each check is named before it runs (a failed
+    // one ends the program).
+    let announce = ANNOUNCE.with(|a| a.replace(cfg!(panic = "abort")));
     let report = check_each(backend, open, |r| println!("  {r}"));
+    ANNOUNCE.with(|a| a.set(announce));
     println!("{}", report.summary());
     let skipped: Vec<String> = report.skipped().map(|r| format!("  {r}")).collect();
     if !skipped.is_empty() {
@@ -644,16 +652,33 @@ fn check_each(backend: &'static str, open: Factory, mut each: impl FnMut(&CheckR
         results.push(r);
     };
     for &scenario in Scenario::ALL {
+        starting(scenario.name());
         push(scenario.name().to_string(), scenario.check(backend, open));
     }
     for (scenario, outcome) in differential(backend, open) {
         push(format!("differential/{scenario}"), outcome);
     }
+    starting("fork");
     push("fork".into(), fork(backend, open));
     notices::each(backend, open, &mut push);
     pollable::each(backend, open, &mut push);
+    starting("no_allocation");
     push("no_allocation".into(), no_allocation(backend, open));
     Report { backend, results }
+}
+
+thread_local! {
+    /// Whether [`starting`] prints: set by [`run`] where a panic aborts.
+    static ANNOUNCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Under [`run`] on a target that aborts at a panic (wasm32-wasip1),
+/// where nothing catches a failed check and the program ends in it: the
+/// check's name, printed before it runs, so that the output names it.
+fn starting(name: &str) {
+    if ANNOUNCE.with(std::cell::Cell::get) {
+        println!("  running  {name}");
+    }
 }
 
 /// Every [compared](Scenario::compared) scenario on the backend and on the
@@ -669,6 +694,7 @@ pub fn differential(backend: &'static str, open: Factory) -> Vec<(Scenario, Outc
             if let Some(why) = scenario.not_applicable() {
                 return (scenario, Outcome::Skipped(why));
             }
+            starting(&format!("differential/{scenario}"));
             let on = |f: &dyn Fn() -> Option<Record>| caught(|| record::record_only(f));
             let os = on(&|| scenario.record(&OsFixture::new(backend, open)));
             let sim = on(&|| scenario.record(&SimFixture::new()));
@@ -757,6 +783,7 @@ fn each_named(
     push: &mut dyn FnMut(String, Outcome),
 ) {
     for name in names {
+        starting(name);
         push(name.to_string(), check(name, backend, open));
     }
 }
