@@ -674,8 +674,10 @@ impl TimerHeap {
         if seen < (self.nodes / WINDOW).max(MIN_WINDOW) {
             return false;
         }
-        let started = self.seq.wrapping_sub(self.mark) as usize;
-        let mass = self.settled * 4 >= seen && started * 4 <= self.settled;
+        // In u64: `usize` is 32 bits on wasm32, where four times 2^31
+        // starts would overflow.
+        let started = u64::from(self.seq.wrapping_sub(self.mark));
+        let mass = self.settled * 4 >= seen && started * 4 <= self.settled as u64;
         self.settled = 0;
         mass
     }
@@ -758,6 +760,9 @@ impl TimerHeap {
             place.seq = rank(place.seq & !STOPPED) | (place.seq & STOPPED);
         }
         self.seq = used.len() as u32;
+        // The window's mark was a sequence of the old numbering: a new
+        // window begins at the next settle.
+        self.settled = 0;
     }
 
     /// Checks the heap property and the positions (tests only).

@@ -1521,6 +1521,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(target_os = "wasi", ignore = "a WASI guest has one thread")]
     fn async_sends_are_recorded_in_order_and_replayed_without_the_senders() {
         let (trace, recorded) = record();
         assert_eq!(
@@ -1570,6 +1571,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(target_os = "wasi", ignore = "a WASI guest has one thread")]
     fn a_recorded_send_to_a_watcher_the_program_lacks_is_a_divergence() {
         let (trace, _) = record();
         let (_, replay) = replay(&trace, Sends::None, 2);

@@ -75,7 +75,9 @@ wasmtime=$(realpath "$wasmtime")
 portable=(wasi_guest wasi_net_guest timer_model pending_model direct_dispatch periodic watcher_scale once
     run_semantics process_watchers_sim net_conn_sim portable_watchers exec_sleep exec_waiters
     outside_kind faults)
-portable_args=()
+# --lib: the crate's own unit tests, which run on a 32-bit target here
+# (wasm32), where the timer heap's sequence window once overflowed.
+portable_args=(--lib)
 for t in "${portable[@]}"; do
     portable_args+=(--test "$t")
 done
