@@ -70,11 +70,6 @@ pub const PAIR_REQUEST: u8 = b'P';
 /// to answer (the same byte) once it has had nothing to move for a while.
 pub const SYNC_REQUEST: u8 = b'S';
 
-/// The environment variable that names the listener's fd (by default the
-/// first socket from fd 3 on: 3 under wasmtime 36, which preopens
-/// directories after it).
-pub const LISTEN_FD_VAR: &str = "EVLOOP_WASI_LISTEN_FD";
-
 /// How long an end waits for the effect of an action to reach the other
 /// end (only reached when it never comes: the scenario then fails on what
 /// it expected).
@@ -110,28 +105,17 @@ thread_local! {
     static RELAY: RefCell<Option<Relay>> = const { RefCell::new(None) };
 }
 
-/// The preopened listener: the fd [`LISTEN_FD_VAR`] names, or the first
-/// socket from fd 3 on.
-fn listener_fd() -> RawFd {
-    if let Some(fd) = std::env::var(LISTEN_FD_VAR)
+/// The first listener the runtime preopened (this kit's guest takes
+/// them all, once).
+fn preopened_listener() -> TcpListener {
+    crate::backends::wasi::preopened_listeners()
         .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        return fd;
-    }
-    (3..64)
-        .find(|&fd| {
-            // SAFETY: `st` is a plain struct for fstat to fill in; an fd
-            // that is not open gives EBADF.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            let r = unsafe { libc::fstat(fd, &mut st) };
-            r == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
-        })
+        .and_then(|all| all.into_iter().next())
         .unwrap_or_else(|| {
             panic!(
-                "no preopened socket among fds 3 to 63: run the guest with wasmtime's \
-                 `-S preview2=n -S tcplisten=127.0.0.1:PORT` and a relay on the host (the kit's \
-                 WASI fixture, backends/conformance/fixture_wasi.rs)"
+                "no preopened listener: run the guest with wasmtime's `-S preview2=n -S \
+                 tcplisten=127.0.0.1:PORT` and a relay on the host (the kit's WASI fixture, \
+                 backends/conformance/fixture_wasi.rs)"
             )
         })
 }
@@ -160,10 +144,8 @@ fn with_relay<R>(f: impl FnOnce(&mut Relay) -> R) -> R {
     RELAY.with(|r| {
         let mut r = r.borrow_mut();
         let relay = r.get_or_insert_with(|| {
-            // SAFETY: the fd is the preopened listener, owned by nobody
-            // else in the guest (kept in this thread-local for the rest of
-            // the program).
-            let listener = unsafe { TcpListener::from_raw_fd(listener_fd()) };
+            // Kept in this thread-local for the rest of the program.
+            let listener = preopened_listener();
             let control = accept(&listener);
             Relay { listener, control }
         });

