@@ -488,6 +488,12 @@ cfg_if::cfg_if! {
     }
 }
 pub use os::*;
+// What Unix and WASI close behind the loop's back: an fd by number.
+#[cfg(any(unix, target_os = "wasi"))]
+#[path = "raw_sock.rs"]
+mod raw_sock;
+#[cfg(any(unix, target_os = "wasi"))]
+pub use raw_sock::RawSock;
 
 impl Fixture for OsFixture {
     type Sock = OsSock;

@@ -5,13 +5,13 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::Duration;
 
-use super::SharedStream;
+use super::{RawSock, SharedStream};
 use crate::RawFd;
 
 /// What [`Fixture::pair`](super::Fixture::pair) gives on this platform.
@@ -122,56 +122,6 @@ pub fn dup_high(fd: RawFd) -> RawFd {
     high
 }
 
-/// An fd registered by number only: it owns nothing and closes nothing
-/// when dropped, so a test can `close(2)` the fd behind the loop's back
-/// without anything closing it a second time (std aborts on a double close
-/// of an `OwnedFd` in debug builds).
-pub struct RawSock {
-    fd: RawFd,
-}
-
-impl RawSock {
-    /// The fd `fd`, registered by number only: the caller closes it (or
-    /// not), never the `RawSock`.
-    pub(crate) fn owning_nothing(fd: RawFd) -> RawSock {
-        RawSock { fd }
-    }
-}
-
-impl AsFd for RawSock {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: deliberately weaker than `borrow_raw` asks: the fd is open
-        // when the watcher is registered, and the test closes it while the
-        // watcher is active to check what the loop does then. The loop only
-        // passes the number to the backend; nothing reads through it after
-        // the close but the kernel, which reports EBADF.
-        unsafe { BorrowedFd::borrow_raw(self.fd) }
-    }
-}
-
-impl SharedStream for RawSock {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
 /// The doomed fd of an [`OsFixture`](super::OsFixture), and the lock that keeps its number
 /// from being reused until the scenario ends.
 pub struct OsDoom {
@@ -219,7 +169,7 @@ pub(crate) fn doomed_pair() -> (RawSock, UnixStream, OsDoom) {
     // not on the number).
     let fd = dup_high(a.as_raw_fd());
     drop(a);
-    (RawSock { fd }, b, OsDoom { fd, _lock: lock })
+    (RawSock::owning_nothing(fd), b, OsDoom { fd, _lock: lock })
 }
 
 /// `close(2)` on the doomed fd.

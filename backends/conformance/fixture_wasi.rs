@@ -49,7 +49,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::SharedStream;
+use super::{RawSock, SharedStream};
 use crate::RawFd;
 
 /// What [`Fixture::pair`](super::Fixture::pair) gives on WASI: one end of
@@ -465,54 +465,6 @@ pub fn pipe() -> (WasiSock, WasiSock) {
     socketpair()
 }
 
-/// A socket registered by number only: it owns nothing and closes nothing
-/// when dropped, so that a scenario can close it behind the loop's back.
-pub struct RawSock {
-    fd: RawFd,
-}
-
-impl RawSock {
-    /// The fd `fd`, registered by number only: the caller closes it (or
-    /// not), never the `RawSock`.
-    pub(crate) fn owning_nothing(fd: RawFd) -> RawSock {
-        RawSock { fd }
-    }
-}
-
-impl AsFd for RawSock {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        // SAFETY: deliberately weaker than `borrow_raw` asks: the fd is open
-        // when the watcher is registered, and the scenario closes it while
-        // the watcher is active to check what the loop does then. The loop
-        // only passes the number to the backend, for which poll_oneoff
-        // reports EBADF.
-        unsafe { BorrowedFd::borrow_raw(self.fd) }
-    }
-}
-
-impl SharedStream for RawSock {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-    fn write_some(&self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; a closed fd gives
-        // EBADF.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(n as usize)
-        }
-    }
-}
-
 /// The doomed fd of an [`OsFixture`](super::OsFixture), and its pair's
 /// link (the close marks the end closed there).
 pub struct OsDoom {
@@ -529,7 +481,7 @@ pub(crate) fn doomed_pair() -> (RawSock, WasiSock, OsDoom) {
     let link = a.link.clone();
     // Not dropped: its drop would mark the end closed and wait.
     std::mem::forget(a);
-    (RawSock { fd }, b, OsDoom { fd, link })
+    (RawSock::owning_nothing(fd), b, OsDoom { fd, link })
 }
 
 /// `close` on the doomed fd.
