@@ -9,7 +9,8 @@
 //! (tests/wasi_echo.rs) and the conformance kit (tests/wasi_kit.rs).
 #![cfg(target_os = "wasi")]
 
-use std::fmt::Display;
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -20,22 +21,14 @@ use evloop::{
     Trigger,
 };
 
+use common::names_wasi;
+
 /// A loop on the `wasi` backend.
 fn wasi_loop<S>() -> Loop<'static, S> {
     Loop::builder()
         .backend("wasi")
         .build()
         .expect("a loop on wasi")
-}
-
-/// Asserts that `err` names WASI.
-#[track_caller]
-fn names_wasi(err: impl Display) {
-    let text = err.to_string();
-    assert!(
-        text.contains("WASI (wasm32-wasip1)"),
-        "does not name WASI: {text}"
-    );
 }
 
 #[test]

@@ -12,7 +12,8 @@
 #![cfg(target_os = "wasi")]
 
 use std::cell::{Cell, RefCell};
-use std::fmt::Display;
+mod common;
+
 use std::future::poll_fn;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -26,6 +27,8 @@ use evloop::exec::{
 use evloop::net::ListenOptions;
 use evloop::{Loop, RunMode, RunOutcome};
 
+use common::names_wasi;
+
 /// Connections the echo test serves before it returns; tests/wasi_echo.rs
 /// connects as many.
 const EXEC_ECHO_CONNECTIONS: usize = 30;
@@ -35,15 +38,6 @@ const EXEC_ECHO_CONNECTIONS: usize = 30;
 fn refused(err: io::Error) {
     assert_eq!(err.kind(), io::ErrorKind::Unsupported, "{err}");
     names_wasi(err);
-}
-
-#[track_caller]
-fn names_wasi(err: impl Display) {
-    let text = err.to_string();
-    assert!(
-        text.contains("WASI (wasm32-wasip1)"),
-        "does not name WASI: {text}"
-    );
 }
 
 #[test]

@@ -373,6 +373,18 @@ pub fn flush(sock: &mut impl Write, unsent: &mut Vec<u8>) -> bool {
     true
 }
 
+/// Asserts that `err` names WASI: a refusal of what a WASI guest lacks
+/// (tests/wasi_guest.rs, tests/wasi_net_guest.rs).
+#[cfg(target_os = "wasi")]
+#[track_caller]
+pub fn names_wasi(err: impl std::fmt::Display) {
+    let text = err.to_string();
+    assert!(
+        text.contains("WASI (wasm32-wasip1)"),
+        "does not name WASI: {text}"
+    );
+}
+
 /// Milliseconds, the unit of most scenarios' delays.
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
