@@ -11,9 +11,9 @@
 //! --exact exec_echo_on_the_preopened_listener`.
 #![cfg(target_os = "wasi")]
 
-use std::cell::{Cell, RefCell};
 mod common;
 
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
