@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use evloop::backend::Backend;
 use evloop::backends::{self, wasi::Wasi};
 use evloop::{
-    Async, Child, Embed, Error, Interest, Loop, PollableLoop, RunMode, RunOutcome, Signal, Stat,
-    Trigger,
+    Async, Child, Embed, Error, Fork, Interest, Loop, PollableLoop, RunMode, RunOutcome, Signal,
+    Stat, Trigger,
 };
 
 use common::names_wasi;
@@ -224,6 +224,25 @@ fn fork_is_refused() {
     let mut lp: Loop = wasi_loop();
     let err = lp.reinit_after_fork().unwrap_err();
     names_wasi(&err);
+}
+
+#[test]
+fn fork_watchers_are_refused_but_on_the_simulator() {
+    let mut lp: Loop = wasi_loop();
+    let err = Fork::new(&mut lp, |_, _, _| {}).unwrap_err();
+    names_wasi(&err);
+    assert_eq!(lp.active_count(), 0);
+    // The simulator simulates a fork: its watchers run.
+    let mut sim: Loop<u32> = Loop::with_backend(evloop::Sim::new().backend());
+    Fork::new(&mut sim, |lp, n, me| {
+        *n += 1;
+        lp.remove(me).unwrap();
+    })
+    .unwrap();
+    sim.reinit_after_fork().unwrap();
+    let mut n = 0;
+    sim.run(RunMode::NoWait, &mut n).unwrap();
+    assert_eq!(n, 1);
 }
 
 #[test]

@@ -325,7 +325,10 @@ impl Fork {
     /// share with its parent (libev's `ev_fork`).
     ///
     /// Unix only: Windows has no `fork()`, and there the method does not
-    /// exist (a program that calls it does not compile).
+    /// exist (a program that calls it does not compile). On WASI, which
+    /// has no `fork()` either, it returns [`Error::Backend`](crate::Error::Backend)
+    /// naming WASI on every backend but a simulated one (virtual fds),
+    /// whose `reinit_after_fork` simulates a fork.
     ///
     /// ```
     /// use evloop::{Fork, Loop, Prepare, RunMode, Sim};
@@ -342,6 +345,19 @@ impl Fork {
     where
         F: FnMut(&mut Loop<'s, S>, &mut S, Fork) + 's,
     {
+        // A watcher that could never run is refused, not kept silently.
+        #[cfg(target_os = "wasi")]
+        if !lp.capabilities().virtual_fds {
+            return Err(crate::Error::Backend {
+                backend: lp.backend_name(),
+                op: "watch for forks",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "WASI (wasm32-wasip1) has no fork: a guest cannot start another process, \
+                     so a fork watcher would never run",
+                ),
+            });
+        }
         hook::<_, Hooks<ForkHook>, Fork, F>(lp, rank::FORK, callback)
     }
 }
