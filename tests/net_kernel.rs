@@ -283,16 +283,19 @@ fn the_echo_example_exits_0_on_sigterm_or_sigint_after_closing_its_connections()
     }
 }
 
-fn shutdown_on(signal: &'static str) {
+/// The echo example started with `args`, the address it prints (`echo
+/// on ADDR`), and its stderr.
+fn start_echo_example(
+    args: &[&str],
+) -> (std::process::Child, SocketAddr, std::process::ChildStderr) {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
     let mut child = Command::new(example("echo_server"))
-        .arg("127.0.0.1:0")
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let stderr = child.stderr.take().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
@@ -303,6 +306,13 @@ fn shutdown_on(signal: &'static str) {
         .expect("echo on ADDR")
         .parse()
         .unwrap();
+    (child, addr, stderr)
+}
+
+fn shutdown_on(signal: &'static str) {
+    use std::process::Command;
+    let (mut child, addr, stderr) = start_echo_example(&["127.0.0.1:0"]);
+    let pid = child.id();
     let result = watchdog(
         &format!("echo example, kill {signal}"),
         common::WATCHDOG,
@@ -341,24 +351,7 @@ fn shutdown_on(signal: &'static str) {
 /// where no signal can stop it.
 #[test]
 fn the_echo_example_exits_0_after_serving_its_connections_limit() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(example("echo_server"))
-        .args(["127.0.0.1:0", "--connections", "3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line
-        .split_whitespace()
-        .nth(2)
-        .expect("echo on ADDR")
-        .parse()
-        .unwrap();
+    let (mut child, addr, stderr) = start_echo_example(&["127.0.0.1:0", "--connections", "3"]);
     let (exit, errors) = watchdog(
         "echo example, --connections 3",
         common::WATCHDOG,
