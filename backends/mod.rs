@@ -64,7 +64,7 @@ pub(crate) use util::{Clock, Deadline};
 #[cfg(windows)]
 pub(crate) mod windows;
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub mod fd_io;
 // accept4 and the fd limit, for `evloop::net` only; on WASI also the
 // non-blocking flag of a borrowed fd, for `evloop::exec`.

@@ -202,7 +202,7 @@ impl<L: Listener> Listener for Recorded<L> {
 /// assert_eq!(fd_io::recorded_read(&b, &mut [0u8; 4])?, 2);
 /// # Ok::<(), std::io::Error>(())
 /// ```
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub mod fd_io {
     use std::io;
     use std::os::fd::{AsFd, AsRawFd, BorrowedFd};

@@ -14,7 +14,7 @@
 //! or [`net::Listener`](crate::net::Listener) (a `Recorded` listener's
 //! accepted streams are `Recorded` too), so a server given
 //! `Recorded::new(listener)` has every byte of its
-//! [`net::Conns`](crate::net::Conns) in the trace; [`fd_io`] (Unix) is
+//! [`net::Conns`](crate::net::Conns) in the trace; [`fd_io`] (Unix, WASI) is
 //! `backends::fd_io` recorded. The recorder and the wrappers meet in a
 //! per-thread sink (one thread-local load when nothing records); `net`,
 //! `backends::fd_io` and the builder never call into this module. The
@@ -196,7 +196,7 @@ mod play;
 mod record;
 pub(crate) mod sink;
 
-#[cfg(unix)]
+#[cfg(any(unix, target_os = "wasi"))]
 pub use layer::fd_io;
 pub use layer::Recorded;
 pub use play::{

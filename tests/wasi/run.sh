@@ -37,6 +37,7 @@ cargo clippy "${wasi[@]}" -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${wasi[@]}"
 echo "--- with exec, net, replay and the conformance kit"
 cargo clippy "${wasi[@]}" --features exec,net,replay,conformance -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps "${wasi[@]}" --features exec,net,replay,conformance
 
 echo "--- wasmtime"
 wasmtime="${EVLOOP_WASMTIME:-}"
