@@ -138,14 +138,16 @@ const NO_SLOT: usize = usize::MAX;
 
 /// The `wasi` backend (`wasm32-wasip1`).
 ///
-/// ```no_run
+/// ```
 /// use evloop::backends::wasi::Wasi;
 /// use evloop::{Loop, RunMode};
-/// # #[cfg(target_os = "wasi")] {
-/// let mut lp: Loop = Loop::with_backend(Wasi::new());
+/// use std::time::Duration;
+/// let mut lp: Loop<u32> = Loop::with_backend(Wasi::new());
 /// assert_eq!(lp.backend_name(), "wasi");
-/// lp.run(RunMode::NoWait, &mut ())?;
-/// # }
+/// lp.timer(Duration::from_millis(2), Duration::ZERO, |_, n, _| *n += 1)?;
+/// let mut n = 0;
+/// lp.run(RunMode::Default, &mut n)?; // a clock subscription, then the timer
+/// assert_eq!(n, 1);
 /// # Ok::<(), evloop::Error>(())
 /// ```
 pub struct Wasi {
@@ -188,12 +190,10 @@ impl Wasi {
     /// An empty set. Creating one cannot fail: `poll_oneoff` needs no
     /// kernel object.
     ///
-    /// ```no_run
+    /// ```
     /// use evloop::backend::Backend;
-    /// # #[cfg(target_os = "wasi")] {
     /// let w = evloop::backends::wasi::Wasi::new();
     /// assert!(!w.capabilities().edge);
-    /// # }
     /// ```
     pub fn new() -> Wasi {
         Wasi {
@@ -577,14 +577,12 @@ const NO_PROCESSES: &str = "a guest cannot start, watch, reap or signal a proces
 /// child processes and path hints are refused with an error that names
 /// WASI and says why.
 ///
-/// ```no_run
+/// ```
 /// use evloop::backend::{Backend, NoticeService};
-/// # #[cfg(target_os = "wasi")] {
 /// let mut w = evloop::backends::wasi::Wasi::new();
 /// let mut fds: Vec<evloop::RawFd> = Vec::new();
 /// let err = w.notices().unwrap().watch_signal(15, &mut fds).unwrap_err();
 /// assert!(err.to_string().contains("WASI"), "{err}");
-/// # }
 /// ```
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WasiNotices;
@@ -665,13 +663,14 @@ static LISTENERS_TAKEN: AtomicBool = AtomicBool::new(false);
 /// and stderr (preopened directories come first; the scan stops at the
 /// first fd that is not open).
 ///
-/// ```no_run
-/// # #[cfg(target_os = "wasi")] {
+/// ```
+/// // `wasmtime run -S preview2=n -S tcplisten=127.0.0.1:8080` gives one;
+/// // a guest run without gives none.
 /// let listeners = evloop::backends::wasi::preopened_listeners()?;
-/// let listener = listeners.into_iter().next().expect("run with -S tcplisten=ADDR");
-/// listener.set_nonblocking(true)?;
+/// for listener in &listeners {
+///     listener.set_nonblocking(true)?;
+/// }
 /// assert!(evloop::backends::wasi::preopened_listeners().is_err(), "handed out once");
-/// # }
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn preopened_listeners() -> io::Result<Vec<TcpListener>> {

@@ -79,7 +79,7 @@ stream_via_shared_ref!(SimSocket);
 /// The fd number of a source (virtual for the simulator).
 pub fn fd_of(src: &(impl Source + ?Sized)) -> RawFd {
     match src.source_fd() {
-        SourceFd::Os(fd) => os::raw(fd),
+        SourceFd::Os(fd) => raw(fd),
         SourceFd::Virtual(v) => v.get(),
     }
 }
@@ -488,12 +488,15 @@ cfg_if::cfg_if! {
     }
 }
 pub use os::*;
-// What Unix and WASI close behind the loop's back: an fd by number.
+// What Unix and WASI share: an fd closed behind the loop's back by
+// number, and no locks.
 #[cfg(any(unix, target_os = "wasi"))]
 #[path = "raw_sock.rs"]
 mod raw_sock;
 #[cfg(any(unix, target_os = "wasi"))]
 pub use raw_sock::RawSock;
+#[cfg(any(unix, target_os = "wasi"))]
+pub(crate) use raw_sock::{creating, raw, scenario_lock};
 
 impl Fixture for OsFixture {
     type Sock = OsSock;
@@ -511,7 +514,7 @@ impl Fixture for OsFixture {
     }
 
     fn new_loop<'s, S>(&self) -> (Loop<'s, S>, Modifies) {
-        let _creating = os::creating();
+        let _creating = creating();
         let (probe, log) = Probe::wrap(self.open());
         (Loop::with_backend(probe), log)
     }
@@ -545,7 +548,7 @@ impl Fixture for OsFixture {
     }
 
     fn bare_backend(&self) -> Option<Box<dyn Backend>> {
-        let _creating = os::creating();
+        let _creating = creating();
         Some(self.open())
     }
 

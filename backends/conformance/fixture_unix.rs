@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
@@ -24,22 +24,6 @@ pub type OsPipeR = File;
 pub type OsPipeW = File;
 
 stream_via_shared_ref!(UnixStream, File);
-
-/// The number of a borrowed fd.
-pub(crate) fn raw(fd: BorrowedFd<'_>) -> RawFd {
-    fd.as_raw_fd()
-}
-
-/// Nothing to hold while a loop or a socketpair is made (`None`): fd
-/// numbers nobody else may take are kept apart by [`high_fds`].
-pub(crate) fn creating() -> Option<()> {
-    None
-}
-
-/// Nothing to hold for a scenario either (`None`): see [`creating`].
-pub(crate) fn scenario_lock(_exclusive: bool) -> Option<()> {
-    None
-}
 
 fn set_nonblocking_cloexec(fd: RawFd) {
     // SAFETY: F_GETFL/F_SETFL/F_SETFD only change the flags of an fd that

@@ -54,46 +54,54 @@ use crate::RawFd;
 
 /// What [`Fixture::pair`](super::Fixture::pair) gives on WASI: one end of
 /// two relayed connections.
+///
+/// ```
+/// fn watched_end(_: evloop::conformance::fixture::OsSock) {}
+/// ```
 pub type OsSock = WasiSock;
 /// The read end of [`Fixture::pipe`](super::Fixture::pipe) on WASI: one
 /// end of a relayed pair, only read.
+///
+/// ```
+/// fn read_end(_: evloop::conformance::fixture::OsPipeR) {}
+/// ```
 pub type OsPipeR = WasiSock;
 /// The write end of [`Fixture::pipe`](super::Fixture::pipe) on WASI: the
 /// other end, only written.
+///
+/// ```
+/// fn write_end(_: evloop::conformance::fixture::OsPipeW) {}
+/// ```
 pub type OsPipeW = WasiSock;
 
 /// The byte the guest writes on the control connection to ask the relay
 /// for a pair.
+///
+/// ```
+/// assert_eq!(evloop::conformance::fixture::PAIR_REQUEST, b'P');
+/// ```
 pub const PAIR_REQUEST: u8 = b'P';
 
 /// The byte the guest writes on the control connection to ask the relay
 /// to answer (the same byte) once it has had nothing to move for a while.
+///
+/// ```
+/// assert_eq!(evloop::conformance::fixture::SYNC_REQUEST, b'S');
+/// ```
 pub const SYNC_REQUEST: u8 = b'S';
 
 /// How long an end waits for the effect of an action to reach the other
 /// end (only reached when it never comes: the scenario then fails on what
 /// it expected).
+///
+/// ```
+/// assert_eq!(evloop::conformance::fixture::SETTLE_LIMIT.as_secs(), 5);
+/// ```
 pub const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// A write that leaves at most this many bytes in flight waits for them
 /// (see the module documentation).
 const SMALL_WRITE: u64 = 4096;
-
-/// The number of a borrowed fd.
-pub(crate) fn raw(fd: BorrowedFd<'_>) -> RawFd {
-    fd.as_raw_fd()
-}
-
-/// Nothing to hold while a loop or a pair is made: the guest is one
-/// thread, and the kit runs one scenario at a time.
-pub(crate) fn creating() -> Option<()> {
-    None
-}
-
-/// Nothing to hold for a scenario either (see [`creating`]).
-pub(crate) fn scenario_lock(_exclusive: bool) -> Option<()> {
-    None
-}
 
 /// The listener and the control connection, made at the first pair.
 struct Relay {
@@ -201,6 +209,17 @@ impl Link {
 /// One end of a relayed pair (see the module documentation): a
 /// non-blocking TCP connection that makes its actions' effects on the
 /// other end synchronous.
+///
+/// ```no_run
+/// // In a guest run under wasmtime with a preopened listener and a relay
+/// // on the host (the crate's tests/wasi_kit.rs is one):
+/// use evloop::conformance::fixture::SharedStream;
+/// let (a, b) = evloop::conformance::fixture::socketpair();
+/// b.write_some(b"x")?; // returns once `a` has the byte
+/// let mut buf = [0u8; 1];
+/// assert_eq!(a.read_some(&mut buf)?, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct WasiSock {
     stream: Option<TcpStream>,
     link: Rc<Link>,
@@ -403,6 +422,17 @@ fn fionread(fd: RawFd) -> io::Result<usize> {
 }
 
 /// A relayed pair (see the module documentation): both ends non-blocking.
+///
+/// ```no_run
+/// // In a guest run under wasmtime with a preopened listener and a relay
+/// // on the host (the crate's tests/wasi_kit.rs is one):
+/// use evloop::conformance::fixture::SharedStream;
+/// let (a, b) = evloop::conformance::fixture::socketpair();
+/// b.write_some(b"x")?; // returns once `a` has the byte
+/// let mut buf = [0u8; 1];
+/// assert_eq!(a.read_some(&mut buf)?, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn socketpair() -> (WasiSock, WasiSock) {
     let (a, b) = with_relay(|relay| {
         relay
@@ -433,7 +463,7 @@ pub fn socketpair() -> (WasiSock, WasiSock) {
 /// must be open: its file is closed, as `dup2` closes it. WASI has no dup,
 /// and wasmtime never hands out a closed number again: this is the one way
 /// to reuse a number at once.
-pub fn renumber(end: &mut WasiSock, to: RawFd) {
+pub(crate) fn renumber(end: &mut WasiSock, to: RawFd) {
     let from = std::os::fd::IntoRawFd::into_raw_fd(end.stream.take().expect("an open end"));
     // SAFETY: `from` was just taken out of its stream and is owned by
     // nobody; `to` is the caller's to close.
@@ -451,7 +481,7 @@ pub fn renumber(end: &mut WasiSock, to: RawFd) {
 
 /// Takes `end`'s fd out of it, for the caller to close or reuse (it is
 /// marked closed: the other end's actions no longer wait on it).
-pub fn take_fd(mut end: WasiSock) -> RawFd {
+pub(crate) fn take_fd(mut end: WasiSock) -> RawFd {
     let fd = std::os::fd::IntoRawFd::into_raw_fd(end.stream.take().expect("an open end"));
     end.link.closed[end.end].set(true);
     // Not dropped: its drop would shut the other end down and wait.
@@ -461,12 +491,27 @@ pub fn take_fd(mut end: WasiSock) -> RawFd {
 
 /// A "pipe": a relayed pair, (the end that is only read, the end that is
 /// only written).
+///
+/// ```no_run
+/// // In a guest, with the relay running (see socketpair).
+/// use evloop::conformance::fixture::SharedStream;
+/// let (r, w) = evloop::conformance::fixture::pipe();
+/// w.write_some(b"x")?;
+/// assert_eq!(r.read_some(&mut [0u8; 1])?, 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn pipe() -> (WasiSock, WasiSock) {
     socketpair()
 }
 
 /// The doomed fd of an [`OsFixture`](super::OsFixture), and its pair's
 /// link (the close marks the end closed there).
+///
+/// ```
+/// use evloop::conformance::fixture::{Fixture, OsDoom, OsFixture};
+/// fn doom_of(_: &<OsFixture as Fixture>::Doom) {}
+/// let _: fn(&OsDoom) = doom_of;
+/// ```
 pub struct OsDoom {
     fd: RawFd,
     link: Rc<Link>,

@@ -1,16 +1,40 @@
-//! The doomed source of the fd-based fixtures (Unix and WASI): an fd
-//! registered by number only.
+//! What the fd-based fixtures (Unix and WASI) share: the doomed source,
+//! an fd registered by number only, and the locks they need none of.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use super::SharedStream;
 use crate::RawFd;
+
+/// The number of a borrowed fd.
+pub(crate) fn raw(fd: BorrowedFd<'_>) -> RawFd {
+    fd.as_raw_fd()
+}
+
+/// Nothing to hold while a loop or a pair is made (`None`): on Unix the
+/// fd numbers nobody else may take are kept apart by high numbers
+/// (fixture_unix.rs); a WASI guest has one thread. (Windows, whose
+/// handle values cannot be kept apart, holds a lock.)
+pub(crate) fn creating() -> Option<()> {
+    None
+}
+
+/// Nothing to hold for a scenario either (`None`): see [`creating`].
+pub(crate) fn scenario_lock(_exclusive: bool) -> Option<()> {
+    None
+}
 
 /// An fd registered by number only: it owns nothing and closes nothing
 /// when dropped, so a test can `close(2)` the fd behind the loop's back
 /// without anything closing it a second time (std aborts on a double close
 /// of an `OwnedFd` in debug builds).
+///
+/// ```
+/// use evloop::conformance::fixture::{Fixture, OsFixture, RawSock};
+/// fn doomed(_: &<OsFixture as Fixture>::Doomed) {}
+/// let _: fn(&RawSock) = doomed;
+/// ```
 pub struct RawSock {
     fd: RawFd,
 }

@@ -95,6 +95,12 @@ echo "--- the portable test set, inside wasmtime (a guest per test file, each bo
 CARGO_TARGET_WASM32_WASIP1_RUNNER="timeout 600 $wasmtime run -S preview2=n" \
     cargo test "${wasi[@]}" "${portable_args[@]}"
 
+echo "--- the WASI items' doc examples, inside wasmtime"
+# Cross-target doctests: the wasi backend's and the kit's WASI fixture's
+# (those that need the relay are compiled only).
+CARGO_TARGET_WASM32_WASIP1_RUNNER="timeout 600 $wasmtime run -S preview2=n" \
+    cargo test "${wasi[@]}" --doc --features conformance wasi.rs
+
 echo "--- the guests that Linux serves, built into $guests"
 rm -rf "$guests"
 mkdir -p "$guests"
