@@ -134,18 +134,16 @@ pub(crate) fn accept(listener: &TcpListener) -> io::Result<TcpStream> {
 /// table has no limit a guest can read.
 #[cfg(all(target_os = "wasi", feature = "net"))]
 pub(crate) fn fd_limits() -> io::Result<(u64, u64)> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "WASI (wasm32-wasip1) cannot read the descriptor limit: it has no getrlimit",
+    Err(super::wasi::refused(
+        "cannot read the descriptor limit: it has no getrlimit",
     ))
 }
 
 /// WASI (wasm32-wasip1) has no `setrlimit` (nor a limit to raise).
 #[cfg(all(target_os = "wasi", feature = "net"))]
 pub(crate) fn set_fd_soft_limit(_soft: u64) -> io::Result<()> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "WASI (wasm32-wasip1) cannot raise the descriptor limit: it has no setrlimit",
+    Err(super::wasi::refused(
+        "cannot raise the descriptor limit: it has no setrlimit",
     ))
 }
 

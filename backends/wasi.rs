@@ -561,12 +561,26 @@ impl Backend for Wasi {
     }
 }
 
-/// The error of what WASI does not have: `what`, and why.
-fn wasi_lacks(what: &str, why: &str) -> io::Error {
+/// The error of what a WASI guest cannot do, every refusal's in the
+/// crate (`net` and `exec` too): `Unsupported`, and a message that starts
+/// `WASI (wasm32-wasip1)` and goes on with `what` (what it cannot do,
+/// and why).
+pub(crate) fn refused(what: impl std::fmt::Display) -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        format!("WASI (wasm32-wasip1) has no {what}: {why}"),
+        format!("WASI (wasm32-wasip1) {what}"),
     )
+}
+
+/// The refusal of a socket's bind (`net::ListenOptions::bind`,
+/// `exec::AsyncFd::bind`).
+#[cfg(any(feature = "net", feature = "exec"))]
+pub(crate) const CANNOT_BIND: &str =
+    "cannot bind a socket: a guest gets listeners preopened by the runtime";
+
+/// The error of what WASI does not have: `what`, and why.
+fn wasi_lacks(what: &str, why: &str) -> io::Error {
+    refused(format_args!("has no {what}: {why}"))
 }
 
 /// The reason of every refusal about processes.

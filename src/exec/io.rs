@@ -697,12 +697,13 @@ impl AsyncFd<TcpListener> {
     /// assert!(port > 0);
     /// ```
     pub fn bind(addr: impl ToSocketAddrs) -> io::Result<AsyncFd<TcpListener>> {
-        if cfg!(target_os = "wasi") {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "WASI (wasm32-wasip1) cannot bind a socket: a guest gets listeners preopened by the runtime",
-            ));
+        #[cfg(target_os = "wasi")]
+        {
+            use crate::backends::wasi;
+            let _ = addr;
+            Err(wasi::refused(wasi::CANNOT_BIND))
         }
+        #[cfg(not(target_os = "wasi"))]
         AsyncFd::new(TcpListener::bind(addr)?)
     }
 
@@ -772,9 +773,9 @@ fn set_nonblocking(fd: &std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
 /// The connect of [`AsyncFd::connect`] on WASI: refused.
 #[cfg(target_os = "wasi")]
 async fn connect(_: SocketAddr) -> io::Result<AsyncFd<TcpStream>> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "WASI (wasm32-wasip1) cannot connect a socket: a guest has only the sockets the runtime preopens and those accepted from them",
+    Err(crate::backends::wasi::refused(
+        "cannot connect a socket: a guest has only the sockets the runtime preopens and those \
+         accepted from them",
     ))
 }
 

@@ -351,10 +351,9 @@ impl Fork {
             return Err(crate::Error::Backend {
                 backend: lp.backend_name(),
                 op: "watch for forks",
-                source: std::io::Error::new(
-                    std::io::ErrorKind::Unsupported,
-                    "WASI (wasm32-wasip1) has no fork: a guest cannot start another process, \
-                     so a fork watcher would never run",
+                source: crate::backends::wasi::refused(
+                    "has no fork: a guest cannot start another process, so a fork watcher \
+                     would never run",
                 ),
             });
         }

@@ -183,8 +183,9 @@ impl ListenOptions {
     ///
     /// On WASI (wasm32-wasip1) it returns an `Err` of kind
     /// [`io::ErrorKind::Unsupported`]: a guest cannot create or bind a
-    /// socket; the runtime preopens its listeners (take one with
-    /// `TcpListener::from_raw_fd(3)` and give it to an [`Acceptor`]).
+    /// socket; the runtime preopens its listeners (take them with
+    /// `backends::wasi::preopened_listeners` and give one to an
+    /// [`Acceptor`]).
     ///
     /// ```
     /// use evloop::net::ListenOptions;
@@ -200,10 +201,8 @@ impl ListenOptions {
 /// [`ListenOptions::bind`] on WASI: refused.
 #[cfg(target_os = "wasi")]
 fn listen(_: &ListenOptions, _: SocketAddr) -> io::Result<TcpListener> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "WASI (wasm32-wasip1) cannot bind a socket: a guest gets listeners preopened by the runtime",
-    ))
+    use crate::backends::wasi;
+    Err(wasi::refused(wasi::CANNOT_BIND))
 }
 
 /// [`ListenOptions::bind`] on Unix and Windows.
